@@ -1,0 +1,81 @@
+// Compiles contracts/src/*.sol with the solc-js version pinned in package.json and writes one
+// artifact per contract to contracts/artifacts/<Name>.json ({contractName, compiler, abi,
+// bytecode, deployedBytecode}). Rust builds read those committed artifacts, so they need no Node.
+//
+//   node contracts/compile.mjs           write the artifacts
+//   node contracts/compile.mjs --check   exit 1 if the committed artifacts differ from the sources
+import fs from "node:fs";
+import path from "node:path";
+import { createRequire } from "node:module";
+import { fileURLToPath } from "node:url";
+
+const require = createRequire(import.meta.url);
+const solc = require("solc");
+
+const contractsDir = path.dirname(fileURLToPath(import.meta.url));
+const rootDir = path.dirname(contractsDir);
+const srcDir = path.join(contractsDir, "src");
+const artifactsDir = path.join(contractsDir, "artifacts");
+const CONTRACTS = ["AgentRegistry", "Forwarder"];
+
+// Source unit names are relative ("src/X.sol", "@openzeppelin/..."), never absolute paths, so
+// the metadata hash inside the bytecode is the same on every machine.
+const sources = {};
+for (const file of fs.readdirSync(srcDir).filter((f) => f.endsWith(".sol")).sort()) {
+  sources[`src/${file}`] = { content: fs.readFileSync(path.join(srcDir, file), "utf8") };
+}
+
+const input = {
+  language: "Solidity",
+  sources,
+  settings: {
+    optimizer: { enabled: true, runs: 200 },
+    evmVersion: "cancun",
+    metadata: { bytecodeHash: "ipfs" },
+    outputSelection: { "*": { "*": ["abi", "evm.bytecode.object", "evm.deployedBytecode.object"] } },
+  },
+};
+
+function findImport(importPath) {
+  const candidate = path.join(rootDir, "node_modules", importPath);
+  if (fs.existsSync(candidate)) return { contents: fs.readFileSync(candidate, "utf8") };
+  return { error: `import not found: ${importPath} (run the bootstrap to install npm packages)` };
+}
+
+const output = JSON.parse(solc.compile(JSON.stringify(input), { import: findImport }));
+const errors = (output.errors ?? []).filter((e) => e.severity === "error");
+for (const diagnostic of output.errors ?? []) console.error(diagnostic.formattedMessage);
+if (errors.length > 0) process.exit(1);
+
+const rendered = {};
+for (const name of CONTRACTS) {
+  const contract = output.contracts[`src/${name}.sol`]?.[name];
+  if (!contract) {
+    console.error(`contract ${name} missing from the compiler output`);
+    process.exit(1);
+  }
+  const artifact = {
+    contractName: name,
+    compiler: `solc-js ${solc.version()}`,
+    abi: contract.abi,
+    bytecode: `0x${contract.evm.bytecode.object}`,
+    deployedBytecode: `0x${contract.evm.deployedBytecode.object}`,
+  };
+  rendered[name] = JSON.stringify(artifact, null, 2) + "\n";
+}
+
+if (process.argv.includes("--check")) {
+  const stale = CONTRACTS.filter((name) => {
+    const file = path.join(artifactsDir, `${name}.json`);
+    return !fs.existsSync(file) || fs.readFileSync(file, "utf8") !== rendered[name];
+  });
+  if (stale.length > 0) {
+    console.error(`contract artifacts out of date: ${stale.join(", ")}; run: node contracts/compile.mjs`);
+    process.exit(1);
+  }
+  console.log(`contract artifacts match their sources (${CONTRACTS.join(", ")})`);
+} else {
+  fs.mkdirSync(artifactsDir, { recursive: true });
+  for (const name of CONTRACTS) fs.writeFileSync(path.join(artifactsDir, `${name}.json`), rendered[name]);
+  console.log(`wrote ${CONTRACTS.map((n) => `contracts/artifacts/${n}.json`).join(", ")}`);
+}

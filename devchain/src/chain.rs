@@ -1,0 +1,288 @@
+//! A thin client for a development chain: send registry and forwarder calls from unlocked
+//! accounts, read views, decode revert reasons, move time.
+
+use alloy::{
+    network::TransactionBuilder,
+    primitives::{Address, B256, Bytes, U256},
+    providers::{DynProvider, Provider, ProviderBuilder},
+    rpc::types::{TransactionReceipt, TransactionRequest},
+    sol_types::{Revert, SolCall, SolError},
+    transports::{RpcError, TransportErrorKind},
+};
+
+/// Headroom added to gas estimates (foundry's scripts add 30% for the same reason).
+pub const GAS_MARGIN_PERCENT: u64 = 30;
+
+/// Why a transaction or call did not go through.
+#[derive(Debug, thiserror::Error)]
+pub enum TxError {
+    /// The EVM reverted with this reason string (empty when the revert carried none).
+    #[error("reverted: {0}")]
+    Reverted(String),
+    /// The node mined the transaction but it failed.
+    #[error("transaction {0} failed on chain")]
+    Failed(B256),
+    /// The node or the transport failed.
+    #[error("rpc: {0}")]
+    Rpc(RpcError<TransportErrorKind>),
+    /// The node's answer could not be decoded as the call's return type.
+    #[error("decoding the return data: {0}")]
+    Decode(#[from] alloy::sol_types::Error),
+}
+
+impl From<RpcError<TransportErrorKind>> for TxError {
+    fn from(error: RpcError<TransportErrorKind>) -> Self {
+        match revert_reason(&error) {
+            Some(reason) => Self::Reverted(reason),
+            None => Self::Rpc(error),
+        }
+    }
+}
+
+impl TxError {
+    /// The revert reason, when this is a revert.
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            Self::Reverted(reason) => Some(reason),
+            _ => None,
+        }
+    }
+}
+
+/// A connection to a development chain whose senders are unlocked (anvil's dev accounts, or
+/// accounts made unlocked with [`Chain::impersonate`]).
+#[derive(Debug, Clone)]
+pub struct Chain {
+    provider: DynProvider,
+    rpc_url: String,
+}
+
+impl Chain {
+    /// Connects over HTTP. No fillers: the node fills nonce, gas and fees of each transaction.
+    pub fn connect(rpc_url: &str) -> anyhow::Result<Self> {
+        let provider = ProviderBuilder::new()
+            .disable_recommended_fillers()
+            .connect_http(rpc_url.parse()?)
+            .erased();
+        Ok(Self {
+            provider,
+            rpc_url: rpc_url.to_owned(),
+        })
+    }
+
+    /// The underlying provider, for anything this client does not wrap.
+    pub fn provider(&self) -> &DynProvider {
+        &self.provider
+    }
+
+    /// The JSON-RPC endpoint.
+    pub fn rpc_url(&self) -> &str {
+        &self.rpc_url
+    }
+
+    /// Sends `call` to `to` from `from` and waits until it is mined successfully.
+    pub async fn send<C: SolCall>(
+        &self,
+        from: Address,
+        to: Address,
+        call: &C,
+    ) -> Result<TransactionReceipt, TxError> {
+        let request = TransactionRequest::default()
+            .with_from(from)
+            .with_to(to)
+            .with_input(call.abi_encode());
+        self.send_request(request).await
+    }
+
+    /// Sends a prepared transaction and waits until it is mined successfully. Without a gas limit,
+    /// the limit is the node's estimate plus [`GAS_MARGIN_PERCENT`]: anvil's estimate alone has
+    /// been seen to fall a few thousand gas short of what the mined transaction used.
+    pub async fn send_request(
+        &self,
+        mut request: TransactionRequest,
+    ) -> Result<TransactionReceipt, TxError> {
+        if request.gas.is_none() {
+            let estimate = self.provider.estimate_gas(request.clone()).await?;
+            request.gas = Some(estimate + estimate * GAS_MARGIN_PERCENT / 100);
+        }
+        let hash = self.submit(request.clone()).await?;
+        let receipt = self.receipt(hash).await?;
+        if receipt.status() {
+            return Ok(receipt);
+        }
+        // The node estimated the transaction as succeeding, yet it failed when mined: replay it
+        // on the state it ran against to recover the revert reason.
+        let parent_block = receipt.block_number.unwrap_or_default().saturating_sub(1);
+        match self.provider.call(request).block(parent_block.into()).await {
+            Err(error) => Err(error.into()),
+            Ok(_) => Err(TxError::Failed(hash)),
+        }
+    }
+
+    /// Sends a transaction without waiting for its receipt (bulk seeding).
+    pub async fn submit(&self, request: TransactionRequest) -> Result<B256, TxError> {
+        let pending = self.provider.send_transaction(request).await?;
+        Ok(*pending.tx_hash())
+    }
+
+    /// The receipt of a transaction, polling briefly: anvil mines on submission, so it is
+    /// normally there at once.
+    pub async fn receipt(&self, hash: B256) -> Result<TransactionReceipt, TxError> {
+        for _ in 0..200 {
+            if let Some(receipt) = self.provider.get_transaction_receipt(hash).await? {
+                return Ok(receipt);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+        Err(TxError::Failed(hash))
+    }
+
+    /// Deploys `init_code` (creation bytecode with constructor arguments) from `from`.
+    pub async fn deploy(&self, from: Address, init_code: Bytes) -> Result<Address, TxError> {
+        let request = TransactionRequest::default()
+            .with_from(from)
+            .with_deploy_code(init_code);
+        let receipt = self.send_request(request).await?;
+        receipt
+            .contract_address
+            .ok_or(TxError::Failed(receipt.transaction_hash))
+    }
+
+    /// Calls a view of `to` at the latest block.
+    pub async fn view<C: SolCall>(&self, to: Address, call: &C) -> Result<C::Return, TxError> {
+        self.view_from(Address::ZERO, to, call).await
+    }
+
+    /// Calls `to` as `from` at the latest block, without sending a transaction.
+    pub async fn view_from<C: SolCall>(
+        &self,
+        from: Address,
+        to: Address,
+        call: &C,
+    ) -> Result<C::Return, TxError> {
+        let request = TransactionRequest::default()
+            .with_from(from)
+            .with_to(to)
+            .with_input(call.abi_encode());
+        let output = self.provider.call(request).await?;
+        Ok(C::abi_decode_returns(&output)?)
+    }
+
+    /// Lets `account` send transactions through the node and gives it 100 ETH for gas.
+    pub async fn impersonate(&self, account: Address) -> Result<(), TxError> {
+        let balance = U256::from(100u64) * U256::from(10u64).pow(U256::from(18u64));
+        self.provider
+            .raw_request::<_, ()>("anvil_setBalance".into(), (account, balance))
+            .await?;
+        self.provider
+            .raw_request::<_, ()>("anvil_impersonateAccount".into(), (account,))
+            .await?;
+        Ok(())
+    }
+
+    /// Moves the chain's clock forward by `seconds` and mines a block at the new time.
+    pub async fn increase_time(&self, seconds: u64) -> Result<(), TxError> {
+        self.provider
+            .raw_request::<_, serde_json::Value>("evm_increaseTime".into(), (seconds,))
+            .await?;
+        self.mine().await
+    }
+
+    /// Sends many transactions fast: mining is paused, `per_block` transactions go to the pool,
+    /// then one `evm_mine` puts them in a block, whose receipts must all show success. Order is
+    /// kept per sender (nonces), and a later block never runs before an earlier one.
+    pub async fn send_in_blocks(
+        &self,
+        requests: impl IntoIterator<Item = TransactionRequest>,
+        per_block: usize,
+    ) -> Result<usize, TxError> {
+        self.provider
+            .raw_request::<_, ()>("evm_setAutomine".into(), (false,))
+            .await?;
+        let outcome = self
+            .send_in_blocks_paused(requests.into_iter(), per_block.max(1))
+            .await;
+        self.provider
+            .raw_request::<_, ()>("evm_setAutomine".into(), (true,))
+            .await?;
+        outcome
+    }
+
+    async fn send_in_blocks_paused(
+        &self,
+        mut requests: impl Iterator<Item = TransactionRequest>,
+        per_block: usize,
+    ) -> Result<usize, TxError> {
+        let mut sent = 0;
+        loop {
+            let mut in_block = 0;
+            for request in requests.by_ref().take(per_block) {
+                self.submit(request).await?;
+                in_block += 1;
+            }
+            if in_block == 0 {
+                return Ok(sent);
+            }
+            self.mine().await?;
+            let receipts = self
+                .provider
+                .get_block_receipts(alloy::eips::BlockId::latest())
+                .await?
+                .unwrap_or_default();
+            if let Some(failed) = receipts.iter().find(|receipt| !receipt.status()) {
+                return Err(TxError::Failed(failed.transaction_hash));
+            }
+            if receipts.len() != in_block {
+                return Err(TxError::Reverted(format!(
+                    "{in_block} transactions sent but {} mined: raise the block gas limit or lower per_block",
+                    receipts.len()
+                )));
+            }
+            sent += in_block;
+        }
+    }
+
+    /// Makes the next block carry exactly `timestamp`.
+    pub async fn set_next_timestamp(&self, timestamp: u64) -> Result<(), TxError> {
+        self.provider
+            .raw_request::<_, serde_json::Value>("evm_setNextBlockTimestamp".into(), (timestamp,))
+            .await?;
+        Ok(())
+    }
+
+    /// Mines one empty block.
+    pub async fn mine(&self) -> Result<(), TxError> {
+        self.provider
+            .raw_request::<_, serde_json::Value>("evm_mine".into(), ())
+            .await?;
+        Ok(())
+    }
+
+    /// The timestamp of the latest block.
+    pub async fn latest_timestamp(&self) -> Result<u64, TxError> {
+        let block = self
+            .provider
+            .get_block_by_number(alloy::eips::BlockNumberOrTag::Latest)
+            .await?
+            .ok_or_else(|| TxError::Rpc(TransportErrorKind::custom_str("no latest block")))?;
+        Ok(block.header.timestamp)
+    }
+}
+
+/// The `Error(string)` reason of a reverted call, from the revert data of an RPC error or, for
+/// nodes that only put it in the message, from `execution reverted: <reason>`.
+fn revert_reason(error: &RpcError<TransportErrorKind>) -> Option<String> {
+    let payload = error.as_error_resp()?;
+    if let Some(data) = payload.as_revert_data() {
+        return Some(
+            Revert::abi_decode(&data)
+                .map(|revert| revert.reason)
+                .unwrap_or_default(),
+        );
+    }
+    let message = payload.message.as_ref();
+    message
+        .strip_prefix("execution reverted: ")
+        .map(str::to_owned)
+        .or_else(|| (message == "execution reverted").then(String::new))
+}

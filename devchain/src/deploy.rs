@@ -1,0 +1,51 @@
+//! Deployment of the forwarder and the registry (wired to it as trusted forwarder).
+
+use alloy::{
+    primitives::{Address, Bytes},
+    sol_types::SolValue,
+};
+use kya_core::abi::{AgentRegistry, Forwarder};
+
+use crate::{
+    Chain, TxError,
+    dev_accounts::{self, Role},
+};
+
+/// Addresses of a deployment and the accounts that administer it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deployment {
+    /// The registry contract.
+    pub registry: Address,
+    /// The ERC-2771 forwarder the registry trusts.
+    pub forwarder: Address,
+    /// The registry's owner (the deployer).
+    pub owner: Address,
+    /// The regulator added after deployment.
+    pub regulator: Address,
+}
+
+/// Deploys the forwarder, then the registry trusting it, from the owner account, and adds the
+/// regulator account.
+pub async fn deploy(chain: &Chain) -> Result<Deployment, TxError> {
+    let owner = dev_accounts::address(Role::Owner);
+    let regulator = dev_accounts::address(Role::Regulator);
+
+    let forwarder = chain.deploy(owner, Forwarder::BYTECODE.clone()).await?;
+    let mut registry_init = AgentRegistry::BYTECODE.to_vec();
+    registry_init.extend_from_slice(&forwarder.abi_encode());
+    let registry = chain.deploy(owner, Bytes::from(registry_init)).await?;
+
+    chain
+        .send(
+            owner,
+            registry,
+            &AgentRegistry::addRegulatorCall { regulator },
+        )
+        .await?;
+    Ok(Deployment {
+        registry,
+        forwarder,
+        owner,
+        regulator,
+    })
+}

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs what the project needs into project-local, git-ignored folders (node_modules/, .tools/).
+# Idempotent: each step checks a stamp or a version first, so a second run takes seconds.
+# Both README commands (scripts/up.sh and scripts/test.sh) start with it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf 'bootstrap: %s\n' "$*" >&2; }
+
+# The Worker and the browser package build for wasm. RUSTUP_AUTO_INSTALL=0 is set on these
+# machines, so a rust-toolchain file alone would not install the target: add it explicitly.
+if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
+  log "adding the wasm32-unknown-unknown target"
+  rustup target add wasm32-unknown-unknown
+fi
+
+# npm packages (solc-js, OpenZeppelin sources, anvil, wrangler, ...) at the locked versions.
+# `npm ci` refuses this lockfile: the registry we reach lists the other platforms' optional
+# binaries (anvil-darwin-*, ...) without entries, so `npm install` (which keeps the lock) is used.
+lock_stamp=node_modules/.kya-lock-stamp
+lock_hash() { cat package.json package-lock.json | sha256sum | cut -d' ' -f1; }
+if [ "$(cat "$lock_stamp" 2>/dev/null)" != "$(lock_hash)" ]; then
+  log "installing npm packages from package-lock.json"
+  npm install --no-audit --no-fund --loglevel=error
+  lock_hash > "$lock_stamp"
+fi

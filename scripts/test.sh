@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs every test of the project, installing what it needs first (scripts/bootstrap.sh).
+# This is the README's test command and exactly what CI runs (.ci/run).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*" >&2; }
+
+bash scripts/bootstrap.sh
+
+step "contract artifacts match the Solidity sources"
+node contracts/compile.mjs --check
+
+step "formatting"
+cargo fmt --all --check
+
+step "clippy (warnings are errors)"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "kya-core builds for wasm32 with no I/O dependency"
+cargo build -p kya-core --target wasm32-unknown-unknown --locked
+io_crates=$(cargo tree -p kya-core --target wasm32-unknown-unknown -e normal --prefix none --locked \
+  | sed 's/ .*//' | sort -u \
+  | grep -xE 'tokio|mio|socket2|hyper|reqwest|worker|web-sys|js-sys|wasm-bindgen-futures|getrandom' || true)
+if [ -n "$io_crates" ]; then
+  echo "kya-core must not depend on I/O crates, found: $io_crates" >&2
+  exit 1
+fi
+
+step "unit, property and end-to-end tests"
+cargo test --workspace --locked
