@@ -24,3 +24,10 @@ if [ "$(cat "$lock_stamp" 2>/dev/null)" != "$(lock_hash)" ]; then
   npm install --no-audit --no-fund --loglevel=error
   lock_hash > "$lock_stamp"
 fi
+
+# Further installs, one file per concern (wasm tools, Python signers, browsers, ...), in name order.
+for part in scripts/bootstrap.d/*.sh; do
+  [ -e "$part" ] || continue
+  # shellcheck source=/dev/null
+  source "$part"
+done
