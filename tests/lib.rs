@@ -19,11 +19,7 @@ impl TestChain {
         let anvil = Anvil::start(&AnvilOptions::default()).expect("anvil starts");
         let chain = Chain::connect(&anvil.rpc_url()).expect("anvil's URL parses");
         let deployment = deploy::deploy(&chain).await.expect("contracts deploy");
-        Self {
-            chain,
-            deployment,
-            anvil,
-        }
+        Self { chain, deployment, anvil }
     }
 
     /// The registry's address.

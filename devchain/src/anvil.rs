@@ -24,11 +24,7 @@ pub struct AnvilOptions {
 
 impl Default for AnvilOptions {
     fn default() -> Self {
-        Self {
-            port: 0,
-            chain_id: BASE_SEPOLIA_CHAIN_ID,
-            binary: None,
-        }
+        Self { port: 0, chain_id: BASE_SEPOLIA_CHAIN_ID, binary: None }
     }
 }
 
@@ -71,11 +67,7 @@ impl Anvil {
         });
 
         match listening_rx.recv_timeout(Duration::from_secs(30)) {
-            Ok(port) => Ok(Self {
-                child,
-                port,
-                chain_id: options.chain_id,
-            }),
+            Ok(port) => Ok(Self { child, port, chain_id: options.chain_id }),
             Err(_) => {
                 let _ = child.kill();
                 let _ = child.wait();
@@ -122,15 +114,10 @@ fn default_binary() -> anyhow::Result<PathBuf> {
     if let Some(path) = std::env::var_os("ANVIL_BIN") {
         return Ok(PathBuf::from(path));
     }
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .context("workspace root")?;
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().context("workspace root")?;
     let path = workspace.join("node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil");
     if !path.exists() {
-        bail!(
-            "{} not found: run scripts/bootstrap.sh (or set ANVIL_BIN)",
-            path.display()
-        );
+        bail!("{} not found: run scripts/bootstrap.sh (or set ANVIL_BIN)", path.display());
     }
     Ok(path)
 }
@@ -141,10 +128,7 @@ mod tests {
 
     #[test]
     fn reads_the_port_from_anvils_banner() {
-        assert_eq!(
-            parse_listening_port("Listening on 127.0.0.1:37821"),
-            Some(37821)
-        );
+        assert_eq!(parse_listening_port("Listening on 127.0.0.1:37821"), Some(37821));
         assert_eq!(parse_listening_port("Chain ID: 84532"), None);
     }
 }

@@ -60,14 +60,9 @@ pub struct Chain {
 impl Chain {
     /// Connects over HTTP. No fillers: the node fills nonce, gas and fees of each transaction.
     pub fn connect(rpc_url: &str) -> anyhow::Result<Self> {
-        let provider = ProviderBuilder::new()
-            .disable_recommended_fillers()
-            .connect_http(rpc_url.parse()?)
-            .erased();
-        Ok(Self {
-            provider,
-            rpc_url: rpc_url.to_owned(),
-        })
+        let provider =
+            ProviderBuilder::new().disable_recommended_fillers().connect_http(rpc_url.parse()?).erased();
+        Ok(Self { provider, rpc_url: rpc_url.to_owned() })
     }
 
     /// The underlying provider, for anything this client does not wrap.
@@ -87,20 +82,14 @@ impl Chain {
         to: Address,
         call: &C,
     ) -> Result<TransactionReceipt, TxError> {
-        let request = TransactionRequest::default()
-            .with_from(from)
-            .with_to(to)
-            .with_input(call.abi_encode());
+        let request = TransactionRequest::default().with_from(from).with_to(to).with_input(call.abi_encode());
         self.send_request(request).await
     }
 
     /// Sends a prepared transaction and waits until it is mined successfully. Without a gas limit,
     /// the limit is the node's estimate plus [`GAS_MARGIN_PERCENT`]: anvil's estimate alone has
     /// been seen to fall a few thousand gas short of what the mined transaction used.
-    pub async fn send_request(
-        &self,
-        mut request: TransactionRequest,
-    ) -> Result<TransactionReceipt, TxError> {
+    pub async fn send_request(&self, mut request: TransactionRequest) -> Result<TransactionReceipt, TxError> {
         if request.gas.is_none() {
             let estimate = self.provider.estimate_gas(request.clone()).await?;
             request.gas = Some(estimate + estimate * GAS_MARGIN_PERCENT / 100);
@@ -139,13 +128,9 @@ impl Chain {
 
     /// Deploys `init_code` (creation bytecode with constructor arguments) from `from`.
     pub async fn deploy(&self, from: Address, init_code: Bytes) -> Result<Address, TxError> {
-        let request = TransactionRequest::default()
-            .with_from(from)
-            .with_deploy_code(init_code);
+        let request = TransactionRequest::default().with_from(from).with_deploy_code(init_code);
         let receipt = self.send_request(request).await?;
-        receipt
-            .contract_address
-            .ok_or(TxError::Failed(receipt.transaction_hash))
+        receipt.contract_address.ok_or(TxError::Failed(receipt.transaction_hash))
     }
 
     /// Calls a view of `to` at the latest block.
@@ -160,10 +145,7 @@ impl Chain {
         to: Address,
         call: &C,
     ) -> Result<C::Return, TxError> {
-        let request = TransactionRequest::default()
-            .with_from(from)
-            .with_to(to)
-            .with_input(call.abi_encode());
+        let request = TransactionRequest::default().with_from(from).with_to(to).with_input(call.abi_encode());
         let output = self.provider.call(request).await?;
         Ok(C::abi_decode_returns(&output)?)
     }
@@ -171,20 +153,14 @@ impl Chain {
     /// Lets `account` send transactions through the node and gives it 100 ETH for gas.
     pub async fn impersonate(&self, account: Address) -> Result<(), TxError> {
         let balance = U256::from(100u64) * U256::from(10u64).pow(U256::from(18u64));
-        self.provider
-            .raw_request::<_, ()>("anvil_setBalance".into(), (account, balance))
-            .await?;
-        self.provider
-            .raw_request::<_, ()>("anvil_impersonateAccount".into(), (account,))
-            .await?;
+        self.provider.raw_request::<_, ()>("anvil_setBalance".into(), (account, balance)).await?;
+        self.provider.raw_request::<_, ()>("anvil_impersonateAccount".into(), (account,)).await?;
         Ok(())
     }
 
     /// Moves the chain's clock forward by `seconds` and mines a block at the new time.
     pub async fn increase_time(&self, seconds: u64) -> Result<(), TxError> {
-        self.provider
-            .raw_request::<_, serde_json::Value>("evm_increaseTime".into(), (seconds,))
-            .await?;
+        self.provider.raw_request::<_, serde_json::Value>("evm_increaseTime".into(), (seconds,)).await?;
         self.mine().await
     }
 
@@ -196,15 +172,9 @@ impl Chain {
         requests: impl IntoIterator<Item = TransactionRequest>,
         per_block: usize,
     ) -> Result<usize, TxError> {
-        self.provider
-            .raw_request::<_, ()>("evm_setAutomine".into(), (false,))
-            .await?;
-        let outcome = self
-            .send_in_blocks_paused(requests.into_iter(), per_block.max(1))
-            .await;
-        self.provider
-            .raw_request::<_, ()>("evm_setAutomine".into(), (true,))
-            .await?;
+        self.provider.raw_request::<_, ()>("evm_setAutomine".into(), (false,)).await?;
+        let outcome = self.send_in_blocks_paused(requests.into_iter(), per_block.max(1)).await;
+        self.provider.raw_request::<_, ()>("evm_setAutomine".into(), (true,)).await?;
         outcome
     }
 
@@ -224,11 +194,8 @@ impl Chain {
                 return Ok(sent);
             }
             self.mine().await?;
-            let receipts = self
-                .provider
-                .get_block_receipts(alloy::eips::BlockId::latest())
-                .await?
-                .unwrap_or_default();
+            let receipts =
+                self.provider.get_block_receipts(alloy::eips::BlockId::latest()).await?.unwrap_or_default();
             if let Some(failed) = receipts.iter().find(|receipt| !receipt.status()) {
                 return Err(TxError::Failed(failed.transaction_hash));
             }
@@ -252,9 +219,7 @@ impl Chain {
 
     /// Mines one empty block.
     pub async fn mine(&self) -> Result<(), TxError> {
-        self.provider
-            .raw_request::<_, serde_json::Value>("evm_mine".into(), ())
-            .await?;
+        self.provider.raw_request::<_, serde_json::Value>("evm_mine".into(), ()).await?;
         Ok(())
     }
 
@@ -274,11 +239,7 @@ impl Chain {
 fn revert_reason(error: &RpcError<TransportErrorKind>) -> Option<String> {
     let payload = error.as_error_resp()?;
     if let Some(data) = payload.as_revert_data() {
-        return Some(
-            Revert::abi_decode(&data)
-                .map(|revert| revert.reason)
-                .unwrap_or_default(),
-        );
+        return Some(Revert::abi_decode(&data).map(|revert| revert.reason).unwrap_or_default());
     }
     let message = payload.message.as_ref();
     message

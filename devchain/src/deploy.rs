@@ -35,17 +35,6 @@ pub async fn deploy(chain: &Chain) -> Result<Deployment, TxError> {
     registry_init.extend_from_slice(&forwarder.abi_encode());
     let registry = chain.deploy(owner, Bytes::from(registry_init)).await?;
 
-    chain
-        .send(
-            owner,
-            registry,
-            &AgentRegistry::addRegulatorCall { regulator },
-        )
-        .await?;
-    Ok(Deployment {
-        registry,
-        forwarder,
-        owner,
-        regulator,
-    })
+    chain.send(owner, registry, &AgentRegistry::addRegulatorCall { regulator }).await?;
+    Ok(Deployment { registry, forwarder, owner, regulator })
 }

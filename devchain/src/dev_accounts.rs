@@ -41,9 +41,7 @@ pub enum Role {
 
 /// The signer of a development account.
 pub fn signer(role: Role) -> PrivateKeySigner {
-    DEV_KEYS[role as usize]
-        .parse()
-        .expect("the built-in development keys are valid")
+    DEV_KEYS[role as usize].parse().expect("the built-in development keys are valid")
 }
 
 /// The address of a development account.
@@ -72,14 +70,8 @@ mod tests {
 
     #[test]
     fn dev_keys_give_anvils_default_addresses() {
-        assert_eq!(
-            address(Role::Owner).to_string(),
-            "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"
-        );
-        assert_eq!(
-            address(Role::Relayer).to_string(),
-            "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720"
-        );
+        assert_eq!(address(Role::Owner).to_string(), "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266");
+        assert_eq!(address(Role::Relayer).to_string(), "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720");
     }
 
     #[test]

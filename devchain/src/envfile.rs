@@ -13,12 +13,7 @@ use crate::{
 pub const DEFAULT_PATH: &str = ".devchain/env";
 
 /// Renders the env file of a deployment on `rpc_url`.
-pub fn render(
-    rpc_url: &str,
-    chain_id: u64,
-    deployment: &Deployment,
-    demo_data: Option<&Path>,
-) -> String {
+pub fn render(rpc_url: &str, chain_id: u64, deployment: &Deployment, demo_data: Option<&Path>) -> String {
     let mut out = String::from(
         "# Written by kya-devchain for the local chain. The keys are anvil's public test keys.\n",
     );

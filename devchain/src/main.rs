@@ -33,40 +33,23 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let Command::Up {
-        port,
-        agents,
-        env_file,
-    } = Cli::parse().command;
-    let anvil = Anvil::start(&AnvilOptions {
-        port,
-        ..AnvilOptions::default()
-    })?;
+    let Command::Up { port, agents, env_file } = Cli::parse().command;
+    let anvil = Anvil::start(&AnvilOptions { port, ..AnvilOptions::default() })?;
     let chain = Chain::connect(&anvil.rpc_url())?;
-    let deployment = deploy::deploy(&chain)
-        .await
-        .context("deploying the contracts")?;
+    let deployment = deploy::deploy(&chain).await.context("deploying the contracts")?;
 
     let started = Instant::now();
     let demo_path = env_file.with_file_name("demo.json");
     let (summary, demo_data) = match agents {
         Some(count) => {
-            let total = seed::seed_bulk(&chain, &deployment, count)
-                .await
-                .context("seeding bulk agents")?;
+            let total = seed::seed_bulk(&chain, &deployment, count).await.context("seeding bulk agents")?;
             (format!("{total} bulk agents"), None)
         }
         None => {
-            let demo = seed::seed_demo(&chain, &deployment)
-                .await
-                .context("seeding demo data")?;
+            let demo = seed::seed_demo(&chain, &deployment).await.context("seeding demo data")?;
             envfile::write_atomically(&demo_path, &serde_json::to_string_pretty(&demo)?)?;
             (
-                format!(
-                    "{} demo agents, {} revenue reports",
-                    demo.agents.len(),
-                    demo.revenue.len()
-                ),
+                format!("{} demo agents, {} revenue reports", demo.agents.len(), demo.revenue.len()),
                 Some(demo_path.as_path()),
             )
         }

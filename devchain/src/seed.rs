@@ -109,10 +109,7 @@ impl DemoData {
 
     /// The revenue history of one agent, oldest first.
     pub fn revenue_of(&self, agent_id: u64) -> Vec<&SeededRevenue> {
-        self.revenue
-            .iter()
-            .filter(|report| report.agent_id == agent_id)
-            .collect()
+        self.revenue.iter().filter(|report| report.agent_id == agent_id).collect()
     }
 }
 
@@ -125,79 +122,27 @@ pub async fn seed_demo(chain: &Chain, deployment: &Deployment) -> Result<DemoDat
     let liable = dev_accounts::address(Role::Outsider);
 
     // A lineage five generations deep; children inherit the root's Haftungsperson.
-    let mut lineage = vec![
-        seeder
-            .register(
-                creator_a,
-                creator_a,
-                "atlas: orchestrates research agents",
-                0,
-                true,
-            )
-            .await?,
-    ];
+    let mut lineage =
+        vec![seeder.register(creator_a, creator_a, "atlas: orchestrates research agents", 0, true).await?];
     for generation in 1..5u64 {
         let parent = *lineage.last().expect("lineage has a root");
         let scope = format!("atlas lineage generation {generation}: delegated research");
-        lineage.push(
-            seeder
-                .register(creator_a, creator_a, &scope, parent, generation % 2 == 0)
-                .await?,
-        );
+        lineage.push(seeder.register(creator_a, creator_a, &scope, parent, generation % 2 == 0).await?);
     }
 
-    let hive = seeder
-        .register(
-            creator_b,
-            liable,
-            "hive: coordinates a swarm of crawlers",
-            0,
-            false,
-        )
-        .await?;
+    let hive = seeder.register(creator_b, liable, "hive: coordinates a swarm of crawlers", 0, false).await?;
     let mut hive_children = Vec::new();
     for index in 0..HIVE_CHILDREN {
         let scope = format!("hive worker {index}: crawls and summarises public data");
-        hive_children.push(
-            seeder
-                .register(creator_b, liable, &scope, hive, false)
-                .await?,
-        );
+        hive_children.push(seeder.register(creator_b, liable, &scope, hive, false).await?);
     }
 
-    let suspended = seeder
-        .register(
-            creator_c,
-            creator_c,
-            "scraper under investigation",
-            0,
-            false,
-        )
-        .await?;
-    let revoked = seeder
-        .register(creator_c, creator_c, "trader with revoked licence", 0, true)
-        .await?;
-    let terminated = seeder
-        .register(creator_c, creator_c, "helper that ended itself", 0, false)
-        .await?;
-    let lapsed = seeder
-        .register(
-            creator_a,
-            liable,
-            "analyst that stopped attesting",
-            0,
-            false,
-        )
-        .await?;
-    let reactivated = seeder
-        .register(
-            creator_a,
-            creator_a,
-            "auditor suspended and cleared",
-            0,
-            false,
-        )
-        .await?;
+    let suspended = seeder.register(creator_c, creator_c, "scraper under investigation", 0, false).await?;
+    let revoked = seeder.register(creator_c, creator_c, "trader with revoked licence", 0, true).await?;
+    let terminated = seeder.register(creator_c, creator_c, "helper that ended itself", 0, false).await?;
+    let lapsed = seeder.register(creator_a, liable, "analyst that stopped attesting", 0, false).await?;
+    let reactivated =
+        seeder.register(creator_a, creator_a, "auditor suspended and cleared", 0, false).await?;
     seeder.suspend(reactivated).await?;
     seeder.reactivate(reactivated).await?;
 
@@ -217,35 +162,19 @@ pub async fn seed_demo(chain: &Chain, deployment: &Deployment) -> Result<DemoDat
     for index in 0..12u64 {
         let pick = usize::try_from(index).expect("small index");
         let amount = 10_000 + index * 2_550;
-        seeder
-            .report(
-                lineage[0],
-                amount,
-                currencies[pick % 3],
-                categories[(pick / 3) % 3],
-                index,
-            )
-            .await?;
+        seeder.report(lineage[0], amount, currencies[pick % 3], categories[(pick / 3) % 3], index).await?;
     }
     for (index, agent_id) in [lineage[1], lineage[1], lineage[2]].into_iter().enumerate() {
         let index = u64::try_from(index).expect("small index");
-        seeder
-            .report(agent_id, 4_200 + index * 100, "EUR", "inference", index)
-            .await?;
+        seeder.report(agent_id, 4_200 + index * 100, "EUR", "inference", index).await?;
     }
-    for (index, (currency, category)) in [
-        ("JPY", "consulting"),
-        ("USD", "inference"),
-        ("JPY", "compute"),
-        ("CHF", "licensing"),
-    ]
-    .into_iter()
-    .enumerate()
+    for (index, (currency, category)) in
+        [("JPY", "consulting"), ("USD", "inference"), ("JPY", "compute"), ("CHF", "licensing")]
+            .into_iter()
+            .enumerate()
     {
         let index = u64::try_from(index).expect("small index");
-        seeder
-            .report(hive, 150_000 + index * 1_000, currency, category, index)
-            .await?;
+        seeder.report(hive, 150_000 + index * 1_000, currency, category, index).await?;
     }
 
     seeder.suspend(suspended).await?;
@@ -257,16 +186,7 @@ pub async fn seed_demo(chain: &Chain, deployment: &Deployment) -> Result<DemoDat
     let data = DemoData {
         agents: seeder.agents,
         revenue: seeder.revenue,
-        roles: DemoRoles {
-            lineage,
-            hive,
-            compliant,
-            lapsed,
-            suspended,
-            revoked,
-            terminated,
-            reactivated,
-        },
+        roles: DemoRoles { lineage, hive, compliant, lapsed, suspended, revoked, terminated, reactivated },
         seeded_until,
     };
     verify_count(chain, deployment, data.agents.len()).await?;
@@ -289,32 +209,17 @@ pub async fn seed_bulk(chain: &Chain, deployment: &Deployment, count: u64) -> Re
 
     let registrations = ids.clone().map(|id| {
         let group_root = id - (id - first_id) % 10;
-        let parent = if id == group_root {
-            0
-        } else {
-            group_root + (id - group_root - 1) / 3
-        };
+        let parent = if id == group_root { 0 } else { group_root + (id - group_root - 1) / 3 };
         let scope = format!("bulk agent {id}");
-        let call = register_call(
-            creator_of(id),
-            dev_accounts::agent_wallet(id).address(),
-            &scope,
-            parent,
-            false,
-        );
+        let call =
+            register_call(creator_of(id), dev_accounts::agent_wallet(id).address(), &scope, parent, false);
         tx(creator_of(id), registry, &call)
     });
     chain.send_in_blocks(registrations, PER_BLOCK).await?;
     chain.increase_time(TIME_TRAVEL).await?;
 
     let attestations = ids.clone().filter(|id| id % 4 != 0).map(|id| {
-        tx(
-            creator_of(id),
-            registry,
-            &AgentRegistry::attestComplianceCall {
-                agentId: U256::from(id),
-            },
-        )
+        tx(creator_of(id), registry, &AgentRegistry::attestComplianceCall { agentId: U256::from(id) })
     });
     chain.send_in_blocks(attestations, PER_BLOCK).await?;
 
@@ -337,21 +242,9 @@ pub async fn seed_bulk(chain: &Chain, deployment: &Deployment, count: u64) -> Re
     let status_changes = ids.filter_map(|id| {
         let agent_id = U256::from(id);
         match id % 50 {
-            7 => Some(tx(
-                regulator,
-                registry,
-                &AgentRegistry::suspendAgentCall { agentId: agent_id },
-            )),
-            13 => Some(tx(
-                regulator,
-                registry,
-                &AgentRegistry::revokeAgentCall { agentId: agent_id },
-            )),
-            29 => Some(tx(
-                creator_of(id),
-                registry,
-                &AgentRegistry::terminateSelfCall { agentId: agent_id },
-            )),
+            7 => Some(tx(regulator, registry, &AgentRegistry::suspendAgentCall { agentId: agent_id })),
+            13 => Some(tx(regulator, registry, &AgentRegistry::revokeAgentCall { agentId: agent_id })),
+            29 => Some(tx(creator_of(id), registry, &AgentRegistry::terminateSelfCall { agentId: agent_id })),
             _ => None,
         }
     });
@@ -386,26 +279,14 @@ impl<'a> Seeder<'a> {
             )));
         }
         let clock = chain.latest_timestamp().await? + 1;
-        Ok(Self {
-            chain,
-            deployment,
-            clock,
-            agents: Vec::new(),
-            revenue: Vec::new(),
-        })
+        Ok(Self { chain, deployment, clock, agents: Vec::new(), revenue: Vec::new() })
     }
 
     /// Sends `call` from `from` in a block at the seed clock's next second; returns that time.
-    async fn send_at_next_second<C: SolCall>(
-        &mut self,
-        from: Address,
-        call: &C,
-    ) -> Result<u64, TxError> {
+    async fn send_at_next_second<C: SolCall>(&mut self, from: Address, call: &C) -> Result<u64, TxError> {
         let timestamp = self.clock;
         self.chain.set_next_timestamp(timestamp).await?;
-        self.chain
-            .send(from, self.deployment.registry, call)
-            .await?;
+        self.chain.send(from, self.deployment.registry, call).await?;
         self.clock += 1;
         Ok(timestamp)
     }
@@ -462,9 +343,7 @@ impl<'a> Seeder<'a> {
         let at = self
             .send_at_next_second(
                 creator,
-                &AgentRegistry::attestComplianceCall {
-                    agentId: U256::from(agent_id),
-                },
+                &AgentRegistry::attestComplianceCall { agentId: U256::from(agent_id) },
             )
             .await?;
         self.agent_mut(agent_id).last_attestation = at;
@@ -509,9 +388,7 @@ impl<'a> Seeder<'a> {
         let regulator = self.deployment.regulator;
         self.send_at_next_second(
             regulator,
-            &AgentRegistry::suspendAgentCall {
-                agentId: U256::from(agent_id),
-            },
+            &AgentRegistry::suspendAgentCall { agentId: U256::from(agent_id) },
         )
         .await?;
         self.agent_mut(agent_id).status = AgentStatus::Suspended;
@@ -522,9 +399,7 @@ impl<'a> Seeder<'a> {
         let regulator = self.deployment.regulator;
         self.send_at_next_second(
             regulator,
-            &AgentRegistry::reactivateAgentCall {
-                agentId: U256::from(agent_id),
-            },
+            &AgentRegistry::reactivateAgentCall { agentId: U256::from(agent_id) },
         )
         .await?;
         self.agent_mut(agent_id).status = AgentStatus::Active;
@@ -535,9 +410,7 @@ impl<'a> Seeder<'a> {
         let regulator = self.deployment.regulator;
         self.send_at_next_second(
             regulator,
-            &AgentRegistry::revokeAgentCall {
-                agentId: U256::from(agent_id),
-            },
+            &AgentRegistry::revokeAgentCall { agentId: U256::from(agent_id) },
         )
         .await?;
         self.agent_mut(agent_id).status = AgentStatus::Revoked;
@@ -548,9 +421,7 @@ impl<'a> Seeder<'a> {
         let creator = self.agent_mut(agent_id).creator;
         self.send_at_next_second(
             creator,
-            &AgentRegistry::terminateSelfCall {
-                agentId: U256::from(agent_id),
-            },
+            &AgentRegistry::terminateSelfCall { agentId: U256::from(agent_id) },
         )
         .await?;
         self.agent_mut(agent_id).status = AgentStatus::Terminated;
@@ -589,23 +460,15 @@ fn tx<C: SolCall>(from: Address, to: Address, call: &C) -> TransactionRequest {
 }
 
 async fn next_agent_id(chain: &Chain, registry: Address) -> Result<u64, TxError> {
-    let next = chain
-        .view(registry, &AgentRegistry::nextAgentIdCall {})
-        .await?;
+    let next = chain.view(registry, &AgentRegistry::nextAgentIdCall {}).await?;
     Ok(u64::try_from(next).expect("agent ids fit u64"))
 }
 
-async fn verify_count(
-    chain: &Chain,
-    deployment: &Deployment,
-    expected: usize,
-) -> Result<(), TxError> {
+async fn verify_count(chain: &Chain, deployment: &Deployment, expected: usize) -> Result<(), TxError> {
     let on_chain = next_agent_id(chain, deployment.registry).await? - 1;
     if on_chain == u64::try_from(expected).expect("fits") {
         Ok(())
     } else {
-        Err(TxError::Reverted(format!(
-            "seeded {expected} agents but the registry holds {on_chain}"
-        )))
+        Err(TxError::Reverted(format!("seeded {expected} agents but the registry holds {on_chain}")))
     }
 }

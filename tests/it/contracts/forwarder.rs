@@ -4,6 +4,7 @@
 use alloy::{
     network::TransactionBuilder,
     primitives::{Address, Bytes, U256, aliases::U48},
+    providers::Provider,
     rpc::types::TransactionRequest,
     signers::{SignerSync, local::PrivateKeySigner},
     sol_types::{Revert, SolCall, SolError, SolEvent},
@@ -25,12 +26,7 @@ fn agent_key(n: u64) -> PrivateKeySigner {
     dev_accounts::agent_wallet(2_000_000 + n)
 }
 
-fn request<C: SolCall>(
-    t: &TestChain,
-    signer: &PrivateKeySigner,
-    nonce: u64,
-    call: &C,
-) -> ForwardRequest {
+fn request<C: SolCall>(t: &TestChain, signer: &PrivateKeySigner, nonce: u64, call: &C) -> ForwardRequest {
     ForwardRequest {
         from: signer.address(),
         to: t.registry(),
@@ -43,10 +39,8 @@ fn request<C: SolCall>(
 }
 
 fn sign(t: &TestChain, signer: &PrivateKeySigner, request: &ForwardRequest) -> Bytes {
-    let digest = forward_request::signing_digest(
-        request,
-        &forward_request::domain(t.chain_id(), t.forwarder()),
-    );
+    let digest =
+        forward_request::signing_digest(request, &forward_request::domain(t.chain_id(), t.forwarder()));
     let signature = signer.sign_hash_sync(&digest).expect("signing a digest");
     Bytes::from(signature.as_bytes().to_vec())
 }
@@ -57,71 +51,42 @@ async fn execute(
     request: &ForwardRequest,
     signature: &Bytes,
 ) -> Result<alloy::rpc::types::TransactionReceipt, TxError> {
-    let call = Forwarder::executeCall {
-        req: request.clone(),
-        signature: signature.clone(),
-    };
-    t.chain
-        .send(dev_accounts::address(Role::Relayer), t.forwarder(), &call)
-        .await
+    let call = Forwarder::executeCall { req: request.clone(), signature: signature.clone() };
+    t.chain.send(dev_accounts::address(Role::Relayer), t.forwarder(), &call).await
 }
 
-async fn verify(
-    t: &TestChain,
-    request: &ForwardRequest,
-    signature: &Bytes,
-) -> Result<bool, TxError> {
+async fn verify(t: &TestChain, request: &ForwardRequest, signature: &Bytes) -> Result<bool, TxError> {
     t.chain
-        .view(
-            t.forwarder(),
-            &Forwarder::verifyCall {
-                req: request.clone(),
-                signature: signature.clone(),
-            },
-        )
+        .view(t.forwarder(), &Forwarder::verifyCall { req: request.clone(), signature: signature.clone() })
         .await
 }
 
 async fn nonce(t: &TestChain, account: Address) -> u64 {
-    t.chain
-        .view(t.forwarder(), &Forwarder::getNonceCall { from: account })
-        .await
-        .unwrap()
-        .to()
+    t.chain.view(t.forwarder(), &Forwarder::getNonceCall { from: account }).await.unwrap().to()
+}
+
+async fn balance(t: &TestChain, account: Address) -> U256 {
+    t.chain.provider().get_balance(account).await.unwrap()
 }
 
 /// An agent registered by creator A whose wallet is `signer`.
 async fn registered(t: &TestChain, signer: &PrivateKeySigner) -> u64 {
-    register(t, Role::CreatorA, signer.address(), 0)
-        .await
-        .unwrap()
+    register(t, Role::CreatorA, signer.address(), 0).await.unwrap()
 }
 
 #[tokio::test]
 async fn the_forwarders_domain_is_the_one_core_signs_for() {
     let t = TestChain::start().await;
-    let on_chain = t
-        .chain
-        .view(t.forwarder(), &Forwarder::eip712DomainCall {})
-        .await
-        .unwrap();
+    let on_chain = t.chain.view(t.forwarder(), &Forwarder::eip712DomainCall {}).await.unwrap();
     let ours = forward_request::domain(t.chain_id(), t.forwarder());
     assert_eq!(on_chain.name, forward_request::DOMAIN_NAME);
     assert_eq!(on_chain.version, forward_request::DOMAIN_VERSION);
-    assert_eq!(
-        on_chain.chainId,
-        U256::from(kya_core::forward_request::BASE_SEPOLIA_CHAIN_ID)
-    );
+    assert_eq!(on_chain.chainId, U256::from(kya_core::forward_request::BASE_SEPOLIA_CHAIN_ID));
     assert_eq!(on_chain.verifyingContract, t.forwarder());
     assert_eq!(Some(on_chain.chainId), ours.chain_id);
     assert!(
         t.chain
-            .view(
-                t.registry(),
-                &AgentRegistry::isTrustedForwarderCall {
-                    forwarder: t.forwarder()
-                }
-            )
+            .view(t.registry(), &AgentRegistry::isTrustedForwarderCall { forwarder: t.forwarder() })
             .await
             .unwrap(),
         "the registry trusts the forwarder"
@@ -133,58 +98,29 @@ async fn a_forwarded_request_acts_as_its_signer() {
     let t = TestChain::start().await;
     let signer = agent_key(1);
     let agent_id = registered(&t, &signer).await;
-    let balance = t.chain.provider();
-    use alloy::providers::Provider;
-    assert_eq!(
-        balance.get_balance(signer.address()).await.unwrap(),
-        U256::ZERO,
-        "the signer holds no gas"
-    );
+    assert_eq!(balance(&t, signer.address()).await, U256::ZERO, "the signer holds no gas");
 
     t.chain.increase_time(3600).await.unwrap();
-    let attest = request(
-        &t,
-        &signer,
-        0,
-        &AgentRegistry::attestComplianceCall {
-            agentId: id(agent_id),
-        },
-    );
+    let attest = request(&t, &signer, 0, &AgentRegistry::attestComplianceCall { agentId: id(agent_id) });
     let signature = sign(&t, &signer, &attest);
     assert!(verify(&t, &attest, &signature).await.unwrap());
     let receipt = execute(&t, &attest, &signature).await.unwrap();
 
-    assert_eq!(
-        agent(&t, agent_id).await.lastAttestation,
-        block_timestamp(&t).await
-    );
+    assert_eq!(agent(&t, agent_id).await.lastAttestation, block_timestamp(&t).await);
     let attested = receipt
         .inner
         .logs()
         .iter()
         .find_map(|log| AgentRegistry::ComplianceAttested::decode_log_data(log.data()).ok())
         .expect("a ComplianceAttested event");
-    assert_eq!(
-        attested.attester,
-        signer.address(),
-        "_msgSender() is the signer, not the relayer"
-    );
+    assert_eq!(attested.attester, signer.address(), "_msgSender() is the signer, not the relayer");
     assert_eq!(attested.agentId, id(agent_id));
     assert_eq!(nonce(&t, signer.address()).await, 1);
-    assert_eq!(
-        balance.get_balance(signer.address()).await.unwrap(),
-        U256::ZERO,
-        "the relayer paid"
-    );
+    assert_eq!(balance(&t, signer.address()).await, U256::ZERO, "the relayer paid");
 
     // A registration through the forwarder makes the signer the creator.
     let child_key = agent_key(2);
-    let register = request(
-        &t,
-        &signer,
-        1,
-        &super::register_call(child_key.address(), agent_id),
-    );
+    let register = request(&t, &signer, 1, &super::register_call(child_key.address(), agent_id));
     let signature = sign(&t, &signer, &register);
     execute(&t, &register, &signature).await.unwrap();
     let child = agent(&t, agent_id + 1).await;
@@ -197,21 +133,11 @@ async fn a_replayed_request_is_refused() {
     let t = TestChain::start().await;
     let signer = agent_key(1);
     let agent_id = registered(&t, &signer).await;
-    let attest = request(
-        &t,
-        &signer,
-        0,
-        &AgentRegistry::attestComplianceCall {
-            agentId: id(agent_id),
-        },
-    );
+    let attest = request(&t, &signer, 0, &AgentRegistry::attestComplianceCall { agentId: id(agent_id) });
     let signature = sign(&t, &signer, &attest);
     execute(&t, &attest, &signature).await.unwrap();
     assert!(!verify(&t, &attest, &signature).await.unwrap());
-    assert_revert(
-        execute(&t, &attest, &signature).await,
-        "Forwarder: invalid signature",
-    );
+    assert_revert(execute(&t, &attest, &signature).await, "Forwarder: invalid signature");
     assert_eq!(nonce(&t, signer.address()).await, 1);
 }
 
@@ -221,18 +147,13 @@ async fn an_expired_request_is_refused() {
     let signer = agent_key(1);
     let agent_id = registered(&t, &signer).await;
     let now = block_timestamp(&t).await;
-    let call = AgentRegistry::attestComplianceCall {
-        agentId: id(agent_id),
-    };
+    let call = AgentRegistry::attestComplianceCall { agentId: id(agent_id) };
 
     let mut expired = request(&t, &signer, 0, &call);
     expired.deadline = U48::from(now - 1);
     let signature = sign(&t, &signer, &expired);
     assert!(!verify(&t, &expired, &signature).await.unwrap());
-    assert_revert(
-        execute(&t, &expired, &signature).await,
-        "Forwarder: invalid signature",
-    );
+    assert_revert(execute(&t, &expired, &signature).await, "Forwarder: invalid signature");
 
     let mut in_time = request(&t, &signer, 0, &call);
     in_time.deadline = U48::from(now + 3600);
@@ -246,42 +167,27 @@ async fn a_wrong_nonce_signer_or_payload_is_refused() {
     let t = TestChain::start().await;
     let signer = agent_key(1);
     let agent_id = registered(&t, &signer).await;
-    let call = AgentRegistry::attestComplianceCall {
-        agentId: id(agent_id),
-    };
+    let call = AgentRegistry::attestComplianceCall { agentId: id(agent_id) };
 
     let ahead = request(&t, &signer, 1, &call);
     let signature = sign(&t, &signer, &ahead);
-    assert_revert(
-        execute(&t, &ahead, &signature).await,
-        "Forwarder: invalid signature",
-    );
+    assert_revert(execute(&t, &ahead, &signature).await, "Forwarder: invalid signature");
 
     let impostor = agent_key(99);
     let forged = request(&t, &signer, 0, &call);
     let signature = sign(&t, &impostor, &forged);
-    assert_revert(
-        execute(&t, &forged, &signature).await,
-        "Forwarder: invalid signature",
-    );
+    assert_revert(execute(&t, &forged, &signature).await, "Forwarder: invalid signature");
 
     let signed = request(&t, &signer, 0, &call);
     let signature = sign(&t, &signer, &signed);
     let mut tampered = signed.clone();
     tampered.gas = U256::from(900_000);
-    assert_revert(
-        execute(&t, &tampered, &signature).await,
-        "Forwarder: invalid signature",
-    );
+    assert_revert(execute(&t, &tampered, &signature).await, "Forwarder: invalid signature");
 
     // A signature for another chain's domain does not verify here.
-    let digest =
-        forward_request::signing_digest(&signed, &forward_request::domain(1, t.forwarder()));
+    let digest = forward_request::signing_digest(&signed, &forward_request::domain(1, t.forwarder()));
     let other_chain = Bytes::from(signer.sign_hash_sync(&digest).unwrap().as_bytes().to_vec());
-    assert_revert(
-        execute(&t, &signed, &other_chain).await,
-        "Forwarder: invalid signature",
-    );
+    assert_revert(execute(&t, &signed, &other_chain).await, "Forwarder: invalid signature");
 
     assert_eq!(nonce(&t, signer.address()).await, 0, "nothing was consumed");
     execute(&t, &signed, &signature).await.unwrap();
@@ -292,27 +198,14 @@ async fn a_signature_that_is_not_65_bytes_is_refused() {
     let t = TestChain::start().await;
     let signer = agent_key(1);
     let agent_id = registered(&t, &signer).await;
-    let attest = request(
-        &t,
-        &signer,
-        0,
-        &AgentRegistry::attestComplianceCall {
-            agentId: id(agent_id),
-        },
-    );
+    let attest = request(&t, &signer, 0, &AgentRegistry::attestComplianceCall { agentId: id(agent_id) });
     let signature = sign(&t, &signer, &attest);
     for length in [64, 66, 0] {
         let mut wrong = signature.to_vec();
         wrong.resize(length, 0);
         let wrong = Bytes::from(wrong);
-        assert_revert(
-            execute(&t, &attest, &wrong).await,
-            "Forwarder: invalid signature length",
-        );
-        assert_revert(
-            verify(&t, &attest, &wrong).await,
-            "Forwarder: invalid signature length",
-        );
+        assert_revert(execute(&t, &attest, &wrong).await, "Forwarder: invalid signature length");
+        assert_revert(verify(&t, &attest, &wrong).await, "Forwarder: invalid signature length");
     }
 }
 
@@ -321,38 +214,18 @@ async fn a_failing_registry_call_returns_its_reason_and_consumes_the_nonce() {
     let t = TestChain::start().await;
     let signer = agent_key(1);
     registered(&t, &signer).await;
-    let other = register(&t, Role::CreatorB, agent_key(2).address(), 0)
-        .await
-        .unwrap();
-    let attest_other = request(
-        &t,
-        &signer,
-        0,
-        &AgentRegistry::attestComplianceCall { agentId: id(other) },
-    );
+    let other = register(&t, Role::CreatorB, agent_key(2).address(), 0).await.unwrap();
+    let attest_other = request(&t, &signer, 0, &AgentRegistry::attestComplianceCall { agentId: id(other) });
     let signature = sign(&t, &signer, &attest_other);
-    let call = Forwarder::executeCall {
-        req: attest_other.clone(),
-        signature: signature.clone(),
-    };
+    let call = Forwarder::executeCall { req: attest_other.clone(), signature: signature.clone() };
 
-    let simulated = t
-        .chain
-        .view_from(dev_accounts::address(Role::Relayer), t.forwarder(), &call)
-        .await
-        .unwrap();
+    let simulated =
+        t.chain.view_from(dev_accounts::address(Role::Relayer), t.forwarder(), &call).await.unwrap();
     assert!(!simulated._0, "the inner call fails");
-    assert_eq!(
-        Revert::abi_decode(&simulated._1).unwrap().reason,
-        "Not authorized for this agent"
-    );
+    assert_eq!(Revert::abi_decode(&simulated._1).unwrap().reason, "Not authorized for this agent");
 
     execute(&t, &attest_other, &signature).await.unwrap();
-    assert_eq!(
-        nonce(&t, signer.address()).await,
-        1,
-        "a failed inner call still uses the nonce"
-    );
+    assert_eq!(nonce(&t, signer.address()).await, 1, "a failed inner call still uses the nonce");
 }
 
 #[tokio::test]
@@ -360,20 +233,10 @@ async fn too_little_gas_for_the_inner_call_fails_the_whole_transaction() {
     let t = TestChain::start().await;
     let signer = agent_key(1);
     let agent_id = registered(&t, &signer).await;
-    let mut attest = request(
-        &t,
-        &signer,
-        0,
-        &AgentRegistry::attestComplianceCall {
-            agentId: id(agent_id),
-        },
-    );
+    let mut attest = request(&t, &signer, 0, &AgentRegistry::attestComplianceCall { agentId: id(agent_id) });
     attest.gas = U256::from(5_000_000);
     let signature = sign(&t, &signer, &attest);
-    let call = Forwarder::executeCall {
-        req: attest,
-        signature,
-    };
+    let call = Forwarder::executeCall { req: attest, signature };
     // Enough gas to run the forwarder and most of the attestation, far less than the 5 M asked.
     let starved = TransactionRequest::default()
         .with_from(dev_accounts::address(Role::Relayer))
@@ -390,9 +253,22 @@ async fn too_little_gas_for_the_inner_call_fails_the_whole_transaction() {
         }
         other => panic!("expected the starved transaction to fail, got {other:?}"),
     }
-    assert_eq!(
-        nonce(&t, signer.address()).await,
-        0,
-        "the nonce is not burnt"
-    );
+    assert_eq!(nonce(&t, signer.address()).await, 0, "the nonce is not burnt");
+}
+
+#[tokio::test]
+async fn a_value_that_differs_from_the_request_is_refused() {
+    let t = TestChain::start().await;
+    let signer = agent_key(1);
+    let agent_id = registered(&t, &signer).await;
+    let attest = request(&t, &signer, 0, &AgentRegistry::attestComplianceCall { agentId: id(agent_id) });
+    let signature = sign(&t, &signer, &attest);
+    let call = Forwarder::executeCall { req: attest, signature };
+    let paying = TransactionRequest::default()
+        .with_from(dev_accounts::address(Role::Relayer))
+        .with_to(t.forwarder())
+        .with_input(call.abi_encode())
+        .with_value(U256::from(1));
+    assert_revert(t.chain.send_request(paying).await, "Forwarder: value mismatch");
+    assert_eq!(nonce(&t, signer.address()).await, 0);
 }

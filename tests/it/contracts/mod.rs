@@ -42,47 +42,21 @@ fn register_call(wallet: Address, parent: u64) -> AgentRegistry::registerAgentCa
 }
 
 /// Registers an agent for `wallet` under `parent` from `creator`; returns its id.
-async fn register(
-    t: &TestChain,
-    creator: Role,
-    wallet: Address,
-    parent: u64,
-) -> Result<u64, TxError> {
-    let next = t
-        .chain
-        .view(t.registry(), &AgentRegistry::nextAgentIdCall {})
-        .await?;
-    t.chain
-        .send(
-            dev_accounts::address(creator),
-            t.registry(),
-            &register_call(wallet, parent),
-        )
-        .await?;
+async fn register(t: &TestChain, creator: Role, wallet: Address, parent: u64) -> Result<u64, TxError> {
+    let next = t.chain.view(t.registry(), &AgentRegistry::nextAgentIdCall {}).await?;
+    t.chain.send(dev_accounts::address(creator), t.registry(), &register_call(wallet, parent)).await?;
     Ok(next.to())
 }
 
 async fn agent(t: &TestChain, agent_id: u64) -> AgentRecord {
     t.chain
-        .view(
-            t.registry(),
-            &AgentRegistry::getAgentCall {
-                agentId: U256::from(agent_id),
-            },
-        )
+        .view(t.registry(), &AgentRegistry::getAgentCall { agentId: U256::from(agent_id) })
         .await
         .expect("agent exists")
 }
 
-async fn send_as<C: alloy::sol_types::SolCall>(
-    t: &TestChain,
-    role: Role,
-    call: &C,
-) -> Result<B256, TxError> {
-    let receipt = t
-        .chain
-        .send(dev_accounts::address(role), t.registry(), call)
-        .await?;
+async fn send_as<C: alloy::sol_types::SolCall>(t: &TestChain, role: Role, call: &C) -> Result<B256, TxError> {
+    let receipt = t.chain.send(dev_accounts::address(role), t.registry(), call).await?;
     Ok(receipt.transaction_hash)
 }
 

@@ -10,25 +10,15 @@ use super::{assert_revert, id, register, send_as, wallet};
 #[tokio::test]
 async fn only_owner() {
     let t = TestChain::start().await;
-    let outsider_call = AgentRegistry::addRegulatorCall {
-        regulator: Address::repeat_byte(7),
-    };
-    assert_revert(
-        send_as(&t, Role::Outsider, &outsider_call).await,
-        "Only owner",
-    );
+    let outsider_call = AgentRegistry::addRegulatorCall { regulator: Address::repeat_byte(7) };
+    assert_revert(send_as(&t, Role::Outsider, &outsider_call).await, "Only owner");
     // A regulator is not the owner either.
-    assert_revert(
-        send_as(&t, Role::Regulator, &outsider_call).await,
-        "Only owner",
-    );
+    assert_revert(send_as(&t, Role::Regulator, &outsider_call).await, "Only owner");
     let depth = AgentRegistry::setMaxGenerationDepthCall { depth: id(3) };
     assert_revert(send_as(&t, Role::Outsider, &depth).await, "Only owner");
     let grace = AgentRegistry::setAttestationGracePeriodCall { seconds_: id(60) };
     assert_revert(send_as(&t, Role::Outsider, &grace).await, "Only owner");
-    let remove = AgentRegistry::removeRegulatorCall {
-        regulator: t.deployment.regulator,
-    };
+    let remove = AgentRegistry::removeRegulatorCall { regulator: t.deployment.regulator };
     assert_revert(send_as(&t, Role::Regulator, &remove).await, "Only owner");
 }
 
@@ -37,30 +27,15 @@ async fn only_regulator() {
     let t = TestChain::start().await;
     let agent = register(&t, Role::CreatorA, wallet(1), 0).await.unwrap();
     assert_revert(
-        send_as(
-            &t,
-            Role::Outsider,
-            &AgentRegistry::suspendAgentCall { agentId: id(agent) },
-        )
-        .await,
+        send_as(&t, Role::Outsider, &AgentRegistry::suspendAgentCall { agentId: id(agent) }).await,
         "Only regulator",
     );
     assert_revert(
-        send_as(
-            &t,
-            Role::CreatorA,
-            &AgentRegistry::revokeAgentCall { agentId: id(agent) },
-        )
-        .await,
+        send_as(&t, Role::CreatorA, &AgentRegistry::revokeAgentCall { agentId: id(agent) }).await,
         "Only regulator",
     );
     assert_revert(
-        send_as(
-            &t,
-            Role::Outsider,
-            &AgentRegistry::reactivateAgentCall { agentId: id(agent) },
-        )
-        .await,
+        send_as(&t, Role::Outsider, &AgentRegistry::reactivateAgentCall { agentId: id(agent) }).await,
         "Only regulator",
     );
 }
@@ -70,12 +45,7 @@ async fn not_authorized_for_this_agent() {
     let t = TestChain::start().await;
     let agent = register(&t, Role::CreatorA, wallet(1), 0).await.unwrap();
     assert_revert(
-        send_as(
-            &t,
-            Role::Outsider,
-            &AgentRegistry::attestComplianceCall { agentId: id(agent) },
-        )
-        .await,
+        send_as(&t, Role::Outsider, &AgentRegistry::attestComplianceCall { agentId: id(agent) }).await,
         "Not authorized for this agent",
     );
     let report = AgentRegistry::reportRevenueCall {
@@ -86,17 +56,9 @@ async fn not_authorized_for_this_agent() {
         periodStart: 0,
         periodEnd: 0,
     };
+    assert_revert(send_as(&t, Role::Outsider, &report).await, "Not authorized for this agent");
     assert_revert(
-        send_as(&t, Role::Outsider, &report).await,
-        "Not authorized for this agent",
-    );
-    assert_revert(
-        send_as(
-            &t,
-            Role::Regulator,
-            &AgentRegistry::terminateSelfCall { agentId: id(agent) },
-        )
-        .await,
+        send_as(&t, Role::Regulator, &AgentRegistry::terminateSelfCall { agentId: id(agent) }).await,
         "Not authorized for this agent",
     );
 }
@@ -107,46 +69,20 @@ async fn agent_not_found() {
     register(&t, Role::CreatorA, wallet(1), 0).await.unwrap();
     for missing in [0, 2, 999] {
         assert_revert(
-            send_as(
-                &t,
-                Role::CreatorA,
-                &AgentRegistry::attestComplianceCall {
-                    agentId: id(missing),
-                },
-            )
-            .await,
+            send_as(&t, Role::CreatorA, &AgentRegistry::attestComplianceCall { agentId: id(missing) }).await,
             "Agent not found",
         );
         assert_revert(
-            t.chain
-                .view(
-                    t.registry(),
-                    &AgentRegistry::getAgentCall {
-                        agentId: id(missing),
-                    },
-                )
-                .await,
+            t.chain.view(t.registry(), &AgentRegistry::getAgentCall { agentId: id(missing) }).await,
             "Agent not found",
         );
         assert_revert(
-            t.chain
-                .view(
-                    t.registry(),
-                    &AgentRegistry::complianceStatusCall {
-                        agentId: id(missing),
-                    },
-                )
-                .await,
+            t.chain.view(t.registry(), &AgentRegistry::complianceStatusCall { agentId: id(missing) }).await,
             "Agent not found",
         );
     }
     assert_revert(
-        send_as(
-            &t,
-            Role::Regulator,
-            &AgentRegistry::suspendAgentCall { agentId: id(2) },
-        )
-        .await,
+        send_as(&t, Role::Regulator, &AgentRegistry::suspendAgentCall { agentId: id(2) }).await,
         "Agent not found",
     );
 }
@@ -155,39 +91,18 @@ async fn agent_not_found() {
 async fn agent_not_active() {
     let t = TestChain::start().await;
     let agent = register(&t, Role::CreatorA, wallet(1), 0).await.unwrap();
-    send_as(
-        &t,
-        Role::Regulator,
-        &AgentRegistry::suspendAgentCall { agentId: id(agent) },
-    )
-    .await
-    .unwrap();
+    send_as(&t, Role::Regulator, &AgentRegistry::suspendAgentCall { agentId: id(agent) }).await.unwrap();
     assert_revert(
-        send_as(
-            &t,
-            Role::CreatorA,
-            &AgentRegistry::attestComplianceCall { agentId: id(agent) },
-        )
-        .await,
+        send_as(&t, Role::CreatorA, &AgentRegistry::attestComplianceCall { agentId: id(agent) }).await,
         "Agent not active",
     );
     assert_revert(
-        send_as(
-            &t,
-            Role::CreatorA,
-            &AgentRegistry::terminateSelfCall { agentId: id(agent) },
-        )
-        .await,
+        send_as(&t, Role::CreatorA, &AgentRegistry::terminateSelfCall { agentId: id(agent) }).await,
         "Agent not active",
     );
     // Suspending twice: the agent-active check of suspendAgent.
     assert_revert(
-        send_as(
-            &t,
-            Role::Regulator,
-            &AgentRegistry::suspendAgentCall { agentId: id(agent) },
-        )
-        .await,
+        send_as(&t, Role::Regulator, &AgentRegistry::suspendAgentCall { agentId: id(agent) }).await,
         "Agent not active",
     );
 }
@@ -195,34 +110,17 @@ async fn agent_not_active() {
 #[tokio::test]
 async fn parent_agent_not_found() {
     let t = TestChain::start().await;
-    assert_revert(
-        register(&t, Role::CreatorA, wallet(1), 1).await,
-        "Parent agent not found",
-    );
+    assert_revert(register(&t, Role::CreatorA, wallet(1), 1).await, "Parent agent not found");
     register(&t, Role::CreatorA, wallet(1), 0).await.unwrap();
-    assert_revert(
-        register(&t, Role::CreatorA, wallet(2), 2).await,
-        "Parent agent not found",
-    );
+    assert_revert(register(&t, Role::CreatorA, wallet(2), 2).await, "Parent agent not found");
 }
 
 #[tokio::test]
 async fn parent_agent_not_active() {
     let t = TestChain::start().await;
     let parent = register(&t, Role::CreatorA, wallet(1), 0).await.unwrap();
-    send_as(
-        &t,
-        Role::Regulator,
-        &AgentRegistry::suspendAgentCall {
-            agentId: id(parent),
-        },
-    )
-    .await
-    .unwrap();
-    assert_revert(
-        register(&t, Role::CreatorA, wallet(2), parent).await,
-        "Parent agent not active",
-    );
+    send_as(&t, Role::Regulator, &AgentRegistry::suspendAgentCall { agentId: id(parent) }).await.unwrap();
+    assert_revert(register(&t, Role::CreatorA, wallet(2), parent).await, "Parent agent not active");
 }
 
 #[tokio::test]
@@ -231,18 +129,10 @@ async fn max_generation_depth_exceeded() {
     // Generations 0 to 10 are allowed by the default depth of 10.
     let mut parent = 0;
     for generation in 0..=10u64 {
-        parent = register(&t, Role::CreatorA, wallet(generation), parent)
-            .await
-            .unwrap();
-        assert_eq!(
-            super::agent(&t, parent).await.generation.to::<u64>(),
-            generation
-        );
+        parent = register(&t, Role::CreatorA, wallet(generation), parent).await.unwrap();
+        assert_eq!(super::agent(&t, parent).await.generation.to::<u64>(), generation);
     }
-    assert_revert(
-        register(&t, Role::CreatorA, wallet(11), parent).await,
-        "Max generation depth exceeded",
-    );
+    assert_revert(register(&t, Role::CreatorA, wallet(11), parent).await, "Max generation depth exceeded");
 }
 
 #[tokio::test]
@@ -266,12 +156,7 @@ async fn only_suspended_agents_can_be_reactivated() {
     let t = TestChain::start().await;
     let agent = register(&t, Role::CreatorA, wallet(1), 0).await.unwrap();
     assert_revert(
-        send_as(
-            &t,
-            Role::Regulator,
-            &AgentRegistry::reactivateAgentCall { agentId: id(agent) },
-        )
-        .await,
+        send_as(&t, Role::Regulator, &AgentRegistry::reactivateAgentCall { agentId: id(agent) }).await,
         "Only suspended agents can be reactivated",
     );
 }
@@ -280,22 +165,17 @@ async fn only_suspended_agents_can_be_reactivated() {
 async fn no_agent_registered_for_this_wallet() {
     let t = TestChain::start().await;
     assert_revert(
-        t.chain
-            .view(
-                t.registry(),
-                &AgentRegistry::getAgentByWalletCall { wallet: wallet(1) },
-            )
-            .await,
+        t.chain.view(t.registry(), &AgentRegistry::getAgentByWalletCall { wallet: wallet(1) }).await,
         "No agent registered for this wallet",
     );
     let agent = register(&t, Role::CreatorA, wallet(1), 0).await.unwrap();
-    let record = t
-        .chain
-        .view(
-            t.registry(),
-            &AgentRegistry::getAgentByWalletCall { wallet: wallet(1) },
-        )
-        .await
-        .unwrap();
+    let record =
+        t.chain.view(t.registry(), &AgentRegistry::getAgentByWalletCall { wallet: wallet(1) }).await.unwrap();
     assert_eq!(record.agentId.to::<u64>(), agent);
+}
+
+#[tokio::test]
+async fn agent_wallet_must_not_be_zero() {
+    let t = TestChain::start().await;
+    assert_revert(register(&t, Role::CreatorA, Address::ZERO, 0).await, "Agent wallet must not be zero");
 }
