@@ -1,6 +1,6 @@
 //! The error type of `kya-core`.
 
-/// Errors of the pure domain logic.
+/// Errors of the pure domain logic: bad input, missing agents, and chain answers that do not decode.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
     /// A status byte from the chain that is not one of the four agent states.
@@ -9,6 +9,50 @@ pub enum Error {
     /// A status name that is not one of `Active`, `Suspended`, `Revoked`, `Terminated`.
     #[error("invalid status '{0}': must be one of Active, Suspended, Revoked, Terminated")]
     InvalidStatusName(String),
+    /// A path segment that should be an agent id but is not a positive integer.
+    #[error("invalid agent id '{0}': must be a positive integer")]
+    InvalidAgentId(String),
+    /// A path segment that should be a wallet but is not a 20-byte hex address.
+    #[error("invalid wallet '{input}': {reason}")]
+    InvalidWallet {
+        /// What the caller sent.
+        input: String,
+        /// Why it was refused.
+        reason: &'static str,
+    },
+    /// A query parameter with a value outside what it accepts.
+    #[error("invalid query parameter '{name}': {reason}")]
+    InvalidQuery {
+        /// The parameter's name.
+        name: &'static str,
+        /// What it accepts.
+        reason: &'static str,
+    },
+    /// The registry has no agent with this id.
+    #[error("Agent not found: {0}")]
+    AgentNotFound(u64),
+    /// The node answered a call with a revert this code does not expect.
+    #[error("contract call reverted: {0}")]
+    Reverted(String),
+    /// The node answered with a JSON-RPC error (or not at all in JSON-RPC terms).
+    #[error("RPC error: {0}")]
+    Rpc(String),
+    /// The node's answer does not decode as what was asked for.
+    #[error("cannot decode the RPC answer: {0}")]
+    Decode(String),
+}
+
+impl Error {
+    /// True for errors caused by the caller's input (the edge API answers them with 400).
+    pub const fn is_bad_request(&self) -> bool {
+        matches!(
+            self,
+            Self::InvalidStatusName(_)
+                | Self::InvalidAgentId(_)
+                | Self::InvalidWallet { .. }
+                | Self::InvalidQuery { .. }
+        )
+    }
 }
 
 /// `Result` with [`Error`] as the default error.

@@ -19,12 +19,7 @@ pub enum AgentStatus {
 
 impl AgentStatus {
     /// All states, in on-chain order.
-    pub const ALL: [Self; 4] = [
-        Self::Active,
-        Self::Suspended,
-        Self::Revoked,
-        Self::Terminated,
-    ];
+    pub const ALL: [Self; 4] = [Self::Active, Self::Suspended, Self::Revoked, Self::Terminated];
 
     /// The name used in JSON responses and query parameters.
     pub const fn as_str(self) -> &'static str {
@@ -41,10 +36,7 @@ impl TryFrom<u8> for AgentStatus {
     type Error = Error;
 
     fn try_from(value: u8) -> Result<Self> {
-        Self::ALL
-            .get(usize::from(value))
-            .copied()
-            .ok_or(Error::UnknownStatus(value))
+        Self::ALL.get(usize::from(value)).copied().ok_or(Error::UnknownStatus(value))
     }
 }
 
@@ -72,6 +64,14 @@ impl serde::Serialize for AgentStatus {
     }
 }
 
+/// Parsed by name, so cached snapshots (JSON) read back what [`serde::Serialize`] wrote.
+impl<'de> serde::Deserialize<'de> for AgentStatus {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = <&str>::deserialize(deserializer)?;
+        name.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -85,9 +85,6 @@ mod tests {
             assert_eq!(status.as_str().parse::<AgentStatus>(), Ok(status));
         }
         assert_eq!(AgentStatus::try_from(4), Err(Error::UnknownStatus(4)));
-        assert!(matches!(
-            "active".parse::<AgentStatus>(),
-            Err(Error::InvalidStatusName(_))
-        ));
+        assert!(matches!("active".parse::<AgentStatus>(), Err(Error::InvalidStatusName(_))));
     }
 }

@@ -1,0 +1,51 @@
+//! One consistent read of the whole registry at a pinned block: every agent record and every
+//! revenue report. It serves `/stats`, `/stats/detailed`, `/agents`, `/agents/compliance` and
+//! `/revenue/aggregate`, and is cached as JSON (hence `Deserialize`).
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Agent, Compliance, Revenue};
+
+/// The block every call of one response reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlockRef {
+    pub number: u64,
+    /// Unix seconds: the "now" of compliance checks.
+    pub timestamp: u64,
+}
+
+/// All agents (ascending id) and all revenue reports (by agent, then history order) at `block`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub block: BlockRef,
+    pub agents: Vec<Agent>,
+    pub revenue: Vec<Revenue>,
+}
+
+impl Snapshot {
+    /// Number of direct children per agent id, from the records' parent ids (the registry only
+    /// ever appends children, so this equals `getChildren(id).length`).
+    pub fn child_counts(&self) -> HashMap<u64, u64> {
+        let mut counts = HashMap::new();
+        for agent in &self.agents {
+            if agent.parent_agent_id != 0 {
+                *counts.entry(agent.parent_agent_id).or_default() += 1;
+            }
+        }
+        counts
+    }
+
+    /// Every agent with its compliance at the snapshot's block.
+    pub fn compliance(&self) -> Vec<(&Agent, Compliance)> {
+        let counts = self.child_counts();
+        self.agents
+            .iter()
+            .map(|agent| {
+                let children = counts.get(&agent.agent_id).copied().unwrap_or(0);
+                (agent, Compliance::of(agent, children, self.block.timestamp))
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,310 @@
+//! Responses computed from a [`Snapshot`]: statistics, the agent list, the compliance list and
+//! revenue aggregates.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::{
+    AgentStatus, Compliance, Revenue, Snapshot,
+    pagination::{Page, paginate},
+    query::AgentsQuery,
+    record::{AgentListItem, RecentRegistration, checksummed},
+};
+
+/// Registrations listed in `recentRegistrations` (SPEC.md section 8).
+pub const RECENT_REGISTRATIONS: usize = 10;
+
+/// `/stats`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Stats {
+    pub total_agents: u64,
+    pub registry_address: String,
+    /// The RPC endpoint in use (SPEC.md calls it `chain`).
+    pub chain: String,
+}
+
+/// Count per status; all four keys are always present.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct StatusDistribution {
+    pub active: u64,
+    pub suspended: u64,
+    pub revoked: u64,
+    pub terminated: u64,
+}
+
+/// `/stats/detailed`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DetailedStats {
+    #[serde(flatten)]
+    pub stats: Stats,
+    pub status_distribution: StatusDistribution,
+    /// Keys are generations (serialised as strings by JSON), in numeric order.
+    pub generation_distribution: BTreeMap<u64, u64>,
+    pub compliance_rate: String,
+    pub compliant_count: u64,
+    /// Cents per currency.
+    pub total_revenue: BTreeMap<String, u128>,
+    pub recent_registrations: Vec<RecentRegistration>,
+}
+
+/// An item of `/agents/compliance`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ComplianceItem {
+    pub agent_id: u64,
+    pub creator: String,
+    pub status: AgentStatus,
+    pub compliance: Compliance,
+}
+
+/// `/agents/compliance`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ComplianceList {
+    pub total: u64,
+    pub data: Vec<ComplianceItem>,
+}
+
+/// `/revenue/aggregate` (amounts in cents).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RevenueAggregate {
+    pub total_reports: u64,
+    pub total_amount: u128,
+    pub by_currency: BTreeMap<String, u128>,
+    pub by_category: BTreeMap<String, u128>,
+}
+
+/// `/stats`: `registry` and `rpc` are echoed as configured (the registry checksummed).
+pub fn stats(snapshot: &Snapshot, registry: &alloy_primitives::Address, rpc: &str) -> Stats {
+    Stats {
+        total_agents: len(snapshot.agents.len()),
+        registry_address: checksummed(registry),
+        chain: rpc.to_owned(),
+    }
+}
+
+/// `/stats/detailed`.
+pub fn detailed(snapshot: &Snapshot, stats: Stats) -> DetailedStats {
+    let mut status_distribution = StatusDistribution::default();
+    let mut generation_distribution = BTreeMap::new();
+    for agent in &snapshot.agents {
+        let slot = match agent.status {
+            AgentStatus::Active => &mut status_distribution.active,
+            AgentStatus::Suspended => &mut status_distribution.suspended,
+            AgentStatus::Revoked => &mut status_distribution.revoked,
+            AgentStatus::Terminated => &mut status_distribution.terminated,
+        };
+        *slot += 1;
+        *generation_distribution.entry(agent.generation).or_default() += 1;
+    }
+    let compliant_count =
+        len(snapshot.compliance().iter().filter(|(_, compliance)| compliance.is_compliant()).count());
+    let mut newest: Vec<_> = snapshot.agents.iter().collect();
+    newest.sort_by_key(|agent| core::cmp::Reverse((agent.registered_at, agent.agent_id)));
+    DetailedStats {
+        compliance_rate: percentage(compliant_count, stats.total_agents),
+        stats,
+        status_distribution,
+        generation_distribution,
+        compliant_count,
+        total_revenue: revenue_aggregate(&snapshot.revenue).by_currency,
+        recent_registrations: newest
+            .into_iter()
+            .take(RECENT_REGISTRATIONS)
+            .map(RecentRegistration::from)
+            .collect(),
+    }
+}
+
+/// `part / whole * 100` with one decimal, rounded half up in integer arithmetic (no float
+/// surprises such as 2.25 printing as 2.2); `"0.0"` when `whole` is 0.
+pub fn percentage(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        return "0.0".to_owned();
+    }
+    let (part, whole) = (u128::from(part), u128::from(whole));
+    let tenths = (part * 2_000 + whole) / (2 * whole);
+    format!("{}.{}", tenths / 10, tenths % 10)
+}
+
+/// `/agents`: ascending id, filtered by status, paged.
+pub fn agents_page(snapshot: &Snapshot, query: &AgentsQuery) -> Page<AgentListItem> {
+    let items: Vec<AgentListItem> = snapshot
+        .agents
+        .iter()
+        .filter(|agent| query.status.is_none_or(|status| agent.status == status))
+        .map(AgentListItem::from)
+        .collect();
+    paginate(&items, query.page, query.limit)
+}
+
+/// `/agents/compliance`: stalest attestation first, ties by ascending id.
+pub fn compliance_list(snapshot: &Snapshot) -> ComplianceList {
+    let mut data: Vec<ComplianceItem> = snapshot
+        .compliance()
+        .into_iter()
+        .map(|(agent, compliance)| ComplianceItem {
+            agent_id: agent.agent_id,
+            creator: checksummed(&agent.creator),
+            status: agent.status,
+            compliance,
+        })
+        .collect();
+    data.sort_by_key(|item| (core::cmp::Reverse(item.compliance.seconds_since_attestation), item.agent_id));
+    ComplianceList { total: len(data.len()), data }
+}
+
+/// Totals of `reports` (of one agent or of the whole registry).
+pub fn revenue_aggregate(reports: &[Revenue]) -> RevenueAggregate {
+    let mut aggregate = RevenueAggregate::default();
+    for report in reports {
+        aggregate.total_reports += 1;
+        aggregate.total_amount += report.amount;
+        *aggregate.by_currency.entry(report.currency.clone()).or_default() += report.amount;
+        *aggregate.by_category.entry(report.category.clone()).or_default() += report.amount;
+    }
+    aggregate
+}
+
+fn len(count: usize) -> u64 {
+    u64::try_from(count).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Agent, BlockRef, compliance::ATTESTATION_VALIDITY_SECS};
+    use alloy_primitives::{Address, B256};
+    use proptest::prelude::*;
+
+    const NOW: u64 = 2_000_000_000;
+
+    fn agent(id: u64, parent: u64, status: AgentStatus, age: u64) -> Agent {
+        Agent {
+            agent_id: id,
+            creator: Address::with_last_byte(1),
+            haftungsperson: Address::with_last_byte(2),
+            agent_wallet: Address::with_last_byte(u8::try_from(id % 256).unwrap()),
+            constitution_hash: B256::ZERO,
+            capability_hash: B256::ZERO,
+            operational_scope: String::new(),
+            parent_agent_id: parent,
+            generation: u64::from(parent != 0),
+            self_modifying: false,
+            registered_at: 1_000 + id,
+            last_attestation: NOW - age,
+            last_revenue_report: 0,
+            status,
+        }
+    }
+
+    fn report(amount: u128, currency: &str, category: &str) -> Revenue {
+        Revenue {
+            agent_id: 1,
+            amount,
+            currency: currency.into(),
+            category: category.into(),
+            period_start: 0,
+            period_end: 0,
+            reported_at: 5,
+        }
+    }
+
+    fn snapshot() -> Snapshot {
+        let week = ATTESTATION_VALIDITY_SECS;
+        Snapshot {
+            block: BlockRef { number: 9, timestamp: NOW },
+            agents: vec![
+                agent(1, 0, AgentStatus::Active, 0),
+                agent(2, 1, AgentStatus::Active, week),
+                agent(3, 1, AgentStatus::Active, week + 1),
+                agent(4, 0, AgentStatus::Suspended, 10),
+                agent(5, 0, AgentStatus::Revoked, 10),
+                agent(6, 0, AgentStatus::Terminated, 10),
+            ],
+            revenue: vec![
+                report(100, "USD", "compute"),
+                report(250, "EUR", "compute"),
+                report(5, "USD", "data"),
+            ],
+        }
+    }
+
+    #[test]
+    fn detailed_statistics() {
+        let snapshot = snapshot();
+        let base = stats(&snapshot, &Address::ZERO, "http://rpc");
+        let detailed = serde_json::to_value(detailed(&snapshot, base)).unwrap();
+        assert_eq!(detailed["totalAgents"], 6);
+        assert_eq!(detailed["chain"], "http://rpc");
+        assert_eq!(
+            detailed["statusDistribution"],
+            serde_json::json!({"Active": 3, "Suspended": 1, "Revoked": 1, "Terminated": 1})
+        );
+        assert_eq!(detailed["generationDistribution"], serde_json::json!({"0": 4, "1": 2}));
+        assert_eq!(detailed["compliantCount"], 2);
+        assert_eq!(detailed["complianceRate"], "33.3");
+        assert_eq!(detailed["totalRevenue"], serde_json::json!({"EUR": 250, "USD": 105}));
+        let recent: Vec<u64> = detailed["recentRegistrations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|item| item["agentId"].as_u64().unwrap())
+            .collect();
+        assert_eq!(recent, vec![6, 5, 4, 3, 2, 1]);
+    }
+
+    #[test]
+    fn compliance_list_is_stalest_first() {
+        let list = compliance_list(&snapshot());
+        let order: Vec<u64> = list.data.iter().map(|item| item.agent_id).collect();
+        assert_eq!(order, vec![3, 2, 4, 5, 6, 1]);
+        assert_eq!(list.data[5].compliance.child_count, 2);
+    }
+
+    #[test]
+    fn agents_filter_and_page() {
+        let query = AgentsQuery { page: 1, limit: 2, status: Some(AgentStatus::Active) };
+        let page = agents_page(&snapshot(), &query);
+        assert_eq!((page.total, page.total_pages), (3, 2));
+        assert_eq!(page.data.iter().map(|item| item.agent_id).collect::<Vec<_>>(), vec![1, 2]);
+    }
+
+    #[test]
+    fn aggregate_sums_cents() {
+        let aggregate = revenue_aggregate(&snapshot().revenue);
+        assert_eq!((aggregate.total_reports, aggregate.total_amount), (3, 355));
+        assert_eq!(aggregate.by_category["compute"], 350);
+        assert_eq!(revenue_aggregate(&[]), RevenueAggregate::default());
+    }
+
+    #[test]
+    fn percentages() {
+        assert_eq!(percentage(0, 0), "0.0");
+        assert_eq!(percentage(1, 3), "33.3");
+        assert_eq!(percentage(2, 3), "66.7");
+        assert_eq!(percentage(9, 400), "2.3"); // 2.25 rounds half up
+        assert_eq!(percentage(5, 5), "100.0");
+    }
+
+    proptest! {
+        /// Agrees with exact rational rounding, and stays within 0.0..=100.0.
+        #[test]
+        fn percentage_is_rounded_half_up(whole in 1u64..100_000, part_ratio in 0.0f64..=1.0) {
+            let part = ((whole as f64) * part_ratio) as u64;
+            let text = percentage(part, whole);
+            let (integer, decimal) = text.split_once('.').unwrap();
+            prop_assert_eq!(decimal.len(), 1);
+            let tenths: u128 = format!("{integer}{decimal}").parse().unwrap();
+            // tenths is the nearest integer to part*1000/whole, halves going up.
+            let exact_times_2 = u128::from(part) * 2_000;
+            let whole = u128::from(whole);
+            prop_assert!(tenths * 2 * whole <= exact_times_2 + whole);
+            prop_assert!(exact_times_2 + whole < (tenths + 1) * 2 * whole);
+        }
+    }
+}
