@@ -1,24 +1,34 @@
-//! `kya-relayer`: the gasless relayer daemon.
-//!
-//! Foundation only: it serves `GET /health` on `RELAYER_PORT` (default 3001). The relay
-//! endpoints arrive with the relayer issue.
+//! `kya-relayer`: configuration from the environment, logs, then [`kya_relayer::server::run`]
+//! until SIGINT or SIGTERM.
 
-use warp::Filter;
+use anyhow::Context;
+use kya_relayer::{Config, Relayer, server};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
         .init();
-    let port: u16 = std::env::var("RELAYER_PORT")
-        .ok()
-        .map(|port| port.parse())
-        .transpose()?
-        .unwrap_or(3001);
-    let health = warp::path("health")
-        .and(warp::get())
-        .map(|| warp::reply::json(&serde_json::json!({ "status": "ok" })));
-    tracing::info!(port, "relayer listening");
-    warp::serve(health).run(([127, 0, 0, 1], port)).await;
+    let config = Config::from_env()?;
+    tracing::info!(?config, "starting");
+    let address = (config.host, config.port);
+    let relayer = Relayer::start(config).await?;
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .with_context(|| format!("binding {}:{}", address.0, address.1))?;
+    server::run(listener, relayer, shutdown_signal()).await;
     Ok(())
+}
+
+/// Completes on SIGINT (Ctrl-C) or SIGTERM.
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("installing the SIGTERM handler");
+    tokio::select! {
+        _ = interrupt => tracing::info!("SIGINT: shutting down"),
+        _ = terminate.recv() => tracing::info!("SIGTERM: shutting down"),
+    }
 }

@@ -1,0 +1,228 @@
+//! The relayer's view of the chain: reads (balance, forwarder nonce, `verify`, the EIP-712
+//! domain), the `execute` simulation and estimate, fees, raw sends and receipts.
+//!
+//! Errors keep the node's message and decode revert reasons; nothing here holds the key.
+
+use alloy::{
+    network::TransactionBuilder,
+    primitives::{Address, B256, Bytes, U256},
+    providers::{DynProvider, Provider, ProviderBuilder},
+    rpc::types::{TransactionReceipt, TransactionRequest},
+    sol_types::{Panic, Revert, SolCall, SolError},
+    transports::{RpcError, TransportErrorKind},
+};
+use kya_core::{abi::Forwarder, forward_request::ForwardRequest};
+
+use crate::error::{Error, Result};
+
+/// What the simulation of `execute` says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Simulation {
+    /// The registry call succeeds.
+    Succeeds,
+    /// `execute` itself reverts (the forwarder refuses the request) with this reason.
+    ForwarderReverts(String),
+    /// `execute` succeeds but the registry call inside fails with this reason.
+    CallFails(String),
+}
+
+/// The forwarder's EIP-712 domain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Domain {
+    /// EIP-712 name.
+    pub(crate) name: String,
+    /// EIP-712 version.
+    pub(crate) version: String,
+    /// Chain id.
+    pub(crate) chain_id: u64,
+    /// The forwarder's address.
+    pub(crate) verifying_contract: Address,
+}
+
+/// Suggested EIP-1559 fees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Fees {
+    /// Max fee per gas: the worst-case price the budget reserves at.
+    pub(crate) max_fee_per_gas: u128,
+    /// Priority fee per gas.
+    pub(crate) max_priority_fee_per_gas: u128,
+}
+
+/// A connection to the chain, bound to one forwarder.
+#[derive(Debug, Clone)]
+pub(crate) struct RelayerChain {
+    provider: DynProvider,
+    forwarder: Address,
+}
+
+impl RelayerChain {
+    /// Connects over HTTP, with no fillers: the relayer sets nonce, gas and fees itself.
+    pub(crate) fn connect(rpc_url: &str, forwarder: Address) -> Result<Self> {
+        let url = rpc_url.parse().map_err(|_| Error::Config(format!("RPC_URL is not a URL: {rpc_url:?}")))?;
+        let provider = ProviderBuilder::new().disable_recommended_fillers().connect_http(url).erased();
+        Ok(Self { provider, forwarder })
+    }
+
+    /// The node's chain id.
+    pub(crate) async fn chain_id(&self) -> Result<u64> {
+        self.provider.get_chain_id().await.map_err(Error::rpc)
+    }
+
+    /// Balance of `account` in wei.
+    pub(crate) async fn balance(&self, account: Address) -> Result<U256> {
+        self.provider.get_balance(account).await.map_err(Error::rpc)
+    }
+
+    /// The account nonce the next transaction of `account` must use, counting pending ones.
+    pub(crate) async fn pending_nonce(&self, account: Address) -> Result<u64> {
+        self.provider.get_transaction_count(account).pending().await.map_err(Error::rpc)
+    }
+
+    /// The forwarder nonce of `from` (what its next request must be signed with).
+    pub(crate) async fn forwarder_nonce(&self, from: Address) -> Result<U256> {
+        self.view(Address::ZERO, &Forwarder::getNonceCall { from }).await
+    }
+
+    /// The forwarder's own check of a request and its signature (nonce, deadline, signer).
+    pub(crate) async fn verify(&self, req: &ForwardRequest, signature: &Bytes) -> Result<bool> {
+        let call = Forwarder::verifyCall { req: req.clone(), signature: signature.clone() };
+        match self.view(Address::ZERO, &call).await {
+            // A revert here can only be the length check, which parsing already enforces.
+            Err(Error::Reverted(_)) => Ok(false),
+            other => other,
+        }
+    }
+
+    /// The forwarder's EIP-712 domain as it reports it (ERC-5267).
+    pub(crate) async fn domain(&self) -> Result<Domain> {
+        let domain = self.view(Address::ZERO, &Forwarder::eip712DomainCall {}).await?;
+        Ok(Domain {
+            name: domain.name,
+            version: domain.version,
+            chain_id: domain.chainId.try_into().unwrap_or(u64::MAX),
+            verifying_contract: domain.verifyingContract,
+        })
+    }
+
+    fn execute_tx(&self, from: Address, req: &ForwardRequest, signature: &Bytes) -> TransactionRequest {
+        let call = Forwarder::executeCall { req: req.clone(), signature: signature.clone() };
+        TransactionRequest::default().with_from(from).with_to(self.forwarder).with_input(call.abi_encode())
+    }
+
+    /// Runs `execute` with `eth_call` as the relayer would send it.
+    pub(crate) async fn simulate(
+        &self,
+        relayer: Address,
+        req: &ForwardRequest,
+        signature: &Bytes,
+    ) -> Result<Simulation> {
+        let tx = self.execute_tx(relayer, req, signature);
+        match self.provider.call(tx).await {
+            Ok(output) => {
+                let returned = Forwarder::executeCall::abi_decode_returns(&output)
+                    .map_err(|error| Error::Rpc(format!("decoding execute's result: {error}")))?;
+                if returned._0 {
+                    Ok(Simulation::Succeeds)
+                } else {
+                    Ok(Simulation::CallFails(failure_reason(&returned._1)))
+                }
+            }
+            Err(error) => match revert_reason(&error) {
+                Some(reason) => Ok(Simulation::ForwarderReverts(reason)),
+                None => Err(Error::rpc(error)),
+            },
+        }
+    }
+
+    /// The node's gas estimate for `execute` sent by the relayer. The estimate is the smallest
+    /// limit under which the transaction succeeds, so it already leaves the forwarder's 63/64
+    /// margin (a limit below it would hit the guard and fail the estimate).
+    pub(crate) async fn estimate_execute(
+        &self,
+        relayer: Address,
+        req: &ForwardRequest,
+        signature: &Bytes,
+    ) -> Result<u64> {
+        let tx = self.execute_tx(relayer, req, signature);
+        self.provider.estimate_gas(tx).await.map_err(|error| match revert_reason(&error) {
+            Some(reason) if !reason.is_empty() => Error::Reverted(reason),
+            _ => Error::rpc(error),
+        })
+    }
+
+    /// Current EIP-1559 fee suggestion.
+    pub(crate) async fn fees(&self) -> Result<Fees> {
+        let fees = self.provider.estimate_eip1559_fees().await.map_err(Error::rpc)?;
+        Ok(Fees {
+            max_fee_per_gas: fees.max_fee_per_gas,
+            max_priority_fee_per_gas: fees.max_priority_fee_per_gas,
+        })
+    }
+
+    /// Submits a signed raw transaction; the error is the node's message, for the nonce
+    /// handling to classify.
+    pub(crate) async fn send_raw(&self, raw: &[u8]) -> std::result::Result<(), String> {
+        self.provider.send_raw_transaction(raw).await.map(drop).map_err(|error| error.to_string())
+    }
+
+    /// The receipt of `hash`, if mined.
+    pub(crate) async fn receipt(&self, hash: B256) -> Result<Option<TransactionReceipt>> {
+        self.provider.get_transaction_receipt(hash).await.map_err(Error::rpc)
+    }
+
+    async fn view<C: SolCall>(&self, from: Address, call: &C) -> Result<C::Return> {
+        let tx = TransactionRequest::default()
+            .with_from(from)
+            .with_to(self.forwarder)
+            .with_input(call.abi_encode());
+        let output = self.provider.call(tx).await.map_err(|error| match revert_reason(&error) {
+            Some(reason) => Error::Reverted(reason),
+            None => Error::rpc(error),
+        })?;
+        C::abi_decode_returns(&output)
+            .map_err(|error| Error::Rpc(format!("decoding the forwarder's answer: {error}")))
+    }
+}
+
+/// The reason a relayed registry call failed, from the `returndata` the forwarder passes back.
+pub(crate) fn failure_reason(returndata: &[u8]) -> String {
+    if let Ok(revert) = Revert::abi_decode(returndata) {
+        return revert.reason;
+    }
+    if let Ok(panic) = Panic::abi_decode(returndata) {
+        return format!("Relayed call panicked (code {})", panic.code);
+    }
+    if returndata.is_empty() {
+        // What an inner call that ran out of its `request.gas` returns.
+        return "Relayed call failed without a reason (is request.gas too low?)".into();
+    }
+    format!("Relayed call failed: {}", Bytes::copy_from_slice(returndata))
+}
+
+/// The revert reason in a node's error answer, if it is a revert.
+fn revert_reason(error: &RpcError<TransportErrorKind>) -> Option<String> {
+    let payload = error.as_error_resp()?;
+    if let Some(data) = payload.as_revert_data() {
+        return Some(failure_reason(&data));
+    }
+    let message = payload.message.as_ref();
+    message
+        .strip_prefix("execution reverted: ")
+        .map(str::to_owned)
+        .or_else(|| (message == "execution reverted").then(String::new))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failure_reasons_decode_reverts_panics_and_empty_data() {
+        let revert = Revert::from("Wallet already registered to another agent").abi_encode();
+        assert_eq!(failure_reason(&revert), "Wallet already registered to another agent");
+        let panic = Panic { code: U256::from(0x11) }.abi_encode();
+        assert_eq!(failure_reason(&panic), "Relayed call panicked (code 17)");
+        assert!(failure_reason(&[]).contains("request.gas"));
+        assert_eq!(failure_reason(&[1, 2]), "Relayed call failed: 0x0102");
+    }
+}

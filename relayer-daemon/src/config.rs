@@ -1,0 +1,219 @@
+//! Configuration from the environment (INTERFACE.md section 3), with SPEC.md's limits as
+//! defaults. The relayer key is loaded here and only the signer leaves: it is never formatted.
+
+use std::{net::IpAddr, path::PathBuf};
+
+use alloy::{
+    primitives::{Address, utils::parse_ether},
+    signers::local::PrivateKeySigner,
+};
+
+use crate::error::{Error, Result};
+
+/// Default RPC endpoint: the public Base Sepolia node.
+pub(crate) const DEFAULT_RPC_URL: &str = "https://sepolia.base.org";
+/// Default daily gas budget in ETH (INTERFACE.md section 3).
+pub(crate) const DEFAULT_DAILY_GAS_BUDGET: &str = "0.05";
+/// Default minimum relayer balance in ETH (SPEC.md section 8).
+pub(crate) const DEFAULT_MIN_BALANCE: &str = "0.001";
+/// Default cap on `request.gas`: far above what any registry write needs, low enough that one
+/// request cannot take a large bite of the budget.
+pub(crate) const DEFAULT_MAX_REQUEST_GAS: u64 = 1_000_000;
+/// Default path of the store, under the git-ignored `.relayer/`.
+pub(crate) const DEFAULT_DB_PATH: &str = ".relayer/relayer.db";
+
+/// Everything the relayer needs to run.
+#[derive(Clone)]
+pub struct Config {
+    /// JSON-RPC endpoint of the chain (`RPC_URL`).
+    pub rpc_url: String,
+    /// The registry: the only contract requests may target (`REGISTRY_ADDRESS`).
+    pub registry: Address,
+    /// The forwarder the relayer calls (`FORWARDER_ADDRESS`).
+    pub forwarder: Address,
+    /// The relayer's hot wallet (`RELAYER_KEY`, or `RELAYER_KEYSTORE` + `RELAYER_KEYSTORE_PASSWORD`).
+    pub signer: PrivateKeySigner,
+    /// Listening address (`RELAYER_HOST`, default 127.0.0.1).
+    pub host: IpAddr,
+    /// Listening port (`RELAYER_PORT`, default 3001).
+    pub port: u16,
+    /// Daily gas budget in wei (`DAILY_GAS_BUDGET` in ETH, default 0.05).
+    pub daily_gas_budget_wei: u128,
+    /// Requests per IP per hour (`RATE_LIMIT_PER_IP`, default 20).
+    pub rate_limit_per_ip: u32,
+    /// Requests per signer per hour (`RATE_LIMIT_PER_SIGNER`, default 10).
+    pub rate_limit_per_signer: u32,
+    /// Minimum wallet balance in wei to relay (`MIN_BALANCE` in ETH, default 0.001).
+    pub min_balance_wei: u128,
+    /// Largest `request.gas` accepted (`MAX_REQUEST_GAS`, default 1,000,000).
+    pub max_request_gas: u64,
+    /// Path of the embedded store (`RELAYER_DB`, default `.relayer/relayer.db`).
+    pub db_path: PathBuf,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Hand-written so the key can never reach a log through `{:?}`: only its address shows.
+        f.debug_struct("Config")
+            .field("rpc_url", &self.rpc_url)
+            .field("registry", &self.registry)
+            .field("forwarder", &self.forwarder)
+            .field("relayer", &self.signer.address())
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("daily_gas_budget_wei", &self.daily_gas_budget_wei)
+            .field("rate_limit_per_ip", &self.rate_limit_per_ip)
+            .field("rate_limit_per_signer", &self.rate_limit_per_signer)
+            .field("min_balance_wei", &self.min_balance_wei)
+            .field("max_request_gas", &self.max_request_gas)
+            .field("db_path", &self.db_path)
+            .finish()
+    }
+}
+
+impl Config {
+    /// Reads the process environment.
+    pub fn from_env() -> Result<Self> {
+        Self::from_lookup(|name| std::env::var(name).ok().filter(|value| !value.is_empty()))
+    }
+
+    /// Reads settings through `lookup` (the environment, or a map in tests).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self> {
+        let address = |name: &str| -> Result<Address> {
+            let value = lookup(name).ok_or_else(|| Error::Config(format!("{name} is not set")))?;
+            value.trim().parse().map_err(|_| Error::Config(format!("{name} is not an address: {value:?}")))
+        };
+        let number = |name: &str, default: u64| -> Result<u64> {
+            lookup(name).map_or(Ok(default), |value| {
+                value
+                    .trim()
+                    .parse()
+                    .map_err(|_| Error::Config(format!("{name} is not a whole number: {value:?}")))
+            })
+        };
+        let ether = |name: &str, default: &str| -> Result<u128> {
+            let value = lookup(name).unwrap_or_else(|| default.to_owned());
+            parse_ether(value.trim())
+                .ok()
+                .and_then(|wei| u128::try_from(wei).ok())
+                .ok_or_else(|| Error::Config(format!("{name} is not an amount of ETH: {value:?}")))
+        };
+        let limit = |name: &str, default: u32| -> Result<u32> {
+            u32::try_from(number(name, u64::from(default))?)
+                .map_err(|_| Error::Config(format!("{name} is too large")))
+        };
+        Ok(Self {
+            rpc_url: lookup("RPC_URL").unwrap_or_else(|| DEFAULT_RPC_URL.to_owned()),
+            registry: address("REGISTRY_ADDRESS")?,
+            forwarder: address("FORWARDER_ADDRESS")?,
+            signer: signer(&lookup)?,
+            host: lookup("RELAYER_HOST")
+                .map_or(Ok(IpAddr::from([127, 0, 0, 1])), |host| host.trim().parse())
+                .map_err(|_| Error::Config("RELAYER_HOST is not an IP address".into()))?,
+            port: u16::try_from(number("RELAYER_PORT", 3001)?)
+                .map_err(|_| Error::Config("RELAYER_PORT is not a port".into()))?,
+            daily_gas_budget_wei: ether("DAILY_GAS_BUDGET", DEFAULT_DAILY_GAS_BUDGET)?,
+            rate_limit_per_ip: limit("RATE_LIMIT_PER_IP", 20)?,
+            rate_limit_per_signer: limit("RATE_LIMIT_PER_SIGNER", 10)?,
+            min_balance_wei: ether("MIN_BALANCE", DEFAULT_MIN_BALANCE)?,
+            max_request_gas: number("MAX_REQUEST_GAS", DEFAULT_MAX_REQUEST_GAS)?,
+            db_path: lookup("RELAYER_DB").map_or_else(|| DEFAULT_DB_PATH.into(), PathBuf::from),
+        })
+    }
+}
+
+/// The relayer's key: `RELAYER_KEY` (hex), or an encrypted JSON keystore. Errors name the
+/// variable, never its value.
+fn signer(lookup: &impl Fn(&str) -> Option<String>) -> Result<PrivateKeySigner> {
+    if let Some(key) = lookup("RELAYER_KEY") {
+        return key
+            .trim()
+            .parse()
+            .map_err(|_| Error::Config("RELAYER_KEY is not a valid private key".into()));
+    }
+    let Some(path) = lookup("RELAYER_KEYSTORE") else {
+        return Err(Error::Config(
+            "set RELAYER_KEY, or RELAYER_KEYSTORE and RELAYER_KEYSTORE_PASSWORD".into(),
+        ));
+    };
+    let password = lookup("RELAYER_KEYSTORE_PASSWORD")
+        .ok_or_else(|| Error::Config("RELAYER_KEYSTORE_PASSWORD is not set".into()))?;
+    PrivateKeySigner::decrypt_keystore(&path, password).map_err(|_| {
+        Error::Config(format!("RELAYER_KEYSTORE {path}: cannot decrypt (wrong password or not a keystore)"))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    const KEY: &str = "0x2a871d0798f97d79848a013d4936a73bf4cc922c825d33c1cf7073dff6d409c6";
+
+    fn lookup(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> =
+            pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        move |name| map.get(name).cloned()
+    }
+
+    fn base() -> Vec<(&'static str, &'static str)> {
+        vec![
+            ("REGISTRY_ADDRESS", "0x2EFaB5B3BEf49E56a6Ce1dcB1A39EF63C312EA23"),
+            ("FORWARDER_ADDRESS", "0x70c2fdD0CDada6b43195981928D76f5D32AE29e5"),
+            ("RELAYER_KEY", KEY),
+        ]
+    }
+
+    #[test]
+    fn defaults_are_the_specs_limits() {
+        let config = Config::from_lookup(lookup(&base())).unwrap();
+        assert_eq!(config.port, 3001);
+        assert_eq!(config.rate_limit_per_ip, 20);
+        assert_eq!(config.rate_limit_per_signer, 10);
+        assert_eq!(config.daily_gas_budget_wei, 50_000_000_000_000_000);
+        assert_eq!(config.min_balance_wei, 1_000_000_000_000_000);
+        assert_eq!(config.rpc_url, DEFAULT_RPC_URL);
+        assert_eq!(config.signer.address().to_string(), "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720");
+    }
+
+    #[test]
+    fn the_key_never_shows_in_debug_or_errors() {
+        let config = Config::from_lookup(lookup(&base())).unwrap();
+        let printed = format!("{config:?}");
+        assert!(!printed.contains(&KEY[2..]), "{printed}");
+        assert!(printed.to_lowercase().contains("0xa0ee7a142d267c1f36714e4a8f75612f20a79720"));
+
+        let mut broken = base();
+        broken[2] = ("RELAYER_KEY", "0x2a871d0798f97d79848a013d4936a73bf4cc922c825d33c1cf7073dff6d4");
+        let error = Config::from_lookup(lookup(&broken)).unwrap_err().to_string();
+        assert!(!error.contains("2a871d07"), "{error}");
+        assert!(error.contains("RELAYER_KEY"));
+    }
+
+    #[test]
+    fn bad_values_name_their_variable() {
+        let mut settings = base();
+        settings.push(("DAILY_GAS_BUDGET", "lots"));
+        let error = Config::from_lookup(lookup(&settings)).unwrap_err().to_string();
+        assert!(error.contains("DAILY_GAS_BUDGET"), "{error}");
+        let error = Config::from_lookup(lookup(&base()[1..])).unwrap_err().to_string();
+        assert!(error.contains("REGISTRY_ADDRESS"), "{error}");
+    }
+
+    #[test]
+    fn a_keystore_file_works_instead_of_a_key() {
+        // Anvil's account 9 encrypted by eth-account (pbkdf2, few iterations: a test fixture).
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/relayer-keystore.json");
+        let mut settings = base();
+        settings.pop();
+        settings.push(("RELAYER_KEYSTORE", path));
+        settings.push(("RELAYER_KEYSTORE_PASSWORD", "relayer-test-password"));
+        let config = Config::from_lookup(lookup(&settings)).unwrap();
+        assert_eq!(config.signer.address().to_string(), "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720");
+        settings.pop();
+        settings.push(("RELAYER_KEYSTORE_PASSWORD", "wrong"));
+        let error = Config::from_lookup(lookup(&settings)).unwrap_err().to_string();
+        assert!(error.contains("cannot decrypt"), "{error}");
+    }
+}

@@ -1,0 +1,113 @@
+//! The relayer's error type and the one place where each error gets its HTTP status.
+
+use warp::http::StatusCode;
+
+/// Everything a relay or a query can fail with. Display strings are what clients see in
+/// `{"error": …}`; the first ten are SPEC.md section 7's relayer messages, word for word.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The body lacks `request` or `signature`.
+    #[error("Missing request or signature")]
+    MissingRequestOrSignature,
+    /// The body or a field of it is malformed (not JSON, a bad address, a bad signature length…).
+    #[error("{0}")]
+    BadRequest(String),
+    /// `request.to` is not the registry.
+    #[error("Relayer only forwards to the the service contract")]
+    WrongTarget,
+    /// `request.value` is above zero.
+    #[error("Value transfers not supported")]
+    ValueTransfer,
+    /// `request.gas` is above what the relayer is willing to pay for.
+    #[error("Gas limit {requested} above the relayer's cap of {cap}")]
+    GasAboveCap {
+        /// The gas the request asked for.
+        requested: String,
+        /// The configured cap.
+        cap: u64,
+    },
+    /// Too many requests from one IP address in the last hour.
+    #[error("IP rate limit exceeded ({0}/hour)")]
+    IpRateLimited(u32),
+    /// Too many requests from one signer in the last hour.
+    #[error("Signer rate limit exceeded ({0}/hour)")]
+    SignerRateLimited(u32),
+    /// The signature does not recover to `request.from`, or the forwarder refuses it on chain.
+    #[error("Invalid signature or nonce mismatch")]
+    InvalidSignature,
+    /// The relayer's wallet holds less than the minimum balance.
+    #[error("Relayer balance too low. Please try again later or use direct mode.")]
+    BalanceTooLow,
+    /// The daily gas budget cannot cover this relay.
+    #[error("Daily gas budget exhausted. Try again tomorrow.")]
+    BudgetExhausted,
+    /// The registry call would fail: the contract's revert reason.
+    #[error("{0}")]
+    Reverted(String),
+    /// The node could not be reached or answered with an error.
+    #[error("RPC error: {0}")]
+    Rpc(String),
+    /// The embedded store failed.
+    #[error("storage error: {0}")]
+    Store(#[from] rusqlite::Error),
+    /// The configuration is incomplete or invalid (startup only).
+    #[error("configuration: {0}")]
+    Config(String),
+    /// No such route.
+    #[error("Not found")]
+    NotFound,
+    /// The route exists but not for this HTTP method.
+    #[error("Method not allowed")]
+    MethodNotAllowed,
+}
+
+/// `Result` with [`Error`] as the default error.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// The HTTP status of this error: chosen here and nowhere else.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::MissingRequestOrSignature | Self::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Self::InvalidSignature => StatusCode::UNAUTHORIZED,
+            Self::WrongTarget | Self::ValueTransfer | Self::GasAboveCap { .. } => StatusCode::FORBIDDEN,
+            Self::NotFound => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::IpRateLimited(_) | Self::SignerRateLimited(_) | Self::BudgetExhausted => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
+            Self::BalanceTooLow => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Reverted(_) | Self::Rpc(_) | Self::Store(_) | Self::Config(_) => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
+        }
+    }
+
+    /// A short, fixed label for metrics (`reason="…"`), so label cardinality stays bounded.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::MissingRequestOrSignature => "missing_fields",
+            Self::BadRequest(_) => "bad_request",
+            Self::WrongTarget => "wrong_target",
+            Self::ValueTransfer => "value_transfer",
+            Self::GasAboveCap { .. } => "gas_above_cap",
+            Self::IpRateLimited(_) => "ip_rate_limit",
+            Self::SignerRateLimited(_) => "signer_rate_limit",
+            Self::InvalidSignature => "invalid_signature",
+            Self::BalanceTooLow => "balance_too_low",
+            Self::BudgetExhausted => "budget_exhausted",
+            Self::Reverted(_) => "reverted",
+            Self::Rpc(_) => "rpc",
+            Self::Store(_) => "store",
+            Self::Config(_) => "config",
+            Self::NotFound => "not_found",
+            Self::MethodNotAllowed => "method_not_allowed",
+        }
+    }
+
+    /// An RPC failure, keeping the node's message (it never holds the key: the key only signs
+    /// locally and is never sent).
+    pub(crate) fn rpc(error: impl std::fmt::Display) -> Self {
+        Self::Rpc(error.to_string())
+    }
+}

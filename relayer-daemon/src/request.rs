@@ -1,0 +1,208 @@
+//! Parsing and off-chain checking of a `POST /relay` body: `{"request": {…}, "signature": "0x…"}`
+//! into core's `ForwardRequest` (numbers as JSON numbers or decimal strings), and recovery of
+//! the signer from core's EIP-712 digest.
+
+use std::str::FromStr;
+
+use alloy::primitives::{Address, Bytes, Signature, U256, aliases::U48};
+use kya_core::forward_request::{self, ForwardRequest};
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+
+/// A parsed relay body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RelayBody {
+    /// The forward request as the signer signed it.
+    pub request: ForwardRequest,
+    /// The 65-byte signature, exactly as given (passed to the forwarder unchanged).
+    pub signature: Bytes,
+}
+
+impl RelayBody {
+    /// Parses the raw body. Missing `request`/`signature` → SPEC.md's 400; anything else that is
+    /// malformed → a 400 naming the field.
+    pub fn parse(body: &[u8]) -> Result<Self> {
+        let value: Value = serde_json::from_slice(body)
+            .map_err(|error| Error::BadRequest(format!("Body is not valid JSON: {error}")))?;
+        let Value::Object(object) = value else {
+            return Err(Error::BadRequest("Body must be a JSON object".into()));
+        };
+        let (Some(request), Some(signature)) = (
+            object.get("request").filter(|v| !v.is_null()),
+            object.get("signature").filter(|v| !v.is_null()),
+        ) else {
+            return Err(Error::MissingRequestOrSignature);
+        };
+        let Value::Object(request) = request else {
+            return Err(Error::BadRequest("request must be a JSON object".into()));
+        };
+        let field = |name: &str| {
+            request
+                .get(name)
+                .filter(|v| !v.is_null())
+                .ok_or_else(|| Error::BadRequest(format!("request.{name} is missing")))
+        };
+        let request = ForwardRequest {
+            from: address(field("from")?, "request.from")?,
+            to: address(field("to")?, "request.to")?,
+            value: number(field("value")?, "request.value")?,
+            gas: number(field("gas")?, "request.gas")?,
+            nonce: number(field("nonce")?, "request.nonce")?,
+            // Deadline 0 means "no expiry" (INTERFACE.md section 1), so it may be left out.
+            deadline: match request.get("deadline").filter(|v| !v.is_null()) {
+                None => U48::ZERO,
+                Some(deadline) => {
+                    let deadline = number(deadline, "request.deadline")?;
+                    U48::checked_from_limbs_slice(deadline.as_limbs())
+                        .ok_or_else(|| Error::BadRequest("request.deadline does not fit in uint48".into()))?
+                }
+            },
+            data: hex_bytes(field("data")?, "request.data")?,
+        };
+        let signature = hex_bytes(signature, "signature")?;
+        if signature.len() != 65 {
+            return Err(Error::BadRequest(format!(
+                "signature must be 65 bytes of hex (r, s, v), got {} bytes",
+                signature.len()
+            )));
+        }
+        Ok(Self { request, signature })
+    }
+
+    /// The address whose key produced the signature over core's EIP-712 digest of the request
+    /// on this chain and forwarder; `None` when the signature does not recover at all.
+    pub fn recover_signer(&self, chain_id: u64, forwarder: Address) -> Option<Address> {
+        let digest =
+            forward_request::signing_digest(&self.request, &forward_request::domain(chain_id, forwarder));
+        let signature = Signature::from_raw(&self.signature).ok()?;
+        signature.recover_address_from_prehash(&digest).ok()
+    }
+}
+
+fn address(value: &Value, name: &str) -> Result<Address> {
+    value
+        .as_str()
+        .and_then(|text| Address::from_str(text.trim()).ok())
+        .ok_or_else(|| Error::BadRequest(format!("{name} must be a 20-byte hex address")))
+}
+
+/// A uint256 given as a JSON number (non-negative integer) or a decimal (or 0x-hex) string.
+fn number(value: &Value, name: &str) -> Result<U256> {
+    let invalid = || {
+        Error::BadRequest(format!("{name} must be a non-negative integer (JSON number or decimal string)"))
+    };
+    match value {
+        Value::Number(number) => number.as_u64().map(U256::from).ok_or_else(invalid),
+        Value::String(text) => {
+            let text = text.trim();
+            if let Some(hex) = text.strip_prefix("0x") {
+                U256::from_str_radix(hex, 16).map_err(|_| invalid())
+            } else if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+                U256::from_str_radix(text, 10).map_err(|_| invalid())
+            } else {
+                Err(invalid())
+            }
+        }
+        _ => Err(invalid()),
+    }
+}
+
+fn hex_bytes(value: &Value, name: &str) -> Result<Bytes> {
+    value
+        .as_str()
+        .and_then(|text| Bytes::from_str(text.trim()).ok())
+        .ok_or_else(|| Error::BadRequest(format!("{name} must be a hex string")))
+}
+
+#[cfg(test)]
+mod tests {
+    use alloy::signers::{SignerSync, local::PrivateKeySigner};
+    use serde_json::json;
+
+    use super::*;
+
+    const FORWARDER: Address = alloy::primitives::address!("0x70c2fdD0CDada6b43195981928D76f5D32AE29e5");
+
+    fn signed(signer: &PrivateKeySigner) -> Value {
+        let request = ForwardRequest {
+            from: signer.address(),
+            to: alloy::primitives::address!("0x2EFaB5B3BEf49E56a6Ce1dcB1A39EF63C312EA23"),
+            value: U256::ZERO,
+            gas: U256::from(300_000),
+            nonce: U256::from(3),
+            deadline: U48::from(1_900_000_000u64),
+            data: Bytes::from(vec![0xde, 0xad]),
+        };
+        let digest = forward_request::signing_digest(&request, &forward_request::domain(84532, FORWARDER));
+        let signature = signer.sign_hash_sync(&digest).unwrap();
+        json!({
+            "request": {
+                "from": signer.address().to_string().to_lowercase(),
+                "to": request.to,
+                "value": 0,
+                "gas": "300000",
+                "nonce": 3,
+                "deadline": "1900000000",
+                "data": "0xdead",
+            },
+            "signature": Bytes::from(signature.as_bytes().to_vec()),
+        })
+    }
+
+    fn parse(value: &Value) -> Result<RelayBody> {
+        RelayBody::parse(value.to_string().as_bytes())
+    }
+
+    #[test]
+    fn numbers_as_json_numbers_or_strings_recover_the_signer() {
+        let signer = PrivateKeySigner::random();
+        let body = parse(&signed(&signer)).unwrap();
+        assert_eq!(body.request.gas, U256::from(300_000));
+        assert_eq!(body.request.deadline, U48::from(1_900_000_000u64));
+        assert_eq!(body.recover_signer(84532, FORWARDER), Some(signer.address()));
+        assert_ne!(body.recover_signer(1, FORWARDER), Some(signer.address()));
+    }
+
+    #[test]
+    fn missing_parts_get_the_specs_message() {
+        let signer = PrivateKeySigner::random();
+        for key in ["request", "signature"] {
+            let mut body = signed(&signer);
+            body.as_object_mut().unwrap().remove(key);
+            assert!(matches!(parse(&body), Err(Error::MissingRequestOrSignature)));
+            body[key] = Value::Null;
+            assert!(matches!(parse(&body), Err(Error::MissingRequestOrSignature)));
+        }
+        assert!(matches!(parse(&json!({})), Err(Error::MissingRequestOrSignature)));
+    }
+
+    #[test]
+    fn malformed_fields_are_named() {
+        let signer = PrivateKeySigner::random();
+        let cases = [
+            ("/request/from", json!("0x1234"), "request.from"),
+            ("/request/value", json!(-1), "request.value"),
+            ("/request/gas", json!("12abc"), "request.gas"),
+            ("/request/nonce", json!(1.5), "request.nonce"),
+            ("/request/data", json!("zz"), "request.data"),
+            ("/signature", json!("0x1234"), "got 2 bytes"),
+            ("/request/deadline", json!("281474976710656"), "uint48"),
+        ];
+        for (pointer, bad, expected) in cases {
+            let mut body = signed(&signer);
+            *body.pointer_mut(pointer).unwrap() = bad;
+            match parse(&body) {
+                Err(Error::BadRequest(message)) => {
+                    assert!(message.contains(expected), "{pointer}: {message}")
+                }
+                other => panic!("{pointer}: {other:?}"),
+            }
+        }
+        assert!(matches!(RelayBody::parse(b"{not json"), Err(Error::BadRequest(_))));
+        assert!(matches!(RelayBody::parse(b"[]"), Err(Error::BadRequest(_))));
+        let mut body = signed(&signer);
+        body["request"].as_object_mut().unwrap().remove("gas");
+        assert!(matches!(parse(&body), Err(Error::BadRequest(m)) if m == "request.gas is missing"));
+    }
+}

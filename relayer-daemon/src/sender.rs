@@ -1,0 +1,170 @@
+//! Signs and submits the relayer's transactions with a locally managed account nonce.
+//!
+//! One async mutex covers "pick the nonce, sign, submit": concurrent relays get consecutive
+//! nonces, and a nonce only advances once the node has taken the transaction, so a refused
+//! submission leaves no gap. After an answer that leaves our view of the nonce in doubt, the next
+//! submission re-reads the node's pending count instead of guessing.
+
+use alloy::{
+    consensus::{SignableTransaction, TxEip1559, TxEnvelope},
+    eips::Encodable2718,
+    network::TxSignerSync,
+    primitives::{Address, B256, Bytes, TxKind, U256},
+    signers::local::PrivateKeySigner,
+};
+use tokio::sync::Mutex;
+
+use crate::{
+    chain::{Fees, RelayerChain},
+    error::{Error, Result},
+};
+
+/// A transaction to the forwarder, before nonce and signature.
+#[derive(Debug, Clone)]
+pub(crate) struct Outgoing {
+    /// Gas limit.
+    pub(crate) gas_limit: u64,
+    /// Fees.
+    pub(crate) fees: Fees,
+    /// Calldata (`execute(req, signature)`).
+    pub(crate) input: Bytes,
+}
+
+/// A transaction the node accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Sent {
+    /// Its hash.
+    pub(crate) hash: B256,
+    /// The relayer-account nonce it used.
+    pub(crate) nonce: u64,
+}
+
+/// How the node answered a submission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    /// This exact transaction is already in the pool: it was taken before, which is success.
+    AlreadyKnown,
+    /// The nonce is used (mined or pending) by a transaction we did not account for.
+    NonceUsed,
+    /// Anything else: the nonce state is unknown.
+    Other,
+}
+
+fn classify(message: &str) -> Answer {
+    let message = message.to_ascii_lowercase();
+    if message.contains("already known") || message.contains("already imported") {
+        Answer::AlreadyKnown
+    } else if message.contains("nonce too low")
+        || message.contains("replacement transaction underpriced")
+        || message.contains("nonce has already been used")
+    {
+        Answer::NonceUsed
+    } else {
+        Answer::Other
+    }
+}
+
+/// The relayer's signer with its nonce.
+#[derive(Debug)]
+pub(crate) struct Sender {
+    chain: RelayerChain,
+    signer: PrivateKeySigner,
+    chain_id: u64,
+    forwarder: Address,
+    /// The next nonce to use; `None` means "ask the node".
+    next_nonce: Mutex<Option<u64>>,
+}
+
+impl Sender {
+    /// A sender for `signer` on `chain_id`, sending to `forwarder`.
+    pub(crate) fn new(
+        chain: RelayerChain,
+        signer: PrivateKeySigner,
+        chain_id: u64,
+        forwarder: Address,
+    ) -> Self {
+        Self { chain, signer, chain_id, forwarder, next_nonce: Mutex::new(None) }
+    }
+
+    /// The relayer's address.
+    pub(crate) fn address(&self) -> Address {
+        self.signer.address()
+    }
+
+    /// Signs and submits `outgoing`. A "nonce too low" answer means another transaction took the
+    /// nonce: the nonce is re-read from the node and the transaction re-signed once with it.
+    pub(crate) async fn send(&self, outgoing: &Outgoing) -> Result<Sent> {
+        let mut next = self.next_nonce.lock().await;
+        let mut nonce = match *next {
+            Some(nonce) => nonce,
+            None => self.chain.pending_nonce(self.address()).await?,
+        };
+        let mut resynced = false;
+        loop {
+            let (hash, raw) = self.sign(outgoing, nonce)?;
+            let message = match self.chain.send_raw(&raw).await {
+                Ok(()) => {
+                    *next = Some(nonce + 1);
+                    return Ok(Sent { hash, nonce });
+                }
+                Err(message) => message,
+            };
+            match classify(&message) {
+                Answer::AlreadyKnown => {
+                    tracing::info!(%hash, nonce, "node already had the transaction");
+                    *next = Some(nonce + 1);
+                    return Ok(Sent { hash, nonce });
+                }
+                Answer::NonceUsed if !resynced => {
+                    let fresh = self.chain.pending_nonce(self.address()).await?;
+                    tracing::warn!(nonce, fresh, "relayer nonce already used; re-reading it from the node");
+                    nonce = fresh;
+                    resynced = true;
+                }
+                Answer::NonceUsed | Answer::Other => {
+                    // Whether the node kept the transaction is unknown (a timeout may hide an
+                    // acceptance): re-read the nonce next time rather than risk a gap or a clash.
+                    *next = None;
+                    return Err(Error::Rpc(message));
+                }
+            }
+        }
+    }
+
+    fn sign(&self, outgoing: &Outgoing, nonce: u64) -> Result<(B256, Vec<u8>)> {
+        let mut tx = TxEip1559 {
+            chain_id: self.chain_id,
+            nonce,
+            gas_limit: outgoing.gas_limit,
+            max_fee_per_gas: outgoing.fees.max_fee_per_gas,
+            max_priority_fee_per_gas: outgoing.fees.max_priority_fee_per_gas,
+            to: TxKind::Call(self.forwarder),
+            value: U256::ZERO,
+            access_list: Default::default(),
+            input: outgoing.input.clone(),
+        };
+        let signature = self
+            .signer
+            .sign_transaction_sync(&mut tx)
+            .map_err(|error| Error::Rpc(format!("signing the transaction: {error}")))?;
+        let envelope: TxEnvelope = tx.into_signed(signature).into();
+        Ok((*envelope.tx_hash(), envelope.encoded_2718()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_answers_are_classified() {
+        assert_eq!(
+            classify("server returned an error response: error code -32003: nonce too low"),
+            Answer::NonceUsed
+        );
+        assert_eq!(classify("Nonce too low"), Answer::NonceUsed);
+        assert_eq!(classify("already known"), Answer::AlreadyKnown);
+        assert_eq!(classify("replacement transaction underpriced"), Answer::NonceUsed);
+        assert_eq!(classify("insufficient funds for gas * price + value"), Answer::Other);
+    }
+}

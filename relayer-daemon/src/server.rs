@@ -1,0 +1,125 @@
+//! The HTTP surface: one route table, thin handlers, JSON errors `{"error": …}` with the status
+//! chosen by [`Error::status`], and graceful shutdown.
+
+use std::{convert::Infallible, future::Future, net::IpAddr, sync::Arc};
+
+use serde_json::json;
+use tokio::net::TcpListener;
+use warp::{Filter, Rejection, Reply, http::StatusCode, reply::Response};
+
+use crate::{error::Error, relayer::Relayer};
+
+/// Largest `POST /relay` body: a registration's calldata is well under 2 KiB.
+const MAX_BODY_BYTES: u64 = 64 * 1024;
+
+/// Serves the relayer on `listener` until `shutdown` completes; then stops accepting, finishes
+/// in-flight requests, and waits for background relays and settlements.
+pub async fn run(
+    listener: TcpListener,
+    relayer: Arc<Relayer>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    if let Ok(address) = listener.local_addr() {
+        tracing::info!(%address, "relayer listening");
+    }
+    warp::serve(routes(Arc::clone(&relayer))).incoming(listener).graceful(shutdown).run().await;
+    tracing::info!("no more requests; waiting for relays in flight");
+    relayer.drain().await;
+    tracing::info!("relayer stopped");
+}
+
+/// The route table.
+pub fn routes(
+    relayer: Arc<Relayer>,
+) -> impl Filter<Extract = (impl Reply,), Error = Infallible> + Clone + Send + Sync + 'static {
+    let with = move || {
+        let relayer = Arc::clone(&relayer);
+        warp::any().map(move || Arc::clone(&relayer))
+    };
+    let relay =
+        warp::path!("relay")
+            .and(warp::post())
+            .and(warp::body::content_length_limit(MAX_BODY_BYTES))
+            .and(warp::body::bytes())
+            .and(warp::addr::remote())
+            .and(with())
+            .then(
+                |body: warp::hyper::body::Bytes,
+                 remote: Option<std::net::SocketAddr>,
+                 relayer: Arc<Relayer>| async move {
+                    let client = remote.map_or(IpAddr::from([0, 0, 0, 0]), |remote| remote.ip());
+                    respond(relayer.relay(body.to_vec(), client).await)
+                },
+            );
+    let status = warp::path!("status")
+        .and(warp::get())
+        .and(with())
+        .then(|relayer: Arc<Relayer>| async move { respond(relayer.status().await) });
+    let nonce = warp::path!("nonce" / String)
+        .and(warp::get())
+        .and(with())
+        .then(|address: String, relayer: Arc<Relayer>| async move { respond(relayer.nonce(&address).await) });
+    let domain = warp::path!("domain")
+        .and(warp::get())
+        .and(with())
+        .then(|relayer: Arc<Relayer>| async move { respond(relayer.domain().await) });
+    let metrics =
+        warp::path!("metrics").and(warp::get()).and(with()).then(|relayer: Arc<Relayer>| async move {
+            match relayer.metrics().await {
+                Ok(text) => {
+                    warp::reply::with_header(text, "content-type", "text/plain; version=0.0.4; charset=utf-8")
+                        .into_response()
+                }
+                Err(error) => error_response(&error),
+            }
+        });
+    let health = warp::path!("health")
+        .and(warp::get())
+        .map(|| warp::reply::json(&json!({ "status": "ok" })).into_response());
+    relay
+        .or(status)
+        .unify()
+        .or(nonce)
+        .unify()
+        .or(domain)
+        .unify()
+        .or(metrics)
+        .unify()
+        .or(health)
+        .unify()
+        .recover(|rejection: Rejection| async move { Ok::<_, Infallible>(rejected(&rejection)) })
+        .unify()
+        .with(warp::trace::request())
+}
+
+fn respond(result: crate::error::Result<serde_json::Value>) -> Response {
+    match result {
+        Ok(value) => warp::reply::json(&value).into_response(),
+        Err(error) => error_response(&error),
+    }
+}
+
+fn error_response(error: &Error) -> Response {
+    let status = error.status();
+    if status == StatusCode::INTERNAL_SERVER_ERROR {
+        tracing::warn!(%error, "request failed");
+    }
+    warp::reply::with_status(warp::reply::json(&json!({ "error": error.to_string() })), status)
+        .into_response()
+}
+
+/// Warp's own refusals (unknown path, wrong method, oversized body) as JSON errors.
+fn rejected(rejection: &Rejection) -> Response {
+    if rejection.is_not_found() {
+        return error_response(&Error::NotFound);
+    }
+    if rejection.find::<warp::reject::MethodNotAllowed>().is_some() {
+        return error_response(&Error::MethodNotAllowed);
+    }
+    if rejection.find::<warp::reject::PayloadTooLarge>().is_some() {
+        return error_response(&Error::BadRequest(format!(
+            "Body too large (at most {MAX_BODY_BYTES} bytes)"
+        )));
+    }
+    error_response(&Error::BadRequest(format!("Bad request: {rejection:?}")))
+}
