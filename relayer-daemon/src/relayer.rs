@@ -242,13 +242,13 @@ impl Relayer {
         });
     }
 
-    /// `GET /status`.
+    /// `GET /status`. Addresses are EIP-55 checksummed, as everywhere in the API.
     pub async fn status(&self) -> Result<Value> {
         let balance = self.chain.balance(self.address()).await?;
         let budget = self.store.budget(time::now())?;
         let limit = self.config.daily_gas_budget_wei;
         Ok(json!({
-            "relayer": self.address(),
+            "relayer": self.address().to_checksum(None),
             "balance": format_ether(balance),
             "balanceWei": balance.to_string(),
             "chainId": self.chain_id,
@@ -260,8 +260,8 @@ impl Relayer {
                 "resetsAt": budget.resets_at().map(time::iso8601),
             },
             "contracts": {
-                "registry": self.config.registry,
-                "forwarder": self.config.forwarder,
+                "registry": self.config.registry.to_checksum(None),
+                "forwarder": self.config.forwarder.to_checksum(None),
             },
         }))
     }
@@ -271,7 +271,7 @@ impl Relayer {
         let address: Address =
             address.trim().parse().map_err(|_| Error::BadRequest(format!("Invalid address: {address:?}")))?;
         let nonce = self.chain.forwarder_nonce(address).await?;
-        Ok(json!({ "address": address, "nonce": nonce.to_string() }))
+        Ok(json!({ "address": address.to_checksum(None), "nonce": nonce.to_string() }))
     }
 
     /// `GET /domain`: read from the forwarder (ERC-5267); core's constants if it cannot answer.
@@ -292,7 +292,7 @@ impl Relayer {
             "name": domain.name,
             "version": domain.version,
             "chainId": domain.chain_id,
-            "verifyingContract": domain.verifying_contract,
+            "verifyingContract": domain.verifying_contract.to_checksum(None),
         }))
     }
 

@@ -2,3 +2,4 @@
 //! contracts, and later the real Worker or relayer) and stops it when it ends.
 
 mod contracts;
+mod relayer;

@@ -1,0 +1,234 @@
+//! Every relayer error row of SPEC.md section 7, provoked against the real daemon: exact status
+//! and message, and nothing sent or paid for a refused request.
+
+use alloy::{
+    primitives::{Bytes, U256},
+    signers::local::PrivateKeySigner,
+};
+use kya_core::abi::AgentRegistry;
+use kya_tests::relayer_fixture::{Client, body, forward, sign_with_core, sign_with_eth_account};
+use serde_json::{Value, json};
+
+use super::{agent_key, agent_of, balance, forwarder_nonce, register_call, start};
+
+#[track_caller]
+fn assert_error(answer: (u16, Value), status: u16, message: &str) {
+    assert_eq!(answer.0, status, "{}", answer.1);
+    assert_eq!(answer.1, json!({ "error": message }));
+}
+
+#[tokio::test]
+async fn malformed_bodies_policy_breaches_bad_signatures_and_reverts_are_refused() {
+    let (t, _db, relayer) = start(&[]).await;
+    let client = &relayer.client;
+    let agent = agent_key(10);
+    let request = forward(&t, agent.address(), 0, &register_call(agent.address(), 0));
+    let signed = sign_with_eth_account(&t, &agent, &request);
+    let good = body(&request, &signed.signature);
+    let relayer_balance = balance(&t, relayer.relayer.address()).await;
+
+    // 400: missing parts, then malformed ones with a clear message.
+    assert_error(
+        client.relay(&json!({ "request": good["request"] })).await,
+        400,
+        "Missing request or signature",
+    );
+    assert_error(
+        client.relay(&json!({ "signature": good["signature"] })).await,
+        400,
+        "Missing request or signature",
+    );
+    assert_error(client.relay(&json!({})).await, 400, "Missing request or signature");
+    let (status, answer) = client.post_raw("/relay", "{\"request\":".into()).await;
+    assert_eq!(status, 400);
+    assert!(answer["error"].as_str().unwrap().starts_with("Body is not valid JSON"), "{answer}");
+    let mut short = good.clone();
+    short["signature"] = Bytes::from(signed.signature[..64].to_vec()).to_string().into();
+    assert_error(
+        client.relay(&short).await,
+        400,
+        "signature must be 65 bytes of hex (r, s, v), got 64 bytes",
+    );
+    let mut bad_from = good.clone();
+    bad_from["request"]["from"] = "0x12".into();
+    assert_error(client.relay(&bad_from).await, 400, "request.from must be a 20-byte hex address");
+    let (status, _) = client.post_raw("/relay", "x".repeat(70_000)).await;
+    assert_eq!(status, 400, "an oversized body");
+
+    // 403: only the registry, no value, capped gas.
+    let mut elsewhere = forward(&t, agent.address(), 0, &register_call(agent.address(), 0));
+    elsewhere.to = t.forwarder();
+    let signature = sign_with_eth_account(&t, &agent, &elsewhere).signature;
+    assert_error(
+        client.relay(&body(&elsewhere, &signature)).await,
+        403,
+        "Relayer only forwards to the the service contract",
+    );
+    let mut paying = request.clone();
+    paying.value = U256::from(1);
+    let signature = sign_with_eth_account(&t, &agent, &paying).signature;
+    assert_error(client.relay(&body(&paying, &signature)).await, 403, "Value transfers not supported");
+    let mut greedy = request.clone();
+    greedy.gas = U256::from(1_000_001);
+    let signature = sign_with_core(&t, &agent, &greedy).signature;
+    assert_error(
+        client.relay(&body(&greedy, &signature)).await,
+        403,
+        "Gas limit 1000001 above the relayer's cap of 1000000",
+    );
+
+    // 401: signed by someone else; a nonce ahead of the chain (recovers fine off-chain, the
+    // forwarder refuses); an expired deadline.
+    let impostor = PrivateKeySigner::random();
+    let forged = sign_with_core(&t, &impostor, &request).signature;
+    assert_error(client.relay(&body(&request, &forged)).await, 401, "Invalid signature or nonce mismatch");
+    let ahead = forward(&t, agent.address(), 5, &register_call(agent.address(), 0));
+    let signature = sign_with_eth_account(&t, &agent, &ahead).signature;
+    assert_error(client.relay(&body(&ahead, &signature)).await, 401, "Invalid signature or nonce mismatch");
+    let mut expired = request.clone();
+    expired.deadline = alloy::primitives::aliases::U48::from(1_000u64);
+    let signature = sign_with_core(&t, &agent, &expired).signature;
+    assert_error(client.relay(&body(&expired, &signature)).await, 401, "Invalid signature or nonce mismatch");
+
+    // 500 with the registry's reason: the wallet already belongs to an agent. Nothing is sent.
+    assert_eq!(client.relay(&good).await.0, 200);
+    assert_eq!(agent_of(&t, agent.address()).await, 1);
+    client.settled().await;
+    let paid_so_far = balance(&t, relayer.relayer.address()).await;
+    let other = agent_key(11);
+    let taken = forward(&t, other.address(), 0, &register_call(agent.address(), 0));
+    let signature = sign_with_eth_account(&t, &other, &taken).signature;
+    assert_error(
+        client.relay(&body(&taken, &signature)).await,
+        500,
+        "Wallet already registered to another agent",
+    );
+    let not_theirs =
+        forward(&t, other.address(), 0, &AgentRegistry::attestComplianceCall { agentId: U256::from(1) });
+    let signature = sign_with_core(&t, &other, &not_theirs).signature;
+    assert_error(client.relay(&body(&not_theirs, &signature)).await, 500, "Not authorized for this agent");
+    assert_eq!(forwarder_nonce(&t, other.address()).await, 0, "nothing was sent for the reverts");
+    assert_eq!(balance(&t, relayer.relayer.address()).await, paid_so_far, "and nothing paid");
+    assert!(paid_so_far < relayer_balance);
+    assert_eq!(relayer.relayer.store().records().unwrap().len(), 1, "only the accepted relay is recorded");
+    relayer.stop().await;
+}
+
+/// Cheap requests that pass the policy checks but carry a signature of someone else.
+fn forged_body(t: &kya_tests::TestChain, victim: &PrivateKeySigner, nonce: u64) -> Value {
+    let request = forward(t, victim.address(), nonce, &register_call(victim.address(), 0));
+    body(&request, &sign_with_core(t, &PrivateKeySigner::random(), &request).signature)
+}
+
+async fn valid_body(t: &kya_tests::TestChain, client: &Client, agent: &PrivateKeySigner) -> Value {
+    let nonce: u64 = client.get(&format!("/nonce/{}", agent.address())).await.1["nonce"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let request = forward(t, agent.address(), nonce, &register_call(agent.address(), 0));
+    body(&request, &sign_with_core(t, agent, &request).signature)
+}
+
+#[tokio::test]
+async fn more_than_20_requests_per_ip_per_hour_are_refused() {
+    let (t, _db, relayer) = start(&[]).await;
+    let client = &relayer.client;
+    let victim = agent_key(20);
+    for _ in 0..20 {
+        assert_error(
+            client.relay(&forged_body(&t, &victim, 0)).await,
+            401,
+            "Invalid signature or nonce mismatch",
+        );
+    }
+    // Even a valid request is refused now, before anything else is looked at.
+    let valid = valid_body(&t, client, &victim).await;
+    assert_error(client.relay(&valid).await, 429, "IP rate limit exceeded (20/hour)");
+    // Requests refused by the policy never reach the limiter.
+    let mut elsewhere = valid.clone();
+    elsewhere["request"]["to"] = t.forwarder().to_string().into();
+    assert_error(client.relay(&elsewhere).await, 403, "Relayer only forwards to the the service contract");
+    assert_eq!(forwarder_nonce(&t, victim.address()).await, 0);
+    relayer.stop().await;
+}
+
+#[tokio::test]
+async fn more_than_10_requests_per_signer_per_hour_are_refused_and_forgers_cannot_spend_the_quota() {
+    let (t, _db, relayer) = start(&[]).await;
+    let client = &relayer.client;
+    let agent = agent_key(30);
+    // Forged requests in the agent's name do not count against the agent.
+    for _ in 0..5 {
+        assert_error(
+            client.relay(&forged_body(&t, &agent, 0)).await,
+            401,
+            "Invalid signature or nonce mismatch",
+        );
+    }
+    // Ten correctly signed requests count, valid or not (a stale nonce is refused on chain).
+    assert_eq!(client.relay(&valid_body(&t, client, &agent).await).await.0, 200);
+    for _ in 0..9 {
+        let stale = forward(&t, agent.address(), 0, &register_call(agent.address(), 0));
+        let signature = sign_with_core(&t, &agent, &stale).signature;
+        assert_error(
+            client.relay(&body(&stale, &signature)).await,
+            401,
+            "Invalid signature or nonce mismatch",
+        );
+    }
+    let attest =
+        forward(&t, agent.address(), 1, &AgentRegistry::attestComplianceCall { agentId: U256::from(1) });
+    let signature = sign_with_core(&t, &agent, &attest).signature;
+    assert_error(client.relay(&body(&attest, &signature)).await, 429, "Signer rate limit exceeded (10/hour)");
+    assert_eq!(forwarder_nonce(&t, agent.address()).await, 1, "the eleventh was not sent");
+    // Another signer is unaffected.
+    let other = agent_key(31);
+    assert_eq!(client.relay(&valid_body(&t, client, &other).await).await.0, 200);
+    relayer.stop().await;
+}
+
+#[tokio::test]
+async fn an_exhausted_daily_budget_refuses_relays() {
+    // A budget that one registration fits in but not two: measured from a first relay, then a
+    // relayer restarted on the same store with the budget set just above what was used.
+    let (t, db, relayer) = start(&[]).await;
+    let first = agent_key(40);
+    assert_eq!(relayer.client.relay(&valid_body(&t, &relayer.client, &first).await).await.0, 200);
+    let used = relayer.client.used_wei_settled().await;
+    relayer.stop().await;
+
+    let mut settings = kya_tests::relayer_fixture::settings(&t, db.path());
+    let budget = alloy::primitives::utils::format_ether(U256::from(used + 1));
+    kya_tests::relayer_fixture::set(&mut settings, "DAILY_GAS_BUDGET", budget);
+    let relayer = kya_tests::relayer_fixture::InProcessRelayer::start(&settings).await;
+    let second = agent_key(41);
+    let before = balance(&t, relayer.relayer.address()).await;
+    assert_error(
+        relayer.client.relay(&valid_body(&t, &relayer.client, &second).await).await,
+        429,
+        "Daily gas budget exhausted. Try again tomorrow.",
+    );
+    let (_, status) = relayer.client.get("/status").await;
+    assert_eq!(status["dailyGasBudget"]["remainingWei"], "1");
+    assert!(status["dailyGasBudget"]["resetsAt"].as_str().unwrap().ends_with('Z'));
+    assert_eq!(forwarder_nonce(&t, second.address()).await, 0);
+    assert_eq!(balance(&t, relayer.relayer.address()).await, before, "nothing paid");
+    relayer.stop().await;
+}
+
+#[tokio::test]
+async fn a_relayer_without_funds_answers_503() {
+    let unfunded = PrivateKeySigner::random();
+    let key = format!("0x{}", alloy::primitives::hex::encode(unfunded.to_bytes()));
+    let (t, _db, relayer) = start(&[("RELAYER_KEY", &key)]).await;
+    let agent = agent_key(50);
+    assert_error(
+        relayer.client.relay(&valid_body(&t, &relayer.client, &agent).await).await,
+        503,
+        "Relayer balance too low. Please try again later or use direct mode.",
+    );
+    assert_eq!(relayer.client.get("/status").await.1["balanceWei"], "0");
+    assert_eq!(forwarder_nonce(&t, agent.address()).await, 0);
+    relayer.stop().await;
+}

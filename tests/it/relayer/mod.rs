@@ -1,0 +1,76 @@
+//! The relayer end to end: the real daemon (in-process on port 0, or the real binary) against a
+//! real anvil with the real contracts, fed requests signed by eth-account and by kya-core.
+
+mod concurrency;
+mod errors;
+mod flows;
+mod replay;
+mod restart;
+
+use alloy::{
+    primitives::{Address, B256, U256, keccak256},
+    providers::Provider,
+    rpc::types::TransactionReceipt,
+    signers::local::PrivateKeySigner,
+};
+use kya_core::abi::AgentRegistry;
+use kya_devchain::dev_accounts::{self, Role};
+use kya_tests::{TestChain, relayer_fixture::InProcessRelayer};
+use serde_json::Value;
+
+/// A fresh agent wallet with a key and no ETH: it can only act through the relayer.
+fn agent_key(n: u64) -> PrivateKeySigner {
+    dev_accounts::agent_wallet(3_000_000 + n)
+}
+
+/// A chain, a store folder and an in-process relayer with `overrides` on top of the defaults.
+async fn start(overrides: &[(&str, &str)]) -> (TestChain, tempfile::TempDir, InProcessRelayer) {
+    let t = TestChain::start().await;
+    let db = tempfile::tempdir().expect("a temp dir");
+    let mut settings = kya_tests::relayer_fixture::settings(&t, db.path());
+    for (name, value) in overrides {
+        kya_tests::relayer_fixture::set(&mut settings, name, *value);
+    }
+    let relayer = InProcessRelayer::start(&settings).await;
+    (t, db, relayer)
+}
+
+/// `registerAgent` making `wallet` an agent wallet, under `parent`.
+fn register_call(wallet: Address, parent: u64) -> AgentRegistry::registerAgentCall {
+    AgentRegistry::registerAgentCall {
+        haftungsperson: dev_accounts::address(Role::CreatorB),
+        agentWallet: wallet,
+        constitutionHash: keccak256(b"constitution"),
+        capabilityHash: keccak256(b"capabilities"),
+        operationalScope: format!("relayed agent {wallet}"),
+        parentAgentId: U256::from(parent),
+        selfModifying: false,
+    }
+}
+
+/// The receipt of a relayed transaction (anvil mines on submission).
+async fn receipt(t: &TestChain, answer: &Value) -> TransactionReceipt {
+    let hash: B256 = answer["txHash"].as_str().and_then(|hash| hash.parse().ok()).expect("a txHash");
+    t.chain.receipt(hash).await.expect("the relayed transaction is mined")
+}
+
+/// What a receipt cost the relayer.
+fn cost(receipt: &TransactionReceipt) -> u128 {
+    u128::from(receipt.gas_used) * receipt.effective_gas_price
+}
+
+async fn balance(t: &TestChain, account: Address) -> U256 {
+    t.chain.provider().get_balance(account).await.expect("a balance")
+}
+
+async fn forwarder_nonce(t: &TestChain, account: Address) -> u64 {
+    t.chain
+        .view(t.forwarder(), &kya_core::abi::Forwarder::getNonceCall { from: account })
+        .await
+        .expect("getNonce")
+        .to()
+}
+
+async fn agent_of(t: &TestChain, wallet: Address) -> u64 {
+    t.chain.view(t.registry(), &AgentRegistry::walletToAgentCall(wallet)).await.expect("walletToAgent").to()
+}

@@ -1,0 +1,351 @@
+//! Fixtures of the relayer's end-to-end tests: the relayer in-process on port 0 (with the test's
+//! own shutdown) or as the real binary, an HTTP client, and two independent EIP-712 signers
+//! (Python eth-account in `.tools/venv`, and kya-core).
+
+use std::{
+    io::{BufRead, BufReader, Write},
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::{Arc, Mutex, mpsc},
+    time::Duration,
+};
+
+use alloy::{
+    primitives::{Address, B256, Bytes, U256, aliases::U48},
+    signers::{SignerSync, local::PrivateKeySigner},
+    sol_types::SolCall,
+};
+use kya_core::forward_request::{self, ForwardRequest};
+use kya_devchain::dev_accounts::{self, Role};
+use kya_relayer::{Config, Relayer, server};
+use serde_json::{Value, json};
+use tokio::{sync::oneshot, task::JoinHandle};
+
+use crate::TestChain;
+
+/// The repository root (the tests package lives one level below it).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
+}
+
+/// Environment settings for a relayer against `chain`, with the spec's defaults, anvil's funded
+/// account 9 as the relayer key and a fresh store in `db`.
+pub fn settings(chain: &TestChain, db: &Path) -> Vec<(String, String)> {
+    [
+        ("RPC_URL", chain.rpc_url()),
+        ("REGISTRY_ADDRESS", chain.registry().to_string()),
+        ("FORWARDER_ADDRESS", chain.forwarder().to_string()),
+        ("RELAYER_KEY", dev_accounts::key_hex(Role::Relayer).to_owned()),
+        ("RELAYER_DB", db.join("relayer.db").display().to_string()),
+    ]
+    .into_iter()
+    .map(|(name, value)| (name.to_owned(), value))
+    .collect()
+}
+
+/// Replaces or adds `name=value` in `settings`.
+pub fn set(settings: &mut Vec<(String, String)>, name: &str, value: impl Into<String>) {
+    settings.retain(|(existing, _)| existing != name);
+    settings.push((name.to_owned(), value.into()));
+}
+
+/// An HTTP client of a relayer at `base`.
+#[derive(Debug, Clone)]
+pub struct Client {
+    /// `http://127.0.0.1:<port>`.
+    pub base: String,
+    http: reqwest::Client,
+}
+
+impl Client {
+    /// A client of `address`.
+    pub fn new(address: SocketAddr) -> Self {
+        Self { base: format!("http://{address}"), http: reqwest::Client::new() }
+    }
+
+    /// `POST /relay` with a JSON body; returns the status and the JSON answer.
+    pub async fn relay(&self, body: &Value) -> (u16, Value) {
+        self.post_raw("/relay", body.to_string()).await
+    }
+
+    /// POSTs `body` as is (for malformed bodies).
+    pub async fn post_raw(&self, path: &str, body: String) -> (u16, Value) {
+        let response = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .expect("the relayer answers");
+        let status = response.status().as_u16();
+        let text = response.text().await.expect("a body");
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+
+    /// GETs `path`; returns the status and the body as text.
+    pub async fn get_text(&self, path: &str) -> (u16, String) {
+        let response =
+            self.http.get(format!("{}{path}", self.base)).send().await.expect("the relayer answers");
+        (response.status().as_u16(), response.text().await.expect("a body"))
+    }
+
+    /// GETs `path` as JSON.
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        let (status, text) = self.get_text(path).await;
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+
+    /// `dailyGasBudget.usedWei` of `/status`.
+    pub async fn used_wei(&self) -> u128 {
+        wei(&self.get("/status").await.1["dailyGasBudget"]["usedWei"])
+    }
+
+    /// Waits until every reservation is settled by its receipt (anvil mines at once, so this is
+    /// short); panics after a generous bound rather than hanging.
+    pub async fn settled(&self) -> Value {
+        for _ in 0..400 {
+            let (_, status) = self.get("/status").await;
+            if status["dailyGasBudget"]["pendingWei"] == "0" {
+                return status;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("reservations never settled");
+    }
+}
+
+/// A decimal wei string from JSON as a number.
+pub fn wei(value: &Value) -> u128 {
+    value.as_str().and_then(|text| text.parse().ok()).unwrap_or_else(|| panic!("wei amount: {value}"))
+}
+
+/// The relayer running inside the test process on a free port.
+#[derive(Debug)]
+pub struct InProcessRelayer {
+    /// Its client.
+    pub client: Client,
+    /// Its state (store, address).
+    pub relayer: Arc<Relayer>,
+    shutdown: Option<oneshot::Sender<()>>,
+    served: Option<JoinHandle<()>>,
+}
+
+impl InProcessRelayer {
+    /// Starts a relayer with `settings` on 127.0.0.1, port 0.
+    pub async fn start(settings: &[(String, String)]) -> Self {
+        let config = Config::from_lookup(|name| {
+            settings.iter().find(|(existing, _)| existing == name).map(|(_, value)| value.clone())
+        })
+        .expect("valid test settings");
+        let relayer = Relayer::start(config).await.expect("the relayer starts");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a free port");
+        let client = Client::new(listener.local_addr().expect("bound"));
+        let (shutdown, stop) = oneshot::channel::<()>();
+        let served = tokio::spawn(server::run(listener, Arc::clone(&relayer), async move {
+            let _ = stop.await;
+        }));
+        Self { client, relayer, shutdown: Some(shutdown), served: Some(served) }
+    }
+
+    /// Shuts down gracefully and waits until the server and its background work are done.
+    pub async fn stop(mut self) {
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+        if let Some(served) = self.served.take() {
+            served.await.expect("the server task ends cleanly");
+        }
+    }
+}
+
+/// The real `kya-relayer` binary as a child process; its output (logs) is collected.
+#[derive(Debug)]
+pub struct BinaryRelayer {
+    /// Its client.
+    pub client: Client,
+    child: Child,
+    output: Arc<Mutex<String>>,
+}
+
+impl BinaryRelayer {
+    /// Starts `binary` (the test's `env!("CARGO_BIN_EXE_kya-relayer-under-test")`: only
+    /// integration tests see it) with `settings` on port 0 and waits for its "listening" line.
+    pub fn start(binary: &str, settings: &[(String, String)]) -> Self {
+        let mut command = Command::new(binary);
+        command
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("RELAYER_PORT", "0")
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (name, value) in settings {
+            command.env(name, value);
+        }
+        let mut child = command.spawn().expect("the relayer binary starts");
+        let output = Arc::new(Mutex::new(String::new()));
+        let (address_tx, address_rx) = mpsc::channel();
+        for stream in [
+            Box::new(child.stdout.take().expect("stdout")) as Box<dyn std::io::Read + Send>,
+            Box::new(child.stderr.take().expect("stderr")),
+        ] {
+            let output = Arc::clone(&output);
+            let address_tx = address_tx.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    let plain = strip_ansi(&line);
+                    if plain.contains("relayer listening")
+                        && let Some(address) = plain
+                            .split_whitespace()
+                            .find_map(|word| word.strip_prefix("address="))
+                            .and_then(|address| address.parse::<SocketAddr>().ok())
+                    {
+                        let _ = address_tx.send(address);
+                    }
+                    let mut output = output.lock().unwrap();
+                    output.push_str(&plain);
+                    output.push('\n');
+                }
+            });
+        }
+        let address = address_rx
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("the relayer binary did not start:\n{}", output.lock().unwrap()));
+        Self { client: Client::new(address), child, output }
+    }
+
+    /// Everything it logged so far.
+    pub fn output(&self) -> String {
+        self.output.lock().unwrap().clone()
+    }
+
+    /// Sends SIGTERM and waits for a clean exit; returns the exit status's success.
+    pub fn terminate(mut self) -> (bool, String) {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let status = self.child.wait().expect("the relayer exits");
+        // Let the reader threads drain the last lines.
+        std::thread::sleep(Duration::from_millis(100));
+        (status.success(), self.output())
+    }
+}
+
+impl Drop for BinaryRelayer {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn strip_ansi(line: &str) -> String {
+    let mut plain = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for end in chars.by_ref() {
+                if end.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            plain.push(c);
+        }
+    }
+    plain
+}
+
+/// A forward request to the registry from `signer` with `call`.
+pub fn forward<C: SolCall>(chain: &TestChain, from: Address, nonce: u64, call: &C) -> ForwardRequest {
+    ForwardRequest {
+        from,
+        to: chain.registry(),
+        value: U256::ZERO,
+        gas: U256::from(500_000),
+        nonce: U256::from(nonce),
+        deadline: U48::ZERO,
+        data: call.abi_encode().into(),
+    }
+}
+
+/// The request as the JSON the relayer takes (numbers as decimal strings).
+pub fn request_json(request: &ForwardRequest) -> Value {
+    json!({
+        "from": request.from,
+        "to": request.to,
+        "value": request.value.to_string(),
+        "gas": request.gas.to_string(),
+        "nonce": request.nonce.to_string(),
+        "deadline": request.deadline.to_string(),
+        "data": request.data,
+    })
+}
+
+/// A `POST /relay` body.
+pub fn body(request: &ForwardRequest, signature: &Bytes) -> Value {
+    json!({ "request": request_json(request), "signature": signature })
+}
+
+/// A digest and signature.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Signed {
+    /// The EIP-712 digest.
+    pub digest: B256,
+    /// The 65-byte signature.
+    pub signature: Bytes,
+}
+
+/// Signs with kya-core's EIP-712 code and alloy's signer.
+pub fn sign_with_core(chain: &TestChain, signer: &PrivateKeySigner, request: &ForwardRequest) -> Signed {
+    let digest = forward_request::signing_digest(
+        request,
+        &forward_request::domain(chain.chain_id(), chain.forwarder()),
+    );
+    let signature = signer.sign_hash_sync(&digest).expect("signing");
+    Signed { digest, signature: Bytes::from(signature.as_bytes().to_vec()) }
+}
+
+/// Signs with Python's eth-account (`tests/signers/sign_forward_request.py` in `.tools/venv`,
+/// installed by `scripts/bootstrap.sh`).
+pub fn sign_with_eth_account(
+    chain: &TestChain,
+    signer: &PrivateKeySigner,
+    request: &ForwardRequest,
+) -> Signed {
+    let root = repo_root();
+    let python = root.join(".tools/venv/bin/python");
+    assert!(python.exists(), "{} is missing: run scripts/bootstrap.sh", python.display());
+    let job = json!({
+        "key": format!("0x{}", alloy::primitives::hex::encode(signer.to_bytes())),
+        "chainId": chain.chain_id(),
+        "verifyingContract": chain.forwarder(),
+        "request": request_json(request),
+    });
+    let mut child = Command::new(python)
+        .arg(root.join("tests/signers/sign_forward_request.py"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python starts");
+    child.stdin.take().expect("stdin").write_all(job.to_string().as_bytes()).expect("writing the job");
+    let output = child.wait_with_output().expect("python ends");
+    assert!(output.status.success(), "eth-account failed: {}", String::from_utf8_lossy(&output.stderr));
+    let answer: Value = serde_json::from_slice(&output.stdout).expect("JSON from the signer");
+    Signed {
+        digest: answer["digest"].as_str().and_then(|d| d.parse().ok()).expect("a digest"),
+        signature: answer["signature"].as_str().and_then(|s| s.parse().ok()).expect("a signature"),
+    }
+}
+
+impl Client {
+    /// `usedWei` once every reservation is settled.
+    pub async fn used_wei_settled(&self) -> u128 {
+        wei(&self.settled().await["dailyGasBudget"]["usedWei"])
+    }
+}
