@@ -4,6 +4,7 @@
 mod concurrency;
 mod errors;
 mod flows;
+mod lifecycle;
 mod replay;
 mod restart;
 

@@ -1,0 +1,84 @@
+//! The relayer's own account and process: a transaction sent from its wallet behind its back
+//! does not break its nonce, and shutdown finishes relays already in flight.
+
+use futures::future::join_all;
+use kya_devchain::dev_accounts::{self, Role};
+use kya_relayer::RateKind;
+use kya_tests::relayer_fixture::{body, forward, sign_with_core};
+
+use super::{agent_key, agent_of, receipt, register_call, start};
+
+/// The account nonce a transaction used.
+async fn nonce_of(t: &kya_tests::TestChain, hash: alloy::primitives::B256) -> u64 {
+    use alloy::{consensus::Transaction, providers::Provider};
+    t.chain.provider().get_transaction_by_hash(hash).await.unwrap().expect("a known transaction").nonce()
+}
+
+#[tokio::test]
+async fn a_transaction_sent_behind_the_relayers_back_is_recovered_from() {
+    let (t, _db, relayer) = start(&[]).await;
+    let first = agent_key(200);
+    let request = forward(&t, first.address(), 0, &register_call(first.address(), 0));
+    let (status, answer) =
+        relayer.client.relay(&body(&request, &sign_with_core(&t, &first, &request).signature)).await;
+    assert_eq!(status, 200, "{answer}");
+    let first_nonce = nonce_of(&t, receipt(&t, &answer).await.transaction_hash).await;
+
+    // Someone else uses the relayer's wallet: the nonce the relayer holds is now taken.
+    let outsider_wallet = agent_key(201).address();
+    let direct = t
+        .chain
+        .send(dev_accounts::address(Role::Relayer), t.registry(), &register_call(outsider_wallet, 0))
+        .await
+        .expect("a direct transaction from the relayer's wallet");
+    assert_eq!(nonce_of(&t, direct.transaction_hash).await, first_nonce + 1);
+
+    // The next relay meets "nonce too low", re-reads the nonce and goes through.
+    let second = agent_key(202);
+    let request = forward(&t, second.address(), 0, &register_call(second.address(), 0));
+    let (status, answer) =
+        relayer.client.relay(&body(&request, &sign_with_core(&t, &second, &request).signature)).await;
+    assert_eq!(status, 200, "{answer}");
+    let mined = receipt(&t, &answer).await;
+    assert!(mined.status());
+    assert_eq!(nonce_of(&t, mined.transaction_hash).await, first_nonce + 2);
+    assert_eq!(agent_of(&t, second.address()).await, 3);
+    relayer.stop().await;
+}
+
+#[tokio::test]
+async fn shutdown_finishes_relays_in_flight_and_settles_them() {
+    let (t, _db, relayer) = start(&[]).await;
+    let agents: Vec<_> = (0..6).map(|n| agent_key(210 + n)).collect();
+    let bodies: Vec<_> = agents
+        .iter()
+        .map(|agent| {
+            let request = forward(&t, agent.address(), 0, &register_call(agent.address(), 0));
+            body(&request, &sign_with_core(&t, agent, &request).signature)
+        })
+        .collect();
+    let client = relayer.client.clone();
+    let sent = tokio::spawn(async move { join_all(bodies.iter().map(|body| client.relay(body))).await });
+    // Shut down as soon as every request has reached the relayer (counted by the IP limiter),
+    // while they are still being checked against the chain.
+    let store = relayer.relayer.clone();
+    for _ in 0..2_000 {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+        if store.store().hits(RateKind::Ip, "127.0.0.1", now).unwrap() == agents.len() as u32 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    relayer.stop().await;
+
+    let answers = sent.await.unwrap();
+    assert!(answers.iter().all(|(status, _)| *status == 200), "{answers:?}");
+    for agent in &agents {
+        assert_ne!(agent_of(&t, agent.address()).await, 0, "every accepted relay was mined");
+    }
+    let records = store.store().records().unwrap();
+    assert_eq!(records.len(), agents.len());
+    assert!(records.iter().all(|record| record.status == "mined"), "all settled before the stop returned");
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    assert_eq!(store.store().budget(now).unwrap().pending_wei, 0);
+}
