@@ -9,11 +9,14 @@ use alloy::{
     providers::{DynProvider, Provider, ProviderBuilder},
     rpc::types::{TransactionReceipt, TransactionRequest},
     sol_types::{Panic, Revert, SolCall, SolError},
-    transports::{RpcError, TransportErrorKind},
+    transports::{RpcError, TransportErrorKind, http::reqwest},
 };
 use kya_core::{abi::Forwarder, forward_request::ForwardRequest};
 
 use crate::error::{Error, Result};
+
+/// Longest wait for one JSON-RPC answer.
+pub(crate) const RPC_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// What the simulation of `execute` says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,10 +59,15 @@ pub(crate) struct RelayerChain {
 }
 
 impl RelayerChain {
-    /// Connects over HTTP, with no fillers: the relayer sets nonce, gas and fees itself.
+    /// Connects over HTTP, with no fillers: the relayer sets nonce, gas and fees itself. Every
+    /// RPC call times out after [`RPC_TIMEOUT`], so a stuck node yields a 500, never a hang.
     pub(crate) fn connect(rpc_url: &str, forwarder: Address) -> Result<Self> {
         let url = rpc_url.parse().map_err(|_| Error::Config(format!("RPC_URL is not a URL: {rpc_url:?}")))?;
-        let provider = ProviderBuilder::new().disable_recommended_fillers().connect_http(url).erased();
+        let http = reqwest::Client::builder()
+            .timeout(RPC_TIMEOUT)
+            .build()
+            .map_err(|error| Error::Config(format!("building the HTTP client: {error}")))?;
+        let provider = ProviderBuilder::new().disable_recommended_fillers().connect_reqwest(http, url).erased();
         Ok(Self { provider, forwarder })
     }
 
