@@ -43,7 +43,7 @@ pub struct Revenue {
 
 /// A `uint256` the API shows as a number: ids, generations and amounts fit easily in practice, and
 /// one that does not is reported rather than silently cut.
-pub(crate) fn small<T: TryFrom<U256>>(value: U256, what: &str) -> Result<T> {
+pub fn small<T: TryFrom<U256>>(value: U256, what: &str) -> Result<T> {
     T::try_from(value).map_err(|_| Error::Decode(format!("{what} {value} is out of range")))
 }
 

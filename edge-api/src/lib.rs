@@ -1,29 +1,121 @@
-//! `kya-edge-api`: the KYA read API as a Cloudflare Worker.
+//! `kya-edge-api`: the KYA read API as a Cloudflare Worker (SPEC.md sections 1, 2, 4, 7, 8).
 //!
-//! Foundation only: `/health` reports the configured registry and RPC endpoint. The `/api/v1`
-//! endpoints arrive with the read-API issue.
+//! Every request: CORS preflight or rate limit (KV), route, validate, then the Cache API, and
+//! only on a miss the chain: one pinned block, then `eth_call`s at that block in JSON-RPC batches.
+//! The logic lives in `kya_core`; the modules here are the Workers plumbing around it.
 
-use worker::{Context, Env, Request, Response, Result, event};
+mod cache;
+mod config;
+mod endpoints;
+mod error;
+mod http;
+mod rate_limit;
+mod reads;
+mod routes;
+mod rpc;
 
-/// The public test-network RPC endpoint used when `RPC_URL` is not set (INTERFACE.md section 1).
-pub const DEFAULT_RPC_URL: &str = "https://sepolia.base.org";
+pub use config::{DEFAULT_BATCH_SIZE, DEFAULT_RPC_URL};
+pub use error::{Error, Result};
+
+use worker::{Context, Date, Env, Method, Request, Response, event};
+
+use crate::{
+    config::Config,
+    endpoints::{Deps, Endpoint},
+    routes::Route,
+    rpc::Rpc,
+};
 
 #[event(fetch)]
-async fn fetch(request: Request, env: Env, _context: Context) -> Result<Response> {
-    let rpc = env
-        .var("RPC_URL")
-        .map(|var| var.to_string())
-        .unwrap_or_else(|_| DEFAULT_RPC_URL.to_owned());
-    let registry = env
-        .var("REGISTRY_ADDRESS")
-        .map(|var| var.to_string())
-        .unwrap_or_default();
-    match request.path().as_str() {
-        "/health" => Response::from_json(
-            &serde_json::json!({ "status": "ok", "registry": registry, "rpc": rpc }),
-        ),
-        _ => {
-            Ok(Response::from_json(&serde_json::json!({ "error": "Not found" }))?.with_status(404))
-        }
+async fn fetch(request: Request, env: Env, _context: Context) -> worker::Result<Response> {
+    // Only building a response can fail here (header plumbing), and then a bare 500 is all
+    // that is left to send.
+    match respond(request, env).await {
+        Ok(response) => Ok(response),
+        Err(error) => Response::error(error.to_string(), 500),
     }
+}
+
+async fn respond(request: Request, env: Env) -> Result<Response> {
+    let ip = rate_limit::client_ip(request.headers());
+    let now = Date::now().as_millis() / 1000;
+    if request.method() == Method::Options {
+        // Preflights are the browser's, not the caller's: they show the quota but do not use it.
+        let quota = rate_limit::peek(&env, &ip, now).await;
+        return http::finish(http::preflight()?, quota.remaining);
+    }
+    let (remaining, outcome) = match rate_limit::consume(&env, &ip, now).await {
+        Ok(quota) => (quota.remaining, handle(&request, &env).await),
+        Err(limited) => (0, Err(limited)),
+    };
+    let response = match outcome {
+        Ok(response) => response,
+        Err(error) => {
+            if error.status() >= 500 {
+                worker::console_error!("{} {}: {error}", request.method(), request.path());
+            }
+            http::error(&error)?
+        }
+    };
+    http::finish(response, remaining)
+}
+
+/// Everything after the rate limit; errors become `{"error": ...}` in [`fetch`].
+async fn handle(request: &Request, env: &Env) -> Result<Response> {
+    if request.method() != Method::Get && request.method() != Method::Head {
+        return Err(Error::MethodNotAllowed(request.method().to_string()));
+    }
+    let path = request.path();
+    let route = routes::route(&path).ok_or_else(|| Error::NoRoute(path.clone()))?;
+    let config = Config::from_env(env);
+    let rpc = Rpc { url: &config.rpc_url, batch_size: config.batch_size };
+    if route == Route::Health {
+        return health(&config, &rpc).await;
+    }
+    let registry = config.registry()?;
+    let url = request.url()?;
+    let endpoint = Endpoint::parse(route, &url)?;
+    let origin = url.origin().ascii_serialization();
+    let deps = Deps { rpc, registry, origin: &origin };
+    let if_none_match = request.headers().get("if-none-match")?;
+
+    let Some((cache_path, ttl)) = endpoint.cache() else {
+        return http::json(200, &endpoint.body(&deps).await?, "no-store");
+    };
+    let key = format!("{origin}{cache_path}");
+    let (response, hit) = match cache::lookup(&key).await? {
+        Some(cached) => (cached, "HIT"),
+        None => (cache::store(&key, &endpoint.body(&deps).await?, ttl).await?, "MISS"),
+    };
+    let etag = response.headers().get("etag")?.unwrap_or_default();
+    let response = match if_none_match {
+        Some(candidates) if http::etag_matches(&candidates, &etag) => {
+            http::not_modified(&etag, &cache::cache_control(ttl))?
+        }
+        _ => response,
+    };
+    // Diagnostics for operators and tests: whether the chain was read for this answer.
+    let response = http::finish(response, 0)?;
+    response.headers().set("x-cache", hit)?;
+    Ok(response)
+}
+
+/// `/health`: `ok` when the RPC endpoint answers with a block, `degraded` (503) when not.
+async fn health(config: &Config, rpc: &Rpc<'_>) -> Result<Response> {
+    let registry = match config.registry() {
+        Ok(address) => serde_json::Value::from(address.to_checksum(None)),
+        Err(_) if config.registry_text().is_empty() => serde_json::Value::Null,
+        Err(_) => serde_json::Value::from(config.registry_text()),
+    };
+    let (status, body) = match rpc.pin().await {
+        Ok(block) => (
+            200,
+            serde_json::json!({"status": "ok", "registry": registry, "rpc": rpc.url, "block": block.number}),
+        ),
+        Err(error) => (
+            503,
+            serde_json::json!({"status": "degraded", "registry": registry, "rpc": rpc.url, "error": error.to_string()}),
+        ),
+    };
+    http::json(status, &body.to_string(), "no-store")
 }

@@ -1,0 +1,142 @@
+//! The `/api/v1` endpoints: parameter validation (into a cache key) and their bodies, computed by
+//! `kya_core` from what [`reads`] fetched. Handlers stay thin: parse, read, render.
+
+use alloy_primitives::{Address, keccak256};
+use kya_core::{
+    Compliance, Snapshot,
+    pagination::window,
+    query::{AgentsQuery, RevenueQuery, parse_agent_id, parse_wallet},
+    record::{AgentView, KyaAgent, RevenueView, checksummed},
+    stats,
+    time::iso8601,
+};
+use serde::Serialize;
+use worker::Url;
+
+use crate::{Error, Result, cache, reads, routes::Route, rpc::Rpc};
+
+/// SPEC.md section 1: agent data is cached 5 minutes, lineage 10, KYA checks 1.
+const AGENT_DATA_TTL: u64 = 300;
+const LINEAGE_TTL: u64 = 600;
+const KYA_TTL: u64 = 60;
+
+/// A validated `/api/v1` request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Endpoint {
+    Stats,
+    StatsDetailed,
+    Agent(u64),
+    Agents(AgentsQuery),
+    AgentsCompliance,
+    Lineage(u64),
+    Revenue(u64, RevenueQuery),
+    RevenueAggregate,
+    Kya(Address),
+}
+
+/// What the endpoints need to read the chain.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Deps<'a> {
+    pub(crate) rpc: Rpc<'a>,
+    pub(crate) registry: Address,
+    /// Scheme and host of the request, the namespace of cache keys.
+    pub(crate) origin: &'a str,
+}
+
+impl Endpoint {
+    /// Validates the route's parameters and the query (400 on anything malformed).
+    pub(crate) fn parse(route: Route, url: &Url) -> Result<Self> {
+        let pairs: Vec<(String, String)> = url.query_pairs().into_owned().collect();
+        let pairs = pairs.iter().map(|(name, value)| (name.as_str(), value.as_str()));
+        Ok(match route {
+            // The router answers `/health` itself; it has no `/api/v1` endpoint.
+            Route::Health => return Err(Error::NoRoute("/health".into())),
+            Route::Stats => Self::Stats,
+            Route::StatsDetailed => Self::StatsDetailed,
+            Route::Agent(id) => Self::Agent(parse_agent_id(&id)?),
+            Route::Agents => Self::Agents(AgentsQuery::parse(pairs)?),
+            Route::AgentsCompliance => Self::AgentsCompliance,
+            Route::Lineage(id) => Self::Lineage(parse_agent_id(&id)?),
+            Route::Revenue(id) => Self::Revenue(parse_agent_id(&id)?, RevenueQuery::parse(pairs)?),
+            Route::RevenueAggregate => Self::RevenueAggregate,
+            Route::Kya(wallet) => Self::Kya(parse_wallet(&wallet)?),
+        })
+    }
+
+    /// The normalised cache path and TTL, or `None` for uncached revenue history.
+    pub(crate) fn cache(&self) -> Option<(String, u64)> {
+        Some(match self {
+            Self::Stats => ("/api/v1/stats".into(), AGENT_DATA_TTL),
+            Self::StatsDetailed => ("/api/v1/stats/detailed".into(), AGENT_DATA_TTL),
+            Self::Agent(id) => (format!("/api/v1/agent/{id}"), AGENT_DATA_TTL),
+            Self::Agents(query) => (format!("/api/v1/agents?{}", query.canonical()), AGENT_DATA_TTL),
+            Self::AgentsCompliance => ("/api/v1/agents/compliance".into(), AGENT_DATA_TTL),
+            Self::Lineage(id) => (format!("/api/v1/agent/{id}/lineage"), LINEAGE_TTL),
+            Self::Revenue(..) => return None,
+            Self::RevenueAggregate => ("/api/v1/revenue/aggregate".into(), AGENT_DATA_TTL),
+            // Lowercase hex: checksummed and lowercase spellings share one entry.
+            Self::Kya(wallet) => (format!("/api/v1/kya/{wallet:#x}"), KYA_TTL),
+        })
+    }
+
+    /// The JSON body of a successful answer.
+    pub(crate) async fn body(&self, deps: &Deps<'_>) -> Result<String> {
+        let rpc_url = deps.rpc.url;
+        match self {
+            Self::Stats => render(&stats::stats(&snapshot(deps).await?, &deps.registry, rpc_url)),
+            Self::StatsDetailed => {
+                let snapshot = snapshot(deps).await?;
+                render(&stats::detailed(&snapshot, stats::stats(&snapshot, &deps.registry, rpc_url)))
+            }
+            Self::Agents(query) => render(&stats::agents_page(&snapshot(deps).await?, query)),
+            Self::AgentsCompliance => render(&stats::compliance_list(&snapshot(deps).await?)),
+            Self::RevenueAggregate => render(&stats::revenue_aggregate(&snapshot(deps).await?.revenue)),
+            Self::Agent(id) => {
+                let (block, agent, children) = reads::agent(&deps.rpc, deps.registry, *id).await?;
+                let compliance = Compliance::of(&agent, children.len() as u64, block.timestamp);
+                render(&serde_json::json!({
+                    "agent": AgentView::from(&agent),
+                    "children": children,
+                    "compliance": compliance,
+                }))
+            }
+            Self::Lineage(id) => render(&reads::lineage(&deps.rpc, deps.registry, *id).await?),
+            Self::Revenue(id, query) => {
+                let history = reads::revenue(&deps.rpc, deps.registry, *id).await?;
+                let views: Vec<RevenueView> = history.iter().map(RevenueView::from).collect();
+                render(&window(&views, query.offset, query.limit))
+            }
+            Self::Kya(wallet) => {
+                let (block, agent) = reads::kya(&deps.rpc, deps.registry, *wallet).await?;
+                // Child count plays no part in compliance, so it is not fetched here.
+                let compliant = agent
+                    .as_ref()
+                    .is_some_and(|agent| Compliance::of(agent, 0, block.timestamp).is_compliant());
+                render(&serde_json::json!({
+                    "wallet": checksummed(wallet),
+                    "isRegistered": agent.is_some(),
+                    "isCompliant": compliant,
+                    "agent": agent.as_ref().map(KyaAgent::from),
+                    "checkedAt": iso8601(block.timestamp),
+                }))
+            }
+        }
+    }
+}
+
+/// The registry snapshot, from the Cache API or read afresh (and then cached for 5 minutes).
+async fn snapshot(deps: &Deps<'_>) -> Result<Snapshot> {
+    // The configuration is part of the key, so a changed registry or RPC never reads old data.
+    let config = keccak256(format!("{:#x} {}", deps.registry, deps.rpc.url));
+    let key = format!("{}/__kya/snapshot/{}", deps.origin, alloy_primitives::hex::encode(&config[..12]));
+    if let Some(snapshot) = cache::snapshot(&key).await? {
+        return Ok(snapshot);
+    }
+    let snapshot = reads::snapshot(&deps.rpc, deps.registry).await?;
+    cache::store_snapshot(&key, &snapshot, AGENT_DATA_TTL).await?;
+    Ok(snapshot)
+}
+
+fn render<T: Serialize>(value: &T) -> Result<String> {
+    serde_json::to_string(value).map_err(|error| Error::Runtime(error.into()))
+}

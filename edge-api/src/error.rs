@@ -1,0 +1,73 @@
+//! The error type of the edge API, and the one place where errors become HTTP statuses.
+
+/// Why a request did not get its normal answer.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Bad input, a missing agent, or a chain answer that did not decode (see [`kya_core::Error`]).
+    #[error(transparent)]
+    Core(#[from] kya_core::Error),
+    /// `REGISTRY_ADDRESS` is unset or empty.
+    #[error("REGISTRY_ADDRESS is not configured")]
+    RegistryNotConfigured,
+    /// `REGISTRY_ADDRESS` or `RPC_URL` is set to something unusable.
+    #[error("{0}")]
+    BadConfig(String),
+    /// The RPC endpoint could not be reached or answered with an HTTP error.
+    #[error("RPC endpoint unreachable: {0}")]
+    RpcUnreachable(String),
+    /// No route has this path.
+    #[error("Not found: {0}")]
+    NoRoute(String),
+    /// The API is read-only: only GET (and the OPTIONS preflight) are served.
+    #[error("Method {0} not allowed: the API is read-only (GET)")]
+    MethodNotAllowed(String),
+    /// More than the allowed requests in the current window.
+    #[error("Rate limit exceeded. Try again in 1 minute.")]
+    RateLimited {
+        /// Seconds until the window resets.
+        retry_after: u64,
+    },
+    /// The Workers runtime failed (Cache API, KV, fetch plumbing).
+    #[error("worker runtime: {0}")]
+    Runtime(#[from] worker::Error),
+}
+
+impl Error {
+    /// The HTTP status of this error.
+    pub fn status(&self) -> u16 {
+        match self {
+            Self::Core(error) if error.is_bad_request() => 400,
+            Self::Core(kya_core::Error::AgentNotFound(_)) | Self::NoRoute(_) => 404,
+            Self::MethodNotAllowed(_) => 405,
+            Self::RateLimited { .. } => 429,
+            // SPEC.md section 7: RPC failures, call failures and reverts are all 500 (`/health`
+            // alone reports an unreachable node as 503, in its own body).
+            Self::Core(_)
+            | Self::RpcUnreachable(_)
+            | Self::RegistryNotConfigured
+            | Self::BadConfig(_)
+            | Self::Runtime(_) => 500,
+        }
+    }
+}
+
+/// `Result` with [`Error`] as the default error.
+pub type Result<T, E = Error> = core::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses() {
+        assert_eq!(Error::from(kya_core::Error::InvalidAgentId("x".into())).status(), 400);
+        assert_eq!(Error::from(kya_core::Error::AgentNotFound(9)).status(), 404);
+        assert_eq!(Error::from(kya_core::Error::Rpc("x".into())).status(), 500);
+        assert_eq!(Error::RateLimited { retry_after: 3 }.status(), 429);
+        assert_eq!(Error::RegistryNotConfigured.status(), 500);
+        assert_eq!(
+            Error::RateLimited { retry_after: 3 }.to_string(),
+            "Rate limit exceeded. Try again in 1 minute."
+        );
+    }
+}

@@ -1,0 +1,77 @@
+//! Response building: JSON bodies, error bodies, 304s, and the headers every response carries
+//! (CORS and `X-RateLimit-Remaining`).
+
+use worker::{Headers, Response};
+
+use crate::{Error, Result};
+
+/// Headers a browser may read from a cross-origin response.
+const EXPOSED_HEADERS: &str = "X-RateLimit-Remaining, ETag, Retry-After, Cache-Control";
+
+/// A JSON response with `status` and a `Cache-Control` header.
+pub(crate) fn json(status: u16, body: &str, cache_control: &str) -> Result<Response> {
+    let headers = Headers::new();
+    headers.set("content-type", "application/json; charset=utf-8")?;
+    headers.set("cache-control", cache_control)?;
+    Ok(Response::ok(body)?.with_status(status).with_headers(headers))
+}
+
+/// `{"error": message}` with the error's status; never cacheable.
+pub(crate) fn error(error: &Error) -> Result<Response> {
+    let body = serde_json::json!({ "error": error.to_string() }).to_string();
+    let response = json(error.status(), &body, "no-store")?;
+    if let Error::RateLimited { retry_after } = error {
+        response.headers().set("retry-after", &retry_after.to_string())?;
+    }
+    Ok(response)
+}
+
+/// 304 for a matching `If-None-Match`, with the validators of the full response.
+pub(crate) fn not_modified(etag: &str, cache_control: &str) -> Result<Response> {
+    let headers = Headers::new();
+    headers.set("etag", etag)?;
+    headers.set("cache-control", cache_control)?;
+    Ok(Response::empty()?.with_status(304).with_headers(headers))
+}
+
+/// The answer to a CORS preflight.
+pub(crate) fn preflight() -> Result<Response> {
+    let headers = Headers::new();
+    headers.set("access-control-allow-methods", "GET, OPTIONS")?;
+    headers.set("access-control-allow-headers", "Content-Type, If-None-Match")?;
+    headers.set("access-control-max-age", "86400")?;
+    Ok(Response::empty()?.with_status(204).with_headers(headers))
+}
+
+/// Adds CORS and rate-limit headers. Responses read from the Cache API have immutable headers,
+/// so the response is rebuilt with a copy of them.
+pub(crate) fn finish(response: Response, remaining: u64) -> Result<Response> {
+    let headers = Headers::new();
+    for (name, value) in response.headers().entries() {
+        headers.set(&name, &value)?;
+    }
+    headers.set("access-control-allow-origin", "*")?;
+    headers.set("access-control-expose-headers", EXPOSED_HEADERS)?;
+    headers.set("x-ratelimit-remaining", &remaining.to_string())?;
+    Ok(response.with_headers(headers))
+}
+
+/// True when `If-None-Match` (a list, possibly weak validators, or `*`) matches `etag`.
+pub(crate) fn etag_matches(if_none_match: &str, etag: &str) -> bool {
+    let bare = |tag: &str| tag.trim().trim_start_matches("W/").to_owned();
+    if_none_match.split(',').any(|candidate| candidate.trim() == "*" || bare(candidate) == bare(etag))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn if_none_match_forms() {
+        assert!(etag_matches("\"abc\"", "\"abc\""));
+        assert!(etag_matches("W/\"abc\", \"def\"", "\"abc\""));
+        assert!(etag_matches("*", "\"abc\""));
+        assert!(!etag_matches("\"abd\"", "\"abc\""));
+        assert!(!etag_matches("", "\"abc\""));
+    }
+}

@@ -1,0 +1,12 @@
+# Sourced by scripts/bootstrap.sh: the wasm-bindgen CLI that turns the Worker's wasm into JS glue.
+# It must be exactly the `wasm-bindgen` version in Cargo.lock (the CLI refuses any other schema),
+# and it comes from the crates registry: worker-build's own download of it fails on these machines.
+# Installed into the git-ignored .tools/ (about 6 minutes cold, instant once the version matches).
+wasm_bindgen_version=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' Cargo.lock)
+if [ "$(.tools/bin/wasm-bindgen --version 2>/dev/null)" != "wasm-bindgen $wasm_bindgen_version" ]; then
+  log "installing wasm-bindgen-cli $wasm_bindgen_version into .tools/ (takes a few minutes)"
+  # --locked first; its lockfile pins webpki-roots 1.0.11, which the registry we reach may not
+  # serve (then a fresh resolution, which picks the newest compatible release, is used instead).
+  cargo install --root .tools --locked wasm-bindgen-cli --version "$wasm_bindgen_version" \
+    || cargo install --root .tools wasm-bindgen-cli --version "$wasm_bindgen_version"
+fi
