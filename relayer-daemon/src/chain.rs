@@ -67,7 +67,8 @@ impl RelayerChain {
             .timeout(RPC_TIMEOUT)
             .build()
             .map_err(|error| Error::Config(format!("building the HTTP client: {error}")))?;
-        let provider = ProviderBuilder::new().disable_recommended_fillers().connect_reqwest(http, url).erased();
+        let provider =
+            ProviderBuilder::new().disable_recommended_fillers().connect_reqwest(http, url).erased();
         Ok(Self { provider, forwarder })
     }
 

@@ -50,6 +50,9 @@ pub enum Error {
     /// The embedded store failed.
     #[error("storage error: {0}")]
     Store(#[from] rusqlite::Error),
+    /// A background task failed (a bug: it panicked).
+    #[error("internal error: {0}")]
+    Internal(String),
     /// The configuration is incomplete or invalid (startup only).
     #[error("configuration: {0}")]
     Config(String),
@@ -77,7 +80,7 @@ impl Error {
                 StatusCode::TOO_MANY_REQUESTS
             }
             Self::BalanceTooLow => StatusCode::SERVICE_UNAVAILABLE,
-            Self::Reverted(_) | Self::Rpc(_) | Self::Store(_) | Self::Config(_) => {
+            Self::Reverted(_) | Self::Rpc(_) | Self::Store(_) | Self::Internal(_) | Self::Config(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
         }
@@ -99,6 +102,7 @@ impl Error {
             Self::Reverted(_) => "reverted",
             Self::Rpc(_) => "rpc",
             Self::Store(_) => "store",
+            Self::Internal(_) => "internal",
             Self::Config(_) => "config",
             Self::NotFound => "not_found",
             Self::MethodNotAllowed => "method_not_allowed",

@@ -38,7 +38,7 @@ pub struct Relayer {
     chain: RelayerChain,
     chain_id: u64,
     sender: Sender,
-    store: Store,
+    store: Arc<Store>,
     metrics: Metrics,
     tasks: Arc<Tasks>,
 }
@@ -55,7 +55,7 @@ impl Relayer {
             chain,
             chain_id,
             sender,
-            store,
+            store: Arc::new(store),
             metrics: Metrics::default(),
             tasks: Arc::new(Tasks::default()),
         });
@@ -86,6 +86,18 @@ impl Relayer {
         &self.store
     }
 
+    /// Runs `job` on the store in the blocking pool: SQLite commits wait for the disk (fsync),
+    /// which must not stall the async workers serving other requests.
+    async fn db<T: Send + 'static>(
+        &self,
+        job: impl FnOnce(&Store) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let store = Arc::clone(&self.store);
+        tokio::task::spawn_blocking(move || job(&store))
+            .await
+            .map_err(|error| Error::Internal(format!("store task failed: {error}")))?
+    }
+
     /// Waits for background relays and settlements to finish (graceful shutdown).
     pub async fn drain(&self) {
         self.tasks.wait_idle().await;
@@ -100,7 +112,7 @@ impl Relayer {
             .tasks
             .spawn(async move { relayer.relay_checked(&body, client).await })
             .await
-            .map_err(|error| Error::Rpc(format!("relay task failed: {error}")))?;
+            .map_err(|error| Error::Internal(format!("relay task failed: {error}")))?;
         match &outcome {
             Ok(_) => self.metrics.accepted(),
             Err(error) => {
@@ -131,7 +143,8 @@ impl Relayer {
         }
         // 3. Per-IP limit (every request that gets this far counts).
         let now = time::now();
-        if !self.store.hit(RateKind::Ip, &client.to_string(), config.rate_limit_per_ip, now)? {
+        let (ip, per_ip) = (client.to_string(), config.rate_limit_per_ip);
+        if !self.db(move |store| store.hit(RateKind::Ip, &ip, per_ip, now)).await? {
             return Err(Error::IpRateLimited(config.rate_limit_per_ip));
         }
         // 4. Off-chain signature: the recovered signer must be `from`.
@@ -140,7 +153,8 @@ impl Relayer {
         }
         // 5. Per-signer limit, counted only now so nobody can spend another signer's quota.
         let signer = request.from.to_checksum(None);
-        if !self.store.hit(RateKind::Signer, &signer, config.rate_limit_per_signer, now)? {
+        let (key, per_signer) = (signer.clone(), config.rate_limit_per_signer);
+        if !self.db(move |store| store.hit(RateKind::Signer, &key, per_signer, now)).await? {
             return Err(Error::SignerRateLimited(config.rate_limit_per_signer));
         }
         // 6. Balance.
@@ -150,7 +164,7 @@ impl Relayer {
         }
         // 7. Budget: is any transaction still affordable at today's fee?
         let fees = self.chain.fees().await?;
-        let budget = self.store.budget(now)?;
+        let budget = self.db(move |store| store.budget(now)).await?;
         let remaining = config.daily_gas_budget_wei.saturating_sub(budget.used_wei);
         if remaining < MIN_TX_GAS.saturating_mul(fees.max_fee_per_gas) {
             return Err(Error::BudgetExhausted);
@@ -173,17 +187,15 @@ impl Relayer {
         let gas_limit = estimate + estimate * GAS_MARGIN_PERCENT / 100;
         // 11. Reserve the worst case (limit × max fee) atomically; refuses replays too.
         let nonce = request.nonce.to_string();
-        let reservation = match self.store.reserve(
-            &NewRelay {
-                signer: signer.clone(),
-                forwarder_nonce: nonce.clone(),
-                client_ip: client.to_string(),
-                gas_limit,
-                max_fee_wei: fees.max_fee_per_gas,
-            },
-            config.daily_gas_budget_wei,
-            now,
-        )? {
+        let new_relay = NewRelay {
+            signer: signer.clone(),
+            forwarder_nonce: nonce.clone(),
+            client_ip: client.to_string(),
+            gas_limit,
+            max_fee_wei: fees.max_fee_per_gas,
+        };
+        let limit = config.daily_gas_budget_wei;
+        let reservation = match self.db(move |store| store.reserve(&new_relay, limit, now)).await? {
             Ok(reservation) => reservation,
             Err(Refusal::Budget) => return Err(Error::BudgetExhausted),
             Err(Refusal::Duplicate) => return Err(Error::InvalidSignature),
@@ -195,12 +207,14 @@ impl Relayer {
         let sent = match self.sender.send(&outgoing).await {
             Ok(sent) => sent,
             Err(error) => {
-                self.store.release(reservation.id, &error.to_string(), time::now())?;
+                let (id, reason) = (reservation.id, error.to_string());
+                self.db(move |store| store.release(id, &reason, time::now())).await?;
                 return Err(error);
             }
         };
         let hash = sent.hash.to_string();
-        self.store.mark_sent(reservation.id, sent.nonce, &hash)?;
+        let (id, relayer_nonce, recorded) = (reservation.id, sent.nonce, hash.clone());
+        self.db(move |store| store.mark_sent(id, relayer_nonce, &recorded)).await?;
         tracing::info!(
             signer = %signer,
             forwarder_nonce = %nonce,
@@ -225,7 +239,10 @@ impl Relayer {
                     Ok(Some(receipt)) => {
                         let cost = u128::from(receipt.gas_used)
                             .saturating_mul(receipt.effective_gas_price);
-                        if let Err(error) = relayer.store.settle(id, cost, receipt.status(), time::now()) {
+                        let succeeded = receipt.status();
+                        let settled =
+                            relayer.db(move |store| store.settle(id, cost, succeeded, time::now())).await;
+                        if let Err(error) = settled {
                             tracing::error!(id, %hash, %error, "settling a relay failed");
                         } else {
                             tracing::info!(id, %hash, cost_wei = %cost, succeeded = receipt.status(), "relay settled");
@@ -245,7 +262,7 @@ impl Relayer {
     /// `GET /status`. Addresses are EIP-55 checksummed, as everywhere in the API.
     pub async fn status(&self) -> Result<Value> {
         let balance = self.chain.balance(self.address()).await?;
-        let budget = self.store.budget(time::now())?;
+        let budget = self.db(|store| store.budget(time::now())).await?;
         let limit = self.config.daily_gas_budget_wei;
         Ok(json!({
             "relayer": self.address().to_checksum(None),
@@ -298,7 +315,7 @@ impl Relayer {
 
     /// `GET /metrics`.
     pub async fn metrics(&self) -> Result<String> {
-        let budget = self.store.budget(time::now())?;
+        let budget = self.db(|store| store.budget(time::now())).await?;
         let balance =
             self.chain.balance(self.address()).await.ok().and_then(|balance| u128::try_from(balance).ok());
         Ok(self.metrics.render(&Gauges {
