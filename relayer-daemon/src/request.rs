@@ -205,4 +205,49 @@ mod tests {
         body["request"].as_object_mut().unwrap().remove("gas");
         assert!(matches!(parse(&body), Err(Error::BadRequest(m)) if m == "request.gas is missing"));
     }
+
+    proptest::proptest! {
+        /// Any request, with its numbers written as JSON numbers, decimal strings or hex
+        /// strings, parses back to itself and recovers its signer.
+        #[test]
+        fn any_request_round_trips_and_recovers(
+            key in proptest::array::uniform32(1u8..),
+            value in proptest::array::uniform32(proptest::num::u8::ANY),
+            gas in proptest::num::u64::ANY,
+            nonce in proptest::num::u64::ANY,
+            deadline in 0u64..(1 << 48),
+            data in proptest::collection::vec(proptest::num::u8::ANY, 0..200),
+            style in 0u8..3,
+        ) {
+            let signer = PrivateKeySigner::from_bytes(&key.into()).unwrap();
+            let request = ForwardRequest {
+                from: signer.address(),
+                to: FORWARDER,
+                value: U256::from_be_bytes(value),
+                gas: U256::from(gas),
+                nonce: U256::from(nonce),
+                deadline: U48::from(deadline),
+                data: Bytes::from(data),
+            };
+            let digest = forward_request::signing_digest(&request, &forward_request::domain(84532, FORWARDER));
+            let signature = Bytes::from(signer.sign_hash_sync(&digest).unwrap().as_bytes().to_vec());
+            let write = |n: U256| match style {
+                0 if n <= U256::from(u64::MAX) => json!(n.to::<u64>()),
+                1 => json!(format!("{n:#x}")),
+                _ => json!(n.to_string()),
+            };
+            let body = json!({
+                "request": {
+                    "from": request.from, "to": request.to, "value": write(request.value),
+                    "gas": write(request.gas), "nonce": write(request.nonce),
+                    "deadline": write(U256::from(deadline)), "data": request.data,
+                },
+                "signature": signature,
+            });
+            let parsed = parse(&body).unwrap();
+            proptest::prop_assert_eq!(&parsed.request, &request);
+            proptest::prop_assert_eq!(&parsed.signature, &signature);
+            proptest::prop_assert_eq!(parsed.recover_signer(84532, FORWARDER), Some(signer.address()));
+        }
+    }
 }

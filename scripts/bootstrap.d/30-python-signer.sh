@@ -7,7 +7,16 @@ signer_requirements=tests/signers/requirements.txt
 signer_stamp=$signer_venv/.kya-requirements-stamp
 if [ "$(cat "$signer_stamp" 2>/dev/null)" != "$(sha256sum < "$signer_requirements" | cut -d' ' -f1)" ]; then
   log "installing the Python signer ($(tr '\n' ' ' < "$signer_requirements")) into $signer_venv"
-  [ -x "$signer_venv/bin/python" ] || python3 -m venv "$signer_venv"
+  if [ ! -x "$signer_venv/bin/pip" ]; then
+    rm -rf "$signer_venv"
+    # Debian's own python3 ships venv (with ensurepip) as a separate package.
+    if ! python3 -m venv "$signer_venv" 2>/dev/null; then
+      log "python3 cannot create a venv; installing Debian's python3-venv"
+      rm -rf "$signer_venv"
+      apt-get install -y -qq python3-venv >/dev/null
+      python3 -m venv "$signer_venv"
+    fi
+  fi
   "$signer_venv/bin/pip" install --quiet --disable-pip-version-check -r "$signer_requirements"
   sha256sum < "$signer_requirements" | cut -d' ' -f1 > "$signer_stamp"
 fi
