@@ -35,3 +35,25 @@ async fn a_replayed_request_is_refused_and_costs_nothing() {
     assert_eq!(client.relay(&body(&attest, &signature)).await.0, 200);
     relayer.stop().await;
 }
+
+#[tokio::test]
+async fn the_same_request_sent_twice_at_once_is_relayed_once() {
+    let (t, _db, relayer) = start(&[]).await;
+    let client = &relayer.client;
+    let agent = agent_key(61);
+    let register = forward(&t, agent.address(), 0, &register_call(agent.address(), 0));
+    let signed = body(&register, &sign_with_eth_account(&t, &agent, &register).signature);
+    let before = balance(&t, relayer.relayer.address()).await;
+
+    let copies = futures::future::join_all((0..4).map(|_| client.relay(&signed))).await;
+    let accepted: Vec<_> = copies.iter().filter(|(status, _)| *status == 200).collect();
+    assert_eq!(accepted.len(), 1, "{copies:?}");
+    for (status, answer) in copies.iter().filter(|(status, _)| *status != 200) {
+        assert_eq!((*status, answer["error"].as_str()), (401, Some("Invalid signature or nonce mismatch")));
+    }
+    let paid = super::cost(&receipt(&t, &accepted[0].1).await);
+    assert_eq!(client.used_wei_settled().await, paid);
+    assert_eq!(before - balance(&t, relayer.relayer.address()).await, U256::from(paid), "paid once");
+    assert_eq!(relayer.relayer.store().records().unwrap().len(), 1);
+    relayer.stop().await;
+}
