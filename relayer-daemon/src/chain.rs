@@ -42,6 +42,15 @@ pub(crate) struct Domain {
     pub(crate) verifying_contract: Address,
 }
 
+/// Why a raw transaction was not (known to be) taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SendFailure {
+    /// The node answered with an error, so it did not take the transaction.
+    pub(crate) node_answered: bool,
+    /// The node's or the transport's message.
+    pub(crate) message: String,
+}
+
 /// Suggested EIP-1559 fees.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Fees {
@@ -168,10 +177,14 @@ impl RelayerChain {
         })
     }
 
-    /// Submits a signed raw transaction; the error is the node's message, for the nonce
-    /// handling to classify.
-    pub(crate) async fn send_raw(&self, raw: &[u8]) -> std::result::Result<(), String> {
-        self.provider.send_raw_transaction(raw).await.map(drop).map_err(|error| error.to_string())
+    /// Submits a signed raw transaction. A refusal carries the node's message for the nonce
+    /// handling to classify; a transport failure (timeout, dropped connection) leaves open
+    /// whether the node took the transaction.
+    pub(crate) async fn send_raw(&self, raw: &[u8]) -> std::result::Result<(), SendFailure> {
+        self.provider.send_raw_transaction(raw).await.map(drop).map_err(|error| SendFailure {
+            node_answered: error.as_error_resp().is_some(),
+            message: error.to_string(),
+        })
     }
 
     /// The receipt of `hash`, if mined.

@@ -47,6 +47,17 @@ pub enum Error {
     /// The node could not be reached or answered with an error.
     #[error("RPC error: {0}")]
     Rpc(String),
+    /// The transaction was signed and submitted but the node's answer was lost (timeout): it
+    /// may still be mined, so the relay stays recorded and its reservation counted.
+    #[error("Sending the transaction failed ({message}); it may still be mined as {tx_hash}")]
+    Unconfirmed {
+        /// Hash of the submitted transaction.
+        tx_hash: String,
+        /// Relayer-account nonce it used.
+        nonce: u64,
+        /// The transport's message.
+        message: String,
+    },
     /// The embedded store failed.
     #[error("storage error: {0}")]
     Store(#[from] rusqlite::Error),
@@ -80,9 +91,12 @@ impl Error {
                 StatusCode::TOO_MANY_REQUESTS
             }
             Self::BalanceTooLow => StatusCode::SERVICE_UNAVAILABLE,
-            Self::Reverted(_) | Self::Rpc(_) | Self::Store(_) | Self::Internal(_) | Self::Config(_) => {
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
+            Self::Reverted(_)
+            | Self::Rpc(_)
+            | Self::Unconfirmed { .. }
+            | Self::Store(_)
+            | Self::Internal(_)
+            | Self::Config(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -101,6 +115,7 @@ impl Error {
             Self::BudgetExhausted => "budget_exhausted",
             Self::Reverted(_) => "reverted",
             Self::Rpc(_) => "rpc",
+            Self::Unconfirmed { .. } => "unconfirmed",
             Self::Store(_) => "store",
             Self::Internal(_) => "internal",
             Self::Config(_) => "config",

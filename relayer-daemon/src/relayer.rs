@@ -206,6 +206,16 @@ impl Relayer {
         let outgoing = Outgoing { gas_limit, fees, input: input.into() };
         let sent = match self.sender.send(&outgoing).await {
             Ok(sent) => sent,
+            Err(Error::Unconfirmed { tx_hash, nonce: relayer_nonce, message }) => {
+                // Keep the relay on the books as sent: its settlement finds the receipt if the
+                // node did take it, and until then the worst case stays reserved.
+                let (id, recorded) = (reservation.id, tx_hash.clone());
+                self.db(move |store| store.mark_sent(id, relayer_nonce, &recorded)).await?;
+                if let Ok(hash) = tx_hash.parse() {
+                    self.spawn_settlement(reservation.id, hash);
+                }
+                return Err(Error::Unconfirmed { tx_hash, nonce: relayer_nonce, message });
+            }
             Err(error) => {
                 let (id, reason) = (reservation.id, error.to_string());
                 self.db(move |store| store.release(id, &reason, time::now())).await?;

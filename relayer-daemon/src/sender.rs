@@ -93,6 +93,7 @@ impl Sender {
 
     /// Signs and submits `outgoing`. A "nonce too low" answer means another transaction took the
     /// nonce: the nonce is re-read from the node and the transaction re-signed once with it.
+    /// [`Error::Unconfirmed`] means the node may or may not have the transaction.
     pub(crate) async fn send(&self, outgoing: &Outgoing) -> Result<Sent> {
         let mut next = self.next_nonce.lock().await;
         let mut nonce = match *next {
@@ -102,13 +103,24 @@ impl Sender {
         let mut resynced = false;
         loop {
             let (hash, raw) = self.sign(outgoing, nonce)?;
-            let message = match self.chain.send_raw(&raw).await {
+            let failure = match self.chain.send_raw(&raw).await {
                 Ok(()) => {
                     *next = Some(nonce + 1);
                     return Ok(Sent { hash, nonce });
                 }
-                Err(message) => message,
+                Err(failure) => failure,
             };
+            if !failure.node_answered {
+                // The node may have taken it: re-read the nonce next time (the pending count then
+                // includes it or not), and let the caller keep the relay on the books.
+                *next = None;
+                return Err(Error::Unconfirmed {
+                    tx_hash: hash.to_string(),
+                    nonce,
+                    message: failure.message,
+                });
+            }
+            let message = failure.message;
             match classify(&message) {
                 Answer::AlreadyKnown => {
                     tracing::info!(%hash, nonce, "node already had the transaction");
@@ -122,8 +134,8 @@ impl Sender {
                     resynced = true;
                 }
                 Answer::NonceUsed | Answer::Other => {
-                    // Whether the node kept the transaction is unknown (a timeout may hide an
-                    // acceptance): re-read the nonce next time rather than risk a gap or a clash.
+                    // Refused (funds, fees, a nonce still clashing): nothing was taken. Re-read
+                    // the nonce next time rather than trust a view the node just contradicted.
                     *next = None;
                     return Err(Error::Rpc(message));
                 }

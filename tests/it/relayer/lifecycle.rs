@@ -82,3 +82,100 @@ async fn shutdown_finishes_relays_in_flight_and_settles_them() {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
     assert_eq!(store.store().budget(now).unwrap().pending_wei, 0);
 }
+
+/// A JSON-RPC proxy in front of anvil that passes `eth_sendRawTransaction` on but answers the
+/// relayer with 502, as a load balancer does when the node's answer is lost: the transaction is
+/// in, and the relayer cannot know it.
+async fn lossy_proxy(upstream: String) -> String {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let http = reqwest::Client::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            let (http, upstream) = (http.clone(), upstream.clone());
+            tokio::spawn(async move {
+                let (read, mut write) = socket.into_split();
+                let mut read = BufReader::new(read);
+                loop {
+                    let mut length = 0usize;
+                    let mut line = String::new();
+                    loop {
+                        line.clear();
+                        if read.read_line(&mut line).await.unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                        if let Some((name, value)) = line.split_once(':')
+                            && name.eq_ignore_ascii_case("content-length")
+                        {
+                            length = value.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    if read.read_exact(&mut body).await.is_err() {
+                        return;
+                    }
+                    let answer = http
+                        .post(&upstream)
+                        .header("content-type", "application/json")
+                        .body(body.clone())
+                        .send()
+                        .await
+                        .unwrap()
+                        .bytes()
+                        .await
+                        .unwrap();
+                    let lost = String::from_utf8_lossy(&body).contains("eth_sendRawTransaction");
+                    let response = if lost {
+                        b"HTTP/1.1 502 Bad Gateway\r\ncontent-length: 0\r\n\r\n".to_vec()
+                    } else {
+                        let mut response = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                            answer.len()
+                        )
+                        .into_bytes();
+                        response.extend_from_slice(&answer);
+                        response
+                    };
+                    if write.write_all(&response).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    format!("http://{address}")
+}
+
+#[tokio::test]
+async fn a_lost_answer_to_a_send_keeps_the_relay_recorded_and_paid_for() {
+    let t = kya_tests::TestChain::start().await;
+    let db = tempfile::tempdir().unwrap();
+    let mut settings = kya_tests::relayer_fixture::settings(&t, db.path());
+    kya_tests::relayer_fixture::set(&mut settings, "RPC_URL", lossy_proxy(t.rpc_url()).await);
+    let relayer = kya_tests::relayer_fixture::InProcessRelayer::start(&settings).await;
+    let agent = agent_key(220);
+    let request = forward(&t, agent.address(), 0, &register_call(agent.address(), 0));
+    let signed = body(&request, &sign_with_core(&t, &agent, &request).signature);
+
+    let (status, answer) = relayer.client.relay(&signed).await;
+    assert_eq!(status, 500, "{answer}");
+    let message = answer["error"].as_str().unwrap();
+    assert!(message.starts_with("Sending the transaction failed"), "{message}");
+    let hash = message.rsplit(' ').next().unwrap();
+
+    // The node did take it: it is mined, settled into the budget, and recorded with its hash.
+    assert_ne!(agent_of(&t, agent.address()).await, 0);
+    let mined = t.chain.receipt(hash.parse().unwrap()).await.unwrap();
+    assert_eq!(relayer.client.used_wei_settled().await, super::cost(&mined));
+    let records = relayer.relayer.store().records().unwrap();
+    assert_eq!(records.len(), 1);
+    assert_eq!((records[0].status.as_str(), records[0].tx_hash.as_deref()), ("mined", Some(hash)));
+    // A retry is a replay, refused before anything is sent.
+    let (status, again) = relayer.client.relay(&signed).await;
+    assert_eq!((status, again["error"].as_str()), (401, Some("Invalid signature or nonce mismatch")));
+    relayer.stop().await;
+}
