@@ -3,6 +3,7 @@
 use alloy::primitives::Address;
 use kya_devchain::{Anvil, AnvilOptions, Chain, Deployment, deploy};
 
+pub mod edge_fixture;
 pub mod relayer_fixture;
 
 /// A fresh anvil with the forwarder and the registry deployed; anvil stops when this drops.

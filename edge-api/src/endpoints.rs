@@ -34,6 +34,25 @@ pub(crate) enum Endpoint {
     Kya(Address),
 }
 
+/// `/agent/:id` (typed rather than `json!`, so fields keep SPEC.md's order).
+#[derive(Serialize)]
+struct AgentDetail {
+    agent: AgentView,
+    children: Vec<u64>,
+    compliance: Compliance,
+}
+
+/// `/kya/:wallet`; `checkedAt` is the timestamp of the block the check read.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct KyaResult {
+    wallet: String,
+    is_registered: bool,
+    is_compliant: bool,
+    agent: Option<KyaAgent>,
+    checked_at: String,
+}
+
 /// What the endpoints need to read the chain.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Deps<'a> {
@@ -94,11 +113,7 @@ impl Endpoint {
             Self::Agent(id) => {
                 let (block, agent, children) = reads::agent(&deps.rpc, deps.registry, *id).await?;
                 let compliance = Compliance::of(&agent, children.len() as u64, block.timestamp);
-                render(&serde_json::json!({
-                    "agent": AgentView::from(&agent),
-                    "children": children,
-                    "compliance": compliance,
-                }))
+                render(&AgentDetail { agent: AgentView::from(&agent), children, compliance })
             }
             Self::Lineage(id) => render(&reads::lineage(&deps.rpc, deps.registry, *id).await?),
             Self::Revenue(id, query) => {
@@ -112,13 +127,13 @@ impl Endpoint {
                 let compliant = agent
                     .as_ref()
                     .is_some_and(|agent| Compliance::of(agent, 0, block.timestamp).is_compliant());
-                render(&serde_json::json!({
-                    "wallet": checksummed(wallet),
-                    "isRegistered": agent.is_some(),
-                    "isCompliant": compliant,
-                    "agent": agent.as_ref().map(KyaAgent::from),
-                    "checkedAt": iso8601(block.timestamp),
-                }))
+                render(&KyaResult {
+                    wallet: checksummed(wallet),
+                    is_registered: agent.is_some(),
+                    is_compliant: compliant,
+                    agent: agent.as_ref().map(KyaAgent::from),
+                    checked_at: iso8601(block.timestamp),
+                })
             }
         }
     }

@@ -2,4 +2,5 @@
 //! contracts, and later the real Worker or relayer) and stops it when it ends.
 
 mod contracts;
+mod edge_api;
 mod relayer;

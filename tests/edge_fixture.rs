@@ -1,0 +1,259 @@
+//! Fixtures of the edge API end-to-end tests: the real Worker under `wrangler dev`, a counting
+//! JSON-RPC proxy on loopback, and an HTTP client that speaks as a chosen client IP.
+
+use std::{
+    fs::File,
+    net::{SocketAddr, TcpListener},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use alloy::primitives::Address;
+use serde_json::Value;
+use warp::Filter;
+
+/// The workspace root (the tests crate is one level below it).
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
+}
+
+/// Builds the Worker once per test process (`scripts/build-worker.sh`, a few seconds when
+/// nothing changed), so `cargo test` alone never runs a stale or missing build.
+fn build_worker() {
+    static BUILT: Mutex<bool> = Mutex::new(false);
+    let mut built = BUILT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if !*built {
+        let status = Command::new("bash")
+            .arg("scripts/build-worker.sh")
+            .current_dir(repo_root())
+            .status()
+            .expect("bash runs scripts/build-worker.sh");
+        assert!(status.success(), "scripts/build-worker.sh failed");
+        *built = true;
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("bound").port()
+}
+
+/// The Worker under `wrangler dev` on a free port, with a fresh state directory (cold Cache API
+/// and KV). Stopped with SIGINT to the wrangler process when dropped.
+#[derive(Debug)]
+pub struct EdgeWorker {
+    child: Child,
+    /// `http://127.0.0.1:<port>`.
+    pub base: String,
+    log: PathBuf,
+    _state: tempfile::TempDir,
+}
+
+impl EdgeWorker {
+    /// Starts the Worker with `vars` (`NAME`, value) passed as `--var NAME:value`, and waits
+    /// until `/health` answers (with any status: a degraded Worker is still up).
+    pub async fn start(vars: &[(&str, String)]) -> Self {
+        build_worker();
+        let root = repo_root();
+        let state = tempfile::tempdir().expect("a temporary directory");
+        let port = free_port();
+        let log = state.path().join("wrangler.log");
+        let output = File::create(&log).expect("log file");
+        let mut command = Command::new(root.join("node_modules/.bin/wrangler"));
+        command
+            .current_dir(&root)
+            .args(["dev", "--ip", "127.0.0.1", "--port", &port.to_string()])
+            .arg("--persist-to")
+            .arg(state.path().join("state"))
+            .args(["--log-level", "warn"])
+            .env("WRANGLER_SEND_METRICS", "false")
+            .env("WRANGLER_SEND_ERROR_REPORTS", "false")
+            .env("CLOUDFLARE_CF_FETCH_ENABLED", "false")
+            .env("CI", "true")
+            .stdin(Stdio::null())
+            .stdout(output.try_clone().expect("log handle"))
+            .stderr(output);
+        for (name, value) in vars {
+            command.arg("--var").arg(format!("{name}:{value}"));
+        }
+        let child = command.spawn().expect("wrangler starts (run scripts/bootstrap.sh)");
+        let worker = Self { child, base: format!("http://127.0.0.1:{port}"), log, _state: state };
+        let client = reqwest::Client::new();
+        let started = Instant::now();
+        loop {
+            let probe =
+                client.get(format!("{}/health", worker.base)).header("cf-connecting-ip", "203.0.113.1");
+            if probe.send().await.is_ok() {
+                return worker;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(90),
+                "wrangler dev did not answer within 90 s:\n{}",
+                worker.output()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// What wrangler printed so far.
+    pub fn output(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// A client of this Worker.
+    pub fn client(&self) -> EdgeClient {
+        EdgeClient::new(&self.base)
+    }
+}
+
+impl Drop for EdgeWorker {
+    fn drop(&mut self) {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-INT", &pid]).status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One response: status, headers and the body parsed as JSON (`Value::Null` when empty).
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Value,
+}
+
+impl Answer {
+    /// A header's value, if present.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|value| value.to_str().ok())
+    }
+
+    /// `X-RateLimit-Remaining` as a number (panics when missing: every response must carry it).
+    pub fn remaining(&self) -> u64 {
+        self.header("x-ratelimit-remaining")
+            .unwrap_or_else(|| panic!("no X-RateLimit-Remaining in {:?}", self.headers))
+            .parse()
+            .expect("a number")
+    }
+}
+
+/// An HTTP client of the Worker. Every request comes from a fresh client IP (`CF-Connecting-IP`)
+/// unless one is given, so tests do not use up each other's rate-limit quota.
+#[derive(Debug, Clone)]
+pub struct EdgeClient {
+    base: String,
+    http: reqwest::Client,
+}
+
+impl EdgeClient {
+    fn new(base: &str) -> Self {
+        Self { base: base.to_owned(), http: reqwest::Client::new() }
+    }
+
+    /// GET `path` from a fresh client IP.
+    pub async fn get(&self, path: &str) -> Answer {
+        self.request("GET", path, &fresh_ip(), &[]).await
+    }
+
+    /// `method` on `path` as `ip`, with extra headers.
+    pub async fn request(&self, method: &str, path: &str, ip: &str, headers: &[(&str, &str)]) -> Answer {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("a method");
+        let mut request =
+            self.http.request(method, format!("{}{path}", self.base)).header("cf-connecting-ip", ip);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = request.send().await.unwrap_or_else(|error| panic!("{path}: {error}"));
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let text = response.text().await.expect("a body");
+        let body = if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or_else(|error| panic!("{path}: not JSON ({error}): {text}"))
+        };
+        Answer { status, headers, body }
+    }
+}
+
+/// A client IP no other request of this process used (TEST-NET-2 and -3 style addresses).
+pub fn fresh_ip() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("10.{}.{}.{}", (n >> 16) & 0xff, (n >> 8) & 0xff, n & 0xff)
+}
+
+/// A real HTTP server on loopback that forwards every JSON-RPC POST to the node and counts the
+/// HTTP requests (round trips) and the JSON-RPC calls inside them.
+#[derive(Debug, Clone)]
+pub struct CountingProxy {
+    /// `http://127.0.0.1:<port>`.
+    pub url: String,
+    requests: Arc<AtomicUsize>,
+    calls: Arc<AtomicUsize>,
+}
+
+impl CountingProxy {
+    /// Starts forwarding to `upstream` (runs on the current tokio runtime until the test ends).
+    pub async fn start(upstream: &str) -> Self {
+        let requests = Arc::new(AtomicUsize::new(0));
+        let calls = Arc::new(AtomicUsize::new(0));
+        let client = reqwest::Client::new();
+        let upstream = upstream.to_owned();
+        let (counted_requests, counted_calls) = (requests.clone(), calls.clone());
+        let route = warp::post().and(warp::body::bytes()).then(move |body: bytes::Bytes| {
+            let (client, upstream) = (client.clone(), upstream.clone());
+            let (requests, calls) = (counted_requests.clone(), counted_calls.clone());
+            async move {
+                requests.fetch_add(1, Ordering::SeqCst);
+                let parsed: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                calls.fetch_add(parsed.as_array().map_or(1, Vec::len), Ordering::SeqCst);
+                let answer = client
+                    .post(&upstream)
+                    .header("content-type", "application/json")
+                    .body(body.to_vec())
+                    .send()
+                    .await;
+                let text = match answer {
+                    Ok(answer) => answer.text().await.unwrap_or_default(),
+                    Err(error) => format!("upstream failed: {error}"),
+                };
+                warp::http::Response::builder()
+                    .header("content-type", "application/json")
+                    .body(text)
+                    .expect("a response")
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
+        let address: SocketAddr = listener.local_addr().expect("bound");
+        tokio::spawn(warp::serve(route).incoming(listener).run());
+        Self { url: format!("http://{address}"), requests, calls }
+    }
+
+    /// HTTP requests forwarded so far.
+    pub fn requests(&self) -> usize {
+        self.requests.load(Ordering::SeqCst)
+    }
+
+    /// JSON-RPC calls forwarded so far (a batch counts its members).
+    pub fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+}
+
+/// The `--var`s pointing the Worker at `registry` through `rpc_url`.
+pub fn chain_vars(rpc_url: &str, registry: Address) -> Vec<(&'static str, String)> {
+    vec![("RPC_URL", rpc_url.to_owned()), ("REGISTRY_ADDRESS", registry.to_checksum(None))]
+}

@@ -1,0 +1,480 @@
+//! The seeded demo registry through the Worker: every field of every endpoint, errors, caching,
+//! CORS, the rate limit, the 7-day boundary and the 15-level lineage bound.
+
+use alloy::primitives::{Address, U256, keccak256};
+use kya_core::abi::AgentRegistry;
+use kya_devchain::{
+    dev_accounts::{self, Role},
+    seed::{self, DemoData},
+};
+use kya_tests::{
+    TestChain,
+    edge_fixture::{Answer, CountingProxy, EdgeClient, EdgeWorker, chain_vars, fresh_ip},
+};
+use serde_json::{Value, json};
+
+use super::expect::{self, WEEK};
+
+/// Agents whose records are first read by the 7-day boundary checks (so no cached answer exists).
+const AT_BOUNDARY: u64 = 2;
+const PAST_BOUNDARY: u64 = 3;
+const KYA_AT_BOUNDARY: u64 = 5;
+
+struct Demo {
+    chain: TestChain,
+    demo: DemoData,
+    /// Timestamp of the latest block: "now" for every compliance figure.
+    now: u64,
+    proxy: CountingProxy,
+    api: EdgeClient,
+    _worker: EdgeWorker,
+}
+
+impl Demo {
+    async fn get(&self, path: &str) -> Answer {
+        self.api.get(path).await
+    }
+
+    /// GET `path` and the number of RPC round trips it caused.
+    async fn get_counted(&self, path: &str) -> (Answer, usize) {
+        let before = self.proxy.requests();
+        let answer = self.get(path).await;
+        (answer, self.proxy.requests() - before)
+    }
+
+    async fn get_ok(&self, path: &str) -> Value {
+        let answer = self.get(path).await;
+        assert_eq!(answer.status, 200, "{path}: {}", answer.body);
+        answer.body
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_endpoint_matches_the_seeded_registry() {
+    let chain = TestChain::start().await;
+    let demo = seed::seed_demo(&chain.chain, &chain.deployment).await.expect("demo seeds");
+    let now = chain.chain.latest_timestamp().await.expect("a latest block");
+    let proxy = CountingProxy::start(&chain.rpc_url()).await;
+    let worker = EdgeWorker::start(&chain_vars(&proxy.url, chain.registry())).await;
+    let api = worker.client();
+    let t = Demo { chain, demo, now, proxy, api, _worker: worker };
+
+    caching(&t).await;
+    statistics(&t).await;
+    agent_list(&t).await;
+    agent_records(&t).await;
+    lineage(&t).await;
+    revenue(&t).await;
+    kya(&t).await;
+    bad_requests(&t).await;
+    not_found(&t).await;
+    cors(&t).await;
+    rate_limit(&t).await;
+    // Last: these move the chain's clock and add agents.
+    attestation_boundary(&t).await;
+    deep_lineage(&t).await;
+}
+
+/// Runs first, on cold caches: a repeated request inside its TTL makes no RPC request, and the
+/// snapshot of all agents serves every list endpoint.
+async fn caching(t: &Demo) {
+    let (first, cost) = t.get_counted("/api/v1/stats").await;
+    assert_eq!(first.status, 200);
+    assert_eq!(first.header("x-cache"), Some("MISS"));
+    // Pinned block, nextAgentId, all 66 records in one batch, the revenue histories in one batch.
+    assert_eq!(cost, 4, "cold /stats round trips");
+    assert_eq!(first.header("cache-control"), Some("public, max-age=300"));
+    let etag = first.header("etag").expect("an ETag").to_owned();
+
+    let (again, cost) = t.get_counted("/api/v1/stats").await;
+    assert_eq!((again.status, cost, again.header("x-cache")), (200, 0, Some("HIT")));
+    assert_eq!(again.body, first.body);
+    assert_eq!(again.header("etag"), Some(etag.as_str()));
+
+    for path in
+        ["/api/v1/agents/compliance", "/api/v1/stats/detailed", "/api/v1/revenue/aggregate", "/api/v1/agents"]
+    {
+        let (answer, cost) = t.get_counted(path).await;
+        assert_eq!((answer.status, answer.header("x-cache")), (200, Some("MISS")), "{path}");
+        assert_eq!(cost, 0, "{path} is served from the cached snapshot");
+    }
+
+    let ip = fresh_ip();
+    let (before, _) = (t.proxy.requests(), ());
+    let not_modified = t.api.request("GET", "/api/v1/stats", &ip, &[("if-none-match", &etag)]).await;
+    assert_eq!(not_modified.status, 304);
+    assert_eq!(not_modified.body, Value::Null);
+    assert_eq!(not_modified.header("etag"), Some(etag.as_str()));
+    assert_eq!(not_modified.remaining(), 59);
+    let changed = t.api.request("GET", "/api/v1/stats", &ip, &[("if-none-match", "\"other\"")]).await;
+    assert_eq!((changed.status, changed.remaining()), (200, 58));
+    assert_eq!(t.proxy.requests(), before, "conditional requests are answered from the cache");
+
+    // Cache keys are normalised: parameter order and a clamped limit share one entry.
+    let (first, cost) = t.get_counted("/api/v1/agents?page=2&limit=5&status=Active").await;
+    assert_eq!((first.header("x-cache"), cost), (Some("MISS"), 0));
+    let (same, _) = t.get_counted("/api/v1/agents?status=Active&limit=5&page=2").await;
+    assert_eq!((same.header("x-cache"), same.body == first.body), (Some("HIT"), true));
+    t.get_ok("/api/v1/agents?limit=500").await;
+    let (clamped, _) = t.get_counted("/api/v1/agents?limit=100").await;
+    assert_eq!(clamped.header("x-cache"), Some("HIT"), "limit=500 is cached as limit=100");
+
+    // Revenue history is not cached: every request reads the chain (pin + one batch).
+    for _ in 0..2 {
+        let (answer, cost) = t.get_counted("/api/v1/agent/1/revenue").await;
+        assert_eq!((answer.status, cost), (200, 2));
+        assert_eq!(answer.header("cache-control"), Some("no-store"));
+        assert_eq!(answer.header("etag"), None);
+    }
+
+    // KYA: checksummed and lowercase spellings share one entry.
+    let wallet = t.demo.agent(t.demo.roles.lapsed).agent_wallet;
+    let (checksummed, cost) = t.get_counted(&format!("/api/v1/kya/{}", wallet.to_checksum(None))).await;
+    assert_eq!((checksummed.status, cost), (200, 2));
+    assert_eq!(checksummed.header("cache-control"), Some("public, max-age=60"));
+    let (lowercase, cost) = t.get_counted(&format!("/api/v1/kya/{wallet:#x}")).await;
+    assert_eq!((lowercase.header("x-cache"), cost), (Some("HIT"), 0));
+    assert_eq!(lowercase.body, checksummed.body);
+
+    // Lineage: 10 minutes.
+    let (lineage, _) = t.get_counted("/api/v1/agent/6/lineage").await;
+    assert_eq!(lineage.header("cache-control"), Some("public, max-age=600"));
+    let (again, cost) = t.get_counted("/api/v1/agent/6/lineage").await;
+    assert_eq!((again.header("x-cache"), cost), (Some("HIT"), 0));
+}
+
+async fn statistics(t: &Demo) {
+    let registry = t.chain.registry();
+    let health = t.get_ok("/health").await;
+    assert_eq!(health["status"], "ok");
+    assert_eq!(health["registry"], expect::address(&registry));
+    assert_eq!(health["rpc"], t.proxy.url);
+    assert_eq!(t.get_ok("/api/v1/stats").await, expect::stats(&t.demo, &registry, &t.proxy.url));
+    let detailed = t.get_ok("/api/v1/stats/detailed").await;
+    assert_eq!(detailed, expect::detailed_stats(&t.demo, &registry, &t.proxy.url, t.now));
+    // Figures of the demo as README.md describes it, so a drifting seed is noticed here too.
+    assert_eq!(
+        detailed["statusDistribution"],
+        json!({"Active": 63, "Suspended": 1, "Revoked": 1, "Terminated": 1})
+    );
+    let recent: Vec<u64> = detailed["recentRegistrations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item["agentId"].as_u64().unwrap())
+        .collect();
+    assert_eq!(recent, (57..=66).rev().collect::<Vec<_>>());
+    assert_eq!(t.get_ok("/api/v1/revenue/aggregate").await, expect::revenue_aggregate(&t.demo));
+    assert_eq!(t.get_ok("/api/v1/agents/compliance").await, expect::compliance_list(&t.demo, t.now));
+}
+
+async fn agent_list(t: &Demo) {
+    let cases: [(&str, Option<&str>, u64, u64); 8] = [
+        ("", None, 1, 20),
+        ("?page=2", None, 2, 20),
+        ("?page=4", None, 4, 20),
+        ("?page=5", None, 5, 20),
+        ("?limit=1000", None, 1, 100),
+        ("?status=Active&limit=7&page=3", Some("Active"), 3, 7),
+        ("?status=Suspended", Some("Suspended"), 1, 20),
+        ("?status=Terminated&page=2", Some("Terminated"), 2, 20),
+    ];
+    for (query, status, page, limit) in cases {
+        let body = t.get_ok(&format!("/api/v1/agents{query}")).await;
+        assert_eq!(body, expect::agents_page(&t.demo, status, page, limit), "/agents{query}");
+    }
+    let past_the_end = t.get_ok("/api/v1/agents?page=5").await;
+    assert_eq!(
+        (past_the_end["totalPages"].as_u64(), past_the_end["data"].as_array().map(Vec::len)),
+        (Some(4), Some(0))
+    );
+    let clamped = t.get_ok("/api/v1/agents?limit=1000").await;
+    assert_eq!((clamped["limit"].as_u64(), clamped["data"].as_array().map(Vec::len)), (Some(100), Some(66)));
+}
+
+async fn agent_records(t: &Demo) {
+    for agent in &t.demo.agents {
+        if [AT_BOUNDARY, PAST_BOUNDARY].contains(&agent.agent_id) {
+            continue;
+        }
+        let path = format!("/api/v1/agent/{}", agent.agent_id);
+        assert_eq!(t.get_ok(&path).await, expect::agent_detail(agent, t.now), "{path}");
+    }
+    // Spot checks of the roles, in plain words.
+    let hive = t.get_ok("/api/v1/agent/6").await;
+    assert_eq!(hive["children"].as_array().map(Vec::len), Some(55));
+    assert_eq!(hive["compliance"]["childCount"], 55);
+    let lapsed = t.get_ok(&format!("/api/v1/agent/{}", t.demo.roles.lapsed)).await;
+    assert_eq!(lapsed["compliance"]["attestationCurrent"], false);
+    assert_eq!(lapsed["agent"]["lastRevenueReport"], Value::Null);
+}
+
+async fn lineage(t: &Demo) {
+    let roles = &t.demo.roles;
+    for root in [roles.lineage[0], roles.lineage[2], roles.lineage[4], roles.hive, roles.suspended] {
+        let path = format!("/api/v1/agent/{root}/lineage");
+        assert_eq!(t.get_ok(&path).await, expect::lineage(&t.demo, root), "{path}");
+    }
+    let hive = t.get_ok(&format!("/api/v1/agent/{}/lineage", roles.hive)).await;
+    assert_eq!(hive["children"].as_array().map(Vec::len), Some(50));
+    assert_eq!((hive["truncated"].as_bool(), hive["totalChildren"].as_u64()), (Some(true), Some(55)));
+    assert!(hive["children"][0].get("truncated").is_none());
+}
+
+async fn revenue(t: &Demo) {
+    let cases = [
+        (1, "", 0, 100),
+        (1, "?limit=5", 0, 5),
+        (1, "?limit=5&offset=10", 10, 5),
+        (1, "?offset=12", 12, 100),
+    ];
+    for (agent_id, query, offset, limit) in cases {
+        let path = format!("/api/v1/agent/{agent_id}/revenue{query}");
+        assert_eq!(t.get_ok(&path).await, expect::revenue_page(&t.demo, agent_id, offset, limit), "{path}");
+    }
+    let clamped = t.get_ok("/api/v1/agent/6/revenue?limit=9999").await;
+    assert_eq!(clamped, expect::revenue_page(&t.demo, 6, 0, 500));
+    let none = t.get_ok(&format!("/api/v1/agent/{}/revenue", t.demo.roles.lapsed)).await;
+    assert_eq!(none, json!({"total": 0, "offset": 0, "limit": 100, "data": []}));
+}
+
+async fn kya(t: &Demo) {
+    let roles = &t.demo.roles;
+    let unknown = dev_accounts::agent_wallet(9_999_999).address();
+    let wallets: Vec<Address> =
+        [roles.compliant, roles.lapsed, roles.suspended, roles.revoked, roles.terminated]
+            .iter()
+            .map(|&id| t.demo.agent(id).agent_wallet)
+            .chain([unknown])
+            .collect();
+    for wallet in &wallets {
+        let expected = expect::kya(&t.demo, wallet, t.now);
+        for spelling in [wallet.to_checksum(None), format!("{wallet:#x}")] {
+            assert_eq!(t.get_ok(&format!("/api/v1/kya/{spelling}")).await, expected, "{spelling}");
+        }
+    }
+    // The consumer's three cases of SPEC.md section 4, in plain words.
+    let flags = |body: &Value| (body["isRegistered"].as_bool(), body["isCompliant"].as_bool());
+    let check = |id: u64| format!("/api/v1/kya/{}", t.demo.agent(id).agent_wallet);
+    assert_eq!(flags(&t.get_ok(&check(roles.compliant)).await), (Some(true), Some(true)));
+    assert_eq!(flags(&t.get_ok(&check(roles.lapsed)).await), (Some(true), Some(false)));
+    assert_eq!(flags(&t.get_ok(&check(roles.suspended)).await), (Some(true), Some(false)));
+    let nobody = t.get_ok(&format!("/api/v1/kya/{unknown}")).await;
+    assert_eq!((flags(&nobody), &nobody["agent"]), ((Some(false), Some(false)), &Value::Null));
+}
+
+/// SPEC.md section 7, row 400: malformed ids, wallets and query values, each with its message.
+async fn bad_requests(t: &Demo) {
+    let wallet_format = "must be 0x followed by 40 hex digits";
+    let bad_checksum = "0xF39Fd6e51aad88F6F4ce6aB8827279cffFb92266";
+    let cases: Vec<(String, String)> = vec![
+        ("/api/v1/agent/0".into(), "invalid agent id '0': must be a positive integer".into()),
+        ("/api/v1/agent/abc".into(), "invalid agent id 'abc': must be a positive integer".into()),
+        ("/api/v1/agent/-1".into(), "invalid agent id '-1': must be a positive integer".into()),
+        ("/api/v1/agent/1.5".into(), "invalid agent id '1.5': must be a positive integer".into()),
+        (
+            "/api/v1/agent/99999999999999999999999".into(),
+            "invalid agent id '99999999999999999999999': must be a positive integer".into(),
+        ),
+        ("/api/v1/agent/0x01/lineage".into(), "invalid agent id '0x01': must be a positive integer".into()),
+        ("/api/v1/agent/one/revenue".into(), "invalid agent id 'one': must be a positive integer".into()),
+        ("/api/v1/agents?page=0".into(), "invalid query parameter 'page': must be a positive integer".into()),
+        (
+            "/api/v1/agents?page=two".into(),
+            "invalid query parameter 'page': must be a positive integer".into(),
+        ),
+        (
+            "/api/v1/agents?limit=0".into(),
+            "invalid query parameter 'limit': must be a positive integer".into(),
+        ),
+        (
+            "/api/v1/agents?limit=-5".into(),
+            "invalid query parameter 'limit': must be a positive integer".into(),
+        ),
+        (
+            "/api/v1/agents?limit=".into(),
+            "invalid query parameter 'limit': must be a positive integer".into(),
+        ),
+        (
+            "/api/v1/agents?status=active".into(),
+            "invalid status 'active': must be one of Active, Suspended, Revoked, Terminated".into(),
+        ),
+        (
+            "/api/v1/agent/1/revenue?offset=-1".into(),
+            "invalid query parameter 'offset': must be a non-negative integer".into(),
+        ),
+        (
+            "/api/v1/agent/1/revenue?limit=1e3".into(),
+            "invalid query parameter 'limit': must be a positive integer".into(),
+        ),
+        ("/api/v1/kya/0x1234".into(), format!("invalid wallet '0x1234': {wallet_format}")),
+        ("/api/v1/kya/alice".into(), "invalid wallet 'alice': must start with 0x".into()),
+        (
+            "/api/v1/kya/0xzz9fd6e51aad88f6f4ce6ab8827279cfffb92266".into(),
+            format!("invalid wallet '0xzz9fd6e51aad88f6f4ce6ab8827279cfffb92266': {wallet_format}"),
+        ),
+        (
+            format!("/api/v1/kya/{bad_checksum}"),
+            format!("invalid wallet '{bad_checksum}': mixed-case address with an invalid EIP-55 checksum"),
+        ),
+    ];
+    let before = t.proxy.requests();
+    for (path, message) in cases {
+        let answer = t.get(&path).await;
+        assert_eq!((answer.status, &answer.body), (400, &json!({ "error": message })), "{path}");
+        assert_eq!(answer.header("cache-control"), Some("no-store"), "{path}");
+        assert_eq!(answer.remaining(), 59, "{path}");
+    }
+    assert_eq!(t.proxy.requests(), before, "bad requests never reach the chain");
+}
+
+/// SPEC.md section 7, row 404, and errors are never cached.
+async fn not_found(t: &Demo) {
+    for path in
+        ["/api/v1/agent/999", "/api/v1/agent/999/lineage", "/api/v1/agent/999/revenue", "/api/v1/agent/67"]
+    {
+        for _ in 0..2 {
+            let (answer, cost) = t.get_counted(path).await;
+            let id = path.split('/').nth(4).unwrap();
+            assert_eq!(
+                (answer.status, &answer.body),
+                (404, &json!({ "error": format!("Agent not found: {id}") })),
+                "{path}"
+            );
+            assert!(cost > 0, "{path}: a 404 is not cached, so the chain is read again");
+            assert_eq!(answer.header("cache-control"), Some("no-store"));
+        }
+    }
+    let unknown = t.get("/api/v2/stats").await;
+    assert_eq!((unknown.status, &unknown.body), (404, &json!({"error": "Not found: /api/v2/stats"})));
+    let write = t.api.request("POST", "/api/v1/stats", &fresh_ip(), &[]).await;
+    assert_eq!(write.status, 405);
+    assert_eq!(write.body, json!({"error": "Method POST not allowed: the API is read-only (GET)"}));
+}
+
+async fn cors(t: &Demo) {
+    let ip = fresh_ip();
+    let preflight_headers = [("origin", "https://example.org"), ("access-control-request-method", "GET")];
+    for _ in 0..3 {
+        let preflight = t.api.request("OPTIONS", "/api/v1/stats", &ip, &preflight_headers).await;
+        assert_eq!(preflight.status, 204);
+        assert_eq!(preflight.header("access-control-allow-origin"), Some("*"));
+        assert!(preflight.header("access-control-allow-methods").unwrap().contains("GET"));
+        assert_eq!(preflight.remaining(), 60, "preflights do not use up the quota");
+    }
+    let get = t.api.request("GET", "/api/v1/stats", &ip, &[("origin", "https://example.org")]).await;
+    assert_eq!((get.status, get.remaining()), (200, 59));
+    assert_eq!(get.header("access-control-allow-origin"), Some("*"));
+    let exposed = get.header("access-control-expose-headers").unwrap().to_lowercase();
+    for header in ["x-ratelimit-remaining", "etag", "retry-after"] {
+        assert!(exposed.contains(header), "{header} is exposed: {exposed}");
+    }
+}
+
+/// 60 requests per minute per IP; the 61st gets 429 with SPEC.md's message and `Retry-After`.
+async fn rate_limit(t: &Demo) {
+    // Fixed one-minute windows (wall clock, as the Worker sees it): start early in a window so
+    // all 61 requests fall into the same one.
+    let second = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() % 60;
+    if second > 45 {
+        tokio::time::sleep(std::time::Duration::from_secs(61 - second)).await;
+    }
+    let ip = fresh_ip();
+    for request in 1..=60u64 {
+        let answer = t.api.request("GET", "/api/v1/stats", &ip, &[]).await;
+        assert_eq!((answer.status, answer.remaining()), (200, 60 - request), "request {request}");
+    }
+    let limited = t.api.request("GET", "/api/v1/stats", &ip, &[]).await;
+    assert_eq!(limited.status, 429);
+    assert_eq!(limited.body, json!({"error": "Rate limit exceeded. Try again in 1 minute."}));
+    assert_eq!(limited.remaining(), 0);
+    let retry_after: u64 = limited.header("retry-after").expect("Retry-After").parse().unwrap();
+    assert!((1..=60).contains(&retry_after), "Retry-After {retry_after}");
+    assert_eq!(limited.header("access-control-allow-origin"), Some("*"));
+    let other = t.get("/api/v1/stats").await;
+    assert_eq!((other.status, other.remaining()), (200, 59), "other clients keep their quota");
+}
+
+/// An attestation exactly 7 days old is current; one second more is not. The pinned block is
+/// mined at exactly the wanted time, and these agents were never read before (no cached answer).
+async fn attestation_boundary(t: &Demo) {
+    let chain = &t.chain.chain;
+    let at = t.demo.agent(AT_BOUNDARY);
+    chain.set_next_timestamp(at.last_attestation + WEEK).await.unwrap();
+    chain.mine().await.unwrap();
+    let body = t.get_ok(&format!("/api/v1/agent/{AT_BOUNDARY}")).await;
+    assert_eq!(body, expect::agent_detail(at, at.last_attestation + WEEK));
+    assert_eq!(body["compliance"]["secondsSinceAttestation"], WEEK);
+    assert_eq!(body["compliance"]["attestationCurrent"], true);
+
+    let past = t.demo.agent(PAST_BOUNDARY);
+    chain.set_next_timestamp(past.last_attestation + WEEK + 1).await.unwrap();
+    chain.mine().await.unwrap();
+    let body = t.get_ok(&format!("/api/v1/agent/{PAST_BOUNDARY}")).await;
+    assert_eq!(body, expect::agent_detail(past, past.last_attestation + WEEK + 1));
+    assert_eq!(body["compliance"]["attestationCurrent"], false);
+
+    let kya = t.demo.agent(KYA_AT_BOUNDARY);
+    let now = kya.last_attestation + WEEK;
+    chain.set_next_timestamp(now).await.unwrap();
+    chain.mine().await.unwrap();
+    let body = t.get_ok(&format!("/api/v1/kya/{}", kya.agent_wallet)).await;
+    assert_eq!(body, expect::kya(&t.demo, &kya.agent_wallet, now));
+    assert_eq!(body["isCompliant"], true);
+}
+
+/// A lineage 17 agents deep (the owner raises the generation limit): the tree stops at level 15,
+/// whose node says that its child was cut.
+async fn deep_lineage(t: &Demo) {
+    let chain = &t.chain.chain;
+    let registry = t.chain.registry();
+    let owner = t.chain.deployment.owner;
+    chain
+        .send(owner, registry, &AgentRegistry::setMaxGenerationDepthCall { depth: U256::from(20) })
+        .await
+        .unwrap();
+    let creator = dev_accounts::address(Role::CreatorA);
+    let first = t.demo.agents.len() as u64 + 1;
+    let ids: Vec<u64> = (first..first + 17).collect();
+    for (index, &id) in ids.iter().enumerate() {
+        let scope = format!("deep lineage agent {index}");
+        let call = AgentRegistry::registerAgentCall {
+            haftungsperson: creator,
+            agentWallet: dev_accounts::agent_wallet(5_000 + id).address(),
+            constitutionHash: keccak256(&scope),
+            capabilityHash: keccak256(&scope),
+            operationalScope: scope,
+            parentAgentId: U256::from(if index == 0 { 0 } else { id - 1 }),
+            selfModifying: false,
+        };
+        chain.send(creator, registry, &call).await.unwrap();
+    }
+    // Expected tree, built bottom-up from the ids: levels 1..=15 shown, level 15 cut.
+    let node = |index: usize, children: Vec<Value>| {
+        let id = ids[index];
+        json!({
+            "agentId": id,
+            "wallet": dev_accounts::agent_wallet(5_000 + id).address().to_checksum(None),
+            "generation": index,
+            "status": "Active",
+            "children": children,
+        })
+    };
+    let mut expected = node(14, vec![]);
+    expected["truncated"] = json!(true);
+    expected["totalChildren"] = json!(1);
+    for index in (0..14).rev() {
+        expected = node(index, vec![expected]);
+    }
+    assert_eq!(t.get_ok(&format!("/api/v1/agent/{first}/lineage")).await, expected);
+    // From one level further down, the tree reaches one level deeper.
+    let from_second = t.get_ok(&format!("/api/v1/agent/{}/lineage", first + 1)).await;
+    let mut deepest = &from_second;
+    let mut levels = 1;
+    while let Some(child) = deepest["children"].get(0) {
+        deepest = child;
+        levels += 1;
+    }
+    assert_eq!((levels, deepest["agentId"].as_u64()), (15, Some(ids[15])));
+    assert_eq!((deepest["truncated"].as_bool(), deepest["totalChildren"].as_u64()), (Some(true), Some(1)));
+}

@@ -1,0 +1,92 @@
+//! SPEC.md section 7, row 500, and `/health` degraded: an unreachable RPC endpoint, a registry
+//! address without the registry's code behind it, and a missing `REGISTRY_ADDRESS`.
+
+use std::net::TcpListener;
+
+use kya_tests::{
+    TestChain,
+    edge_fixture::{EdgeWorker, chain_vars},
+};
+use serde_json::{Value, json};
+
+const API_PATHS: [&str; 9] = [
+    "/api/v1/stats",
+    "/api/v1/stats/detailed",
+    "/api/v1/agent/1",
+    "/api/v1/agents",
+    "/api/v1/agents/compliance",
+    "/api/v1/agent/1/lineage",
+    "/api/v1/agent/1/revenue",
+    "/api/v1/revenue/aggregate",
+    "/api/v1/kya/0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266",
+];
+
+fn error_text(body: &Value) -> &str {
+    body["error"].as_str().unwrap_or_else(|| panic!("an error message in {body}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rpc_failures_and_missing_configuration_are_clean_errors() {
+    let chain = TestChain::start().await;
+
+    // A port nobody listens on: the RPC endpoint is unreachable.
+    let dead_port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let dead = format!("http://127.0.0.1:{dead_port}");
+    {
+        let worker = EdgeWorker::start(&chain_vars(&dead, chain.registry())).await;
+        let api = worker.client();
+        let health = api.get("/health").await;
+        assert_eq!(health.status, 503);
+        assert_eq!(health.body["status"], "degraded");
+        assert_eq!(health.body["rpc"], dead);
+        assert_eq!(health.body["registry"], chain.registry().to_checksum(None));
+        for path in API_PATHS {
+            for _ in 0..2 {
+                let answer = api.get(path).await;
+                assert_eq!(answer.status, 500, "{path}: {}", answer.body);
+                assert!(
+                    error_text(&answer.body).starts_with("RPC endpoint unreachable"),
+                    "{path}: {}",
+                    answer.body
+                );
+                assert_eq!(answer.header("cache-control"), Some("no-store"), "{path}");
+                assert_eq!(answer.remaining(), 59, "{path}");
+            }
+        }
+    }
+
+    // The forwarder's address: a contract, but not the registry, so every call reverts.
+    {
+        let worker = EdgeWorker::start(&chain_vars(&chain.rpc_url(), chain.forwarder())).await;
+        let api = worker.client();
+        assert_eq!(api.get("/health").await.status, 200);
+        for path in API_PATHS {
+            let answer = api.get(path).await;
+            assert_eq!(answer.status, 500, "{path}: {}", answer.body);
+            assert!(
+                error_text(&answer.body).starts_with("contract call reverted"),
+                "{path}: {}",
+                answer.body
+            );
+        }
+    }
+
+    // No REGISTRY_ADDRESS (wrangler.toml leaves it empty): /health still answers.
+    {
+        let worker = EdgeWorker::start(&[("RPC_URL", chain.rpc_url())]).await;
+        let api = worker.client();
+        let health = api.get("/health").await;
+        assert_eq!(
+            (health.status, &health.body["status"], &health.body["registry"]),
+            (200, &json!("ok"), &Value::Null)
+        );
+        for path in API_PATHS {
+            let answer = api.get(path).await;
+            assert_eq!(
+                (answer.status, &answer.body),
+                (500, &json!({"error": "REGISTRY_ADDRESS is not configured"})),
+                "{path}"
+            );
+        }
+    }
+}
