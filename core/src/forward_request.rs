@@ -38,18 +38,12 @@ mod tests {
     fn type_string_matches_the_forwarder() {
         let expected = "ForwardRequest(address from,address to,uint256 value,uint256 gas,uint256 nonce,uint48 deadline,bytes data)";
         assert_eq!(ForwardRequest::eip712_encode_type(), expected);
-        assert_eq!(
-            ForwardRequest::eip712_type_hash(&sample()),
-            keccak256(expected)
-        );
+        assert_eq!(ForwardRequest::eip712_type_hash(&sample()), keccak256(expected));
     }
 
     #[test]
     fn digest_is_1901_domain_separator_struct_hash() {
-        let domain = domain(
-            BASE_SEPOLIA_CHAIN_ID,
-            address!("0x70c2fdD0CDada6b43195981928D76f5D32AE29e5"),
-        );
+        let domain = domain(BASE_SEPOLIA_CHAIN_ID, address!("0x70c2fdD0CDada6b43195981928D76f5D32AE29e5"));
         let request = sample();
         let mut preimage = vec![0x19, 0x01];
         preimage.extend_from_slice(domain.separator().as_slice());
@@ -61,13 +55,9 @@ mod tests {
     fn domain_separator_is_stable() {
         // Pinned so that a change of domain fields (name, version, order) cannot go unnoticed;
         // the end-to-end tests check the same value against the forwarder on chain.
-        let domain = domain(
-            BASE_SEPOLIA_CHAIN_ID,
-            address!("0x70c2fdD0CDada6b43195981928D76f5D32AE29e5"),
-        );
-        let type_hash = keccak256(
-            "EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)",
-        );
+        let domain = domain(BASE_SEPOLIA_CHAIN_ID, address!("0x70c2fdD0CDada6b43195981928D76f5D32AE29e5"));
+        let type_hash =
+            keccak256("EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)");
         let mut encoded = type_hash.to_vec();
         encoded.extend_from_slice(keccak256(DOMAIN_NAME).as_slice());
         encoded.extend_from_slice(keccak256(DOMAIN_VERSION).as_slice());
