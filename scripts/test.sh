@@ -28,4 +28,5 @@ if [ -n "$io_crates" ]; then
 fi
 
 step "unit, property and end-to-end tests"
+bash scripts/build-worker.sh  # the edge API tests run the built Worker under wrangler dev
 cargo test --workspace --locked
