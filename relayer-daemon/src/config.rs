@@ -19,6 +19,9 @@ pub(crate) const DEFAULT_MIN_BALANCE: &str = "0.001";
 /// Default cap on `request.gas`: far above what any registry write needs, low enough that one
 /// request cannot take a large bite of the budget.
 pub(crate) const DEFAULT_MAX_REQUEST_GAS: u64 = 1_000_000;
+/// Default per-IP limit of the read endpoints: generous for a client polling its nonce, small
+/// enough that one caller cannot flood the node through the relayer.
+pub(crate) const DEFAULT_READ_RATE_LIMIT_PER_MINUTE: u32 = 120;
 /// Default path of the store, under the git-ignored `.relayer/`.
 pub(crate) const DEFAULT_DB_PATH: &str = ".relayer/relayer.db";
 
@@ -43,6 +46,9 @@ pub struct Config {
     pub rate_limit_per_ip: u32,
     /// Requests per signer per hour (`RATE_LIMIT_PER_SIGNER`, default 10).
     pub rate_limit_per_signer: u32,
+    /// Read requests (`/status`, `/nonce`, `/domain`) per IP per minute, in memory
+    /// (`READ_RATE_LIMIT_PER_MINUTE`, default 120).
+    pub read_rate_limit_per_minute: std::num::NonZeroU32,
     /// Minimum wallet balance in wei to relay (`MIN_BALANCE` in ETH, default 0.001).
     pub min_balance_wei: u128,
     /// Largest `request.gas` accepted (`MAX_REQUEST_GAS`, default 1,000,000).
@@ -64,6 +70,7 @@ impl std::fmt::Debug for Config {
             .field("daily_gas_budget_wei", &self.daily_gas_budget_wei)
             .field("rate_limit_per_ip", &self.rate_limit_per_ip)
             .field("rate_limit_per_signer", &self.rate_limit_per_signer)
+            .field("read_rate_limit_per_minute", &self.read_rate_limit_per_minute)
             .field("min_balance_wei", &self.min_balance_wei)
             .field("max_request_gas", &self.max_request_gas)
             .field("db_path", &self.db_path)
@@ -115,6 +122,11 @@ impl Config {
             daily_gas_budget_wei: ether("DAILY_GAS_BUDGET", DEFAULT_DAILY_GAS_BUDGET)?,
             rate_limit_per_ip: limit("RATE_LIMIT_PER_IP", 20)?,
             rate_limit_per_signer: limit("RATE_LIMIT_PER_SIGNER", 10)?,
+            read_rate_limit_per_minute: std::num::NonZeroU32::new(limit(
+                "READ_RATE_LIMIT_PER_MINUTE",
+                DEFAULT_READ_RATE_LIMIT_PER_MINUTE,
+            )?)
+            .ok_or_else(|| Error::Config("READ_RATE_LIMIT_PER_MINUTE must be at least 1".into()))?,
             min_balance_wei: ether("MIN_BALANCE", DEFAULT_MIN_BALANCE)?,
             max_request_gas: number("MAX_REQUEST_GAS", DEFAULT_MAX_REQUEST_GAS)?,
             db_path: lookup("RELAYER_DB").map_or_else(|| DEFAULT_DB_PATH.into(), PathBuf::from),

@@ -32,6 +32,9 @@ pub enum Error {
     /// Too many requests from one signer in the last hour.
     #[error("Signer rate limit exceeded ({0}/hour)")]
     SignerRateLimited(u32),
+    /// Too many read requests (`/status`, `/nonce`, `/domain`) from one IP address.
+    #[error("Rate limit exceeded ({0}/minute). Try again in 1 minute.")]
+    ReadRateLimited(u32),
     /// The signature does not recover to `request.from`, or the forwarder refuses it on chain.
     #[error("Invalid signature or nonce mismatch")]
     InvalidSignature,
@@ -87,9 +90,10 @@ impl Error {
             Self::WrongTarget | Self::ValueTransfer | Self::GasAboveCap { .. } => StatusCode::FORBIDDEN,
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            Self::IpRateLimited(_) | Self::SignerRateLimited(_) | Self::BudgetExhausted => {
-                StatusCode::TOO_MANY_REQUESTS
-            }
+            Self::IpRateLimited(_)
+            | Self::SignerRateLimited(_)
+            | Self::BudgetExhausted
+            | Self::ReadRateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::BalanceTooLow => StatusCode::SERVICE_UNAVAILABLE,
             Self::Reverted(_)
             | Self::Rpc(_)
@@ -110,6 +114,7 @@ impl Error {
             Self::GasAboveCap { .. } => "gas_above_cap",
             Self::IpRateLimited(_) => "ip_rate_limit",
             Self::SignerRateLimited(_) => "signer_rate_limit",
+            Self::ReadRateLimited(_) => "read_rate_limit",
             Self::InvalidSignature => "invalid_signature",
             Self::BalanceTooLow => "balance_too_low",
             Self::BudgetExhausted => "budget_exhausted",

@@ -10,6 +10,7 @@ mod chain;
 mod config;
 mod error;
 mod metrics;
+mod read_limit;
 mod relayer;
 mod request;
 mod sender;

@@ -76,6 +76,11 @@ impl Relayer {
         Ok(relayer)
     }
 
+    /// Per-IP limit of the read endpoints, per minute.
+    pub fn read_rate_limit_per_minute(&self) -> std::num::NonZeroU32 {
+        self.config.read_rate_limit_per_minute
+    }
+
     /// The relayer wallet's address.
     pub fn address(&self) -> Address {
         self.sender.address()

@@ -7,7 +7,7 @@ use serde_json::json;
 use tokio::net::TcpListener;
 use warp::{Filter, Rejection, Reply, http::StatusCode, reply::Response};
 
-use crate::{error::Error, relayer::Relayer};
+use crate::{error::Error, read_limit::ReadLimiter, relayer::Relayer};
 
 /// Largest `POST /relay` body: a registration's calldata is well under 2 KiB.
 const MAX_BODY_BYTES: u64 = 64 * 1024;
@@ -32,6 +32,7 @@ pub async fn run(
 pub fn routes(
     relayer: Arc<Relayer>,
 ) -> impl Filter<Extract = (impl Reply,), Error = Infallible> + Clone + Send + Sync + 'static {
+    let limiter = Arc::new(ReadLimiter::new(relayer.read_rate_limit_per_minute()));
     let with = move || {
         let relayer = Arc::clone(&relayer);
         warp::any().map(move || Arc::clone(&relayer))
@@ -51,16 +52,28 @@ pub fn routes(
                     respond(relayer.relay(body.to_vec(), client).await)
                 },
             );
+    // The read endpoints below each cost the node RPC calls: limited per IP, in memory.
+    let read_allowed = warp::addr::remote()
+        .and_then(move |remote: Option<std::net::SocketAddr>| {
+            let limiter = Arc::clone(&limiter);
+            async move {
+                let client = remote.map_or(IpAddr::from([0, 0, 0, 0]), |remote| remote.ip());
+                limiter.check(client).map_err(|error| warp::reject::custom(Refused(error)))
+            }
+        })
+        .untuple_one();
     let status = warp::path!("status")
         .and(warp::get())
+        .and(read_allowed.clone())
         .and(with())
         .then(|relayer: Arc<Relayer>| async move { respond(relayer.status().await) });
-    let nonce = warp::path!("nonce" / String)
-        .and(warp::get())
-        .and(with())
-        .then(|address: String, relayer: Arc<Relayer>| async move { respond(relayer.nonce(&address).await) });
+    let nonce =
+        warp::path!("nonce" / String).and(warp::get()).and(read_allowed.clone()).and(with()).then(
+            |address: String, relayer: Arc<Relayer>| async move { respond(relayer.nonce(&address).await) },
+        );
     let domain = warp::path!("domain")
         .and(warp::get())
+        .and(read_allowed)
         .and(with())
         .then(|relayer: Arc<Relayer>| async move { respond(relayer.domain().await) });
     let metrics =
@@ -108,8 +121,17 @@ fn error_response(error: &Error) -> Response {
         .into_response()
 }
 
-/// Warp's own refusals (unknown path, wrong method, oversized body) as JSON errors.
+/// A refusal of ours inside a filter chain (the read limit), answered as its [`Error`].
+#[derive(Debug)]
+struct Refused(Error);
+
+impl warp::reject::Reject for Refused {}
+
+/// Warp's own refusals (unknown path, wrong method, oversized body) and ours as JSON errors.
 fn rejected(rejection: &Rejection) -> Response {
+    if let Some(Refused(error)) = rejection.find::<Refused>() {
+        return error_response(error);
+    }
     if rejection.is_not_found() {
         return error_response(&Error::NotFound);
     }

@@ -232,3 +232,25 @@ async fn a_relayer_without_funds_answers_503() {
     assert_eq!(forwarder_nonce(&t, agent.address()).await, 0);
     relayer.stop().await;
 }
+
+#[tokio::test]
+async fn read_endpoints_are_rate_limited_per_ip_without_touching_relays() {
+    let (_t, _db, relayer) = start(&[("READ_RATE_LIMIT_PER_MINUTE", "3")]).await;
+    let client = &relayer.client;
+    let address = relayer.relayer.address().to_string();
+    let (status, domain) = client.get("/domain").await;
+    assert_eq!(status, 200, "{domain}");
+    assert_eq!(client.get("/status").await.0, 200);
+    assert_eq!(client.get(&format!("/nonce/{address}")).await.0, 200);
+    // The fourth read in the minute is refused, whichever read endpoint it is.
+    assert_error(client.get("/domain").await, 429, "Rate limit exceeded (3/minute). Try again in 1 minute.");
+    assert_error(
+        client.get(&format!("/nonce/{address}")).await,
+        429,
+        "Rate limit exceeded (3/minute). Try again in 1 minute.",
+    );
+    // Health and metrics are not limited, and relays keep their own (persisted) limits.
+    assert_eq!(client.get_text("/health").await.0, 200);
+    assert_eq!(client.get_text("/metrics").await.0, 200);
+    assert_error(client.relay(&json!({})).await, 400, "Missing request or signature");
+}
