@@ -343,10 +343,12 @@ async fn not_found(t: &Demo) {
             );
             assert!(cost > 0, "{path}: a 404 is not cached, so the chain is read again");
             assert_eq!(answer.header("cache-control"), Some("no-store"));
+            assert_eq!(answer.remaining(), 59);
         }
     }
     let unknown = t.get("/api/v2/stats").await;
     assert_eq!((unknown.status, &unknown.body), (404, &json!({"error": "Not found: /api/v2/stats"})));
+    assert_eq!(unknown.remaining(), 59);
     let write = t.api.request("POST", "/api/v1/stats", &fresh_ip(), &[]).await;
     assert_eq!(write.status, 405);
     assert_eq!(write.body, json!({"error": "Method POST not allowed: the API is read-only (GET)"}));
