@@ -67,6 +67,8 @@ impl EdgeWorker {
         command
             .current_dir(&root)
             .args(["dev", "--ip", "127.0.0.1", "--port", &port.to_string()])
+            // Concurrent instances would all want the default devtools port 9229.
+            .args(["--inspector-port", &free_port().to_string(), "--show-interactive-dev-session=false"])
             .arg("--persist-to")
             .arg(state.path().join("state"))
             .args(["--log-level", "warn"])

@@ -20,8 +20,12 @@ pub(crate) fn json(status: u16, body: &str, cache_control: &str) -> Result<Respo
 pub(crate) fn error(error: &Error) -> Result<Response> {
     let body = serde_json::json!({ "error": error.to_string() }).to_string();
     let response = json(error.status(), &body, "no-store")?;
-    if let Error::RateLimited { retry_after } = error {
-        response.headers().set("retry-after", &retry_after.to_string())?;
+    match error {
+        Error::RateLimited { retry_after } => {
+            response.headers().set("retry-after", &retry_after.to_string())?
+        }
+        Error::MethodNotAllowed(_) => response.headers().set("allow", "GET, HEAD, OPTIONS")?,
+        _ => {}
     }
     Ok(response)
 }
@@ -43,16 +47,21 @@ pub(crate) fn preflight() -> Result<Response> {
     Ok(Response::empty()?.with_status(204).with_headers(headers))
 }
 
-/// Adds CORS and rate-limit headers. Responses read from the Cache API have immutable headers,
-/// so the response is rebuilt with a copy of them.
+/// Adds CORS and rate-limit headers.
 pub(crate) fn finish(response: Response, remaining: u64) -> Result<Response> {
+    let response = with_header(response, "access-control-allow-origin", "*")?;
+    let response = with_header(response, "access-control-expose-headers", EXPOSED_HEADERS)?;
+    with_header(response, "x-ratelimit-remaining", &remaining.to_string())
+}
+
+/// `response` with one more header. Responses read from the Cache API have immutable headers,
+/// so the headers are copied into a fresh set rather than changed in place.
+pub(crate) fn with_header(response: Response, name: &str, value: &str) -> Result<Response> {
     let headers = Headers::new();
-    for (name, value) in response.headers().entries() {
-        headers.set(&name, &value)?;
+    for (existing, existing_value) in response.headers().entries() {
+        headers.set(&existing, &existing_value)?;
     }
-    headers.set("access-control-allow-origin", "*")?;
-    headers.set("access-control-expose-headers", EXPOSED_HEADERS)?;
-    headers.set("x-ratelimit-remaining", &remaining.to_string())?;
+    headers.set(name, value)?;
     Ok(response.with_headers(headers))
 }
 

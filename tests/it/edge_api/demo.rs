@@ -350,7 +350,7 @@ async fn not_found(t: &Demo) {
     assert_eq!((unknown.status, &unknown.body), (404, &json!({"error": "Not found: /api/v2/stats"})));
     assert_eq!(unknown.remaining(), 59);
     let write = t.api.request("POST", "/api/v1/stats", &fresh_ip(), &[]).await;
-    assert_eq!(write.status, 405);
+    assert_eq!((write.status, write.header("allow")), (405, Some("GET, HEAD, OPTIONS")));
     assert_eq!(write.body, json!({"error": "Method POST not allowed: the API is read-only (GET)"}));
 }
 
