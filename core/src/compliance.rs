@@ -22,13 +22,19 @@ impl Compliance {
     /// The compliance of `agent` at `now` (Unix seconds); `child_count` is its direct children.
     /// An attestation "in the future" (a clock behind the chain's) counts as 0 seconds old.
     pub fn of(agent: &Agent, child_count: u64, now: u64) -> Self {
-        let seconds_since_attestation = now.saturating_sub(agent.last_attestation);
+        Self::at(agent.status, agent.last_attestation, child_count, now)
+    }
+
+    /// The compliance of an agent known only by its status and last attestation (Unix seconds),
+    /// as a browser holding an API record knows it.
+    pub fn at(status: AgentStatus, last_attestation: u64, child_count: u64, now: u64) -> Self {
+        let seconds_since_attestation = now.saturating_sub(last_attestation);
         Self {
-            is_active: agent.status == AgentStatus::Active,
+            is_active: status == AgentStatus::Active,
             attestation_current: seconds_since_attestation <= ATTESTATION_VALIDITY_SECS,
             seconds_since_attestation,
             child_count,
-            status: agent.status,
+            status,
         }
     }
 

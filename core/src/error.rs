@@ -28,6 +28,9 @@ pub enum Error {
         /// What it accepts.
         reason: &'static str,
     },
+    /// A field of a forward request given as JSON is missing or malformed; the message names it.
+    #[error("{0}")]
+    InvalidRequestField(String),
     /// The registry has no agent with this id.
     #[error("Agent not found: {0}")]
     AgentNotFound(u64),
@@ -51,6 +54,7 @@ impl Error {
                 | Self::InvalidAgentId(_)
                 | Self::InvalidWallet { .. }
                 | Self::InvalidQuery { .. }
+                | Self::InvalidRequestField(_)
         )
     }
 }

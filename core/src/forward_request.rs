@@ -1,8 +1,14 @@
 //! EIP-712 typed data of the forwarder's `ForwardRequest` (INTERFACE.md section 1): the domain,
-//! the struct hash and the digest a wallet signs.
+//! the struct hash and the digest a wallet signs, the typed-data JSON a wallet is asked to sign
+//! (`eth_signTypedData_v4`), and the parsing of a request given as JSON (relayer bodies, browsers).
 
-use alloy_primitives::{Address, B256};
+use core::str::FromStr;
+
+use alloy_primitives::{Address, B256, Bytes, U256, aliases::U48};
 use alloy_sol_types::{Eip712Domain, SolStruct, eip712_domain};
+use serde_json::{Map, Value, json};
+
+use crate::{Error, Result};
 
 pub use crate::abi::Forwarder::ForwardRequest;
 
@@ -28,9 +34,120 @@ pub fn signing_digest(request: &ForwardRequest, domain: &Eip712Domain) -> B256 {
     request.eip712_signing_hash(domain)
 }
 
+/// The typed data of `request` for `eth_signTypedData_v4`: the domain, both type lists (read off
+/// the `sol!` struct, so they cannot drift from the contract), and the message with numbers as
+/// decimal strings (a `uint256` does not fit a JavaScript number).
+pub fn typed_data(request: &ForwardRequest, chain_id: u64, forwarder: Address) -> Value {
+    let root = ForwardRequest::eip712_root_type();
+    let members = root.strip_prefix("ForwardRequest(").and_then(|rest| rest.strip_suffix(')'));
+    let fields: Vec<Value> = members
+        .expect("the root type is `ForwardRequest(<type> <name>,…)`")
+        .split(',')
+        .map(|member| {
+            let (kind, name) = member.split_once(' ').expect("an EIP-712 member is `type name`");
+            json!({ "name": name, "type": kind })
+        })
+        .collect();
+    json!({
+        "types": {
+            "EIP712Domain": [
+                { "name": "name", "type": "string" },
+                { "name": "version", "type": "string" },
+                { "name": "chainId", "type": "uint256" },
+                { "name": "verifyingContract", "type": "address" },
+            ],
+            "ForwardRequest": fields,
+        },
+        "primaryType": "ForwardRequest",
+        "domain": {
+            "name": DOMAIN_NAME,
+            "version": DOMAIN_VERSION,
+            "chainId": chain_id,
+            "verifyingContract": forwarder.to_checksum(None),
+        },
+        "message": {
+            "from": request.from.to_checksum(None),
+            "to": request.to.to_checksum(None),
+            "value": request.value.to_string(),
+            "gas": request.gas.to_string(),
+            "nonce": request.nonce.to_string(),
+            "deadline": request.deadline.to_string(),
+            "data": request.data.to_string(),
+        },
+    })
+}
+
+/// Parses a forward request from a JSON object: addresses and `data` as hex strings, numbers as
+/// JSON numbers or decimal (or `0x` hex) strings, `deadline` optional (0: no expiry). Messages
+/// name the field under `name` (`"request"` gives `request.from must be …`).
+pub fn from_json(object: &Map<String, Value>, name: &str) -> Result<ForwardRequest> {
+    let field = |field: &str| {
+        object
+            .get(field)
+            .filter(|value| !value.is_null())
+            .ok_or_else(|| invalid(format!("{name}.{field} is missing")))
+    };
+    let deadline = match object.get("deadline").filter(|value| !value.is_null()) {
+        None => U48::ZERO,
+        Some(deadline) => {
+            let deadline = number(deadline, &format!("{name}.deadline"))?;
+            U48::checked_from_limbs_slice(deadline.as_limbs())
+                .ok_or_else(|| invalid(format!("{name}.deadline does not fit in uint48")))?
+        }
+    };
+    Ok(ForwardRequest {
+        from: address(field("from")?, &format!("{name}.from"))?,
+        to: address(field("to")?, &format!("{name}.to"))?,
+        value: number(field("value")?, &format!("{name}.value"))?,
+        gas: number(field("gas")?, &format!("{name}.gas"))?,
+        nonce: number(field("nonce")?, &format!("{name}.nonce"))?,
+        deadline,
+        data: hex_bytes(field("data")?, &format!("{name}.data"))?,
+    })
+}
+
+/// Bytes given as a `0x` hex string; the message names the field.
+pub fn hex_bytes(value: &Value, name: &str) -> Result<Bytes> {
+    value
+        .as_str()
+        .and_then(|text| Bytes::from_str(text.trim()).ok())
+        .ok_or_else(|| invalid(format!("{name} must be a hex string")))
+}
+
+fn address(value: &Value, name: &str) -> Result<Address> {
+    value
+        .as_str()
+        .and_then(|text| Address::from_str(text.trim()).ok())
+        .ok_or_else(|| invalid(format!("{name} must be a 20-byte hex address")))
+}
+
+/// A uint256 given as a JSON number (non-negative integer) or a decimal (or 0x-hex) string.
+fn number(value: &Value, name: &str) -> Result<U256> {
+    let refused =
+        || invalid(format!("{name} must be a non-negative integer (JSON number or decimal string)"));
+    match value {
+        Value::Number(number) => number.as_u64().map(U256::from).ok_or_else(refused),
+        Value::String(text) => {
+            let text = text.trim();
+            if let Some(hex) = text.strip_prefix("0x") {
+                U256::from_str_radix(hex, 16).map_err(|_| refused())
+            } else if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+                U256::from_str_radix(text, 10).map_err(|_| refused())
+            } else {
+                Err(refused())
+            }
+        }
+        _ => Err(refused()),
+    }
+}
+
+fn invalid(message: String) -> Error {
+    Error::InvalidRequestField(message)
+}
+
 #[cfg(test)]
 mod tests {
-    use alloy_primitives::{U256, address, b256, keccak256};
+    use alloy_primitives::{address, b256, keccak256};
 
     use super::*;
 
@@ -70,6 +187,68 @@ mod tests {
             domain.separator(),
             b256!("0x0000000000000000000000000000000000000000000000000000000000000000")
         );
+    }
+
+    #[test]
+    fn parses_json_numbers_decimal_and_hex_strings() {
+        let object = json!({
+            "from": "0x1111111111111111111111111111111111111111",
+            "to": "0x2efab5b3bef49e56a6ce1dcb1a39ef63c312ea23",
+            "value": 0,
+            "gas": "300000",
+            "nonce": "0x7",
+            "deadline": 1_900_000_000u64,
+            "data": "0xdeadbeef",
+        });
+        assert_eq!(from_json(object.as_object().unwrap(), "request"), Ok(sample()));
+        let mut no_deadline = object.clone();
+        no_deadline.as_object_mut().unwrap().remove("deadline");
+        assert_eq!(from_json(no_deadline.as_object().unwrap(), "request").unwrap().deadline, U48::ZERO);
+    }
+
+    #[test]
+    fn names_the_bad_field() {
+        let base = json!({
+            "from": "0x1111111111111111111111111111111111111111",
+            "to": "0x2EFaB5B3BEf49E56a6Ce1dcB1A39EF63C312EA23",
+            "value": 0, "gas": 1, "nonce": 0, "data": "0x",
+        });
+        let cases = [
+            ("from", json!("0x12"), "request.from must be a 20-byte hex address"),
+            ("gas", json!(-1), "request.gas must be a non-negative integer (JSON number or decimal string)"),
+            (
+                "nonce",
+                json!("1.5"),
+                "request.nonce must be a non-negative integer (JSON number or decimal string)",
+            ),
+            ("data", json!("zz"), "request.data must be a hex string"),
+            ("deadline", json!("281474976710656"), "request.deadline does not fit in uint48"),
+            ("to", Value::Null, "request.to is missing"),
+        ];
+        for (field, value, message) in cases {
+            let mut object = base.as_object().unwrap().clone();
+            object.insert(field.into(), value);
+            assert_eq!(from_json(&object, "request"), Err(Error::InvalidRequestField(message.into())));
+        }
+    }
+
+    #[test]
+    fn typed_data_lists_the_contracts_fields_and_decimal_numbers() {
+        let forwarder = address!("0x70c2fdD0CDada6b43195981928D76f5D32AE29e5");
+        let typed = typed_data(&sample(), BASE_SEPOLIA_CHAIN_ID, forwarder);
+        let names: Vec<&str> = typed["types"]["ForwardRequest"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["from", "to", "value", "gas", "nonce", "deadline", "data"]);
+        assert_eq!(typed["types"]["ForwardRequest"][5], json!({ "name": "deadline", "type": "uint48" }));
+        assert_eq!(typed["domain"]["chainId"], json!(84532));
+        assert_eq!(typed["domain"]["verifyingContract"], json!("0x70c2fdD0CDada6b43195981928D76f5D32AE29e5"));
+        assert_eq!(typed["message"]["nonce"], json!("7"));
+        assert_eq!(typed["message"]["deadline"], json!("1900000000"));
+        assert_eq!(typed["message"]["data"], json!("0xdeadbeef"));
     }
 
     fn sample() -> ForwardRequest {

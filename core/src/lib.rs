@@ -14,6 +14,7 @@ pub mod abi;
 mod compliance;
 mod error;
 pub mod forward_request;
+mod kya;
 pub mod lineage;
 pub mod pagination;
 pub mod query;
@@ -26,6 +27,7 @@ pub mod time;
 
 pub use compliance::{ATTESTATION_VALIDITY_SECS, Compliance};
 pub use error::{Error, Result};
+pub use kya::KyaDecision;
 pub use record::{Agent, Revenue};
 pub use snapshot::{BlockRef, Snapshot};
 pub use status::AgentStatus;

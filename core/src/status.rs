@@ -64,10 +64,11 @@ impl serde::Serialize for AgentStatus {
     }
 }
 
-/// Parsed by name, so cached snapshots (JSON) read back what [`serde::Serialize`] wrote.
+/// Parsed by name, so cached snapshots (JSON) read back what [`serde::Serialize`] wrote. Owned,
+/// not borrowed: deserializers that cannot lend a `&str` (JavaScript values) read it too.
 impl<'de> serde::Deserialize<'de> for AgentStatus {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let name = <&str>::deserialize(deserializer)?;
+        let name = String::deserialize(deserializer)?;
         name.parse().map_err(serde::de::Error::custom)
     }
 }

@@ -1,4 +1,4 @@
-//! Unix seconds to the API's timestamps: ISO 8601 UTC with milliseconds, `null` for 0.
+//! Unix seconds to the API's timestamps (ISO 8601 UTC with milliseconds, `null` for 0) and back.
 //!
 //! Written out (days-from-civil arithmetic) rather than pulling a date crate into the Worker.
 
@@ -18,6 +18,54 @@ pub fn iso8601(seconds: u64) -> String {
 /// The JSON form of an on-chain timestamp: 0 means "never" on chain, so it is `None` (`null`).
 pub fn timestamp(seconds: u64) -> Option<String> {
     (seconds != 0).then(|| iso8601(seconds))
+}
+
+/// Unix seconds of an API timestamp, `YYYY-MM-DDTHH:MM:SS.mmmZ` (milliseconds optional and
+/// dropped: the chain counts whole seconds). `None` for anything else, or a time before 1970.
+pub fn parse_iso8601(text: &str) -> Option<u64> {
+    let text = text.strip_suffix('Z')?;
+    let (date, time) = text.split_once('T')?;
+    let time = match time.split_once('.') {
+        Some((whole, millis)) if !millis.is_empty() && millis.bytes().all(|b| b.is_ascii_digit()) => whole,
+        Some(_) => return None,
+        None => time,
+    };
+    let fields = |text: &str, separator: char, widths: &[usize]| -> Option<Vec<u64>> {
+        let parts: Vec<&str> = text.split(separator).collect();
+        (parts.len() == widths.len()
+            && parts
+                .iter()
+                .zip(widths)
+                .all(|(part, width)| part.len() == *width && part.bytes().all(|b| b.is_ascii_digit())))
+        .then(|| parts.iter().map(|part| part.parse().expect("checked digits")).collect())
+    };
+    let date = fields(date, '-', &[4, 2, 2])?;
+    let time = fields(time, ':', &[2, 2, 2])?;
+    let (year, month, day) = (date[0], date[1], date[2]);
+    let (hour, minute, second) = (time[0], time[1], time[2]);
+    if !(1970..=9999).contains(&year) || !(1..=12).contains(&month) || hour > 23 || minute > 59 || second > 59
+    {
+        return None;
+    }
+    let days = days_from_civil(year, month, day)?;
+    Some(days * 86_400 + hour * 3_600 + minute * 60 + second)
+}
+
+/// Days since 1970-01-01 of a calendar date (Howard Hinnant's `days_from_civil`); `None` for a
+/// day that the month does not have.
+fn days_from_civil(year: u64, month: u64, day: u64) -> Option<u64> {
+    let leap = year.is_multiple_of(4) && (!year.is_multiple_of(100) || year.is_multiple_of(400));
+    let month_days = [31, if leap { 29 } else { 28 }, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+    if day == 0 || day > month_days[usize::try_from(month - 1).ok()?] {
+        return None;
+    }
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year / 400;
+    let year_of_era = year - era * 400;
+    let month_index = if month > 2 { month - 3 } else { month + 9 };
+    let day_of_year = (153 * month_index + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    (era * 146_097 + day_of_era).checked_sub(719_468)
 }
 
 /// Year, month (1..=12) and day (1..=31) of a day count since 1970-01-01 (Howard Hinnant's
@@ -50,7 +98,34 @@ mod tests {
         assert_eq!(timestamp(1).as_deref(), Some("1970-01-01T00:00:01.000Z"));
     }
 
+    #[test]
+    fn parses_what_it_prints_and_refuses_the_rest() {
+        assert_eq!(parse_iso8601("2000-02-29T00:00:00.000Z"), Some(951_782_400));
+        assert_eq!(parse_iso8601("2023-11-14T22:13:20Z"), Some(1_700_000_000));
+        assert_eq!(parse_iso8601("1970-01-01T00:00:00.999Z"), Some(0));
+        for bad in [
+            "",
+            "2023-11-14",
+            "2023-11-14T22:13:20",
+            "2023-11-14 22:13:20Z",
+            "2023-02-29T00:00:00Z",
+            "2023-13-01T00:00:00Z",
+            "2023-11-14T24:00:00Z",
+            "1969-12-31T23:59:59Z",
+            "2023-11-14T22:13:20.Z",
+            "+2023-11-14T22:13:20Z",
+        ] {
+            assert_eq!(parse_iso8601(bad), None, "{bad}");
+        }
+    }
+
     proptest! {
+        /// Parsing inverts printing.
+        #[test]
+        fn parse_inverts_iso8601(seconds in 0u64..253_402_300_799) {
+            prop_assert_eq!(parse_iso8601(&iso8601(seconds)), Some(seconds));
+        }
+
         /// Agrees with chrono, an independent implementation, over ten thousand years.
         #[test]
         fn matches_chrono(seconds in 0u64..253_402_300_799) {

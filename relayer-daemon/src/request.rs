@@ -2,9 +2,7 @@
 //! into core's `ForwardRequest` (numbers as JSON numbers or decimal strings), and recovery of
 //! the signer from core's EIP-712 digest.
 
-use std::str::FromStr;
-
-use alloy::primitives::{Address, Bytes, Signature, U256, aliases::U48};
+use alloy::primitives::{Address, Bytes, Signature};
 use kya_core::forward_request::{self, ForwardRequest};
 use serde_json::Value;
 
@@ -37,30 +35,9 @@ impl RelayBody {
         let Value::Object(request) = request else {
             return Err(Error::BadRequest("request must be a JSON object".into()));
         };
-        let field = |name: &str| {
-            request
-                .get(name)
-                .filter(|v| !v.is_null())
-                .ok_or_else(|| Error::BadRequest(format!("request.{name} is missing")))
-        };
-        let request = ForwardRequest {
-            from: address(field("from")?, "request.from")?,
-            to: address(field("to")?, "request.to")?,
-            value: number(field("value")?, "request.value")?,
-            gas: number(field("gas")?, "request.gas")?,
-            nonce: number(field("nonce")?, "request.nonce")?,
-            // Deadline 0 means "no expiry" (INTERFACE.md section 1), so it may be left out.
-            deadline: match request.get("deadline").filter(|v| !v.is_null()) {
-                None => U48::ZERO,
-                Some(deadline) => {
-                    let deadline = number(deadline, "request.deadline")?;
-                    U48::checked_from_limbs_slice(deadline.as_limbs())
-                        .ok_or_else(|| Error::BadRequest("request.deadline does not fit in uint48".into()))?
-                }
-            },
-            data: hex_bytes(field("data")?, "request.data")?,
-        };
-        let signature = hex_bytes(signature, "signature")?;
+        let malformed = |error: kya_core::Error| Error::BadRequest(error.to_string());
+        let request = forward_request::from_json(request, "request").map_err(malformed)?;
+        let signature = forward_request::hex_bytes(signature, "signature").map_err(malformed)?;
         if signature.len() != 65 {
             return Err(Error::BadRequest(format!(
                 "signature must be 65 bytes of hex (r, s, v), got {} bytes",
@@ -80,44 +57,12 @@ impl RelayBody {
     }
 }
 
-fn address(value: &Value, name: &str) -> Result<Address> {
-    value
-        .as_str()
-        .and_then(|text| Address::from_str(text.trim()).ok())
-        .ok_or_else(|| Error::BadRequest(format!("{name} must be a 20-byte hex address")))
-}
-
-/// A uint256 given as a JSON number (non-negative integer) or a decimal (or 0x-hex) string.
-fn number(value: &Value, name: &str) -> Result<U256> {
-    let invalid = || {
-        Error::BadRequest(format!("{name} must be a non-negative integer (JSON number or decimal string)"))
-    };
-    match value {
-        Value::Number(number) => number.as_u64().map(U256::from).ok_or_else(invalid),
-        Value::String(text) => {
-            let text = text.trim();
-            if let Some(hex) = text.strip_prefix("0x") {
-                U256::from_str_radix(hex, 16).map_err(|_| invalid())
-            } else if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
-                U256::from_str_radix(text, 10).map_err(|_| invalid())
-            } else {
-                Err(invalid())
-            }
-        }
-        _ => Err(invalid()),
-    }
-}
-
-fn hex_bytes(value: &Value, name: &str) -> Result<Bytes> {
-    value
-        .as_str()
-        .and_then(|text| Bytes::from_str(text.trim()).ok())
-        .ok_or_else(|| Error::BadRequest(format!("{name} must be a hex string")))
-}
-
 #[cfg(test)]
 mod tests {
-    use alloy::signers::{SignerSync, local::PrivateKeySigner};
+    use alloy::{
+        primitives::{U256, aliases::U48},
+        signers::{SignerSync, local::PrivateKeySigner},
+    };
     use serde_json::json;
 
     use super::*;
