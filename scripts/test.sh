@@ -17,6 +17,9 @@ cargo fmt --all --check
 step "clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+step "clippy of kya-core's browser bindings (feature browser, wasm32)"
+cargo clippy -p kya-core --features browser --target wasm32-unknown-unknown --locked -- -D warnings
+
 step "kya-core builds for wasm32 with no I/O dependency"
 cargo build -p kya-core --target wasm32-unknown-unknown --locked
 io_crates=$(cargo tree -p kya-core --target wasm32-unknown-unknown -e normal --prefix none --locked \

@@ -90,7 +90,7 @@ pub fn from_json(object: &Map<String, Value>, name: &str) -> Result<ForwardReque
     let deadline = match object.get("deadline").filter(|value| !value.is_null()) {
         None => U48::ZERO,
         Some(deadline) => {
-            let deadline = number(deadline, &format!("{name}.deadline"))?;
+            let deadline = uint(deadline, &format!("{name}.deadline"))?;
             U48::checked_from_limbs_slice(deadline.as_limbs())
                 .ok_or_else(|| invalid(format!("{name}.deadline does not fit in uint48")))?
         }
@@ -98,9 +98,9 @@ pub fn from_json(object: &Map<String, Value>, name: &str) -> Result<ForwardReque
     Ok(ForwardRequest {
         from: address(field("from")?, &format!("{name}.from"))?,
         to: address(field("to")?, &format!("{name}.to"))?,
-        value: number(field("value")?, &format!("{name}.value"))?,
-        gas: number(field("gas")?, &format!("{name}.gas"))?,
-        nonce: number(field("nonce")?, &format!("{name}.nonce"))?,
+        value: uint(field("value")?, &format!("{name}.value"))?,
+        gas: uint(field("gas")?, &format!("{name}.gas"))?,
+        nonce: uint(field("nonce")?, &format!("{name}.nonce"))?,
         deadline,
         data: hex_bytes(field("data")?, &format!("{name}.data"))?,
     })
@@ -122,7 +122,7 @@ fn address(value: &Value, name: &str) -> Result<Address> {
 }
 
 /// A uint256 given as a JSON number (non-negative integer) or a decimal (or 0x-hex) string.
-fn number(value: &Value, name: &str) -> Result<U256> {
+pub fn uint(value: &Value, name: &str) -> Result<U256> {
     let refused =
         || invalid(format!("{name} must be a non-negative integer (JSON number or decimal string)"));
     match value {

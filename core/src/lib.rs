@@ -11,6 +11,8 @@
 //! - [`rpc`]: JSON-RPC batch plans of `eth_call`s at a pinned block, and their decoders.
 
 pub mod abi;
+#[cfg(feature = "browser")]
+pub mod browser;
 mod compliance;
 mod error;
 pub mod forward_request;

@@ -2,5 +2,6 @@
 //! contracts, and later the real Worker or relayer) and stops it when it ends.
 
 mod contracts;
+mod core_package;
 mod edge_api;
 mod relayer;

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Builds the browser package of kya-core into core/pkg/ (git-ignored): the crate with feature
+# `browser` for wasm32 (size-first profile `wasm-release`), wasm-bindgen's ES module glue and
+# TypeScript types (`--target web`: browsers fetch the wasm; Node passes its bytes to `init`),
+# wasm-opt -Oz from npm's binaryen, and a package.json. Honours CARGO_TARGET_DIR.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+wasm_bindgen_version=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' Cargo.lock)
+if [ "$(.tools/bin/wasm-bindgen --version 2>/dev/null)" != "wasm-bindgen $wasm_bindgen_version" ] \
+  || [ ! -x node_modules/.bin/wasm-opt ]; then
+  bash scripts/bootstrap.sh
+fi
+
+target_dir=${CARGO_TARGET_DIR:-target}
+cargo build --locked --profile wasm-release --target wasm32-unknown-unknown -p kya-core --features browser
+out=core/pkg
+mkdir -p "$out"
+.tools/bin/wasm-bindgen --target web --out-dir "$out" --out-name kya_core \
+  "$target_dir/wasm32-unknown-unknown/wasm-release/kya_core.wasm"
+# wasm-bindgen's output is valid but not size-optimised; binaryen's wasm-opt shrinks it further.
+node_modules/.bin/wasm-opt -Oz --enable-bulk-memory --enable-nontrapping-float-to-int \
+  --enable-sign-ext --enable-mutable-globals "$out/kya_core_bg.wasm" -o "$out/kya_core_bg.wasm"
+
+version=$(awk -F'"' '/^version = / { print $2; exit }' Cargo.toml)
+cat > "$out/package.json" <<JSON
+{
+  "name": "kya-core",
+  "version": "$version",
+  "description": "KYA agent registry logic for web apps: compliance, KYA decisions, registry decoding, EIP-712 forward requests (wasm)",
+  "license": "MIT",
+  "type": "module",
+  "main": "kya_core.js",
+  "types": "kya_core.d.ts",
+  "files": ["kya_core.js", "kya_core_bg.wasm", "kya_core.d.ts", "kya_core_bg.wasm.d.ts"],
+  "sideEffects": ["./snippets/*"]
+}
+JSON
+echo "build-core-wasm: $out/ is up to date ($(wc -c < "$out/kya_core_bg.wasm") bytes of wasm)" >&2
