@@ -4,7 +4,7 @@
 use std::{
     fs::File,
     net::{SocketAddr, TcpListener},
-    path::{Path, PathBuf},
+    path::PathBuf,
     process::{Child, Command, Stdio},
     sync::{
         Arc, Mutex,
@@ -17,10 +17,7 @@ use alloy::primitives::Address;
 use serde_json::Value;
 use warp::Filter;
 
-/// The workspace root (the tests crate is one level below it).
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
-}
+use crate::{repo_root, run_script};
 
 /// Builds the Worker once per test process (`scripts/build-worker.sh`, a few seconds when
 /// nothing changed), so `cargo test` alone never runs a stale or missing build.
@@ -28,12 +25,7 @@ fn build_worker() {
     static BUILT: Mutex<bool> = Mutex::new(false);
     let mut built = BUILT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     if !*built {
-        let status = Command::new("bash")
-            .arg("scripts/build-worker.sh")
-            .current_dir(repo_root())
-            .status()
-            .expect("bash runs scripts/build-worker.sh");
-        assert!(status.success(), "scripts/build-worker.sh failed");
+        run_script("build-worker.sh");
         *built = true;
     }
 }

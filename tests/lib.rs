@@ -1,7 +1,13 @@
 //! Shared fixtures of the end-to-end tests (the tests themselves are in `it/`).
 
-use alloy::primitives::Address;
-use kya_devchain::{Anvil, AnvilOptions, Chain, Deployment, deploy};
+use std::path::{Path, PathBuf};
+
+use alloy::primitives::{Address, U256, keccak256};
+use kya_core::abi::AgentRegistry;
+use kya_devchain::{
+    Anvil, AnvilOptions, Chain, Deployment, deploy,
+    dev_accounts::{self, Role},
+};
 
 pub mod edge_fixture;
 pub mod relayer_fixture;
@@ -43,5 +49,35 @@ impl TestChain {
     /// The JSON-RPC endpoint.
     pub fn rpc_url(&self) -> String {
         self.anvil.rpc_url()
+    }
+}
+
+/// The workspace root (the tests crate is one level below it).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
+}
+
+/// Runs `scripts/<name>` from the workspace root (the build scripts are quick when nothing
+/// changed), so `cargo test` alone never runs a stale or missing build.
+pub fn run_script(name: &str) {
+    let status = std::process::Command::new("bash")
+        .arg(format!("scripts/{name}"))
+        .current_dir(repo_root())
+        .status()
+        .unwrap_or_else(|error| panic!("bash runs scripts/{name}: {error}"));
+    assert!(status.success(), "scripts/{name} failed");
+}
+
+/// `registerAgent` making `wallet` an agent wallet under `parent` (0: a root), naming creator B's
+/// account as Haftungsperson, with fixed hashes and a scope that names the wallet.
+pub fn register_call(wallet: Address, parent: u64) -> AgentRegistry::registerAgentCall {
+    AgentRegistry::registerAgentCall {
+        haftungsperson: dev_accounts::address(Role::CreatorB),
+        agentWallet: wallet,
+        constitutionHash: keccak256(b"constitution"),
+        capabilityHash: keccak256(b"capabilities"),
+        operationalScope: format!("agent {wallet}"),
+        parentAgentId: U256::from(parent),
+        selfModifying: false,
     }
 }

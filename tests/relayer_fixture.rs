@@ -5,7 +5,7 @@
 use std::{
     io::{BufRead, BufReader, Write},
     net::SocketAddr,
-    path::{Path, PathBuf},
+    path::Path,
     process::{Child, Command, Stdio},
     sync::{Arc, Mutex, mpsc},
     time::Duration,
@@ -22,12 +22,7 @@ use kya_relayer::{Config, Relayer, server};
 use serde_json::{Value, json};
 use tokio::{sync::oneshot, task::JoinHandle};
 
-use crate::TestChain;
-
-/// The repository root (the tests package lives one level below it).
-pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
-}
+use crate::{TestChain, repo_root};
 
 /// Environment settings for a relayer against `chain`, with the spec's defaults, anvil's funded
 /// account 9 as the relayer key and a fresh store in `db`.

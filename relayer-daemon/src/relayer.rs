@@ -289,7 +289,7 @@ impl Relayer {
                 "usedWei": budget.used_wei.to_string(),
                 "remainingWei": limit.saturating_sub(budget.used_wei).to_string(),
                 "pendingWei": budget.pending_wei.to_string(),
-                "resetsAt": budget.resets_at().map(time::iso8601),
+                "resetsAt": budget.resets_at().map(kya_core::time::iso8601),
             },
             "contracts": {
                 "registry": self.config.registry.to_checksum(None),

@@ -2,26 +2,18 @@
 //! and its compliance verdicts, KYA decisions and decoded records against the real Worker on a
 //! seeded chain, for every seeded agent (`tests/js/core-package.test.mjs`).
 
-use std::{path::Path, process::Command};
+use std::process::Command;
 
 use kya_devchain::seed;
 use kya_tests::{
     TestChain,
     edge_fixture::{EdgeWorker, chain_vars},
+    repo_root, run_script,
 };
-
-fn repo_root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent")
-}
 
 #[tokio::test]
 async fn the_wasm_package_agrees_with_viem_and_with_the_api() {
-    let status = Command::new("bash")
-        .arg("scripts/build-core-wasm.sh")
-        .current_dir(repo_root())
-        .status()
-        .expect("bash runs scripts/build-core-wasm.sh");
-    assert!(status.success(), "scripts/build-core-wasm.sh failed");
+    run_script("build-core-wasm.sh");
 
     let t = TestChain::start().await;
     let demo = seed::seed_demo(&t.chain, &t.deployment).await.expect("demo data seeds");

@@ -7,13 +7,13 @@ mod registry_state;
 
 use std::fmt::Debug;
 
-use alloy::primitives::{Address, B256, U256, keccak256};
+use alloy::primitives::{Address, B256, U256};
 use kya_core::abi::AgentRegistry::{self, AgentRecord};
 use kya_devchain::{
     TxError,
     dev_accounts::{self, Role},
 };
-use kya_tests::TestChain;
+use kya_tests::{TestChain, register_call};
 
 /// Asserts that `result` is a revert whose reason is exactly `expected`.
 #[track_caller]
@@ -27,18 +27,6 @@ fn assert_revert<T: Debug>(result: Result<T, TxError>, expected: &str) {
 /// A fresh wallet address for agent number `n` of a test (no key needed).
 fn wallet(n: u64) -> Address {
     dev_accounts::agent_wallet(1_000_000 + n).address()
-}
-
-fn register_call(wallet: Address, parent: u64) -> AgentRegistry::registerAgentCall {
-    AgentRegistry::registerAgentCall {
-        haftungsperson: dev_accounts::address(Role::CreatorB),
-        agentWallet: wallet,
-        constitutionHash: keccak256(b"constitution"),
-        capabilityHash: keccak256(b"capabilities"),
-        operationalScope: format!("test agent {wallet}"),
-        parentAgentId: U256::from(parent),
-        selfModifying: false,
-    }
 }
 
 /// Registers an agent for `wallet` under `parent` from `creator`; returns its id.

@@ -26,7 +26,7 @@ async fn registration_records_every_field_and_the_lineage() {
     assert_eq!(record.agentWallet, wallet(1));
     assert_eq!(record.constitutionHash, keccak256(b"constitution"));
     assert_eq!(record.capabilityHash, keccak256(b"capabilities"));
-    assert_eq!(record.operationalScope, format!("test agent {}", wallet(1)));
+    assert_eq!(record.operationalScope, format!("agent {}", wallet(1)));
     assert_eq!(record.parentAgentId, U256::ZERO);
     assert_eq!(record.generation, U256::ZERO);
     assert!(!record.selfModifying);

@@ -9,14 +9,14 @@ mod replay;
 mod restart;
 
 use alloy::{
-    primitives::{Address, B256, U256, keccak256},
+    primitives::{Address, B256, U256},
     providers::Provider,
     rpc::types::TransactionReceipt,
     signers::local::PrivateKeySigner,
 };
 use kya_core::abi::AgentRegistry;
-use kya_devchain::dev_accounts::{self, Role};
-use kya_tests::{TestChain, relayer_fixture::InProcessRelayer};
+use kya_devchain::dev_accounts;
+use kya_tests::{TestChain, register_call, relayer_fixture::InProcessRelayer};
 use serde_json::Value;
 
 /// A fresh agent wallet with a key and no ETH: it can only act through the relayer.
@@ -34,19 +34,6 @@ async fn start(overrides: &[(&str, &str)]) -> (TestChain, tempfile::TempDir, InP
     }
     let relayer = InProcessRelayer::start(&settings).await;
     (t, db, relayer)
-}
-
-/// `registerAgent` making `wallet` an agent wallet, under `parent`.
-fn register_call(wallet: Address, parent: u64) -> AgentRegistry::registerAgentCall {
-    AgentRegistry::registerAgentCall {
-        haftungsperson: dev_accounts::address(Role::CreatorB),
-        agentWallet: wallet,
-        constitutionHash: keccak256(b"constitution"),
-        capabilityHash: keccak256(b"capabilities"),
-        operationalScope: format!("relayed agent {wallet}"),
-        parentAgentId: U256::from(parent),
-        selfModifying: false,
-    }
 }
 
 /// The receipt of a relayed transaction (anvil mines on submission).

@@ -7,7 +7,8 @@ use kya_core::abi::AgentRegistry;
 use kya_devchain::dev_accounts::{self, Role};
 use kya_tests::{
     TestChain,
-    relayer_fixture::{BinaryRelayer, body, forward, repo_root, set, settings, sign_with_core, wei},
+    relayer_fixture::{BinaryRelayer, body, forward, set, settings, sign_with_core, wei},
+    repo_root,
 };
 
 use super::{agent_key, cost, receipt, register_call};
