@@ -7,7 +7,7 @@ use alloy_primitives::keccak256;
 use kya_core::Snapshot;
 use worker::{Cache, Response};
 
-use crate::{Result, http};
+use crate::{Result, endpoints::Answer, http};
 
 /// `Cache-Control` of a response cached for `ttl` seconds.
 pub(crate) fn cache_control(ttl: u64) -> String {
@@ -24,10 +24,11 @@ pub(crate) async fn lookup(key: &str) -> Result<Option<Response>> {
     Ok(Cache::default().get(key, false).await?)
 }
 
-/// A 200 JSON response for `body` with `Cache-Control` and `ETag`, stored under `key`.
-pub(crate) async fn store(key: &str, body: &str, ttl: u64) -> Result<Response> {
-    let mut response = http::json(200, body, &cache_control(ttl))?;
-    response.headers().set("etag", &etag(body))?;
+/// The 200 response of `answer` with `Cache-Control` and `ETag`, stored under `key` with its
+/// block headers, so a cached answer keeps the block it was read at.
+pub(crate) async fn store(key: &str, answer: &Answer, ttl: u64) -> Result<Response> {
+    let mut response = http::answer(answer, &cache_control(ttl))?;
+    response.headers().set("etag", &etag(&answer.body))?;
     Cache::default().put(key, response.cloned()?).await?;
     Ok(response)
 }

@@ -3,7 +3,7 @@
 
 use alloy_primitives::{Address, keccak256};
 use kya_core::{
-    Compliance, Snapshot,
+    BlockRef, Compliance, Snapshot,
     pagination::window,
     query::{AgentsQuery, RevenueQuery, parse_agent_id, parse_wallet},
     record::{AgentView, KyaAgent, RevenueView, checksummed},
@@ -53,6 +53,14 @@ struct KyaResult {
     checked_at: String,
 }
 
+/// A successful answer's JSON body and the pinned block it was read at (sent, and cached, as
+/// `X-Block-Number` and `X-Block-Timestamp`, so clients can evaluate it at the chain's time).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Answer {
+    pub(crate) body: String,
+    pub(crate) block: BlockRef,
+}
+
 /// What the endpoints need to read the chain.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Deps<'a> {
@@ -98,28 +106,44 @@ impl Endpoint {
         })
     }
 
-    /// The JSON body of a successful answer.
-    pub(crate) async fn body(&self, deps: &Deps<'_>) -> Result<String> {
+    /// The JSON body of a successful answer, with the block it read.
+    pub(crate) async fn answer(&self, deps: &Deps<'_>) -> Result<Answer> {
         let rpc_url = deps.rpc.url;
         match self {
-            Self::Stats => render(&stats::stats(&snapshot(deps).await?, &deps.registry, rpc_url)),
+            Self::Stats => {
+                let snapshot = snapshot(deps).await?;
+                render(snapshot.block, &stats::stats(&snapshot, &deps.registry, rpc_url))
+            }
             Self::StatsDetailed => {
                 let snapshot = snapshot(deps).await?;
-                render(&stats::detailed(&snapshot, stats::stats(&snapshot, &deps.registry, rpc_url)))
+                let detailed = stats::detailed(&snapshot, stats::stats(&snapshot, &deps.registry, rpc_url));
+                render(snapshot.block, &detailed)
             }
-            Self::Agents(query) => render(&stats::agents_page(&snapshot(deps).await?, query)),
-            Self::AgentsCompliance => render(&stats::compliance_list(&snapshot(deps).await?)),
-            Self::RevenueAggregate => render(&stats::revenue_aggregate(&snapshot(deps).await?.revenue)),
+            Self::Agents(query) => {
+                let snapshot = snapshot(deps).await?;
+                render(snapshot.block, &stats::agents_page(&snapshot, query))
+            }
+            Self::AgentsCompliance => {
+                let snapshot = snapshot(deps).await?;
+                render(snapshot.block, &stats::compliance_list(&snapshot))
+            }
+            Self::RevenueAggregate => {
+                let snapshot = snapshot(deps).await?;
+                render(snapshot.block, &stats::revenue_aggregate(&snapshot.revenue))
+            }
             Self::Agent(id) => {
                 let (block, agent, children) = reads::agent(&deps.rpc, deps.registry, *id).await?;
                 let compliance = Compliance::of(&agent, children.len() as u64, block.timestamp);
-                render(&AgentDetail { agent: AgentView::from(&agent), children, compliance })
+                render(block, &AgentDetail { agent: AgentView::from(&agent), children, compliance })
             }
-            Self::Lineage(id) => render(&reads::lineage(&deps.rpc, deps.registry, *id).await?),
+            Self::Lineage(id) => {
+                let (block, tree) = reads::lineage(&deps.rpc, deps.registry, *id).await?;
+                render(block, &tree)
+            }
             Self::Revenue(id, query) => {
-                let history = reads::revenue(&deps.rpc, deps.registry, *id).await?;
+                let (block, history) = reads::revenue(&deps.rpc, deps.registry, *id).await?;
                 let views: Vec<RevenueView> = history.iter().map(RevenueView::from).collect();
-                render(&window(&views, query.offset, query.limit))
+                render(block, &window(&views, query.offset, query.limit))
             }
             Self::Kya(wallet) => {
                 let (block, agent) = reads::kya(&deps.rpc, deps.registry, *wallet).await?;
@@ -127,13 +151,16 @@ impl Endpoint {
                 let compliant = agent
                     .as_ref()
                     .is_some_and(|agent| Compliance::of(agent, 0, block.timestamp).is_compliant());
-                render(&KyaResult {
-                    wallet: checksummed(wallet),
-                    is_registered: agent.is_some(),
-                    is_compliant: compliant,
-                    agent: agent.as_ref().map(KyaAgent::from),
-                    checked_at: iso8601(block.timestamp),
-                })
+                render(
+                    block,
+                    &KyaResult {
+                        wallet: checksummed(wallet),
+                        is_registered: agent.is_some(),
+                        is_compliant: compliant,
+                        agent: agent.as_ref().map(KyaAgent::from),
+                        checked_at: iso8601(block.timestamp),
+                    },
+                )
             }
         }
     }
@@ -152,6 +179,7 @@ async fn snapshot(deps: &Deps<'_>) -> Result<Snapshot> {
     Ok(snapshot)
 }
 
-fn render<T: Serialize>(value: &T) -> Result<String> {
-    serde_json::to_string(value).map_err(|error| Error::Runtime(error.into()))
+fn render<T: Serialize>(block: BlockRef, value: &T) -> Result<Answer> {
+    let body = serde_json::to_string(value).map_err(|error| Error::Runtime(error.into()))?;
+    Ok(Answer { body, block })
 }

@@ -1,12 +1,14 @@
 //! Response building: JSON bodies, error bodies, 304s, and the headers every response carries
 //! (CORS and `X-RateLimit-Remaining`).
 
+use kya_core::BlockRef;
 use worker::{Headers, Response};
 
-use crate::{Error, Result};
+use crate::{Error, Result, endpoints::Answer};
 
 /// Headers a browser may read from a cross-origin response.
-const EXPOSED_HEADERS: &str = "X-RateLimit-Remaining, ETag, Retry-After, Cache-Control";
+const EXPOSED_HEADERS: &str = "X-RateLimit-Remaining, ETag, Retry-After, Cache-Control, X-Cache, \
+                               X-Block-Number, X-Block-Timestamp";
 
 /// A JSON response with `status` and a `Cache-Control` header.
 pub(crate) fn json(status: u16, body: &str, cache_control: &str) -> Result<Response> {
@@ -14,6 +16,20 @@ pub(crate) fn json(status: u16, body: &str, cache_control: &str) -> Result<Respo
     headers.set("content-type", "application/json; charset=utf-8")?;
     headers.set("cache-control", cache_control)?;
     Ok(Response::ok(body)?.with_status(status).with_headers(headers))
+}
+
+/// A 200 answer read from the chain: its JSON body, and the pinned block as `X-Block-Number` and
+/// `X-Block-Timestamp` (Unix seconds), so that a client computes compliance at the chain's time.
+pub(crate) fn answer(answer: &Answer, cache_control: &str) -> Result<Response> {
+    let response = json(200, &answer.body, cache_control)?;
+    set_block(response.headers(), answer.block)?;
+    Ok(response)
+}
+
+fn set_block(headers: &Headers, block: BlockRef) -> Result<()> {
+    headers.set("x-block-number", &block.number.to_string())?;
+    headers.set("x-block-timestamp", &block.timestamp.to_string())?;
+    Ok(())
 }
 
 /// `{"error": message}` with the error's status; never cacheable.

@@ -80,12 +80,12 @@ async fn handle(request: &Request, env: &Env) -> Result<Response> {
     let if_none_match = request.headers().get("if-none-match")?;
 
     let Some((cache_path, ttl)) = endpoint.cache() else {
-        return http::json(200, &endpoint.body(&deps).await?, "no-store");
+        return http::answer(&endpoint.answer(&deps).await?, "no-store");
     };
     let key = format!("{origin}{cache_path}");
     let (response, hit) = match cache::lookup(&key).await? {
         Some(cached) => (cached, "HIT"),
-        None => (cache::store(&key, &endpoint.body(&deps).await?, ttl).await?, "MISS"),
+        None => (cache::store(&key, &endpoint.answer(&deps).await?, ttl).await?, "MISS"),
     };
     let etag = response.headers().get("etag")?.unwrap_or_default();
     let response = match if_none_match {

@@ -69,7 +69,7 @@ pub(crate) async fn agent(
 }
 
 /// The lineage tree under `root`, fetched level by level (one batch round per level, at most 15).
-pub(crate) async fn lineage(rpc: &Rpc<'_>, registry: Address, root: u64) -> Result<LineageNode> {
+pub(crate) async fn lineage(rpc: &Rpc<'_>, registry: Address, root: u64) -> Result<(BlockRef, LineageNode)> {
     let block = rpc.pin().await?;
     let mut nodes = BTreeMap::new();
     let mut frontier = vec![root];
@@ -99,11 +99,15 @@ pub(crate) async fn lineage(rpc: &Rpc<'_>, registry: Address, root: u64) -> Resu
         frontier = next;
         level += 1;
     }
-    Ok(lineage::build(root, &nodes)?)
+    Ok((block, lineage::build(root, &nodes)?))
 }
 
 /// The revenue history of an existing agent (an unknown id is a 404, not an empty list).
-pub(crate) async fn revenue(rpc: &Rpc<'_>, registry: Address, agent_id: u64) -> Result<Vec<Revenue>> {
+pub(crate) async fn revenue(
+    rpc: &Rpc<'_>,
+    registry: Address,
+    agent_id: u64,
+) -> Result<(BlockRef, Vec<Revenue>)> {
     let block = rpc.pin().await?;
     let mut plan = CallPlan::new(registry, block.number);
     plan.push(&AgentRegistry::getAgentCall { agentId: U256::from(agent_id) });
@@ -111,7 +115,7 @@ pub(crate) async fn revenue(rpc: &Rpc<'_>, registry: Address, agent_id: u64) -> 
     let outcomes = rpc.run(&plan).await?;
     decode_agent(&outcomes[0], agent_id)?;
     let history = outcomes[1].decode::<AgentRegistry::getRevenueHistoryCall>()?;
-    Ok(history.into_iter().map(Revenue::try_from).collect::<Result<_, _>>()?)
+    Ok((block, history.into_iter().map(Revenue::try_from).collect::<Result<_, _>>()?))
 }
 
 /// The agent of `wallet` (if any) and its direct child count, at the latest block.

@@ -13,7 +13,10 @@ use kya_tests::{
 };
 use serde_json::{Value, json};
 
-use super::expect::{self, WEEK};
+use super::{
+    blocks,
+    expect::{self, WEEK},
+};
 
 /// Agents whose records are first read by the 7-day boundary checks (so no cached answer exists).
 const AT_BOUNDARY: u64 = 2;
@@ -60,6 +63,7 @@ async fn every_endpoint_matches_the_seeded_registry() {
     let t = Demo { chain, demo, now, proxy, api, _worker: worker };
 
     caching(&t).await;
+    blocks::every_answer_names_its_block(&t.api, &t.chain.chain, &t.demo).await;
     statistics(&t).await;
     agent_list(&t).await;
     agent_records(&t).await;
@@ -73,6 +77,7 @@ async fn every_endpoint_matches_the_seeded_registry() {
     // Last: these move the chain's clock and add agents.
     attestation_boundary(&t).await;
     deep_lineage(&t).await;
+    blocks::cached_answers_keep_their_block(&t.api, &t.chain.chain, &t.demo).await;
 }
 
 /// Runs first, on cold caches: a repeated request inside its TTL makes no RPC request, and the
@@ -368,7 +373,7 @@ async fn cors(t: &Demo) {
     assert_eq!((get.status, get.remaining()), (200, 59));
     assert_eq!(get.header("access-control-allow-origin"), Some("*"));
     let exposed = get.header("access-control-expose-headers").unwrap().to_lowercase();
-    for header in ["x-ratelimit-remaining", "etag", "retry-after"] {
+    for header in ["x-ratelimit-remaining", "etag", "retry-after", "x-block-number", "x-block-timestamp"] {
         assert!(exposed.contains(header), "{header} is exposed: {exposed}");
     }
 }

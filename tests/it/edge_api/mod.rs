@@ -1,10 +1,11 @@
 //! The edge API Worker under `wrangler dev` against a real anvil with the real registry: every
-//! endpoint's fields against the seed's model, every REST error row, caching measured by a
-//! counting RPC proxy, the rate limit, and RPC round trips on 1,000 agents.
+//! endpoint's fields against the seed's model, the block each answer names, every REST error row,
+//! caching measured by a counting RPC proxy, the rate limit, and RPC round trips on 1,000 agents.
 //!
 //! One Worker per test (each test runs its checks in sequence against it): a `wrangler dev`
 //! costs CPU, and these machines have two cores.
 
+mod blocks;
 mod bulk;
 mod demo;
 mod expect;
