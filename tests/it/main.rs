@@ -1,6 +1,7 @@
 //! End-to-end tests, one binary: each test starts what it needs (a fresh anvil with the real
 //! contracts, and later the real Worker or relayer) and stops it when it ends.
 
+mod browser;
 mod contracts;
 mod core_package;
 mod edge_api;

@@ -1,0 +1,274 @@
+// The explorer page (edge-api/public/) in headless Chromium, driven by playwright-core.
+//
+//   EXPLORER_URL=http://127.0.0.1:3000 DEMO_JSON=.devchain/demo.json node tests/browser/explorer.test.mjs
+//
+// EXPLORER_URL is a Worker under `wrangler dev` on a chain seeded by kya-devchain's demo seed,
+// DEMO_JSON that seed's model (DemoData as JSON). Every expected value comes from the model, not
+// from the API. Screenshots go to test-output/screenshots/ (SCREENSHOT_DIR to change).
+// tests/it/browser/ runs this against a fresh anvil and Worker as part of `cargo test`.
+import assert from 'node:assert/strict';
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+
+import { chromium } from 'playwright-core';
+
+const base = process.env.EXPLORER_URL;
+const demoPath = process.env.DEMO_JSON;
+if (!base || !demoPath) {
+  console.error('set EXPLORER_URL (the Worker) and DEMO_JSON (the seed model)');
+  process.exit(2);
+}
+const screenshots = process.env.SCREENSHOT_DIR ?? 'test-output/screenshots';
+const demo = JSON.parse(await readFile(demoPath, 'utf8'));
+const WEEK = 7 * 86400;
+
+// ---------------------------------------------------------------------------------------------
+// The seed model
+
+const agentOf = (id) => demo.agents[id - 1];
+const iso = (seconds) => (seconds ? new Date(seconds * 1000).toISOString() : null);
+/** "Now" on the seeded chain: the last seeding transaction's block is the latest block. */
+const chainNow = demo.seededUntil;
+const isCompliant = (agent) => agent.status === 'Active' && chainNow - agent.lastAttestation <= WEEK;
+const countBy = (key) => demo.agents.reduce((counts, agent) => {
+  counts[agent[key]] = (counts[agent[key]] ?? 0) + 1;
+  return counts;
+}, {});
+
+// ---------------------------------------------------------------------------------------------
+// Browser
+
+let userDataDir;
+let context;
+let page;
+const pageErrors = [];
+
+before(async () => {
+  await mkdir(screenshots, { recursive: true });
+  userDataDir = await mkdtemp(join(tmpdir(), 'kya-explorer-chromium-'));
+  context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+    headless: true,
+    viewport: { width: 1280, height: 900 },
+    args: [
+      '--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync',
+    ],
+  });
+  page = context.pages()[0] ?? (await context.newPage());
+  page.on('pageerror', (error) => pageErrors.push(error.message));
+  page.on('console', (message) => {
+    if (message.type() === 'error') pageErrors.push(`console: ${message.text()}`);
+  });
+  await page.goto(`${base}/`);
+  await page.waitForSelector('body[data-ready="true"]');
+});
+
+after(async () => {
+  await context?.close();
+  if (userDataDir) await rm(userDataDir, { recursive: true, force: true });
+});
+
+const text = (selector) => page.locator(selector).innerText();
+const shot = (name) => page.screenshot({ path: join(screenshots, `${name}.png`), fullPage: true });
+
+/** Types `query` into the search box, submits, and waits for the answer to it. */
+async function search(query, expectedKey = query) {
+  await page.fill('#search-input', query);
+  await page.click('#search-button');
+  await page.waitForSelector(`#agent-panel[data-state="ready"][data-query="${expectedKey}"]`);
+}
+
+/** The record as the page shows it, field name → visible text. */
+async function shownRecord() {
+  return page.$$eval('#agent-record dd[data-field]', (cells) =>
+    Object.fromEntries(cells.map((cell) => [cell.dataset.field, cell.innerText.trim()])));
+}
+
+function expectedRecord(agent) {
+  const time = (seconds) => iso(seconds) ?? 'never';
+  return {
+    agentId: String(agent.agentId),
+    status: agent.status,
+    agentWallet: agent.agentWallet,
+    creator: agent.creator,
+    haftungsperson: agent.haftungsperson,
+    operationalScope: agent.operationalScope,
+    parentAgentId: agent.parentAgentId === 0 ? 'none (root agent)' : `#${agent.parentAgentId}`,
+    generation: String(agent.generation),
+    selfModifying: agent.selfModifying ? 'yes' : 'no',
+    registeredAt: time(agent.registeredAt),
+    lastAttestation: time(agent.lastAttestation),
+    lastRevenueReport: time(agent.lastRevenueReport),
+    constitutionHash: agent.constitutionHash,
+    capabilityHash: agent.capabilityHash,
+  };
+}
+
+/** Compares a shown record with the model; addresses are shown EIP-55 checksummed. */
+function assertRecord(shown, agent) {
+  const expected = expectedRecord(agent);
+  for (const field of ['agentWallet', 'creator', 'haftungsperson']) {
+    assert.equal(shown[field].toLowerCase(), expected[field].toLowerCase(), field);
+    assert.match(shown[field], /^0x[0-9a-fA-F]{40}$/, field);
+    shown = { ...shown, [field]: expected[field] };
+  }
+  assert.deepEqual(shown, expected);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests, in order on one page (one client: a few dozen requests, well under the rate limit)
+
+test('the page names the block its answers were read at', async () => {
+  await page.waitForSelector('#chain-block[data-block-timestamp]');
+  const block = await page.locator('#chain-block').getAttribute('data-block-timestamp');
+  assert.equal(Number(block), chainNow, 'X-Block-Timestamp is the seeded chain time, not wall time');
+  assert.match(await text('#chain-block'), new RegExp(iso(chainNow).replace('.000Z', 'Z')));
+});
+
+test('a compliant agent by id: badge, record and children', async () => {
+  const agent = agentOf(demo.roles.compliant);
+  assert.ok(isCompliant(agent), 'the model says this agent is compliant');
+  await search(String(agent.agentId));
+  assert.equal(await text('#agent-title'), `Agent #${agent.agentId}`);
+  assert.equal(await text('#agent-badge'), 'Compliant');
+  assert.equal(await page.locator('#agent-badge').getAttribute('data-badge'), 'compliant');
+  assertRecord(await shownRecord(), agent);
+  const children = await page.$$eval('#agent-children a', (links) => links.map((link) => Number(link.dataset.agentLink)));
+  assert.deepEqual(children, agent.children);
+  assert.equal(await text('#children-count'), `(${agent.children.length})`);
+  assert.equal(await page.locator('#kya-result').isHidden(), true, 'no KYA check for a lookup by id');
+  await shot('01-compliant-agent');
+});
+
+test('the compliant agent by wallet: KYA decision "provision"', async () => {
+  const agent = agentOf(demo.roles.compliant);
+  await search(agent.agentWallet, await checksummedOnPage(agent.agentWallet));
+  assert.equal(await text('#kya-decision'), 'provision');
+  assert.equal(await text('#agent-badge'), 'Compliant');
+});
+
+test('a lapsed agent by wallet: badge "Lapsed", KYA decision "renew attestation"', async () => {
+  const agent = agentOf(demo.roles.lapsed);
+  assert.equal(agent.status, 'Active');
+  assert.ok(chainNow - agent.lastAttestation > WEEK, 'the model says the attestation is too old');
+  const wallet = await checksummedOnPage(agent.agentWallet);
+  await search(agent.agentWallet.toLowerCase(), wallet);
+  assert.equal(await text('#agent-badge'), 'Lapsed');
+  assert.equal(await page.locator('#agent-badge').getAttribute('data-badge'), 'lapsed');
+  assert.equal(await text('#kya-decision'), 'renew attestation');
+  assert.equal((await text('#kya-wallet')).toLowerCase(), agent.agentWallet.toLowerCase());
+  assert.equal(await text('#agent-title'), `Agent #${agent.agentId}`);
+  assertRecord(await shownRecord(), agent);
+  assert.equal(await text('[data-field="lastRevenueReport"]'), 'never');
+  await shot('02-lapsed-agent-kya');
+});
+
+test('suspended and terminated agents, an unknown wallet and a bad one', async () => {
+  const suspended = agentOf(demo.roles.suspended);
+  await search(String(suspended.agentId));
+  assert.equal(await text('#agent-badge'), 'Suspended');
+  const terminated = agentOf(demo.roles.terminated);
+  await search(String(terminated.agentId));
+  assert.equal(await text('#agent-badge'), 'Terminated');
+  // A terminated agent's wallet is no longer mapped: not registered, deny.
+  await search(terminated.agentWallet, await checksummedOnPage(terminated.agentWallet));
+  assert.equal(await text('#agent-badge'), 'Not registered');
+  assert.equal(await text('#kya-decision'), 'deny or register');
+  await page.fill('#search-input', '0x1234');
+  await page.click('#search-button');
+  await page.waitForSelector('#search-error:not([hidden])');
+  assert.match(await text('#search-error'), /^Not a wallet address: /);
+  assert.equal(await page.locator('#search-input').getAttribute('aria-invalid'), 'true');
+});
+
+test("agent 1's lineage: five generations as SVG nodes", async () => {
+  const [root] = demo.roles.lineage;
+  await search(String(root));
+  await page.click('#show-lineage');
+  await page.waitForSelector(`#lineage-panel[data-state="ready"][data-root="${root}"]`);
+  const nodes = await page.$$eval('#lineage-svg g.node[data-agent-id]', (groups) =>
+    groups.map((group) => ({ id: Number(group.dataset.agentId), generation: Number(group.dataset.generation) })));
+  assert.deepEqual(nodes.map((node) => node.id), demo.roles.lineage);
+  assert.deepEqual(nodes.map((node) => node.id), [1, 2, 3, 4, 5]);
+  assert.deepEqual(nodes.map((node) => node.generation), demo.roles.lineage.map((id) => agentOf(id).generation));
+  assert.equal(await page.locator('#lineage-svg path').count(), 4, 'one link per parent and child');
+  assert.equal(await page.locator('#lineage-truncation').isHidden(), true);
+  assert.equal(await page.locator(`#lineage-svg g.node[data-agent-id="3"] .node-title`).textContent(), '#3');
+  await shot('03-lineage-agent-1');
+});
+
+test("agent 6's lineage: 50 of 55 children drawn, truncation noted", async () => {
+  const hive = agentOf(demo.roles.hive);
+  assert.equal(hive.children.length, 55);
+  await search(String(hive.agentId));
+  await page.click('#show-lineage');
+  await page.waitForSelector(`#lineage-panel[data-state="ready"][data-root="${hive.agentId}"]`);
+  const ids = await page.$$eval('#lineage-svg g.node[data-agent-id]', (groups) =>
+    groups.map((group) => Number(group.dataset.agentId)));
+  assert.deepEqual(ids, [hive.agentId, ...hive.children.slice(0, 50)]);
+  const note = await text('#lineage-truncation');
+  assert.match(note, new RegExp(`agent #${hive.agentId} has 55 children, 50 shown`));
+  assert.equal(await page.locator('[data-testid="lineage-more"]').textContent(), '+5 not shown');
+  await shot('04-lineage-agent-6-truncated');
+});
+
+test('the agent list pages and filters', async () => {
+  const ids = async () => page.$$eval('#agents-body tr[data-agent-id]', (rows) => rows.map((row) => Number(row.dataset.agentId)));
+  const all = demo.agents.map((agent) => agent.agentId).sort((a, b) => a - b);
+  const totalPages = Math.ceil(all.length / 20);
+  await page.waitForSelector('#agents-table[data-state="ready"][data-page="1"]');
+  assert.deepEqual(await ids(), all.slice(0, 20));
+  assert.equal(await page.locator('#prev-page').isDisabled(), true);
+  await page.click('#next-page');
+  await page.waitForSelector('#agents-table[data-state="ready"][data-page="2"]');
+  assert.deepEqual(await ids(), all.slice(20, 40));
+  assert.equal(await text('#page-info'), `Page 2 of ${totalPages} · ${all.length} agents`);
+  const statuses = await page.$$eval('#agents-body tr [data-status]', (pills) => pills.map((pill) => pill.dataset.status));
+  assert.deepEqual(statuses, all.slice(20, 40).map((id) => agentOf(id).status));
+  await shot('05-agents-page-2');
+
+  await page.selectOption('#status-filter', 'Suspended');
+  await page.waitForSelector('#agents-table[data-state="ready"][data-status="Suspended"]');
+  const suspended = demo.agents.filter((agent) => agent.status === 'Suspended').map((agent) => agent.agentId);
+  assert.deepEqual(suspended, [62]);
+  assert.deepEqual(await ids(), suspended);
+  assert.equal(await text('#page-info'), 'Page 1 of 1 · 1 Suspended agents');
+  assert.equal(await page.locator('#next-page').isDisabled(), true);
+  await shot('06-agents-suspended');
+});
+
+test('the statistics chart shows the seeded distributions', async () => {
+  await page.waitForSelector('#stats-panel[data-state="ready"]');
+  const bars = (chart, key) => page.$$eval(`#${chart} g.bar`, (groups, attribute) =>
+    Object.fromEntries(groups.map((group) => [group.getAttribute(attribute), group.querySelector('.bar-value').textContent])), key);
+  const byStatus = countBy('status');
+  const expectedStatus = Object.fromEntries(['Active', 'Suspended', 'Revoked', 'Terminated']
+    .map((status) => [status, String(byStatus[status] ?? 0)]));
+  assert.deepEqual(await bars('status-chart', 'data-status'), expectedStatus);
+  assert.deepEqual(expectedStatus, { Active: '63', Suspended: '1', Revoked: '1', Terminated: '1' });
+  const byGeneration = Object.fromEntries(Object.entries(countBy('generation')).map(([gen, count]) => [gen, String(count)]));
+  assert.deepEqual(await bars('generation-chart', 'data-generation'), byGeneration);
+  assert.equal(await text('#total-agents'), String(demo.agents.length));
+  const compliant = demo.agents.filter(isCompliant).length;
+  assert.equal(await text('#compliant-count'), String(compliant));
+  // One decimal, half up, in integers (tenths of a percent).
+  const tenths = Math.floor((compliant * 1000 * 2 + demo.agents.length) / (demo.agents.length * 2));
+  assert.equal(await text('#compliance-rate'), `${Math.floor(tenths / 10)}.${tenths % 10}%`);
+  await page.locator('#stats-panel').scrollIntoViewIfNeeded();
+  await shot('07-statistics');
+});
+
+test('no script errors on the page', () => {
+  assert.deepEqual(pageErrors, []);
+});
+
+/** The page's own checksum of `wallet` (what the search normalises to, and the key it waits on). */
+async function checksummedOnPage(wallet) {
+  return page.evaluate(async (address) => {
+    const kya = await import('./pkg/kya_core.js');
+    return kya.checksumAddress(address);
+  }, wallet);
+}

@@ -1,0 +1,45 @@
+//! The explorer page (`edge-api/public/`) in headless Chromium: anvil with the demo seed, the real
+//! Worker under `wrangler dev` serving page and API, and `tests/browser/explorer.test.mjs`
+//! (playwright-core driving Debian's chromium) checking what the page shows against the seed's
+//! model. Screenshots land in `test-output/screenshots/`.
+
+use kya_devchain::seed;
+use kya_tests::{
+    TestChain,
+    edge_fixture::{EdgeWorker, chain_vars},
+    repo_root,
+};
+
+/// The checks in `tests/browser/explorer.test.mjs`: all must have run and passed.
+const BROWSER_CHECKS: usize = 10;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explorer_page_shows_the_seeded_registry() {
+    let chain = TestChain::start().await;
+    let demo = seed::seed_demo(&chain.chain, &chain.deployment).await.expect("demo seeds");
+    let worker = EdgeWorker::start(&chain_vars(&chain.rpc_url(), chain.registry())).await;
+
+    let model = tempfile::tempdir().expect("a temporary directory");
+    let demo_json = model.path().join("demo.json");
+    std::fs::write(&demo_json, serde_json::to_string(&demo).expect("the model serialises"))
+        .expect("the model is written");
+    let output = tokio::process::Command::new("node")
+        .args(["--test", "--test-reporter=spec", "tests/browser/explorer.test.mjs"])
+        .current_dir(repo_root())
+        .env("EXPLORER_URL", &worker.base)
+        .env("DEMO_JSON", &demo_json)
+        .output()
+        .await
+        .expect("node runs the browser test");
+    let report =
+        format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    println!("{report}");
+    assert!(
+        output.status.success(),
+        "the browser test failed ({}, its report is above); wrangler:\n{}",
+        output.status,
+        worker.output()
+    );
+    assert!(report.contains(&format!("pass {BROWSER_CHECKS}")), "every browser check ran:\n{report}");
+    assert!(report.contains("fail 0") && report.contains("skipped 0"), "{report}");
+}
