@@ -218,6 +218,8 @@ async function lookUpAgent(agentId, kyaView, serial = ++lookupSerial) {
     if (serial !== lookupSerial) return;
     renderAgent(body, block, kyaView);
     setPanelState(panel, 'ready', key);
+    // Opened from the list or the tree further down: bring the record into view.
+    panel.scrollIntoView({ block: 'nearest' });
     if (!$('lineage-panel').hidden && $('lineage-panel').dataset.root !== String(agentId)) {
       $('lineage-panel').hidden = true;
     }
@@ -437,7 +439,7 @@ async function showLineage() {
     if (panel.dataset.root !== agentId) return;
     renderLineage(body);
     setPanelState(panel, 'ready');
-    panel.scrollIntoView({ behavior: 'smooth', block: 'start' });
+    panel.scrollIntoView({ block: 'nearest' });
   } catch (error) {
     $('lineage-svg').replaceChildren();
     showError($('lineage-truncation'), `Lineage failed: ${error.message}`);

@@ -20,3 +20,4 @@ run_edge_api() {
 start_service "edge API" run_edge_api
 wait_until 90 "the edge API" curl -fsS "http://127.0.0.1:$edge_port/health"
 summary+=("edge API   http://127.0.0.1:$edge_port (GET /health, /api/v1/stats, /agents, /agent/:id, /kya/:wallet, ...)")
+summary+=("explorer   http://127.0.0.1:$edge_port/ (the registry explorer page, served with the Worker)")
