@@ -32,6 +32,11 @@ const iso = (seconds) => (seconds ? new Date(seconds * 1000).toISOString() : nul
 /** "Now" on the seeded chain: the last seeding transaction's block is the latest block. */
 const chainNow = demo.seededUntil;
 const isCompliant = (agent) => agent.status === 'Active' && chainNow - agent.lastAttestation <= WEEK;
+/** The badge the page must show for an agent, from the model. */
+const expectedBadge = (agent) => {
+  if (agent.status !== 'Active') return agent.status;
+  return isCompliant(agent) ? 'Compliant' : 'Lapsed';
+};
 const countBy = (key) => demo.agents.reduce((counts, agent) => {
   counts[agent[key]] = (counts[agent[key]] ?? 0) + 1;
   return counts;
@@ -198,6 +203,12 @@ test("agent 1's lineage: five generations as SVG nodes", async () => {
   assert.equal(await page.locator('#lineage-truncation').isHidden(), true);
   assert.equal(await page.locator(`#lineage-svg g.node[data-agent-id="3"] .node-title`).textContent(), '#3');
   await shot('03-lineage-agent-1');
+  // A node is a link to its agent.
+  await page.click('#lineage-svg g.node[data-agent-id="3"] a');
+  await page.waitForSelector('#agent-panel[data-state="ready"][data-query="3"]');
+  assert.equal(await text('#agent-title'), 'Agent #3');
+  assert.equal(await text('#agent-badge'), expectedBadge(agentOf(3)));
+  assertRecord(await shownRecord(), agentOf(3));
 });
 
 test("agent 6's lineage: 50 of 55 children drawn, truncation noted", async () => {
@@ -229,6 +240,12 @@ test('the agent list pages and filters', async () => {
   const statuses = await page.$$eval('#agents-body tr [data-status]', (pills) => pills.map((pill) => pill.dataset.status));
   assert.deepEqual(statuses, all.slice(20, 40).map((id) => agentOf(id).status));
   await shot('05-agents-page-2');
+  // A row links to its agent: 21 is one of agent 6's odd children, which never attested again.
+  await page.click('#agents-body tr[data-agent-id="21"] a');
+  await page.waitForSelector('#agent-panel[data-state="ready"][data-query="21"]');
+  assert.equal(expectedBadge(agentOf(21)), 'Lapsed');
+  assert.equal(await text('#agent-badge'), 'Lapsed');
+  assertRecord(await shownRecord(), agentOf(21));
 
   await page.selectOption('#status-filter', 'Suspended');
   await page.waitForSelector('#agents-table[data-state="ready"][data-status="Suspended"]');
