@@ -15,12 +15,16 @@ fi
 target_dir=${CARGO_TARGET_DIR:-target}
 cargo build --locked --profile wasm-release --target wasm32-unknown-unknown -p kya-core --features browser
 out=core/pkg
-mkdir -p "$out"
-.tools/bin/wasm-bindgen --target web --out-dir "$out" --out-name kya_core \
-  "$target_dir/wasm32-unknown-unknown/wasm-release/kya_core.wasm"
-# wasm-bindgen's output is valid but not size-optimised; binaryen's wasm-opt shrinks it further.
-node_modules/.bin/wasm-opt -Oz --enable-bulk-memory --enable-nontrapping-float-to-int \
-  --enable-sign-ext --enable-mutable-globals "$out/kya_core_bg.wasm" -o "$out/kya_core_bg.wasm"
+compiled="$target_dir/wasm32-unknown-unknown/wasm-release/kya_core.wasm"
+stamp="$out/.compiled.sha256"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$(sha256sum "$compiled" | cut -d' ' -f1)" ] || [ ! -f "$out/kya_core_bg.wasm" ]; then
+  mkdir -p "$out"
+  .tools/bin/wasm-bindgen --target web --out-dir "$out" --out-name kya_core "$compiled"
+  # wasm-bindgen's output is valid but not size-optimised; binaryen's wasm-opt shrinks it further.
+  node_modules/.bin/wasm-opt -Oz --enable-bulk-memory --enable-nontrapping-float-to-int \
+    --enable-sign-ext --enable-mutable-globals "$out/kya_core_bg.wasm" -o "$out/kya_core_bg.wasm"
+  sha256sum "$compiled" | cut -d' ' -f1 > "$stamp"
+fi
 
 version=$(awk -F'"' '/^version = / { print $2; exit }' Cargo.toml)
 cat > "$out/package.json" <<JSON
