@@ -28,6 +28,11 @@ trap 'rm -rf "$dry_run_dir"' EXIT
 upload=$(WRANGLER_SEND_METRICS=false WRANGLER_SEND_ERROR_REPORTS=false CLOUDFLARE_CF_FETCH_ENABLED=false \
   node_modules/.bin/wrangler deploy --dry-run --outdir "$dry_run_dir" 2>&1 | grep -o 'Total Upload: .*')
 worker_wasm=$(size edge-api/build/kya_edge_api_bg.wasm)
+asset_files=0; asset_bytes=0; asset_gz=0
+while IFS= read -r file; do
+  asset_files=$((asset_files + 1))
+  asset_bytes=$((asset_bytes + $(size "$file"))); asset_gz=$((asset_gz + $(gz "$file")))
+done < <(find edge-api/public -type f | sort)
 
 cat > docs/sizes.md <<MD
 # Sizes
@@ -48,7 +53,8 @@ $rows
 | what | size |
 |---|---|
 | \`wrangler deploy --dry-run\` | $upload |
-| of which \`edge-api/build/kya_edge_api_bg.wasm\` | $worker_wasm bytes ($(kib "$worker_wasm")) |
+| of which \`edge-api/build/kya_edge_api_bg.wasm\` (after \`wasm-opt -Oz\`) | $worker_wasm bytes ($(kib "$worker_wasm")) |
+| explorer's static assets (\`edge-api/public/\`, uploaded beside the Worker, not in it) | $asset_files files, $asset_bytes bytes ($(kib "$asset_bytes")), gzip -9 $asset_gz bytes ($(kib "$asset_gz")) |
 
 Cloudflare's limit for a Worker is 3 MiB gzip on the Free plan and 10 MiB on paid plans.
 MD
