@@ -5,7 +5,8 @@ use kya_core::{
     BlockRef,
     rpc::{CallPlan, Outcome, decode_pinned_block, pin_block_request},
 };
-use worker::{Fetch, Headers, Method, Request, RequestInit, wasm_bindgen::JsValue};
+use wasm_bindgen::JsValue;
+use worker::{Fetch, Headers, Method, Request, RequestInit};
 
 use crate::{Error, Result};
 
