@@ -6,25 +6,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-wasm_bindgen_version=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' Cargo.lock)
-if [ "$(.tools/bin/wasm-bindgen --version 2>/dev/null)" != "wasm-bindgen $wasm_bindgen_version" ] \
-  || [ ! -x node_modules/.bin/wasm-opt ]; then
-  bash scripts/bootstrap.sh
-fi
+# shellcheck source=lib/wasm.sh
+source scripts/lib/wasm.sh
+ensure_wasm_tools
 
 target_dir=${CARGO_TARGET_DIR:-target}
 cargo build --locked --profile wasm-release --target wasm32-unknown-unknown -p kya-core --features browser
 out=core/pkg
-compiled="$target_dir/wasm32-unknown-unknown/wasm-release/kya_core.wasm"
-stamp="$out/.compiled.sha256"
-if [ "$(cat "$stamp" 2>/dev/null)" != "$(sha256sum "$compiled" | cut -d' ' -f1)" ] || [ ! -f "$out/kya_core_bg.wasm" ]; then
-  mkdir -p "$out"
-  .tools/bin/wasm-bindgen --target web --out-dir "$out" --out-name kya_core "$compiled"
-  # wasm-bindgen's output is valid but not size-optimised; binaryen's wasm-opt shrinks it further.
-  node_modules/.bin/wasm-opt -Oz --enable-bulk-memory --enable-nontrapping-float-to-int \
-    --enable-sign-ext --enable-mutable-globals "$out/kya_core_bg.wasm" -o "$out/kya_core_bg.wasm"
-  sha256sum "$compiled" | cut -d' ' -f1 > "$stamp"
-fi
+bindgen_and_optimise "$target_dir/wasm32-unknown-unknown/wasm-release/kya_core.wasm" "$out" kya_core
 
 version=$(awk -F'"' '/^version = / { print $2; exit }' Cargo.toml)
 cat > "$out/package.json" <<JSON

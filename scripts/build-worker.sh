@@ -8,26 +8,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-wasm_bindgen_version=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' Cargo.lock)
-if [ "$(.tools/bin/wasm-bindgen --version 2>/dev/null)" != "wasm-bindgen $wasm_bindgen_version" ] \
-  || [ ! -x node_modules/.bin/wasm-opt ]; then
-  bash scripts/bootstrap.sh
-fi
+# shellcheck source=lib/wasm.sh
+source scripts/lib/wasm.sh
+ensure_wasm_tools
 
 target_dir=${CARGO_TARGET_DIR:-target}
 cargo build --locked --release --target wasm32-unknown-unknown -p kya-edge-api
-mkdir -p edge-api/build
-compiled="$target_dir/wasm32-unknown-unknown/release/kya_edge_api.wasm"
-# wasm-bindgen's glue and binaryen's wasm-opt (from npm) only when the compiled module changed:
-# wasm-opt takes ~20 s and cuts the upload by about a quarter.
-stamp=edge-api/build/.compiled.sha256
-if [ "$(cat "$stamp" 2>/dev/null)" != "$(sha256sum "$compiled" | cut -d' ' -f1)" ] \
-  || [ ! -f edge-api/build/kya_edge_api_bg.wasm ]; then
-  .tools/bin/wasm-bindgen --target web --no-typescript --out-dir edge-api/build "$compiled"
-  node_modules/.bin/wasm-opt -Oz --enable-bulk-memory --enable-nontrapping-float-to-int \
-    --enable-sign-ext --enable-mutable-globals --enable-reference-types --enable-multivalue \
-    edge-api/build/kya_edge_api_bg.wasm -o edge-api/build/kya_edge_api_bg.wasm
-  sha256sum "$compiled" | cut -d' ' -f1 > "$stamp"
-fi
+# wasm-opt cuts the Worker's upload by about a quarter.
+bindgen_and_optimise "$target_dir/wasm32-unknown-unknown/release/kya_edge_api.wasm" edge-api/build kya_edge_api \
+  --no-typescript
 echo "build-worker: edge-api/build/ is up to date" >&2
 bash scripts/build-explorer.sh
