@@ -2,7 +2,9 @@
 # It must be exactly the `wasm-bindgen` version in Cargo.lock (the CLI refuses any other schema),
 # and it comes from the crates registry: worker-build's own download of it fails on these machines.
 # Installed into the git-ignored .tools/ (about 6 minutes cold, instant once the version matches).
-wasm_bindgen_version=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' Cargo.lock)
+# shellcheck source=../lib/wasm.sh
+source scripts/lib/wasm.sh
+wasm_bindgen_version=$(locked_wasm_bindgen_version)
 if [ "$(.tools/bin/wasm-bindgen --version 2>/dev/null)" != "wasm-bindgen $wasm_bindgen_version" ]; then
   log "installing wasm-bindgen-cli $wasm_bindgen_version into .tools/ (takes a few minutes)"
   # --locked first; its lockfile pins webpki-roots 1.0.11, which the registry we reach may not

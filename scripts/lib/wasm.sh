@@ -1,10 +1,15 @@
 # Shared steps of the wasm builds (scripts/build-worker.sh, scripts/build-core-wasm.sh); sourced.
 
+# The wasm-bindgen crate's version in Cargo.lock: the CLI must be exactly this version.
+locked_wasm_bindgen_version() {
+  awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' Cargo.lock
+}
+
 # Installs the pinned wasm-bindgen CLI and binaryen (scripts/bootstrap.sh) if either is missing
 # or the CLI's version differs from the wasm-bindgen crate in Cargo.lock (they must match).
 ensure_wasm_tools() {
   local version
-  version=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' Cargo.lock)
+  version=$(locked_wasm_bindgen_version)
   if [ "$(.tools/bin/wasm-bindgen --version 2>/dev/null)" != "wasm-bindgen $version" ] \
     || [ ! -x node_modules/.bin/wasm-opt ]; then
     bash scripts/bootstrap.sh
