@@ -9,6 +9,8 @@
 //! - [`Agent`], [`Revenue`] and their JSON views ([`record`]), [`Compliance`], [`lineage`],
 //!   [`pagination`], [`query`] validation, [`stats`] over a [`Snapshot`] of the registry.
 //! - [`rpc`]: JSON-RPC batch plans of `eth_call`s at a pinned block, and their decoders.
+//! - [`KyaDecision`]: what a provider does with a KYA result.
+//! - `browser` (feature `browser`): the JavaScript bindings of all this for web apps.
 
 pub mod abi;
 #[cfg(feature = "browser")]
