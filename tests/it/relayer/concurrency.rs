@@ -4,9 +4,9 @@
 use std::collections::BTreeSet;
 
 use futures::future::join_all;
-use kya_tests::relayer_fixture::{body, forward, sign_with_core, wei};
+use kya_tests::relayer_fixture::wei;
 
-use super::{agent_key, agent_of, balance, cost, receipt, register_call, start};
+use super::{agent_key, agent_of, balance, cost, receipt, signed_registrations, start};
 
 const SIGNERS: u64 = 30;
 
@@ -15,13 +15,7 @@ async fn thirty_signers_at_once_are_all_mined_without_nonce_trouble_or_budget_dr
     // All requests come from 127.0.0.1: lift the per-IP limit, keep everything else default.
     let (t, _db, relayer) = start(&[("RATE_LIMIT_PER_IP", "1000")]).await;
     let agents: Vec<_> = (0..SIGNERS).map(|n| agent_key(100 + n)).collect();
-    let bodies: Vec<_> = agents
-        .iter()
-        .map(|agent| {
-            let request = forward(&t, agent.address(), 0, &register_call(agent.address(), 0));
-            body(&request, &sign_with_core(&t, agent, &request).signature)
-        })
-        .collect();
+    let bodies = signed_registrations(&t, &agents);
     let before = balance(&t, relayer.relayer.address()).await;
 
     let answers = join_all(bodies.iter().map(|body| relayer.client.relay(body))).await;

@@ -6,7 +6,7 @@ use kya_devchain::dev_accounts::{self, Role};
 use kya_relayer::RateKind;
 use kya_tests::relayer_fixture::{body, forward, sign_with_core};
 
-use super::{agent_key, agent_of, receipt, register_call, start};
+use super::{agent_key, agent_of, receipt, register_call, signed_registrations, start};
 
 /// The account nonce a transaction used.
 async fn nonce_of(t: &kya_tests::TestChain, hash: alloy::primitives::B256) -> u64 {
@@ -50,13 +50,7 @@ async fn a_transaction_sent_behind_the_relayers_back_is_recovered_from() {
 async fn shutdown_finishes_relays_in_flight_and_settles_them() {
     let (t, _db, relayer) = start(&[]).await;
     let agents: Vec<_> = (0..6).map(|n| agent_key(210 + n)).collect();
-    let bodies: Vec<_> = agents
-        .iter()
-        .map(|agent| {
-            let request = forward(&t, agent.address(), 0, &register_call(agent.address(), 0));
-            body(&request, &sign_with_core(&t, agent, &request).signature)
-        })
-        .collect();
+    let bodies = signed_registrations(&t, &agents);
     let client = relayer.client.clone();
     let sent = tokio::spawn(async move { join_all(bodies.iter().map(|body| client.relay(body))).await });
     // Shut down as soon as every request has reached the relayer (counted by the IP limiter),
