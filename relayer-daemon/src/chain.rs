@@ -4,6 +4,7 @@
 //! Errors keep the node's message and decode revert reasons; nothing here holds the key.
 
 use alloy::{
+    eips::BlockId,
     network::TransactionBuilder,
     primitives::{Address, B256, Bytes, U256},
     providers::{DynProvider, Provider, ProviderBuilder},
@@ -81,6 +82,12 @@ impl RelayerChain {
         Ok(Self { provider, forwarder })
     }
 
+    /// The latest block's number: the relay's on-chain checks all read this one block, so a
+    /// request mined in between cannot pass `verify` and then fail the estimate.
+    pub(crate) async fn block_number(&self) -> Result<u64> {
+        self.provider.get_block_number().await.map_err(Error::rpc)
+    }
+
     /// The node's chain id.
     pub(crate) async fn chain_id(&self) -> Result<u64> {
         self.provider.get_chain_id().await.map_err(Error::rpc)
@@ -98,13 +105,14 @@ impl RelayerChain {
 
     /// The forwarder nonce of `from` (what its next request must be signed with).
     pub(crate) async fn forwarder_nonce(&self, from: Address) -> Result<U256> {
-        self.view(Address::ZERO, &Forwarder::getNonceCall { from }).await
+        self.view(Address::ZERO, &Forwarder::getNonceCall { from }, BlockId::latest()).await
     }
 
-    /// The forwarder's own check of a request and its signature (nonce, deadline, signer).
-    pub(crate) async fn verify(&self, req: &ForwardRequest, signature: &Bytes) -> Result<bool> {
+    /// The forwarder's own check of a request and its signature (nonce, deadline, signer) at
+    /// block `at`.
+    pub(crate) async fn verify(&self, req: &ForwardRequest, signature: &Bytes, at: u64) -> Result<bool> {
         let call = Forwarder::verifyCall { req: req.clone(), signature: signature.clone() };
-        match self.view(Address::ZERO, &call).await {
+        match self.view(Address::ZERO, &call, BlockId::number(at)).await {
             // A revert here can only be the length check, which parsing already enforces.
             Err(Error::Reverted(_)) => Ok(false),
             other => other,
@@ -113,7 +121,7 @@ impl RelayerChain {
 
     /// The forwarder's EIP-712 domain as it reports it (ERC-5267).
     pub(crate) async fn domain(&self) -> Result<Domain> {
-        let domain = self.view(Address::ZERO, &Forwarder::eip712DomainCall {}).await?;
+        let domain = self.view(Address::ZERO, &Forwarder::eip712DomainCall {}, BlockId::latest()).await?;
         Ok(Domain {
             name: domain.name,
             version: domain.version,
@@ -127,15 +135,16 @@ impl RelayerChain {
         TransactionRequest::default().with_from(from).with_to(self.forwarder).with_input(call.abi_encode())
     }
 
-    /// Runs `execute` with `eth_call` as the relayer would send it.
+    /// Runs `execute` with `eth_call` at block `at`, as the relayer would send it.
     pub(crate) async fn simulate(
         &self,
         relayer: Address,
         req: &ForwardRequest,
         signature: &Bytes,
+        at: u64,
     ) -> Result<Simulation> {
         let tx = self.execute_tx(relayer, req, signature);
-        match self.provider.call(tx).await {
+        match self.provider.call(tx).block(BlockId::number(at)).await {
             Ok(output) => {
                 let returned = Forwarder::executeCall::abi_decode_returns(&output)
                     .map_err(|error| Error::Rpc(format!("decoding execute's result: {error}")))?;
@@ -152,19 +161,24 @@ impl RelayerChain {
         }
     }
 
-    /// The node's gas estimate for `execute` sent by the relayer. The estimate is the smallest
-    /// limit under which the transaction succeeds, so it already leaves the forwarder's 63/64
-    /// margin (a limit below it would hit the guard and fail the estimate).
+    /// The node's gas estimate at block `at` for `execute` sent by the relayer. The estimate is
+    /// the smallest limit under which the transaction succeeds, so it already leaves the
+    /// forwarder's 63/64 margin (a limit below it would hit the guard and fail the estimate).
+    /// A revert comes back as [`Error::Reverted`], or as [`Error::InvalidSignature`] when the
+    /// forwarder refuses the request itself.
     pub(crate) async fn estimate_execute(
         &self,
         relayer: Address,
         req: &ForwardRequest,
         signature: &Bytes,
+        at: u64,
     ) -> Result<u64> {
         let tx = self.execute_tx(relayer, req, signature);
-        self.provider.estimate_gas(tx).await.map_err(|error| match revert_reason(&error) {
-            Some(reason) if !reason.is_empty() => Error::Reverted(reason),
-            _ => Error::rpc(error),
+        self.provider.estimate_gas(tx).block(BlockId::number(at)).await.map_err(|error| {
+            match revert_reason(&error) {
+                Some(reason) if !reason.is_empty() => forwarder_refusal(reason),
+                _ => Error::rpc(error),
+            }
         })
     }
 
@@ -192,18 +206,25 @@ impl RelayerChain {
         self.provider.get_transaction_receipt(hash).await.map_err(Error::rpc)
     }
 
-    async fn view<C: SolCall>(&self, from: Address, call: &C) -> Result<C::Return> {
+    async fn view<C: SolCall>(&self, from: Address, call: &C, at: BlockId) -> Result<C::Return> {
         let tx = TransactionRequest::default()
             .with_from(from)
             .with_to(self.forwarder)
             .with_input(call.abi_encode());
-        let output = self.provider.call(tx).await.map_err(|error| match revert_reason(&error) {
+        let output = self.provider.call(tx).block(at).await.map_err(|error| match revert_reason(&error) {
             Some(reason) => Error::Reverted(reason),
             None => Error::rpc(error),
         })?;
         C::abi_decode_returns(&output)
             .map_err(|error| Error::Rpc(format!("decoding the forwarder's answer: {error}")))
     }
+}
+
+/// The error for a revert of `execute` itself. The forwarder reverts with `Forwarder: invalid
+/// signature` when its own `verify` fails (a used nonce, a passed deadline, another signer):
+/// that is the spec's 401, whichever step saw it. Any other revert keeps its reason (a 500).
+pub(crate) fn forwarder_refusal(reason: String) -> Error {
+    if reason == "Forwarder: invalid signature" { Error::InvalidSignature } else { Error::Reverted(reason) }
 }
 
 /// The reason a relayed registry call failed, from the `returndata` the forwarder passes back.
@@ -246,5 +267,14 @@ mod tests {
         assert_eq!(failure_reason(&panic), "Relayed call panicked (code 17)");
         assert!(failure_reason(&[]).contains("request.gas"));
         assert_eq!(failure_reason(&[1, 2]), "Relayed call failed: 0x0102");
+    }
+
+    #[test]
+    fn the_forwarders_own_refusal_is_the_spec_401() {
+        assert!(matches!(forwarder_refusal("Forwarder: invalid signature".into()), Error::InvalidSignature));
+        assert!(matches!(
+            forwarder_refusal("Forwarder: insufficient gas".into()),
+            Error::Reverted(reason) if reason == "Forwarder: insufficient gas"
+        ));
     }
 }

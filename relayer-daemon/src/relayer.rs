@@ -11,7 +11,7 @@ use kya_core::{abi::Forwarder, forward_request};
 use serde_json::{Value, json};
 
 use crate::{
-    chain::{RelayerChain, Simulation},
+    chain::{RelayerChain, Simulation, forwarder_refusal},
     config::Config,
     error::{Error, Result},
     metrics::{Gauges, Metrics},
@@ -174,21 +174,20 @@ impl Relayer {
         if remaining < MIN_TX_GAS.saturating_mul(fees.max_fee_per_gas) {
             return Err(Error::BudgetExhausted);
         }
-        // 8. The forwarder's own check (nonce, deadline, signer).
-        if !self.chain.verify(request, &body.signature).await? {
+        // 8. The forwarder's own check (nonce, deadline, signer). It, the simulation and the
+        // estimate read one block, so they agree even while a copy of this request is mined.
+        let at = self.chain.block_number().await?;
+        if !self.chain.verify(request, &body.signature, at).await? {
             return Err(Error::InvalidSignature);
         }
         // 9. Simulate `execute`: a registry call that would fail is never paid for.
-        match self.chain.simulate(self.address(), request, &body.signature).await? {
+        match self.chain.simulate(self.address(), request, &body.signature, at).await? {
             Simulation::Succeeds => {}
             Simulation::CallFails(reason) => return Err(Error::Reverted(reason)),
-            Simulation::ForwarderReverts(reason) if reason.starts_with("Forwarder: invalid signature") => {
-                return Err(Error::InvalidSignature);
-            }
-            Simulation::ForwarderReverts(reason) => return Err(Error::Reverted(reason)),
+            Simulation::ForwarderReverts(reason) => return Err(forwarder_refusal(reason)),
         }
         // 10. Gas limit from the estimate plus margin.
-        let estimate = self.chain.estimate_execute(self.address(), request, &body.signature).await?;
+        let estimate = self.chain.estimate_execute(self.address(), request, &body.signature, at).await?;
         let gas_limit = estimate + estimate * GAS_MARGIN_PERCENT / 100;
         // 11. Reserve the worst case (limit × max fee) atomically; refuses replays too.
         let nonce = request.nonce.to_string();
