@@ -25,6 +25,15 @@ pub struct Page<T> {
     pub data: Vec<T>,
 }
 
+impl<T> Page<T> {
+    /// The same page with every item mapped: lists page plain references first and render
+    /// only the items shown.
+    pub fn map<U>(self, render: impl FnMut(T) -> U) -> Page<U> {
+        let Self { total, page, limit, total_pages, data } = self;
+        Page { total, page, limit, total_pages, data: data.into_iter().map(render).collect() }
+    }
+}
+
 /// One window of a list addressed by offset.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::{
-    AgentStatus, Compliance, Revenue, Snapshot,
+    Agent, AgentStatus, Compliance, Revenue, Snapshot,
     pagination::{Page, paginate},
     query::AgentsQuery,
     record::{AgentListItem, RecentRegistration, checksummed},
@@ -131,15 +131,15 @@ pub fn percentage(part: u64, whole: u64) -> String {
     format!("{}.{}", tenths / 10, tenths % 10)
 }
 
-/// `/agents`: ascending id, filtered by status, paged.
+/// `/agents`: ascending id, filtered by status, paged. Only the page's items are rendered
+/// (checksumming every creator of a large registry would dominate the request).
 pub fn agents_page(snapshot: &Snapshot, query: &AgentsQuery) -> Page<AgentListItem> {
-    let items: Vec<AgentListItem> = snapshot
+    let matching: Vec<&Agent> = snapshot
         .agents
         .iter()
         .filter(|agent| query.status.is_none_or(|status| agent.status == status))
-        .map(AgentListItem::from)
         .collect();
-    paginate(&items, query.page, query.limit)
+    paginate(&matching, query.page, query.limit).map(AgentListItem::from)
 }
 
 /// `/agents/compliance`: stalest attestation first, ties by ascending id.
