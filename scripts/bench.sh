@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Reruns the benchmarks and rewrites their reports in docs/bench/:
+#   core.md           kya-core's read path, CPU per request (cargo bench -p kya-core)
+#   system-<N>.md     latency of the running system on loopback: anvil seeded with N agents, the
+#                     Worker under wrangler dev, the relayer (cargo bench -p kya-tests --bench system)
+# BENCH_AGENTS=N sets the registry size of the system benchmark (default 1000; 10000 takes a
+# minute more to seed). Compare ratios within one run: machines here are noisy.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/bootstrap.sh
+
+printf '\n==> kya-core read path\n' >&2
+cargo bench -p kya-core --locked --bench read_path
+printf '\n==> the system on loopback (%s agents)\n' "${BENCH_AGENTS:-1000}" >&2
+cargo bench -p kya-tests --locked --bench system

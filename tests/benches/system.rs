@@ -1,0 +1,215 @@
+//! Latency of the whole system on loopback, with every part real: anvil with the registry seeded
+//! by `seed_bulk`, the Worker under `wrangler dev` behind a counting JSON-RPC proxy, and the relayer
+//! daemon (release build) sending real EIP-712-signed requests.
+//!
+//! `cargo bench -p kya-tests --bench system` (or `bash scripts/bench.sh`) prints the tables and
+//! writes them to `docs/bench/system-<agents>.md`. `BENCH_AGENTS` sets the registry size (default
+//! 1,000).
+//! Absolute times depend on the machine; the ratios within one run (cold vs cached, off-chain vs
+//! on-chain refusal) are what to compare between runs.
+
+use std::{
+    fmt::Write as _,
+    time::{Duration, Instant},
+};
+
+use alloy::signers::local::PrivateKeySigner;
+use futures::future::join_all;
+use kya_devchain::{dev_accounts, seed};
+use kya_tests::{
+    TestChain,
+    edge_fixture::{Answer, CountingProxy, EdgeClient, EdgeWorker, chain_vars, fresh_ip},
+    register_call,
+    relayer_fixture::{self, Client, InProcessRelayer, body, forward, sign_with_core},
+};
+use serde_json::Value;
+
+/// Cached requests per endpoint; the table shows their median.
+const REPEATS: usize = 25;
+/// Relays sent one after another, and the signers sending at once.
+const SEQUENTIAL_RELAYS: u64 = 20;
+const CONCURRENT_RELAYS: u64 = 30;
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let agents: u64 = std::env::var("BENCH_AGENTS").ok().and_then(|n| n.parse().ok()).unwrap_or(1_000);
+    let chain = TestChain::start().await;
+    let started = Instant::now();
+    seed::seed_bulk(&chain.chain, &chain.deployment, agents).await.expect("bulk seed");
+    let seeding = started.elapsed();
+
+    let edge = edge_api(&chain, agents).await;
+    let relayer = relayer(&chain).await;
+    let report = format!(
+        "# System latency on loopback\n\n\
+         Measured by `cargo bench -p kya-tests --bench system` (tests/benches/system.rs) on a \
+         registry of {agents} agents seeded by `seed_bulk` in {seeding:.1?}. Every part is real: \
+         anvil, the Worker under `wrangler dev` (behind a JSON-RPC proxy that counts round trips), \
+         the relayer daemon in a release build. Times are medians of {REPEATS} requests unless a \
+         cell says otherwise.\n\n{edge}\n{relayer}"
+    );
+    print!("{report}");
+    let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/bench");
+    std::fs::create_dir_all(&folder).expect("docs/bench");
+    std::fs::write(folder.join(format!("system-{agents}.md")), report).expect("writing the report");
+}
+
+/// Each endpoint cold (what its first request costs, in time and RPC round trips), cached, and
+/// revalidated with `If-None-Match`.
+async fn edge_api(chain: &TestChain, agents: u64) -> String {
+    let proxy = CountingProxy::start(&chain.rpc_url()).await;
+    let worker = EdgeWorker::start(&chain_vars(&proxy.url, chain.registry())).await;
+    let api = worker.client();
+    let wallet = api.get(&format!("/api/v1/agent/{}", agents / 2 + 1)).await.body["agent"]["agentWallet"]
+        .as_str()
+        .expect("an agent wallet")
+        .to_owned();
+    // In this order: the first read of the snapshot, then endpoints the cached snapshot serves.
+    let endpoints = [
+        ("/api/v1/stats/detailed", "the whole registry (the snapshot)"),
+        ("/api/v1/agents/compliance", "nothing: the cached snapshot"),
+        ("/api/v1/agents?status=Active&page=3&limit=100", "nothing: the cached snapshot"),
+        ("/api/v1/revenue/aggregate", "nothing: the cached snapshot"),
+        (&format!("/api/v1/agent/{}", agents / 3 + 2), "one agent and its children"),
+        ("/api/v1/agent/1/lineage", "the tree, level by level"),
+        (&format!("/api/v1/kya/{wallet}"), "one wallet"),
+    ];
+    let mut table = String::from(
+        "## Edge API (`wrangler dev`)\n\n\
+         | Request | What a cold request reads | Cold | RPC round trips (calls) | Cached | 304 | Cold ÷ cached |\n\
+         |---|---|---:|---:|---:|---:|---:|\n",
+    );
+    for (path, what) in endpoints {
+        let (requests, calls) = (proxy.requests(), proxy.calls());
+        let (cold, cold_time) = timed(&api, path, &[]).await;
+        assert_eq!(cold.status, 200, "{path}: {}", cold.body);
+        let round_trips = (proxy.requests() - requests, proxy.calls() - calls);
+        let cached = median_of(&api, path, &[]).await;
+        let etag = cold.header("etag").expect("an ETag").to_owned();
+        let revalidated = median_of(&api, path, &[("if-none-match", etag.as_str())]).await;
+        assert_eq!(proxy.requests() - requests, round_trips.0, "{path}: cached answers read no RPC");
+        writeln!(
+            table,
+            "| `{path}` | {what} | {} | {} ({}) | {} | {} | {:.0}× |",
+            ms(cold_time),
+            round_trips.0,
+            round_trips.1,
+            ms(cached),
+            ms(revalidated),
+            cold_time.as_secs_f64() / cached.as_secs_f64(),
+        )
+        .expect("writing to a String");
+    }
+    // Revenue history is never cached: every request reads the chain.
+    let path = "/api/v1/agent/3/revenue";
+    let requests = proxy.requests();
+    let uncached = median_of(&api, path, &[]).await;
+    writeln!(
+        table,
+        "| `{path}` | never cached: every request | {} | {} per request | n/a | n/a | n/a |",
+        ms(uncached),
+        (proxy.requests() - requests) / REPEATS,
+    )
+    .expect("writing to a String");
+    table
+}
+
+/// `POST /relay`: refusals off chain and on chain, sequential relays, and a burst from many
+/// signers at once.
+async fn relayer(chain: &TestChain) -> String {
+    let db = tempfile::tempdir().expect("a temporary directory");
+    let mut settings = relayer_fixture::settings(chain, db.path());
+    // The benchmark sends everything from one IP, and the point is speed, not the limits.
+    relayer_fixture::set(&mut settings, "RATE_LIMIT_PER_IP", "100000");
+    relayer_fixture::set(&mut settings, "RATE_LIMIT_PER_SIGNER", "100000");
+    let relayer = InProcessRelayer::start(&settings).await;
+    let client = &relayer.client;
+    let signers: Vec<PrivateKeySigner> = (0..SEQUENTIAL_RELAYS + CONCURRENT_RELAYS)
+        .map(|n| dev_accounts::agent_wallet(9_000_000 + n))
+        .collect();
+    let bodies: Vec<Value> = signers
+        .iter()
+        .map(|signer| {
+            let request = forward(chain, signer.address(), 0, &register_call(signer.address(), 0));
+            body(&request, &sign_with_core(chain, signer, &request).signature)
+        })
+        .collect();
+    let (sequential, concurrent) = bodies.split_at(SEQUENTIAL_RELAYS as usize);
+
+    let mut times = Vec::new();
+    for body in sequential {
+        let started = Instant::now();
+        let (status, answer) = client.relay(body).await;
+        times.push(started.elapsed());
+        assert_eq!(status, 200, "{answer}");
+    }
+    let relay = median(times);
+
+    // A signature by someone else: refused by the off-chain check, before any RPC call.
+    let mut forged = sequential[0].clone();
+    forged["request"]["from"] = Value::String(signers[1].address().to_string());
+    let off_chain = median_relay(client, &forged, 401).await;
+    // A replay: its signature checks out, so the forwarder's `verify` on chain refuses it.
+    let on_chain = median_relay(client, &sequential[0], 401).await;
+
+    let started = Instant::now();
+    let answers = join_all(concurrent.iter().map(|body| client.relay(body))).await;
+    let burst = started.elapsed();
+    assert!(answers.iter().all(|(status, _)| *status == 200), "{answers:?}");
+    client.settled().await;
+    relayer.stop().await;
+
+    format!(
+        "## Relayer (`POST /relay`, release build)\n\n\
+         | Case | Time |\n|---|---:|\n\
+         | accepted relay, sequential (all checks, simulation, estimate, send) | {} |\n\
+         | refused off chain (signature by another key: 401) | {} |\n\
+         | refused on chain (replay, forwarder `verify`: 401) | {} |\n\
+         | {CONCURRENT_RELAYS} signers at once, until the last answer | {} ({:.0} relays/s) |\n\n\
+         An off-chain refusal costs {:.1}× less than an on-chain one: the cheap checks run first.\n",
+        ms(relay),
+        ms(off_chain),
+        ms(on_chain),
+        ms(burst),
+        CONCURRENT_RELAYS as f64 / burst.as_secs_f64(),
+        on_chain.as_secs_f64() / off_chain.as_secs_f64(),
+    )
+}
+
+async fn timed(api: &EdgeClient, path: &str, headers: &[(&str, &str)]) -> (Answer, Duration) {
+    let started = Instant::now();
+    let answer = api.request("GET", path, &fresh_ip(), headers).await;
+    (answer, started.elapsed())
+}
+
+/// Median time of [`REPEATS`] requests that must answer 200 (cached) or 304 (revalidated).
+async fn median_of(api: &EdgeClient, path: &str, headers: &[(&str, &str)]) -> Duration {
+    let mut times = Vec::with_capacity(REPEATS);
+    for _ in 0..REPEATS {
+        let (answer, time) = timed(api, path, headers).await;
+        let expected = if headers.is_empty() { 200 } else { 304 };
+        assert_eq!(answer.status, expected, "{path}: {}", answer.body);
+        times.push(time);
+    }
+    median(times)
+}
+
+async fn median_relay(client: &Client, body: &Value, status: u16) -> Duration {
+    let mut times = Vec::with_capacity(REPEATS);
+    for _ in 0..REPEATS {
+        let started = Instant::now();
+        let (answered, answer) = client.relay(body).await;
+        times.push(started.elapsed());
+        assert_eq!(answered, status, "{answer}");
+    }
+    median(times)
+}
+
+fn median(mut times: Vec<Duration>) -> Duration {
+    times.sort();
+    times[times.len() / 2]
+}
+
+fn ms(time: Duration) -> String {
+    format!("{:.1} ms", time.as_secs_f64() * 1e3)
+}
