@@ -44,6 +44,14 @@ pub struct Window<T> {
     pub data: Vec<T>,
 }
 
+impl<T> Window<T> {
+    /// The same window with every item mapped (see [`Page::map`]).
+    pub fn map<U>(self, render: impl FnMut(T) -> U) -> Window<U> {
+        let Self { total, offset, limit, data } = self;
+        Window { total, offset, limit, data: data.into_iter().map(render).collect() }
+    }
+}
+
 /// Page `page` (from 1) of `limit` items (at least 1); a page past the end is empty.
 pub fn paginate<T: Clone>(items: &[T], page: u64, limit: u64) -> Page<T> {
     let limit = limit.max(1);

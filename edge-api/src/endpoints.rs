@@ -142,8 +142,8 @@ impl Endpoint {
             }
             Self::Revenue(id, query) => {
                 let (block, history) = reads::revenue(&deps.rpc, deps.registry, *id).await?;
-                let views: Vec<RevenueView> = history.iter().map(RevenueView::from).collect();
-                render(block, &window(&views, query.offset, query.limit))
+                let shown = window(&history, query.offset, query.limit);
+                render(block, &shown.map(|report| RevenueView::from(&report)))
             }
             Self::Kya(wallet) => {
                 let (block, agent) = reads::kya(&deps.rpc, deps.registry, *wallet).await?;
