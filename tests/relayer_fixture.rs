@@ -22,7 +22,7 @@ use kya_relayer::{Config, Relayer, server};
 use serde_json::{Value, json};
 use tokio::{sync::oneshot, task::JoinHandle};
 
-use crate::{TestChain, repo_root};
+use crate::{TestChain, register_call, repo_root};
 
 /// Environment settings for a relayer against `chain`, with the spec's defaults, anvil's funded
 /// account 9 as the relayer key and a fresh store in `db`.
@@ -303,6 +303,17 @@ pub fn sign_with_core(chain: &TestChain, signer: &PrivateKeySigner, request: &Fo
     );
     let signature = signer.sign_hash_sync(&digest).expect("signing");
     Signed { digest, signature: Bytes::from(signature.as_bytes().to_vec()) }
+}
+
+/// Relay bodies registering each of `agents` as a root agent, signed by core's EIP-712 code.
+pub fn signed_registrations(t: &TestChain, agents: &[PrivateKeySigner]) -> Vec<Value> {
+    agents
+        .iter()
+        .map(|agent| {
+            let request = forward(t, agent.address(), 0, &register_call(agent.address(), 0));
+            body(&request, &sign_with_core(t, agent, &request).signature)
+        })
+        .collect()
 }
 
 /// Signs with Python's eth-account (`tests/signers/sign_forward_request.py` in `.tools/venv`,

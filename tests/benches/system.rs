@@ -19,8 +19,7 @@ use kya_devchain::{dev_accounts, seed};
 use kya_tests::{
     TestChain,
     edge_fixture::{Answer, CountingProxy, EdgeClient, EdgeWorker, chain_vars, fresh_ip},
-    register_call,
-    relayer_fixture::{self, Client, InProcessRelayer, body, forward, sign_with_core},
+    relayer_fixture::{self, InProcessRelayer, signed_registrations},
 };
 use serde_json::Value;
 
@@ -84,9 +83,9 @@ async fn edge_api(chain: &TestChain, agents: u64) -> String {
         let (cold, cold_time) = timed(&api, path, &[]).await;
         assert_eq!(cold.status, 200, "{path}: {}", cold.body);
         let round_trips = (proxy.requests() - requests, proxy.calls() - calls);
-        let cached = median_of(&api, path, &[]).await;
+        let cached = median_get(&api, path, &[], 200).await;
         let etag = cold.header("etag").expect("an ETag").to_owned();
-        let revalidated = median_of(&api, path, &[("if-none-match", etag.as_str())]).await;
+        let revalidated = median_get(&api, path, &[("if-none-match", etag.as_str())], 304).await;
         assert_eq!(proxy.requests() - requests, round_trips.0, "{path}: cached answers read no RPC");
         writeln!(
             table,
@@ -103,7 +102,7 @@ async fn edge_api(chain: &TestChain, agents: u64) -> String {
     // Revenue history is never cached: every request reads the chain.
     let path = "/api/v1/agent/3/revenue";
     let requests = proxy.requests();
-    let uncached = median_of(&api, path, &[]).await;
+    let uncached = median_get(&api, path, &[], 200).await;
     writeln!(
         table,
         "| `{path}` | never cached: every request | {} | {} per request | n/a | n/a | n/a |",
@@ -127,13 +126,7 @@ async fn relayer(chain: &TestChain) -> String {
     let signers: Vec<PrivateKeySigner> = (0..SEQUENTIAL_RELAYS + CONCURRENT_RELAYS)
         .map(|n| dev_accounts::agent_wallet(9_000_000 + n))
         .collect();
-    let bodies: Vec<Value> = signers
-        .iter()
-        .map(|signer| {
-            let request = forward(chain, signer.address(), 0, &register_call(signer.address(), 0));
-            body(&request, &sign_with_core(chain, signer, &request).signature)
-        })
-        .collect();
+    let bodies = signed_registrations(chain, &signers);
     let (sequential, concurrent) = bodies.split_at(SEQUENTIAL_RELAYS as usize);
 
     // Each relay starts with the chain idle: the previous relay's receipt is in. Otherwise the
@@ -153,9 +146,9 @@ async fn relayer(chain: &TestChain) -> String {
     // A signature by someone else: refused by the off-chain check, before any RPC call.
     let mut forged = sequential[0].clone();
     forged["request"]["from"] = Value::String(signers[1].address().to_string());
-    let off_chain = median_relay(client, &forged, 401).await;
+    let off_chain = median_time("forged signature", 401, || client.relay(&forged)).await;
     // A replay: its signature checks out, so the forwarder's `verify` on chain refuses it.
-    let on_chain = median_relay(client, &sequential[0], 401).await;
+    let on_chain = median_time("replay", 401, || client.relay(&sequential[0])).await;
 
     let started = Instant::now();
     let answers = join_all(concurrent.iter().map(|body| client.relay(body))).await;
@@ -189,27 +182,28 @@ async fn timed(api: &EdgeClient, path: &str, headers: &[(&str, &str)]) -> (Answe
     (answer, started.elapsed())
 }
 
-/// Median time of [`REPEATS`] requests that must answer 200 (cached) or 304 (revalidated).
-async fn median_of(api: &EdgeClient, path: &str, headers: &[(&str, &str)]) -> Duration {
+/// Median time of [`REPEATS`] runs of `request`, each of which must answer `status`.
+async fn median_time<F>(what: &str, status: u16, mut request: impl FnMut() -> F) -> Duration
+where
+    F: Future<Output = (u16, Value)>,
+{
     let mut times = Vec::with_capacity(REPEATS);
     for _ in 0..REPEATS {
-        let (answer, time) = timed(api, path, headers).await;
-        let expected = if headers.is_empty() { 200 } else { 304 };
-        assert_eq!(answer.status, expected, "{path}: {}", answer.body);
-        times.push(time);
+        let started = Instant::now();
+        let (answered, body) = request().await;
+        times.push(started.elapsed());
+        assert_eq!(answered, status, "{what}: {body}");
     }
     median(times)
 }
 
-async fn median_relay(client: &Client, body: &Value, status: u16) -> Duration {
-    let mut times = Vec::with_capacity(REPEATS);
-    for _ in 0..REPEATS {
-        let started = Instant::now();
-        let (answered, answer) = client.relay(body).await;
-        times.push(started.elapsed());
-        assert_eq!(answered, status, "{answer}");
-    }
-    median(times)
+/// Median time of a GET of `path` from fresh client IPs, each answering `status`.
+async fn median_get(api: &EdgeClient, path: &str, headers: &[(&str, &str)], status: u16) -> Duration {
+    median_time(path, status, || async {
+        let answer = api.request("GET", path, &fresh_ip(), headers).await;
+        (answer.status, answer.body)
+    })
+    .await
 }
 
 fn median(mut times: Vec<Duration>) -> Duration {

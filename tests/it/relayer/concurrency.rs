@@ -4,9 +4,9 @@
 use std::collections::BTreeSet;
 
 use futures::future::join_all;
-use kya_tests::relayer_fixture::wei;
+use kya_tests::relayer_fixture::{signed_registrations, wei};
 
-use super::{agent_key, agent_of, balance, cost, receipt, signed_registrations, start};
+use super::{agent_key, agent_of, balance, cost, receipt, start};
 
 const SIGNERS: u64 = 30;
 

@@ -4,9 +4,9 @@
 use futures::future::join_all;
 use kya_devchain::dev_accounts::{self, Role};
 use kya_relayer::RateKind;
-use kya_tests::relayer_fixture::{body, forward, sign_with_core};
+use kya_tests::relayer_fixture::{body, forward, sign_with_core, signed_registrations};
 
-use super::{agent_key, agent_of, receipt, register_call, signed_registrations, start};
+use super::{agent_key, agent_of, receipt, register_call, start};
 
 /// The account nonce a transaction used.
 async fn nonce_of(t: &kya_tests::TestChain, hash: alloy::primitives::B256) -> u64 {

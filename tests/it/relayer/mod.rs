@@ -16,26 +16,12 @@ use alloy::{
 };
 use kya_core::abi::AgentRegistry;
 use kya_devchain::dev_accounts;
-use kya_tests::{
-    TestChain, register_call,
-    relayer_fixture::{InProcessRelayer, body, forward, sign_with_core},
-};
+use kya_tests::{TestChain, register_call, relayer_fixture::InProcessRelayer};
 use serde_json::Value;
 
 /// A fresh agent wallet with a key and no ETH: it can only act through the relayer.
 fn agent_key(n: u64) -> PrivateKeySigner {
     dev_accounts::agent_wallet(3_000_000 + n)
-}
-
-/// Relay bodies registering each of `agents` as a root agent, signed by core's EIP-712 code.
-fn signed_registrations(t: &TestChain, agents: &[PrivateKeySigner]) -> Vec<Value> {
-    agents
-        .iter()
-        .map(|agent| {
-            let request = forward(t, agent.address(), 0, &register_call(agent.address(), 0));
-            body(&request, &sign_with_core(t, agent, &request).signature)
-        })
-        .collect()
 }
 
 /// A chain, a store folder and an in-process relayer with `overrides` on top of the defaults.
