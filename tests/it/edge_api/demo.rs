@@ -386,8 +386,9 @@ async fn rate_limit(t: &Demo) {
     let unix_seconds =
         || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
     let limited = loop {
-        if unix_seconds() % 60 > 45 {
-            tokio::time::sleep(std::time::Duration::from_secs(61 - unix_seconds() % 60)).await;
+        let second = unix_seconds() % 60;
+        if second > 45 {
+            tokio::time::sleep(std::time::Duration::from_secs(61 - second)).await;
         }
         let (ip, window) = (fresh_ip(), unix_seconds() / 60);
         let mut answers = Vec::with_capacity(61);
