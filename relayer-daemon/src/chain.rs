@@ -72,7 +72,9 @@ impl RelayerChain {
     /// Connects over HTTP, with no fillers: the relayer sets nonce, gas and fees itself. Every
     /// RPC call times out after [`RPC_TIMEOUT`], so a stuck node yields a 500, never a hang.
     pub(crate) fn connect(rpc_url: &str, forwarder: Address) -> Result<Self> {
-        let url = rpc_url.parse().map_err(|_| Error::Config(format!("RPC_URL is not a URL: {rpc_url:?}")))?;
+        let url = rpc_url
+            .parse()
+            .map_err(|_| Error::Config(format!("RPC_URL is not a URL: {}", crate::redact::url(rpc_url))))?;
         let http = reqwest::Client::builder()
             .timeout(RPC_TIMEOUT)
             .build()
@@ -101,6 +103,16 @@ impl RelayerChain {
     /// The account nonce the next transaction of `account` must use, counting pending ones.
     pub(crate) async fn pending_nonce(&self, account: Address) -> Result<u64> {
         self.provider.get_transaction_count(account).pending().await.map_err(Error::rpc)
+    }
+
+    /// The account nonce after the latest block: every nonce below it is mined.
+    pub(crate) async fn mined_nonce(&self, account: Address) -> Result<u64> {
+        self.provider.get_transaction_count(account).latest().await.map_err(Error::rpc)
+    }
+
+    /// Whether the node knows the transaction `hash` (in its pool or mined).
+    pub(crate) async fn knows_transaction(&self, hash: B256) -> Result<bool> {
+        Ok(self.provider.get_transaction_by_hash(hash).await.map_err(Error::rpc)?.is_some())
     }
 
     /// The forwarder nonce of `from` (what its next request must be signed with).
@@ -197,7 +209,7 @@ impl RelayerChain {
     pub(crate) async fn send_raw(&self, raw: &[u8]) -> std::result::Result<(), SendFailure> {
         self.provider.send_raw_transaction(raw).await.map(drop).map_err(|error| SendFailure {
             node_answered: error.as_error_resp().is_some(),
-            message: error.to_string(),
+            message: crate::redact::urls_in(&error.to_string()),
         })
     }
 

@@ -22,6 +22,11 @@ pub(crate) const DEFAULT_MAX_REQUEST_GAS: u64 = 1_000_000;
 /// Default per-IP limit of the read endpoints: generous for a client polling its nonce, small
 /// enough that one caller cannot flood the node through the relayer.
 pub(crate) const DEFAULT_READ_RATE_LIMIT_PER_MINUTE: u32 = 120;
+/// Default pause between two passes of the reconciler over unfinished relays.
+pub(crate) const DEFAULT_RECONCILE_INTERVAL_SECS: u64 = 30;
+/// Default age below which the reconciler leaves an unfinished relay alone: long enough for a
+/// sent transaction to reach every node behind a load-balanced RPC endpoint and be mined.
+pub(crate) const DEFAULT_RECONCILE_GRACE_SECS: u64 = 120;
 /// Default path of the store, under the git-ignored `.relayer/`.
 pub(crate) const DEFAULT_DB_PATH: &str = ".relayer/relayer.db";
 
@@ -55,13 +60,19 @@ pub struct Config {
     pub max_request_gas: u64,
     /// Path of the embedded store (`RELAYER_DB`, default `.relayer/relayer.db`).
     pub db_path: PathBuf,
+    /// Pause between reconciler passes (`RECONCILE_INTERVAL_SECS`, default 30, at least 1).
+    pub reconcile_interval: std::time::Duration,
+    /// Age before the reconciler looks at an unfinished relay (`RECONCILE_GRACE_SECS`,
+    /// default 120).
+    pub reconcile_grace_secs: u64,
 }
 
 impl std::fmt::Debug for Config {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Hand-written so the key can never reach a log through `{:?}`: only its address shows.
+        // The RPC URL shows without path, query or user info, where hosted nodes put API keys.
         f.debug_struct("Config")
-            .field("rpc_url", &self.rpc_url)
+            .field("rpc_url", &crate::redact::url(&self.rpc_url))
             .field("registry", &self.registry)
             .field("forwarder", &self.forwarder)
             .field("relayer", &self.signer.address())
@@ -74,6 +85,8 @@ impl std::fmt::Debug for Config {
             .field("min_balance_wei", &self.min_balance_wei)
             .field("max_request_gas", &self.max_request_gas)
             .field("db_path", &self.db_path)
+            .field("reconcile_interval", &self.reconcile_interval)
+            .field("reconcile_grace_secs", &self.reconcile_grace_secs)
             .finish()
     }
 }
@@ -130,6 +143,10 @@ impl Config {
             min_balance_wei: ether("MIN_BALANCE", DEFAULT_MIN_BALANCE)?,
             max_request_gas: number("MAX_REQUEST_GAS", DEFAULT_MAX_REQUEST_GAS)?,
             db_path: lookup("RELAYER_DB").map_or_else(|| DEFAULT_DB_PATH.into(), PathBuf::from),
+            reconcile_interval: std::time::Duration::from_secs(
+                number("RECONCILE_INTERVAL_SECS", DEFAULT_RECONCILE_INTERVAL_SECS)?.max(1),
+            ),
+            reconcile_grace_secs: number("RECONCILE_GRACE_SECS", DEFAULT_RECONCILE_GRACE_SECS)?,
         })
     }
 }
@@ -195,6 +212,14 @@ mod tests {
         let printed = format!("{config:?}");
         assert!(!printed.contains(&KEY[2..]), "{printed}");
         assert!(printed.to_lowercase().contains("0xa0ee7a142d267c1f36714e4a8f75612f20a79720"));
+
+        let mut hosted = base();
+        hosted.push(("RPC_URL", "https://user:PASSWORD@node.example/v2/PATHKEY?apikey=QUERYKEY"));
+        let printed = format!("{:?}", Config::from_lookup(lookup(&hosted)).unwrap());
+        for secret in ["PASSWORD", "PATHKEY", "QUERYKEY", "user"] {
+            assert!(!printed.contains(secret), "{printed}");
+        }
+        assert!(printed.contains("https://node.example/…"), "{printed}");
 
         let mut broken = base();
         broken[2] = ("RELAYER_KEY", "0x2a871d0798f97d79848a013d4936a73bf4cc922c825d33c1cf7073dff6d4");

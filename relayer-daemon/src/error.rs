@@ -2,6 +2,8 @@
 
 use warp::http::StatusCode;
 
+use crate::redact;
+
 /// Everything a relay or a query can fail with. Display strings are what clients see in
 /// `{"error": …}`; the first ten are SPEC.md section 7's relayer messages, word for word.
 #[derive(Debug, thiserror::Error)]
@@ -47,18 +49,20 @@ pub enum Error {
     /// The registry call would fail: the contract's revert reason.
     #[error("{0}")]
     Reverted(String),
-    /// The node could not be reached or answered with an error.
-    #[error("RPC error: {0}")]
+    /// The node could not be reached or answered with an error. Clients get a fixed message:
+    /// the transport's text can name the RPC URL, and with it an API key. The detail (with any
+    /// URL's path, query and credentials redacted) goes to the log through [`Error::detail`].
+    #[error("RPC request failed; try again later")]
     Rpc(String),
     /// The transaction was signed and submitted but the node's answer was lost (timeout): it
     /// may still be mined, so the relay stays recorded and its reservation counted.
-    #[error("Sending the transaction failed ({message}); it may still be mined as {tx_hash}")]
+    #[error("Sending the transaction failed; it may still be mined as {tx_hash}")]
     Unconfirmed {
         /// Hash of the submitted transaction.
         tx_hash: String,
         /// Relayer-account nonce it used.
         nonce: u64,
-        /// The transport's message.
+        /// The transport's message, redacted like [`Error::Rpc`]'s; logged, never answered.
         message: String,
     },
     /// The embedded store failed.
@@ -76,6 +80,9 @@ pub enum Error {
     /// The route exists but not for this HTTP method.
     #[error("Method not allowed")]
     MethodNotAllowed,
+    /// A body sent without `Content-Length` (chunked): the size cap needs it up front.
+    #[error("Content-Length header required")]
+    LengthRequired,
 }
 
 /// `Result` with [`Error`] as the default error.
@@ -90,6 +97,7 @@ impl Error {
             Self::WrongTarget | Self::ValueTransfer | Self::GasAboveCap { .. } => StatusCode::FORBIDDEN,
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::LengthRequired => StatusCode::LENGTH_REQUIRED,
             Self::IpRateLimited(_)
             | Self::SignerRateLimited(_)
             | Self::BudgetExhausted
@@ -126,12 +134,25 @@ impl Error {
             Self::Config(_) => "config",
             Self::NotFound => "not_found",
             Self::MethodNotAllowed => "method_not_allowed",
+            Self::LengthRequired => "length_required",
         }
     }
 
-    /// An RPC failure, keeping the node's message (it never holds the key: the key only signs
-    /// locally and is never sent).
+    /// An RPC failure, keeping the node's message for the log with any URL in it redacted (it
+    /// never holds the key: the key only signs locally and is never sent).
     pub(crate) fn rpc(error: impl std::fmt::Display) -> Self {
-        Self::Rpc(error.to_string())
+        Self::Rpc(redact::urls_in(&error.to_string()))
+    }
+
+    /// The text for the server's log: what clients see, plus the transport's (redacted) detail
+    /// where clients get a fixed message.
+    pub fn detail(&self) -> String {
+        match self {
+            Self::Rpc(detail) => format!("RPC error: {detail}"),
+            Self::Unconfirmed { tx_hash, message, .. } => {
+                format!("sending {tx_hash} failed ({message}); it may still be mined")
+            }
+            other => other.to_string(),
+        }
     }
 }

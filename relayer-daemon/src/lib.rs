@@ -11,6 +11,8 @@ mod config;
 mod error;
 mod metrics;
 mod read_limit;
+mod reconcile;
+mod redact;
 mod relayer;
 mod request;
 mod sender;
@@ -23,4 +25,6 @@ pub use config::Config;
 pub use error::{Error, Result};
 pub use relayer::{GAS_MARGIN_PERCENT, Relayer};
 pub use request::RelayBody;
-pub use store::{BUDGET_WINDOW_SECS, BudgetState, RATE_WINDOW_SECS, RateKind, RelayRecord, Store};
+pub use store::{
+    BUDGET_WINDOW_SECS, BudgetState, NewRelay, RATE_WINDOW_SECS, RateKind, RelayRecord, SignerCount, Store,
+};

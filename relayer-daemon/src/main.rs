@@ -16,7 +16,8 @@ async fn main() -> anyhow::Result<()> {
     let config = Config::from_env()?;
     tracing::info!(?config, "starting");
     let address = (config.host, config.port);
-    let relayer = Relayer::start(config).await?;
+    // The detail, not the clients' fixed message: at startup the operator reads this.
+    let relayer = Relayer::start(config).await.map_err(|error| anyhow::anyhow!(error.detail()))?;
     let listener = tokio::net::TcpListener::bind(address)
         .await
         .with_context(|| format!("binding {}:{}", address.0, address.1))?;

@@ -1,7 +1,12 @@
 //! The relayer: `POST /relay`'s checks in the order (cheapest first) and the queries
 //! behind `/status`, `/nonce/:address`, `/domain` and `/metrics`.
 
-use std::{net::IpAddr, sync::Arc, time::Duration};
+use std::{
+    collections::HashMap,
+    net::IpAddr,
+    sync::{Arc, Mutex, Weak},
+    time::Duration,
+};
 
 use alloy::{
     primitives::{Address, B256, U256, utils::format_ether},
@@ -15,9 +20,10 @@ use crate::{
     config::Config,
     error::{Error, Result},
     metrics::{Gauges, Metrics},
+    reconcile::{self, Decision, Facts},
     request::RelayBody,
     sender::{Outgoing, Sender},
-    store::{NewRelay, RateKind, Refusal, Store},
+    store::{NewRelay, RateKind, Refusal, RelayRecord, SignerCount, Store},
     tasks::Tasks,
     time,
 };
@@ -28,8 +34,46 @@ pub const GAS_MARGIN_PERCENT: u64 = 30;
 /// Gas of the cheapest transaction: the budget must have at least this much left at the current
 /// fee before a request is worth checking on chain.
 const MIN_TX_GAS: u128 = 21_000;
-/// How long a settlement polls for a receipt before leaving it to the next start.
-const SETTLE_PATIENCE: Duration = Duration::from_secs(600);
+/// How long the fast-path settlement of a sent relay polls for its receipt before leaving it to
+/// the reconciler.
+const SETTLE_PATIENCE: Duration = Duration::from_secs(120);
+/// How long shutdown lets running settlements finish (anvil and fast chains mine in well under
+/// this); whatever is left is settled by the reconciler at the next start.
+const SHUTDOWN_SETTLE_GRACE: Duration = Duration::from_secs(3);
+
+/// `estimate` plus [`GAS_MARGIN_PERCENT`], saturating rather than overflowing.
+pub(crate) fn with_margin(estimate: u64) -> u64 {
+    estimate.saturating_add(estimate.saturating_mul(GAS_MARGIN_PERCENT) / 100)
+}
+
+/// Requests (signer, forwarder nonce) being relayed by this process right now, with how many
+/// handlers hold each: the reconciler leaves their records alone.
+type InFlight = Arc<Mutex<HashMap<(String, String), usize>>>;
+
+/// Holds a request in [`InFlight`] until dropped.
+struct InFlightGuard {
+    set: InFlight,
+    key: (String, String),
+}
+
+impl InFlightGuard {
+    fn new(set: &InFlight, key: (String, String)) -> Self {
+        *set.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).entry(key.clone()).or_default() += 1;
+        Self { set: Arc::clone(set), key }
+    }
+}
+
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        let mut set = self.set.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(count) = set.get_mut(&self.key) {
+            *count -= 1;
+            if *count == 0 {
+                set.remove(&self.key);
+            }
+        }
+    }
+}
 
 /// The relayer's shared state.
 #[derive(Debug)]
@@ -40,11 +84,18 @@ pub struct Relayer {
     sender: Sender,
     store: Arc<Store>,
     metrics: Metrics,
+    /// Relay handlers: shutdown waits for them.
     tasks: Arc<Tasks>,
+    /// Settlements and the reconciler: shutdown cancels them (the reconciler picks up the rest
+    /// at the next start).
+    background: Mutex<tokio::task::JoinSet<()>>,
+    reconciler: Mutex<Option<tokio::task::AbortHandle>>,
+    in_flight: InFlight,
 }
 
 impl Relayer {
-    /// Connects to the chain, opens the store and resumes settling relays sent before a restart.
+    /// Connects to the chain, opens the store and starts the reconciler, whose first pass ends
+    /// the relays a previous run left unfinished.
     pub async fn start(config: Config) -> Result<Arc<Self>> {
         let chain = RelayerChain::connect(&config.rpc_url, config.forwarder)?;
         let chain_id = chain.chain_id().await?;
@@ -58,14 +109,11 @@ impl Relayer {
             store: Arc::new(store),
             metrics: Metrics::default(),
             tasks: Arc::new(Tasks::default()),
+            background: Mutex::new(tokio::task::JoinSet::new()),
+            reconciler: Mutex::new(None),
+            in_flight: Arc::default(),
         });
-        for record in relayer.store.unsettled()? {
-            let Some(hash) = record.tx_hash.as_deref().and_then(|hash| hash.parse().ok()) else {
-                continue;
-            };
-            tracing::info!(id = record.id, %hash, "resuming the settlement of a relay");
-            relayer.spawn_settlement(record.id, hash);
-        }
+        relayer.spawn_reconciler();
         tracing::info!(
             relayer = %relayer.address(),
             chain_id,
@@ -103,9 +151,37 @@ impl Relayer {
             .map_err(|error| Error::Internal(format!("store task failed: {error}")))?
     }
 
-    /// Waits for background relays and settlements to finish (graceful shutdown).
+    /// Graceful shutdown: waits for relay handlers (a relay that reserved budget finishes and
+    /// is recorded), gives running settlements a short grace, then cancels them and the
+    /// reconciler. Nothing is lost: the next start reconciles what is left.
     pub async fn drain(&self) {
         self.tasks.wait_idle().await;
+        if let Some(reconciler) =
+            self.reconciler.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take()
+        {
+            reconciler.abort();
+        }
+        let mut background = std::mem::take(&mut *self.lock_background());
+        let _ = tokio::time::timeout(SHUTDOWN_SETTLE_GRACE, async {
+            while background.join_next().await.is_some() {}
+        })
+        .await;
+        background.shutdown().await;
+    }
+
+    fn lock_background(&self) -> std::sync::MutexGuard<'_, tokio::task::JoinSet<()>> {
+        self.background.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Runs `future` as cancellable background work.
+    fn spawn_background(
+        &self,
+        future: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> tokio::task::AbortHandle {
+        let mut background = self.lock_background();
+        // Reap finished tasks so the set does not grow with every relay.
+        while background.try_join_next().is_some() {}
+        background.spawn(future)
     }
 
     /// Handles a `POST /relay` body from `client`. The work runs as a tracked task: once a
@@ -156,11 +232,15 @@ impl Relayer {
         if body.recover_signer(self.chain_id, config.forwarder) != Some(request.from) {
             return Err(Error::InvalidSignature);
         }
-        // 5. Per-signer limit, counted only now so nobody can spend another signer's quota.
+        // 5. Per-signer limit, read only: a signer at its limit is refused before any RPC call.
+        // The request is counted after the forwarder's `verify` (8): anyone can replay a
+        // signer's old requests, whose signatures still recover, but their nonces are spent, so
+        // they fail `verify` and never count. Nobody can spend another signer's quota.
         let signer = request.from.to_checksum(None);
-        let (key, per_signer) = (signer.clone(), config.rate_limit_per_signer);
-        if !self.db(move |store| store.hit(RateKind::Signer, &key, per_signer, now)).await? {
-            return Err(Error::SignerRateLimited(config.rate_limit_per_signer));
+        let per_signer = config.rate_limit_per_signer;
+        let key = signer.clone();
+        if self.db(move |store| store.hits(RateKind::Signer, &key, now)).await? >= per_signer {
+            return Err(Error::SignerRateLimited(per_signer));
         }
         // 6. Balance.
         let balance = self.chain.balance(self.address()).await?;
@@ -180,6 +260,16 @@ impl Relayer {
         if !self.chain.verify(request, &body.signature, at).await? {
             return Err(Error::InvalidSignature);
         }
+        // The signer's count: re-checked and recorded in one store transaction, so concurrent
+        // requests that all passed step 5 cannot together exceed the limit. A copy of a request
+        // already accepted (not mined yet, so `verify` still passes) is a replay: not counted.
+        let nonce = request.nonce.to_string();
+        let (key, counted_nonce) = (signer.clone(), nonce.clone());
+        match self.db(move |store| store.count_signer(&key, &counted_nonce, per_signer, now)).await? {
+            SignerCount::Counted => {}
+            SignerCount::Limited => return Err(Error::SignerRateLimited(per_signer)),
+            SignerCount::Duplicate => return Err(Error::InvalidSignature),
+        }
         // 9. Simulate `execute`: a registry call that would fail is never paid for.
         match self.chain.simulate(self.address(), request, &body.signature, at).await? {
             Simulation::Succeeds => {}
@@ -188,9 +278,10 @@ impl Relayer {
         }
         // 10. Gas limit from the estimate plus margin.
         let estimate = self.chain.estimate_execute(self.address(), request, &body.signature, at).await?;
-        let gas_limit = estimate + estimate * GAS_MARGIN_PERCENT / 100;
-        // 11. Reserve the worst case (limit × max fee) atomically; refuses replays too.
-        let nonce = request.nonce.to_string();
+        let gas_limit = with_margin(estimate);
+        // 11. Reserve the worst case (limit × max fee) atomically; refuses replays too. From
+        // here until this handler ends, the reconciler leaves the record to it.
+        let _in_flight = InFlightGuard::new(&self.in_flight, (signer.clone(), nonce.clone()));
         let new_relay = NewRelay {
             signer: signer.clone(),
             forwarder_nonce: nonce.clone(),
@@ -212,7 +303,8 @@ impl Relayer {
             Ok(sent) => sent,
             Err(Error::Unconfirmed { tx_hash, nonce: relayer_nonce, message }) => {
                 // Keep the relay on the books as sent: its settlement finds the receipt if the
-                // node did take it, and until then the worst case stays reserved.
+                // node did take it, and until then the worst case stays reserved; the
+                // reconciler drops it if the node never had it.
                 let (id, recorded) = (reservation.id, tx_hash.clone());
                 self.db(move |store| store.mark_sent(id, relayer_nonce, &recorded)).await?;
                 if let Ok(hash) = tx_hash.parse() {
@@ -242,10 +334,11 @@ impl Relayer {
         Ok(json!({ "txHash": hash, "from": signer, "nonce": nonce }))
     }
 
-    /// Waits for the receipt of `hash` in the background and settles the budget with its cost.
+    /// Waits for the receipt of `hash` in the background and settles the budget with its cost
+    /// (the fast path; the reconciler settles what this misses).
     fn spawn_settlement(self: &Arc<Self>, id: i64, hash: B256) {
         let relayer = Arc::clone(self);
-        self.tasks.spawn(async move {
+        let _ = self.spawn_background(async move {
             let deadline = tokio::time::Instant::now() + SETTLE_PATIENCE;
             let mut pause = Duration::from_millis(50);
             while tokio::time::Instant::now() < deadline {
@@ -269,8 +362,103 @@ impl Relayer {
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_secs(2));
             }
-            tracing::warn!(id, %hash, "no receipt yet; the next start settles it");
+            tracing::warn!(id, %hash, "no receipt yet; left to the reconciler");
         });
+    }
+
+    /// Starts the reconciler: a pass now (ending what a previous run left), then one every
+    /// `RECONCILE_INTERVAL_SECS`. It holds the relayer weakly, so it ends with it.
+    fn spawn_reconciler(self: &Arc<Self>) {
+        let relayer = Arc::downgrade(self);
+        let interval = self.config.reconcile_interval;
+        let handle = self.spawn_background(async move {
+            loop {
+                let Some(strong) = Weak::upgrade(&relayer) else { return };
+                if let Err(error) = strong.reconcile().await {
+                    tracing::warn!(error = %error.detail(), "reconciling relays failed; retrying later");
+                }
+                drop(strong);
+                tokio::time::sleep(interval).await;
+            }
+        });
+        *self.reconciler.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(handle);
+    }
+
+    /// One reconciler pass over the relays still `reserved` or `sent` after the grace period,
+    /// except those a handler of this process is working on.
+    async fn reconcile(&self) -> Result<()> {
+        let horizon = time::now().saturating_sub(self.config.reconcile_grace_secs);
+        let open = self.db(move |store| store.open_since(horizon)).await?;
+        let open: Vec<RelayRecord> = {
+            let in_flight = self.in_flight.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            open.into_iter()
+                .filter(|record| {
+                    !in_flight.contains_key(&(record.signer.clone(), record.forwarder_nonce.clone()))
+                })
+                .collect()
+        };
+        if open.is_empty() {
+            return Ok(());
+        }
+        // Read first: a nonce seen mined here is mined before any receipt read below.
+        let mined_nonce = self.chain.mined_nonce(self.address()).await?;
+        for record in open {
+            let id = record.id;
+            let decision = self.decide(&record, mined_nonce).await?;
+            let now = time::now();
+            match decision {
+                Decision::Wait => continue,
+                Decision::Settle { cost_wei, succeeded } => {
+                    self.db(move |store| store.settle(id, cost_wei, succeeded, now)).await?;
+                }
+                Decision::Executed => self.db(move |store| store.mark_executed(id, now)).await?,
+                Decision::Drop { reason, resync } => {
+                    if resync {
+                        self.sender.resync().await;
+                    }
+                    self.db(move |store| store.drop_relay(id, reason, now)).await?;
+                }
+            }
+            tracing::info!(
+                id,
+                signer = %record.signer,
+                forwarder_nonce = %record.forwarder_nonce,
+                tx = record.tx_hash.as_deref().unwrap_or("none"),
+                ?decision,
+                "reconciled a relay"
+            );
+        }
+        Ok(())
+    }
+
+    /// Gathers the facts about one unfinished relay and decides.
+    async fn decide(&self, record: &RelayRecord, mined_nonce: u64) -> Result<Decision> {
+        let from: Address = record
+            .signer
+            .parse()
+            .map_err(|_| Error::Internal(format!("relay {}: bad signer {:?}", record.id, record.signer)))?;
+        let requested: U256 = record.forwarder_nonce.parse().map_err(|_| {
+            Error::Internal(format!("relay {}: bad nonce {:?}", record.id, record.forwarder_nonce))
+        })?;
+        let hash: Option<B256> = record.tx_hash.as_deref().and_then(|hash| hash.parse().ok());
+        let request_ran = self.chain.forwarder_nonce(from).await? > requested;
+        let receipt = match hash {
+            Some(hash) => self.chain.receipt(hash).await?.map(|receipt| {
+                (u128::from(receipt.gas_used).saturating_mul(receipt.effective_gas_price), receipt.status())
+            }),
+            None => None,
+        };
+        let node_knows_tx = match hash {
+            Some(hash) if receipt.is_none() && !request_ran => self.chain.knows_transaction(hash).await?,
+            _ => true,
+        };
+        Ok(reconcile::decide(&Facts {
+            has_hash: hash.is_some(),
+            receipt,
+            request_ran,
+            relayer_nonce_used: record.relayer_nonce.is_some_and(|nonce| mined_nonce > nonce),
+            node_knows_tx,
+        }))
     }
 
     /// `GET /status`. Addresses are EIP-55 checksummed, as everywhere in the API.
@@ -338,5 +526,17 @@ impl Relayer {
             budget_pending_wei: budget.pending_wei,
             balance_wei: balance,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gas_margin_saturates() {
+        assert_eq!(with_margin(100_000), 130_000);
+        assert_eq!(with_margin(u64::MAX), u64::MAX);
+        assert_eq!(with_margin(u64::MAX / 100), u64::MAX / 100 + (u64::MAX / 100).saturating_mul(30) / 100);
     }
 }

@@ -3,7 +3,9 @@
 //! One async mutex covers "pick the nonce, sign, submit": concurrent relays get consecutive
 //! nonces, and a nonce only advances once the node has taken the transaction, so a refused
 //! submission leaves no gap. After an answer that leaves our view of the nonce in doubt, the next
-//! submission re-reads the node's pending count instead of guessing.
+//! submission re-reads the node's pending count instead of guessing; after a submission whose
+//! answer was lost, it first asks the node for that transaction: a pending count read from a
+//! node behind a load balancer may not include it yet, and reusing its nonce would replace it.
 
 use alloy::{
     consensus::{SignableTransaction, TxEip1559, TxEnvelope},
@@ -64,6 +66,18 @@ fn classify(message: &str) -> Answer {
     }
 }
 
+/// What the sender knows of its next nonce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NextNonce {
+    /// Ask the node for its pending count.
+    Unknown,
+    /// This one.
+    Known(u64),
+    /// The transaction `hash` was submitted with `nonce` but the answer was lost: if the node
+    /// knows it, continue after it; otherwise ask for the pending count.
+    AfterLost { hash: B256, nonce: u64 },
+}
+
 /// The relayer's signer with its nonce.
 #[derive(Debug)]
 pub(crate) struct Sender {
@@ -71,8 +85,8 @@ pub(crate) struct Sender {
     signer: PrivateKeySigner,
     chain_id: u64,
     forwarder: Address,
-    /// The next nonce to use; `None` means "ask the node".
-    next_nonce: Mutex<Option<u64>>,
+    /// The next nonce to use.
+    next_nonce: Mutex<NextNonce>,
 }
 
 impl Sender {
@@ -83,7 +97,7 @@ impl Sender {
         chain_id: u64,
         forwarder: Address,
     ) -> Self {
-        Self { chain, signer, chain_id, forwarder, next_nonce: Mutex::new(None) }
+        Self { chain, signer, chain_id, forwarder, next_nonce: Mutex::new(NextNonce::Unknown) }
     }
 
     /// The relayer's address.
@@ -97,23 +111,30 @@ impl Sender {
     pub(crate) async fn send(&self, outgoing: &Outgoing) -> Result<Sent> {
         let mut next = self.next_nonce.lock().await;
         let mut nonce = match *next {
-            Some(nonce) => nonce,
-            None => self.chain.pending_nonce(self.address()).await?,
+            NextNonce::Known(nonce) => nonce,
+            NextNonce::Unknown => self.chain.pending_nonce(self.address()).await?,
+            NextNonce::AfterLost { hash, nonce } => {
+                if self.chain.knows_transaction(hash).await? {
+                    nonce + 1
+                } else {
+                    self.chain.pending_nonce(self.address()).await?
+                }
+            }
         };
         let mut resynced = false;
         loop {
             let (hash, raw) = self.sign(outgoing, nonce)?;
             let failure = match self.chain.send_raw(&raw).await {
                 Ok(()) => {
-                    *next = Some(nonce + 1);
+                    *next = NextNonce::Known(nonce + 1);
                     return Ok(Sent { hash, nonce });
                 }
                 Err(failure) => failure,
             };
             if !failure.node_answered {
-                // The node may have taken it: re-read the nonce next time (the pending count then
-                // includes it or not), and let the caller keep the relay on the books.
-                *next = None;
+                // The node may have taken it: look for it before the next send, and let the
+                // caller keep the relay on the books.
+                *next = NextNonce::AfterLost { hash, nonce };
                 return Err(Error::Unconfirmed {
                     tx_hash: hash.to_string(),
                     nonce,
@@ -124,7 +145,7 @@ impl Sender {
             match classify(&message) {
                 Answer::AlreadyKnown => {
                     tracing::info!(%hash, nonce, "node already had the transaction");
-                    *next = Some(nonce + 1);
+                    *next = NextNonce::Known(nonce + 1);
                     return Ok(Sent { hash, nonce });
                 }
                 Answer::NonceUsed if !resynced => {
@@ -136,11 +157,17 @@ impl Sender {
                 Answer::NonceUsed | Answer::Other => {
                     // Refused (funds, fees, a nonce still clashing): nothing was taken. Re-read
                     // the nonce next time rather than trust a view the node just contradicted.
-                    *next = None;
+                    *next = NextNonce::Unknown;
                     return Err(Error::Rpc(message));
                 }
             }
         }
+    }
+
+    /// Forgets the local nonce, so the next send re-reads it from the node: the reconciler found
+    /// a transaction of ours that the node no longer has, so nonces after it would stay stuck.
+    pub(crate) async fn resync(&self) {
+        *self.next_nonce.lock().await = NextNonce::Unknown;
     }
 
     fn sign(&self, outgoing: &Outgoing, nonce: u64) -> Result<(B256, Vec<u8>)> {

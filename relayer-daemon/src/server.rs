@@ -115,7 +115,7 @@ fn respond(result: crate::error::Result<serde_json::Value>) -> Response {
 fn error_response(error: &Error) -> Response {
     let status = error.status();
     if status == StatusCode::INTERNAL_SERVER_ERROR {
-        tracing::warn!(%error, "request failed");
+        tracing::warn!(error = %error.detail(), "request failed");
     }
     warp::reply::with_status(warp::reply::json(&json!({ "error": error.to_string() })), status)
         .into_response()
@@ -143,5 +143,11 @@ fn rejected(rejection: &Rejection) -> Response {
             "Body too large (at most {MAX_BODY_BYTES} bytes)"
         )));
     }
-    error_response(&Error::BadRequest(format!("Bad request: {rejection:?}")))
+    if rejection.find::<warp::reject::LengthRequired>().is_some() {
+        return error_response(&Error::LengthRequired);
+    }
+    // The rest (a body that could not be read, a broken header) is the client's doing; warp's
+    // own `Debug` of it would only leak internals into the answer.
+    tracing::debug!(?rejection, "request rejected");
+    error_response(&Error::BadRequest("Bad request: the request could not be read".into()))
 }

@@ -48,9 +48,14 @@ CREATE TABLE IF NOT EXISTS relays (
     created_at INTEGER NOT NULL,
     settled_at INTEGER
 );
-CREATE UNIQUE INDEX IF NOT EXISTS relays_live_request ON relays (signer, forwarder_nonce)
-    WHERE status IN ('reserved', 'sent', 'mined');
+DROP INDEX IF EXISTS relays_live_request;
+CREATE UNIQUE INDEX IF NOT EXISTS relays_live_request_v2 ON relays (signer, forwarder_nonce)
+    WHERE status IN ('reserved', 'sent', 'mined', 'executed');
+CREATE INDEX IF NOT EXISTS relays_open ON relays (status, created_at);
 ";
+
+/// Statuses of a relay that hold its (signer, forwarder nonce): the request is in flight or ran.
+const LIVE: &str = "('reserved', 'sent', 'mined', 'executed')";
 
 /// Which counter a rate-limit event belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,6 +126,17 @@ pub enum Refusal {
     Duplicate,
 }
 
+/// What [`Store::count_signer`] decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignerCount {
+    /// Counted: the signer had quota left.
+    Counted,
+    /// Not counted: the signer's quota for the hour is used up.
+    Limited,
+    /// Not counted: this very request is already accepted (a replay of one not mined yet).
+    Duplicate,
+}
+
 /// A relay record, as kept on disk.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RelayRecord {
@@ -130,8 +146,10 @@ pub struct RelayRecord {
     pub signer: String,
     /// The request's forwarder nonce.
     pub forwarder_nonce: String,
-    /// `reserved`, `sent`, `mined`, `reverted` (mined but the transaction failed) or `failed`
-    /// (never sent; its reservation was released).
+    /// `reserved`, `sent`, `mined`, `reverted` (mined but the transaction failed), `failed`
+    /// (never sent; its reservation was released), `executed` (the request ran but no receipt
+    /// of ours shows it: the worst case stays charged) or `dropped` (the transaction will never
+    /// be mined: reservation released, the request may be relayed again).
     pub status: String,
     /// The relayer-account nonce of the transaction.
     pub relayer_nonce: Option<u64>,
@@ -210,6 +228,43 @@ impl Store {
         })
     }
 
+    /// Counts one request of `signer` (with forwarder nonce `nonce`) against `limit`, in one
+    /// transaction with the re-check: concurrent requests that passed the read-only check
+    /// cannot together exceed the limit. A request already accepted is not counted again.
+    pub fn count_signer(&self, signer: &str, nonce: &str, limit: u32, now: u64) -> Result<SignerCount> {
+        self.with(|connection| {
+            let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let duplicate: Option<i64> = tx
+                .query_row(
+                    &format!(
+                        "SELECT id FROM relays WHERE signer = ?1 AND forwarder_nonce = ?2 AND status IN {LIVE}"
+                    ),
+                    params![signer, nonce],
+                    |row| row.get(0),
+                )
+                .optional()?;
+            if duplicate.is_some() {
+                return Ok(SignerCount::Duplicate);
+            }
+            let horizon = now.saturating_sub(RATE_WINDOW_SECS) as i64;
+            let kind = RateKind::Signer.as_str();
+            let count: u32 = tx.query_row(
+                "SELECT COUNT(*) FROM rate_events WHERE kind = ?1 AND key = ?2 AND at > ?3",
+                params![kind, signer, horizon],
+                |row| row.get(0),
+            )?;
+            if count >= limit {
+                return Ok(SignerCount::Limited);
+            }
+            tx.execute(
+                "INSERT INTO rate_events (kind, key, at) VALUES (?1, ?2, ?3)",
+                params![kind, signer, now as i64],
+            )?;
+            tx.commit()?;
+            Ok(SignerCount::Counted)
+        })
+    }
+
     /// The budget at `now`: a window that ended reads as unused.
     pub fn budget(&self, now: u64) -> Result<BudgetState> {
         self.with(|connection| {
@@ -231,8 +286,9 @@ impl Store {
             let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let duplicate: Option<i64> = tx
                 .query_row(
-                    "SELECT id FROM relays WHERE signer = ?1 AND forwarder_nonce = ?2
-                     AND status IN ('reserved', 'sent', 'mined')",
+                    &format!(
+                        "SELECT id FROM relays WHERE signer = ?1 AND forwarder_nonce = ?2 AND status IN {LIVE}"
+                    ),
                     params![relay.signer, relay.forwarder_nonce],
                     |row| row.get(0),
                 )
@@ -275,11 +331,12 @@ impl Store {
         })
     }
 
-    /// Records that the relay's transaction was accepted by the node.
+    /// Records that the relay's transaction was accepted by the node (or may have been).
     pub fn mark_sent(&self, id: i64, relayer_nonce: u64, tx_hash: &str) -> Result<()> {
         self.with(|connection| {
             connection.execute(
-                "UPDATE relays SET status = 'sent', relayer_nonce = ?2, tx_hash = ?3 WHERE id = ?1",
+                "UPDATE relays SET status = 'sent', relayer_nonce = ?2, tx_hash = ?3
+                 WHERE id = ?1 AND status = 'reserved'",
                 params![id, relayer_nonce as i64, tx_hash],
             )?;
             Ok(())
@@ -288,16 +345,37 @@ impl Store {
 
     /// Gives back the reservation of a relay that was never sent.
     pub fn release(&self, id: i64, error: &str, now: u64) -> Result<()> {
-        self.finish(id, "failed", 0, Some(error), now)
+        self.finish(id, "failed", Some(0), Some(error), now)
     }
 
     /// Replaces the reservation of a mined relay by what it really cost.
     pub fn settle(&self, id: i64, cost_wei: u128, succeeded: bool, now: u64) -> Result<()> {
         let status = if succeeded { "mined" } else { "reverted" };
-        self.finish(id, status, cost_wei, None, now)
+        self.finish(id, status, Some(cost_wei), None, now)
     }
 
-    fn finish(&self, id: i64, status: &str, cost_wei: u128, error: Option<&str>, now: u64) -> Result<()> {
+    /// Closes a relay whose request ran on chain without a receipt of ours to show for it: the
+    /// worst-case reservation becomes its cost (the budget is never under-counted), and the
+    /// (signer, nonce) stays taken.
+    pub fn mark_executed(&self, id: i64, now: u64) -> Result<()> {
+        self.finish(id, "executed", None, Some("the request ran; no receipt of ours found"), now)
+    }
+
+    /// Closes a relay whose transaction will never be mined: its reservation is released and its
+    /// (signer, nonce) freed, so the request can be relayed again.
+    pub fn drop_relay(&self, id: i64, reason: &str, now: u64) -> Result<()> {
+        self.finish(id, "dropped", Some(0), Some(reason), now)
+    }
+
+    /// `cost_wei` replaces the reservation; `None` keeps the reservation as the cost.
+    fn finish(
+        &self,
+        id: i64,
+        status: &str,
+        cost_wei: Option<u128>,
+        error: Option<&str>,
+        now: u64,
+    ) -> Result<()> {
         self.with(|connection| {
             let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let (reserved, window_start, previous): (String, i64, String) = tx.query_row(
@@ -310,6 +388,7 @@ impl Store {
                 return Ok(());
             }
             let reserved = parse_wei(&reserved)?;
+            let cost_wei = cost_wei.unwrap_or(reserved);
             let mut state = read_budget(&tx)?;
             // A reservation from a window that has since reset belongs to that old window.
             if state.window_start == Some(window_start as u64) {
@@ -327,9 +406,15 @@ impl Store {
         })
     }
 
-    /// Relays sent but not yet settled (to settle after a restart).
+    /// Relays sent but not yet settled.
     pub fn unsettled(&self) -> Result<Vec<RelayRecord>> {
         self.records_where("status = 'sent'")
+    }
+
+    /// Relays still `reserved` or `sent` that were created at or before `created_by`: what the
+    /// reconciler looks at.
+    pub fn open_since(&self, created_by: u64) -> Result<Vec<RelayRecord>> {
+        self.records_where(&format!("status IN ('reserved', 'sent') AND created_at <= {}", created_by as i64))
     }
 
     /// Every relay record, oldest first.
@@ -486,6 +571,42 @@ mod tests {
         assert_eq!(store.reserve(&relay("s", 3, 1), 1_000, 0).unwrap(), Err(Refusal::Duplicate));
         store.release(first.id, "node refused", 0).unwrap();
         assert!(store.reserve(&relay("s", 3, 1), 1_000, 0).unwrap().is_ok());
+    }
+
+    #[test]
+    fn signer_counts_recheck_the_limit_and_skip_requests_already_accepted() {
+        let (_dir, store) = store();
+        // Two requests passed the read-only check at 1 of 2; only one more may be counted.
+        assert_eq!(store.count_signer("s", "0", 2, 10).unwrap(), SignerCount::Counted);
+        assert_eq!(store.hits(RateKind::Signer, "s", 10).unwrap(), 1);
+        assert_eq!(store.count_signer("s", "1", 2, 10).unwrap(), SignerCount::Counted);
+        assert_eq!(store.count_signer("s", "2", 2, 10).unwrap(), SignerCount::Limited);
+        assert_eq!(store.hits(RateKind::Signer, "s", 10).unwrap(), 2);
+        // A copy of a request already accepted is not counted, even with quota left.
+        store.reserve(&relay("t", 4, 1), 1_000, 10).unwrap().unwrap();
+        assert_eq!(store.count_signer("t", "4", 2, 10).unwrap(), SignerCount::Duplicate);
+        assert_eq!(store.hits(RateKind::Signer, "t", 10).unwrap(), 0);
+        assert_eq!(store.count_signer("s", "0", 2, 10 + RATE_WINDOW_SECS).unwrap(), SignerCount::Counted);
+    }
+
+    #[test]
+    fn dropped_relays_free_their_request_and_executed_ones_keep_the_worst_case() {
+        let (_dir, store) = store();
+        let dropped = store.reserve(&relay("s", 0, 10), 1_000, 5).unwrap().unwrap();
+        let executed = store.reserve(&relay("t", 0, 20), 1_000, 5).unwrap().unwrap();
+        assert_eq!(store.open_since(4).unwrap().len(), 0, "newer than the horizon");
+        assert_eq!(store.open_since(5).unwrap().len(), 2);
+        store.drop_relay(dropped.id, "never sent", 6).unwrap();
+        store.mark_executed(executed.id, 6).unwrap();
+        // A late mark_sent does not reopen a closed relay.
+        store.mark_sent(dropped.id, 3, "0x01").unwrap();
+        let state = store.budget(7).unwrap();
+        assert_eq!((state.used_wei, state.pending_wei), (200, 0));
+        let statuses: Vec<_> = store.records().unwrap().into_iter().map(|r| (r.status, r.cost_wei)).collect();
+        assert_eq!(statuses, [("dropped".to_owned(), Some(0)), ("executed".to_owned(), Some(200))]);
+        assert!(store.open_since(10).unwrap().is_empty());
+        assert!(store.reserve(&relay("s", 0, 10), 1_000, 8).unwrap().is_ok(), "the slot is free again");
+        assert_eq!(store.reserve(&relay("t", 0, 10), 1_000, 8).unwrap(), Err(Refusal::Duplicate));
     }
 
     #[test]

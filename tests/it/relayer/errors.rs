@@ -6,6 +6,7 @@ use alloy::{
     signers::local::PrivateKeySigner,
 };
 use kya_core::abi::AgentRegistry;
+use kya_relayer::RateKind;
 use kya_tests::relayer_fixture::{Client, body, forward, sign_with_core, sign_with_eth_account};
 use serde_json::{Value, json};
 
@@ -154,8 +155,9 @@ async fn more_than_20_requests_per_ip_per_hour_are_refused() {
 }
 
 #[tokio::test]
-async fn more_than_10_requests_per_signer_per_hour_are_refused_and_forgers_cannot_spend_the_quota() {
-    let (t, _db, relayer) = start(&[]).await;
+async fn more_than_10_requests_per_signer_per_hour_are_refused_and_nobody_else_can_spend_the_quota() {
+    // The IP limit is raised: every request here comes from 127.0.0.1.
+    let (t, _db, relayer) = start(&[("RATE_LIMIT_PER_IP", "100")]).await;
     let client = &relayer.client;
     let agent = agent_key(30);
     // Forged requests in the agent's name do not count against the agent.
@@ -166,25 +168,59 @@ async fn more_than_10_requests_per_signer_per_hour_are_refused_and_forgers_canno
             "Invalid signature or nonce mismatch",
         );
     }
-    // Ten correctly signed requests count, valid or not (a stale nonce is refused on chain).
-    assert_eq!(client.relay(&valid_body(&t, client, &agent).await).await.0, 200);
-    for _ in 0..9 {
-        let stale = forward(&t, agent.address(), 0, &register_call(agent.address(), 0));
-        let signature = sign_with_core(&t, &agent, &stale).signature;
-        assert_error(
-            client.relay(&body(&stale, &signature)).await,
-            401,
-            "Invalid signature or nonce mismatch",
-        );
+    // Nor do replays of the agent's own mined request: its signature recovers to the agent, but
+    // its nonce is spent, so the forwarder's `verify` refuses it before it is counted.
+    let register = forward(&t, agent.address(), 0, &register_call(agent.address(), 0));
+    let registered = body(&register, &sign_with_core(&t, &agent, &register).signature);
+    assert_eq!(client.relay(&registered).await.0, 200);
+    for _ in 0..12 {
+        assert_error(client.relay(&registered).await, 401, "Invalid signature or nonce mismatch");
     }
-    let attest =
-        forward(&t, agent.address(), 1, &AgentRegistry::attestComplianceCall { agentId: U256::from(1) });
-    let signature = sign_with_core(&t, &agent, &attest).signature;
-    assert_error(client.relay(&body(&attest, &signature)).await, 429, "Signer rate limit exceeded (10/hour)");
-    assert_eq!(forwarder_nonce(&t, agent.address()).await, 1, "the eleventh was not sent");
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let signer = agent.address().to_checksum(None);
+    assert_eq!(relayer.relayer.store().hits(RateKind::Signer, &signer, now).unwrap(), 1);
+    // So the agent still has its nine other relays of the hour, and the eleventh is refused.
+    let attest = |nonce: u64| {
+        let request = forward(
+            &t,
+            agent.address(),
+            nonce,
+            &AgentRegistry::attestComplianceCall { agentId: U256::from(1) },
+        );
+        body(&request, &sign_with_core(&t, &agent, &request).signature)
+    };
+    for nonce in 1..10 {
+        let (status, answer) = client.relay(&attest(nonce)).await;
+        assert_eq!(status, 200, "relay {nonce}: {answer}");
+    }
+    assert_error(client.relay(&attest(10)).await, 429, "Signer rate limit exceeded (10/hour)");
+    assert_eq!(forwarder_nonce(&t, agent.address()).await, 10, "the eleventh was not sent");
+    // At the limit, even a replay is refused by the read-only check, before the chain is asked.
+    assert_error(client.relay(&registered).await, 429, "Signer rate limit exceeded (10/hour)");
+    assert_eq!(relayer.relayer.store().hits(RateKind::Signer, &signer, now).unwrap(), 10);
     // Another signer is unaffected.
     let other = agent_key(31);
     assert_eq!(client.relay(&valid_body(&t, client, &other).await).await.0, 200);
+    relayer.stop().await;
+}
+
+#[tokio::test]
+async fn a_body_without_content_length_gets_a_clear_411() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (_t, _db, relayer) = start(&[]).await;
+    let address = relayer.client.base.trim_start_matches("http://").to_owned();
+    let mut socket = tokio::net::TcpStream::connect(&address).await.unwrap();
+    socket
+        .write_all(
+            b"POST /relay HTTP/1.1\r\nhost: relayer\r\ncontent-type: application/json\r\n\
+              transfer-encoding: chunked\r\nconnection: close\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+        )
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    socket.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 411"), "{answer}");
+    assert!(answer.ends_with(r#"{"error":"Content-Length header required"}"#), "{answer}");
     relayer.stop().await;
 }
 

@@ -5,8 +5,10 @@ mod concurrency;
 mod errors;
 mod flows;
 mod lifecycle;
+mod reconcile;
 mod replay;
 mod restart;
+mod secrets;
 
 use alloy::{
     primitives::{Address, B256, U256},

@@ -1,0 +1,167 @@
+//! Relays left unfinished end on their own: a reservation whose process died before sending, a
+//! transaction the node dropped, and a send whose answer was lost on a node whose pending count
+//! lags. Shutdown does not wait for receipts that are not coming.
+
+use std::{sync::Arc, time::Duration};
+
+use alloy::{consensus::Transaction, primitives::B256, providers::Provider};
+use kya_relayer::{NewRelay, RelayRecord, Store};
+use kya_tests::{
+    TestChain,
+    relayer_fixture::{InProcessRelayer, RpcAction, body, forward, rpc_proxy, set, settings, sign_with_core},
+};
+use serde_json::Value;
+
+use super::{agent_key, agent_of, cost, receipt, register_call};
+
+/// Settings with a reconciler that looks at every relay at once, every second.
+fn eager(t: &TestChain, db: &std::path::Path) -> Vec<(String, String)> {
+    let mut env = settings(t, db);
+    set(&mut env, "RECONCILE_GRACE_SECS", "0");
+    set(&mut env, "RECONCILE_INTERVAL_SECS", "1");
+    env
+}
+
+/// Waits until the record `index` has `status`.
+async fn record_becomes(relayer: &InProcessRelayer, index: usize, status: &str) -> RelayRecord {
+    for _ in 0..200 {
+        let records = relayer.relayer.store().records().unwrap();
+        if let Some(record) = records.get(index).filter(|record| record.status == status) {
+            return record.clone();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("record {index} never became {status}: {:?}", relayer.relayer.store().records().unwrap());
+}
+
+async fn anvil(t: &TestChain, method: &'static str, params: Value) {
+    let _: Value = t.chain.provider().raw_request(method.into(), params).await.expect(method);
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+}
+
+#[tokio::test]
+async fn a_reservation_left_by_a_killed_relayer_is_freed_at_the_next_start() {
+    let t = TestChain::start().await;
+    let db = tempfile::tempdir().unwrap();
+    let agent = agent_key(300);
+    // What a relayer killed between reserving and sending leaves behind.
+    let store = Store::open(&db.path().join("relayer.db")).unwrap();
+    let reserved = NewRelay {
+        signer: agent.address().to_checksum(None),
+        forwarder_nonce: "0".into(),
+        client_ip: "127.0.0.1".into(),
+        gas_limit: 400_000,
+        max_fee_wei: 2_000_000_000,
+    };
+    store.reserve(&reserved, u128::MAX, now()).unwrap().unwrap();
+    assert_eq!(store.budget(now()).unwrap().pending_wei, 800_000_000_000_000);
+    drop(store);
+
+    let relayer = InProcessRelayer::start(&eager(&t, db.path())).await;
+    let dropped = record_becomes(&relayer, 0, "dropped").await;
+    assert_eq!(dropped.cost_wei, Some(0));
+    // The signer can relay with that nonce, and only the real transaction is paid for.
+    let request = forward(&t, agent.address(), 0, &register_call(agent.address(), 0));
+    let (status, answer) =
+        relayer.client.relay(&body(&request, &sign_with_core(&t, &agent, &request).signature)).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_ne!(agent_of(&t, agent.address()).await, 0);
+    let paid = cost(&receipt(&t, &answer).await);
+    assert_eq!(relayer.client.used_wei_settled().await, paid);
+    relayer.stop().await;
+}
+
+#[tokio::test]
+async fn a_transaction_that_is_never_mined_does_not_hold_shutdown_and_is_dropped_later() {
+    let t = TestChain::start().await;
+    let db = tempfile::tempdir().unwrap();
+    let agent = agent_key(310);
+    let request = forward(&t, agent.address(), 0, &register_call(agent.address(), 0));
+    let signed = body(&request, &sign_with_core(&t, &agent, &request).signature);
+
+    // Mining stops: the relay is sent and waits in the pool.
+    let relayer = InProcessRelayer::start(&eager(&t, db.path())).await;
+    anvil(&t, "evm_setAutomine", serde_json::json!([false])).await;
+    let (status, answer) = relayer.client.relay(&signed).await;
+    assert_eq!(status, 200, "{answer}");
+    let hash: B256 = answer["txHash"].as_str().unwrap().parse().unwrap();
+    // Shutdown does not wait for its receipt.
+    let started = std::time::Instant::now();
+    tokio::time::timeout(Duration::from_secs(30), relayer.stop()).await.expect("shutdown is prompt");
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+
+    // The node forgets the transaction; the next run drops the relay and frees the request.
+    anvil(&t, "anvil_dropTransaction", serde_json::json!([hash])).await;
+    anvil(&t, "evm_setAutomine", serde_json::json!([true])).await;
+    let relayer = InProcessRelayer::start(&eager(&t, db.path())).await;
+    let dropped = record_becomes(&relayer, 0, "dropped").await;
+    assert_eq!(dropped.tx_hash, Some(hash.to_string()));
+    let (status, answer) = relayer.client.relay(&signed).await;
+    assert_eq!(status, 200, "the same signed request is accepted again: {answer}");
+    let mined = receipt(&t, &answer).await;
+    assert!(mined.status());
+    assert_ne!(agent_of(&t, agent.address()).await, 0);
+    let tx = t.chain.provider().get_transaction_by_hash(mined.transaction_hash).await.unwrap().unwrap();
+    assert_eq!(Some(tx.nonce()), dropped.relayer_nonce, "the dropped transaction's nonce is reused");
+    assert_eq!(relayer.client.used_wei_settled().await, cost(&mined));
+    relayer.stop().await;
+}
+
+#[tokio::test]
+async fn after_a_lost_send_answer_the_next_relay_continues_after_the_transaction_the_node_has() {
+    // A node behind a proxy that loses the answer to the first send and whose pending count
+    // lags (it reports the mined count), as load-balanced endpoints do.
+    let t = TestChain::start().await;
+    let db = tempfile::tempdir().unwrap();
+    let sends = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = Arc::clone(&sends);
+    let node = rpc_proxy(
+        Some(t.rpc_url()),
+        Arc::new(move |request: &str| {
+            if request.contains("eth_sendRawTransaction")
+                && counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0
+            {
+                return RpcAction::ForwardAndLose;
+            }
+            if request.contains("eth_getTransactionCount") {
+                return RpcAction::Forward(request.replace("\"pending\"", "\"latest\""));
+            }
+            RpcAction::Forward(request.to_owned())
+        }),
+    )
+    .await;
+    let mut env = settings(&t, db.path());
+    set(&mut env, "RPC_URL", node);
+    let relayer = InProcessRelayer::start(&env).await;
+    anvil(&t, "evm_setAutomine", serde_json::json!([false])).await;
+
+    let (first, second) = (agent_key(320), agent_key(321));
+    let relay = |agent: &alloy::signers::local::PrivateKeySigner| {
+        let request = forward(&t, agent.address(), 0, &register_call(agent.address(), 0));
+        body(&request, &sign_with_core(&t, agent, &request).signature)
+    };
+    let (status, answer) = relayer.client.relay(&relay(&first)).await;
+    assert_eq!(status, 500, "{answer}");
+    let message = answer["error"].as_str().unwrap();
+    assert!(message.starts_with("Sending the transaction failed; it may still be mined as 0x"), "{message}");
+    let lost: B256 = message.rsplit(' ').next().unwrap().parse().unwrap();
+    let (status, answer) = relayer.client.relay(&relay(&second)).await;
+    assert_eq!(status, 200, "{answer}");
+    let next: B256 = answer["txHash"].as_str().unwrap().parse().unwrap();
+
+    anvil(&t, "evm_mine", serde_json::json!([])).await;
+    anvil(&t, "evm_setAutomine", serde_json::json!([true])).await;
+    let (lost, next) = (t.chain.receipt(lost).await.unwrap(), t.chain.receipt(next).await.unwrap());
+    assert!(lost.status() && next.status());
+    let provider = t.chain.provider();
+    let next_tx = provider.get_transaction_by_hash(next.transaction_hash).await.unwrap().unwrap();
+    let lost_tx = provider.get_transaction_by_hash(lost.transaction_hash).await.unwrap().unwrap();
+    assert_eq!(next_tx.nonce(), lost_tx.nonce() + 1);
+    assert_ne!(agent_of(&t, first.address()).await, 0);
+    assert_ne!(agent_of(&t, second.address()).await, 0);
+    assert_eq!(relayer.client.used_wei_settled().await, cost(&lost) + cost(&next));
+    relayer.stop().await;
+}

@@ -1,0 +1,98 @@
+//! RPC failures never show the RPC URL: hosted nodes carry their API key in its path or query,
+//! and the HTTP client quotes the URL in its errors. Clients get a fixed message, the log gets
+//! the detail with the URL redacted.
+
+use std::sync::{
+    Arc,
+    atomic::{AtomicUsize, Ordering},
+};
+
+use alloy::primitives::{Address, U256, aliases::U48};
+use kya_core::forward_request::{self, ForwardRequest};
+use kya_devchain::dev_accounts::{self, Role};
+use kya_tests::relayer_fixture::{BinaryRelayer, RpcAction, body, rpc_proxy};
+use serde_json::json;
+
+use super::{agent_key, register_call};
+
+const BINARY: &str = env!("CARGO_BIN_EXE_kya-relayer-under-test");
+
+// Multi-threaded: the fake node must answer while the binary's start blocks this thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rpc_failures_answer_a_fixed_message_and_the_url_key_reaches_neither_client_nor_log() {
+    // A node that knows its chain id, then closes connections or answers garbage, in turn.
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&calls);
+    let node = rpc_proxy(
+        None,
+        Arc::new(move |request: &str| {
+            if request.contains("eth_chainId") {
+                return RpcAction::Answer("\"0x14a34\"".into());
+            }
+            if counter.fetch_add(1, Ordering::SeqCst).is_multiple_of(2) {
+                RpcAction::Close
+            } else {
+                RpcAction::Garbage
+            }
+        }),
+    )
+    .await;
+    let rpc_url = format!(
+        "{}/v2/PathKeyS3cret?apikey=QueryKeyS3cret",
+        node.replace("://", "://rpcuser:UserKeyS3cret@")
+    );
+    let (registry, forwarder) = (Address::repeat_byte(0x11), Address::repeat_byte(0x22));
+    let db = tempfile::tempdir().unwrap();
+    let settings: Vec<(String, String)> = [
+        ("RPC_URL", rpc_url),
+        ("REGISTRY_ADDRESS", registry.to_string()),
+        ("FORWARDER_ADDRESS", forwarder.to_string()),
+        ("RELAYER_KEY", dev_accounts::key_hex(Role::Relayer).to_owned()),
+        ("RELAYER_DB", db.path().join("relayer.db").display().to_string()),
+    ]
+    .into_iter()
+    .map(|(name, value)| (name.to_owned(), value))
+    .collect();
+    let relayer = BinaryRelayer::start(BINARY, &settings);
+
+    // A well-formed request, correctly signed: it gets as far as the chain.
+    let agent = agent_key(400);
+    let request = ForwardRequest {
+        from: agent.address(),
+        to: registry,
+        value: U256::ZERO,
+        gas: U256::from(500_000),
+        nonce: U256::ZERO,
+        deadline: U48::ZERO,
+        data: alloy::sol_types::SolCall::abi_encode(&register_call(agent.address(), 0)).into(),
+    };
+    let digest = forward_request::signing_digest(&request, &forward_request::domain(84_532, forwarder));
+    let signature = alloy::signers::SignerSync::sign_hash_sync(&agent, &digest).unwrap();
+    let expected = json!({ "error": "RPC request failed; try again later" });
+    let mut answers = String::new();
+    for _ in 0..2 {
+        let (status, answer) = relayer.client.relay(&body(&request, &signature.as_bytes().into())).await;
+        assert_eq!((status, &answer), (500, &expected));
+        answers.push_str(&answer.to_string());
+        for path in ["/status".to_owned(), format!("/nonce/{}", agent.address())] {
+            let (status, text) = relayer.client.get_text(&path).await;
+            assert_eq!(
+                (status, serde_json::from_str::<serde_json::Value>(&text).unwrap()),
+                (500, expected.clone())
+            );
+            answers.push_str(&text);
+        }
+    }
+    assert!(calls.load(Ordering::SeqCst) >= 4, "both faults were served");
+    let (clean, log) = relayer.terminate();
+    assert!(clean, "{log}");
+
+    for secret in ["PathKeyS3cret", "QueryKeyS3cret", "UserKeyS3cret", "rpcuser"] {
+        assert!(!answers.contains(secret), "{secret} in an answer: {answers}");
+        assert!(!log.contains(secret), "{secret} in the log:\n{log}");
+    }
+    // The log still says what went wrong and where, without the secret parts.
+    let host = node.trim_start_matches("http://");
+    assert!(log.contains(&format!("http://{host}/…")), "{log}");
+    assert!(log.contains("RPC error: "), "{log}");
+}
