@@ -126,6 +126,8 @@ pub struct Answer {
     pub status: u16,
     pub headers: reqwest::header::HeaderMap,
     pub body: Value,
+    /// The body as sent (numbers past 64 bits are exact only here).
+    pub text: String,
 }
 
 impl Answer {
@@ -178,7 +180,7 @@ impl EdgeClient {
         } else {
             serde_json::from_str(&text).unwrap_or_else(|error| panic!("{path}: not JSON ({error}): {text}"))
         };
-        Answer { status, headers, body }
+        Answer { status, headers, body, text }
     }
 }
 

@@ -194,7 +194,7 @@ fn record(id: u64) -> AgentRegistry::AgentRecord {
 fn revenue(id: u64) -> Revenue {
     Revenue {
         agent_id: id,
-        amount: u128::from(id) * 1_250,
+        amount: U256::from(id) * U256::from(1_250),
         currency: ["USD", "EUR", "USDC"][(id % 3) as usize].to_owned(),
         category: ["compute", "trading", "services", "licensing"][(id % 4) as usize].to_owned(),
         period_start: 1_700_000_000,

@@ -65,10 +65,17 @@ export interface RegisterAgentInput {
 
 type JsResult<T = JsValue> = Result<T, JsError>;
 
+#[wasm_bindgen]
+extern "C" {
+    #[wasm_bindgen(js_namespace = JSON, js_name = parse, catch)]
+    fn json_parse(text: &str) -> Result<JsValue, JsValue>;
+}
+
+/// Results go through the API's own JSON text and `JSON.parse`, so a page sees every value, big
+/// revenue amounts included, exactly as it would from the API's response.
 fn to_js<T: Serialize>(value: &T) -> JsResult {
-    value
-        .serialize(&serde_wasm_bindgen::Serializer::json_compatible())
-        .map_err(|error| JsError::new(&error.to_string()))
+    let text = serde_json::to_string(value).map_err(error)?;
+    json_parse(&text).map_err(|_| JsError::new("JSON.parse refused the result"))
 }
 
 fn from_js<T: for<'de> Deserialize<'de>>(value: JsValue, what: &str) -> JsResult<T> {
@@ -236,6 +243,12 @@ pub fn get_agent_by_wallet_calldata(wallet: &str) -> JsResult<String> {
 #[wasm_bindgen(js_name = getChildrenCalldata)]
 pub fn get_children_calldata(agent_id: f64) -> JsResult<String> {
     Ok(calldata(&AgentRegistry::getChildrenCall { agentId: U256::from(whole(agent_id, "agentId")?) }))
+}
+
+/// Calldata of `getRevenueHistory(agentId)`, for an `eth_call`.
+#[wasm_bindgen(js_name = getRevenueHistoryCalldata)]
+pub fn get_revenue_history_calldata(agent_id: f64) -> JsResult<String> {
+    Ok(calldata(&AgentRegistry::getRevenueHistoryCall { agentId: U256::from(whole(agent_id, "agentId")?) }))
 }
 
 /// Calldata of `attestCompliance(agentId)`: the `data` of a gasless attestation request.

@@ -8,11 +8,13 @@
 //! - [`AgentStatus`]: the registry's status enum and its names.
 //! - [`Agent`], [`Revenue`] and their JSON views ([`record`]), [`Compliance`], [`lineage`],
 //!   [`pagination`], [`query`] validation, [`stats`] over a [`Snapshot`] of the registry.
+//! - [`Cents`]: revenue amounts and sums, exact and never wrapping, as JSON numbers.
 //! - [`rpc`]: JSON-RPC batch plans of `eth_call`s at a pinned block, and their decoders.
 //! - [`KyaDecision`]: what a provider does with a KYA result.
 //! - `browser` (feature `browser`): the JavaScript bindings of all this for web apps.
 
 pub mod abi;
+mod amount;
 #[cfg(feature = "browser")]
 pub mod browser;
 mod compliance;
@@ -29,6 +31,7 @@ pub mod stats;
 mod status;
 pub mod time;
 
+pub use amount::Cents;
 pub use compliance::{ATTESTATION_VALIDITY_SECS, Compliance};
 pub use error::{Error, Result};
 pub use kya::KyaDecision;

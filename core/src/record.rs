@@ -4,7 +4,7 @@
 use alloy_primitives::{Address, B256, U256, hex};
 use serde::{Deserialize, Serialize};
 
-use crate::{AgentStatus, Error, Result, abi::AgentRegistry, time::timestamp};
+use crate::{AgentStatus, Cents, Error, Result, abi::AgentRegistry, time::timestamp};
 
 /// One agent as the registry holds it; ids are `u64` (the registry counts from 1, one by one).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,12 +28,12 @@ pub struct Agent {
     pub status: AgentStatus,
 }
 
-/// One revenue report; `amount` is in cents.
+/// One revenue report; `amount` is in cents, any `uint256` (see [`Cents`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Revenue {
     pub agent_id: u64,
-    pub amount: u128,
+    pub amount: U256,
     pub currency: String,
     pub category: String,
     pub period_start: u64,
@@ -41,8 +41,8 @@ pub struct Revenue {
     pub reported_at: u64,
 }
 
-/// A `uint256` the API shows as a number: ids, generations and amounts fit easily in practice, and
-/// one that does not is reported rather than silently cut.
+/// A `uint256` the API shows as a number: ids and generations fit easily (the registry counts them
+/// one by one), and one that does not is reported rather than silently cut.
 pub fn small<T: TryFrom<U256>>(value: U256, what: &str) -> Result<T> {
     T::try_from(value).map_err(|_| Error::Decode(format!("{what} {value} is out of range")))
 }
@@ -76,7 +76,7 @@ impl TryFrom<AgentRegistry::RevenueReport> for Revenue {
     fn try_from(report: AgentRegistry::RevenueReport) -> Result<Self> {
         Ok(Self {
             agent_id: small(report.agentId, "agent id")?,
-            amount: small(report.amount, "amount")?,
+            amount: report.amount,
             currency: report.currency,
             category: report.category,
             period_start: report.periodStart,
@@ -216,7 +216,7 @@ impl From<&Agent> for KyaAgent {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RevenueView {
-    pub amount: u128,
+    pub amount: Cents,
     pub currency: String,
     pub category: String,
     pub period_start: Option<String>,
@@ -227,7 +227,7 @@ pub struct RevenueView {
 impl From<&Revenue> for RevenueView {
     fn from(report: &Revenue) -> Self {
         Self {
-            amount: report.amount,
+            amount: Cents(report.amount),
             currency: report.currency.clone(),
             category: report.category.clone(),
             period_start: timestamp(report.period_start),

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::{
-    Agent, AgentStatus, Compliance, Revenue, Snapshot,
+    Agent, AgentStatus, Cents, Compliance, Revenue, Snapshot,
     pagination::{Page, paginate},
     query::AgentsQuery,
     record::{AgentListItem, RecentRegistration, checksummed},
@@ -47,7 +47,7 @@ pub struct DetailedStats {
     pub compliance_rate: String,
     pub compliant_count: u64,
     /// Cents per currency.
-    pub total_revenue: BTreeMap<String, u128>,
+    pub total_revenue: BTreeMap<String, Cents>,
     pub recent_registrations: Vec<RecentRegistration>,
 }
 
@@ -73,9 +73,9 @@ pub struct ComplianceList {
 #[serde(rename_all = "camelCase")]
 pub struct RevenueAggregate {
     pub total_reports: u64,
-    pub total_amount: u128,
-    pub by_currency: BTreeMap<String, u128>,
-    pub by_category: BTreeMap<String, u128>,
+    pub total_amount: Cents,
+    pub by_currency: BTreeMap<String, Cents>,
+    pub by_category: BTreeMap<String, Cents>,
 }
 
 /// `/stats`: `registry` and `rpc` are echoed as configured (the registry checksummed).
@@ -162,10 +162,11 @@ pub fn compliance_list(snapshot: &Snapshot) -> ComplianceList {
 pub fn revenue_aggregate(reports: &[Revenue]) -> RevenueAggregate {
     let mut aggregate = RevenueAggregate::default();
     for report in reports {
+        let amount = Cents(report.amount);
         aggregate.total_reports += 1;
-        aggregate.total_amount += report.amount;
-        *aggregate.by_currency.entry(report.currency.clone()).or_default() += report.amount;
-        *aggregate.by_category.entry(report.category.clone()).or_default() += report.amount;
+        aggregate.total_amount += amount;
+        *aggregate.by_currency.entry(report.currency.clone()).or_default() += amount;
+        *aggregate.by_category.entry(report.category.clone()).or_default() += amount;
     }
     aggregate
 }
@@ -178,7 +179,7 @@ fn len(count: usize) -> u64 {
 mod tests {
     use super::*;
     use crate::{Agent, BlockRef, compliance::ATTESTATION_VALIDITY_SECS};
-    use alloy_primitives::{Address, B256};
+    use alloy_primitives::{Address, B256, U256};
     use proptest::prelude::*;
 
     const NOW: u64 = 2_000_000_000;
@@ -202,10 +203,10 @@ mod tests {
         }
     }
 
-    fn report(amount: u128, currency: &str, category: &str) -> Revenue {
+    fn report(amount: u64, currency: &str, category: &str) -> Revenue {
         Revenue {
             agent_id: 1,
-            amount,
+            amount: U256::from(amount),
             currency: currency.into(),
             category: category.into(),
             period_start: 0,
@@ -277,9 +278,22 @@ mod tests {
     #[test]
     fn aggregate_sums_cents() {
         let aggregate = revenue_aggregate(&snapshot().revenue);
-        assert_eq!((aggregate.total_reports, aggregate.total_amount), (3, 355));
-        assert_eq!(aggregate.by_category["compute"], 350);
+        assert_eq!((aggregate.total_reports, aggregate.total_amount), (3, Cents::from(355)));
+        assert_eq!(aggregate.by_category["compute"], Cents::from(350));
         assert_eq!(revenue_aggregate(&[]), RevenueAggregate::default());
+    }
+
+    /// Anyone can report any `uint256`: sums past `u128` stay exact, and past `U256` saturate.
+    #[test]
+    fn aggregate_of_absurd_amounts_never_wraps() {
+        let huge = |amount: U256| Revenue { amount, ..report(0, "USD", "data") };
+        let half = U256::from(u128::MAX / 2 + 1);
+        let aggregate = revenue_aggregate(&[huge(half), huge(half), huge(U256::from(1))]);
+        assert_eq!(aggregate.total_amount, Cents(U256::from(u128::MAX) + U256::from(2)));
+        let json = serde_json::to_value(&aggregate).unwrap();
+        assert_eq!(json["totalAmount"].as_f64(), Some(f64::from(U256::from(u128::MAX))));
+        let saturated = revenue_aggregate(&[huge(U256::MAX), huge(U256::MAX)]);
+        assert_eq!(saturated.by_currency["USD"], Cents(U256::MAX));
     }
 
     #[test]

@@ -2,13 +2,16 @@
 //!
 //! Written out (days-from-civil arithmetic) rather than pulling a date crate into the Worker.
 
-/// `1970-01-01T00:00:00.000Z` style text of a Unix time in seconds.
+/// `1970-01-01T00:00:00.000Z` style text of a Unix time in seconds. Years past 9999 (a reporter
+/// may put any `uint64` in a revenue period) take ISO 8601's expanded form, as JavaScript's
+/// `toISOString` writes them: `+010000-01-01T00:00:00.000Z`.
 pub fn iso8601(seconds: u64) -> String {
     let days = seconds / 86_400;
     let in_day = seconds % 86_400;
     let (year, month, day) = civil_from_days(days);
+    let year = if year > 9_999 { format!("+{year:06}") } else { format!("{year:04}") };
     format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.000Z",
+        "{year}-{month:02}-{day:02}T{:02}:{:02}:{:02}.000Z",
         in_day / 3_600,
         in_day % 3_600 / 60,
         in_day % 60
@@ -94,6 +97,10 @@ mod tests {
         assert_eq!(iso8601(951_782_400), "2000-02-29T00:00:00.000Z");
         assert_eq!(iso8601(1_700_000_000), "2023-11-14T22:13:20.000Z");
         assert_eq!(iso8601(4_102_444_799), "2099-12-31T23:59:59.000Z");
+        assert_eq!(iso8601(253_402_300_799), "9999-12-31T23:59:59.000Z");
+        assert_eq!(iso8601(253_402_300_800), "+010000-01-01T00:00:00.000Z");
+        assert_eq!(iso8601(8_640_000_000_000), "+275760-09-13T00:00:00.000Z");
+        assert_eq!(iso8601(u64::MAX), "+584554051223-11-09T07:00:15.000Z");
         assert_eq!(timestamp(0), None);
         assert_eq!(timestamp(1).as_deref(), Some("1970-01-01T00:00:01.000Z"));
     }

@@ -131,8 +131,10 @@ test('compliance, KYA decisions and decoded records agree with the API for every
   const agents = Number(process.env.KYA_AGENTS);
   assert.ok(agents > 0);
   const decisions = new Set();
+  let revenueRecords = 0;
   for (let id = 1; id <= agents; id += 1) {
-    const ip = `198.51.100.${1 + Math.floor(id / 25)}`;
+    // Three requests per agent: 15 agents per client IP stay under the 60-per-minute limit.
+    const ip = `198.51.100.${1 + Math.floor(id / 15)}`;
     const { body, blockTimestamp } = await get(`/api/v1/agent/${id}`, ip);
     const ours = kya.evaluateCompliance(body.agent, blockTimestamp, body.children.length);
     const { isCompliant, ...compliance } = ours;
@@ -142,6 +144,10 @@ test('compliance, KYA decisions and decoded records agree with the API for every
     // The record decoded in the package from a raw eth_call equals the API's record.
     assert.deepEqual(kya.decodeAgentRecord(await ethCall(kya.getAgentCalldata(id))), body.agent, `agent ${id}: record`);
     assert.deepEqual(kya.decodeChildren(await ethCall(kya.getChildrenCalldata(id))), body.children, `agent ${id}: children`);
+    const revenue = await get(`/api/v1/agent/${id}/revenue?limit=500`, ip);
+    const history = kya.decodeRevenueHistory(await ethCall(kya.getRevenueHistoryCalldata(id)));
+    assert.deepEqual(history, revenue.body.data, `agent ${id}: revenue history`);
+    revenueRecords += history.length;
 
     // KYA by wallet: the package's verdict at the check's block equals the API's.
     const check = await get(`/api/v1/kya/${body.agent.agentWallet.toLowerCase()}`, ip);
@@ -154,6 +160,7 @@ test('compliance, KYA decisions and decoded records agree with the API for every
     decisions.add(decision);
     assert.equal(decision, check.body.isRegistered ? (verdict ? 'provision' : 'renew attestation') : 'deny or register');
   }
+  assert.ok(revenueRecords > 0, 'the seed reports revenue, so the decoded histories were compared');
   // The seed covers every branch: compliant, lapsed or suspended, and revoked or terminated.
   assert.deepEqual([...decisions].sort(), ['deny or register', 'provision', 'renew attestation']);
 });

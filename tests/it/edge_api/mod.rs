@@ -10,3 +10,4 @@ mod bulk;
 mod demo;
 mod expect;
 mod failures;
+mod hostile;
