@@ -34,6 +34,10 @@ pub enum Error {
     /// The registry has no agent with this id.
     #[error("Agent not found: {0}")]
     AgentNotFound(u64),
+    /// A well-formed id too large for any agent: the registry counts agents one by one from 1,
+    /// so an id past 64 bits names none (404, like any id that does not exist).
+    #[error("Agent not found: {0}")]
+    AgentIdBeyondRegistry(String),
     /// The node answered a call with a revert this code does not expect.
     #[error("contract call reverted: {0}")]
     Reverted(String),

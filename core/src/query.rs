@@ -10,14 +10,17 @@ use crate::{
     pagination::{AGENTS_DEFAULT_LIMIT, AGENTS_MAX_LIMIT, REVENUE_DEFAULT_LIMIT, REVENUE_MAX_LIMIT},
 };
 
-/// An agent id from a path: a positive decimal integer (digits only, no sign, fits 64 bits).
+/// An agent id from a path: a positive decimal integer (digits only, no sign). One past 64 bits
+/// is well-formed but names no agent ([`Error::AgentIdBeyondRegistry`], a 404 rather than a 400).
 pub fn parse_agent_id(segment: &str) -> Result<u64> {
     if segment.is_empty() || !segment.bytes().all(|byte| byte.is_ascii_digit()) {
         return Err(Error::InvalidAgentId(segment.to_owned()));
     }
     match segment.parse::<u64>() {
-        Ok(id) if id > 0 => Ok(id),
-        _ => Err(Error::InvalidAgentId(segment.to_owned())),
+        Ok(0) => Err(Error::InvalidAgentId(segment.to_owned())),
+        Ok(id) => Ok(id),
+        // Digits only, so the one failure left is overflow.
+        Err(_) => Err(Error::AgentIdBeyondRegistry(segment.to_owned())),
     }
 }
 
@@ -62,8 +65,8 @@ impl AgentsQuery {
         let mut query = Self { page: 1, limit: AGENTS_DEFAULT_LIMIT, status: None };
         for (name, value) in pairs {
             match name {
-                "page" => query.page = positive(value, "page")?,
-                "limit" => query.limit = positive(value, "limit")?.min(AGENTS_MAX_LIMIT),
+                "page" => query.page = position(value, "page", 1)?,
+                "limit" => query.limit = limit(value, AGENTS_MAX_LIMIT)?,
                 "status" => query.status = Some(value.parse()?),
                 _ => {}
             }
@@ -92,8 +95,8 @@ impl RevenueQuery {
         let mut query = Self { offset: 0, limit: REVENUE_DEFAULT_LIMIT };
         for (name, value) in pairs {
             match name {
-                "offset" => query.offset = non_negative(value, "offset")?,
-                "limit" => query.limit = positive(value, "limit")?.min(REVENUE_MAX_LIMIT),
+                "offset" => query.offset = position(value, "offset", 0)?,
+                "limit" => query.limit = limit(value, REVENUE_MAX_LIMIT)?,
                 _ => {}
             }
         }
@@ -101,20 +104,35 @@ impl RevenueQuery {
     }
 }
 
-fn non_negative(value: &str, name: &'static str) -> Result<u64> {
-    let invalid = Error::InvalidQuery { name, reason: "must be a non-negative integer" };
-    if value.is_empty() || !value.bytes().all(|byte| byte.is_ascii_digit()) {
-        return Err(invalid);
-    }
-    // Digits only, so the one failure left is overflow: such a value is past any end anyway.
-    Ok(value.parse().unwrap_or(u64::MAX))
+/// The largest `page` or `offset` accepted: JavaScript's `Number.MAX_SAFE_INTEGER`, so the value
+/// echoed in the response is exactly what the caller sent, even to a JavaScript client.
+pub const MAX_POSITION: u64 = 9_007_199_254_740_991;
+
+/// A page size: a positive integer, clamped to `max` however large it is.
+fn limit(value: &str, max: u64) -> Result<u64> {
+    // Digits only once `whole` accepts it, so the one parse failure left is overflow: clamped.
+    whole(value)
+        .filter(|&number| number > 0)
+        .map(|number| number.min(max))
+        .ok_or(Error::InvalidQuery { name: "limit", reason: "must be a positive integer" })
 }
 
-fn positive(value: &str, name: &'static str) -> Result<u64> {
-    match non_negative(value, name) {
-        Ok(0) | Err(_) => Err(Error::InvalidQuery { name, reason: "must be a positive integer" }),
-        Ok(number) => Ok(number),
+/// A `page` (`first` 1) or an `offset` (`first` 0): an integer from `first` to [`MAX_POSITION`].
+fn position(value: &str, name: &'static str, first: u64) -> Result<u64> {
+    let number = whole(value).filter(|&number| number >= first).ok_or(Error::InvalidQuery {
+        name,
+        reason: if first == 0 { "must be a non-negative integer" } else { "must be a positive integer" },
+    })?;
+    if number > MAX_POSITION {
+        return Err(Error::InvalidQuery { name, reason: "must be at most 9007199254740991" });
     }
+    Ok(number)
+}
+
+/// Decimal digits only (no sign, no exponent), saturating at `u64::MAX`.
+fn whole(value: &str) -> Option<u64> {
+    (!value.is_empty() && value.bytes().all(|byte| byte.is_ascii_digit()))
+        .then(|| value.parse().unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]
@@ -125,9 +143,18 @@ mod tests {
     #[test]
     fn agent_ids() {
         assert_eq!(parse_agent_id("42"), Ok(42));
-        for bad in ["0", "", "-1", "+1", "1.5", "abc", "1e3", " 1", "18446744073709551616"] {
+        assert_eq!(parse_agent_id("007"), Ok(7));
+        assert_eq!(parse_agent_id("18446744073709551615"), Ok(u64::MAX));
+        for bad in ["0", "000", "", "-1", "+1", "1.5", "abc", "1e3", " 1", "0x1"] {
             assert_eq!(parse_agent_id(bad), Err(Error::InvalidAgentId(bad.into())), "{bad}");
         }
+        let beyond = "18446744073709551616";
+        assert_eq!(parse_agent_id(beyond), Err(Error::AgentIdBeyondRegistry(beyond.into())));
+        assert_eq!(
+            Error::AgentIdBeyondRegistry(beyond.into()).to_string(),
+            "Agent not found: 18446744073709551616"
+        );
+        assert!(!Error::AgentIdBeyondRegistry(beyond.into()).is_bad_request());
         assert_eq!(
             Error::InvalidAgentId("x".into()).to_string(),
             "invalid agent id 'x': must be a positive integer"
@@ -176,6 +203,32 @@ mod tests {
         );
         assert!(RevenueQuery::parse([("offset", "-3")]).is_err());
         assert!(RevenueQuery::parse([("limit", "0")]).is_err());
+        let huge = "99999999999999999999999";
+        assert_eq!(RevenueQuery::parse([("limit", huge)]), Ok(RevenueQuery { offset: 0, limit: 500 }));
+    }
+
+    #[test]
+    fn positions_stay_within_what_javascript_holds_exactly() {
+        let largest = MAX_POSITION.to_string();
+        assert_eq!(AgentsQuery::parse([("page", &*largest)]).map(|query| query.page), Ok(MAX_POSITION));
+        assert_eq!(RevenueQuery::parse([("offset", &*largest)]).map(|query| query.offset), Ok(MAX_POSITION));
+        for too_large in ["9007199254740992", "18446744073709551616"] {
+            for error in [
+                AgentsQuery::parse([("page", too_large)]).unwrap_err(),
+                RevenueQuery::parse([("offset", too_large)]).unwrap_err(),
+            ] {
+                assert!(error.to_string().ends_with("must be at most 9007199254740991"), "{error}");
+                assert!(error.is_bad_request());
+            }
+        }
+        assert_eq!(
+            AgentsQuery::parse([("page", "0")]).unwrap_err().to_string(),
+            "invalid query parameter 'page': must be a positive integer"
+        );
+        assert_eq!(
+            RevenueQuery::parse([("offset", "x")]).unwrap_err().to_string(),
+            "invalid query parameter 'offset': must be a non-negative integer"
+        );
     }
 
     proptest! {
@@ -197,7 +250,7 @@ mod tests {
                 AgentsQuery::parse([("page", &*text)]).map(drop),
                 RevenueQuery::parse([("offset", &*text)]).map(drop)] {
                 if let Err(error) = result {
-                    prop_assert!(error.is_bad_request());
+                    prop_assert!(error.is_bad_request() || matches!(error, Error::AgentIdBeyondRegistry(_)));
                 }
             }
         }

@@ -59,6 +59,8 @@ struct KyaResult {
 pub(crate) struct Answer {
     pub(crate) body: String,
     pub(crate) block: BlockRef,
+    /// When (Unix seconds, wall clock) its chain data was read: the start of its TTL.
+    pub(crate) read_at: u64,
 }
 
 /// What the endpoints need to read the chain.
@@ -68,6 +70,17 @@ pub(crate) struct Deps<'a> {
     pub(crate) registry: Address,
     /// Scheme and host of the request, the namespace of cache keys.
     pub(crate) origin: &'a str,
+    /// The request's wall-clock time, Unix seconds.
+    pub(crate) now: u64,
+}
+
+impl Deps<'_> {
+    /// The Cache API key of `path` (starting with `/`). The configuration is part of every key,
+    /// so a changed registry or RPC endpoint never serves what the old one answered.
+    pub(crate) fn cache_key(&self, path: &str) -> String {
+        let config = keccak256(format!("{:#x} {}", self.registry, self.rpc.url));
+        format!("{}/__kya/{}{path}", self.origin, alloy_primitives::hex::encode(&config[..12]))
+    }
 }
 
 impl Endpoint {
@@ -109,41 +122,43 @@ impl Endpoint {
     /// The JSON body of a successful answer, with the block it read.
     pub(crate) async fn answer(&self, deps: &Deps<'_>) -> Result<Answer> {
         let rpc_url = deps.rpc.url;
+        // Answers read the chain now (`deps.now`), except those computed from the cached
+        // snapshot, which are as old as the snapshot.
         match self {
             Self::Stats => {
-                let snapshot = snapshot(deps).await?;
-                render(snapshot.block, &stats::stats(&snapshot, &deps.registry, rpc_url))
+                let (snapshot, read_at) = snapshot(deps).await?;
+                render(snapshot.block, read_at, &stats::stats(&snapshot, &deps.registry, rpc_url))
             }
             Self::StatsDetailed => {
-                let snapshot = snapshot(deps).await?;
+                let (snapshot, read_at) = snapshot(deps).await?;
                 let detailed = stats::detailed(&snapshot, stats::stats(&snapshot, &deps.registry, rpc_url));
-                render(snapshot.block, &detailed)
+                render(snapshot.block, read_at, &detailed)
             }
             Self::Agents(query) => {
-                let snapshot = snapshot(deps).await?;
-                render(snapshot.block, &stats::agents_page(&snapshot, query))
+                let (snapshot, read_at) = snapshot(deps).await?;
+                render(snapshot.block, read_at, &stats::agents_page(&snapshot, query))
             }
             Self::AgentsCompliance => {
-                let snapshot = snapshot(deps).await?;
-                render(snapshot.block, &stats::compliance_list(&snapshot))
+                let (snapshot, read_at) = snapshot(deps).await?;
+                render(snapshot.block, read_at, &stats::compliance_list(&snapshot))
             }
             Self::RevenueAggregate => {
-                let snapshot = snapshot(deps).await?;
-                render(snapshot.block, &stats::revenue_aggregate(&snapshot.revenue))
+                let (snapshot, read_at) = snapshot(deps).await?;
+                render(snapshot.block, read_at, &stats::revenue_aggregate(&snapshot.revenue))
             }
             Self::Agent(id) => {
                 let (block, agent, children) = reads::agent(&deps.rpc, deps.registry, *id).await?;
                 let compliance = Compliance::of(&agent, children.len() as u64, block.timestamp);
-                render(block, &AgentDetail { agent: AgentView::from(&agent), children, compliance })
+                render(block, deps.now, &AgentDetail { agent: AgentView::from(&agent), children, compliance })
             }
             Self::Lineage(id) => {
                 let (block, tree) = reads::lineage(&deps.rpc, deps.registry, *id).await?;
-                render(block, &tree)
+                render(block, deps.now, &tree)
             }
             Self::Revenue(id, query) => {
                 let (block, history) = reads::revenue(&deps.rpc, deps.registry, *id).await?;
                 let shown = window(&history, query.offset, query.limit);
-                render(block, &shown.map(|report| RevenueView::from(&report)))
+                render(block, deps.now, &shown.map(|report| RevenueView::from(&report)))
             }
             Self::Kya(wallet) => {
                 let (block, agent) = reads::kya(&deps.rpc, deps.registry, *wallet).await?;
@@ -153,6 +168,7 @@ impl Endpoint {
                     .is_some_and(|agent| Compliance::of(agent, 0, block.timestamp).is_compliant());
                 render(
                     block,
+                    deps.now,
                     &KyaResult {
                         wallet: checksummed(wallet),
                         is_registered: agent.is_some(),
@@ -166,20 +182,19 @@ impl Endpoint {
     }
 }
 
-/// The registry snapshot, from the Cache API or read afresh (and then cached for 5 minutes).
-async fn snapshot(deps: &Deps<'_>) -> Result<Snapshot> {
-    // The configuration is part of the key, so a changed registry or RPC never reads old data.
-    let config = keccak256(format!("{:#x} {}", deps.registry, deps.rpc.url));
-    let key = format!("{}/__kya/snapshot/{}", deps.origin, alloy_primitives::hex::encode(&config[..12]));
-    if let Some(snapshot) = cache::snapshot(&key).await? {
-        return Ok(snapshot);
+/// The registry snapshot and when it was read: from the Cache API while younger than 5 minutes,
+/// else read afresh (and cached).
+async fn snapshot(deps: &Deps<'_>) -> Result<(Snapshot, u64)> {
+    let key = deps.cache_key("/snapshot");
+    if let Some(cached) = cache::snapshot(&key, AGENT_DATA_TTL, deps.now).await {
+        return Ok(cached);
     }
     let snapshot = reads::snapshot(&deps.rpc, deps.registry).await?;
-    cache::store_snapshot(&key, &snapshot, AGENT_DATA_TTL).await?;
-    Ok(snapshot)
+    cache::store_snapshot(&key, &snapshot, deps.now, AGENT_DATA_TTL).await?;
+    Ok((snapshot, deps.now))
 }
 
-fn render<T: Serialize>(block: BlockRef, value: &T) -> Result<Answer> {
+fn render<T: Serialize>(block: BlockRef, read_at: u64, value: &T) -> Result<Answer> {
     let body = serde_json::to_string(value).map_err(|error| Error::Runtime(error.into()))?;
-    Ok(Answer { body, block })
+    Ok(Answer { body, block, read_at })
 }

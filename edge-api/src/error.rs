@@ -15,8 +15,9 @@ pub enum Error {
     /// The RPC endpoint could not be reached or answered with an HTTP error.
     #[error("RPC endpoint unreachable: {0}")]
     RpcUnreachable(String),
-    /// No route has this path.
-    #[error("Not found: {0}")]
+    /// No route has this path. SPEC.md section 7 gives every 404 ("agent ID or resource does
+    /// not exist") the one prefix, so clients can test for it.
+    #[error("Agent not found: no resource at {0}")]
     NoRoute(String),
     /// The API is read-only: only GET (and the OPTIONS preflight) are served.
     #[error("Method {0} not allowed: the API is read-only (GET)")]
@@ -37,7 +38,8 @@ impl Error {
     pub fn status(&self) -> u16 {
         match self {
             Self::Core(error) if error.is_bad_request() => 400,
-            Self::Core(kya_core::Error::AgentNotFound(_)) | Self::NoRoute(_) => 404,
+            Self::Core(kya_core::Error::AgentNotFound(_) | kya_core::Error::AgentIdBeyondRegistry(_))
+            | Self::NoRoute(_) => 404,
             Self::MethodNotAllowed(_) => 405,
             Self::RateLimited { .. } => 429,
             // SPEC.md section 7: RPC failures, call failures and reverts are all 500 (`/health`
@@ -62,6 +64,9 @@ mod tests {
     fn statuses() {
         assert_eq!(Error::from(kya_core::Error::InvalidAgentId("x".into())).status(), 400);
         assert_eq!(Error::from(kya_core::Error::AgentNotFound(9)).status(), 404);
+        assert_eq!(Error::from(kya_core::Error::AgentIdBeyondRegistry("1".repeat(30))).status(), 404);
+        assert_eq!(Error::NoRoute("/api/v2/stats".into()).status(), 404);
+        assert_eq!(Error::NoRoute("/x".into()).to_string(), "Agent not found: no resource at /x");
         assert_eq!(Error::from(kya_core::Error::Rpc("x".into())).status(), 500);
         assert_eq!(Error::RateLimited { retry_after: 3 }.status(), 429);
         assert_eq!(Error::RegistryNotConfigured.status(), 500);

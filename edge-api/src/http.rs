@@ -7,7 +7,7 @@ use worker::{Headers, Response};
 use crate::{Error, Result, endpoints::Answer};
 
 /// Headers a browser may read from a cross-origin response.
-const EXPOSED_HEADERS: &str = "X-RateLimit-Remaining, ETag, Retry-After, Cache-Control, X-Cache, \
+const EXPOSED_HEADERS: &str = "X-RateLimit-Remaining, ETag, Retry-After, Cache-Control, X-Cache, X-Expires-At, \
                                X-Block-Number, X-Block-Timestamp";
 
 /// A JSON response with `status` and a `Cache-Control` header.
@@ -57,7 +57,7 @@ pub(crate) fn not_modified(etag: &str, cache_control: &str) -> Result<Response> 
 /// The answer to a CORS preflight.
 pub(crate) fn preflight() -> Result<Response> {
     let headers = Headers::new();
-    headers.set("access-control-allow-methods", "GET, OPTIONS")?;
+    headers.set("access-control-allow-methods", "GET, HEAD, OPTIONS")?;
     headers.set("access-control-allow-headers", "Content-Type, If-None-Match")?;
     headers.set("access-control-max-age", "86400")?;
     Ok(Response::empty()?.with_status(204).with_headers(headers))

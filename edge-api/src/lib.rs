@@ -45,7 +45,7 @@ async fn respond(request: Request, env: Env) -> Result<Response> {
         return http::finish(http::preflight()?, quota.remaining);
     }
     let (remaining, outcome) = match rate_limit::consume(&env, &ip, now).await {
-        Ok(quota) => (quota.remaining, handle(&request, &env).await),
+        Ok(quota) => (quota.remaining, handle(&request, &env, now).await),
         Err(limited) => (0, Err(limited)),
     };
     let response = match outcome {
@@ -60,8 +60,9 @@ async fn respond(request: Request, env: Env) -> Result<Response> {
     http::finish(response, remaining)
 }
 
-/// Everything after the rate limit; errors become `{"error": ...}` in [`fetch`].
-async fn handle(request: &Request, env: &Env) -> Result<Response> {
+/// Everything after the rate limit, at wall-clock time `now` (Unix seconds); errors become
+/// `{"error": ...}` in [`respond`].
+async fn handle(request: &Request, env: &Env, now: u64) -> Result<Response> {
     if request.method() != Method::Get && request.method() != Method::Head {
         return Err(Error::MethodNotAllowed(request.method().to_string()));
     }
@@ -76,21 +77,22 @@ async fn handle(request: &Request, env: &Env) -> Result<Response> {
     let url = request.url()?;
     let endpoint = Endpoint::parse(route, &url)?;
     let origin = url.origin().ascii_serialization();
-    let deps = Deps { rpc, registry, origin: &origin };
+    let deps = Deps { rpc, registry, origin: &origin, now };
     let if_none_match = request.headers().get("if-none-match")?;
 
     let Some((cache_path, ttl)) = endpoint.cache() else {
         return http::answer(&endpoint.answer(&deps).await?, "no-store");
     };
-    let key = format!("{origin}{cache_path}");
-    let (response, hit) = match cache::lookup(&key).await? {
+    let key = deps.cache_key(&cache_path);
+    let (response, hit) = match cache::lookup(&key, now).await? {
         Some(cached) => (cached, "HIT"),
-        None => (cache::store(&key, &endpoint.answer(&deps).await?, ttl).await?, "MISS"),
+        None => (cache::store(&key, &endpoint.answer(&deps).await?, ttl, now).await?, "MISS"),
     };
     let etag = response.headers().get("etag")?.unwrap_or_default();
     let response = match if_none_match {
         Some(candidates) if http::etag_matches(&candidates, &etag) => {
-            http::not_modified(&etag, &cache::cache_control(ttl))?
+            let cache_control = response.headers().get("cache-control")?.unwrap_or_default();
+            http::not_modified(&etag, &cache_control)?
         }
         _ => response,
     };

@@ -80,6 +80,12 @@ async fn every_endpoint_matches_the_seeded_registry() {
     blocks::cached_answers_keep_their_block(&t.api, &t.chain.chain, &t.demo).await;
 }
 
+/// The `max-age` of an answer's `Cache-Control`.
+fn max_age(answer: &Answer) -> u64 {
+    let control = answer.header("cache-control").expect("Cache-Control");
+    control.strip_prefix("public, max-age=").and_then(|age| age.parse().ok()).expect(control)
+}
+
 /// Runs first, on cold caches: a repeated request inside its TTL makes no RPC request, and the
 /// snapshot of all agents serves every list endpoint.
 async fn caching(t: &Demo) {
@@ -90,18 +96,26 @@ async fn caching(t: &Demo) {
     assert_eq!(cost, 4, "cold /stats round trips");
     assert_eq!(first.header("cache-control"), Some("public, max-age=300"));
     let etag = first.header("etag").expect("an ETag").to_owned();
+    let expires_at = first.header("x-expires-at").expect("X-Expires-At").to_owned();
 
+    // A hit counts down what is left of the TTL (the Worker's clock has whole seconds).
+    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
     let (again, cost) = t.get_counted("/api/v1/stats").await;
     assert_eq!((again.status, cost, again.header("x-cache")), (200, 0, Some("HIT")));
     assert_eq!(again.body, first.body);
     assert_eq!(again.header("etag"), Some(etag.as_str()));
+    let counting_down = max_age(&again);
+    assert!((290..300).contains(&counting_down), "max-age {counting_down} on a hit a second later");
 
+    // Answers computed from the cached snapshot expire with it, not a full TTL after it.
     for path in
         ["/api/v1/agents/compliance", "/api/v1/stats/detailed", "/api/v1/revenue/aggregate", "/api/v1/agents"]
     {
         let (answer, cost) = t.get_counted(path).await;
         assert_eq!((answer.status, answer.header("x-cache")), (200, Some("MISS")), "{path}");
         assert_eq!(cost, 0, "{path} is served from the cached snapshot");
+        assert_eq!(answer.header("x-expires-at"), Some(expires_at.as_str()), "{path}");
+        assert!(max_age(&answer) <= counting_down, "{path}: {:?}", answer.header("cache-control"));
     }
 
     let ip = fresh_ip();
@@ -277,10 +291,6 @@ async fn bad_requests(t: &Demo) {
         ("/api/v1/agent/abc".into(), "invalid agent id 'abc': must be a positive integer".into()),
         ("/api/v1/agent/-1".into(), "invalid agent id '-1': must be a positive integer".into()),
         ("/api/v1/agent/1.5".into(), "invalid agent id '1.5': must be a positive integer".into()),
-        (
-            "/api/v1/agent/99999999999999999999999".into(),
-            "invalid agent id '99999999999999999999999': must be a positive integer".into(),
-        ),
         ("/api/v1/agent/0x01/lineage".into(), "invalid agent id '0x01': must be a positive integer".into()),
         ("/api/v1/agent/one/revenue".into(), "invalid agent id 'one': must be a positive integer".into()),
         ("/api/v1/agents?page=0".into(), "invalid query parameter 'page': must be a positive integer".into()),
@@ -303,6 +313,14 @@ async fn bad_requests(t: &Demo) {
         (
             "/api/v1/agents?status=active".into(),
             "invalid status 'active': must be one of Active, Suspended, Revoked, Terminated".into(),
+        ),
+        (
+            "/api/v1/agents?page=9007199254740992".into(),
+            "invalid query parameter 'page': must be at most 9007199254740991".into(),
+        ),
+        (
+            "/api/v1/agent/1/revenue?offset=18446744073709551616".into(),
+            "invalid query parameter 'offset': must be at most 9007199254740991".into(),
         ),
         (
             "/api/v1/agent/1/revenue?offset=-1".into(),
@@ -351,8 +369,22 @@ async fn not_found(t: &Demo) {
             assert_eq!(answer.remaining(), 59);
         }
     }
+    // Well-formed ids past 64 bits name no agent: 404 without a chain read (the registry counts
+    // agents one by one from 1).
+    let beyond = "99999999999999999999999";
+    for path in [format!("/api/v1/agent/{beyond}"), format!("/api/v1/agent/{beyond}/lineage")] {
+        let (answer, cost) = t.get_counted(&path).await;
+        assert_eq!(
+            (answer.status, &answer.body),
+            (404, &json!({ "error": format!("Agent not found: {beyond}") }))
+        );
+        assert_eq!((cost, answer.header("cache-control")), (0, Some("no-store")), "{path}");
+    }
     let unknown = t.get("/api/v2/stats").await;
-    assert_eq!((unknown.status, &unknown.body), (404, &json!({"error": "Not found: /api/v2/stats"})));
+    assert_eq!(
+        (unknown.status, &unknown.body),
+        (404, &json!({"error": "Agent not found: no resource at /api/v2/stats"}))
+    );
     assert_eq!(unknown.remaining(), 59);
     let write = t.api.request("POST", "/api/v1/stats", &fresh_ip(), &[]).await;
     assert_eq!((write.status, write.header("allow")), (405, Some("GET, HEAD, OPTIONS")));
