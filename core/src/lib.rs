@@ -10,6 +10,7 @@
 //!   [`pagination`], [`query`] validation, [`stats`] over a [`Snapshot`] of the registry.
 //! - [`Cents`]: revenue amounts and sums, exact and never wrapping, as JSON numbers.
 //! - [`rpc`]: JSON-RPC batch plans of `eth_call`s at a pinned block, and their decoders.
+//! - [`client_ip`]: the identity a rate limit counts a client IP as (IPv6 by /64).
 //! - [`KyaDecision`]: what a provider does with a KYA result.
 //! - `browser` (feature `browser`): the JavaScript bindings of all this for web apps.
 
@@ -17,6 +18,7 @@ pub mod abi;
 mod amount;
 #[cfg(feature = "browser")]
 pub mod browser;
+pub mod client_ip;
 mod compliance;
 mod error;
 pub mod forward_request;

@@ -5,6 +5,9 @@
 //! edge this is a soft limit (a burst spread over several locations can pass a few extra
 //! requests); it is exact under `wrangler dev`, which the tests use.
 
+use std::net::IpAddr;
+
+use kya_core::client_ip::network_of;
 use worker::{Env, Headers, console_error, kv::KvStore};
 
 use crate::{Error, Result};
@@ -18,18 +21,16 @@ pub(crate) const BINDING: &str = "RATE_LIMIT";
 /// Shared key for clients without an IP header (only under local tools; Cloudflare always sets it).
 const UNKNOWN_CLIENT: &str = "local";
 
-/// The client's IP: `CF-Connecting-IP` (set by Cloudflare), else the first `X-Forwarded-For`
-/// hop, else one shared bucket for local tools.
+/// The client the limit counts: the IP in `CF-Connecting-IP` (set by Cloudflare), else in the
+/// first `X-Forwarded-For` hop, as its network (IPv6 by /64, [`network_of`]); one shared bucket
+/// for local tools that send neither, or text that is no IP (never a key the caller chooses).
 pub(crate) fn client_ip(headers: &Headers) -> String {
-    let header = |name| headers.get(name).ok().flatten().map(|value| value.trim().to_owned());
-    header("cf-connecting-ip")
-        .filter(|ip| !ip.is_empty())
-        .or_else(|| {
-            header("x-forwarded-for")
-                .and_then(|hops| hops.split(',').next().map(|hop| hop.trim().to_owned()))
-                .filter(|ip| !ip.is_empty())
-        })
-        .unwrap_or_else(|| UNKNOWN_CLIENT.to_owned())
+    let header = |name| headers.get(name).ok().flatten();
+    let ip = header("cf-connecting-ip")
+        .filter(|ip| !ip.trim().is_empty())
+        .or_else(|| header("x-forwarded-for").and_then(|hops| hops.split(',').next().map(str::to_owned)));
+    ip.and_then(|ip| ip.trim().parse::<IpAddr>().ok())
+        .map_or_else(|| UNKNOWN_CLIENT.to_owned(), |ip| network_of(ip).to_string())
 }
 
 /// Where a client stands in the current window.

@@ -3,6 +3,7 @@
 
 use std::{convert::Infallible, future::Future, net::IpAddr, sync::Arc};
 
+use kya_core::client_ip::network_of;
 use serde_json::json;
 use tokio::net::TcpListener;
 use warp::{Filter, Rejection, Reply, http::StatusCode, reply::Response};
@@ -48,20 +49,19 @@ pub fn routes(
                 |body: warp::hyper::body::Bytes,
                  remote: Option<std::net::SocketAddr>,
                  relayer: Arc<Relayer>| async move {
-                    let client = remote.map_or(IpAddr::from([0, 0, 0, 0]), |remote| remote.ip());
-                    respond(relayer.relay(body.to_vec(), client).await)
+                    respond(relayer.relay(body.to_vec(), client_of(remote)).await)
                 },
             );
     // The read endpoints below each cost the node RPC calls: limited per IP, in memory.
-    let read_allowed = warp::addr::remote()
-        .and_then(move |remote: Option<std::net::SocketAddr>| {
-            let limiter = Arc::clone(&limiter);
-            async move {
-                let client = remote.map_or(IpAddr::from([0, 0, 0, 0]), |remote| remote.ip());
-                limiter.check(client).map_err(|error| warp::reject::custom(Refused(error)))
-            }
-        })
-        .untuple_one();
+    let read_allowed =
+        warp::addr::remote()
+            .and_then(move |remote: Option<std::net::SocketAddr>| {
+                let limiter = Arc::clone(&limiter);
+                async move {
+                    limiter.check(client_of(remote)).map_err(|error| warp::reject::custom(Refused(error)))
+                }
+            })
+            .untuple_one();
     let status = warp::path!("status")
         .and(warp::get())
         .and(read_allowed.clone())
@@ -103,6 +103,12 @@ pub fn routes(
         .recover(|rejection: Rejection| async move { Ok::<_, Infallible>(rejected(&rejection)) })
         .unify()
         .with(warp::trace::request())
+}
+
+/// The client a limit counts: the TCP peer's network (IPv6 by /64, so one client cannot spread
+/// requests over its 2^64 addresses).
+fn client_of(remote: Option<std::net::SocketAddr>) -> IpAddr {
+    network_of(remote.map_or(IpAddr::from([0, 0, 0, 0]), |remote| remote.ip()))
 }
 
 fn respond(result: crate::error::Result<serde_json::Value>) -> Response {

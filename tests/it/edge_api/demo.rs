@@ -444,6 +444,24 @@ async fn rate_limit(t: &Demo) {
     assert_eq!(limited.header("access-control-allow-origin"), Some("*"));
     let other = t.get("/api/v1/stats").await;
     assert_eq!((other.status, other.remaining()), (200, 59), "other clients keep their quota");
+
+    // IPv6 clients count by /64: two addresses of one network share its quota, the next network
+    // has its own. (Again with another network should the three cross a minute boundary.)
+    for network in 1.. {
+        let window = unix_seconds() / 60;
+        let mut remaining = Vec::new();
+        for ip in [
+            format!("2001:db8:{network}:1::1"),
+            format!("2001:db8:{network}:1:ffff::2"),
+            format!("2001:db8:{network}:2::1"),
+        ] {
+            remaining.push(t.api.request("GET", "/api/v1/stats", &ip, &[]).await.remaining());
+        }
+        if unix_seconds() / 60 == window {
+            assert_eq!(remaining, [59, 58, 59], "IPv6 quotas by /64");
+            break;
+        }
+    }
 }
 
 /// An attestation exactly 7 days old is current; one second more is not. The pinned block is
