@@ -9,12 +9,15 @@ use alloy::{
     primitives::{Address, B256, Bytes, U256},
     providers::{DynProvider, Provider, ProviderBuilder},
     rpc::types::{TransactionReceipt, TransactionRequest},
-    sol_types::{Panic, Revert, SolCall, SolError},
+    sol_types::{Panic, Revert, SolCall, SolError, SolEvent},
     transports::{RpcError, TransportErrorKind, http::reqwest},
 };
 use kya_core::{abi::Forwarder, forward_request::ForwardRequest};
 
-use crate::error::{Error, Result};
+use crate::{
+    error::{Error, Result},
+    store::Outcome,
+};
 
 /// Longest wait for one JSON-RPC answer.
 pub(crate) const RPC_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
@@ -216,6 +219,24 @@ impl RelayerChain {
     /// The receipt of `hash`, if mined.
     pub(crate) async fn receipt(&self, hash: B256) -> Result<Option<TransactionReceipt>> {
         self.provider.get_transaction_receipt(hash).await.map_err(Error::rpc)
+    }
+
+    /// What a mined relay cost (`gasUsed × effectiveGasPrice`) and how it ended. `execute` does
+    /// not revert when the registry call fails, so a successful transaction is only a relayed
+    /// call if the forwarder's `Executed` event says `success`.
+    pub(crate) fn settlement(&self, receipt: &TransactionReceipt) -> (u128, Outcome) {
+        let cost = u128::from(receipt.gas_used).saturating_mul(receipt.effective_gas_price);
+        if !receipt.status() {
+            return (cost, Outcome::Reverted);
+        }
+        let call_succeeded = receipt
+            .inner
+            .logs()
+            .iter()
+            .filter(|log| log.address() == self.forwarder)
+            .find_map(|log| Forwarder::Executed::decode_log(&log.inner).ok())
+            .is_some_and(|executed| executed.data.success);
+        (cost, if call_succeeded { Outcome::Mined } else { Outcome::CallFailed })
     }
 
     async fn view<C: SolCall>(&self, from: Address, call: &C, at: BlockId) -> Result<C::Return> {

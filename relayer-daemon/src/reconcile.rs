@@ -6,13 +6,15 @@
 //! Cases it ends: a process killed between reserving and sending; a send that timed out where
 //! the node never took the transaction; a transaction that is never mined.
 
+use crate::store::Outcome;
+
 /// What the chain says about one unfinished relay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Facts {
     /// The relay has a transaction hash (it was, or may have been, sent).
     pub(crate) has_hash: bool,
-    /// The receipt of that hash: `gasUsed × effectiveGasPrice` and its status.
-    pub(crate) receipt: Option<(u128, bool)>,
+    /// The receipt of that hash: `gasUsed × effectiveGasPrice` and how the relay ended.
+    pub(crate) receipt: Option<(u128, Outcome)>,
     /// The signer's forwarder nonce is above the request's: the request ran (by us or not).
     pub(crate) request_ran: bool,
     /// The relayer account's mined nonce is above the transaction's: its nonce is used up.
@@ -28,8 +30,8 @@ pub(crate) enum Decision {
     Settle {
         /// Wei paid.
         cost_wei: u128,
-        /// The transaction succeeded.
-        succeeded: bool,
+        /// How it ended.
+        outcome: Outcome,
     },
     /// The request ran without a receipt of ours: keep the worst case charged, keep the slot.
     Executed,
@@ -46,8 +48,8 @@ pub(crate) enum Decision {
 
 /// The decision for a relay with these facts.
 pub(crate) fn decide(facts: &Facts) -> Decision {
-    if let Some((cost_wei, succeeded)) = facts.receipt {
-        return Decision::Settle { cost_wei, succeeded };
+    if let Some((cost_wei, outcome)) = facts.receipt {
+        return Decision::Settle { cost_wei, outcome };
     }
     if facts.request_ran {
         return Decision::Executed;
@@ -80,8 +82,8 @@ mod tests {
     fn each_case_ends_the_right_way() {
         assert_eq!(decide(&PENDING), Decision::Wait);
         assert_eq!(
-            decide(&Facts { receipt: Some((7, false)), request_ran: true, ..PENDING }),
-            Decision::Settle { cost_wei: 7, succeeded: false },
+            decide(&Facts { receipt: Some((7, Outcome::Reverted)), request_ran: true, ..PENDING }),
+            Decision::Settle { cost_wei: 7, outcome: Outcome::Reverted },
             "a receipt wins"
         );
         assert_eq!(decide(&Facts { request_ran: true, node_knows_tx: false, ..PENDING }), Decision::Executed);

@@ -344,15 +344,13 @@ impl Relayer {
             while tokio::time::Instant::now() < deadline {
                 match relayer.chain.receipt(hash).await {
                     Ok(Some(receipt)) => {
-                        let cost = u128::from(receipt.gas_used)
-                            .saturating_mul(receipt.effective_gas_price);
-                        let succeeded = receipt.status();
+                        let (cost, outcome) = relayer.chain.settlement(&receipt);
                         let settled =
-                            relayer.db(move |store| store.settle(id, cost, succeeded, time::now())).await;
+                            relayer.db(move |store| store.settle(id, cost, outcome, time::now())).await;
                         if let Err(error) = settled {
                             tracing::error!(id, %hash, %error, "settling a relay failed");
                         } else {
-                            tracing::info!(id, %hash, cost_wei = %cost, succeeded = receipt.status(), "relay settled");
+                            tracing::info!(id, %hash, cost_wei = %cost, outcome = outcome.status(), "relay settled");
                         }
                         return;
                     }
@@ -408,8 +406,8 @@ impl Relayer {
             let now = time::now();
             match decision {
                 Decision::Wait => continue,
-                Decision::Settle { cost_wei, succeeded } => {
-                    self.db(move |store| store.settle(id, cost_wei, succeeded, now)).await?;
+                Decision::Settle { cost_wei, outcome } => {
+                    self.db(move |store| store.settle(id, cost_wei, outcome, now)).await?;
                 }
                 Decision::Executed => self.db(move |store| store.mark_executed(id, now)).await?,
                 Decision::Drop { reason, resync } => {
@@ -443,9 +441,7 @@ impl Relayer {
         let hash: Option<B256> = record.tx_hash.as_deref().and_then(|hash| hash.parse().ok());
         let request_ran = self.chain.forwarder_nonce(from).await? > requested;
         let receipt = match hash {
-            Some(hash) => self.chain.receipt(hash).await?.map(|receipt| {
-                (u128::from(receipt.gas_used).saturating_mul(receipt.effective_gas_price), receipt.status())
-            }),
+            Some(hash) => self.chain.receipt(hash).await?.map(|receipt| self.chain.settlement(&receipt)),
             None => None,
         };
         let node_knows_tx = match hash {

@@ -137,6 +137,29 @@ pub enum SignerCount {
     Duplicate,
 }
 
+/// How a mined relay ended, from its receipt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The transaction succeeded and the forwarder's call of the registry did too.
+    Mined,
+    /// The transaction itself failed (the forwarder reverted, or it ran out of gas).
+    Reverted,
+    /// The transaction succeeded but the registry call inside it reverted (`Executed` with
+    /// `success` false): the request's nonce is used up and the gas paid.
+    CallFailed,
+}
+
+impl Outcome {
+    /// The record's status text.
+    pub const fn status(self) -> &'static str {
+        match self {
+            Self::Mined => "mined",
+            Self::Reverted => "reverted",
+            Self::CallFailed => "call_failed",
+        }
+    }
+}
+
 /// A relay record, as kept on disk.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RelayRecord {
@@ -146,7 +169,9 @@ pub struct RelayRecord {
     pub signer: String,
     /// The request's forwarder nonce.
     pub forwarder_nonce: String,
-    /// `reserved`, `sent`, `mined`, `reverted` (mined but the transaction failed), `failed`
+    /// `reserved`, `sent`, `mined`, `reverted` (mined but the transaction failed),
+    /// `call_failed` (mined, the forwarder consumed the nonce, but the registry call reverted:
+    /// the state changed between the simulation and the block), `failed`
     /// (never sent; its reservation was released), `executed` (the request ran but no receipt
     /// of ours shows it: the worst case stays charged) or `dropped` (the transaction will never
     /// be mined: reservation released, the request may be relayed again).
@@ -349,9 +374,8 @@ impl Store {
     }
 
     /// Replaces the reservation of a mined relay by what it really cost.
-    pub fn settle(&self, id: i64, cost_wei: u128, succeeded: bool, now: u64) -> Result<()> {
-        let status = if succeeded { "mined" } else { "reverted" };
-        self.finish(id, status, Some(cost_wei), None, now)
+    pub fn settle(&self, id: i64, cost_wei: u128, outcome: Outcome, now: u64) -> Result<()> {
+        self.finish(id, outcome.status(), Some(cost_wei), None, now)
     }
 
     /// Closes a relay whose request ran on chain without a receipt of ours to show for it: the
@@ -551,8 +575,8 @@ mod tests {
         assert_eq!(state.resets_at(), Some(100 + BUDGET_WINDOW_SECS));
 
         store.mark_sent(first.id, 7, "0xabc").unwrap();
-        store.settle(first.id, 123, true, 103).unwrap();
-        store.settle(first.id, 999, true, 104).unwrap();
+        store.settle(first.id, 123, Outcome::Mined, 103).unwrap();
+        store.settle(first.id, 999, Outcome::Mined, 104).unwrap();
         store.release(second.id, "node refused", 104).unwrap();
         let state = store.budget(105).unwrap();
         assert_eq!((state.used_wei, state.pending_wei), (123, 0));
@@ -632,7 +656,7 @@ mod tests {
         );
         // The old window's reservation settling late leaves the new window alone.
         let fresh = store.reserve(&relay("t", 0, 1), 1_000, later).unwrap().unwrap();
-        store.settle(1, 40, true, later).unwrap();
+        store.settle(1, 40, Outcome::Mined, later).unwrap();
         assert_eq!(store.budget(later).unwrap().used_wei, fresh.reserved_wei);
     }
 }

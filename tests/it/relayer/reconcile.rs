@@ -1,10 +1,20 @@
 //! Relays left unfinished end on their own: a reservation whose process died before sending, a
 //! transaction the node dropped, and a send whose answer was lost on a node whose pending count
-//! lags. Shutdown does not wait for receipts that are not coming.
+//! lags. Shutdown does not wait for receipts that are not coming. A relay whose registry call
+//! fails after its simulation is recorded as such.
 
 use std::{sync::Arc, time::Duration};
 
-use alloy::{consensus::Transaction, primitives::B256, providers::Provider};
+use alloy::{
+    consensus::Transaction,
+    network::TransactionBuilder,
+    primitives::{B256, U256},
+    providers::Provider,
+    rpc::types::TransactionRequest,
+    sol_types::SolCall,
+};
+use kya_core::abi::AgentRegistry;
+use kya_devchain::dev_accounts::{self, Role};
 use kya_relayer::{NewRelay, RelayRecord, Store};
 use kya_tests::{
     TestChain,
@@ -163,5 +173,48 @@ async fn after_a_lost_send_answer_the_next_relay_continues_after_the_transaction
     assert_ne!(agent_of(&t, first.address()).await, 0);
     assert_ne!(agent_of(&t, second.address()).await, 0);
     assert_eq!(relayer.client.used_wei_settled().await, cost(&lost) + cost(&next));
+    relayer.stop().await;
+}
+
+/// `execute` does not revert when the registry call fails. A request whose simulation passed but
+/// whose agent is suspended before it is mined still costs its gas and uses up its nonce: the
+/// record says `call_failed` (from the forwarder's `Executed` event), not `mined`.
+#[tokio::test]
+async fn a_registry_call_that_fails_after_its_simulation_is_recorded_as_call_failed() {
+    let t = TestChain::start().await;
+    let db = tempfile::tempdir().unwrap();
+    let agent = agent_key(330);
+    let creator = dev_accounts::address(Role::CreatorA);
+    t.chain.send(creator, t.registry(), &register_call(agent.address(), 0)).await.unwrap();
+    let id = agent_of(&t, agent.address()).await;
+    let attest = AgentRegistry::attestComplianceCall { agentId: U256::from(id) };
+    let request = forward(&t, agent.address(), 0, &attest);
+    let signed = body(&request, &sign_with_core(&t, &agent, &request).signature);
+    let relayer = InProcessRelayer::start(&settings(&t, db.path())).await;
+
+    // The relay is checked and sent while the agent is Active, then waits in the pool.
+    anvil(&t, "evm_setAutomine", serde_json::json!([false])).await;
+    let (status, answer) = relayer.client.relay(&signed).await;
+    assert_eq!(status, 200, "{answer}");
+    // The regulator's suspension pays a higher tip, so the block runs it first.
+    let suspend = TransactionRequest::default()
+        .with_from(t.deployment.regulator)
+        .with_to(t.registry())
+        .with_input(AgentRegistry::suspendAgentCall { agentId: attest.agentId }.abi_encode())
+        .with_gas_limit(200_000)
+        .with_max_fee_per_gas(200_000_000_000)
+        .with_max_priority_fee_per_gas(100_000_000_000);
+    t.chain.submit(suspend).await.unwrap();
+    anvil(&t, "evm_mine", serde_json::json!([])).await;
+    anvil(&t, "evm_setAutomine", serde_json::json!([true])).await;
+
+    let mined = receipt(&t, &answer).await;
+    assert!(mined.status(), "the transaction itself succeeds");
+    let record = record_becomes(&relayer, 0, "call_failed").await;
+    assert_eq!(record.cost_wei, Some(cost(&mined)));
+    assert_eq!(relayer.client.used_wei_settled().await, cost(&mined), "the gas is paid all the same");
+    let agent_record =
+        t.chain.view(t.registry(), &AgentRegistry::getAgentCall { agentId: attest.agentId }).await;
+    assert_eq!(agent_record.unwrap().status, 1, "suspended, and the attestation never happened");
     relayer.stop().await;
 }
