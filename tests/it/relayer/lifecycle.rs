@@ -81,67 +81,17 @@ async fn shutdown_finishes_relays_in_flight_and_settles_them() {
 /// relayer with 502, as a load balancer does when the node's answer is lost: the transaction is
 /// in, and the relayer cannot know it.
 async fn lossy_proxy(upstream: String) -> String {
-    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let http = reqwest::Client::new();
-        while let Ok((socket, _)) = listener.accept().await {
-            let (http, upstream) = (http.clone(), upstream.clone());
-            tokio::spawn(async move {
-                let (read, mut write) = socket.into_split();
-                let mut read = BufReader::new(read);
-                loop {
-                    let mut length = 0usize;
-                    let mut line = String::new();
-                    loop {
-                        line.clear();
-                        if read.read_line(&mut line).await.unwrap_or(0) == 0 {
-                            return;
-                        }
-                        if line == "\r\n" {
-                            break;
-                        }
-                        if let Some((name, value)) = line.split_once(':')
-                            && name.eq_ignore_ascii_case("content-length")
-                        {
-                            length = value.trim().parse().unwrap_or(0);
-                        }
-                    }
-                    let mut body = vec![0; length];
-                    if read.read_exact(&mut body).await.is_err() {
-                        return;
-                    }
-                    let answer = http
-                        .post(&upstream)
-                        .header("content-type", "application/json")
-                        .body(body.clone())
-                        .send()
-                        .await
-                        .unwrap()
-                        .bytes()
-                        .await
-                        .unwrap();
-                    let lost = String::from_utf8_lossy(&body).contains("eth_sendRawTransaction");
-                    let response = if lost {
-                        b"HTTP/1.1 502 Bad Gateway\r\ncontent-length: 0\r\n\r\n".to_vec()
-                    } else {
-                        let mut response = format!(
-                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
-                            answer.len()
-                        )
-                        .into_bytes();
-                        response.extend_from_slice(&answer);
-                        response
-                    };
-                    if write.write_all(&response).await.is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    format!("http://{address}")
+    kya_tests::relayer_fixture::rpc_proxy(
+        Some(upstream),
+        std::sync::Arc::new(|request: &str| {
+            if request.contains("eth_sendRawTransaction") {
+                kya_tests::relayer_fixture::RpcAction::ForwardAndLose
+            } else {
+                kya_tests::relayer_fixture::RpcAction::Forward(request.to_owned())
+            }
+        }),
+    )
+    .await
 }
 
 #[tokio::test]
