@@ -126,10 +126,20 @@ pub fn uint(value: &Value, name: &str) -> Result<U256> {
     let refused =
         || invalid(format!("{name} must be a non-negative integer (JSON number or decimal string)"));
     match value {
-        Value::Number(number) => number.as_u64().map(U256::from).ok_or_else(refused),
+        Value::Number(number) => number.as_u64().map(U256::from).ok_or_else(|| {
+            // A whole number past 64 bits arrives as a double: its exact value is already lost.
+            if number.as_f64().is_some_and(|float| float >= 0.0 && float.fract() == 0.0) {
+                invalid(format!("{name} is too large for a JSON number; send it as a decimal string"))
+            } else {
+                refused()
+            }
+        }),
         Value::String(text) => {
             let text = text.trim();
             if let Some(hex) = text.strip_prefix("0x") {
+                if hex.is_empty() {
+                    return Err(refused());
+                }
                 U256::from_str_radix(hex, 16).map_err(|_| refused())
             } else if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
                 U256::from_str_radix(text, 10).map_err(|_| refused())
@@ -220,6 +230,17 @@ mod tests {
                 "nonce",
                 json!("1.5"),
                 "request.nonce must be a non-negative integer (JSON number or decimal string)",
+            ),
+            (
+                "nonce",
+                json!("0x"),
+                "request.nonce must be a non-negative integer (JSON number or decimal string)",
+            ),
+            ("gas", json!(1.5), "request.gas must be a non-negative integer (JSON number or decimal string)"),
+            (
+                "gas",
+                serde_json::from_str::<Value>("100000000000000000000").unwrap(),
+                "request.gas is too large for a JSON number; send it as a decimal string",
             ),
             ("data", json!("zz"), "request.data must be a hex string"),
             ("deadline", json!("281474976710656"), "request.deadline does not fit in uint48"),
