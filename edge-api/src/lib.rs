@@ -17,7 +17,7 @@ mod rpc;
 pub use config::{DEFAULT_BATCH_SIZE, DEFAULT_RPC_URL};
 pub use error::{Error, Result};
 
-use worker::{Context, Date, Env, Method, Request, Response, event};
+use worker::{Context, Date, Env, Headers, Method, Request, Response, event};
 
 use crate::{
     config::Config,
@@ -28,11 +28,19 @@ use crate::{
 
 #[event(fetch)]
 async fn fetch(request: Request, env: Env, _context: Context) -> worker::Result<Response> {
-    // Only building a response can fail here (header plumbing), and then a bare 500 is all
-    // that is left to send.
+    // Only building a response can fail here (header plumbing). The fallback is still the API's
+    // shape: a JSON error a browser may read.
     match respond(request, env).await {
         Ok(response) => Ok(response),
-        Err(error) => Response::error(error.to_string(), 500),
+        Err(error) => {
+            worker::console_error!("building a response failed: {error}");
+            let headers = Headers::new();
+            headers.set("content-type", "application/json; charset=utf-8")?;
+            headers.set("cache-control", "no-store")?;
+            headers.set("access-control-allow-origin", "*")?;
+            let body = serde_json::json!({ "error": error.to_string() }).to_string();
+            Ok(Response::ok(body)?.with_status(500).with_headers(headers))
+        }
     }
 }
 
