@@ -22,7 +22,7 @@ use crate::{
     metrics::{Gauges, Metrics},
     reconcile::{self, Decision, Facts},
     request::RelayBody,
-    sender::{Outgoing, Sender},
+    sender::{Outgoing, Sender, Sent},
     store::{NewRelay, RateKind, Refusal, RelayRecord, SignerCount, Store},
     tasks::Tasks,
     time,
@@ -299,16 +299,24 @@ impl Relayer {
         let input = Forwarder::executeCall { req: body.request.clone(), signature: body.signature.clone() }
             .abi_encode();
         let outgoing = Outgoing { gas_limit, fees, input: input.into() };
-        let sent = match self.sender.send(&outgoing).await {
+        // The signed transaction's hash is on disk before the node can see it: after a crash or
+        // a lost answer, the reconciler finds it by that hash.
+        let (id, relayer) = (reservation.id, Arc::clone(self));
+        let record = move |signed: Sent| {
+            let relayer = Arc::clone(&relayer);
+            async move {
+                let hash = signed.hash.to_string();
+                relayer.db(move |store| store.mark_sent(id, signed.nonce, &hash)).await
+            }
+        };
+        let sent = match self.sender.send(&outgoing, record).await {
             Ok(sent) => sent,
             Err(Error::Unconfirmed { tx_hash, nonce: relayer_nonce, message }) => {
-                // Keep the relay on the books as sent: its settlement finds the receipt if the
-                // node did take it, and until then the worst case stays reserved; the
-                // reconciler drops it if the node never had it.
-                let (id, recorded) = (reservation.id, tx_hash.clone());
-                self.db(move |store| store.mark_sent(id, relayer_nonce, &recorded)).await?;
+                // Kept on the books as sent: its settlement finds the receipt if the node did
+                // take it, and until then the worst case stays reserved; the reconciler drops it
+                // if the node never had it.
                 if let Ok(hash) = tx_hash.parse() {
-                    self.spawn_settlement(reservation.id, hash);
+                    self.spawn_settlement(id, hash);
                 }
                 return Err(Error::Unconfirmed { tx_hash, nonce: relayer_nonce, message });
             }
@@ -319,8 +327,6 @@ impl Relayer {
             }
         };
         let hash = sent.hash.to_string();
-        let (id, relayer_nonce, recorded) = (reservation.id, sent.nonce, hash.clone());
-        self.db(move |store| store.mark_sent(id, relayer_nonce, &recorded)).await?;
         tracing::info!(
             signer = %signer,
             forwarder_nonce = %nonce,

@@ -1,8 +1,10 @@
 //! Signs and submits the relayer's transactions with a locally managed account nonce.
 //!
-//! One async mutex covers "pick the nonce, sign, submit": concurrent relays get consecutive
-//! nonces, and a nonce only advances once the node has taken the transaction, so a refused
-//! submission leaves no gap. After an answer that leaves our view of the nonce in doubt, the next
+//! One async mutex covers "pick the nonce, sign, record, submit": concurrent relays get
+//! consecutive nonces, and a nonce only advances once the node has taken the transaction, so a
+//! refused submission leaves no gap. Each signed transaction is recorded (the caller's `record`)
+//! before the node can see it, so no crash leaves a transaction on chain that the store does not
+//! know by its hash. After an answer that leaves our view of the nonce in doubt, the next
 //! submission re-reads the node's pending count instead of guessing; after a submission whose
 //! answer was lost, it first asks the node for that transaction: a pending count read from a
 //! node behind a load balancer may not include it yet, and reusing its nonce would replace it.
@@ -105,10 +107,16 @@ impl Sender {
         self.signer.address()
     }
 
-    /// Signs and submits `outgoing`. A "nonce too low" answer means another transaction took the
-    /// nonce: the nonce is re-read from the node and the transaction re-signed once with it.
-    /// [`Error::Unconfirmed`] means the node may or may not have the transaction.
-    pub(crate) async fn send(&self, outgoing: &Outgoing) -> Result<Sent> {
+    /// Signs `outgoing`, has `record` store its hash and nonce, then submits it (nothing is
+    /// submitted if `record` fails). A "nonce too low" answer means another transaction took the
+    /// nonce: the nonce is re-read from the node and the transaction re-signed (and recorded
+    /// again) once with it. [`Error::Unconfirmed`] means the node may or may not have the
+    /// transaction.
+    pub(crate) async fn send<Recorded: Future<Output = Result<()>>>(
+        &self,
+        outgoing: &Outgoing,
+        record: impl Fn(Sent) -> Recorded,
+    ) -> Result<Sent> {
         let mut next = self.next_nonce.lock().await;
         let mut nonce = match *next {
             NextNonce::Known(nonce) => nonce,
@@ -124,6 +132,7 @@ impl Sender {
         let mut resynced = false;
         loop {
             let (hash, raw) = self.sign(outgoing, nonce)?;
+            record(Sent { hash, nonce }).await?;
             let failure = match self.chain.send_raw(&raw).await {
                 Ok(()) => {
                     *next = NextNonce::Known(nonce + 1);

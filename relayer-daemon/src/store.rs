@@ -356,12 +356,13 @@ impl Store {
         })
     }
 
-    /// Records that the relay's transaction was accepted by the node (or may have been).
+    /// Records the relay's signed transaction, just before it is submitted (again, with its new
+    /// nonce and hash, should it be re-signed). A closed relay is never reopened.
     pub fn mark_sent(&self, id: i64, relayer_nonce: u64, tx_hash: &str) -> Result<()> {
         self.with(|connection| {
             connection.execute(
                 "UPDATE relays SET status = 'sent', relayer_nonce = ?2, tx_hash = ?3
-                 WHERE id = ?1 AND status = 'reserved'",
+                 WHERE id = ?1 AND status IN ('reserved', 'sent')",
                 params![id, relayer_nonce as i64, tx_hash],
             )?;
             Ok(())

@@ -8,7 +8,7 @@ use std::{sync::Arc, time::Duration};
 use alloy::{
     consensus::Transaction,
     network::TransactionBuilder,
-    primitives::{B256, U256},
+    primitives::{B256, U256, hex, keccak256},
     providers::Provider,
     rpc::types::TransactionRequest,
     sol_types::SolCall,
@@ -216,5 +216,50 @@ async fn a_registry_call_that_fails_after_its_simulation_is_recorded_as_call_fai
     let agent_record =
         t.chain.view(t.registry(), &AgentRegistry::getAgentCall { agentId: attest.agentId }).await;
     assert_eq!(agent_record.unwrap().status, 1, "suspended, and the attestation never happened");
+    relayer.stop().await;
+}
+
+/// Each transaction is on disk, by its hash, before the node can see it: a crash at any point
+/// after signing leaves a record the reconciler can settle or drop by that hash.
+#[tokio::test]
+async fn a_transaction_is_recorded_before_the_node_sees_it() {
+    let t = TestChain::start().await;
+    let db = tempfile::tempdir().unwrap();
+    let store_path = db.path().join("relayer.db");
+    /// Each hash the node is sent, with the store's status for that hash at that moment.
+    type Seen = Vec<(String, Option<String>)>;
+    let seen: Arc<std::sync::Mutex<Seen>> = Arc::default();
+    let witness = Arc::clone(&seen);
+    let node = rpc_proxy(
+        Some(t.rpc_url()),
+        Arc::new(move |request: &str| {
+            if request.contains("eth_sendRawTransaction") {
+                let call: Value = serde_json::from_str(request).expect("one JSON-RPC call");
+                let raw = hex::decode(call["params"][0].as_str().expect("raw transaction")).unwrap();
+                let hash = keccak256(&raw).to_string();
+                let records = Store::open(&store_path).unwrap().records().unwrap();
+                let status = records.into_iter().find(|record| record.tx_hash.as_deref() == Some(&*hash));
+                witness.lock().unwrap().push((hash, status.map(|record| record.status)));
+            }
+            RpcAction::Forward(request.to_owned())
+        }),
+    )
+    .await;
+    let mut env = settings(&t, db.path());
+    set(&mut env, "RPC_URL", node);
+    let relayer = InProcessRelayer::start(&env).await;
+
+    let mut hashes = Vec::new();
+    for n in [340, 341] {
+        let agent = agent_key(n);
+        let request = forward(&t, agent.address(), 0, &register_call(agent.address(), 0));
+        let (status, answer) =
+            relayer.client.relay(&body(&request, &sign_with_core(&t, &agent, &request).signature)).await;
+        assert_eq!(status, 200, "{answer}");
+        hashes.push(answer["txHash"].as_str().unwrap().to_owned());
+    }
+    let seen = seen.lock().unwrap().clone();
+    let expected: Vec<_> = hashes.into_iter().map(|hash| (hash, Some("sent".to_owned()))).collect();
+    assert_eq!(seen, expected, "each hash was recorded as sent before its submission");
     relayer.stop().await;
 }
