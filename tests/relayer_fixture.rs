@@ -98,9 +98,9 @@ impl Client {
     }
 
     /// Waits until every reservation is settled by its receipt (anvil mines at once, so this is
-    /// short); panics after a generous bound rather than hanging.
+    /// short); panics after a generous bound (a minute) rather than hanging.
     pub async fn settled(&self) -> Value {
-        for _ in 0..400 {
+        for _ in 0..2_400 {
             let (_, status) = self.get("/status").await;
             if status["dailyGasBudget"]["pendingWei"] == "0" {
                 return status;
@@ -162,6 +162,8 @@ pub struct BinaryRelayer {
     pub client: Client,
     child: Child,
     output: Arc<Mutex<String>>,
+    /// The threads copying stdout and stderr into `output`; they end at end of file.
+    readers: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl BinaryRelayer {
@@ -184,13 +186,14 @@ impl BinaryRelayer {
         let mut child = command.spawn().expect("the relayer binary starts");
         let output = Arc::new(Mutex::new(String::new()));
         let (address_tx, address_rx) = mpsc::channel();
+        let mut readers = Vec::new();
         for stream in [
             Box::new(child.stdout.take().expect("stdout")) as Box<dyn std::io::Read + Send>,
             Box::new(child.stderr.take().expect("stderr")),
         ] {
             let output = Arc::clone(&output);
             let address_tx = address_tx.clone();
-            std::thread::spawn(move || {
+            readers.push(std::thread::spawn(move || {
                 for line in BufReader::new(stream).lines().map_while(Result::ok) {
                     let plain = strip_ansi(&line);
                     if plain.contains("relayer listening")
@@ -205,12 +208,12 @@ impl BinaryRelayer {
                     output.push_str(&plain);
                     output.push('\n');
                 }
-            });
+            }));
         }
         let address = address_rx
             .recv_timeout(Duration::from_secs(60))
             .unwrap_or_else(|_| panic!("the relayer binary did not start:\n{}", output.lock().unwrap()));
-        Self { client: Client::new(address), child, output }
+        Self { client: Client::new(address), child, output, readers }
     }
 
     /// Everything it logged so far.
@@ -223,8 +226,10 @@ impl BinaryRelayer {
         let pid = self.child.id().to_string();
         let _ = Command::new("kill").args(["-TERM", &pid]).status();
         let status = self.child.wait().expect("the relayer exits");
-        // Let the reader threads drain the last lines.
-        std::thread::sleep(Duration::from_millis(100));
+        // Every line it wrote is read once its pipes reach end of file.
+        for reader in self.readers.drain(..) {
+            reader.join().expect("a log reader thread");
+        }
         (status.success(), self.output())
     }
 }
@@ -367,6 +372,8 @@ pub enum RpcAction {
     Answer(String),
     /// Answer 200 with a body that is not JSON.
     Garbage,
+    /// Answer 200 with exactly this body (a JSON-RPC error, say).
+    Raw(String),
     /// Close the connection without answering.
     Close,
 }
@@ -443,6 +450,7 @@ pub async fn rpc_proxy(
                                 .to_string())
                         }
                         RpcAction::Garbage => ok("<html>not JSON-RPC</html>".to_owned()),
+                        RpcAction::Raw(body) => ok(body),
                         RpcAction::Close => return,
                     };
                     if write.write_all(response.as_bytes()).await.is_err() {

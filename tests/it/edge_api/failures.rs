@@ -1,11 +1,12 @@
 //! SPEC.md section 7, row 500, and `/health` degraded: an unreachable RPC endpoint, a registry
 //! address without the registry's code behind it, and a missing `REGISTRY_ADDRESS`.
 
-use std::net::TcpListener;
+use std::{net::TcpListener, sync::Arc};
 
 use kya_tests::{
     TestChain,
     edge_fixture::{EdgeWorker, chain_vars},
+    relayer_fixture::{RpcAction, rpc_proxy},
 };
 use serde_json::{Value, json};
 
@@ -59,7 +60,9 @@ async fn rpc_failures_and_missing_configuration_are_clean_errors() {
     {
         let worker = EdgeWorker::start(&chain_vars(&chain.rpc_url(), chain.forwarder())).await;
         let api = worker.client();
-        assert_eq!(api.get("/health").await.status, 200);
+        let health = api.get("/health").await;
+        assert_eq!((health.status, &health.body["status"]), (200, &json!("ok")));
+        assert_eq!(health.body["registry"], chain.forwarder().to_checksum(None));
         for path in API_PATHS {
             let answer = api.get(path).await;
             assert_eq!(answer.status, 500, "{path}: {}", answer.body);
@@ -68,6 +71,34 @@ async fn rpc_failures_and_missing_configuration_are_clean_errors() {
                 "{path}: {}",
                 answer.body
             );
+        }
+    }
+
+    // A node that answers, but with a JSON-RPC error, or with something that is not JSON-RPC.
+    let failing = rpc_proxy(
+        None,
+        Arc::new(|_: &str| {
+            RpcAction::Raw(r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"down"}}"#.into())
+        }),
+    )
+    .await;
+    let garbage = rpc_proxy(None, Arc::new(|_: &str| RpcAction::Garbage)).await;
+    for (rpc, message) in [
+        (failing, "RPC error: down (code -32000)"),
+        (
+            garbage,
+            "RPC error: not a JSON-RPC answer (expected value at line 1 column 1): <html>not JSON-RPC</html>",
+        ),
+    ] {
+        let worker = EdgeWorker::start(&chain_vars(&rpc, chain.registry())).await;
+        let api = worker.client();
+        let health = api.get("/health").await;
+        assert_eq!((health.status, &health.body["status"]), (503, &json!("degraded")));
+        assert_eq!(health.body["error"], message);
+        for path in API_PATHS {
+            let answer = api.get(path).await;
+            assert_eq!((answer.status, &answer.body), (500, &json!({ "error": message })), "{path}");
+            assert_eq!(answer.header("cache-control"), Some("no-store"), "{path}");
         }
     }
 

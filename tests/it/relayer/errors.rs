@@ -3,6 +3,7 @@
 
 use alloy::{
     primitives::{Bytes, U256},
+    providers::Provider,
     signers::local::PrivateKeySigner,
 };
 use kya_core::abi::AgentRegistry;
@@ -53,8 +54,14 @@ async fn malformed_bodies_policy_breaches_bad_signatures_and_reverts_are_refused
     let mut bad_from = good.clone();
     bad_from["request"]["from"] = "0x12".into();
     assert_error(client.relay(&bad_from).await, 400, "request.from must be a 20-byte hex address");
-    let (status, _) = client.post_raw("/relay", "x".repeat(70_000)).await;
-    assert_eq!(status, 400, "an oversized body");
+    // Valid JSON, so only the size limit can refuse it.
+    let mut oversized = good.clone();
+    oversized["padding"] = "x".repeat(70_000).into();
+    assert_error(
+        client.post_raw("/relay", oversized.to_string()).await,
+        400,
+        "Body too large (at most 65536 bytes)",
+    );
 
     // 403: only the registry, no value, capped gas.
     let mut elsewhere = forward(&t, agent.address(), 0, &register_call(agent.address(), 0));
@@ -230,7 +237,11 @@ async fn an_exhausted_daily_budget_refuses_relays() {
     // relayer restarted on the same store with the budget set just above what was used.
     let (t, db, relayer) = start(&[]).await;
     let first = agent_key(40);
-    assert_eq!(relayer.client.relay(&valid_body(&t, &relayer.client, &first).await).await.0, 200);
+    let first_body = valid_body(&t, &relayer.client, &first).await;
+    let unix_now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let before_first_use = unix_now();
+    assert_eq!(relayer.client.relay(&first_body).await.0, 200);
+    let after_first_use = unix_now();
     let used = relayer.client.used_wei_settled().await;
     relayer.stop().await;
 
@@ -247,24 +258,40 @@ async fn an_exhausted_daily_budget_refuses_relays() {
     );
     let (_, status) = relayer.client.get("/status").await;
     assert_eq!(status["dailyGasBudget"]["remainingWei"], "1");
-    assert!(status["dailyGasBudget"]["resetsAt"].as_str().unwrap().ends_with('Z'));
+    // SPEC.md: the budget resets 24 hours after its first use.
+    let resets_at = status["dailyGasBudget"]["resetsAt"].as_str().expect("a reset time");
+    let resets_at = chrono::DateTime::parse_from_rfc3339(resets_at).expect("RFC 3339").timestamp() as u64;
+    assert!(
+        (before_first_use + 86_400..=after_first_use + 86_400).contains(&resets_at),
+        "resets at {resets_at}, first used between {before_first_use} and {after_first_use}"
+    );
     assert_eq!(forwarder_nonce(&t, second.address()).await, 0);
     assert_eq!(balance(&t, relayer.relayer.address()).await, before, "nothing paid");
     relayer.stop().await;
 }
 
 #[tokio::test]
-async fn a_relayer_without_funds_answers_503() {
+async fn a_relayer_below_0_001_eth_answers_503() {
+    // A budget of 1 wei: a request that gets past the balance check is refused by the next one
+    // (429), which shows where the balance boundary lies without sending anything.
     let unfunded = PrivateKeySigner::random();
     let key = format!("0x{}", alloy::primitives::hex::encode(unfunded.to_bytes()));
-    let (t, _db, relayer) = start(&[("RELAYER_KEY", &key)]).await;
+    let (t, _db, relayer) =
+        start(&[("RELAYER_KEY", &key), ("DAILY_GAS_BUDGET", "0.000000000000000001")]).await;
     let agent = agent_key(50);
-    assert_error(
-        relayer.client.relay(&valid_body(&t, &relayer.client, &agent).await).await,
-        503,
-        "Relayer balance too low. Please try again later or use direct mode.",
-    );
+    let signed = valid_body(&t, &relayer.client, &agent).await;
+    let too_low = "Relayer balance too low. Please try again later or use direct mode.";
+    assert_error(relayer.client.relay(&signed).await, 503, too_low);
     assert_eq!(relayer.client.get("/status").await.1["balanceWei"], "0");
+    let set_balance = async |wei: u128| {
+        let params = json!([unfunded.address(), format!("{:#x}", U256::from(wei))]);
+        let _: Value = t.chain.provider().raw_request("anvil_setBalance".into(), params).await.unwrap();
+    };
+    set_balance(999_999_999_999_999).await;
+    assert_error(relayer.client.relay(&signed).await, 503, too_low);
+    set_balance(1_000_000_000_000_000).await;
+    assert_error(relayer.client.relay(&signed).await, 429, "Daily gas budget exhausted. Try again tomorrow.");
+    assert_eq!(relayer.client.get("/status").await.1["balanceWei"], "1000000000000000");
     assert_eq!(forwarder_nonce(&t, agent.address()).await, 0);
     relayer.stop().await;
 }

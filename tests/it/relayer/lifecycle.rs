@@ -56,13 +56,18 @@ async fn shutdown_finishes_relays_in_flight_and_settles_them() {
     // Shut down as soon as every request has reached the relayer (counted by the IP limiter),
     // while they are still being checked against the chain.
     let store = relayer.relayer.clone();
-    for _ in 0..2_000 {
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
-        if store.store().hits(RateKind::Ip, "127.0.0.1", now).unwrap() == agents.len() as u32 {
-            break;
+    let all_arrived = async {
+        loop {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+            if store.store().hits(RateKind::Ip, "127.0.0.1", now).unwrap() == agents.len() as u32 {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(60), all_arrived)
+        .await
+        .expect("every request reaches the relayer before the stop");
     relayer.stop().await;
 
     let answers = sent.await.unwrap();
