@@ -279,6 +279,7 @@ mod tests {
             }).collect();
             if reverse { answers.reverse(); }
             let outcomes = plan.decode(&answers).unwrap();
+            prop_assert_eq!(outcomes.len(), calls as usize);
             for (index, outcome) in outcomes.iter().enumerate() {
                 prop_assert_eq!(
                     outcome.decode::<AgentRegistry::getChildrenCall>().unwrap(),

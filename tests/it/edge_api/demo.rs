@@ -1,7 +1,10 @@
 //! The seeded demo registry through the Worker: every field of every endpoint, errors, caching,
 //! CORS, the rate limit, the 7-day boundary and the 15-level lineage bound.
 
-use alloy::primitives::{Address, U256, keccak256};
+use alloy::{
+    primitives::{Address, U256, keccak256},
+    providers::Provider,
+};
 use kya_core::abi::AgentRegistry;
 use kya_devchain::{
     dev_accounts::{self, Role},
@@ -78,6 +81,27 @@ async fn every_endpoint_matches_the_seeded_registry() {
     attestation_boundary(&t).await;
     deep_lineage(&t).await;
     blocks::cached_answers_keep_their_block(&t.api, &t.chain.chain, &t.demo).await;
+    cached_answers_expire(&t).await;
+}
+
+/// SPEC.md section 1: an entry is refreshed once its TTL has elapsed. The KYA answer cached at
+/// the start (1 minute) is read from the chain again once its `X-Expires-At` has passed.
+async fn cached_answers_expire(t: &Demo) {
+    let unix_seconds =
+        || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let wallet = t.demo.agent(t.demo.roles.lapsed).agent_wallet;
+    let path = format!("/api/v1/kya/{wallet:#x}");
+    let cached = t.get(&path).await;
+    let expires_at: u64 = cached.header("x-expires-at").expect("X-Expires-At").parse().unwrap();
+    // A wait, not a timed assertion: at most the minute of the KYA TTL.
+    let wait = (expires_at + 1).saturating_sub(unix_seconds());
+    tokio::time::sleep(std::time::Duration::from_secs(wait)).await;
+    let (fresh, cost) = t.get_counted(&path).await;
+    assert_eq!((fresh.status, fresh.header("x-cache"), cost), (200, Some("MISS"), 2), "read again");
+    assert_eq!(fresh.header("cache-control"), Some("public, max-age=60"));
+    let latest = t.chain.chain.provider().get_block_number().await.unwrap();
+    assert_eq!(fresh.header("x-block-number"), Some(latest.to_string().as_str()), "at the latest block");
+    assert!(fresh.header("x-expires-at").unwrap().parse::<u64>().unwrap() > expires_at);
 }
 
 /// The `max-age` of an answer's `Cache-Control`.
@@ -398,16 +422,33 @@ async fn cors(t: &Demo) {
         let preflight = t.api.request("OPTIONS", "/api/v1/stats", &ip, &preflight_headers).await;
         assert_eq!(preflight.status, 204);
         assert_eq!(preflight.header("access-control-allow-origin"), Some("*"));
-        assert!(preflight.header("access-control-allow-methods").unwrap().contains("GET"));
+        assert_eq!(preflight.header("access-control-allow-methods"), Some("GET, HEAD, OPTIONS"));
         assert_eq!(preflight.remaining(), 60, "preflights do not use up the quota");
     }
     let get = t.api.request("GET", "/api/v1/stats", &ip, &[("origin", "https://example.org")]).await;
     assert_eq!((get.status, get.remaining()), (200, 59));
     assert_eq!(get.header("access-control-allow-origin"), Some("*"));
-    let exposed = get.header("access-control-expose-headers").unwrap().to_lowercase();
-    for header in ["x-ratelimit-remaining", "etag", "retry-after", "x-block-number", "x-block-timestamp"] {
-        assert!(exposed.contains(header), "{header} is exposed: {exposed}");
-    }
+    let exposed: std::collections::BTreeSet<String> = get
+        .header("access-control-expose-headers")
+        .unwrap()
+        .split(',')
+        .map(|header| header.trim().to_lowercase())
+        .collect();
+    let expected = [
+        "x-ratelimit-remaining",
+        "etag",
+        "retry-after",
+        "cache-control",
+        "x-cache",
+        "x-expires-at",
+        "x-block-number",
+        "x-block-timestamp",
+    ];
+    assert_eq!(exposed, expected.into_iter().map(str::to_owned).collect());
+    // `/health` is rate-limited and CORS-enabled like every endpoint.
+    let health = t.get("/health").await;
+    assert_eq!((health.status, &health.body["status"], health.remaining()), (200, &json!("ok"), 59));
+    assert_eq!(health.header("access-control-allow-origin"), Some("*"));
 }
 
 /// 60 requests per minute per IP; the 61st gets 429 with SPEC.md's message and `Retry-After`.
@@ -417,7 +458,7 @@ async fn rate_limit(t: &Demo) {
     // machine still cross into the next one.
     let unix_seconds =
         || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
-    let limited = loop {
+    let (limited, left_in_window) = loop {
         let second = unix_seconds() % 60;
         if second > 45 {
             tokio::time::sleep(std::time::Duration::from_secs(61 - second)).await;
@@ -427,20 +468,26 @@ async fn rate_limit(t: &Demo) {
         for _ in 1..=61 {
             answers.push(t.api.request("GET", "/api/v1/stats", &ip, &[]).await);
         }
-        if unix_seconds() / 60 != window {
+        let now = unix_seconds();
+        if now / 60 != window {
             continue;
         }
         let limited = answers.pop().expect("61 answers");
         for (answer, request) in answers.iter().zip(1..) {
             assert_eq!((answer.status, answer.remaining()), (200, 60 - request), "request {request}");
         }
-        break limited;
+        break (limited, 60 - now % 60);
     };
     assert_eq!(limited.status, 429);
     assert_eq!(limited.body, json!({"error": "Rate limit exceeded. Try again in 1 minute."}));
     assert_eq!(limited.remaining(), 0);
     let retry_after: u64 = limited.header("retry-after").expect("Retry-After").parse().unwrap();
-    assert!((1..=60).contains(&retry_after), "Retry-After {retry_after}");
+    // The seconds left in the window when the 61st was answered (read a moment later, so at
+    // most one more).
+    assert!(
+        (left_in_window..=left_in_window + 1).contains(&retry_after),
+        "Retry-After {retry_after}, {left_in_window} s left in the window"
+    );
     assert_eq!(limited.header("access-control-allow-origin"), Some("*"));
     let other = t.get("/api/v1/stats").await;
     assert_eq!((other.status, other.remaining()), (200, 59), "other clients keep their quota");

@@ -149,7 +149,7 @@ async fn status_domain_nonce_and_metrics_describe_the_relayer() {
     let (status, error) = client.get("/nope").await;
     assert_eq!((status, error["error"].as_str()), (404, Some("Not found")));
     let (status, error) = client.get("/relay").await;
-    assert_eq!(status, 405, "{error}");
+    assert_eq!((status, error), (405, serde_json::json!({"error": "Method not allowed"})));
 
     // A refusal and an acceptance show up in the metrics, with the budget and the balance.
     let agent = agent_key(6);
