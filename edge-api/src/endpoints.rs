@@ -7,7 +7,7 @@ use kya_core::{
     pagination::window,
     query::{AgentsQuery, RevenueQuery, parse_agent_id, parse_wallet},
     record::{AgentView, KyaAgent, RevenueView, checksummed},
-    stats,
+    redact, stats,
     time::iso8601,
 };
 use serde::Serialize;
@@ -121,7 +121,8 @@ impl Endpoint {
 
     /// The JSON body of a successful answer, with the block it read.
     pub(crate) async fn answer(&self, deps: &Deps<'_>) -> Result<Answer> {
-        let rpc_url = deps.rpc.url;
+        // `chain` names the endpoint without the API key a hosted node's URL may carry.
+        let rpc_url = &*redact::url(deps.rpc.url);
         // Answers read the chain now (`deps.now`), except those computed from the cached
         // snapshot, which are as old as the snapshot.
         match self {

@@ -115,14 +115,15 @@ async fn health(config: &Config, rpc: &Rpc<'_>) -> Result<Response> {
         Err(_) if config.registry_text().is_empty() => serde_json::Value::Null,
         Err(_) => serde_json::Value::from(config.registry_text()),
     };
+    let shown_rpc = kya_core::redact::url(rpc.url);
     let (status, body) = match rpc.pin().await {
         Ok(block) => (
             200,
-            serde_json::json!({"status": "ok", "registry": registry, "rpc": rpc.url, "block": block.number}),
+            serde_json::json!({"status": "ok", "registry": registry, "rpc": shown_rpc, "block": block.number}),
         ),
         Err(error) => (
             503,
-            serde_json::json!({"status": "degraded", "registry": registry, "rpc": rpc.url, "error": error.to_string()}),
+            serde_json::json!({"status": "degraded", "registry": registry, "rpc": shown_rpc, "error": error.to_string()}),
         ),
     };
     http::json(status, &body.to_string(), "no-store")

@@ -2,7 +2,7 @@
 
 use futures::future::try_join_all;
 use kya_core::{
-    BlockRef,
+    BlockRef, redact,
     rpc::{CallPlan, Outcome, decode_pinned_block, pin_block_request},
 };
 use wasm_bindgen::JsValue;
@@ -39,17 +39,21 @@ impl Rpc<'_> {
         headers.set("content-type", "application/json")?;
         let mut init = RequestInit::new();
         init.with_method(Method::Post).with_headers(headers).with_body(Some(JsValue::from_str(&body)));
-        let request = Request::new_with_init(self.url, &init)
-            .map_err(|error| Error::BadConfig(format!("RPC_URL is not usable ({}): {error}", self.url)))?;
+        // Messages name the endpoint without the API key a hosted node's URL may carry.
+        let (shown, redact) =
+            (redact::url(self.url), |error: worker::Error| redact::urls_in(&error.to_string()));
+        let request = Request::new_with_init(self.url, &init).map_err(|error| {
+            Error::BadConfig(format!("RPC_URL is not usable ({shown}): {}", redact(error)))
+        })?;
         let mut response = Fetch::Request(request)
             .send()
             .await
-            .map_err(|error| Error::RpcUnreachable(format!("{}: {error}", self.url)))?;
+            .map_err(|error| Error::RpcUnreachable(format!("{shown}: {}", redact(error))))?;
         let status = response.status_code();
-        let text = response.text().await.map_err(|error| Error::RpcUnreachable(error.to_string()))?;
+        let text = response.text().await.map_err(|error| Error::RpcUnreachable(redact(error)))?;
         if !(200..300).contains(&status) {
             let excerpt: String = text.chars().take(120).collect();
-            return Err(Error::RpcUnreachable(format!("{} answered HTTP {status}: {excerpt}", self.url)));
+            return Err(Error::RpcUnreachable(format!("{shown} answered HTTP {status}: {excerpt}")));
         }
         Ok(text)
     }

@@ -75,9 +75,9 @@ impl RelayerChain {
     /// Connects over HTTP, with no fillers: the relayer sets nonce, gas and fees itself. Every
     /// RPC call times out after [`RPC_TIMEOUT`], so a stuck node yields a 500, never a hang.
     pub(crate) fn connect(rpc_url: &str, forwarder: Address) -> Result<Self> {
-        let url = rpc_url
-            .parse()
-            .map_err(|_| Error::Config(format!("RPC_URL is not a URL: {}", crate::redact::url(rpc_url))))?;
+        let url = rpc_url.parse().map_err(|_| {
+            Error::Config(format!("RPC_URL is not a URL: {}", kya_core::redact::url(rpc_url)))
+        })?;
         let http = reqwest::Client::builder()
             .timeout(RPC_TIMEOUT)
             .build()
@@ -212,7 +212,7 @@ impl RelayerChain {
     pub(crate) async fn send_raw(&self, raw: &[u8]) -> std::result::Result<(), SendFailure> {
         self.provider.send_raw_transaction(raw).await.map(drop).map_err(|error| SendFailure {
             node_answered: error.as_error_resp().is_some(),
-            message: crate::redact::urls_in(&error.to_string()),
+            message: kya_core::redact::urls_in(&error.to_string()),
         })
     }
 

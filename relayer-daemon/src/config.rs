@@ -72,7 +72,7 @@ impl std::fmt::Debug for Config {
         // Hand-written so the key can never reach a log through `{:?}`: only its address shows.
         // The RPC URL shows without path, query or user info, where hosted nodes put API keys.
         f.debug_struct("Config")
-            .field("rpc_url", &crate::redact::url(&self.rpc_url))
+            .field("rpc_url", &kya_core::redact::url(&self.rpc_url))
             .field("registry", &self.registry)
             .field("forwarder", &self.forwarder)
             .field("relayer", &self.signer.address())

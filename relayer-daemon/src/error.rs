@@ -1,8 +1,7 @@
 //! The relayer's error type and the one place where each error gets its HTTP status.
 
+use kya_core::redact;
 use warp::http::StatusCode;
-
-use crate::redact;
 
 /// Everything a relay or a query can fail with. Display strings are what clients see in
 /// `{"error": …}`; the first ten are SPEC.md section 7's relayer messages, word for word.

@@ -12,7 +12,6 @@ mod error;
 mod metrics;
 mod read_limit;
 mod reconcile;
-mod redact;
 mod relayer;
 mod request;
 mod sender;

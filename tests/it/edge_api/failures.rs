@@ -30,16 +30,18 @@ fn error_text(body: &Value) -> &str {
 async fn rpc_failures_and_missing_configuration_are_clean_errors() {
     let chain = TestChain::start().await;
 
-    // A port nobody listens on: the RPC endpoint is unreachable.
+    // A port nobody listens on: the RPC endpoint is unreachable. Its URL carries API keys, as a
+    // hosted node's does: no answer may show them.
     let dead_port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let dead = format!("http://127.0.0.1:{dead_port}");
+    let dead = format!("http://127.0.0.1:{dead_port}/v2/SECRETPATHKEY?apikey=SECRETQUERYKEY");
     {
         let worker = EdgeWorker::start(&chain_vars(&dead, chain.registry())).await;
         let api = worker.client();
         let health = api.get("/health").await;
         assert_eq!(health.status, 503);
         assert_eq!(health.body["status"], "degraded");
-        assert_eq!(health.body["rpc"], dead);
+        assert_eq!(health.body["rpc"], format!("http://127.0.0.1:{dead_port}/…"));
+        assert!(!health.text.contains("SECRET"), "{}", health.text);
         assert_eq!(health.body["registry"], chain.registry().to_checksum(None));
         for path in API_PATHS {
             for _ in 0..2 {
@@ -52,7 +54,40 @@ async fn rpc_failures_and_missing_configuration_are_clean_errors() {
                 );
                 assert_eq!(answer.header("cache-control"), Some("no-store"), "{path}");
                 assert_eq!(answer.remaining(), 59, "{path}");
+                assert!(!answer.text.contains("SECRET"), "{path}: {}", answer.text);
             }
+        }
+    }
+
+    // A working node behind a keyed URL: `/health`'s `rpc` and `/stats`' `chain` name it
+    // without the keys.
+    {
+        let node = rpc_proxy(
+            Some(chain.rpc_url()),
+            Arc::new(|request: &str| RpcAction::Forward(request.to_owned())),
+        )
+        .await;
+        let keyed = format!("{node}/v3/SECRETPATHKEY?apikey=SECRETQUERYKEY");
+        let worker = EdgeWorker::start(&chain_vars(&keyed, chain.registry())).await;
+        let api = worker.client();
+        let shown = format!("{node}/…");
+        let health = api.get("/health").await;
+        assert_eq!((health.status, &health.body["rpc"]), (200, &json!(shown)));
+        let stats = api.get("/api/v1/stats").await;
+        assert_eq!(
+            (stats.status, &stats.body),
+            (
+                200,
+                &json!({"totalAgents": 0, "registryAddress": chain.registry().to_checksum(None), "chain": shown})
+            )
+        );
+        for path in [
+            "/api/v1/stats/detailed",
+            "/api/v1/agent/1",
+            "/api/v1/kya/0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266",
+        ] {
+            let answer = api.get(path).await;
+            assert!(!answer.text.contains("SECRET"), "{path}: {}", answer.text);
         }
     }
 
