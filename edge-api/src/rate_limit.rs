@@ -1,11 +1,14 @@
 //! 60 requests per minute per client IP, counted in KV (binding `RATE_LIMIT`).
 //!
 //! Fixed one-minute windows: the key is the IP and the window's number, so counters expire on
-//! their own. KV is eventually consistent and allows one write per second per key, so at the
-//! edge this is a soft limit (a burst spread over several locations can pass a few extra
-//! requests); it is exact under `wrangler dev`, which the tests use.
+//! their own. KV alone cannot count a burst: every request of it reads the counter before any
+//! write lands (measured: 61 requests at once all passed). So each isolate also counts the
+//! requests it serves itself ([`SEEN_HERE`]); JavaScript runs one request's code at a time, so
+//! that count is exact, and a request counts as the larger of it and KV's count plus one. The
+//! limit is exact for everything one isolate serves (all of `wrangler dev`); across isolates and
+//! locations KV, eventually consistent, adds the rest.
 
-use std::net::IpAddr;
+use std::{cell::RefCell, collections::HashMap, net::IpAddr};
 
 use kya_core::client_ip::network_of;
 use worker::{Env, Headers, console_error, kv::KvStore};
@@ -42,6 +45,37 @@ pub(crate) struct Quota {
     pub(crate) reset_in: u64,
 }
 
+thread_local! {
+    /// Requests this isolate counted per counter key (`window`), for the current windows only.
+    static SEEN_HERE: RefCell<HashMap<String, u64>> = RefCell::new(HashMap::new());
+}
+
+/// Counts a request under `key` in this isolate (before any `await`, so overlapping requests
+/// each get their own number) and returns the count including it.
+fn count_here(key: &str, window_suffix: &str) -> u64 {
+    SEEN_HERE.with(|seen| {
+        let mut seen = seen.borrow_mut();
+        // Counters of finished windows are of no use: dropped once the map has grown.
+        if seen.len() > 10_000 {
+            seen.retain(|kept, _| kept.ends_with(window_suffix));
+        }
+        let count = seen.entry(key.to_owned()).or_default();
+        *count += 1;
+        *count
+    })
+}
+
+/// What this isolate has counted under `key`, without counting, after raising it to `at_least`
+/// (a count learnt from KV).
+fn seen_here(key: &str, at_least: u64) -> u64 {
+    SEEN_HERE.with(|seen| {
+        let mut seen = seen.borrow_mut();
+        let count = seen.entry(key.to_owned()).or_default();
+        *count = (*count).max(at_least);
+        *count
+    })
+}
+
 /// The counter key of `ip` at `now_secs`, and the seconds left in that window.
 fn window(ip: &str, now_secs: u64) -> (String, u64) {
     (format!("rate:{ip}:{}", now_secs / WINDOW_SECS), WINDOW_SECS - now_secs % WINDOW_SECS)
@@ -52,13 +86,17 @@ fn window(ip: &str, now_secs: u64) -> (String, u64) {
 /// outage of the counter store should not take the read API down with it.
 pub(crate) async fn consume(env: &Env, ip: &str, now_secs: u64) -> Result<Quota> {
     let (key, reset_in) = window(ip, now_secs);
+    let here = count_here(&key, &format!(":{}", now_secs / WINDOW_SECS));
     let Some(store) = store(env) else { return Ok(Quota { remaining: LIMIT, reset_in }) };
-    let used = read(&store, &key).await;
-    if used >= LIMIT {
+    // This request's number in the window: after what KV knows, and after what this isolate saw.
+    let number = (read(&store, &key).await + 1).max(here);
+    // Later requests here count after what KV showed (other isolates' requests).
+    seen_here(&key, number);
+    if number > LIMIT {
         return Err(Error::RateLimited { retry_after: reset_in });
     }
     // KV's shortest expiry is 60 s; two windows keep the counter until its window is over.
-    match store.put(&key, (used + 1).to_string()) {
+    match store.put(&key, number.to_string()) {
         Ok(put) => {
             if let Err(error) = put.expiration_ttl(2 * WINDOW_SECS).execute().await {
                 console_error!("rate limit counter not written: {error}");
@@ -66,7 +104,7 @@ pub(crate) async fn consume(env: &Env, ip: &str, now_secs: u64) -> Result<Quota>
         }
         Err(error) => console_error!("rate limit counter not written: {error}"),
     }
-    Ok(Quota { remaining: LIMIT - used - 1, reset_in })
+    Ok(Quota { remaining: LIMIT - number, reset_in })
 }
 
 /// The quota left without counting a request (OPTIONS preflights do not use it up).
@@ -76,6 +114,7 @@ pub(crate) async fn peek(env: &Env, ip: &str, now_secs: u64) -> Quota {
         Some(store) => read(&store, &key).await,
         None => 0,
     };
+    let used = seen_here(&key, used);
     Quota { remaining: LIMIT.saturating_sub(used), reset_in }
 }
 
@@ -102,5 +141,15 @@ mod tests {
         assert_eq!(window("1.2.3.4", 120), ("rate:1.2.3.4:2".to_owned(), 60));
         assert_eq!(window("1.2.3.4", 179), ("rate:1.2.3.4:2".to_owned(), 1));
         assert_ne!(window("1.2.3.4", 180).0, window("1.2.3.4", 179).0);
+    }
+
+    #[test]
+    fn this_isolate_numbers_each_request_and_learns_from_kv() {
+        let (key, suffix) = ("rate:9.9.9.9:7", ":7");
+        assert_eq!((count_here(key, suffix), count_here(key, suffix)), (1, 2));
+        assert_eq!(seen_here(key, 10), 10, "KV saw more: later requests count after them");
+        assert_eq!(count_here(key, suffix), 11);
+        assert_eq!(seen_here(key, 3), 11, "never lowered");
+        assert_eq!(count_here("rate:9.9.9.9:8", ":8"), 1, "a new window starts over");
     }
 }

@@ -77,6 +77,7 @@ async fn every_endpoint_matches_the_seeded_registry() {
     not_found(&t).await;
     cors(&t).await;
     rate_limit(&t).await;
+    rate_limit_under_concurrency(&t).await;
     // Last: these move the chain's clock and add agents.
     attestation_boundary(&t).await;
     deep_lineage(&t).await;
@@ -508,6 +509,34 @@ async fn rate_limit(t: &Demo) {
             assert_eq!(remaining, [59, 58, 59], "IPv6 quotas by /64");
             break;
         }
+    }
+}
+
+/// 61 requests from one client at once: exactly 60 pass, each sees a different remaining count,
+/// and one is refused (the Worker counts the requests it serves itself, not only through KV,
+/// which a burst reads before any write lands).
+async fn rate_limit_under_concurrency(t: &Demo) {
+    let unix_seconds =
+        || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    loop {
+        let second = unix_seconds() % 60;
+        if second > 45 {
+            tokio::time::sleep(std::time::Duration::from_secs(61 - second)).await;
+        }
+        let (ip, window) = (fresh_ip(), unix_seconds() / 60);
+        let burst = (0..61).map(|_| t.api.request("GET", "/api/v1/stats", &ip, &[]));
+        let answers = futures::future::join_all(burst).await;
+        if unix_seconds() / 60 != window {
+            continue;
+        }
+        let mut passed: Vec<u64> =
+            answers.iter().filter(|answer| answer.status == 200).map(|answer| answer.remaining()).collect();
+        passed.sort_unstable();
+        assert_eq!(passed, (0..60).collect::<Vec<u64>>(), "each passing request has its own count");
+        let refused: Vec<_> = answers.iter().filter(|answer| answer.status == 429).collect();
+        assert_eq!(refused.len(), 1, "exactly one of 61 is refused");
+        assert_eq!(refused[0].remaining(), 0);
+        break;
     }
 }
 
