@@ -259,6 +259,18 @@ mod tests {
         assert_eq!(recent, vec![6, 5, 4, 3, 2, 1]);
     }
 
+    /// Registrations in the same second (one block) list the later id first.
+    #[test]
+    fn recent_registrations_of_one_second_are_newest_id_first() {
+        let mut snapshot = snapshot();
+        for agent in &mut snapshot.agents {
+            agent.registered_at = if agent.agent_id <= 3 { 5_000 } else { 4_000 };
+        }
+        let detailed = detailed(&snapshot, stats(&snapshot, &Address::ZERO, ""));
+        let order: Vec<u64> = detailed.recent_registrations.iter().map(|item| item.agent_id).collect();
+        assert_eq!(order, vec![3, 2, 1, 6, 5, 4]);
+    }
+
     #[test]
     fn compliance_list_is_stalest_first() {
         let list = compliance_list(&snapshot());
