@@ -374,6 +374,8 @@ pub enum RpcAction {
     Garbage,
     /// Answer 200 with exactly this body (a JSON-RPC error, say).
     Raw(String),
+    /// Wait this long, then forward this body (a slow node).
+    Delay(Duration, String),
     /// Close the connection without answering.
     Close,
 }
@@ -451,6 +453,10 @@ pub async fn rpc_proxy(
                         }
                         RpcAction::Garbage => ok("<html>not JSON-RPC</html>".to_owned()),
                         RpcAction::Raw(body) => ok(body),
+                        RpcAction::Delay(pause, body) => {
+                            tokio::time::sleep(pause).await;
+                            ok(forward(body).await)
+                        }
                         RpcAction::Close => return,
                     };
                     if write.write_all(response.as_bytes()).await.is_err() {

@@ -4,7 +4,7 @@
 use futures::future::join_all;
 use kya_devchain::dev_accounts::{self, Role};
 use kya_relayer::RateKind;
-use kya_tests::relayer_fixture::{body, forward, sign_with_core, signed_registrations};
+use kya_tests::relayer_fixture::{RpcAction, body, forward, sign_with_core, signed_registrations};
 
 use super::{agent_key, agent_of, receipt, register_call, start};
 
@@ -48,7 +48,23 @@ async fn a_transaction_sent_behind_the_relayers_back_is_recovered_from() {
 
 #[tokio::test]
 async fn shutdown_finishes_relays_in_flight_and_settles_them() {
-    let (t, _db, relayer) = start(&[]).await;
+    // A node slow to estimate gas: every relay is still being checked when the stop comes.
+    let t = kya_tests::TestChain::start().await;
+    let db = tempfile::tempdir().unwrap();
+    let slow = kya_tests::relayer_fixture::rpc_proxy(
+        Some(t.rpc_url()),
+        std::sync::Arc::new(|request: &str| {
+            if request.contains("eth_estimateGas") {
+                RpcAction::Delay(std::time::Duration::from_millis(1_500), request.to_owned())
+            } else {
+                RpcAction::Forward(request.to_owned())
+            }
+        }),
+    )
+    .await;
+    let mut settings = kya_tests::relayer_fixture::settings(&t, db.path());
+    kya_tests::relayer_fixture::set(&mut settings, "RPC_URL", slow);
+    let relayer = kya_tests::relayer_fixture::InProcessRelayer::start(&settings).await;
     let agents: Vec<_> = (0..6).map(|n| agent_key(210 + n)).collect();
     let bodies = signed_registrations(&t, &agents);
     let client = relayer.client.clone();
@@ -68,6 +84,7 @@ async fn shutdown_finishes_relays_in_flight_and_settles_them() {
     tokio::time::timeout(std::time::Duration::from_secs(60), all_arrived)
         .await
         .expect("every request reaches the relayer before the stop");
+    assert!(!sent.is_finished(), "the relays are in flight (their gas estimates take 1.5 s)");
     relayer.stop().await;
 
     let answers = sent.await.unwrap();
