@@ -224,18 +224,10 @@ impl Store {
             let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let horizon = now.saturating_sub(RATE_WINDOW_SECS) as i64;
             tx.execute("DELETE FROM rate_events WHERE at <= ?1", params![horizon])?;
-            let count: u32 = tx.query_row(
-                "SELECT COUNT(*) FROM rate_events WHERE kind = ?1 AND key = ?2",
-                params![kind.as_str(), key],
-                |row| row.get(0),
-            )?;
-            if count >= limit {
+            if count_in_window(&tx, kind, key, now)? >= limit {
                 return Ok(false);
             }
-            tx.execute(
-                "INSERT INTO rate_events (kind, key, at) VALUES (?1, ?2, ?3)",
-                params![kind.as_str(), key, now as i64],
-            )?;
+            record_event(&tx, kind, key, now)?;
             tx.commit()?;
             Ok(true)
         })
@@ -243,14 +235,7 @@ impl Store {
 
     /// Requests counted for `key` in the last hour.
     pub fn hits(&self, kind: RateKind, key: &str, now: u64) -> Result<u32> {
-        self.with(|connection| {
-            let horizon = now.saturating_sub(RATE_WINDOW_SECS) as i64;
-            Ok(connection.query_row(
-                "SELECT COUNT(*) FROM rate_events WHERE kind = ?1 AND key = ?2 AND at > ?3",
-                params![kind.as_str(), key, horizon],
-                |row| row.get(0),
-            )?)
-        })
+        self.with(|connection| count_in_window(connection, kind, key, now))
     }
 
     /// Counts one request of `signer` (with forwarder nonce `nonce`) against `limit`, in one
@@ -259,32 +244,13 @@ impl Store {
     pub fn count_signer(&self, signer: &str, nonce: &str, limit: u32, now: u64) -> Result<SignerCount> {
         self.with(|connection| {
             let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let duplicate: Option<i64> = tx
-                .query_row(
-                    &format!(
-                        "SELECT id FROM relays WHERE signer = ?1 AND forwarder_nonce = ?2 AND status IN {LIVE}"
-                    ),
-                    params![signer, nonce],
-                    |row| row.get(0),
-                )
-                .optional()?;
-            if duplicate.is_some() {
+            if is_taken(&tx, signer, nonce)? {
                 return Ok(SignerCount::Duplicate);
             }
-            let horizon = now.saturating_sub(RATE_WINDOW_SECS) as i64;
-            let kind = RateKind::Signer.as_str();
-            let count: u32 = tx.query_row(
-                "SELECT COUNT(*) FROM rate_events WHERE kind = ?1 AND key = ?2 AND at > ?3",
-                params![kind, signer, horizon],
-                |row| row.get(0),
-            )?;
-            if count >= limit {
+            if count_in_window(&tx, RateKind::Signer, signer, now)? >= limit {
                 return Ok(SignerCount::Limited);
             }
-            tx.execute(
-                "INSERT INTO rate_events (kind, key, at) VALUES (?1, ?2, ?3)",
-                params![kind, signer, now as i64],
-            )?;
+            record_event(&tx, RateKind::Signer, signer, now)?;
             tx.commit()?;
             Ok(SignerCount::Counted)
         })
@@ -309,16 +275,7 @@ impl Store {
     ) -> Result<std::result::Result<Reservation, Refusal>> {
         self.with(|connection| {
             let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let duplicate: Option<i64> = tx
-                .query_row(
-                    &format!(
-                        "SELECT id FROM relays WHERE signer = ?1 AND forwarder_nonce = ?2 AND status IN {LIVE}"
-                    ),
-                    params![relay.signer, relay.forwarder_nonce],
-                    |row| row.get(0),
-                )
-                .optional()?;
-            if duplicate.is_some() {
+            if is_taken(&tx, &relay.signer, &relay.forwarder_nonce)? {
                 return Ok(Err(Refusal::Duplicate));
             }
             let state = current(read_budget(&tx)?, now);
@@ -431,11 +388,6 @@ impl Store {
         })
     }
 
-    /// Relays sent but not yet settled.
-    pub fn unsettled(&self) -> Result<Vec<RelayRecord>> {
-        self.records_where("status = 'sent'")
-    }
-
     /// Relays still `reserved` or `sent` that were created at or before `created_by`: what the
     /// reconciler looks at.
     pub fn open_since(&self, created_by: u64) -> Result<Vec<RelayRecord>> {
@@ -483,6 +435,38 @@ impl Store {
             Ok(records)
         })
     }
+}
+
+/// Requests of `kind` counted for `key` in the hour before `now`.
+fn count_in_window(connection: &Connection, kind: RateKind, key: &str, now: u64) -> Result<u32> {
+    let horizon = now.saturating_sub(RATE_WINDOW_SECS) as i64;
+    Ok(connection.query_row(
+        "SELECT COUNT(*) FROM rate_events WHERE kind = ?1 AND key = ?2 AND at > ?3",
+        params![kind.as_str(), key, horizon],
+        |row| row.get(0),
+    )?)
+}
+
+/// Counts one request of `kind` for `key` at `now`.
+fn record_event(connection: &Connection, kind: RateKind, key: &str, now: u64) -> Result<()> {
+    connection.execute(
+        "INSERT INTO rate_events (kind, key, at) VALUES (?1, ?2, ?3)",
+        params![kind.as_str(), key, now as i64],
+    )?;
+    Ok(())
+}
+
+/// True when the signed request (`signer`, forwarder `nonce`) already has a live relay: a
+/// replay, which is neither counted nor reserved for again.
+fn is_taken(connection: &Connection, signer: &str, nonce: &str) -> Result<bool> {
+    let live: Option<i64> = connection
+        .query_row(
+            &format!("SELECT id FROM relays WHERE signer = ?1 AND forwarder_nonce = ?2 AND status IN {LIVE}"),
+            params![signer, nonce],
+            |row| row.get(0),
+        )
+        .optional()?;
+    Ok(live.is_some())
 }
 
 fn read_budget(connection: &Connection) -> Result<BudgetState> {
@@ -647,7 +631,7 @@ mod tests {
         let store = Store::open(&path).unwrap();
         assert_eq!(store.budget(60).unwrap().used_wei, 100, "survives reopening");
         assert!(!store.hit(RateKind::Signer, "s", 1, 60).unwrap());
-        assert_eq!(store.unsettled().unwrap().len(), 1);
+        assert_eq!(store.open_since(60).unwrap().len(), 1, "the sent relay is still open");
 
         let later = 50 + BUDGET_WINDOW_SECS;
         assert_eq!(store.budget(later - 1).unwrap().used_wei, 100);
