@@ -52,12 +52,14 @@ thread_local! {
 
 /// Counts a request under `key` in this isolate (before any `await`, so overlapping requests
 /// each get their own number) and returns the count including it.
-fn count_here(key: &str, window_suffix: &str) -> u64 {
+fn count_here(key: &str) -> u64 {
     SEEN_HERE.with(|seen| {
         let mut seen = seen.borrow_mut();
-        // Counters of finished windows are of no use: dropped once the map has grown.
+        // Counters of finished windows are of no use: dropped once the map has grown. A key ends
+        // with its window's number ([`window`]).
         if seen.len() > 10_000 {
-            seen.retain(|kept, _| kept.ends_with(window_suffix));
+            let this_window = key.rfind(':').map_or(key, |at| &key[at..]);
+            seen.retain(|kept, _| kept.ends_with(this_window));
         }
         let count = seen.entry(key.to_owned()).or_default();
         *count += 1;
@@ -86,7 +88,7 @@ fn window(ip: &str, now_secs: u64) -> (String, u64) {
 /// outage of the counter store should not take the read API down with it.
 pub(crate) async fn consume(env: &Env, ip: &str, now_secs: u64) -> Result<Quota> {
     let (key, reset_in) = window(ip, now_secs);
-    let here = count_here(&key, &format!(":{}", now_secs / WINDOW_SECS));
+    let here = count_here(&key);
     let Some(store) = store(env) else { return Ok(Quota { remaining: LIMIT, reset_in }) };
     // This request's number in the window: after what KV knows, and after what this isolate saw.
     let number = (read(&store, &key).await + 1).max(here);
@@ -145,11 +147,11 @@ mod tests {
 
     #[test]
     fn this_isolate_numbers_each_request_and_learns_from_kv() {
-        let (key, suffix) = ("rate:9.9.9.9:7", ":7");
-        assert_eq!((count_here(key, suffix), count_here(key, suffix)), (1, 2));
+        let key = "rate:9.9.9.9:7";
+        assert_eq!((count_here(key), count_here(key)), (1, 2));
         assert_eq!(seen_here(key, 10), 10, "KV saw more: later requests count after them");
-        assert_eq!(count_here(key, suffix), 11);
+        assert_eq!(count_here(key), 11);
         assert_eq!(seen_here(key, 3), 11, "never lowered");
-        assert_eq!(count_here("rate:9.9.9.9:8", ":8"), 1, "a new window starts over");
+        assert_eq!(count_here("rate:9.9.9.9:8"), 1, "a new window starts over");
     }
 }
