@@ -3,7 +3,7 @@
 
 use std::{
     fs::File,
-    net::{SocketAddr, TcpListener},
+    net::TcpListener,
     path::PathBuf,
     process::{Child, Command, Stdio},
     sync::{
@@ -15,9 +15,12 @@ use std::{
 
 use alloy::primitives::Address;
 use serde_json::Value;
-use warp::Filter;
 
-use crate::{repo_root, run_script};
+use crate::{
+    repo_root,
+    rpc_proxy::{self, RpcAction},
+    run_script,
+};
 
 /// Builds the Worker once per test process (`scripts/build-worker.sh`, a few seconds when
 /// nothing changed), so `cargo test` alone never runs a stale or missing build.
@@ -192,7 +195,8 @@ pub fn fresh_ip() -> String {
 }
 
 /// A real HTTP server on loopback that forwards every JSON-RPC POST to the node and counts the
-/// HTTP requests (round trips) and the JSON-RPC calls inside them.
+/// HTTP requests (round trips) and the JSON-RPC calls inside them ([`rpc_proxy`] with a policy
+/// that counts and forwards).
 #[derive(Debug, Clone)]
 pub struct CountingProxy {
     /// `http://127.0.0.1:<port>`.
@@ -206,36 +210,18 @@ impl CountingProxy {
     pub async fn start(upstream: &str) -> Self {
         let requests = Arc::new(AtomicUsize::new(0));
         let calls = Arc::new(AtomicUsize::new(0));
-        let client = reqwest::Client::new();
-        let upstream = upstream.to_owned();
         let (counted_requests, counted_calls) = (requests.clone(), calls.clone());
-        let route = warp::post().and(warp::body::bytes()).then(move |body: bytes::Bytes| {
-            let (client, upstream) = (client.clone(), upstream.clone());
-            let (requests, calls) = (counted_requests.clone(), counted_calls.clone());
-            async move {
-                requests.fetch_add(1, Ordering::SeqCst);
-                let parsed: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                calls.fetch_add(parsed.as_array().map_or(1, Vec::len), Ordering::SeqCst);
-                let answer = client
-                    .post(&upstream)
-                    .header("content-type", "application/json")
-                    .body(body.to_vec())
-                    .send()
-                    .await;
-                let text = match answer {
-                    Ok(answer) => answer.text().await.unwrap_or_default(),
-                    Err(error) => format!("upstream failed: {error}"),
-                };
-                warp::http::Response::builder()
-                    .header("content-type", "application/json")
-                    .body(text)
-                    .expect("a response")
-            }
-        });
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
-        let address: SocketAddr = listener.local_addr().expect("bound");
-        tokio::spawn(warp::serve(route).incoming(listener).run());
-        Self { url: format!("http://{address}"), requests, calls }
+        let url = rpc_proxy::start(
+            Some(upstream.to_owned()),
+            Arc::new(move |body: &str| {
+                counted_requests.fetch_add(1, Ordering::SeqCst);
+                let parsed: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+                counted_calls.fetch_add(parsed.as_array().map_or(1, Vec::len), Ordering::SeqCst);
+                RpcAction::Forward(body.to_owned())
+            }),
+        )
+        .await;
+        Self { url, requests, calls }
     }
 
     /// HTTP requests forwarded so far.

@@ -11,6 +11,7 @@ use kya_devchain::{
 
 pub mod edge_fixture;
 pub mod relayer_fixture;
+pub mod rpc_proxy;
 
 /// A fresh anvil with the forwarder and the registry deployed; anvil stops when this drops.
 #[derive(Debug)]

@@ -88,8 +88,6 @@ async fn every_endpoint_matches_the_seeded_registry() {
 /// SPEC.md section 1: an entry is refreshed once its TTL has elapsed. The KYA answer cached at
 /// the start (1 minute) is read from the chain again once its `X-Expires-At` has passed.
 async fn cached_answers_expire(t: &Demo) {
-    let unix_seconds =
-        || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
     let wallet = t.demo.agent(t.demo.roles.lapsed).agent_wallet;
     let path = format!("/api/v1/kya/{wallet:#x}");
     let cached = t.get(&path).await;
@@ -103,6 +101,19 @@ async fn cached_answers_expire(t: &Demo) {
     let latest = t.chain.chain.provider().get_block_number().await.unwrap();
     assert_eq!(fresh.header("x-block-number"), Some(latest.to_string().as_str()), "at the latest block");
     assert!(fresh.header("x-expires-at").unwrap().parse::<u64>().unwrap() > expires_at);
+}
+
+/// The wall clock in Unix seconds: the Worker's rate-limit windows and TTLs run on it.
+fn unix_seconds() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+}
+
+/// Waits, if need be, until the current one-minute rate-limit window has 15 s or more left.
+async fn early_in_a_window() {
+    let second = unix_seconds() % 60;
+    if second > 45 {
+        tokio::time::sleep(std::time::Duration::from_secs(61 - second)).await;
+    }
 }
 
 /// The `max-age` of an answer's `Cache-Control`.
@@ -457,13 +468,8 @@ async fn rate_limit(t: &Demo) {
     // Fixed one-minute windows (wall clock, as the Worker sees it): all 61 requests must fall
     // into one window. Start early in a window, and start over with a fresh client should a slow
     // machine still cross into the next one.
-    let unix_seconds =
-        || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
     let (limited, left_in_window) = loop {
-        let second = unix_seconds() % 60;
-        if second > 45 {
-            tokio::time::sleep(std::time::Duration::from_secs(61 - second)).await;
-        }
+        early_in_a_window().await;
         let (ip, window) = (fresh_ip(), unix_seconds() / 60);
         let mut answers = Vec::with_capacity(61);
         for _ in 1..=61 {
@@ -516,13 +522,8 @@ async fn rate_limit(t: &Demo) {
 /// and one is refused (the Worker counts the requests it serves itself, not only through KV,
 /// which a burst reads before any write lands).
 async fn rate_limit_under_concurrency(t: &Demo) {
-    let unix_seconds =
-        || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
     loop {
-        let second = unix_seconds() % 60;
-        if second > 45 {
-            tokio::time::sleep(std::time::Duration::from_secs(61 - second)).await;
-        }
+        early_in_a_window().await;
         let (ip, window) = (fresh_ip(), unix_seconds() / 60);
         let burst = (0..61).map(|_| t.api.request("GET", "/api/v1/stats", &ip, &[]));
         let answers = futures::future::join_all(burst).await;

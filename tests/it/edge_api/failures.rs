@@ -6,7 +6,7 @@ use std::{net::TcpListener, sync::Arc};
 use kya_tests::{
     TestChain,
     edge_fixture::{EdgeWorker, chain_vars},
-    relayer_fixture::{RpcAction, rpc_proxy},
+    rpc_proxy::{self, RpcAction},
 };
 use serde_json::{Value, json};
 
@@ -62,7 +62,7 @@ async fn rpc_failures_and_missing_configuration_are_clean_errors() {
     // A working node behind a keyed URL: `/health`'s `rpc` and `/stats`' `chain` name it
     // without the keys.
     {
-        let node = rpc_proxy(
+        let node = rpc_proxy::start(
             Some(chain.rpc_url()),
             Arc::new(|request: &str| RpcAction::Forward(request.to_owned())),
         )
@@ -110,14 +110,14 @@ async fn rpc_failures_and_missing_configuration_are_clean_errors() {
     }
 
     // A node that answers, but with a JSON-RPC error, or with something that is not JSON-RPC.
-    let failing = rpc_proxy(
+    let failing = rpc_proxy::start(
         None,
         Arc::new(|_: &str| {
             RpcAction::Raw(r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"down"}}"#.into())
         }),
     )
     .await;
-    let garbage = rpc_proxy(None, Arc::new(|_: &str| RpcAction::Garbage)).await;
+    let garbage = rpc_proxy::start(None, Arc::new(|_: &str| RpcAction::Garbage)).await;
     for (rpc, message) in [
         (failing, "RPC error: down (code -32000)"),
         (

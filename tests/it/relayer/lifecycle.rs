@@ -4,7 +4,10 @@
 use futures::future::join_all;
 use kya_devchain::dev_accounts::{self, Role};
 use kya_relayer::RateKind;
-use kya_tests::relayer_fixture::{RpcAction, body, forward, sign_with_core, signed_registrations};
+use kya_tests::{
+    relayer_fixture::{body, forward, sign_with_core, signed_registrations},
+    rpc_proxy::{self, RpcAction},
+};
 
 use super::{agent_key, agent_of, receipt, register_call, start};
 
@@ -51,7 +54,7 @@ async fn shutdown_finishes_relays_in_flight_and_settles_them() {
     // A node slow to estimate gas: every relay is still being checked when the stop comes.
     let t = kya_tests::TestChain::start().await;
     let db = tempfile::tempdir().unwrap();
-    let slow = kya_tests::relayer_fixture::rpc_proxy(
+    let slow = rpc_proxy::start(
         Some(t.rpc_url()),
         std::sync::Arc::new(|request: &str| {
             if request.contains("eth_estimateGas") {
@@ -103,13 +106,13 @@ async fn shutdown_finishes_relays_in_flight_and_settles_them() {
 /// relayer with 502, as a load balancer does when the node's answer is lost: the transaction is
 /// in, and the relayer cannot know it.
 async fn lossy_proxy(upstream: String) -> String {
-    kya_tests::relayer_fixture::rpc_proxy(
+    rpc_proxy::start(
         Some(upstream),
         std::sync::Arc::new(|request: &str| {
             if request.contains("eth_sendRawTransaction") {
-                kya_tests::relayer_fixture::RpcAction::ForwardAndLose
+                RpcAction::ForwardAndLose
             } else {
-                kya_tests::relayer_fixture::RpcAction::Forward(request.to_owned())
+                RpcAction::Forward(request.to_owned())
             }
         }),
     )

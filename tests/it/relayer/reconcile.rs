@@ -18,7 +18,8 @@ use kya_devchain::dev_accounts::{self, Role};
 use kya_relayer::{NewRelay, RelayRecord, Store};
 use kya_tests::{
     TestChain,
-    relayer_fixture::{InProcessRelayer, RpcAction, body, forward, rpc_proxy, set, settings, sign_with_core},
+    relayer_fixture::{InProcessRelayer, body, forward, set, settings, sign_with_core},
+    rpc_proxy::{self, RpcAction},
 };
 use serde_json::Value;
 
@@ -129,7 +130,7 @@ async fn after_a_lost_send_answer_the_next_relay_continues_after_the_transaction
     let db = tempfile::tempdir().unwrap();
     let sends = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counter = Arc::clone(&sends);
-    let node = rpc_proxy(
+    let node = rpc_proxy::start(
         Some(t.rpc_url()),
         Arc::new(move |request: &str| {
             if request.contains("eth_sendRawTransaction")
@@ -231,7 +232,7 @@ async fn a_transaction_is_recorded_before_the_node_sees_it() {
     type Seen = Vec<(String, Option<String>)>;
     let seen: Arc<std::sync::Mutex<Seen>> = Arc::default();
     let witness = Arc::clone(&seen);
-    let node = rpc_proxy(
+    let node = rpc_proxy::start(
         Some(t.rpc_url()),
         Arc::new(move |request: &str| {
             if request.contains("eth_sendRawTransaction") {

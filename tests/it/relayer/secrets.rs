@@ -10,7 +10,10 @@ use std::sync::{
 use alloy::primitives::{Address, U256, aliases::U48};
 use kya_core::forward_request::{self, ForwardRequest};
 use kya_devchain::dev_accounts::{self, Role};
-use kya_tests::relayer_fixture::{BinaryRelayer, RpcAction, body, rpc_proxy};
+use kya_tests::{
+    relayer_fixture::{BinaryRelayer, body},
+    rpc_proxy::{self, RpcAction},
+};
 use serde_json::json;
 
 use super::{agent_key, register_call};
@@ -23,7 +26,7 @@ async fn rpc_failures_answer_a_fixed_message_and_the_url_key_reaches_neither_cli
     // A node that knows its chain id, then closes connections or answers garbage, in turn.
     let calls = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&calls);
-    let node = rpc_proxy(
+    let node = rpc_proxy::start(
         None,
         Arc::new(move |request: &str| {
             if request.contains("eth_chainId") {

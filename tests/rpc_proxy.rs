@@ -1,0 +1,113 @@
+//! A JSON-RPC server on loopback in front of a real node, for what a real node cannot be made
+//! to do: lose an answer, answer garbage or an error, close the connection, answer slowly. With
+//! a policy that only forwards, it is a counting proxy ([`crate::edge_fixture::CountingProxy`]).
+//! Plain TCP rather than an HTTP framework, so it can also close a connection without a word.
+
+use std::{sync::Arc, time::Duration};
+
+use serde_json::{Value, json};
+
+/// What a misbehaving JSON-RPC server on loopback does with one request body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RpcAction {
+    /// Pass this body on to the upstream node and relay its answer.
+    Forward(String),
+    /// Pass the body on, then answer 502 as if the node's answer were lost.
+    ForwardAndLose,
+    /// Answer with this JSON-RPC `result` (raw JSON) without asking anyone.
+    Answer(String),
+    /// Answer 200 with a body that is not JSON.
+    Garbage,
+    /// Answer 200 with exactly this body (a JSON-RPC error, say).
+    Raw(String),
+    /// Wait this long, then forward this body (a slow node).
+    Delay(Duration, String),
+    /// Close the connection without answering.
+    Close,
+}
+
+/// A JSON-RPC server on loopback in front of `upstream` (if any) that does with each request
+/// what `policy` says, for faults a real node cannot be made to show. Returns its base URL.
+pub async fn start(upstream: Option<String>, policy: Arc<dyn Fn(&str) -> RpcAction + Send + Sync>) -> String {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a free port");
+    let address = listener.local_addr().expect("bound");
+    tokio::spawn(async move {
+        let http = reqwest::Client::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            let (http, upstream, policy) = (http.clone(), upstream.clone(), Arc::clone(&policy));
+            tokio::spawn(async move {
+                let (read, mut write) = socket.into_split();
+                let mut read = BufReader::new(read);
+                loop {
+                    let mut length = 0usize;
+                    let mut line = String::new();
+                    loop {
+                        line.clear();
+                        if read.read_line(&mut line).await.unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                        if let Some((name, value)) = line.split_once(':')
+                            && name.eq_ignore_ascii_case("content-length")
+                        {
+                            length = value.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    if read.read_exact(&mut body).await.is_err() {
+                        return;
+                    }
+                    let body = String::from_utf8_lossy(&body).into_owned();
+                    let forward = |body: String| {
+                        let (http, upstream) = (http.clone(), upstream.clone());
+                        async move {
+                            let upstream = upstream.expect("an upstream node to forward to");
+                            http.post(&upstream)
+                                .header("content-type", "application/json")
+                                .body(body)
+                                .send()
+                                .await
+                                .expect("the upstream answers")
+                                .text()
+                                .await
+                                .expect("an upstream body")
+                        }
+                    };
+                    let ok = |answer: String| {
+                        format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{answer}",
+                            answer.len()
+                        )
+                    };
+                    let response = match policy(&body) {
+                        RpcAction::Forward(body) => ok(forward(body).await),
+                        RpcAction::ForwardAndLose => {
+                            forward(body).await;
+                            "HTTP/1.1 502 Bad Gateway\r\ncontent-length: 0\r\n\r\n".to_owned()
+                        }
+                        RpcAction::Answer(result) => {
+                            let id =
+                                serde_json::from_str::<Value>(&body).map(|request| request["id"].clone());
+                            ok(json!({ "jsonrpc": "2.0", "id": id.unwrap_or(Value::Null), "result": serde_json::from_str::<Value>(&result).expect("raw JSON") })
+                                .to_string())
+                        }
+                        RpcAction::Garbage => ok("<html>not JSON-RPC</html>".to_owned()),
+                        RpcAction::Raw(body) => ok(body),
+                        RpcAction::Delay(pause, body) => {
+                            tokio::time::sleep(pause).await;
+                            ok(forward(body).await)
+                        }
+                        RpcAction::Close => return,
+                    };
+                    if write.write_all(response.as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    format!("http://{address}")
+}
