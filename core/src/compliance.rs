@@ -1,14 +1,15 @@
 //! The compliance object of an agent at a given time (the pinned block's timestamp).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::{Agent, AgentStatus};
 
 /// An attestation is current while it is at most this old (SPEC.md section 8: 7 days).
 pub const ATTESTATION_VALIDITY_SECS: u64 = 7 * 24 * 60 * 60;
 
-/// SPEC.md section 2's compliance object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// SPEC.md section 2's compliance object (read back from the API's JSON too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "browser", derive(tsify::Tsify))]
 #[serde(rename_all = "camelCase")]
 pub struct Compliance {
     pub is_active: bool,

@@ -13,10 +13,12 @@
 //! - [`rpc`]: JSON-RPC batch plans of `eth_call`s at a pinned block, and their decoders.
 //! - [`client_ip`]: the identity a rate limit counts a client IP as (IPv6 by /64).
 //! - [`KyaDecision`]: what a provider does with a KYA result.
+//! - [`ComplianceBadge`]: the one-word badge of an agent's [`Compliance`].
 //! - `browser` (feature `browser`): the JavaScript bindings of all this for web apps.
 
 pub mod abi;
 mod amount;
+mod badge;
 #[cfg(feature = "browser")]
 pub mod browser;
 pub mod client_ip;
@@ -36,6 +38,7 @@ mod status;
 pub mod time;
 
 pub use amount::Cents;
+pub use badge::ComplianceBadge;
 pub use compliance::{ATTESTATION_VALIDITY_SECS, Compliance};
 pub use error::{Error, Result};
 pub use kya::KyaDecision;
