@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds the browser package of kya-core into core/pkg/ (git-ignored): the crate with feature
 # `browser` for wasm32 (size-first profile `wasm-release`), wasm-bindgen's ES module glue and
-# TypeScript types (`--target web`: browsers fetch the wasm; Node passes its bytes to `init`),
-# wasm-opt -Oz from npm's binaryen, and a package.json. Honours CARGO_TARGET_DIR.
+# TypeScript types, generated from the Rust types by tsify (`--target web`: browsers fetch the
+# wasm), wasm-opt -Oz from npm's binaryen, then the npm package around them: core/npm/'s Node
+# entry (loads the wasm at import) and README, and a package.json. `npm pack core/pkg` makes the
+# installable tarball (tests/js/package-install.test.mjs). Honours CARGO_TARGET_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,18 +17,32 @@ cargo build --locked --profile wasm-release --target wasm32-unknown-unknown -p k
 out=core/pkg
 bindgen_and_optimise "$target_dir/wasm32-unknown-unknown/wasm-release/kya_core.wasm" "$out" kya_core
 
+cp core/npm/node.js core/npm/README.md "$out/"
+
 version=$(awk -F'"' '/^version = / { print $2; exit }' Cargo.toml)
+# `exports`: Node gets the entry that instantiates the wasm at import; browsers and bundlers the
+# plain module (call `init` once), and `kya-core/wasm` names the wasm file for a bundler to copy.
 cat > "$out/package.json" <<JSON
 {
   "name": "kya-core",
   "version": "$version",
-  "description": "KYA agent registry logic for web apps: compliance, KYA decisions, registry decoding, EIP-712 forward requests (wasm)",
+  "description": "KYA agent registry logic for web apps and Node: compliance and badges, KYA decisions, registry decoding, EIP-712 forward requests (wasm)",
   "license": "MIT",
   "type": "module",
-  "main": "kya_core.js",
-  "types": "kya_core.d.ts",
-  "files": ["kya_core.js", "kya_core_bg.wasm", "kya_core.d.ts", "kya_core_bg.wasm.d.ts"],
-  "sideEffects": ["./snippets/*"]
+  "main": "./node.js",
+  "module": "./kya_core.js",
+  "types": "./kya_core.d.ts",
+  "exports": {
+    ".": {
+      "types": "./kya_core.d.ts",
+      "node": "./node.js",
+      "default": "./kya_core.js"
+    },
+    "./wasm": "./kya_core_bg.wasm",
+    "./package.json": "./package.json"
+  },
+  "files": ["kya_core.js", "kya_core_bg.wasm", "kya_core.d.ts", "kya_core_bg.wasm.d.ts", "node.js", "README.md"],
+  "sideEffects": ["./node.js"]
 }
 JSON
 echo "build-core-wasm: $out/ is up to date ($(wc -c < "$out/kya_core_bg.wasm") bytes of wasm)" >&2

@@ -69,6 +69,15 @@ pub fn run_script(name: &str) {
     assert!(status.success(), "scripts/{name} failed");
 }
 
+/// A count from the summary of `node --test` (`ℹ pass 5`, `ℹ fail 0`, ...), read from its own
+/// line: "pass 5" must not be satisfied by "pass 50".
+pub fn node_test_count(report: &str, name: &str) -> Option<usize> {
+    report.lines().find_map(|line| {
+        let line = line.trim().trim_start_matches('ℹ').trim();
+        line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok()
+    })
+}
+
 /// `registerAgent` making `wallet` an agent wallet under `parent` (0: a root), naming creator B's
 /// account as Haftungsperson, with fixed hashes and a scope that names the wallet.
 pub fn register_call(wallet: Address, parent: u64) -> AgentRegistry::registerAgentCall {

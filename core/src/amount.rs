@@ -11,6 +11,8 @@ use serde::{Serialize, Serializer};
 
 /// An amount in cents, or a sum of them (saturating at `U256::MAX`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+// Its TypeScript type is what its `Serialize` below writes: always a JSON number.
+#[cfg_attr(feature = "browser", derive(tsify::Tsify), tsify(type = "number"))]
 pub struct Cents(pub U256);
 
 impl Cents {

@@ -1,95 +1,61 @@
 //! JavaScript bindings of `kya-core` for web apps and Node (feature `browser`, built with
-//! `scripts/build-core-wasm.sh` into the npm-style package `core/pkg/`). They wrap the same
-//! functions the edge API runs, so a page and the API cannot disagree: compliance, the KYA
+//! `scripts/build-core-wasm.sh` into the npm package `core/pkg/`). They wrap the same functions
+//! the edge API runs, so a page and the API cannot disagree: compliance and its badge, the KYA
 //! decision, decoding of registry call results, address checks, and the EIP-712 typed data and
 //! digest of a gasless `ForwardRequest`.
+//!
+//! Every value crossing to or from JavaScript is a Rust type deriving `tsify::Tsify`, passed as
+//! `tsify::Ts<T>`: the package's TypeScript declarations are generated from the very structs
+//! they describe, so a renamed or added field changes the types with it.
+//!
+//! Results go out as JSON, through gloo-utils' `JsValueSerdeExt` (`serde_json`, then
+//! `JSON.parse`): a page sees each value exactly as the API's response carries it, big revenue
+//! amounts as numbers and absent times as `null`. Inputs come in through serde-wasm-bindgen,
+//! which reads the JavaScript value itself: the JSON way (`JSON.stringify`) would turn `NaN` into
+//! `null` (a bad number reported as a missing one) and throw on a `BigInt`, a throw gloo-utils
+//! unwinds through the wasm without running destructors; serde-wasm-bindgen names the type it
+//! found instead.
 
 use alloy_primitives::{Address, U256, hex};
 use alloy_sol_types::SolCall;
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use gloo_utils::format::JsValueSerdeExt;
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+use serde_json::{Map, Value};
+use tsify::{Ts, Tsify};
 use wasm_bindgen::prelude::*;
 
 use crate::{
-    Agent, AgentStatus, Compliance, KyaDecision, Revenue,
+    Agent, AgentStatus, Compliance, ComplianceBadge, KyaDecision, Revenue,
     abi::AgentRegistry,
-    forward_request::{self, ForwardRequest},
+    forward_request::{self, ForwardRequest, TypedData},
     query::parse_wallet,
     record::{AgentView, RevenueView, checksummed},
     time::parse_iso8601,
 };
 
-#[wasm_bindgen(typescript_custom_section)]
-const TYPES: &'static str = r#"
-export type AgentStatus = "Active" | "Suspended" | "Revoked" | "Terminated";
-/** Any record with a status and an attestation time: the API's `agent`, or a KYA result's `agent`. */
-export interface AttestedRecord { status: AgentStatus; lastAttestation: string | null; }
-export interface Compliance {
-  isActive: boolean; attestationCurrent: boolean; secondsSinceAttestation: number;
-  childCount: number; status: AgentStatus; isCompliant: boolean;
-}
-export type ComplianceBadge = "compliant" | "lapsed" | "suspended" | "revoked" | "terminated";
-export type KyaDecision = "provision" | "renew attestation" | "deny or register";
-export interface AgentRecord {
-  agentId: number; creator: string; haftungsperson: string; agentWallet: string;
-  constitutionHash: string; capabilityHash: string; operationalScope: string;
-  parentAgentId: number; generation: number; selfModifying: boolean;
-  registeredAt: string | null; lastAttestation: string | null; lastRevenueReport: string | null;
-  status: AgentStatus;
-}
-export interface RevenueRecord {
-  amount: number; currency: string; category: string;
-  periodStart: string | null; periodEnd: string | null; reportedAt: string | null;
-}
-export interface ComplianceStatus {
-  isActive: boolean; attestationCurrent: boolean; secondsSinceAttestation: number;
-  childCount: number; status: AgentStatus;
-}
-/** Numbers may be JS numbers, decimal strings or 0x-hex strings; `deadline` 0 or absent: no expiry. */
-export interface ForwardRequestInput {
-  from: string; to: string; value: number | string; gas: number | string;
-  nonce: number | string; deadline?: number | string; data: string;
-}
-export interface TypedDataField { name: string; type: string; }
-export interface ForwardRequestTypedData {
-  types: { EIP712Domain: TypedDataField[]; ForwardRequest: TypedDataField[] };
-  primaryType: "ForwardRequest";
-  domain: { name: string; version: string; chainId: number; verifyingContract: string };
-  message: { from: string; to: string; value: string; gas: string; nonce: string; deadline: string; data: string };
-}
-export interface RegisterAgentInput {
-  haftungsperson: string; agentWallet: string; constitutionHash: string; capabilityHash: string;
-  operationalScope: string; parentAgentId: number | string; selfModifying: boolean;
-}
-"#;
-
 type JsResult<T = JsValue> = Result<T, JsError>;
 
-#[wasm_bindgen]
-extern "C" {
-    #[wasm_bindgen(js_namespace = JSON, js_name = parse, catch)]
-    fn json_parse(text: &str) -> Result<JsValue, JsValue>;
+/// A result for JavaScript, as the API's JSON would give it (see the module docs).
+fn to_js<T: Tsify + Serialize>(value: &T) -> JsResult<Ts<T>> {
+    JsValue::from_serde(value).map(Ts::new_unchecked).map_err(error)
 }
 
-/// Results go through the API's own JSON text and `JSON.parse`, so a page sees every value, big
-/// revenue amounts included, exactly as it would from the API's response.
-fn to_js<T: Serialize>(value: &T) -> JsResult {
-    let text = serde_json::to_string(value).map_err(error)?;
-    json_parse(&text).map_err(|_| JsError::new("JSON.parse refused the result"))
-}
-
-fn from_js<T: for<'de> Deserialize<'de>>(value: JsValue, what: &str) -> JsResult<T> {
-    serde_wasm_bindgen::from_value(value).map_err(|error| JsError::new(&format!("invalid {what}: {error}")))
+/// An argument from JavaScript, read by serde-wasm-bindgen (see the module docs).
+fn from_js<T: Tsify + DeserializeOwned>(value: &Ts<T>, what: &str) -> JsResult<T> {
+    serde_wasm_bindgen::from_value(value.js_value())
+        .map_err(|error| JsError::new(&format!("invalid {what}: {error}")))
 }
 
 fn error(error: impl core::fmt::Display) -> JsError {
     JsError::new(&error.to_string())
 }
 
+/// 2^53: above it a JS number no longer holds every integer.
+const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_992.0;
+
 /// A JS number that must be a whole number of seconds, an id or a count.
 fn whole(value: f64, what: &str) -> JsResult<u64> {
-    // 2^53: above it a JS number no longer holds every integer.
-    if value.is_finite() && value >= 0.0 && value.fract() == 0.0 && value <= 9_007_199_254_740_992.0 {
+    if value.is_finite() && value >= 0.0 && value.fract() == 0.0 && value <= MAX_SAFE_INTEGER {
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
         Ok(value as u64)
     } else {
@@ -97,11 +63,44 @@ fn whole(value: f64, what: &str) -> JsResult<u64> {
     }
 }
 
-#[derive(Deserialize)]
+/// A `uint256` as JavaScript holds one: a number (exact up to 2^53), or a decimal or `0x` hex
+/// string for anything larger.
+#[derive(Debug, Deserialize, Tsify)]
+#[serde(untagged, expecting = "a non-negative integer (a number or a decimal string)")]
+pub enum UintInput {
+    Number(f64),
+    Text(String),
+}
+
+impl UintInput {
+    /// The JSON value [`forward_request::uint`] reads, so a number here follows the same rule
+    /// (and gets the same message) as one in a JSON body sent to the relayer.
+    fn into_json(self) -> Value {
+        match self {
+            Self::Text(text) => Value::String(text),
+            Self::Number(number) if number >= 0.0 && number.fract() == 0.0 && number <= MAX_SAFE_INTEGER =>
+            {
+                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                Value::from(number as u64)
+            }
+            // Negative, fractional or past 2^53: a JSON float, which `uint` refuses with the reason.
+            Self::Number(number) => serde_json::Number::from_f64(number)
+                .map_or_else(|| Value::String(number.to_string()), Value::Number),
+        }
+    }
+
+    fn into_uint(self, what: &str) -> JsResult<U256> {
+        forward_request::uint(&self.into_json(), what).map_err(error)
+    }
+}
+
+/// Any record with a status and an attestation time: the API's `agent`, or a KYA result's `agent`.
+#[derive(Debug, Deserialize, Tsify)]
 #[serde(rename_all = "camelCase")]
-struct AttestedRecord {
-    status: AgentStatus,
-    last_attestation: Option<String>,
+pub struct AttestedRecord {
+    pub status: AgentStatus,
+    /// ISO 8601 UTC, as the API writes it; `null` when never attested.
+    pub last_attestation: Option<String>,
 }
 
 impl AttestedRecord {
@@ -116,47 +115,48 @@ impl AttestedRecord {
     }
 }
 
-#[derive(Serialize)]
+/// The compliance object plus its verdict.
+#[derive(Debug, Serialize, Tsify)]
 #[serde(rename_all = "camelCase")]
-struct ComplianceWithVerdict {
+pub struct ComplianceVerdict {
     #[serde(flatten)]
-    compliance: Compliance,
-    is_compliant: bool,
+    pub compliance: Compliance,
+    /// Active and attested within the validity period.
+    pub is_compliant: bool,
 }
+
+/// The ids of an agent's direct children.
+#[derive(Debug, Serialize, Tsify)]
+#[serde(transparent)]
+pub struct ChildIds(pub Vec<u64>);
 
 /// The compliance object of SPEC.md section 2 for `record` at `nowSeconds` (use the chain's time,
 /// e.g. the API's `X-Block-Timestamp`), plus `isCompliant`.
-#[wasm_bindgen(js_name = evaluateCompliance, unchecked_return_type = "Compliance")]
+#[wasm_bindgen(js_name = evaluateCompliance)]
 pub fn evaluate_compliance(
-    #[wasm_bindgen(unchecked_param_type = "AttestedRecord")] record: JsValue,
+    record: Ts<AttestedRecord>,
     now_seconds: f64,
     child_count: Option<f64>,
-) -> JsResult {
-    let record: AttestedRecord = from_js(record, "record")?;
+) -> JsResult<Ts<ComplianceVerdict>> {
+    let record = from_js(&record, "record")?;
     let child_count = whole(child_count.unwrap_or(0.0), "childCount")?;
     let compliance = record.compliance(whole(now_seconds, "nowSeconds")?, child_count)?;
-    to_js(&ComplianceWithVerdict { compliance, is_compliant: compliance.is_compliant() })
+    to_js(&ComplianceVerdict { compliance, is_compliant: compliance.is_compliant() })
 }
 
-/// One word for a badge: `compliant`, `lapsed` (Active, attestation too old), or the status.
-#[wasm_bindgen(js_name = complianceBadge, unchecked_return_type = "ComplianceBadge")]
-pub fn compliance_badge(
-    #[wasm_bindgen(unchecked_param_type = "AttestedRecord")] record: JsValue,
-    now_seconds: f64,
-) -> JsResult<String> {
-    let record: AttestedRecord = from_js(record, "record")?;
+/// The badge of `record` at `nowSeconds`: `compliant`, `lapsed` (Active, attestation too old),
+/// or the status ([`ComplianceBadge::of`]).
+#[wasm_bindgen(js_name = complianceBadge)]
+pub fn compliance_badge(record: Ts<AttestedRecord>, now_seconds: f64) -> JsResult<Ts<ComplianceBadge>> {
+    let record = from_js(&record, "record")?;
     let compliance = record.compliance(whole(now_seconds, "nowSeconds")?, 0)?;
-    Ok(match (compliance.status, compliance.attestation_current) {
-        (AgentStatus::Active, true) => "compliant".to_owned(),
-        (AgentStatus::Active, false) => "lapsed".to_owned(),
-        (status, _) => status.as_str().to_ascii_lowercase(),
-    })
+    to_js(&ComplianceBadge::of(&compliance))
 }
 
 /// What a provider does with a KYA result (SPEC.md section 4's intended use).
-#[wasm_bindgen(js_name = kyaDecision, unchecked_return_type = "KyaDecision")]
-pub fn kya_decision(is_registered: bool, is_compliant: bool) -> String {
-    KyaDecision::of(is_registered, is_compliant).as_str().to_owned()
+#[wasm_bindgen(js_name = kyaDecision)]
+pub fn kya_decision(is_registered: bool, is_compliant: bool) -> JsResult<Ts<KyaDecision>> {
+    to_js(&KyaDecision::of(is_registered, is_compliant))
 }
 
 /// True for `0x` and 40 hex digits, all one case or with a valid EIP-55 checksum (what the API
@@ -177,40 +177,39 @@ fn return_data(text: &str) -> JsResult<Vec<u8>> {
 }
 
 /// The API's agent record from the return data of `getAgent` or `getAgentByWallet`.
-#[wasm_bindgen(js_name = decodeAgentRecord, unchecked_return_type = "AgentRecord")]
-pub fn decode_agent_record(return_data_hex: &str) -> JsResult {
+#[wasm_bindgen(js_name = decodeAgentRecord)]
+pub fn decode_agent_record(return_data_hex: &str) -> JsResult<Ts<AgentView>> {
     let record =
         AgentRegistry::getAgentCall::abi_decode_returns(&return_data(return_data_hex)?).map_err(error)?;
     to_js(&AgentView::from(&Agent::try_from(record).map_err(error)?))
 }
 
 /// The child ids from the return data of `getChildren`.
-#[wasm_bindgen(js_name = decodeChildren, unchecked_return_type = "number[]")]
-pub fn decode_children(return_data_hex: &str) -> JsResult {
+#[wasm_bindgen(js_name = decodeChildren)]
+pub fn decode_children(return_data_hex: &str) -> JsResult<Ts<ChildIds>> {
     let children =
         AgentRegistry::getChildrenCall::abi_decode_returns(&return_data(return_data_hex)?).map_err(error)?;
     let ids = children
         .into_iter()
         .map(|id| u64::try_from(id).map_err(|_| JsError::new("child id out of range")))
         .collect::<JsResult<Vec<u64>>>()?;
-    to_js(&ids)
+    to_js(&ChildIds(ids))
 }
 
 /// The API's revenue records from the return data of `getRevenueHistory`.
-#[wasm_bindgen(js_name = decodeRevenueHistory, unchecked_return_type = "RevenueRecord[]")]
-pub fn decode_revenue_history(return_data_hex: &str) -> JsResult {
+#[wasm_bindgen(js_name = decodeRevenueHistory)]
+pub fn decode_revenue_history(return_data_hex: &str) -> JsResult<Vec<Ts<RevenueView>>> {
     let reports = AgentRegistry::getRevenueHistoryCall::abi_decode_returns(&return_data(return_data_hex)?)
         .map_err(error)?;
-    let views = reports
+    reports
         .into_iter()
-        .map(|report| Revenue::try_from(report).map(|report| RevenueView::from(&report)).map_err(error))
-        .collect::<JsResult<Vec<_>>>()?;
-    to_js(&views)
+        .map(|report| to_js(&RevenueView::from(&Revenue::try_from(report).map_err(error)?)))
+        .collect()
 }
 
 /// The contract's own compliance view from the return data of `complianceStatus`.
-#[wasm_bindgen(js_name = decodeComplianceStatus, unchecked_return_type = "ComplianceStatus")]
-pub fn decode_compliance_status(return_data_hex: &str) -> JsResult {
+#[wasm_bindgen(js_name = decodeComplianceStatus)]
+pub fn decode_compliance_status(return_data_hex: &str) -> JsResult<Ts<Compliance>> {
     let status = AgentRegistry::complianceStatusCall::abi_decode_returns(&return_data(return_data_hex)?)
         .map_err(error)?;
     to_js(&Compliance {
@@ -257,21 +256,19 @@ pub fn attest_compliance_calldata(agent_id: f64) -> JsResult<String> {
     Ok(calldata(&AgentRegistry::attestComplianceCall { agentId: U256::from(whole(agent_id, "agentId")?) }))
 }
 
-/// Calldata of `reportRevenue(...)`; `amount` in cents (number or decimal string), periods in
-/// Unix seconds.
+/// Calldata of `reportRevenue(...)`; `amount` in cents, periods in Unix seconds.
 #[wasm_bindgen(js_name = reportRevenueCalldata)]
 pub fn report_revenue_calldata(
     agent_id: f64,
-    #[wasm_bindgen(unchecked_param_type = "number | string")] amount: JsValue,
+    amount: Ts<UintInput>,
     currency: String,
     category: String,
     period_start: f64,
     period_end: f64,
 ) -> JsResult<String> {
-    let amount: Value = from_js(amount, "amount")?;
     Ok(calldata(&AgentRegistry::reportRevenueCall {
         agentId: U256::from(whole(agent_id, "agentId")?),
-        amount: forward_request::uint(&amount, "amount").map_err(error)?,
+        amount: from_js(&amount, "amount")?.into_uint("amount")?,
         currency,
         category,
         periodStart: whole(period_start, "periodStart")?,
@@ -279,24 +276,26 @@ pub fn report_revenue_calldata(
     }))
 }
 
-#[derive(Deserialize)]
+/// What `registerAgent` takes, as a page holds it.
+#[derive(Debug, Deserialize, Tsify)]
 #[serde(rename_all = "camelCase")]
-struct RegisterAgentInput {
-    haftungsperson: String,
-    agent_wallet: String,
-    constitution_hash: String,
-    capability_hash: String,
-    operational_scope: String,
-    parent_agent_id: Value,
-    self_modifying: bool,
+pub struct RegisterAgentInput {
+    pub haftungsperson: String,
+    pub agent_wallet: String,
+    /// `0x` and 64 hex digits.
+    pub constitution_hash: String,
+    /// `0x` and 64 hex digits.
+    pub capability_hash: String,
+    pub operational_scope: String,
+    /// 0 for a root agent.
+    pub parent_agent_id: UintInput,
+    pub self_modifying: bool,
 }
 
 /// Calldata of `registerAgent(...)`: the `data` of a gasless registration request.
 #[wasm_bindgen(js_name = registerAgentCalldata)]
-pub fn register_agent_calldata(
-    #[wasm_bindgen(unchecked_param_type = "RegisterAgentInput")] input: JsValue,
-) -> JsResult<String> {
-    let input: RegisterAgentInput = from_js(input, "registration")?;
+pub fn register_agent_calldata(input: Ts<RegisterAgentInput>) -> JsResult<String> {
+    let input = from_js(&input, "registration")?;
     let address = |text: &str, what: &str| {
         parse_wallet(text).map_err(|reason| JsError::new(&format!("{what}: {reason}")))
     };
@@ -309,17 +308,43 @@ pub fn register_agent_calldata(
         constitutionHash: hash(&input.constitution_hash, "constitutionHash")?,
         capabilityHash: hash(&input.capability_hash, "capabilityHash")?,
         operationalScope: input.operational_scope,
-        parentAgentId: forward_request::uint(&input.parent_agent_id, "parentAgentId").map_err(error)?,
+        parentAgentId: input.parent_agent_id.into_uint("parentAgentId")?,
         selfModifying: input.self_modifying,
     }))
 }
 
-fn forward_request_of(request: JsValue) -> JsResult<ForwardRequest> {
-    let request: Value = from_js(request, "request")?;
-    let Value::Object(object) = request else {
-        return Err(JsError::new("request must be an object"));
-    };
-    forward_request::from_json(&object, "request").map_err(error)
+/// A gasless forward request as a page holds it, before signing.
+#[derive(Debug, Deserialize, Tsify)]
+pub struct ForwardRequestInput {
+    pub from: String,
+    pub to: String,
+    pub value: UintInput,
+    pub gas: UintInput,
+    pub nonce: UintInput,
+    /// Unix seconds; 0 or absent: no expiry.
+    #[serde(default)]
+    #[tsify(optional)]
+    pub deadline: Option<UintInput>,
+    /// Calldata for `to`, `0x` hex.
+    pub data: String,
+}
+
+impl ForwardRequestInput {
+    /// Parsed by [`forward_request::from_json`], the relayer's own parser, so both refuse the
+    /// same requests with the same messages.
+    fn parse(self) -> JsResult<ForwardRequest> {
+        let mut object = Map::new();
+        object.insert("from".into(), Value::String(self.from));
+        object.insert("to".into(), Value::String(self.to));
+        object.insert("value".into(), self.value.into_json());
+        object.insert("gas".into(), self.gas.into_json());
+        object.insert("nonce".into(), self.nonce.into_json());
+        if let Some(deadline) = self.deadline {
+            object.insert("deadline".into(), deadline.into_json());
+        }
+        object.insert("data".into(), Value::String(self.data));
+        forward_request::from_json(&object, "request").map_err(error)
+    }
 }
 
 fn forwarder_address(text: &str) -> JsResult<Address> {
@@ -327,24 +352,24 @@ fn forwarder_address(text: &str) -> JsResult<Address> {
 }
 
 /// The EIP-712 typed data of a forward request for `eth_signTypedData_v4`.
-#[wasm_bindgen(js_name = forwardRequestTypedData, unchecked_return_type = "ForwardRequestTypedData")]
+#[wasm_bindgen(js_name = forwardRequestTypedData)]
 pub fn forward_request_typed_data(
-    #[wasm_bindgen(unchecked_param_type = "ForwardRequestInput")] request: JsValue,
+    request: Ts<ForwardRequestInput>,
     chain_id: f64,
     forwarder: &str,
-) -> JsResult {
-    let request = forward_request_of(request)?;
+) -> JsResult<Ts<TypedData>> {
+    let request = from_js(&request, "request")?.parse()?;
     to_js(&forward_request::typed_data(&request, whole(chain_id, "chainId")?, forwarder_address(forwarder)?))
 }
 
 /// The 32-byte EIP-712 digest (0x hex) that `request.from` signs.
 #[wasm_bindgen(js_name = forwardRequestDigest)]
 pub fn forward_request_digest(
-    #[wasm_bindgen(unchecked_param_type = "ForwardRequestInput")] request: JsValue,
+    request: Ts<ForwardRequestInput>,
     chain_id: f64,
     forwarder: &str,
 ) -> JsResult<String> {
-    let request = forward_request_of(request)?;
+    let request = from_js(&request, "request")?.parse()?;
     let domain = forward_request::domain(whole(chain_id, "chainId")?, forwarder_address(forwarder)?);
     Ok(forward_request::signing_digest(&request, &domain).to_string())
 }

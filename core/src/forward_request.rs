@@ -6,7 +6,8 @@ use core::str::FromStr;
 
 use alloy_primitives::{Address, B256, Bytes, U256, aliases::U48};
 use alloy_sol_types::{Eip712Domain, SolStruct, eip712_domain};
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::{Map, Value};
 
 use crate::{Error, Result};
 
@@ -34,47 +35,113 @@ pub fn signing_digest(request: &ForwardRequest, domain: &Eip712Domain) -> B256 {
     request.eip712_signing_hash(domain)
 }
 
+/// The typed data of a forward request for `eth_signTypedData_v4` (see [`typed_data`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "browser", derive(tsify::Tsify))]
+#[serde(rename_all = "camelCase")]
+pub struct TypedData {
+    pub types: TypedDataTypes,
+    pub primary_type: PrimaryType,
+    pub domain: TypedDataDomain,
+    pub message: TypedDataMessage,
+}
+
+/// The two type lists of [`TypedData`], named as EIP-712 names them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "browser", derive(tsify::Tsify))]
+pub struct TypedDataTypes {
+    #[serde(rename = "EIP712Domain")]
+    pub eip712_domain: Vec<TypedDataField>,
+    #[serde(rename = "ForwardRequest")]
+    pub forward_request: Vec<TypedDataField>,
+}
+
+/// One member of an EIP-712 struct type: its name and Solidity type.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "browser", derive(tsify::Tsify))]
+pub struct TypedDataField {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+}
+
+/// The struct a forward request's typed data signs: only ever `ForwardRequest`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "browser", derive(tsify::Tsify))]
+pub enum PrimaryType {
+    ForwardRequest,
+}
+
+/// The forwarder's EIP-712 domain as JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "browser", derive(tsify::Tsify))]
+#[serde(rename_all = "camelCase")]
+pub struct TypedDataDomain {
+    pub name: String,
+    pub version: String,
+    pub chain_id: u64,
+    /// EIP-55 checksummed.
+    pub verifying_contract: String,
+}
+
+/// A forward request as JSON: addresses checksummed, numbers as decimal strings (a `uint256`
+/// does not fit a JavaScript number), `data` as 0x hex.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "browser", derive(tsify::Tsify))]
+pub struct TypedDataMessage {
+    pub from: String,
+    pub to: String,
+    pub value: String,
+    pub gas: String,
+    pub nonce: String,
+    pub deadline: String,
+    pub data: String,
+}
+
+fn field(name: &str, kind: &str) -> TypedDataField {
+    TypedDataField { name: name.to_owned(), kind: kind.to_owned() }
+}
+
 /// The typed data of `request` for `eth_signTypedData_v4`: the domain, both type lists (read off
-/// the `sol!` struct, so they cannot drift from the contract), and the message with numbers as
-/// decimal strings (a `uint256` does not fit a JavaScript number).
-pub fn typed_data(request: &ForwardRequest, chain_id: u64, forwarder: Address) -> Value {
+/// the `sol!` struct, so they cannot drift from the contract), and the message.
+pub fn typed_data(request: &ForwardRequest, chain_id: u64, forwarder: Address) -> TypedData {
     let root = ForwardRequest::eip712_root_type();
     let members = root.strip_prefix("ForwardRequest(").and_then(|rest| rest.strip_suffix(')'));
-    let fields: Vec<Value> = members
+    let fields = members
         .expect("the root type is `ForwardRequest(<type> <name>,…)`")
         .split(',')
         .map(|member| {
             let (kind, name) = member.split_once(' ').expect("an EIP-712 member is `type name`");
-            json!({ "name": name, "type": kind })
+            field(name, kind)
         })
         .collect();
-    json!({
-        "types": {
-            "EIP712Domain": [
-                { "name": "name", "type": "string" },
-                { "name": "version", "type": "string" },
-                { "name": "chainId", "type": "uint256" },
-                { "name": "verifyingContract", "type": "address" },
+    TypedData {
+        types: TypedDataTypes {
+            eip712_domain: vec![
+                field("name", "string"),
+                field("version", "string"),
+                field("chainId", "uint256"),
+                field("verifyingContract", "address"),
             ],
-            "ForwardRequest": fields,
+            forward_request: fields,
         },
-        "primaryType": "ForwardRequest",
-        "domain": {
-            "name": DOMAIN_NAME,
-            "version": DOMAIN_VERSION,
-            "chainId": chain_id,
-            "verifyingContract": forwarder.to_checksum(None),
+        primary_type: PrimaryType::ForwardRequest,
+        domain: TypedDataDomain {
+            name: DOMAIN_NAME.to_owned(),
+            version: DOMAIN_VERSION.to_owned(),
+            chain_id,
+            verifying_contract: forwarder.to_checksum(None),
         },
-        "message": {
-            "from": request.from.to_checksum(None),
-            "to": request.to.to_checksum(None),
-            "value": request.value.to_string(),
-            "gas": request.gas.to_string(),
-            "nonce": request.nonce.to_string(),
-            "deadline": request.deadline.to_string(),
-            "data": request.data.to_string(),
+        message: TypedDataMessage {
+            from: request.from.to_checksum(None),
+            to: request.to.to_checksum(None),
+            value: request.value.to_string(),
+            gas: request.gas.to_string(),
+            nonce: request.nonce.to_string(),
+            deadline: request.deadline.to_string(),
+            data: request.data.to_string(),
         },
-    })
+    }
 }
 
 /// Parses a forward request from a JSON object: addresses and `data` as hex strings, numbers as
@@ -158,6 +225,7 @@ fn invalid(message: String) -> Error {
 #[cfg(test)]
 mod tests {
     use alloy_primitives::{address, b256, keccak256};
+    use serde_json::json;
 
     use super::*;
 
@@ -258,7 +326,9 @@ mod tests {
     #[test]
     fn typed_data_lists_the_contracts_fields_and_decimal_numbers() {
         let forwarder = address!("0x70c2fdD0CDada6b43195981928D76f5D32AE29e5");
-        let typed = typed_data(&sample(), BASE_SEPOLIA_CHAIN_ID, forwarder);
+        let typed = serde_json::to_value(typed_data(&sample(), BASE_SEPOLIA_CHAIN_ID, forwarder)).unwrap();
+        assert_eq!(typed["primaryType"], json!("ForwardRequest"));
+        assert_eq!(typed["types"]["EIP712Domain"][2], json!({ "name": "chainId", "type": "uint256" }));
         let names: Vec<&str> = typed["types"]["ForwardRequest"]
             .as_array()
             .unwrap()

@@ -4,6 +4,7 @@ use serde::Serialize;
 
 /// What an infrastructure provider does with an agent's wallet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "browser", derive(tsify::Tsify))]
 pub enum KyaDecision {
     /// Registered and compliant: serve the agent.
     #[serde(rename = "provision")]

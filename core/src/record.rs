@@ -98,6 +98,7 @@ pub fn hash_hex(hash: &B256) -> String {
 
 /// The full agent record of `/agent/:id`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "browser", derive(tsify::Tsify))]
 #[serde(rename_all = "camelCase")]
 pub struct AgentView {
     pub agent_id: u64,
@@ -214,6 +215,7 @@ impl From<&Agent> for KyaAgent {
 
 /// A revenue record in `/agent/:id/revenue`; `amount` in cents.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "browser", derive(tsify::Tsify))]
 #[serde(rename_all = "camelCase")]
 pub struct RevenueView {
     pub amount: Cents,

@@ -6,6 +6,7 @@ use crate::{Error, Result};
 
 /// Lifecycle state of an agent. The discriminants are the on-chain `uint8` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "browser", derive(tsify::Tsify))]
 pub enum AgentStatus {
     /// May act; the only state in which agent-level writes succeed.
     Active = 0,

@@ -7,7 +7,7 @@ use kya_devchain::seed;
 use kya_tests::{
     TestChain,
     edge_fixture::{EdgeWorker, chain_vars},
-    repo_root,
+    node_test_count, repo_root,
 };
 
 /// The checks in `tests/browser/explorer.test.mjs`: all must have run and passed.
@@ -40,6 +40,10 @@ async fn explorer_page_shows_the_seeded_registry() {
         output.status,
         worker.output()
     );
-    assert!(report.contains(&format!("pass {BROWSER_CHECKS}")), "every browser check ran:\n{report}");
-    assert!(report.contains("fail 0") && report.contains("skipped 0"), "{report}");
+    assert_eq!(node_test_count(&report, "pass"), Some(BROWSER_CHECKS), "every browser check ran:\n{report}");
+    assert_eq!(
+        (node_test_count(&report, "fail"), node_test_count(&report, "skipped")),
+        (Some(0), Some(0)),
+        "{report}"
+    );
 }

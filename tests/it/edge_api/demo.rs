@@ -5,7 +5,7 @@ use alloy::{
     primitives::{Address, U256, keccak256},
     providers::Provider,
 };
-use kya_core::abi::AgentRegistry;
+use kya_core::{Compliance, ComplianceBadge, abi::AgentRegistry};
 use kya_devchain::{
     dev_accounts::{self, Role},
     seed::{self, DemoData},
@@ -262,6 +262,22 @@ async fn agent_records(t: &Demo) {
     let lapsed = t.get_ok(&format!("/api/v1/agent/{}", t.demo.roles.lapsed)).await;
     assert_eq!(lapsed["compliance"]["attestationCurrent"], false);
     assert_eq!(lapsed["agent"]["lastRevenueReport"], Value::Null);
+    // The explorer's badge rule (kya-core's, the same in the browser package) on the API's
+    // compliance objects gives each role its badge.
+    let roles = &t.demo.roles;
+    let badges = [
+        (roles.compliant, ComplianceBadge::Compliant),
+        (roles.lapsed, ComplianceBadge::Lapsed),
+        (roles.suspended, ComplianceBadge::Suspended),
+        (roles.revoked, ComplianceBadge::Revoked),
+        (roles.terminated, ComplianceBadge::Terminated),
+    ];
+    for (agent_id, badge) in badges {
+        let body = t.get_ok(&format!("/api/v1/agent/{agent_id}")).await;
+        let compliance: Compliance =
+            serde_json::from_value(body["compliance"].clone()).expect("the API's compliance object");
+        assert_eq!(ComplianceBadge::of(&compliance), badge, "agent {agent_id}");
+    }
 }
 
 async fn lineage(t: &Demo) {

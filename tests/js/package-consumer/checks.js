@@ -1,0 +1,35 @@
+// What the consumer project (a copy of this folder with kya-core installed from its tarball)
+// computes with the package, the same in Node (node.mjs) and in the bundled page (page.js).
+// The test (tests/js/package-install.test.mjs) compares the results with viem and with
+// compliance values it works out itself from these fixtures.
+
+export const CHAIN_ID = 84532;
+export const FORWARDER = '0x70c2fdD0CDada6b43195981928D76f5D32AE29e5';
+const REGISTRY = '0x2EFaB5B3BEf49E56a6Ce1dcB1A39EF63C312EA23';
+
+export const requests = [
+  { from: '0x1111111111111111111111111111111111111111', to: REGISTRY, value: 0, gas: 300000, nonce: 0, deadline: 0, data: '0x' },
+  { from: '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266', to: REGISTRY, value: '0', gas: '500000', nonce: '7', deadline: 1900000000, data: '0xdeadbeef' },
+  { from: '0xa0ee7a142d267c1f36714e4a8f75612f20a79720', to: FORWARDER, value: '1', gas: '0x1e8480', nonce: '115792089237316195423570985008687907853269984665640564039457584007913129639935', data: '0x00' },
+];
+
+const ATTESTED = '2023-11-14T22:13:20.000Z'; // 1700000000
+const WEEK = 7 * 86400;
+
+/** [record, nowSeconds, childCount]: each badge once, and the 7-day boundary both ways. */
+export const records = [
+  [{ status: 'Active', lastAttestation: ATTESTED }, 1700000000 + WEEK, 3],
+  [{ status: 'Active', lastAttestation: ATTESTED }, 1700000000 + WEEK + 1, 0],
+  [{ status: 'Suspended', lastAttestation: ATTESTED }, 1700000100, 1],
+  [{ status: 'Revoked', lastAttestation: null }, 1700000000, 0],
+  [{ status: 'Terminated', lastAttestation: ATTESTED }, 1700000000, 2],
+];
+
+/** Runs the checks with an initialised kya-core module. */
+export function run(kya) {
+  return {
+    digests: requests.map((request) => kya.forwardRequestDigest(request, CHAIN_ID, FORWARDER)),
+    compliance: records.map(([record, now, children]) => kya.evaluateCompliance(record, now, children)),
+    badges: records.map(([record, now]) => kya.complianceBadge(record, now)),
+  };
+}

@@ -1,0 +1,100 @@
+// A TypeScript user of every export of kya-core, type-checked (tsc --noEmit, strict) against the
+// installed package by tests/js/package-install.test.mjs. Annotations name the generated types;
+// each @ts-expect-error must stay an error, so types that went loose (`any`) fail the check too.
+import init, {
+  type AgentStatus,
+  type AgentView,
+  type AttestedRecord,
+  type ChildIds,
+  type Compliance,
+  type ComplianceBadge,
+  type ComplianceVerdict,
+  type ForwardRequestInput,
+  type KyaDecision,
+  type RegisterAgentInput,
+  type RevenueView,
+  type TypedData,
+  type TypedDataField,
+  type UintInput,
+  attestComplianceCalldata,
+  checksumAddress,
+  complianceBadge,
+  decodeAgentRecord,
+  decodeChildren,
+  decodeComplianceStatus,
+  decodeRevenueHistory,
+  evaluateCompliance,
+  forwardRequestDigest,
+  forwardRequestTypedData,
+  getAgentByWalletCalldata,
+  getAgentCalldata,
+  getChildrenCalldata,
+  getRevenueHistoryCalldata,
+  initSync,
+  isAddress,
+  kyaDecision,
+  registerAgentCalldata,
+  reportRevenueCalldata,
+} from 'kya-core';
+
+await init();
+initSync({ module: new Uint8Array() });
+
+const record: AttestedRecord = { status: 'Active', lastAttestation: '2023-11-14T22:13:20.000Z' };
+const verdict: ComplianceVerdict = evaluateCompliance(record, 1700000000, 2);
+const compliance: Compliance = verdict;
+const seconds: number = compliance.secondsSinceAttestation;
+const compliant: boolean = verdict.isCompliant;
+const status: AgentStatus = verdict.status;
+const badge: ComplianceBadge = complianceBadge({ status: 'Revoked', lastAttestation: null }, 1700000000);
+const decision: KyaDecision = kyaDecision(true, compliant);
+// @ts-expect-error: a status is one of the four names
+evaluateCompliance({ status: 'Paused', lastAttestation: null }, 0);
+// @ts-expect-error: a badge is a word, not a number
+const notABadge: number = complianceBadge(record, 0);
+
+const agent: AgentView = decodeAgentRecord('0x');
+const wallet: string = agent.agentWallet;
+const registeredAt: string | null = agent.registeredAt;
+const agentStatus: AgentStatus = agent.status;
+// The API's agent record is an attested record: it goes straight back in.
+const again: ComplianceVerdict = evaluateCompliance(agent, 1700000000);
+const children: ChildIds = decodeChildren('0x');
+const firstChild: number | undefined = children[0];
+const history: RevenueView[] = decodeRevenueHistory('0x');
+const amount: number | undefined = history[0]?.amount;
+const periodEnd: string | null | undefined = history[0]?.periodEnd;
+const onChain: Compliance = decodeComplianceStatus('0x');
+
+const calls: string[] = [
+  getAgentCalldata(1),
+  getAgentByWalletCalldata(wallet),
+  getChildrenCalldata(1),
+  getRevenueHistoryCalldata(1),
+  attestComplianceCalldata(1),
+  reportRevenueCalldata(1, '123456789012345678901234567890', 'EUR', 'inference', 1700000000, 1702592000),
+  reportRevenueCalldata(1, 1250, 'EUR', 'inference', 1700000000, 1702592000),
+];
+const registration: RegisterAgentInput = {
+  haftungsperson: wallet, agentWallet: wallet, constitutionHash: `0x${'11'.repeat(32)}`,
+  capabilityHash: `0x${'22'.repeat(32)}`, operationalScope: 'scope', parentAgentId: 0, selfModifying: false,
+};
+calls.push(registerAgentCalldata(registration));
+// @ts-expect-error: selfModifying is required
+registerAgentCalldata({ ...registration, selfModifying: undefined });
+
+const nonce: UintInput = '7';
+const request: ForwardRequestInput = { from: wallet, to: wallet, value: 0, gas: 300000, nonce, data: calls[0] ?? '0x' };
+const digest: string = forwardRequestDigest(request, 84532, wallet);
+const typed: TypedData = forwardRequestTypedData({ ...request, deadline: 1900000000 }, 84532, wallet);
+const fields: TypedDataField[] = typed.types.ForwardRequest;
+const chainId: number = typed.domain.chainId;
+const messageNonce: string = typed.message.nonce;
+// @ts-expect-error: a request's gas is a number or a string
+forwardRequestDigest({ ...request, gas: true }, 84532, wallet);
+const valid: boolean = isAddress(wallet) && checksumAddress(wallet) === wallet;
+
+export const used = [
+  seconds, status, badge, decision, notABadge, registeredAt, agentStatus, again, firstChild, amount, periodEnd,
+  onChain, digest, fields, chainId, messageNonce, valid,
+];

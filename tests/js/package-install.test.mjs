@@ -1,0 +1,154 @@
+// kya-core's npm package as a new user gets it. `npm pack` of core/pkg/ (built by
+// scripts/build-core-wasm.sh) makes the versioned tarball; it is installed into a fresh temporary
+// project (a copy of tests/js/package-consumer/), where:
+//   1. tsc --noEmit type-checks a TypeScript consumer using every export with its real types;
+//   2. Node imports the package by name (ESM) and runs the checks of checks.js;
+//   3. esbuild bundles a page importing it, which headless Chromium loads and runs the same checks.
+// Digests are compared with viem's, compliance with values worked out here from the fixtures.
+// Run by the Rust end-to-end test `core_package` (offline: the tarball has no dependencies).
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { cp, mkdtemp, readFile, rm } from 'node:fs/promises';
+import http from 'node:http';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+import { chromium } from 'playwright-core';
+import { hashTypedData } from 'viem';
+
+import { CHAIN_ID, FORWARDER, records, requests } from './package-consumer/checks.js';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const bin = (name) => path.join(root, 'node_modules/.bin', name);
+let work;
+let app;
+
+/** Runs a command in `cwd`, failing with its output when it fails. */
+function run(command, args, cwd) {
+  try {
+    return execFileSync(command, args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  } catch (error) {
+    throw new Error(`${command} ${args.join(' ')} failed:\n${error.stdout}${error.stderr}`);
+  }
+}
+
+before(async () => {
+  work = await mkdtemp(path.join(tmpdir(), 'kya-core-package-'));
+  const [packed] = JSON.parse(run('npm', ['pack', path.join(root, 'core/pkg'), '--pack-destination', work, '--json'], root));
+  const cargoVersion = /^version = "([^"]+)"/m.exec(await readFile(path.join(root, 'Cargo.toml'), 'utf8'))[1];
+  assert.equal(packed.filename, `kya-core-${cargoVersion}.tgz`, 'the tarball carries the crate version');
+  assert.deepEqual(packed.files.map((file) => file.path).sort(), [
+    'README.md', 'kya_core.d.ts', 'kya_core.js', 'kya_core_bg.wasm', 'kya_core_bg.wasm.d.ts', 'node.js', 'package.json',
+  ]);
+  app = path.join(work, 'app');
+  await cp(path.join(root, 'tests/js/package-consumer'), app, { recursive: true });
+  run('npm', ['install', '--offline', '--no-audit', '--no-fund', '--loglevel=error', path.join(work, packed.filename)], app);
+});
+
+after(async () => {
+  if (work) await rm(work, { recursive: true, force: true });
+});
+
+function viemDigest(request) {
+  return hashTypedData({
+    domain: { name: 'MinimalForwarder', version: '1', chainId: CHAIN_ID, verifyingContract: FORWARDER },
+    types: {
+      ForwardRequest: [
+        { name: 'from', type: 'address' },
+        { name: 'to', type: 'address' },
+        { name: 'value', type: 'uint256' },
+        { name: 'gas', type: 'uint256' },
+        { name: 'nonce', type: 'uint256' },
+        { name: 'deadline', type: 'uint48' },
+        { name: 'data', type: 'bytes' },
+      ],
+    },
+    primaryType: 'ForwardRequest',
+    message: {
+      from: request.from,
+      to: request.to,
+      value: BigInt(request.value),
+      gas: BigInt(request.gas),
+      nonce: BigInt(request.nonce),
+      deadline: BigInt(request.deadline ?? 0),
+      data: request.data,
+    },
+  });
+}
+
+/** SPEC.md's compliance rules written out here, independent of the package. */
+function expected() {
+  const compliance = records.map(([record, now, childCount]) => {
+    const attested = record.lastAttestation === null ? 0 : Date.parse(record.lastAttestation) / 1000;
+    const seconds = Math.max(0, now - attested);
+    const isActive = record.status === 'Active';
+    const attestationCurrent = seconds <= 7 * 86400;
+    return {
+      isActive, attestationCurrent, secondsSinceAttestation: seconds, childCount, status: record.status,
+      isCompliant: isActive && attestationCurrent,
+    };
+  });
+  const badges = compliance.map((c) => {
+    if (c.status !== 'Active') return c.status.toLowerCase();
+    return c.attestationCurrent ? 'compliant' : 'lapsed';
+  });
+  return { digests: requests.map(viemDigest), compliance, badges };
+}
+
+function assertResults(results) {
+  const want = expected();
+  assert.deepEqual(results.digests, want.digests, 'digests equal viem');
+  assert.deepEqual(results.compliance, want.compliance);
+  assert.deepEqual(results.badges, want.badges);
+  assert.deepEqual([...results.badges].sort(), ['compliant', 'lapsed', 'revoked', 'suspended', 'terminated']);
+}
+
+test('a TypeScript consumer of every export type-checks against the installed package', () => {
+  // Fails on any type error, and on an @ts-expect-error that no longer errs (types gone loose).
+  run(bin('tsc'), ['-p', 'tsconfig.json'], app);
+});
+
+test('Node imports the installed package by name and agrees with viem', () => {
+  assertResults(JSON.parse(run(process.execPath, ['node.mjs'], app)));
+});
+
+test('a page bundled with esbuild runs the package in headless Chromium and agrees with viem', async () => {
+  run(bin('esbuild'), ['page.js', '--bundle', '--format=esm', '--loader:.wasm=file', '--outdir=dist', '--log-level=warning'], app);
+  const types = { '.html': 'text/html', '.js': 'text/javascript', '.wasm': 'application/wasm' };
+  const server = http.createServer(async (request, response) => {
+    const name = request.url === '/' ? 'index.html' : path.posix.normalize(request.url).replace(/^\/+/, '');
+    const file = name === 'index.html' ? path.join(app, name) : path.join(app, 'dist', name);
+    try {
+      const body = await readFile(file);
+      response.writeHead(200, { 'content-type': types[path.extname(file)] ?? 'application/octet-stream' });
+      response.end(body);
+    } catch {
+      response.writeHead(404).end();
+    }
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const userDataDir = await mkdtemp(path.join(tmpdir(), 'kya-core-chromium-'));
+  const context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync'],
+  });
+  try {
+    const page = context.pages()[0] ?? (await context.newPage());
+    const errors = [];
+    page.on('pageerror', (error) => errors.push(error.message));
+    await page.goto(`http://127.0.0.1:${server.address().port}/`);
+    await page.waitForSelector('body[data-ready]');
+    const text = await page.locator('#results').innerText();
+    assert.equal(await page.locator('body').getAttribute('data-ready'), 'true', text);
+    assert.deepEqual(errors, []);
+    assertResults(JSON.parse(text));
+  } finally {
+    await context.close();
+    server.close();
+    await rm(userDataDir, { recursive: true, force: true });
+  }
+});
