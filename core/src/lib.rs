@@ -10,6 +10,7 @@
 //!   [`pagination`], [`query`] validation, [`stats`] over a [`Snapshot`] of the registry.
 //! - [`Cents`]: revenue amounts and sums, exact and never wrapping, as JSON numbers.
 //! - [`redact`]: RPC URLs without the API keys hosted nodes put in them.
+//! - [`revert`]: the one decoder of reverts, for every shape node software reports them in.
 //! - [`rpc`]: JSON-RPC batch plans of `eth_call`s at a pinned block, and their decoders.
 //! - [`client_ip`]: the identity a rate limit counts a client IP as (IPv6 by /64).
 //! - [`KyaDecision`]: what a provider does with a KYA result.
@@ -31,6 +32,7 @@ pub mod pagination;
 pub mod query;
 pub mod record;
 pub mod redact;
+pub mod revert;
 pub mod rpc;
 mod snapshot;
 pub mod stats;

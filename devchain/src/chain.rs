@@ -6,7 +6,7 @@ use alloy::{
     primitives::{Address, B256, Bytes, U256},
     providers::{DynProvider, Provider, ProviderBuilder},
     rpc::types::{TransactionReceipt, TransactionRequest},
-    sol_types::{Revert, SolCall, SolError},
+    sol_types::SolCall,
     transports::{RpcError, TransportErrorKind},
 };
 
@@ -234,16 +234,7 @@ impl Chain {
     }
 }
 
-/// The `Error(string)` reason of a reverted call, from the revert data of an RPC error or, for
-/// nodes that only put it in the message, from `execution reverted: <reason>`.
+/// The reason of a reverted call, in whichever shape the node reports it (`kya_core::revert`).
 fn revert_reason(error: &RpcError<TransportErrorKind>) -> Option<String> {
-    let payload = error.as_error_resp()?;
-    if let Some(data) = payload.as_revert_data() {
-        return Some(Revert::abi_decode(&data).map(|revert| revert.reason).unwrap_or_default());
-    }
-    let message = payload.message.as_ref();
-    message
-        .strip_prefix("execution reverted: ")
-        .map(str::to_owned)
-        .or_else(|| (message == "execution reverted").then(String::new))
+    kya_core::revert::RevertReason::from_error(error.as_error_resp()?).map(|reason| reason.to_string())
 }
