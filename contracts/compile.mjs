@@ -1,13 +1,15 @@
 // Compiles contracts/src/*.sol with the solc-js version pinned in package.json and writes one
 // artifact per contract to contracts/artifacts/<Name>.json ({contractName, compiler, abi,
 // bytecode, deployedBytecode}). Rust builds read those committed artifacts, so they need no Node.
+// Multicall3.json pairs the ABI of contracts/interfaces/IMulticall3.sol with the creation code
+// viem ships (`multicall3Bytecode`), which the local chain tool puts at Multicall3's address.
 //
 //   node contracts/compile.mjs           write the artifacts
 //   node contracts/compile.mjs --check   exit 1 if the committed artifacts differ from the sources
 import fs from "node:fs";
 import path from "node:path";
 import { createRequire } from "node:module";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 
 const require = createRequire(import.meta.url);
 const solc = require("solc");
@@ -16,7 +18,9 @@ const contractsDir = path.dirname(fileURLToPath(import.meta.url));
 const rootDir = path.dirname(contractsDir);
 const srcDir = path.join(contractsDir, "src");
 const artifactsDir = path.join(contractsDir, "artifacts");
+const interfacesDir = path.join(contractsDir, "interfaces");
 const CONTRACTS = ["AgentRegistry", "Forwarder"];
+const ARTIFACTS = [...CONTRACTS, "Multicall3"];
 
 // Source unit names are relative ("src/X.sol", "@openzeppelin/..."), never absolute paths, so
 // the metadata hash inside the bytecode is the same on every machine.
@@ -24,6 +28,7 @@ const sources = {};
 for (const file of fs.readdirSync(srcDir).filter((f) => f.endsWith(".sol")).sort()) {
   sources[`src/${file}`] = { content: fs.readFileSync(path.join(srcDir, file), "utf8") };
 }
+sources["interfaces/IMulticall3.sol"] = { content: fs.readFileSync(path.join(interfacesDir, "IMulticall3.sol"), "utf8") };
 
 const input = {
   language: "Solidity",
@@ -64,8 +69,28 @@ for (const name of CONTRACTS) {
   rendered[name] = JSON.stringify(artifact, null, 2) + "\n";
 }
 
+{
+  // viem keeps the creation code among its constants (used for its deployless multicall), not in
+  // its public exports; the file is part of the pinned package.
+  const constants = path.join(rootDir, "node_modules/viem/_esm/constants/contracts.js");
+  const { multicall3Bytecode } = await import(pathToFileURL(constants).href);
+  if (!/^0x[0-9a-f]+$/.test(multicall3Bytecode ?? "")) {
+    console.error(`no Multicall3 creation code in ${path.relative(rootDir, constants)}`);
+    process.exit(1);
+  }
+  const viemVersion = JSON.parse(fs.readFileSync(path.join(rootDir, "node_modules/viem/package.json"), "utf8")).version;
+  const artifact = {
+    contractName: "Multicall3",
+    compiler: `solc-js ${solc.version()} (ABI of interfaces/IMulticall3.sol)`,
+    bytecodeSource: `viem ${viemVersion}, multicall3Bytecode`,
+    abi: output.contracts["interfaces/IMulticall3.sol"].IMulticall3.abi,
+    bytecode: multicall3Bytecode,
+  };
+  rendered.Multicall3 = JSON.stringify(artifact, null, 2) + "\n";
+}
+
 if (process.argv.includes("--check")) {
-  const stale = CONTRACTS.filter((name) => {
+  const stale = ARTIFACTS.filter((name) => {
     const file = path.join(artifactsDir, `${name}.json`);
     return !fs.existsSync(file) || fs.readFileSync(file, "utf8") !== rendered[name];
   });
@@ -73,9 +98,9 @@ if (process.argv.includes("--check")) {
     console.error(`contract artifacts out of date: ${stale.join(", ")}; run: node contracts/compile.mjs`);
     process.exit(1);
   }
-  console.log(`contract artifacts match their sources (${CONTRACTS.join(", ")})`);
+  console.log(`contract artifacts match their sources (${ARTIFACTS.join(", ")})`);
 } else {
   fs.mkdirSync(artifactsDir, { recursive: true });
-  for (const name of CONTRACTS) fs.writeFileSync(path.join(artifactsDir, `${name}.json`), rendered[name]);
-  console.log(`wrote ${CONTRACTS.map((n) => `contracts/artifacts/${n}.json`).join(", ")}`);
+  for (const name of ARTIFACTS) fs.writeFileSync(path.join(artifactsDir, `${name}.json`), rendered[name]);
+  console.log(`wrote ${ARTIFACTS.map((n) => `contracts/artifacts/${n}.json`).join(", ")}`);
 }

@@ -3,6 +3,8 @@
 #   core.md           kya-core's read path, CPU per request (cargo bench -p kya-core)
 #   system-<N>.md     latency of the running system on loopback: anvil seeded with N agents, the
 #                     Worker under wrangler dev, the relayer (cargo bench -p kya-tests --bench system)
+#   rpc-cost.md       RPC round trips and billed calls per endpoint, with and without Multicall3,
+#                     at 1,000 and 10,000 agents (cargo bench -p kya-tests --bench rpc_cost)
 # BENCH_AGENTS=N sets the registry size of the system benchmark (default 1000; 10000 takes a
 # minute more to seed). Compare ratios within one run: machines here are noisy.
 set -euo pipefail
@@ -14,3 +16,5 @@ printf '\n==> kya-core read path\n' >&2
 cargo bench -p kya-core --locked --bench read_path
 printf '\n==> the system on loopback (%s agents)\n' "${BENCH_AGENTS:-1000}" >&2
 cargo bench -p kya-tests --locked --bench system
+printf '\n==> RPC cost per endpoint (%s agents)\n' "${BENCH_RPC_AGENTS:-1000,10000}" >&2
+cargo bench -p kya-tests --locked --bench rpc_cost

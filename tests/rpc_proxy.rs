@@ -8,7 +8,7 @@ use std::{sync::Arc, time::Duration};
 use serde_json::{Value, json};
 
 /// What a misbehaving JSON-RPC server on loopback does with one request body.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum RpcAction {
     /// Pass this body on to the upstream node and relay its answer.
     Forward(String),
@@ -24,6 +24,10 @@ pub enum RpcAction {
     Delay(Duration, String),
     /// Close the connection without answering.
     Close,
+    /// Answer with this HTTP status, extra headers and body (a 413, or a 429 with `Retry-After`).
+    Http { status: u16, headers: Vec<(String, String)>, body: String },
+    /// Forward this body and pass the node's answer through `rewrite` (another node's wording).
+    Rewrite(String, fn(&str) -> String),
 }
 
 /// A JSON-RPC server on loopback in front of `upstream` (if any) that does with each request
@@ -101,6 +105,15 @@ pub async fn start(upstream: Option<String>, policy: Arc<dyn Fn(&str) -> RpcActi
                             ok(forward(body).await)
                         }
                         RpcAction::Close => return,
+                        RpcAction::Http { status, headers, body } => {
+                            let extra: String =
+                                headers.iter().map(|(name, value)| format!("{name}: {value}\r\n")).collect();
+                            format!(
+                                "HTTP/1.1 {status} Refused\r\ncontent-type: application/json\r\n{extra}content-length: {}\r\n\r\n{body}",
+                                body.len()
+                            )
+                        }
+                        RpcAction::Rewrite(body, rewrite) => ok(rewrite(&forward(body).await)),
                     };
                     if write.write_all(response.as_bytes()).await.is_err() {
                         return;

@@ -20,7 +20,7 @@ use kya_core::{
     abi::AgentRegistry,
     forward_request::{self, ForwardRequest},
     query::AgentsQuery,
-    rpc::CallPlan,
+    rpc::{BlockTag, CallPlan, batches},
     stats,
 };
 
@@ -39,7 +39,7 @@ fn main() {
     let fixtures: Vec<Fixture> = sizes.iter().map(|&agents| Fixture::new(agents)).collect();
     let cases: [Case; 8] = [
         ("plan the `getAgent` batch bodies", |f| {
-            black_box(f.plan.bodies(BATCH_SIZE));
+            black_box(batches(f.plan.requests(BlockTag::Number(1_234)), BATCH_SIZE));
         }),
         ("decode the batch answers into agents (cache miss)", |f| {
             black_box(f.decode_agents());
@@ -111,7 +111,7 @@ struct Fixture {
 
 impl Fixture {
     fn new(agents: u64) -> Self {
-        let mut plan = CallPlan::new(Address::repeat_byte(0x2e), 1_234);
+        let mut plan = CallPlan::new(Address::repeat_byte(0x2e));
         let records: Vec<AgentRegistry::AgentRecord> = (1..=agents).map(record).collect();
         for record in &records {
             plan.push(&AgentRegistry::getAgentCall { agentId: record.agentId });

@@ -44,6 +44,12 @@ pub enum Error {
     /// The node answered with a JSON-RPC error (or not at all in JSON-RPC terms).
     #[error("RPC error: {0}")]
     Rpc(String),
+    /// The node refused a JSON-RPC batch for its size: a smaller batch may pass.
+    #[error("RPC batch refused: {0}")]
+    BatchRefused(String),
+    /// The node refused a request for the caller's request rate: later it may pass.
+    #[error("RPC provider rate limit: {0}")]
+    RateLimitedByProvider(String),
     /// The node's answer does not decode as what was asked for.
     #[error("cannot decode the RPC answer: {0}")]
     Decode(String),

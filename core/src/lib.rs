@@ -10,8 +10,9 @@
 //!   [`pagination`], [`query`] validation, [`stats`] over a [`Snapshot`] of the registry.
 //! - [`Cents`]: revenue amounts and sums, exact and never wrapping, as JSON numbers.
 //! - [`redact`]: RPC URLs without the API keys hosted nodes put in them.
+//! - [`rpc`]: JSON-RPC plans of `eth_call`s at one block, and their decoders; [`multicall`]
+//!   reads them through Multicall3, one consistent `eth_call` per few hundred calls.
 //! - [`revert`]: the one decoder of reverts, for every shape node software reports them in.
-//! - [`rpc`]: JSON-RPC batch plans of `eth_call`s at a pinned block, and their decoders.
 //! - [`client_ip`]: the identity a rate limit counts a client IP as (IPv6 by /64).
 //! - [`KyaDecision`]: what a provider does with a KYA result.
 //! - [`ComplianceBadge`]: the one-word badge of an agent's [`Compliance`].
@@ -28,6 +29,7 @@ mod error;
 pub mod forward_request;
 mod kya;
 pub mod lineage;
+pub mod multicall;
 pub mod pagination;
 pub mod query;
 pub mod record;

@@ -1,15 +1,16 @@
-//! JSON-RPC plans and decoders for reading the registry at one pinned block; no I/O.
+//! JSON-RPC plans and decoders for reading the registry at one block; no I/O.
 //!
-//! A response is built in rounds: [`pin_block_request`] first (number and timestamp of the latest
-//! block in one call), then [`CallPlan`]s of `eth_call`s at that block, each sent as JSON-RPC batch
-//! bodies of a bounded size and decoded back in the order the calls were planned.
+//! A [`CallPlan`] lists `eth_call`s to one contract. It is read either through Multicall3
+//! ([`crate::multicall`]: the block comes back with the data, one round trip), or plainly:
+//! [`pin_block_request`] first (number and timestamp of the latest block), then one request per
+//! call at that block, sent as JSON-RPC [`batches`] and decoded back in plan order.
 
 use alloy_json_rpc::{ErrorPayload, Id, Request, Response, ResponsePacket, ResponsePayload};
 use alloy_primitives::{Address, Bytes, U64, hex};
-use alloy_sol_types::{Revert, SolCall, SolError};
+use alloy_sol_types::SolCall;
 use serde::{Deserialize, Serialize};
 
-use crate::{BlockRef, Error, Result};
+use crate::{BlockRef, Error, Result, revert::RevertReason};
 
 /// The body asking for the latest block (header only): its number pins the block every later
 /// call reads, its timestamp is "now" for compliance.
@@ -30,13 +31,32 @@ pub fn decode_pinned_block(body: &str) -> Result<BlockRef> {
     Ok(BlockRef { number: header.number.to(), timestamp: header.timestamp.to() })
 }
 
+/// The block a read runs at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockTag {
+    /// The node's latest block (Multicall3 reports which one it was).
+    Latest,
+    /// A block by number: the later rounds of a response read the block its first round read.
+    Number(u64),
+}
+
+impl BlockTag {
+    /// The JSON-RPC block parameter.
+    pub fn param(self) -> String {
+        match self {
+            Self::Latest => "latest".into(),
+            Self::Number(number) => format!("{number:#x}"),
+        }
+    }
+}
+
 /// The outcome of one `eth_call`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     /// The call returned this data.
     Returned(Bytes),
-    /// The call reverted with this `Error(string)` reason (empty when there was none).
-    Reverted(String),
+    /// The call reverted.
+    Reverted(RevertReason),
 }
 
 impl Outcome {
@@ -45,29 +65,76 @@ impl Outcome {
         match self {
             Self::Returned(data) => C::abi_decode_returns(data)
                 .map_err(|error| Error::Decode(format!("{}: {error}", C::SIGNATURE))),
-            Self::Reverted(reason) => Err(Error::Reverted(reason.clone())),
+            Self::Reverted(reason) => Err(Error::Reverted(reason.to_string())),
         }
+    }
+
+    /// True when the call reverted with the `require` message `reason`.
+    pub fn reverted_with(&self, reason: &str) -> bool {
+        matches!(self, Self::Reverted(revert) if revert.is(reason))
     }
 }
 
-/// `eth_call`s to one contract at one block, in order.
+/// `eth_call`s to one contract, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallPlan {
     to: Address,
-    block: u64,
     calls: Vec<Bytes>,
 }
 
+/// An `eth_call` call object. The call data goes in both `input` (the execution API spec) and
+/// `data` (older clients, and what ethers and viem send): every node reads one of them.
 #[derive(Debug, Clone, Serialize)]
-struct CallObject<'a> {
-    to: &'a Address,
-    input: &'a Bytes,
+pub(crate) struct CallObject<'a> {
+    pub(crate) to: &'a Address,
+    pub(crate) input: &'a Bytes,
+    pub(crate) data: &'a Bytes,
+}
+
+impl<'a> CallObject<'a> {
+    pub(crate) const fn new(to: &'a Address, input: &'a Bytes) -> Self {
+        Self { to, input, data: input }
+    }
+}
+
+/// One `eth_call` request of a batch.
+pub(crate) fn eth_call_request(id: usize, call: CallObject<'_>, block: BlockTag) -> String {
+    let request = Request::new("eth_call", Id::Number(id as u64), (call, block.param()));
+    serde_json::to_string(&request).expect("call requests serialise")
+}
+
+/// Requests (each a JSON-RPC request object) grouped into batches of at most `batch_size`.
+pub fn batches(requests: Vec<String>, batch_size: usize) -> Vec<Vec<String>> {
+    let mut batches: Vec<Vec<String>> = Vec::new();
+    for request in requests {
+        match batches.last_mut() {
+            Some(batch) if batch.len() < batch_size.max(1) => batch.push(request),
+            _ => batches.push(vec![request]),
+        }
+    }
+    batches
+}
+
+/// The HTTP body of a batch: a JSON array of its requests (a lone request is sent as an array of
+/// one, which every node answers as a batch).
+pub fn batch_body(requests: &[String]) -> String {
+    format!("[{}]", requests.join(","))
 }
 
 impl CallPlan {
-    /// An empty plan for calls to `to` at `block`.
-    pub const fn new(to: Address, block: u64) -> Self {
-        Self { to, block, calls: Vec::new() }
+    /// An empty plan for calls to `to`.
+    pub const fn new(to: Address) -> Self {
+        Self { to, calls: Vec::new() }
+    }
+
+    /// The contract the calls go to.
+    pub const fn target(&self) -> Address {
+        self.to
+    }
+
+    /// The encoded calls, in order.
+    pub fn calls(&self) -> &[Bytes] {
+        &self.calls
     }
 
     /// Adds a call; its outcome will be at the index this returns.
@@ -86,83 +153,115 @@ impl CallPlan {
         self.calls.is_empty()
     }
 
-    /// The JSON-RPC batch bodies of at most `batch_size` calls each (ids are call indexes).
-    pub fn bodies(&self, batch_size: usize) -> Vec<String> {
-        let block = format!("{:#x}", self.block);
-        let requests: Vec<_> = self
-            .calls
-            .iter()
-            .enumerate()
-            .map(|(index, input)| {
-                let call = CallObject { to: &self.to, input };
-                Request::new("eth_call", Id::Number(index as u64), (call, block.as_str()))
-            })
-            .collect();
-        requests
-            .chunks(batch_size.max(1))
-            .map(|chunk| serde_json::to_string(chunk).expect("call requests serialise"))
-            .collect()
+    /// One `eth_call` request per call, at `block` (ids are call indexes): group them with
+    /// [`batches`].
+    pub fn requests(&self, block: BlockTag) -> Vec<String> {
+        let calls = self.calls.iter().enumerate();
+        calls.map(|(index, input)| eth_call_request(index, CallObject::new(&self.to, input), block)).collect()
     }
 
-    /// The outcomes, in plan order, from the answers to [`CallPlan::bodies`] (any order of
-    /// bodies and of responses within them). A JSON-RPC error other than a revert fails all.
+    /// The outcomes, in plan order, from the answers to [`CallPlan::requests`] (any grouping
+    /// into batches, any order). A JSON-RPC error other than a revert fails all.
     pub fn decode(&self, answers: &[String]) -> Result<Vec<Outcome>> {
-        let mut outcomes: Vec<Option<Outcome>> = vec![None; self.calls.len()];
-        for answer in answers {
-            let packet: ResponsePacket = serde_json::from_str(answer).map_err(|error| {
-                Error::Rpc(format!("not a JSON-RPC answer ({error}): {}", excerpt(answer)))
-            })?;
-            let responses = match packet {
-                ResponsePacket::Single(response) => vec![response],
-                ResponsePacket::Batch(responses) => responses,
+        results_by_id(answers, self.calls.len())?.into_iter().map(call_outcome).collect()
+    }
+}
+
+/// What a request's answer holds: its raw `result`, or its error.
+pub(crate) type RawResult = Result<Box<serde_json::value::RawValue>, ErrorPayload>;
+
+/// The result of each request `0..count` in `answers`, found by id.
+pub(crate) fn results_by_id(answers: &[String], count: usize) -> Result<Vec<RawResult>> {
+    let mut results: Vec<Option<RawResult>> = (0..count).map(|_| None).collect();
+    for answer in answers {
+        let packet: ResponsePacket = serde_json::from_str(answer)
+            .map_err(|error| Error::Rpc(format!("not a JSON-RPC answer ({error}): {}", excerpt(answer))))?;
+        let responses = match packet {
+            ResponsePacket::Single(response) => vec![response],
+            ResponsePacket::Batch(responses) => responses,
+        };
+        for response in responses {
+            let slot = match &response.id {
+                Id::Number(index) => usize::try_from(*index).ok().and_then(|index| results.get_mut(index)),
+                _ => None,
             };
-            for response in responses {
-                let slot = match &response.id {
-                    Id::Number(index) => {
-                        usize::try_from(*index).ok().and_then(|index| outcomes.get_mut(index))
+            let Some(slot) = slot else {
+                // A batch the node refused as a whole comes back as one error without our id.
+                return Err(match response.payload {
+                    ResponsePayload::Failure(error) => rpc_error(&error),
+                    ResponsePayload::Success(_) => {
+                        Error::Rpc(format!("answer with unknown id {}", response.id))
                     }
-                    _ => None,
-                };
-                let Some(slot) = slot else {
-                    // A batch the node refused as a whole comes back as one error without our id.
-                    return Err(match response.payload {
-                        ResponsePayload::Failure(error) => rpc_error(&error),
-                        ResponsePayload::Success(_) => {
-                            Error::Rpc(format!("answer with unknown id {}", response.id))
-                        }
-                    });
-                };
-                *slot = Some(outcome(response)?);
-            }
+                });
+            };
+            *slot = Some(match response.payload {
+                ResponsePayload::Success(raw) => Ok(raw),
+                ResponsePayload::Failure(error) => Err(error),
+            });
         }
-        outcomes
-            .into_iter()
-            .enumerate()
-            .map(|(index, outcome)| outcome.ok_or_else(|| Error::Rpc(format!("no answer to call {index}"))))
-            .collect()
+    }
+    results
+        .into_iter()
+        .enumerate()
+        .map(|(index, result)| result.ok_or_else(|| Error::Rpc(format!("no answer to call {index}"))))
+        .collect()
+}
+
+/// One `eth_call`'s outcome: its data, or its revert; any other error fails the read.
+pub(crate) fn call_outcome(result: RawResult) -> Result<Outcome> {
+    match result {
+        Ok(raw) => serde_json::from_str::<Bytes>(raw.get())
+            .map(Outcome::Returned)
+            .map_err(|error| Error::Decode(format!("eth_call result: {error}"))),
+        Err(error) => {
+            RevertReason::from_error(&error).map(Outcome::Reverted).ok_or_else(|| rpc_error(&error))
+        }
     }
 }
 
-fn outcome(response: Response) -> Result<Outcome> {
+/// The error of an answer that refuses a whole batch: one error object where an array of answers
+/// was due. `None` for anything else (answers are then decoded call by call).
+pub fn whole_batch_error(answer: &str) -> Option<Error> {
+    let trimmed = answer.trim_start();
+    if !trimmed.starts_with('{') {
+        return None;
+    }
+    let response: Response = serde_json::from_str(trimmed).ok()?;
     match response.payload {
-        ResponsePayload::Success(raw) => {
-            let data: Bytes = serde_json::from_str(raw.get())
-                .map_err(|error| Error::Decode(format!("eth_call result: {error}")))?;
-            Ok(Outcome::Returned(data))
-        }
-        ResponsePayload::Failure(error) if error.message.contains("revert") => {
-            let reason = error
-                .as_revert_data()
-                .and_then(|data| Revert::abi_decode(&data).ok())
-                .map(|revert| revert.reason)
-                .unwrap_or_default();
-            Ok(Outcome::Reverted(reason))
-        }
-        ResponsePayload::Failure(error) => Err(rpc_error(&error)),
+        ResponsePayload::Failure(error) => Some(rpc_error(&error)),
+        ResponsePayload::Success(_) => None,
     }
 }
 
-fn rpc_error(error: &ErrorPayload) -> Error {
+/// JSON-RPC error codes with which providers refuse a batch as a whole (PROVIDERS.md).
+const BATCH_REFUSAL_CODES: [i64; 2] = [-32600, -32005];
+
+/// True when a JSON-RPC error refuses a batch for its size ("batch too large", "limit exceeded"):
+/// a smaller batch may pass. A rate limit (a `-32005` about request rates) is not one.
+pub fn is_batch_refusal(code: i64, message: &str) -> bool {
+    let text = message.to_ascii_lowercase();
+    let about_rate = ["rate", "per second", "too many requests"].iter().any(|word| text.contains(word));
+    BATCH_REFUSAL_CODES.contains(&code)
+        && !about_rate
+        && ["batch", "too large", "limit", "size"].iter().any(|word| text.contains(word))
+}
+
+/// True when a JSON-RPC error says the caller is sending too fast (retry later).
+pub fn is_rate_limit(code: i64, message: &str) -> bool {
+    let text = message.to_ascii_lowercase();
+    code == 429
+        || ((code == -32005 || code == -32029) && !is_batch_refusal(code, message))
+        || text.contains("rate limit")
+        || text.contains("too many requests")
+}
+
+pub(crate) fn rpc_error(error: &ErrorPayload) -> Error {
+    if is_batch_refusal(error.code, &error.message) {
+        return Error::BatchRefused(format!("{} (code {})", error.message, error.code));
+    }
+    if is_rate_limit(error.code, &error.message) {
+        return Error::RateLimitedByProvider(format!("{} (code {})", error.message, error.code));
+    }
     Error::Rpc(format!("{} (code {})", error.message, error.code))
 }
 
@@ -177,7 +276,7 @@ fn single_success<T: serde::de::DeserializeOwned>(body: &str) -> Result<T> {
 }
 
 /// The start of an unexpected body, for error messages (a proxy's HTML page can be long).
-fn excerpt(body: &str) -> String {
+pub(crate) fn excerpt(body: &str) -> String {
     body.chars().take(120).collect()
 }
 
@@ -191,11 +290,11 @@ mod tests {
     use super::*;
     use crate::abi::AgentRegistry;
     use alloy_primitives::U256;
-    use alloy_sol_types::SolValue;
+    use alloy_sol_types::{Revert, SolError, SolValue};
     use proptest::prelude::*;
 
     fn plan(calls: u64) -> CallPlan {
-        let mut plan = CallPlan::new(Address::with_last_byte(0xaa), 0x1f);
+        let mut plan = CallPlan::new(Address::with_last_byte(0xaa));
         for id in 1..=calls {
             plan.push(&AgentRegistry::getChildrenCall { agentId: U256::from(id) });
         }
@@ -216,17 +315,39 @@ mod tests {
     }
 
     #[test]
-    fn bodies_are_batches_at_the_pinned_block() {
-        let bodies = plan(5).bodies(2);
-        assert_eq!(bodies.len(), 3);
-        let first: serde_json::Value = serde_json::from_str(&bodies[0]).unwrap();
+    fn requests_are_batched_at_the_pinned_block_with_input_and_data() {
+        let batches = batches(plan(5).requests(BlockTag::Number(0x1f)), 2);
+        assert_eq!(batches.iter().map(Vec::len).collect::<Vec<_>>(), [2, 2, 1]);
+        let first: serde_json::Value = serde_json::from_str(&batch_body(&batches[0])).unwrap();
         assert_eq!(first[1]["id"], 1);
         assert_eq!(first[1]["method"], "eth_call");
         assert_eq!(first[1]["params"][1], "0x1f");
         assert_eq!(first[1]["params"][0]["to"], "0x00000000000000000000000000000000000000aa");
-        let data = first[1]["params"][0]["input"].as_str().unwrap();
-        let expected = AgentRegistry::getChildrenCall { agentId: U256::from(2) }.abi_encode();
-        assert_eq!(data, hex_data(&expected));
+        let expected = hex_data(&AgentRegistry::getChildrenCall { agentId: U256::from(2) }.abi_encode());
+        assert_eq!(first[1]["params"][0]["input"], expected.as_str());
+        assert_eq!(
+            first[1]["params"][0]["data"],
+            expected.as_str(),
+            "nodes that read only `data` get it too"
+        );
+        assert_eq!(BlockTag::Latest.param(), "latest");
+    }
+
+    #[test]
+    fn refusals_of_a_whole_batch() {
+        let refused = r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"batch too large"}}"#;
+        assert_eq!(
+            whole_batch_error(refused),
+            Some(Error::BatchRefused("batch too large (code -32600)".into()))
+        );
+        let moralis = r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32005,"message":"Batch size limit exceeded: 20"}}"#;
+        assert!(matches!(whole_batch_error(moralis), Some(Error::BatchRefused(_))));
+        let throttled =
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32005,"message":"request rate exceeded"}}"#;
+        assert!(matches!(whole_batch_error(throttled), Some(Error::RateLimitedByProvider(_))));
+        assert_eq!(whole_batch_error(r#"[{"jsonrpc":"2.0","id":0,"result":"0x"}]"#), None);
+        assert_eq!(whole_batch_error("<html>"), None);
+        assert!(!is_batch_refusal(-32000, "batch too large"), "only the refusal codes");
     }
 
     #[test]
@@ -248,15 +369,15 @@ mod tests {
             outcomes[0].decode::<AgentRegistry::getChildrenCall>(),
             Ok(vec![U256::from(4), U256::from(5)])
         );
-        assert_eq!(outcomes[1], Outcome::Reverted(String::new()));
-        assert_eq!(outcomes[2], Outcome::Reverted("Agent not found".into()));
+        assert_eq!(outcomes[1], Outcome::Reverted(RevertReason::Empty));
+        assert!(outcomes[2].reverted_with("Agent not found"));
 
         let missing = plan.decode(&answers[..1]).unwrap_err();
         assert_eq!(missing, Error::Rpc("no answer to call 1".into()));
         let refused = r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"batch too large"}}"#;
         assert_eq!(
             plan.decode(&[refused.to_owned()]),
-            Err(Error::Rpc("batch too large (code -32600)".into()))
+            Err(Error::BatchRefused("batch too large (code -32600)".into()))
         );
     }
 
@@ -265,7 +386,8 @@ mod tests {
         #[test]
         fn chunking_keeps_order(calls in 1u64..60, batch in 1usize..20, reverse in any::<bool>()) {
             let plan = plan(calls);
-            let bodies = plan.bodies(batch);
+            let bodies: Vec<String> =
+                batches(plan.requests(BlockTag::Number(1)), batch).iter().map(|batch| batch_body(batch)).collect();
             prop_assert_eq!(bodies.len(), (calls as usize).div_ceil(batch));
             let mut answers: Vec<String> = bodies.iter().map(|body| {
                 let requests: Vec<serde_json::Value> = serde_json::from_str(body).unwrap();

@@ -217,6 +217,19 @@ impl Chain {
         Ok(())
     }
 
+    /// Puts `code` (runtime bytecode) at `address`, as anvil's `anvil_setCode` does.
+    pub async fn set_code(&self, address: Address, code: &Bytes) -> Result<(), TxError> {
+        self.provider.raw_request::<_, ()>("anvil_setCode".into(), (address, code)).await?;
+        Ok(())
+    }
+
+    /// The runtime code that `init_code` deploys, computed by the node (`eth_call` of the creation
+    /// code, with no recipient) without a transaction.
+    pub async fn runtime_code(&self, init_code: Bytes) -> Result<Bytes, TxError> {
+        let request = TransactionRequest::default().with_deploy_code(init_code);
+        Ok(self.provider.call(request).await?)
+    }
+
     /// Mines one empty block.
     pub async fn mine(&self) -> Result<(), TxError> {
         self.provider.raw_request::<_, serde_json::Value>("evm_mine".into(), ()).await?;

@@ -1,6 +1,7 @@
 //! Configuration from the Worker's environment (`wrangler.toml` vars, or `--var` under `wrangler dev`).
 
 use alloy_primitives::Address;
+use kya_core::multicall::MULTICALL3_ADDRESS;
 use worker::Env;
 
 use crate::{Error, Result};
@@ -20,17 +21,17 @@ pub(crate) struct Config {
     registry: String,
     /// Largest number of calls in one JSON-RPC batch.
     pub(crate) batch_size: usize,
+    /// `MULTICALL_ADDRESS` (default: Multicall3's canonical address); `None` when set empty,
+    /// which turns Multicall3 off.
+    multicall: Option<String>,
 }
 
 impl Config {
-    /// Reads `RPC_URL`, `REGISTRY_ADDRESS` and `RPC_BATCH_SIZE`; empty values count as unset.
+    /// Reads `RPC_URL`, `REGISTRY_ADDRESS`, `RPC_BATCH_SIZE` and `MULTICALL_ADDRESS`; empty
+    /// values count as unset, except `MULTICALL_ADDRESS`, which empty turns Multicall3 off.
     pub(crate) fn from_env(env: &Env) -> Self {
-        let var = |name: &str| {
-            env.var(name)
-                .map(|value| value.to_string().trim().to_owned())
-                .ok()
-                .filter(|value| !value.is_empty())
-        };
+        let raw = |name: &str| env.var(name).map(|value| value.to_string().trim().to_owned()).ok();
+        let var = |name: &str| raw(name).filter(|value| !value.is_empty());
         Self {
             rpc_url: var("RPC_URL").unwrap_or_else(|| DEFAULT_RPC_URL.to_owned()),
             registry: var("REGISTRY_ADDRESS").unwrap_or_default(),
@@ -38,7 +39,20 @@ impl Config {
                 .and_then(|size| size.parse().ok())
                 .filter(|size| *size > 0)
                 .unwrap_or(DEFAULT_BATCH_SIZE),
+            multicall: match raw("MULTICALL_ADDRESS") {
+                None => Some(MULTICALL3_ADDRESS.to_string()),
+                Some(text) if text.is_empty() => None,
+                Some(text) => Some(text),
+            },
         }
+    }
+
+    /// Multicall3's address, `None` when turned off; a malformed address is a configuration error.
+    pub(crate) fn multicall(&self) -> Result<Option<Address>> {
+        let Some(text) = &self.multicall else { return Ok(None) };
+        text.parse()
+            .map(Some)
+            .map_err(|_| Error::BadConfig(format!("MULTICALL_ADDRESS is not a valid address: {text}")))
     }
 
     /// The registry's address, or the configuration error every `/api/v1` endpoint reports.

@@ -15,6 +15,18 @@ pub enum Error {
     /// The RPC endpoint could not be reached or answered with an HTTP error.
     #[error("RPC endpoint unreachable: {0}")]
     RpcUnreachable(String),
+    /// The RPC provider kept answering with server errors (HTTP 5xx) through every retry.
+    #[error("RPC provider failing: {0}")]
+    ProviderFailed(String),
+    /// The RPC provider is rate-limiting this API, or this request used up its RPC requests:
+    /// the client may try again later (`Retry-After` when the provider named a time).
+    #[error("RPC provider unavailable: {message}")]
+    ProviderUnavailable {
+        /// What the provider did.
+        message: String,
+        /// Seconds the provider asked to wait, if it said.
+        retry_after: Option<u64>,
+    },
     /// No route has this path. SPEC.md section 7 gives every 404 ("agent ID or resource does
     /// not exist") the one prefix, so clients can test for it.
     #[error("Agent not found: no resource at {0}")]
@@ -42,6 +54,9 @@ impl Error {
             | Self::NoRoute(_) => 404,
             Self::MethodNotAllowed(_) => 405,
             Self::RateLimited { .. } => 429,
+            // A provider that refuses even a batch of one call, or keeps failing: a bad gateway.
+            Self::Core(kya_core::Error::BatchRefused(_)) | Self::ProviderFailed(_) => 502,
+            Self::Core(kya_core::Error::RateLimitedByProvider(_)) | Self::ProviderUnavailable { .. } => 503,
             // SPEC.md section 7: RPC failures, call failures and reverts are all 500 (`/health`
             // alone reports an unreachable node as 503, in its own body).
             Self::Core(_)
@@ -70,6 +85,10 @@ mod tests {
         assert_eq!(Error::from(kya_core::Error::Rpc("x".into())).status(), 500);
         assert_eq!(Error::RateLimited { retry_after: 3 }.status(), 429);
         assert_eq!(Error::RegistryNotConfigured.status(), 500);
+        assert_eq!(Error::from(kya_core::Error::BatchRefused("x".into())).status(), 502);
+        assert_eq!(Error::ProviderFailed("x".into()).status(), 502);
+        assert_eq!(Error::ProviderUnavailable { message: "x".into(), retry_after: Some(2) }.status(), 503);
+        assert_eq!(Error::from(kya_core::Error::RateLimitedByProvider("x".into())).status(), 503);
         assert_eq!(
             Error::RateLimited { retry_after: 3 }.to_string(),
             "Rate limit exceeded. Try again in 1 minute."

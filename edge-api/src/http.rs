@@ -37,7 +37,8 @@ pub(crate) fn error(error: &Error) -> Result<Response> {
     let body = serde_json::json!({ "error": error.to_string() }).to_string();
     let response = json(error.status(), &body, "no-store")?;
     match error {
-        Error::RateLimited { retry_after } => {
+        Error::RateLimited { retry_after }
+        | Error::ProviderUnavailable { retry_after: Some(retry_after), .. } => {
             response.headers().set("retry-after", &retry_after.to_string())?
         }
         Error::MethodNotAllowed(_) => response.headers().set("allow", "GET, HEAD, OPTIONS")?,

@@ -1,7 +1,8 @@
 //! `kya-edge-api`: the KYA read API as a Cloudflare Worker (SPEC.md sections 1, 2, 4, 7, 8).
 //!
 //! Every request: CORS preflight or rate limit (KV), route, validate, then the Cache API, and
-//! only on a miss the chain: one pinned block, then `eth_call`s at that block in JSON-RPC batches.
+//! only on a miss the chain: `eth_call`s through Multicall3, each one consistent read that names
+//! its block (or, without Multicall3, a pinned block and then batches of calls at it).
 //! The logic lives in `kya_core`; the modules here are the Workers plumbing around it.
 
 mod cache;
@@ -16,6 +17,8 @@ mod rpc;
 
 pub use config::{DEFAULT_BATCH_SIZE, DEFAULT_RPC_URL};
 pub use error::{Error, Result};
+
+use std::cell::Cell;
 
 use worker::{Context, Date, Env, Headers, Method, Request, Response, event};
 
@@ -77,10 +80,13 @@ async fn handle(request: &Request, env: &Env, now: u64) -> Result<Response> {
     let path = request.path();
     let route = routes::route(&path).ok_or_else(|| Error::NoRoute(path.clone()))?;
     let config = Config::from_env(env);
-    let rpc = Rpc { url: &config.rpc_url, batch_size: config.batch_size };
+    let budget = Cell::new(rpc::SUBREQUEST_BUDGET);
+    let mut rpc =
+        Rpc { url: &config.rpc_url, batch_size: config.batch_size, multicall: None, budget: &budget };
     if route == Route::Health {
         return health(&config, &rpc).await;
     }
+    rpc.multicall = config.multicall()?;
     let registry = config.registry()?;
     let url = request.url()?;
     let endpoint = Endpoint::parse(route, &url)?;

@@ -1,5 +1,6 @@
-//! What each endpoint reads from the registry: plans of calls at one pinned block, run as few
-//! JSON-RPC batches as possible, decoded by `kya_core`.
+//! What each endpoint reads from the registry: plans of calls, each read at one block by
+//! [`Rpc::read`] (through Multicall3: one round trip that also says which block it read),
+//! decoded by `kya_core`.
 
 use std::collections::BTreeMap;
 
@@ -8,6 +9,7 @@ use kya_core::{
     Agent, BlockRef, Error as CoreError, Revenue, Snapshot,
     abi::AgentRegistry,
     lineage::{self, LineageNode, NodeData, shown_children},
+    multicall::CALLS_PER_AGGREGATE,
     record::small,
     rpc::{CallPlan, Outcome},
 };
@@ -18,36 +20,58 @@ use crate::{Result, rpc::Rpc};
 const AGENT_NOT_FOUND: &str = "Agent not found";
 /// The registry's revert for a wallet without an agent.
 const NO_AGENT_FOR_WALLET: &str = "No agent registered for this wallet";
+/// Agents the snapshot's first round reads before it knows how many there are: with their
+/// revenue histories and `nextAgentId`, one `aggregate3`. Registries this small take one round
+/// trip; larger ones read the rest in a second, at the first round's block.
+const FIRST_ROUND_AGENTS: u64 = ((CALLS_PER_AGGREGATE - 1) / 2) as u64;
 
-/// The whole registry at the latest block: block, `nextAgentId`, then every record, then the
-/// histories of the agents that ever reported revenue. Round trips: 3 plus one per further batch.
+/// The whole registry at the latest block: every record and every revenue report.
 pub(crate) async fn snapshot(rpc: &Rpc<'_>, registry: Address) -> Result<Snapshot> {
-    let block = rpc.pin().await?;
-    let mut plan = CallPlan::new(registry, block.number);
-    plan.push(&AgentRegistry::nextAgentIdCall {});
-    let next: u64 =
-        small(rpc.run(&plan).await?[0].decode::<AgentRegistry::nextAgentIdCall>()?, "nextAgentId")?;
-
-    let mut plan = CallPlan::new(registry, block.number);
-    for agent_id in 1..next {
-        plan.push(&AgentRegistry::getAgentCall { agentId: U256::from(agent_id) });
+    if rpc.uses_multicall() {
+        return snapshot_in_two_rounds(rpc, registry).await;
     }
-    let agents = rpc
-        .run(&plan)
-        .await?
-        .iter()
-        .map(|outcome| Agent::try_from(outcome.decode::<AgentRegistry::getAgentCall>()?))
-        .collect::<Result<Vec<_>, CoreError>>()?;
+    // Without Multicall3 every call is billed: records first, then only the histories of the
+    // agents that ever reported revenue.
+    let (block, outcomes) = rpc
+        .read(
+            &plan(registry, |plan| {
+                plan.push(&AgentRegistry::nextAgentIdCall {});
+            }),
+            None,
+        )
+        .await?;
+    let next: u64 = small(outcomes[0].decode::<AgentRegistry::nextAgentIdCall>()?, "nextAgentId")?;
+    let records = plan(registry, |plan| push_records(plan, 1..next));
+    let (_, outcomes) = rpc.read(&records, Some(block)).await?;
+    let agents = outcomes.iter().map(decode_record).collect::<Result<Vec<_>>>()?;
+    let reporting: Vec<u64> =
+        agents.iter().filter(|agent| agent.last_revenue_report != 0).map(|agent| agent.agent_id).collect();
+    let histories = plan(registry, |plan| push_histories(plan, &reporting));
+    let (_, outcomes) = rpc.read(&histories, Some(block)).await?;
+    Ok(Snapshot { block, agents, revenue: decode_histories(&outcomes)? })
+}
 
-    let mut plan = CallPlan::new(registry, block.number);
-    for agent in agents.iter().filter(|agent| agent.last_revenue_report != 0) {
-        plan.push(&AgentRegistry::getRevenueHistoryCall { agentId: U256::from(agent.agent_id) });
+/// The snapshot through Multicall3: `nextAgentId` with the first agents' records and histories,
+/// then, at that block, the rest.
+async fn snapshot_in_two_rounds(rpc: &Rpc<'_>, registry: Address) -> Result<Snapshot> {
+    let first = plan(registry, |plan| {
+        plan.push(&AgentRegistry::nextAgentIdCall {});
+        push_agents(plan, 1..=FIRST_ROUND_AGENTS);
+    });
+    let (block, mut outcomes) = rpc.read(&first, None).await?;
+    let next: u64 = small(outcomes.remove(0).decode::<AgentRegistry::nextAgentIdCall>()?, "nextAgentId")?;
+    let count = next.saturating_sub(1);
+    // The first round asked for ids past the last agent (they revert): keep only real ones.
+    outcomes.truncate(2 * count.min(FIRST_ROUND_AGENTS) as usize);
+    if count > FIRST_ROUND_AGENTS {
+        let rest = plan(registry, |plan| push_agents(plan, FIRST_ROUND_AGENTS + 1..=count));
+        outcomes.extend(rpc.read(&rest, Some(block)).await?.1);
     }
+    let mut agents = Vec::with_capacity(count as usize);
     let mut revenue = Vec::new();
-    for outcome in rpc.run(&plan).await? {
-        for report in outcome.decode::<AgentRegistry::getRevenueHistoryCall>()? {
-            revenue.push(Revenue::try_from(report)?);
-        }
+    for pair in outcomes.chunks(2) {
+        agents.push(decode_record(&pair[0])?);
+        revenue.extend(decode_histories(&pair[1..])?);
     }
     Ok(Snapshot { block, agents, revenue })
 }
@@ -58,47 +82,49 @@ pub(crate) async fn agent(
     registry: Address,
     agent_id: u64,
 ) -> Result<(BlockRef, Agent, Vec<u64>)> {
-    let block = rpc.pin().await?;
-    let mut plan = CallPlan::new(registry, block.number);
-    plan.push(&AgentRegistry::getAgentCall { agentId: U256::from(agent_id) });
-    plan.push(&AgentRegistry::getChildrenCall { agentId: U256::from(agent_id) });
-    let outcomes = rpc.run(&plan).await?;
+    let id = U256::from(agent_id);
+    let calls = plan(registry, |plan| {
+        plan.push(&AgentRegistry::getAgentCall { agentId: id });
+        plan.push(&AgentRegistry::getChildrenCall { agentId: id });
+    });
+    let (block, outcomes) = rpc.read(&calls, None).await?;
     let agent = decode_agent(&outcomes[0], agent_id)?;
-    let children = decode_children(&outcomes[1])?;
-    Ok((block, agent, children))
+    Ok((block, agent, decode_children(&outcomes[1])?))
 }
 
-/// The lineage tree under `root`, fetched level by level (one batch round per level, at most 15).
+/// The lineage tree under `root`, one read per level (at most 15), every level at the block the
+/// first one read.
 pub(crate) async fn lineage(rpc: &Rpc<'_>, registry: Address, root: u64) -> Result<(BlockRef, LineageNode)> {
-    let block = rpc.pin().await?;
     let mut nodes = BTreeMap::new();
     let mut frontier = vec![root];
+    let mut pinned: Option<BlockRef> = None;
     let mut level = 1;
     while !frontier.is_empty() {
-        let mut plan = CallPlan::new(registry, block.number);
-        for &agent_id in &frontier {
-            plan.push(&AgentRegistry::getAgentCall { agentId: U256::from(agent_id) });
-            plan.push(&AgentRegistry::getChildrenCall { agentId: U256::from(agent_id) });
-        }
-        let outcomes = rpc.run(&plan).await?;
+        let calls = plan(registry, |plan| {
+            for &agent_id in &frontier {
+                plan.push(&AgentRegistry::getAgentCall { agentId: U256::from(agent_id) });
+                plan.push(&AgentRegistry::getChildrenCall { agentId: U256::from(agent_id) });
+            }
+        });
+        let (block, outcomes) = rpc.read(&calls, pinned).await?;
+        pinned = Some(block);
         let mut next = Vec::new();
         for (&agent_id, pair) in frontier.iter().zip(outcomes.chunks(2)) {
             let agent = decode_agent(&pair[0], agent_id)?;
             let children = decode_children(&pair[1])?;
             next.extend_from_slice(shown_children(&children, level));
-            nodes.insert(
-                agent_id,
-                NodeData {
-                    wallet: agent.agent_wallet,
-                    generation: agent.generation,
-                    status: agent.status,
-                    children,
-                },
-            );
+            let node = NodeData {
+                wallet: agent.agent_wallet,
+                generation: agent.generation,
+                status: agent.status,
+                children,
+            };
+            nodes.insert(agent_id, node);
         }
         frontier = next;
         level += 1;
     }
+    let block = pinned.expect("the root level was read");
     Ok((block, lineage::build(root, &nodes)?))
 }
 
@@ -108,28 +134,28 @@ pub(crate) async fn revenue(
     registry: Address,
     agent_id: u64,
 ) -> Result<(BlockRef, Vec<Revenue>)> {
-    let block = rpc.pin().await?;
-    let mut plan = CallPlan::new(registry, block.number);
-    plan.push(&AgentRegistry::getAgentCall { agentId: U256::from(agent_id) });
-    plan.push(&AgentRegistry::getRevenueHistoryCall { agentId: U256::from(agent_id) });
-    let outcomes = rpc.run(&plan).await?;
+    let id = U256::from(agent_id);
+    let calls = plan(registry, |plan| {
+        plan.push(&AgentRegistry::getAgentCall { agentId: id });
+        plan.push(&AgentRegistry::getRevenueHistoryCall { agentId: id });
+    });
+    let (block, outcomes) = rpc.read(&calls, None).await?;
     decode_agent(&outcomes[0], agent_id)?;
-    let history = outcomes[1].decode::<AgentRegistry::getRevenueHistoryCall>()?;
-    Ok((block, history.into_iter().map(Revenue::try_from).collect::<Result<_, _>>()?))
+    Ok((block, decode_histories(&outcomes[1..])?))
 }
 
-/// The agent of `wallet` (if any) and its direct child count, at the latest block.
+/// The agent of `wallet`, if any, at the latest block.
 pub(crate) async fn kya(
     rpc: &Rpc<'_>,
     registry: Address,
     wallet: Address,
 ) -> Result<(BlockRef, Option<Agent>)> {
-    let block = rpc.pin().await?;
-    let mut plan = CallPlan::new(registry, block.number);
-    plan.push(&AgentRegistry::getAgentByWalletCall { wallet });
-    let outcome = rpc.run(&plan).await?.remove(0);
-    match outcome {
-        Outcome::Reverted(reason) if reason == NO_AGENT_FOR_WALLET => Ok((block, None)),
+    let calls = plan(registry, |plan| {
+        plan.push(&AgentRegistry::getAgentByWalletCall { wallet });
+    });
+    let (block, outcomes) = rpc.read(&calls, None).await?;
+    match &outcomes[0] {
+        outcome if outcome.reverted_with(NO_AGENT_FOR_WALLET) => Ok((block, None)),
         outcome => {
             let record = outcome.decode::<AgentRegistry::getAgentByWalletCall>()?;
             Ok((block, Some(Agent::try_from(record)?)))
@@ -137,13 +163,52 @@ pub(crate) async fn kya(
     }
 }
 
-fn decode_agent(outcome: &Outcome, agent_id: u64) -> Result<Agent> {
-    match outcome {
-        Outcome::Reverted(reason) if reason == AGENT_NOT_FOUND => {
-            Err(CoreError::AgentNotFound(agent_id).into())
-        }
-        outcome => Ok(Agent::try_from(outcome.decode::<AgentRegistry::getAgentCall>()?)?),
+/// A plan of calls to the registry, filled by `fill`.
+fn plan(registry: Address, fill: impl FnOnce(&mut CallPlan)) -> CallPlan {
+    let mut plan = CallPlan::new(registry);
+    fill(&mut plan);
+    plan
+}
+
+fn push_records(plan: &mut CallPlan, ids: impl Iterator<Item = u64>) {
+    for agent_id in ids {
+        plan.push(&AgentRegistry::getAgentCall { agentId: U256::from(agent_id) });
     }
+}
+
+fn push_histories(plan: &mut CallPlan, ids: &[u64]) {
+    for &agent_id in ids {
+        plan.push(&AgentRegistry::getRevenueHistoryCall { agentId: U256::from(agent_id) });
+    }
+}
+
+/// Each agent's record and revenue history, side by side.
+fn push_agents(plan: &mut CallPlan, ids: impl Iterator<Item = u64>) {
+    for agent_id in ids {
+        plan.push(&AgentRegistry::getAgentCall { agentId: U256::from(agent_id) });
+        plan.push(&AgentRegistry::getRevenueHistoryCall { agentId: U256::from(agent_id) });
+    }
+}
+
+fn decode_record(outcome: &Outcome) -> Result<Agent> {
+    Ok(Agent::try_from(outcome.decode::<AgentRegistry::getAgentCall>()?)?)
+}
+
+fn decode_histories(outcomes: &[Outcome]) -> Result<Vec<Revenue>> {
+    let mut revenue = Vec::new();
+    for outcome in outcomes {
+        for report in outcome.decode::<AgentRegistry::getRevenueHistoryCall>()? {
+            revenue.push(Revenue::try_from(report)?);
+        }
+    }
+    Ok(revenue)
+}
+
+fn decode_agent(outcome: &Outcome, agent_id: u64) -> Result<Agent> {
+    if outcome.reverted_with(AGENT_NOT_FOUND) {
+        return Err(CoreError::AgentNotFound(agent_id).into());
+    }
+    decode_record(outcome)
 }
 
 fn decode_children(outcome: &Outcome) -> Result<Vec<u64>> {

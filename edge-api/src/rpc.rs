@@ -1,47 +1,212 @@
-//! JSON-RPC over `fetch`: one HTTP POST per batch body that `kya_core::rpc` plans.
+//! JSON-RPC over `fetch`: reads of a [`CallPlan`] through Multicall3 (one `eth_call` per few
+//! hundred calls, the block read with the data) or, without it, at a pinned block in batches;
+//! and the transport under both, which copes with what hosted providers refuse: a batch too
+//! large is split (and the isolate remembers the smaller size), HTTP 429 and 5xx are retried
+//! with backoff within the request's subrequest budget, then answered as a clear 503 or 502.
 
-use futures::future::try_join_all;
+use std::{
+    cell::{Cell, RefCell},
+    collections::{HashMap, HashSet},
+    time::Duration,
+};
+
+use alloy_primitives::Address;
+use futures::future::{LocalBoxFuture, try_join_all};
 use kya_core::{
-    BlockRef, redact,
-    rpc::{CallPlan, Outcome, decode_pinned_block, pin_block_request},
+    BlockRef, Error as CoreError,
+    multicall::{Aggregated, CALLS_PER_AGGREGATE},
+    redact,
+    rpc::{
+        BlockTag, CallPlan, Outcome, batch_body, batches, decode_pinned_block, pin_block_request,
+        whole_batch_error,
+    },
 };
 use wasm_bindgen::JsValue;
-use worker::{Fetch, Headers, Method, Request, RequestInit};
+use worker::{Delay, Fetch, Headers, Method, Request, RequestInit};
 
 use crate::{Error, Result};
 
-/// A JSON-RPC endpoint and how many calls go in one batch.
+/// Attempts of one HTTP request that the provider answers 429 or 5xx.
+const ATTEMPTS: u32 = 3;
+/// First backoff when the provider names no `Retry-After`; doubled on each retry.
+const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+/// Longest `Retry-After` waited for inside a request; a longer one is passed on to the client.
+const LONGEST_WAIT: Duration = Duration::from_secs(3);
+/// RPC requests one API request may make: Workers Free allows 50 subrequests per request, and
+/// the Cache API takes a few of them.
+pub(crate) const SUBREQUEST_BUDGET: u32 = 40;
+
+thread_local! {
+    /// Batch sizes providers refused, by RPC URL: later requests of this isolate start below.
+    static LEARNED_BATCH_SIZE: RefCell<HashMap<String, usize>> = RefCell::new(HashMap::new());
+    /// (RPC URL, address) pairs where Multicall3 has no code: read without it there.
+    static NO_MULTICALL: RefCell<HashSet<(String, Address)>> = RefCell::new(HashSet::new());
+}
+
+/// A JSON-RPC endpoint, how it is read, and what one API request may still spend on it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Rpc<'a> {
     pub(crate) url: &'a str,
+    /// Largest number of calls in one JSON-RPC batch (`RPC_BATCH_SIZE`).
     pub(crate) batch_size: usize,
+    /// Multicall3's address, `None` when `MULTICALL_ADDRESS` is empty.
+    pub(crate) multicall: Option<Address>,
+    /// HTTP requests this API request may still make.
+    pub(crate) budget: &'a Cell<u32>,
 }
 
 impl Rpc<'_> {
-    /// Number and timestamp of the latest block: every later call of the response reads it.
+    /// Number and timestamp of the latest block.
     pub(crate) async fn pin(&self) -> Result<BlockRef> {
         let answer = self.post(pin_block_request()).await?;
         Ok(decode_pinned_block(&answer)?)
     }
 
-    /// Runs every call of `plan`, its batches concurrently, and returns the outcomes in order.
-    pub(crate) async fn run(&self, plan: &CallPlan) -> Result<Vec<Outcome>> {
+    /// Runs every call of `plan` at one block: `at`, or the latest one. Returns that block and
+    /// the outcomes in plan order.
+    pub(crate) async fn read(
+        &self,
+        plan: &CallPlan,
+        at: Option<BlockRef>,
+    ) -> Result<(BlockRef, Vec<Outcome>)> {
         if plan.is_empty() {
-            return Ok(Vec::new());
+            let block = match at {
+                Some(block) => block,
+                None => self.pin().await?,
+            };
+            return Ok((block, Vec::new()));
         }
-        let answers =
-            try_join_all(plan.bodies(self.batch_size).into_iter().map(|body| self.post(body))).await?;
-        Ok(plan.decode(&answers)?)
+        if let Some(multicall) = self.multicall.filter(|address| self.multicall_may_exist(*address)) {
+            let tag = at.map_or(BlockTag::Latest, |block| BlockTag::Number(block.number));
+            match self.aggregate(plan, multicall, tag).await? {
+                Aggregated::Read(block, outcomes) => return Ok((block, outcomes)),
+                // A block was mined between two chunks read at `latest`: all again at the first's.
+                Aggregated::BlockMoved(first) => {
+                    if let Aggregated::Read(block, outcomes) =
+                        self.aggregate(plan, multicall, BlockTag::Number(first.number)).await?
+                    {
+                        return Ok((block, outcomes));
+                    }
+                    return Err(CoreError::Rpc("Multicall3 reads at one block disagree".into()).into());
+                }
+                Aggregated::NoMulticall => {
+                    worker::console_warn!("no Multicall3 code at {multicall}: reading without it");
+                    NO_MULTICALL
+                        .with(|missing| missing.borrow_mut().insert((self.url.to_owned(), multicall)));
+                }
+            }
+        }
+        let block = match at {
+            Some(block) => block,
+            None => self.pin().await?,
+        };
+        let answers = self.send(plan.requests(BlockTag::Number(block.number))).await?;
+        Ok((block, plan.decode(&answers)?))
     }
 
+    /// True when reads go through Multicall3 (configured, and not found missing here).
+    pub(crate) fn uses_multicall(&self) -> bool {
+        self.multicall.is_some_and(|address| self.multicall_may_exist(address))
+    }
+
+    fn multicall_may_exist(&self, address: Address) -> bool {
+        NO_MULTICALL.with(|missing| !missing.borrow().contains(&(self.url.to_owned(), address)))
+    }
+
+    async fn aggregate(&self, plan: &CallPlan, multicall: Address, tag: BlockTag) -> Result<Aggregated> {
+        let answers = self.send(plan.aggregate_requests(multicall, tag, CALLS_PER_AGGREGATE)).await?;
+        Ok(plan.decode_aggregates(CALLS_PER_AGGREGATE, &answers)?)
+    }
+
+    /// Sends `requests` in batches (concurrently) and returns the answer bodies.
+    async fn send(&self, requests: Vec<String>) -> Result<Vec<String>> {
+        let size = self.batch_size.min(self.learned_batch_size().unwrap_or(usize::MAX));
+        let answers =
+            try_join_all(batches(requests, size).into_iter().map(|batch| self.send_batch(batch))).await?;
+        Ok(answers.into_iter().flatten().collect())
+    }
+
+    /// One batch; a batch refused for its size is split in halves, each sent on its own.
+    fn send_batch(&self, batch: Vec<String>) -> LocalBoxFuture<'_, Result<Vec<String>>> {
+        Box::pin(async move {
+            let answer = match self.post(batch_body(&batch)).await {
+                Err(Error::Core(CoreError::BatchRefused(_))) if batch.len() > 1 => None,
+                Err(error) => return Err(error),
+                Ok(answer) => match whole_batch_error(&answer) {
+                    Some(CoreError::BatchRefused(_)) if batch.len() > 1 => None,
+                    Some(error) => return Err(error.into()),
+                    None => Some(answer),
+                },
+            };
+            if let Some(answer) = answer {
+                return Ok(vec![answer]);
+            }
+            let half = batch.len().div_ceil(2);
+            self.learn_batch_size(half);
+            let mut second = batch;
+            let first: Vec<String> = second.drain(..half).collect();
+            let (first, second) =
+                futures::future::try_join(self.send_batch(first), self.send_batch(second)).await?;
+            Ok(first.into_iter().chain(second).collect())
+        })
+    }
+
+    fn learned_batch_size(&self) -> Option<usize> {
+        LEARNED_BATCH_SIZE.with(|learned| learned.borrow().get(self.url).copied())
+    }
+
+    fn learn_batch_size(&self, size: usize) {
+        worker::console_warn!("the RPC provider refused a batch: batches of at most {size} from now on");
+        LEARNED_BATCH_SIZE.with(|learned| {
+            let mut learned = learned.borrow_mut();
+            let entry = learned.entry(self.url.to_owned()).or_insert(size);
+            *entry = (*entry).min(size);
+        });
+    }
+
+    /// One JSON-RPC POST, retried on HTTP 429 and 5xx with backoff (honouring `Retry-After`)
+    /// while attempts and the request's subrequest budget last.
     async fn post(&self, body: String) -> Result<String> {
+        let shown = redact::url(self.url);
+        let mut backoff = FIRST_BACKOFF;
+        for attempt in 1..=ATTEMPTS {
+            let remaining = self.budget.get();
+            if remaining == 0 {
+                return Err(Error::ProviderUnavailable {
+                    message: format!("{shown}: this request used up its {SUBREQUEST_BUDGET} RPC requests"),
+                    retry_after: None,
+                });
+            }
+            self.budget.set(remaining - 1);
+            let (status, retry_after, text) = self.post_once(&body, &shown).await?;
+            match status {
+                200..=299 => return Ok(text),
+                413 => return Err(CoreError::BatchRefused(format!("{shown} answered HTTP 413")).into()),
+                429 | 500..=599 => {
+                    let wait = retry_after.unwrap_or(backoff);
+                    if attempt == ATTEMPTS || wait > LONGEST_WAIT {
+                        return Err(refusal(&shown, status, retry_after, &text));
+                    }
+                    Delay::from(wait).await;
+                    backoff *= 2;
+                }
+                _ => {
+                    let excerpt: String = text.chars().take(120).collect();
+                    return Err(Error::RpcUnreachable(format!("{shown} answered HTTP {status}: {excerpt}")));
+                }
+            }
+        }
+        unreachable!("the last attempt returns")
+    }
+
+    /// One HTTP POST: status, `Retry-After` and body.
+    async fn post_once(&self, body: &str, shown: &str) -> Result<(u16, Option<Duration>, String)> {
         let headers = Headers::new();
         headers.set("content-type", "application/json")?;
         let mut init = RequestInit::new();
-        init.with_method(Method::Post).with_headers(headers).with_body(Some(JsValue::from_str(&body)));
+        init.with_method(Method::Post).with_headers(headers).with_body(Some(JsValue::from_str(body)));
         // Messages name the endpoint without the API key a hosted node's URL may carry.
-        let (shown, redact) =
-            (redact::url(self.url), |error: worker::Error| redact::urls_in(&error.to_string()));
+        let redact = |error: worker::Error| redact::urls_in(&error.to_string());
         let request = Request::new_with_init(self.url, &init).map_err(|error| {
             Error::BadConfig(format!("RPC_URL is not usable ({shown}): {}", redact(error)))
         })?;
@@ -49,12 +214,28 @@ impl Rpc<'_> {
             .send()
             .await
             .map_err(|error| Error::RpcUnreachable(format!("{shown}: {}", redact(error))))?;
-        let status = response.status_code();
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .ok()
+            .flatten()
+            .and_then(|seconds| seconds.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
         let text = response.text().await.map_err(|error| Error::RpcUnreachable(redact(error)))?;
-        if !(200..300).contains(&status) {
-            let excerpt: String = text.chars().take(120).collect();
-            return Err(Error::RpcUnreachable(format!("{shown} answered HTTP {status}: {excerpt}")));
+        Ok((response.status_code(), retry_after, text))
+    }
+}
+
+/// The error for a provider that kept refusing: 503 for a rate limit (with its `Retry-After`),
+/// 502 for a failing upstream.
+fn refusal(shown: &str, status: u16, retry_after: Option<Duration>, text: &str) -> Error {
+    let excerpt: String = text.chars().take(120).collect();
+    if status == 429 {
+        Error::ProviderUnavailable {
+            message: format!("{shown} is rate-limiting this API (HTTP 429): {excerpt}"),
+            retry_after: Some(retry_after.map_or(1, |wait| wait.as_secs().max(1))),
         }
-        Ok(text)
+    } else {
+        Error::ProviderFailed(format!("{shown} answered HTTP {status} {ATTEMPTS} times: {excerpt}"))
     }
 }

@@ -1,5 +1,6 @@
-//! 1,000 agents: `/agents/compliance` costs a small constant number of RPC round trips (batches),
-//! not one per agent, and a repeated request inside its TTL costs none. Prints the figures.
+//! 1,000 agents: `/agents/compliance` costs two RPC round trips and six billed calls through
+//! Multicall3 (the plain pinned batches, with Multicall3 off, a constant few round trips), and a
+//! repeated request inside its TTL costs none. Prints the figures.
 
 use std::time::Instant;
 
@@ -27,12 +28,11 @@ async fn compliance_of_1000_agents_costs_a_constant_number_of_round_trips() {
     let rpc_calls = proxy.calls() - calls;
     assert_eq!(cold.status, 200, "{}", cold.body);
 
-    // seed_bulk gives every third agent a revenue report; only those histories are read.
-    let reporting = (1..=AGENTS).filter(|id| id % 3 == 0).count();
-    // Pinned block, nextAgentId, the records in batches of 500 (RPC_BATCH_SIZE), the histories.
-    let expected_round_trips = 2 + AGENTS.div_ceil(500) as usize + reporting.div_ceil(500);
-    assert_eq!(round_trips, expected_round_trips, "round trips for {AGENTS} agents");
-    assert_eq!(rpc_calls, 2 + AGENTS as usize + reporting, "JSON-RPC calls inside those round trips");
+    // Through Multicall3: nextAgentId with the first 199 agents' records and histories (one
+    // aggregate3 of 399 calls), then the other 801 agents' 1,602 calls in aggregate3s of 400.
+    assert_eq!(round_trips, 2, "round trips for {AGENTS} agents");
+    assert_eq!(rpc_calls, 1 + (2 * (AGENTS as usize - 199)).div_ceil(400), "billed eth_calls");
+    assert!(rpc_calls * 100 <= AGENTS as usize, "billed calls at most 1% of the agents");
 
     let data = cold.body["data"].as_array().expect("a list");
     assert_eq!((cold.body["total"].as_u64(), data.len()), (Some(AGENTS), AGENTS as usize));
@@ -68,15 +68,26 @@ async fn compliance_of_1000_agents_costs_a_constant_number_of_round_trips() {
     );
     drop(worker);
 
-    // RPC_BATCH_SIZE bounds every batch: at 100 calls per batch, the same read takes 2 + 10 + 4.
-    let mut vars = chain_vars(&proxy.url, chain.registry());
-    vars.push(("RPC_BATCH_SIZE", "100".to_owned()));
-    let worker = EdgeWorker::start(&vars).await;
-    let (requests, started) = (proxy.requests(), Instant::now());
-    let small_batches = worker.client().get("/api/v1/agents/compliance").await;
-    let small_time = started.elapsed();
-    assert_eq!(small_batches.body, cold.body, "batch size changes the cost, not the answer");
-    let round_trips = proxy.requests() - requests;
-    assert_eq!(round_trips, 2 + AGENTS.div_ceil(100) as usize + reporting.div_ceil(100));
-    eprintln!("edge API, same with RPC_BATCH_SIZE=100: {round_trips} RPC round trips, cold {small_time:?}");
+    // Without Multicall3 (MULTICALL_ADDRESS empty): the pinned block, nextAgentId, the records
+    // in batches of RPC_BATCH_SIZE, then the histories of the agents that reported revenue
+    // (seed_bulk gives every third agent a report).
+    let reporting = (1..=AGENTS).filter(|id| id % 3 == 0).count();
+    for batch in [500, 100] {
+        let mut vars = chain_vars(&proxy.url, chain.registry());
+        vars.push(("MULTICALL_ADDRESS", String::new()));
+        vars.push(("RPC_BATCH_SIZE", batch.to_string()));
+        let worker = EdgeWorker::start(&vars).await;
+        let (requests, calls, started) = (proxy.requests(), proxy.calls(), Instant::now());
+        let plain = worker.client().get("/api/v1/agents/compliance").await;
+        let plain_time = started.elapsed();
+        assert_eq!(plain.body, cold.body, "the way of reading changes the cost, not the answer");
+        let round_trips = proxy.requests() - requests;
+        let rpc_calls = proxy.calls() - calls;
+        assert_eq!(round_trips, 2 + AGENTS.div_ceil(batch) as usize + reporting.div_ceil(batch as usize));
+        assert_eq!(rpc_calls, 2 + AGENTS as usize + reporting);
+        eprintln!(
+            "edge API, without Multicall3, RPC_BATCH_SIZE={batch}: {round_trips} round trips \
+             ({rpc_calls} calls), cold {plain_time:?}"
+        );
+    }
 }

@@ -11,3 +11,4 @@ mod demo;
 mod expect;
 mod failures;
 mod hostile;
+mod providers;

@@ -1,0 +1,130 @@
+//! Loopback stand-ins for node software and hosted providers other than anvil, one per row of
+//! `../shared/PROVIDERS.md` that anvil cannot show: a policy for [`rpc_proxy`] in front of a real
+//! anvil that rewrites what anvil says into that node's wording, or refuses as that provider does.
+
+use std::sync::{
+    Arc,
+    atomic::{AtomicUsize, Ordering},
+};
+
+use kya_core::revert::RevertReason;
+use serde_json::{Value, json};
+
+use crate::rpc_proxy::{self, RpcAction};
+
+/// A way real node software or a provider answers that anvil does not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderShape {
+    /// Hosted providers and proxies: a revert's reason only in `message`, no `data`.
+    ReasonInMessageOnly,
+    /// Older Nethermind: code -32015, `VM execution error.`, the reason as text in `data`.
+    OlderNethermind,
+    /// A node that reads the call data from `data` only (the proxy drops `input`).
+    ReadsDataOnly,
+    /// Moralis: batches of more than 20 refused with a JSON-RPC error.
+    BatchCap20,
+    /// A provider that answers a batch of more than 100 with HTTP 413.
+    BatchCap100Http413,
+    /// A provider that rate-limits: HTTP 429 with `Retry-After: 1` on the first request and
+    /// every fourth after it.
+    RateLimited,
+}
+
+impl ProviderShape {
+    /// Every shape.
+    pub const ALL: [Self; 6] = [
+        Self::ReasonInMessageOnly,
+        Self::OlderNethermind,
+        Self::ReadsDataOnly,
+        Self::BatchCap20,
+        Self::BatchCap100Http413,
+        Self::RateLimited,
+    ];
+
+    /// The shapes of a revert's error object.
+    pub const ERROR_SHAPES: [Self; 2] = [Self::ReasonInMessageOnly, Self::OlderNethermind];
+}
+
+/// Starts a loopback JSON-RPC server in front of `upstream` answering as `shape` does. Returns
+/// its URL and the number of requests it has refused so far (batches, 429s).
+pub async fn start(upstream: &str, shape: ProviderShape) -> (String, Arc<AtomicUsize>) {
+    let refused = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&refused);
+    let policy = move |body: &str| -> RpcAction {
+        let batch_len =
+            serde_json::from_str::<Value>(body).ok().and_then(|value| value.as_array().map(Vec::len));
+        let refuse = |action: RpcAction| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            action
+        };
+        match shape {
+            ProviderShape::ReasonInMessageOnly => RpcAction::Rewrite(body.to_owned(), reason_in_message_only),
+            ProviderShape::OlderNethermind => RpcAction::Rewrite(body.to_owned(), older_nethermind),
+            ProviderShape::ReadsDataOnly => RpcAction::Forward(without_input(body)),
+            ProviderShape::BatchCap20 if batch_len.is_some_and(|len| len > 20) => refuse(RpcAction::Raw(
+                json!({"jsonrpc": "2.0", "id": null,
+                       "error": {"code": -32005, "message": "Batch size limit exceeded: at most 20 requests"}})
+                .to_string(),
+            )),
+            ProviderShape::BatchCap100Http413 if batch_len.is_some_and(|len| len > 100) => {
+                refuse(RpcAction::Http { status: 413, headers: vec![], body: "Request Entity Too Large".into() })
+            }
+            ProviderShape::RateLimited if seen.fetch_add(1, Ordering::SeqCst).is_multiple_of(4) => refuse(RpcAction::Http {
+                status: 429,
+                headers: vec![("retry-after".into(), "1".into())],
+                body: json!({"jsonrpc": "2.0", "id": null, "error": {"code": 429, "message": "Too Many Requests"}})
+                    .to_string(),
+            }),
+            _ => RpcAction::Forward(body.to_owned()),
+        }
+    };
+    (rpc_proxy::start(Some(upstream.to_owned()), Arc::new(policy)).await, refused)
+}
+
+/// Each error object of an answer (one, or a batch's), rewritten by `rewrite` when it is a revert.
+fn rewrite_reverts(answer: &str, rewrite: fn(&RevertReason) -> Value) -> String {
+    let mut value: Value = serde_json::from_str(answer).expect("the node answers JSON");
+    let responses: Vec<&mut Value> = match &mut value {
+        Value::Array(responses) => responses.iter_mut().collect(),
+        single => vec![single],
+    };
+    for response in responses {
+        let Some(error) = response.get("error") else { continue };
+        let payload = serde_json::from_value(error.clone()).expect("an error object");
+        if let Some(reason) = RevertReason::from_error(&payload) {
+            response["error"] = rewrite(&reason);
+        }
+    }
+    value.to_string()
+}
+
+fn reason_in_message_only(answer: &str) -> String {
+    rewrite_reverts(answer, |reason| match reason.to_string() {
+        text if text.is_empty() => json!({"code": -32000, "message": "execution reverted"}),
+        text => json!({"code": -32000, "message": format!("execution reverted: {text}")}),
+    })
+}
+
+fn older_nethermind(answer: &str) -> String {
+    rewrite_reverts(
+        answer,
+        |reason| json!({"code": -32015, "message": "VM execution error.", "data": format!("revert: {reason}")}),
+    )
+}
+
+/// The request with `input` removed from every call object, as a node that reads only `data`
+/// would see it.
+fn without_input(body: &str) -> String {
+    let Ok(mut value) = serde_json::from_str::<Value>(body) else { return body.to_owned() };
+    let requests: Vec<&mut Value> = match &mut value {
+        Value::Array(requests) => requests.iter_mut().collect(),
+        single => vec![single],
+    };
+    for request in requests {
+        if let Some(call) = request.pointer_mut("/params/0").and_then(Value::as_object_mut) {
+            call.remove("input");
+        }
+    }
+    value.to_string()
+}
