@@ -66,7 +66,8 @@ impl EdgeWorker {
             .args(["--inspector-port", &free_port().to_string(), "--show-interactive-dev-session=false"])
             .arg("--persist-to")
             .arg(state.path().join("state"))
-            .args(["--log-level", "warn"])
+            // `log`: the Worker's own console lines (KV counter writes) are part of what tests read.
+            .args(["--log-level", "log"])
             .env("WRANGLER_SEND_METRICS", "false")
             .env("WRANGLER_SEND_ERROR_REPORTS", "false")
             .env("CLOUDFLARE_CF_FETCH_ENABLED", "false")

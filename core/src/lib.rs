@@ -7,7 +7,8 @@
 //! - [`forward_request`]: EIP-712 typed data and digests of the forwarder's `ForwardRequest`.
 //! - [`AgentStatus`]: the registry's status enum and its names.
 //! - [`Agent`], [`Revenue`] and their JSON views ([`record`]), [`Compliance`], [`lineage`],
-//!   [`pagination`], [`query`] validation, [`stats`] over a [`Snapshot`] of the registry.
+//!   [`pagination`], [`query`] validation, [`stats`] over a [`Snapshot`] of the registry, and
+//!   [`SnapshotAnswers`]: the snapshot's five answers, rendered once and cached compactly.
 //! - [`Cents`]: revenue amounts and sums, exact and never wrapping, as JSON numbers.
 //! - [`redact`]: RPC URLs without the API keys hosted nodes put in them.
 //! - [`rpc`]: JSON-RPC plans of `eth_call`s at one block, and their decoders; [`multicall`]
@@ -37,6 +38,7 @@ pub mod redact;
 pub mod revert;
 pub mod rpc;
 mod snapshot;
+mod snapshot_answers;
 pub mod stats;
 mod status;
 pub mod time;
@@ -48,4 +50,5 @@ pub use error::{Error, Result};
 pub use kya::KyaDecision;
 pub use record::{Agent, Revenue};
 pub use snapshot::{BlockRef, Snapshot};
+pub use snapshot_answers::SnapshotAnswers;
 pub use status::AgentStatus;

@@ -1,21 +1,71 @@
-//! The Cache API (`caches.default`) for whole responses and for the registry snapshot.
+//! Cached answers in two tiers: the isolate's memory ([`crate::memory`]), then the Cache API
+//! (`caches.default`, per data centre). A hit in the Cache API is kept in memory too.
 //!
 //! Keys are normalised by the caller (canonical query, lowercase wallet, configuration tag). An
 //! entry lives until its data is as old as its TTL: answers computed from a cached snapshot only
 //! get what is left of the snapshot's five minutes, and a hit's `Cache-Control` counts down, so
-//! neither this cache nor a client's keeps data past its TTL. Only successful answers are stored,
-//! and a failing Cache API costs speed, never the answer.
+//! neither tier nor a client's cache keeps data past its TTL. Only successful answers are
+//! stored, and a failing Cache API costs speed, never the answer.
+
+use std::rc::Rc;
 
 use alloy_primitives::keccak256;
-use kya_core::Snapshot;
+use kya_core::BlockRef;
 use worker::{Cache, Response};
 
-use crate::{Result, endpoints::Answer, http};
+use crate::{
+    Result,
+    http::{self, Answer},
+    memory::{self, ByteSize},
+};
 
 /// When (Unix seconds) a cached answer's data reaches its TTL; sent along as a diagnostic.
 const EXPIRES_AT: &str = "x-expires-at";
-/// When (Unix seconds) a cached snapshot was read from the chain.
-const READ_AT: &str = "x-read-at";
+
+/// Which tier answered (`X-Cache-Tier`): diagnostics for operators, tests and benchmarks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Tier {
+    /// The isolate's memory.
+    Memory,
+    /// The Cache API.
+    CacheApi,
+}
+
+impl Tier {
+    pub(crate) const fn name(self) -> &'static str {
+        match self {
+            Self::Memory => "memory",
+            Self::CacheApi => "cache-api",
+        }
+    }
+}
+
+/// An answer as both tiers hold it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CachedAnswer {
+    pub(crate) answer: Answer,
+    /// Strong validator of the body.
+    pub(crate) etag: String,
+    /// Unix seconds at which its data reaches its TTL.
+    pub(crate) expires_at: u64,
+}
+
+impl ByteSize for CachedAnswer {
+    fn size(&self) -> usize {
+        self.answer.body.len() + self.etag.len() + 64
+    }
+}
+
+impl CachedAnswer {
+    /// The 200 response at `now`: `Cache-Control` with what is left of the TTL, `ETag`,
+    /// `X-Expires-At` and the block headers.
+    pub(crate) fn response(&self, now: u64) -> Result<Response> {
+        let response = http::answer(&self.answer, &cache_control(self.expires_at.saturating_sub(now)))?;
+        response.headers().set("etag", &self.etag)?;
+        response.headers().set(EXPIRES_AT, &self.expires_at.to_string())?;
+        Ok(response)
+    }
+}
 
 /// `Cache-Control` of a response that stays fresh `max_age` more seconds.
 pub(crate) fn cache_control(max_age: u64) -> String {
@@ -27,54 +77,59 @@ pub(crate) fn etag(body: &str) -> String {
     format!("\"{}\"", alloy_primitives::hex::encode(&keccak256(body.as_bytes())[..16]))
 }
 
-/// The cached answer under `key`, if still fresh, with `Cache-Control` set to what is left of
-/// its TTL at `now`.
-pub(crate) async fn lookup(key: &str, now: u64) -> Result<Option<Response>> {
-    let Some(response) = get(key).await else { return Ok(None) };
-    let expires_at = response.headers().get(EXPIRES_AT)?.and_then(|text| text.parse::<u64>().ok());
-    match expires_at {
-        Some(expires_at) if expires_at > now => {
-            Ok(Some(http::with_header(response, "cache-control", &cache_control(expires_at - now))?))
-        }
-        // At or past its TTL (the Cache API's clock may lag ours), or an entry of an older layout.
-        _ => Ok(None),
+/// The cached answer under `key` if still fresh at `now`, and the tier that had it.
+pub(crate) async fn lookup(key: &str, now: u64, memory_budget: usize) -> Option<(Rc<CachedAnswer>, Tier)> {
+    if let Some((hit, _)) = memory::answers(|tier| tier.get(key, now)) {
+        return Some((hit, Tier::Memory));
     }
-}
-
-/// The 200 response of `answer` with `Cache-Control` and `ETag`, stored under `key` (with its
-/// block headers, so a cached answer keeps the block it was read at) until its data is `ttl`
-/// seconds old.
-pub(crate) async fn store(key: &str, answer: &Answer, ttl: u64, now: u64) -> Result<Response> {
-    let expires_at = answer.read_at.saturating_add(ttl);
-    let max_age = expires_at.saturating_sub(now);
-    let mut response = http::answer(answer, &cache_control(max_age))?;
-    response.headers().set("etag", &etag(&answer.body))?;
-    response.headers().set(EXPIRES_AT, &expires_at.to_string())?;
-    if max_age > 0 {
-        put(key, response.cloned()?).await;
-    }
-    Ok(response)
-}
-
-/// The cached snapshot under `key` and when it was read, if it is younger than `ttl` at `now`.
-pub(crate) async fn snapshot(key: &str, ttl: u64, now: u64) -> Option<(Snapshot, u64)> {
     let mut response = get(key).await?;
-    let read_at: u64 = response.headers().get(READ_AT).ok()??.parse().ok()?;
-    if read_at.saturating_add(ttl) <= now {
-        return None;
-    }
-    // An entry that no longer decodes (an older layout) is treated as a miss and overwritten.
-    let snapshot = serde_json::from_str(&response.text().await.ok()?).ok()?;
-    Some((snapshot, read_at))
+    let header =
+        |name: &str| response.headers().get(name).ok().flatten().and_then(|text| text.parse::<u64>().ok());
+    // At or past its TTL (the Cache API's clock may lag ours), or an entry of an older layout.
+    let expires_at = header(EXPIRES_AT).filter(|&expires_at| expires_at > now)?;
+    let block = BlockRef { number: header("x-block-number")?, timestamp: header("x-block-timestamp")? };
+    let etag = response.headers().get("etag").ok().flatten()?;
+    let body = response.text().await.ok()?;
+    let cached = Rc::new(CachedAnswer { answer: Answer { body, block, read_at: 0 }, etag, expires_at });
+    memory::answers(|tier| tier.put(key, Rc::clone(&cached), expires_at, memory_budget));
+    Some((cached, Tier::CacheApi))
 }
 
-/// Stores `snapshot`, read from the chain at `read_at`, under `key` for `ttl` seconds.
-pub(crate) async fn store_snapshot(key: &str, snapshot: &Snapshot, read_at: u64, ttl: u64) -> Result<()> {
-    let body = serde_json::to_string(snapshot).map_err(worker::Error::from)?;
-    let response = http::json(200, &body, &cache_control(ttl))?;
-    response.headers().set(READ_AT, &read_at.to_string())?;
-    put(key, response).await;
-    Ok(())
+/// `answer`, stored in both tiers under `key` until its data is `ttl` seconds old.
+pub(crate) async fn store(
+    key: &str,
+    answer: Answer,
+    ttl: u64,
+    now: u64,
+    memory_budget: usize,
+) -> Rc<CachedAnswer> {
+    let expires_at = answer.read_at.saturating_add(ttl);
+    let cached = Rc::new(CachedAnswer { etag: etag(&answer.body), expires_at, answer });
+    if expires_at > now {
+        memory::answers(|tier| tier.put(key, Rc::clone(&cached), expires_at, memory_budget));
+        match cached.response(now) {
+            Ok(response) => put(key, response).await,
+            Err(error) => worker::console_warn!("caching {key} failed: {error}"),
+        }
+    }
+    cached
+}
+
+/// The body of the Cache API entry under `key` and the value of its `header`.
+pub(crate) async fn get_text(key: &str, header: &str) -> Option<(String, String)> {
+    let mut response = get(key).await?;
+    let value = response.headers().get(header).ok().flatten()?;
+    Some((response.text().await.ok()?, value))
+}
+
+/// Stores `body` under `key` in the Cache API for `ttl` seconds, with `header` set to `value`.
+pub(crate) async fn put_text(key: &str, body: String, ttl: u64, header: (&str, &str)) {
+    let response = http::json(200, &body, &cache_control(ttl))
+        .and_then(|response| Ok(response.headers().set(header.0, header.1).map(|()| response)?));
+    match response {
+        Ok(response) => put(key, response).await,
+        Err(error) => worker::console_warn!("caching {key} failed: {error}"),
+    }
 }
 
 async fn get(key: &str) -> Option<Response> {

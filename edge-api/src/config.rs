@@ -11,6 +11,9 @@ pub const DEFAULT_RPC_URL: &str = "https://sepolia.base.org";
 /// `eth_call`s per JSON-RPC batch when `RPC_BATCH_SIZE` is not set. Public endpoints cap batch
 /// sizes (often at 100 to 1,000); a node of our own takes far more.
 pub const DEFAULT_BATCH_SIZE: usize = 500;
+/// Bytes of answers an isolate keeps in memory when `MEMORY_CACHE_BYTES` is not set: a few
+/// registry snapshots of 10,000 agents, well within an isolate's 128 MB.
+pub const DEFAULT_MEMORY_CACHE_BYTES: usize = 32 << 20;
 
 /// What the Worker reads from its environment on every request (vars are free to read).
 #[derive(Debug, Clone)]
@@ -24,11 +27,14 @@ pub(crate) struct Config {
     /// `MULTICALL_ADDRESS` (default: Multicall3's canonical address); `None` when set empty,
     /// which turns Multicall3 off.
     multicall: Option<String>,
+    /// Bytes the isolate's memory tier may hold (`MEMORY_CACHE_BYTES`; 0 turns it off).
+    pub(crate) memory_cache_bytes: usize,
 }
 
 impl Config {
-    /// Reads `RPC_URL`, `REGISTRY_ADDRESS`, `RPC_BATCH_SIZE` and `MULTICALL_ADDRESS`; empty
-    /// values count as unset, except `MULTICALL_ADDRESS`, which empty turns Multicall3 off.
+    /// Reads `RPC_URL`, `REGISTRY_ADDRESS`, `RPC_BATCH_SIZE`, `MEMORY_CACHE_BYTES` and
+    /// `MULTICALL_ADDRESS`; empty values count as unset, except `MULTICALL_ADDRESS`, which
+    /// empty turns Multicall3 off.
     pub(crate) fn from_env(env: &Env) -> Self {
         let raw = |name: &str| env.var(name).map(|value| value.to_string().trim().to_owned()).ok();
         let var = |name: &str| raw(name).filter(|value| !value.is_empty());
@@ -39,6 +45,9 @@ impl Config {
                 .and_then(|size| size.parse().ok())
                 .filter(|size| *size > 0)
                 .unwrap_or(DEFAULT_BATCH_SIZE),
+            memory_cache_bytes: var("MEMORY_CACHE_BYTES")
+                .and_then(|bytes| bytes.parse().ok())
+                .unwrap_or(DEFAULT_MEMORY_CACHE_BYTES),
             multicall: match raw("MULTICALL_ADDRESS") {
                 None => Some(MULTICALL3_ADDRESS.to_string()),
                 Some(text) if text.is_empty() => None,

@@ -4,11 +4,21 @@
 use kya_core::BlockRef;
 use worker::{Headers, Response};
 
-use crate::{Error, Result, endpoints::Answer};
+use crate::{Error, Result};
+
+/// A successful answer's JSON body and the block it was read at (sent, and cached, as
+/// `X-Block-Number` and `X-Block-Timestamp`, so clients can evaluate it at the chain's time).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Answer {
+    pub(crate) body: String,
+    pub(crate) block: BlockRef,
+    /// When (Unix seconds, wall clock) its chain data was read: the start of its TTL.
+    pub(crate) read_at: u64,
+}
 
 /// Headers a browser may read from a cross-origin response.
-const EXPOSED_HEADERS: &str = "X-RateLimit-Remaining, ETag, Retry-After, Cache-Control, X-Cache, X-Expires-At, \
-                               X-Block-Number, X-Block-Timestamp";
+const EXPOSED_HEADERS: &str = "X-RateLimit-Remaining, ETag, Retry-After, Cache-Control, X-Cache, X-Cache-Tier, \
+                               X-Expires-At, X-Block-Number, X-Block-Timestamp";
 
 /// A JSON response with `status` and a `Cache-Control` header.
 pub(crate) fn json(status: u16, body: &str, cache_control: &str) -> Result<Response> {

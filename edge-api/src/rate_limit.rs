@@ -1,17 +1,18 @@
-//! 60 requests per minute per client IP, counted in KV (binding `RATE_LIMIT`).
+//! 60 requests per minute per client IP.
 //!
-//! Fixed one-minute windows: the key is the IP and the window's number, so counters expire on
-//! their own. KV alone cannot count a burst: every request of it reads the counter before any
-//! write lands (measured: 61 requests at once all passed). So each isolate also counts the
-//! requests it serves itself ([`SEEN_HERE`]); JavaScript runs one request's code at a time, so
-//! that count is exact, and a request counts as the larger of it and KV's count plus one. The
-//! limit is exact for everything one isolate serves (all of `wrangler dev`); across isolates and
-//! locations KV, eventually consistent, adds the rest.
+//! Fixed one-minute windows, keyed by the client's network and the window's number. Each isolate
+//! counts the requests it serves itself ([`SEEN_HERE`]): JavaScript runs one request's code at a
+//! time, so that count is exact, and the 61st request of a window is refused in any isolate that
+//! served the other 60 (all of `wrangler dev`). KV (binding `RATE_LIMIT`) carries counts between
+//! isolates and locations, off the response path (`Context::wait_until`) and within KV's limits:
+//! an isolate writes a key at most once per second (KV refuses more), carrying its latest count,
+//! plus one trailing write a second later when requests kept coming, and learns the count other
+//! isolates wrote before it writes. A failing KV is logged and changes nothing for the request.
 
-use std::{cell::RefCell, collections::HashMap, net::IpAddr};
+use std::{cell::RefCell, collections::HashMap, net::IpAddr, time::Duration};
 
 use kya_core::client_ip::network_of;
-use worker::{Env, Headers, console_error, kv::KvStore};
+use worker::{Context, Delay, Env, Headers, console_error, console_log, kv::KvStore};
 
 use crate::{Error, Result};
 
@@ -21,8 +22,12 @@ pub(crate) const LIMIT: u64 = 60;
 pub(crate) const WINDOW_SECS: u64 = 60;
 /// The KV binding of the counters.
 pub(crate) const BINDING: &str = "RATE_LIMIT";
+/// Shortest time between two KV writes of one key from one isolate (KV takes one per second).
+const WRITE_INTERVAL_MS: u64 = 1_000;
 /// Shared key for clients without an IP header (only under local tools; Cloudflare always sets it).
 const UNKNOWN_CLIENT: &str = "local";
+/// Counters kept per isolate before finished windows are dropped.
+const MAX_KEYS: usize = 10_000;
 
 /// The client the limit counts: the IP in `CF-Connecting-IP` (set by Cloudflare), else in the
 /// first `X-Forwarded-For` hop, as its network (IPv6 by /64, [`network_of`]); one shared bucket
@@ -41,40 +46,34 @@ pub(crate) fn client_ip(headers: &Headers) -> String {
 pub(crate) struct Quota {
     /// Requests left after this one.
     pub(crate) remaining: u64,
-    /// Seconds until the window resets.
-    pub(crate) reset_in: u64,
+}
+
+/// One counter key's state in this isolate.
+#[derive(Debug, Default)]
+struct Counter {
+    /// Requests counted in the window: served here, or learnt from KV.
+    count: u64,
+    /// When (Unix milliseconds) this isolate last wrote the key, or scheduled its write.
+    last_write_ms: Option<u64>,
+    /// A trailing write is scheduled.
+    trailing: bool,
 }
 
 thread_local! {
-    /// Requests this isolate counted per counter key (`window`), for the current windows only.
-    static SEEN_HERE: RefCell<HashMap<String, u64>> = RefCell::new(HashMap::new());
+    /// This isolate's counters, per counter key ([`window`]), for the current windows only.
+    static SEEN_HERE: RefCell<HashMap<String, Counter>> = RefCell::new(HashMap::new());
 }
 
-/// Counts a request under `key` in this isolate (before any `await`, so overlapping requests
-/// each get their own number) and returns the count including it.
-fn count_here(key: &str) -> u64 {
+fn with_counter<R>(key: &str, use_counter: impl FnOnce(&mut Counter) -> R) -> R {
     SEEN_HERE.with(|seen| {
         let mut seen = seen.borrow_mut();
         // Counters of finished windows are of no use: dropped once the map has grown. A key ends
         // with its window's number ([`window`]).
-        if seen.len() > 10_000 {
+        if seen.len() > MAX_KEYS {
             let this_window = key.rfind(':').map_or(key, |at| &key[at..]);
             seen.retain(|kept, _| kept.ends_with(this_window));
         }
-        let count = seen.entry(key.to_owned()).or_default();
-        *count += 1;
-        *count
-    })
-}
-
-/// What this isolate has counted under `key`, without counting, after raising it to `at_least`
-/// (a count learnt from KV).
-fn seen_here(key: &str, at_least: u64) -> u64 {
-    SEEN_HERE.with(|seen| {
-        let mut seen = seen.borrow_mut();
-        let count = seen.entry(key.to_owned()).or_default();
-        *count = (*count).max(at_least);
-        *count
+        use_counter(seen.entry(key.to_owned()).or_default())
     })
 }
 
@@ -83,55 +82,85 @@ fn window(ip: &str, now_secs: u64) -> (String, u64) {
     (format!("rate:{ip}:{}", now_secs / WINDOW_SECS), WINDOW_SECS - now_secs % WINDOW_SECS)
 }
 
-/// Counts this request; past the limit it is refused with [`Error::RateLimited`].
-/// When KV itself fails the request is let through: the limit protects the RPC quota, and an
-/// outage of the counter store should not take the read API down with it.
-pub(crate) async fn consume(env: &Env, ip: &str, now_secs: u64) -> Result<Quota> {
-    let (key, reset_in) = window(ip, now_secs);
-    let here = count_here(&key);
-    let Some(store) = store(env) else { return Ok(Quota { remaining: LIMIT, reset_in }) };
-    // This request's number in the window: after what KV knows, and after what this isolate saw.
-    let number = (read(&store, &key).await + 1).max(here);
-    // Later requests here count after what KV showed (other isolates' requests).
-    seen_here(&key, number);
+/// When to write a counter to KV, if at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Write {
+    Now,
+    After(u64),
+}
+
+/// Counts a request and decides its KV write: at once when the key was not written in the
+/// last second, else one trailing write at the end of that second (if none is scheduled).
+fn count(counter: &mut Counter, now_ms: u64) -> (u64, Option<Write>) {
+    counter.count += 1;
+    let write = match counter.last_write_ms {
+        Some(last) if now_ms < last + WRITE_INTERVAL_MS => (!counter.trailing).then(|| {
+            counter.trailing = true;
+            Write::After(last + WRITE_INTERVAL_MS - now_ms)
+        }),
+        _ => {
+            counter.last_write_ms = Some(now_ms);
+            Some(Write::Now)
+        }
+    };
+    (counter.count, write)
+}
+
+/// Counts this request; past the limit it is refused with [`Error::RateLimited`]. The KV sync
+/// runs after the response (`context.wait_until`).
+pub(crate) fn admit(env: &Env, context: &Context, ip: &str, now_ms: u64) -> Result<Quota> {
+    let (key, reset_in) = window(ip, now_ms / 1000);
+    let (number, write) = with_counter(&key, |counter| count(counter, now_ms));
+    if let (Some(write), Some(store)) = (write, store(env)) {
+        context.wait_until(sync(store, key, write));
+    }
     if number > LIMIT {
         return Err(Error::RateLimited { retry_after: reset_in });
     }
-    // KV's shortest expiry is 60 s; two windows keep the counter until its window is over.
-    match store.put(&key, number.to_string()) {
-        Ok(put) => {
-            if let Err(error) = put.expiration_ttl(2 * WINDOW_SECS).execute().await {
-                console_error!("rate limit counter not written: {error}");
-            }
-        }
-        Err(error) => console_error!("rate limit counter not written: {error}"),
-    }
-    Ok(Quota { remaining: LIMIT - number, reset_in })
+    Ok(Quota { remaining: LIMIT - number })
 }
 
 /// The quota left without counting a request (OPTIONS preflights do not use it up).
-pub(crate) async fn peek(env: &Env, ip: &str, now_secs: u64) -> Quota {
-    let (key, reset_in) = window(ip, now_secs);
-    let used = match store(env) {
-        Some(store) => read(&store, &key).await,
-        None => 0,
-    };
-    let used = seen_here(&key, used);
-    Quota { remaining: LIMIT.saturating_sub(used), reset_in }
+pub(crate) fn peek(ip: &str, now_secs: u64) -> Quota {
+    let (key, _) = window(ip, now_secs);
+    let used = with_counter(&key, |counter| counter.count);
+    Quota { remaining: LIMIT.saturating_sub(used) }
 }
 
-fn store(env: &Env) -> Option<KvStore> {
-    env.kv(BINDING).map_err(|error| console_error!("no KV binding {BINDING}: {error}")).ok()
-}
-
-async fn read(store: &KvStore, key: &str) -> u64 {
-    match store.get(key).text().await {
+/// Learns the count KV holds for `key` (other isolates' writes), then writes this isolate's
+/// count, which is never less.
+async fn sync(store: KvStore, key: String, write: Write) {
+    if let Write::After(wait_ms) = write {
+        Delay::from(Duration::from_millis(wait_ms)).await;
+        with_counter(&key, |counter| {
+            counter.trailing = false;
+            counter.last_write_ms = Some(worker::Date::now().as_millis());
+        });
+    }
+    let stored = match store.get(&key).text().await {
         Ok(value) => value.and_then(|count| count.parse().ok()).unwrap_or(0),
         Err(error) => {
             console_error!("rate limit counter not read: {error}");
             0
         }
+    };
+    let count = with_counter(&key, |counter| {
+        counter.count = counter.count.max(stored);
+        counter.count
+    });
+    // KV's shortest expiry is 60 s; two windows keep the counter until its window is over.
+    let written = match store.put(&key, count.to_string()) {
+        Ok(put) => put.expiration_ttl(2 * WINDOW_SECS).execute().await.map_err(|error| error.to_string()),
+        Err(error) => Err(error.to_string()),
+    };
+    match written {
+        Ok(()) => console_log!("rate limit counter written: {key} = {count}"),
+        Err(error) => console_error!("rate limit counter not written: {error}"),
     }
+}
+
+fn store(env: &Env) -> Option<KvStore> {
+    env.kv(BINDING).map_err(|error| console_error!("no KV binding {BINDING}: {error}")).ok()
 }
 
 #[cfg(test)]
@@ -146,12 +175,31 @@ mod tests {
     }
 
     #[test]
-    fn this_isolate_numbers_each_request_and_learns_from_kv() {
+    fn a_burst_writes_at_once_and_once_more_a_second_later() {
+        let mut counter = Counter::default();
+        assert_eq!(count(&mut counter, 10_000), (1, Some(Write::Now)));
+        assert_eq!(count(&mut counter, 10_001), (2, Some(Write::After(999))));
+        for n in 3..=60 {
+            assert_eq!(count(&mut counter, 10_500), (n, None), "request {n}: writes already scheduled");
+        }
+        // The trailing write ran (it marks the key written and clears the flag).
+        counter.trailing = false;
+        counter.last_write_ms = Some(11_000);
+        assert_eq!(count(&mut counter, 11_400), (61, Some(Write::After(600))));
+        assert_eq!(count(&mut counter, 12_000), (62, Some(Write::Now)), "a second after the last write");
+    }
+
+    #[test]
+    fn counts_are_per_key_and_learn_from_kv() {
         let key = "rate:9.9.9.9:7";
-        assert_eq!((count_here(key), count_here(key)), (1, 2));
-        assert_eq!(seen_here(key, 10), 10, "KV saw more: later requests count after them");
-        assert_eq!(count_here(key), 11);
-        assert_eq!(seen_here(key, 3), 11, "never lowered");
-        assert_eq!(count_here("rate:9.9.9.9:8"), 1, "a new window starts over");
+        assert_eq!(with_counter(key, |counter| count(counter, 0).0), 1);
+        with_counter(key, |counter| counter.count = counter.count.max(10));
+        assert_eq!(with_counter(key, |counter| count(counter, 5).0), 11, "after what other isolates counted");
+        assert_eq!(peek("9.9.9.9", 7 * 60).remaining, 49);
+        assert_eq!(
+            with_counter("rate:9.9.9.9:8", |counter| count(counter, 0).0),
+            1,
+            "a new window starts over"
+        );
     }
 }

@@ -68,6 +68,27 @@ async fn compliance_of_1000_agents_costs_a_constant_number_of_round_trips() {
     );
     drop(worker);
 
+    // Without the memory tier (MEMORY_CACHE_BYTES=0) a repeated request is a Cache API hit, and
+    // the snapshot's other answers load from the Cache API's compact copy: still no RPC request.
+    let mut vars = chain_vars(&proxy.url, chain.registry());
+    vars.push(("MEMORY_CACHE_BYTES", "0".to_owned()));
+    let worker = EdgeWorker::start(&vars).await;
+    let api = worker.client();
+    let first = api.get("/api/v1/agents/compliance").await;
+    let requests = proxy.requests();
+    let again = api.get("/api/v1/agents/compliance").await;
+    assert_eq!((again.header("x-cache"), again.header("x-cache-tier")), (Some("HIT"), Some("cache-api")));
+    assert_eq!((&again.body, &first.body), (&cold.body, &cold.body));
+    let page = api.get("/api/v1/agents?status=Suspended&page=2&limit=7").await;
+    assert_eq!((page.header("x-cache"), page.header("x-cache-tier")), (Some("MISS"), None));
+    assert_eq!(proxy.requests(), requests, "the snapshot came from the Cache API, not the chain");
+    let suspended: Vec<u64> = (1..=AGENTS).filter(|id| id % 50 == 7).collect();
+    let shown: Vec<u64> =
+        page.body["data"].as_array().unwrap().iter().map(|item| item["agentId"].as_u64().unwrap()).collect();
+    assert_eq!(shown, suspended[7..14], "page 2 of 7 suspended agents");
+    assert_eq!(page.body["total"].as_u64(), Some(suspended.len() as u64));
+    drop(worker);
+
     // Without Multicall3 (MULTICALL_ADDRESS empty): the pinned block, nextAgentId, the records
     // in batches of RPC_BATCH_SIZE, then the histories of the agents that reported revenue
     // (seed_bulk gives every third agent a report).

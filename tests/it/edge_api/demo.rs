@@ -33,7 +33,7 @@ struct Demo {
     now: u64,
     proxy: CountingProxy,
     api: EdgeClient,
-    _worker: EdgeWorker,
+    worker: EdgeWorker,
 }
 
 impl Demo {
@@ -63,7 +63,7 @@ async fn every_endpoint_matches_the_seeded_registry() {
     let proxy = CountingProxy::start(&chain.rpc_url()).await;
     let worker = EdgeWorker::start(&chain_vars(&proxy.url, chain.registry())).await;
     let api = worker.client();
-    let t = Demo { chain, demo, now, proxy, api, _worker: worker };
+    let t = Demo { chain, demo, now, proxy, api, worker };
 
     caching(&t).await;
     blocks::every_answer_names_its_block(&t.api, &t.chain.chain, &t.demo).await;
@@ -139,6 +139,8 @@ async fn caching(t: &Demo) {
     tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
     let (again, cost) = t.get_counted("/api/v1/stats").await;
     assert_eq!((again.status, cost, again.header("x-cache")), (200, 0, Some("HIT")));
+    assert_eq!(again.header("x-cache-tier"), Some("memory"), "a hot answer comes from the isolate's memory");
+    assert_eq!(first.header("x-cache-tier"), None);
     assert_eq!(again.body, first.body);
     assert_eq!(again.header("etag"), Some(etag.as_str()));
     let counting_down = max_age(&again);
@@ -470,6 +472,7 @@ async fn cors(t: &Demo) {
         "retry-after",
         "cache-control",
         "x-cache",
+        "x-cache-tier",
         "x-expires-at",
         "x-block-number",
         "x-block-timestamp",
@@ -538,7 +541,8 @@ async fn rate_limit(t: &Demo) {
 
 /// 61 requests from one client at once: exactly 60 pass, each sees a different remaining count,
 /// and one is refused (the Worker counts the requests it serves itself, not only through KV,
-/// which a burst reads before any write lands).
+/// which a burst reads before any write lands). KV is written at most twice for the burst: once
+/// at once, once a second later with the final count (KV takes one write per second per key).
 async fn rate_limit_under_concurrency(t: &Demo) {
     loop {
         early_in_a_window().await;
@@ -555,6 +559,18 @@ async fn rate_limit_under_concurrency(t: &Demo) {
         let refused: Vec<_> = answers.iter().filter(|answer| answer.status == 429).collect();
         assert_eq!(refused.len(), 1, "exactly one of 61 is refused");
         assert_eq!(refused[0].remaining(), 0);
+
+        // The Worker logs each counter write (`rate limit counter written: <key> = <count>`).
+        tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
+        let key = format!("rate limit counter written: rate:{ip}:{window} = ");
+        let output = t.worker.output();
+        let writes: Vec<u64> = output
+            .lines()
+            .filter_map(|line| line.split_once(&key))
+            .map(|(_, count)| count.trim().parse().unwrap())
+            .collect();
+        assert!((1..=2).contains(&writes.len()), "KV writes for a burst of 61: {writes:?}");
+        assert_eq!(writes.last(), Some(&61), "the last write carries the final count: {writes:?}");
         break;
     }
 }

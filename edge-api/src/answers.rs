@@ -1,0 +1,128 @@
+//! Each `/api/v1` endpoint's answer: what it reads ([`reads`], or the snapshot's answers) and
+//! the JSON it renders with `kya_core`. Handlers stay thin: read, render.
+
+use alloy_primitives::{Address, keccak256};
+use kya_core::{
+    BlockRef, Compliance,
+    pagination::window,
+    record::{AgentView, KyaAgent, RevenueView, checksummed},
+    time::iso8601,
+};
+use serde::Serialize;
+
+use crate::{
+    Error, Result,
+    http::Answer,
+    reads,
+    routes::Endpoint,
+    rpc::Rpc,
+    snapshot::{self, LoadedSnapshot},
+};
+
+/// `/agent/:id` (typed rather than `json!`, so fields keep SPEC.md's order).
+#[derive(Serialize)]
+struct AgentDetail {
+    agent: AgentView,
+    children: Vec<u64>,
+    compliance: Compliance,
+}
+
+/// `/kya/:wallet`; `checkedAt` is the timestamp of the block the check read.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct KyaResult {
+    wallet: String,
+    is_registered: bool,
+    is_compliant: bool,
+    agent: Option<KyaAgent>,
+    checked_at: String,
+}
+
+/// What the endpoints need to answer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Deps<'a> {
+    pub(crate) rpc: Rpc<'a>,
+    pub(crate) registry: Address,
+    /// Scheme and host of the request, the namespace of cache keys.
+    pub(crate) origin: &'a str,
+    /// The request's wall-clock time, Unix seconds.
+    pub(crate) now: u64,
+    /// Bytes the isolate's memory tier may hold.
+    pub(crate) memory_budget: usize,
+}
+
+impl Deps<'_> {
+    /// The cache key of `path` (starting with `/`). The configuration is part of every key,
+    /// so a changed registry or RPC endpoint never serves what the old one answered.
+    pub(crate) fn cache_key(&self, path: &str) -> String {
+        let config = keccak256(format!("{:#x} {}", self.registry, self.rpc.url));
+        format!("{}/__kya/{}{path}", self.origin, alloy_primitives::hex::encode(&config[..12]))
+    }
+}
+
+/// The JSON body of `endpoint`'s successful answer, with the block it read.
+pub(crate) async fn answer(endpoint: &Endpoint, deps: &Deps<'_>) -> Result<Answer> {
+    // Answers read the chain now (`deps.now`), except those of the snapshot, which are as old
+    // as the snapshot.
+    let from_snapshot = |loaded: &LoadedSnapshot, body: String| Answer {
+        body,
+        block: loaded.answers.block,
+        read_at: loaded.read_at,
+    };
+    Ok(match endpoint {
+        Endpoint::Health => return Err(Error::NoRoute("/health".into())),
+        Endpoint::Stats => {
+            let loaded = snapshot::load(deps).await?;
+            from_snapshot(&loaded, loaded.answers.stats.clone())
+        }
+        Endpoint::StatsDetailed => {
+            let loaded = snapshot::load(deps).await?;
+            from_snapshot(&loaded, loaded.answers.detailed.clone())
+        }
+        Endpoint::Agents(query) => {
+            let loaded = snapshot::load(deps).await?;
+            from_snapshot(&loaded, loaded.answers.agents_page(query))
+        }
+        Endpoint::AgentsCompliance => {
+            let loaded = snapshot::load(deps).await?;
+            from_snapshot(&loaded, loaded.answers.compliance.clone())
+        }
+        Endpoint::RevenueAggregate => {
+            let loaded = snapshot::load(deps).await?;
+            from_snapshot(&loaded, loaded.answers.aggregate.clone())
+        }
+        Endpoint::Agent(id) => {
+            let (block, agent, children) = reads::agent(&deps.rpc, deps.registry, *id).await?;
+            let compliance = Compliance::of(&agent, children.len() as u64, block.timestamp);
+            render(block, deps.now, &AgentDetail { agent: AgentView::from(&agent), children, compliance })?
+        }
+        Endpoint::Lineage(id) => {
+            let (block, tree) = reads::lineage(&deps.rpc, deps.registry, *id).await?;
+            render(block, deps.now, &tree)?
+        }
+        Endpoint::Revenue(id, query) => {
+            let (block, history) = reads::revenue(&deps.rpc, deps.registry, *id).await?;
+            let shown = window(&history, query.offset, query.limit);
+            render(block, deps.now, &shown.map(|report| RevenueView::from(&report)))?
+        }
+        Endpoint::Kya(wallet) => {
+            let (block, agent) = reads::kya(&deps.rpc, deps.registry, *wallet).await?;
+            // Child count plays no part in compliance, so it is not fetched here.
+            let compliant =
+                agent.as_ref().is_some_and(|agent| Compliance::of(agent, 0, block.timestamp).is_compliant());
+            let result = KyaResult {
+                wallet: checksummed(wallet),
+                is_registered: agent.is_some(),
+                is_compliant: compliant,
+                agent: agent.as_ref().map(KyaAgent::from),
+                checked_at: iso8601(block.timestamp),
+            };
+            render(block, deps.now, &result)?
+        }
+    })
+}
+
+fn render<T: Serialize>(block: BlockRef, read_at: u64, value: &T) -> Result<Answer> {
+    let body = serde_json::to_string(value).map_err(|error| Error::Runtime(error.into()))?;
+    Ok(Answer { body, block, read_at })
+}

@@ -1,0 +1,69 @@
+//! The registry snapshot's answers ([`SnapshotAnswers`]): from the isolate's memory, else from
+//! the Cache API in their compact form (sliced, not parsed), else read from the chain, rendered
+//! once, and stored in both. Five minutes from when the chain was read.
+
+use std::rc::Rc;
+
+use kya_core::{SnapshotAnswers, redact};
+
+use crate::{
+    Result,
+    answers::Deps,
+    cache,
+    memory::{self, ByteSize},
+    reads,
+    routes::AGENT_DATA_TTL,
+};
+
+/// When (Unix seconds) a cached snapshot was read from the chain.
+const READ_AT: &str = "x-read-at";
+
+/// The snapshot's answers and when (Unix seconds) the chain was read for them.
+#[derive(Debug)]
+pub(crate) struct LoadedSnapshot {
+    pub(crate) answers: SnapshotAnswers,
+    pub(crate) read_at: u64,
+}
+
+impl ByteSize for LoadedSnapshot {
+    fn size(&self) -> usize {
+        self.answers.size()
+    }
+}
+
+/// The snapshot's answers, younger than five minutes at `deps.now`.
+pub(crate) async fn load(deps: &Deps<'_>) -> Result<Rc<LoadedSnapshot>> {
+    let key = deps.cache_key("/snapshot");
+    if let Some((loaded, _)) = memory::snapshots(|tier| tier.get(&key, deps.now)) {
+        return Ok(loaded);
+    }
+    if let Some(loaded) = from_cache_api(&key, deps.now).await {
+        let loaded = Rc::new(loaded);
+        remember(&key, &loaded, deps.memory_budget);
+        return Ok(loaded);
+    }
+    let snapshot = reads::snapshot(&deps.rpc, deps.registry).await?;
+    // `chain` names the endpoint without the API key a hosted node's URL may carry.
+    let answers = SnapshotAnswers::render(&snapshot, &deps.registry, &redact::url(deps.rpc.url));
+    let loaded = Rc::new(LoadedSnapshot { answers, read_at: deps.now });
+    cache::put_text(&key, loaded.answers.encode(), AGENT_DATA_TTL, (READ_AT, &deps.now.to_string())).await;
+    remember(&key, &loaded, deps.memory_budget);
+    Ok(loaded)
+}
+
+/// The Cache API's entry, if there is one younger than the TTL that decodes (an entry of
+/// another layout is a miss, and is overwritten).
+async fn from_cache_api(key: &str, now: u64) -> Option<LoadedSnapshot> {
+    let (text, read_at) = cache::get_text(key, READ_AT).await?;
+    let read_at: u64 = read_at.parse().ok()?;
+    if read_at.saturating_add(AGENT_DATA_TTL) <= now {
+        return None;
+    }
+    let answers = SnapshotAnswers::decode(&text).ok()?;
+    Some(LoadedSnapshot { answers, read_at })
+}
+
+fn remember(key: &str, loaded: &Rc<LoadedSnapshot>, budget: usize) {
+    let expires_at = loaded.read_at.saturating_add(AGENT_DATA_TTL);
+    memory::snapshots(|tier| tier.put(key, Rc::clone(loaded), expires_at, budget));
+}
