@@ -16,7 +16,7 @@ use std::{
 use alloy_primitives::{Address, B256, U256, aliases::U48};
 use alloy_sol_types::SolCall;
 use kya_core::{
-    Agent, BlockRef, Revenue, Snapshot,
+    Agent, BlockRef, Revenue, Snapshot, SnapshotAnswers,
     abi::AgentRegistry,
     forward_request::{self, ForwardRequest},
     query::AgentsQuery,
@@ -37,7 +37,7 @@ fn main() {
     let mut table = String::from("| Case | 1,000 agents | 10,000 agents |\n|---|---:|---:|\n");
     let sizes = [1_000u64, 10_000];
     let fixtures: Vec<Fixture> = sizes.iter().map(|&agents| Fixture::new(agents)).collect();
-    let cases: [Case; 8] = [
+    let cases: [Case; 12] = [
         ("plan the `getAgent` batch bodies", |f| {
             black_box(batches(f.plan.requests(BlockTag::Number(1_234)), BATCH_SIZE));
         }),
@@ -66,6 +66,23 @@ fn main() {
                 serde_json::to_vec(&stats::revenue_aggregate(&f.snapshot.revenue)).expect("serialises"),
             );
         }),
+        ("render the snapshot's five answers and encode them (cache miss, once per snapshot)", |f| {
+            black_box(SnapshotAnswers::render(&f.snapshot, &Address::ZERO, "http://127.0.0.1:8545").encode());
+        }),
+        ("load the compact snapshot answers (Cache API hit on the snapshot)", |f| {
+            black_box(SnapshotAnswers::decode(&f.snapshot_answers_text).expect("decodes"));
+        }),
+        ("`/agents?status=Active&page=50&limit=100` from the loaded answers", |f| {
+            let query =
+                AgentsQuery::parse([("status", "Active"), ("page", "50"), ("limit", "100")]).expect("valid");
+            black_box(f.snapshot_answers.agents_page(&query));
+        }),
+        ("slowest snapshot endpoint from the Cache API: load, then that `/agents` page", |f| {
+            let answers = SnapshotAnswers::decode(&f.snapshot_answers_text).expect("decodes");
+            let query =
+                AgentsQuery::parse([("status", "Active"), ("page", "50"), ("limit", "100")]).expect("valid");
+            black_box(answers.agents_page(&query));
+        }),
     ];
     for (name, case) in cases {
         let cells: Vec<String> =
@@ -79,16 +96,21 @@ fn main() {
         black_box(forward_request::signing_digest(black_box(&request), &domain));
     });
     let snapshot_json = fixtures[1].snapshot_json.len();
+    let answers_text = fixtures[1].snapshot_answers_text.len();
     let report = format!(
         "# kya-core read path: CPU per request (native, release)\n\n\
          Measured by `cargo bench -p kya-core` (core/benches/read_path.rs): the median of {SAMPLES} \
          samples, each a loop of at least {} ms. Agents as `seed_bulk` makes them: every third \
          reports revenue, one in fifty is not Active.\n\n{table}\n\
          EIP-712 digest of one `ForwardRequest` (relayer and browser package): {}.\n\n\
-         The cached snapshot of 10,000 agents is {} KiB of JSON.\n",
+         The snapshot of 10,000 agents is {} KiB as JSON; its five answers in the compact form \
+         the Worker caches (`SnapshotAnswers`: the bodies, and every `/agents` item rendered once, \
+         loaded by slicing) are {} KiB. The other snapshot endpoints (`/stats`, `/stats/detailed`, \
+         `/agents/compliance`, `/revenue/aggregate`) are a copy of a loaded body.\n",
         SAMPLE_TIME.as_millis(),
         format_time(digest),
         snapshot_json / 1024,
+        answers_text / 1024,
     );
     print!("{report}");
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/bench/core.md");
@@ -105,8 +127,11 @@ struct Fixture {
     /// The JSON-RPC batch answers to `plan`'s bodies.
     answers: Vec<String>,
     snapshot: Snapshot,
-    /// The snapshot as the Cache API holds it.
+    /// The snapshot as JSON (how the Cache API held it before `SnapshotAnswers`).
     snapshot_json: String,
+    /// The snapshot's answers, and their compact form as the Cache API holds it.
+    snapshot_answers: SnapshotAnswers,
+    snapshot_answers_text: String,
 }
 
 impl Fixture {
@@ -144,10 +169,19 @@ impl Fixture {
                 revenue: vec![],
             },
             snapshot_json: String::new(),
+            snapshot_answers: SnapshotAnswers::render(
+                &Snapshot { block: BlockRef { number: 0, timestamp: 0 }, agents: vec![], revenue: vec![] },
+                &Address::ZERO,
+                "",
+            ),
+            snapshot_answers_text: String::new(),
         };
         fixture.snapshot.agents = fixture.decode_agents();
         fixture.snapshot.revenue = (1..=agents).filter(|id| id.is_multiple_of(3)).map(revenue).collect();
         fixture.snapshot_json = serde_json::to_string(&fixture.snapshot).expect("serialises");
+        fixture.snapshot_answers =
+            SnapshotAnswers::render(&fixture.snapshot, &Address::ZERO, "http://127.0.0.1:8545");
+        fixture.snapshot_answers_text = fixture.snapshot_answers.encode();
         fixture
     }
 

@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 
 use crate::{
-    AgentStatus, BlockRef, Error, Result, Snapshot, pagination::paginate, query::AgentsQuery,
+    AgentStatus, BlockRef, Error, Result, Snapshot, pagination::Page, query::AgentsQuery,
     record::AgentListItem, stats,
 };
 
@@ -58,13 +58,18 @@ impl SnapshotAnswers {
     /// by ascending id; the same JSON as [`stats::agents_page`].
     pub fn agents_page(&self, query: &AgentsQuery) -> String {
         let digit = query.status.map(|status| char::from(b'0' + status as u8));
-        let matching: Vec<&RawValue> = self
-            .items
-            .lines()
-            .filter(|line| digit.is_none_or(|digit| line.starts_with(digit)))
-            .map(|line| raw(&line[1..]))
-            .collect();
-        json(&paginate(&matching, query.page, query.limit))
+        let limit = query.limit.max(1);
+        let start = query.page.max(1).saturating_sub(1).saturating_mul(limit);
+        // Count every match, but embed only the page's items (each checked as JSON once more).
+        let mut total = 0u64;
+        let mut data: Vec<&RawValue> = Vec::new();
+        for line in self.items.lines().filter(|line| digit.is_none_or(|digit| line.starts_with(digit))) {
+            if total >= start && total - start < limit {
+                data.push(raw(&line[1..]));
+            }
+            total += 1;
+        }
+        json(&Page { total, page: query.page, limit, total_pages: total.div_ceil(limit), data })
     }
 
     /// The compact form: a header line, a line of lengths, then the bodies and the items as

@@ -37,6 +37,7 @@ async fn main() {
     seed::seed_bulk(&chain.chain, &chain.deployment, agents).await.expect("bulk seed");
     let seeding = started.elapsed();
 
+    let hot = hot_path(&chain).await;
     let edge = edge_api(&chain, agents).await;
     let relayer = relayer(&chain).await;
     let report = format!(
@@ -45,12 +46,72 @@ async fn main() {
          registry of {agents} agents seeded by `seed_bulk` in {seeding:.1?}. Every part is real: \
          anvil, the Worker under `wrangler dev` (behind a JSON-RPC proxy that counts round trips), \
          the relayer daemon in a release build. Times are medians of {REPEATS} requests unless a \
-         cell says otherwise.\n\n{edge}\n{relayer}"
+         cell says otherwise.\n\n{hot}\n{edge}\n{relayer}"
     );
     print!("{report}");
     let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/bench");
     std::fs::create_dir_all(&folder).expect("docs/bench");
     std::fs::write(folder.join(format!("system-{agents}.md")), report).expect("writing the report");
+}
+
+/// Requests the hot-path table times, interleaved round by round so drift hits all alike.
+const HOT_REPEATS: usize = 40;
+
+/// The platform's floor (a static asset, a 404 from the Worker) beside cached answers from each
+/// tier: the isolate's memory, and the Cache API (a Worker with `MEMORY_CACHE_BYTES=0`).
+async fn hot_path(chain: &TestChain) -> String {
+    let memory = EdgeWorker::start(&chain_vars(&chain.rpc_url(), chain.registry())).await;
+    let mut vars = chain_vars(&chain.rpc_url(), chain.registry());
+    vars.push(("MEMORY_CACHE_BYTES", "0".to_owned()));
+    let cache_api = EdgeWorker::start(&vars).await;
+    let stats = "/api/v1/stats";
+    let cases: [(&str, &EdgeWorker, &str, u16, Option<&str>); 4] = [
+        ("static asset (`/style.css`)", &memory, "/style.css", 200, None),
+        ("unknown path (404 from the Worker)", &memory, "/api/v1/nothing", 404, None),
+        ("cached `/api/v1/stats`, from the isolate's memory", &memory, stats, 200, Some("memory")),
+        (
+            "cached `/api/v1/stats`, from the Cache API (`MEMORY_CACHE_BYTES=0`)",
+            &cache_api,
+            stats,
+            200,
+            Some("cache-api"),
+        ),
+    ];
+    for worker in [&memory, &cache_api] {
+        worker.client().get(stats).await; // the miss that fills the cache
+    }
+    let http = reqwest::Client::new();
+    let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(HOT_REPEATS); cases.len()];
+    for _ in 0..HOT_REPEATS {
+        for ((name, worker, path, status, tier), times) in cases.iter().zip(&mut times) {
+            let started = Instant::now();
+            let response = http
+                .get(format!("{}{path}", worker.base))
+                .header("cf-connecting-ip", fresh_ip())
+                .send()
+                .await
+                .expect("the Worker answers");
+            let tier_seen = response
+                .headers()
+                .get("x-cache-tier")
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_owned);
+            let answered = response.status().as_u16();
+            response.bytes().await.expect("a body");
+            times.push(started.elapsed());
+            assert_eq!((answered, tier_seen.as_deref()), (*status, *tier), "{name}");
+        }
+    }
+    let medians: Vec<Duration> = times.into_iter().map(median).collect();
+    let mut table = format!(
+        "## Edge hot path (`wrangler dev`, medians of {HOT_REPEATS} requests, interleaved)\n\n\
+         | Request | Median | ÷ static asset |\n|---|---:|---:|\n"
+    );
+    for ((name, ..), time) in cases.iter().zip(&medians) {
+        writeln!(table, "| {name} | {} | {:.2}× |", ms(*time), time.as_secs_f64() / medians[0].as_secs_f64())
+            .expect("writing to a String");
+    }
+    table
 }
 
 /// Each endpoint cold (what its first request costs, in time and RPC round trips), cached, and
