@@ -10,14 +10,7 @@ use kya_core::{
 };
 use serde::Serialize;
 
-use crate::{
-    Error, Result,
-    http::Answer,
-    reads,
-    routes::Endpoint,
-    rpc::Rpc,
-    snapshot::{self, LoadedSnapshot},
-};
+use crate::{Error, Result, http::Answer, reads, routes::Endpoint, rpc::Rpc, snapshot};
 
 /// `/agent/:id` (typed rather than `json!`, so fields keep SPEC.md's order).
 #[derive(Serialize)]
@@ -62,34 +55,24 @@ impl Deps<'_> {
 
 /// The JSON body of `endpoint`'s successful answer, with the block it read.
 pub(crate) async fn answer(endpoint: &Endpoint, deps: &Deps<'_>) -> Result<Answer> {
-    // Answers read the chain now (`deps.now`), except those of the snapshot, which are as old
-    // as the snapshot.
-    let from_snapshot = |loaded: &LoadedSnapshot, body: String| Answer {
-        body,
-        block: loaded.answers.block,
-        read_at: loaded.read_at,
-    };
     Ok(match endpoint {
         Endpoint::Health => return Err(Error::NoRoute("/health".into())),
-        Endpoint::Stats => {
+        // The snapshot's answers are as old as the snapshot; every other answer reads the chain now.
+        Endpoint::Stats
+        | Endpoint::StatsDetailed
+        | Endpoint::Agents(_)
+        | Endpoint::AgentsCompliance
+        | Endpoint::RevenueAggregate => {
             let loaded = snapshot::load(deps).await?;
-            from_snapshot(&loaded, loaded.answers.stats.clone())
-        }
-        Endpoint::StatsDetailed => {
-            let loaded = snapshot::load(deps).await?;
-            from_snapshot(&loaded, loaded.answers.detailed.clone())
-        }
-        Endpoint::Agents(query) => {
-            let loaded = snapshot::load(deps).await?;
-            from_snapshot(&loaded, loaded.answers.agents_page(query))
-        }
-        Endpoint::AgentsCompliance => {
-            let loaded = snapshot::load(deps).await?;
-            from_snapshot(&loaded, loaded.answers.compliance.clone())
-        }
-        Endpoint::RevenueAggregate => {
-            let loaded = snapshot::load(deps).await?;
-            from_snapshot(&loaded, loaded.answers.aggregate.clone())
+            let answers = &loaded.answers;
+            let body = match endpoint {
+                Endpoint::Stats => answers.stats.clone(),
+                Endpoint::StatsDetailed => answers.detailed.clone(),
+                Endpoint::Agents(query) => answers.agents_page(query),
+                Endpoint::AgentsCompliance => answers.compliance.clone(),
+                _ => answers.aggregate.clone(),
+            };
+            Answer { body, block: answers.block, read_at: loaded.read_at }
         }
         Endpoint::Agent(id) => {
             let (block, agent, children) = reads::agent(&deps.rpc, deps.registry, *id).await?;
