@@ -16,6 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { getAddress, hashTypedData, keccak256, toHex } from 'viem';
 
 import init, * as kya from '../../core/pkg/kya_core.js';
+import { viemDigest } from './viem-digest.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 await init({ module_or_path: fs.readFileSync(path.join(root, 'core/pkg/kya_core_bg.wasm')) });
@@ -23,33 +24,6 @@ await init({ module_or_path: fs.readFileSync(path.join(root, 'core/pkg/kya_core_
 const FORWARDER = '0x70c2fdD0CDada6b43195981928D76f5D32AE29e5';
 const REGISTRY = '0x2EFaB5B3BEf49E56a6Ce1dcB1A39EF63C312EA23';
 
-/** viem's digest of a forward request, from its own encoding of the type. */
-function viemDigest(request, chainId, forwarder) {
-  return hashTypedData({
-    domain: { name: 'MinimalForwarder', version: '1', chainId, verifyingContract: forwarder },
-    types: {
-      ForwardRequest: [
-        { name: 'from', type: 'address' },
-        { name: 'to', type: 'address' },
-        { name: 'value', type: 'uint256' },
-        { name: 'gas', type: 'uint256' },
-        { name: 'nonce', type: 'uint256' },
-        { name: 'deadline', type: 'uint48' },
-        { name: 'data', type: 'bytes' },
-      ],
-    },
-    primaryType: 'ForwardRequest',
-    message: {
-      from: request.from,
-      to: request.to,
-      value: BigInt(request.value),
-      gas: BigInt(request.gas),
-      nonce: BigInt(request.nonce),
-      deadline: BigInt(request.deadline ?? 0),
-      data: request.data,
-    },
-  });
-}
 
 const requests = [
   { from: '0x1111111111111111111111111111111111111111', to: REGISTRY, value: 0, gas: 300000, nonce: 0, deadline: 0, data: '0x' },

@@ -16,9 +16,9 @@ import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
 import { chromium } from 'playwright-core';
-import { hashTypedData } from 'viem';
 
 import { CHAIN_ID, FORWARDER, records, requests } from './package-consumer/checks.js';
+import { viemDigest } from './viem-digest.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const bin = (name) => path.join(root, 'node_modules/.bin', name);
@@ -51,32 +51,6 @@ after(async () => {
   if (work) await rm(work, { recursive: true, force: true });
 });
 
-function viemDigest(request) {
-  return hashTypedData({
-    domain: { name: 'MinimalForwarder', version: '1', chainId: CHAIN_ID, verifyingContract: FORWARDER },
-    types: {
-      ForwardRequest: [
-        { name: 'from', type: 'address' },
-        { name: 'to', type: 'address' },
-        { name: 'value', type: 'uint256' },
-        { name: 'gas', type: 'uint256' },
-        { name: 'nonce', type: 'uint256' },
-        { name: 'deadline', type: 'uint48' },
-        { name: 'data', type: 'bytes' },
-      ],
-    },
-    primaryType: 'ForwardRequest',
-    message: {
-      from: request.from,
-      to: request.to,
-      value: BigInt(request.value),
-      gas: BigInt(request.gas),
-      nonce: BigInt(request.nonce),
-      deadline: BigInt(request.deadline ?? 0),
-      data: request.data,
-    },
-  });
-}
 
 /** SPEC.md's compliance rules written out here, independent of the package. */
 function expected() {
@@ -94,7 +68,7 @@ function expected() {
     if (c.status !== 'Active') return c.status.toLowerCase();
     return c.attestationCurrent ? 'compliant' : 'lapsed';
   });
-  return { digests: requests.map(viemDigest), compliance, badges };
+  return { digests: requests.map((request) => viemDigest(request, CHAIN_ID, FORWARDER)), compliance, badges };
 }
 
 function assertResults(results) {
