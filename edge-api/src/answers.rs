@@ -1,7 +1,7 @@
 //! Each `/api/v1` endpoint's answer: what it reads ([`reads`], or the snapshot's answers) and
 //! the JSON it renders with `kya_core`. Handlers stay thin: read, render.
 
-use alloy_primitives::{Address, keccak256};
+use alloy_primitives::Address;
 use kya_core::{
     BlockRef, Compliance,
     pagination::window,
@@ -42,14 +42,14 @@ pub(crate) struct Deps<'a> {
     pub(crate) now: u64,
     /// Bytes the isolate's memory tier may hold.
     pub(crate) memory_budget: usize,
+    /// The configuration's part of every cache key ([`crate::config::Config::cache_tag`]).
+    pub(crate) cache_tag: &'a str,
 }
 
 impl Deps<'_> {
-    /// The cache key of `path` (starting with `/`). The configuration is part of every key,
-    /// so a changed registry or RPC endpoint never serves what the old one answered.
+    /// The cache key of `path` (starting with `/`).
     pub(crate) fn cache_key(&self, path: &str) -> String {
-        let config = keccak256(format!("{:#x} {}", self.registry, self.rpc.url));
-        format!("{}/__kya/{}{path}", self.origin, alloy_primitives::hex::encode(&config[..12]))
+        format!("{}/__kya/{}{path}", self.origin, self.cache_tag)
     }
 }
 

@@ -1,6 +1,8 @@
 //! Configuration from the Worker's environment (`wrangler.toml` vars, or `--var` under `wrangler dev`).
 
-use alloy_primitives::Address;
+use std::rc::Rc;
+
+use alloy_primitives::{Address, keccak256};
 use kya_core::multicall::MULTICALL3_ADDRESS;
 use worker::Env;
 
@@ -29,18 +31,34 @@ pub(crate) struct Config {
     multicall: Option<String>,
     /// Bytes the isolate's memory tier may hold (`MEMORY_CACHE_BYTES`; 0 turns it off).
     pub(crate) memory_cache_bytes: usize,
+    /// A short hash of the registry and the RPC endpoint, part of every cache key, so a changed
+    /// configuration never serves what the old one answered.
+    pub(crate) cache_tag: String,
+}
+
+thread_local! {
+    /// The configuration, read once per isolate: an isolate's environment does not change.
+    static CONFIG: std::cell::OnceCell<Rc<Config>> = const { std::cell::OnceCell::new() };
 }
 
 impl Config {
     /// Reads `RPC_URL`, `REGISTRY_ADDRESS`, `RPC_BATCH_SIZE`, `MEMORY_CACHE_BYTES` and
     /// `MULTICALL_ADDRESS`; empty values count as unset, except `MULTICALL_ADDRESS`, which
     /// empty turns Multicall3 off.
-    pub(crate) fn from_env(env: &Env) -> Self {
+    pub(crate) fn from_env(env: &Env) -> Rc<Self> {
+        CONFIG.with(|config| Rc::clone(config.get_or_init(|| Rc::new(Self::read(env)))))
+    }
+
+    fn read(env: &Env) -> Self {
         let raw = |name: &str| env.var(name).map(|value| value.to_string().trim().to_owned()).ok();
         let var = |name: &str| raw(name).filter(|value| !value.is_empty());
+        let rpc_url = var("RPC_URL").unwrap_or_else(|| DEFAULT_RPC_URL.to_owned());
+        let registry = var("REGISTRY_ADDRESS").unwrap_or_default();
+        let tag = keccak256(format!("{} {rpc_url}", registry.to_lowercase()));
         Self {
-            rpc_url: var("RPC_URL").unwrap_or_else(|| DEFAULT_RPC_URL.to_owned()),
-            registry: var("REGISTRY_ADDRESS").unwrap_or_default(),
+            cache_tag: alloy_primitives::hex::encode(&tag[..12]),
+            rpc_url,
+            registry,
             batch_size: var("RPC_BATCH_SIZE")
                 .and_then(|size| size.parse().ok())
                 .filter(|size| *size > 0)

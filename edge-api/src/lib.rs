@@ -95,6 +95,7 @@ async fn serve(request: &Request, env: &Env, now: u64) -> Result<Response> {
         origin: &origin,
         now,
         memory_budget: config.memory_cache_bytes,
+        cache_tag: &config.cache_tag,
     };
 
     let Some(policy) = endpoint.cache_policy() else {
