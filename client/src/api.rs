@@ -22,6 +22,7 @@ pub struct ApiClient {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct KyaCheck {
+    #[serde(serialize_with = "crate::checksum::checksummed")]
     pub wallet: Address,
     pub is_registered: bool,
     pub is_compliant: bool,
@@ -41,8 +42,11 @@ impl KyaCheck {
 #[serde(rename_all = "camelCase")]
 pub struct KyaAgent {
     pub agent_id: u64,
+    #[serde(serialize_with = "crate::checksum::checksummed")]
     pub creator: Address,
+    #[serde(serialize_with = "crate::checksum::checksummed")]
     pub haftungsperson: Address,
+    #[serde(serialize_with = "crate::checksum::checksummed")]
     pub agent_wallet: Address,
     pub operational_scope: String,
     pub status: AgentStatus,
@@ -55,8 +59,11 @@ pub struct KyaAgent {
 #[serde(rename_all = "camelCase")]
 pub struct AgentRecord {
     pub agent_id: u64,
+    #[serde(serialize_with = "crate::checksum::checksummed")]
     pub creator: Address,
+    #[serde(serialize_with = "crate::checksum::checksummed")]
     pub haftungsperson: Address,
+    #[serde(serialize_with = "crate::checksum::checksummed")]
     pub agent_wallet: Address,
     pub constitution_hash: B256,
     pub capability_hash: B256,
@@ -92,6 +99,7 @@ impl AgentDetails {
 #[serde(rename_all = "camelCase")]
 pub struct LineageNode {
     pub agent_id: u64,
+    #[serde(serialize_with = "crate::checksum::checksummed")]
     pub wallet: Address,
     pub generation: u64,
     pub status: AgentStatus,
@@ -107,6 +115,7 @@ pub struct LineageNode {
 #[serde(rename_all = "camelCase")]
 pub struct AgentListItem {
     pub agent_id: u64,
+    #[serde(serialize_with = "crate::checksum::checksummed")]
     pub creator: Address,
     pub status: AgentStatus,
     pub registered_at: Option<String>,
@@ -128,6 +137,7 @@ pub struct AgentPage {
 #[serde(rename_all = "camelCase")]
 pub struct DetailedStats {
     pub total_agents: u64,
+    #[serde(serialize_with = "crate::checksum::checksummed")]
     pub registry_address: Address,
     pub chain: String,
     pub status_distribution: BTreeMap<String, u64>,
@@ -144,8 +154,11 @@ pub struct DetailedStats {
 #[serde(rename_all = "camelCase")]
 pub struct RecentRegistration {
     pub agent_id: u64,
+    #[serde(serialize_with = "crate::checksum::checksummed")]
     pub creator: Address,
+    #[serde(serialize_with = "crate::checksum::checksummed")]
     pub haftungsperson: Address,
+    #[serde(serialize_with = "crate::checksum::checksummed")]
     pub agent_wallet: Address,
     pub registered_at: Option<String>,
     pub status: AgentStatus,

@@ -14,6 +14,7 @@
 
 mod api;
 mod chain;
+mod checksum;
 #[cfg(feature = "cli")]
 pub mod cli;
 mod error;

@@ -38,13 +38,29 @@ pub struct Outcome {
 #[serde(tag = "event", rename_all = "camelCase", rename_all_fields = "camelCase")]
 pub enum RegistryResult {
     /// `AgentRegistered`: the new agent.
-    Registered { agent_id: u64, agent_wallet: Address, parent_agent_id: u64, generation: u64 },
+    Registered {
+        agent_id: u64,
+        #[serde(serialize_with = "crate::checksum::checksummed")]
+        agent_wallet: Address,
+        parent_agent_id: u64,
+        generation: u64,
+    },
     /// `ComplianceAttested`.
     Attested { agent_id: u64, attested_at: u64 },
-    /// `RevenueReported`; `amount` in cents.
-    RevenueReported { agent_id: u64, amount: U256, currency: String, category: String },
+    /// `RevenueReported`; `amount` in cents, as a decimal string (a `uint256`).
+    RevenueReported {
+        agent_id: u64,
+        #[serde(serialize_with = "decimal")]
+        amount: U256,
+        currency: String,
+        category: String,
+    },
     /// `AgentTerminated`.
     Terminated { agent_id: u64 },
+}
+
+fn decimal<S: serde::Serializer>(value: &U256, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(&value.to_string())
 }
 
 fn id(value: U256) -> u64 {

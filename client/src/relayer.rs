@@ -19,6 +19,7 @@ pub struct RelayerClient {
 #[serde(rename_all = "camelCase")]
 pub struct RelayerStatus {
     /// The relayer's paying account.
+    #[serde(serialize_with = "crate::checksum::checksummed")]
     pub relayer: Address,
     /// In ETH, as a decimal string.
     pub balance: String,
@@ -44,7 +45,9 @@ pub struct GasBudget {
 /// The contracts a relayer forwards to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Contracts {
+    #[serde(serialize_with = "crate::checksum::checksummed")]
     pub registry: Address,
+    #[serde(serialize_with = "crate::checksum::checksummed")]
     pub forwarder: Address,
 }
 
@@ -55,6 +58,7 @@ pub struct Domain {
     pub name: String,
     pub version: String,
     pub chain_id: u64,
+    #[serde(serialize_with = "crate::checksum::checksummed")]
     pub verifying_contract: Address,
 }
 
@@ -79,6 +83,7 @@ pub struct Submitted {
 pub struct RelayView {
     pub relay_id: String,
     pub status: RelayStatus,
+    #[serde(serialize_with = "crate::checksum::checksummed")]
     pub from: Address,
     #[serde(deserialize_with = "decimal")]
     pub nonce: U256,
