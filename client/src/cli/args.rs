@@ -50,8 +50,9 @@ pub(crate) struct Global {
 pub(crate) enum Command {
     /// KYA decision for a wallet; exit code 0 provision, 3 renew attestation, 4 deny or register, 1 error
     Check {
-        /// The wallet (checksummed, or all lower or upper case)
-        wallet: String,
+        /// The wallet (checksummed, or all lower or upper case) [default: the signer's, from
+        /// AGENT_PRIVATE_KEY or AGENT_KEYSTORE]
+        wallet: Option<String>,
     },
     /// An agent's record, compliance and children
     Agent { id: String },

@@ -67,7 +67,10 @@ async fn run(cli: Cli) -> Result<i32> {
     };
     match cli.command {
         Command::Check { wallet } => {
-            let wallet = address(&wallet, "wallet")?;
+            let wallet = match wallet {
+                Some(wallet) => address(&wallet, "wallet")?,
+                None => own_address().map_err(|error| anyhow!("give a wallet, or {error:#}"))?,
+            };
             let check = settings.api()?.kya(wallet).await?;
             let decision = check.decision();
             if json {
@@ -211,6 +214,17 @@ async fn run(cli: Cli) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// The signer's address, for `kya check` without a wallet.
+fn own_address() -> Result<alloy::primitives::Address> {
+    let signing = Signing {
+        key: std::env::var("AGENT_PRIVATE_KEY").ok(),
+        keystore: std::env::var_os("AGENT_KEYSTORE").map(Into::into),
+        direct: false,
+        gas: None,
+    };
+    Ok(settings::signer(&signing)?.address())
 }
 
 fn non_empty(text: &str, what: &str) -> Result<String> {

@@ -355,6 +355,11 @@ async fn agent_cycle(t: &Setup) {
     assert_eq!(check.code, 0, "{}{}", check.stdout, check.stderr);
     assert_eq!(check.json()["decision"], "provision");
     assert_eq!(check.json()["agent"]["agentId"], new_id);
+    // Without a wallet: the signer's own (the README's example).
+    let own = t.kya(&["check"], &with_key).await;
+    assert_eq!(own.code, 0, "{}{}", own.stdout, own.stderr);
+    assert_eq!(own.stdout.lines().next(), Some("provision"));
+    assert!(own.stdout.contains(&format!("agent        {new_id} (Active)")), "{}", own.stdout);
 
     // A write the registry refuses: the relayer's message, exit code 1, nothing sent.
     let refused = t.kya(&["attest", &t.demo.roles.compliant.to_string()], &with_key).await;
