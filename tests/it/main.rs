@@ -2,6 +2,7 @@
 //! contracts, and later the real Worker or relayer) and stops it when it ends.
 
 mod browser;
+mod cli;
 mod contracts;
 mod core_package;
 mod edge_api;

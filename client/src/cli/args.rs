@@ -1,0 +1,178 @@
+//! The command line's grammar (clap derive). Keys are taken as plain text and parsed later, so
+//! that no clap message can echo one; their environment values are hidden from `--help`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Command-line client of the KYA agent registry: KYA checks for providers, gasless writes for
+/// agents, relay and registry lookups for operators.
+#[derive(Parser)]
+#[command(name = "kya", version, about, long_about = None)]
+pub(crate) struct Cli {
+    #[command(flatten)]
+    pub(crate) global: Global,
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// Options every command takes.
+#[derive(Args)]
+pub(crate) struct Global {
+    /// Chain preset: base_sepolia, base or localhost [default: localhost when .devchain/env is
+    /// found in this folder or above, else base_sepolia]
+    #[arg(long, global = true, env = "REGISTRY_CHAIN")]
+    pub(crate) chain: Option<String>,
+    /// Base URL of the KYA read API
+    #[arg(long, global = true, env = "KYA_API_URL")]
+    pub(crate) api: Option<String>,
+    /// Base URL of the gasless relayer
+    #[arg(long, global = true, env = "RELAYER_URL")]
+    pub(crate) relayer: Option<String>,
+    /// JSON-RPC endpoint (receipts, --direct)
+    #[arg(long, global = true, env = "RPC_URL", hide_env_values = true)]
+    pub(crate) rpc: Option<String>,
+    /// Registry address [default: the relayer's, or the chain preset's]
+    #[arg(long, global = true, env = "REGISTRY_ADDRESS")]
+    pub(crate) registry: Option<String>,
+    /// Forwarder address to sign for [default: the relayer's /domain]
+    #[arg(long, global = true, env = "FORWARDER_ADDRESS")]
+    pub(crate) forwarder: Option<String>,
+    /// Machine output: one JSON document on stdout
+    #[arg(long, global = true)]
+    pub(crate) json: bool,
+    /// Seconds to wait for a write to settle
+    #[arg(long, global = true, default_value_t = 120)]
+    pub(crate) timeout: u64,
+}
+
+#[derive(Subcommand)]
+pub(crate) enum Command {
+    /// KYA decision for a wallet; exit code 0 provision, 3 renew attestation, 4 deny or register, 1 error
+    Check {
+        /// The wallet (checksummed, or all lower or upper case) [default: the signer's, from
+        /// AGENT_PRIVATE_KEY or AGENT_KEYSTORE]
+        wallet: Option<String>,
+    },
+    /// An agent's record, compliance and children
+    Agent { id: String },
+    /// An agent's family as an indented tree
+    Lineage { id: String },
+    /// Lists agents (one page, or --all pages)
+    Agents {
+        /// Only agents in this status (Active, Suspended, Revoked, Terminated)
+        #[arg(long)]
+        status: Option<String>,
+        /// Follow every page
+        #[arg(long)]
+        all: bool,
+        #[arg(long, default_value_t = 1)]
+        page: u64,
+        /// Agents per page (at most 100)
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+    },
+    /// Registry statistics
+    Stats,
+    /// Registers an agent (signed by the key; the relayer pays unless --direct)
+    Register(Register),
+    /// Renews an agent's compliance attestation
+    Attest {
+        id: String,
+        #[command(flatten)]
+        signing: Signing,
+    },
+    /// Reports revenue of an agent
+    ReportRevenue(ReportRevenue),
+    /// Ends an agent permanently and frees its wallet
+    Terminate {
+        id: String,
+        #[command(flatten)]
+        signing: Signing,
+    },
+    /// The relayer
+    Relayer {
+        #[command(subcommand)]
+        command: RelayerCommand,
+    },
+    /// A relay by its id (or by a transaction hash it sent)
+    Relay { id: String },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum RelayerCommand {
+    /// Balance, gas budget and contracts of the relayer
+    Status,
+}
+
+/// How a write is signed and sent.
+#[derive(Args)]
+pub(crate) struct Signing {
+    /// Hex private key of the signer (prefer the environment variable: command lines are visible to other users)
+    #[arg(long, env = "AGENT_PRIVATE_KEY", hide_env_values = true, conflicts_with = "keystore")]
+    pub(crate) key: Option<String>,
+    /// Encrypted JSON keystore of the signer; password from KYA_KEYSTORE_PASSWORD or prompted
+    #[arg(long, env = "AGENT_KEYSTORE")]
+    pub(crate) keystore: Option<PathBuf>,
+    /// Send the transaction from the signer's own account (paying gas) instead of the relayer
+    #[arg(long)]
+    pub(crate) direct: bool,
+    /// Gas for the registry call [default: a bound per write]
+    #[arg(long)]
+    pub(crate) gas: Option<u64>,
+}
+
+#[derive(Args)]
+pub(crate) struct Register {
+    /// Operational scope: what the agent does
+    #[arg(long)]
+    pub(crate) scope: String,
+    /// The agent's wallet [default: the signer's address]
+    #[arg(long)]
+    pub(crate) wallet: Option<String>,
+    /// The liable person's wallet [default: the signer's address; children inherit their parent's]
+    #[arg(long)]
+    pub(crate) haftungsperson: Option<String>,
+    /// Parent agent id (0: a root agent)
+    #[arg(long, default_value = "0")]
+    pub(crate) parent: String,
+    /// The agent may modify itself
+    #[arg(long)]
+    pub(crate) self_modifying: bool,
+    /// Constitution hash (0x + 64 hex digits)
+    #[arg(long, required_unless_present = "constitution_text", conflicts_with = "constitution_text")]
+    pub(crate) constitution_hash: Option<String>,
+    /// Constitution text; its hash is keccak256 of the UTF-8 text
+    #[arg(long)]
+    pub(crate) constitution_text: Option<String>,
+    /// Capability hash (0x + 64 hex digits)
+    #[arg(long, required_unless_present = "capabilities", conflicts_with = "capabilities")]
+    pub(crate) capability_hash: Option<String>,
+    /// Capabilities, comma separated; the hash is keccak256 of the trimmed, sorted, deduplicated names joined by ','
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) capabilities: Option<Vec<String>>,
+    #[command(flatten)]
+    pub(crate) signing: Signing,
+}
+
+#[derive(Args)]
+pub(crate) struct ReportRevenue {
+    pub(crate) id: String,
+    /// Amount in currency units, at most two decimals (12.50); recorded in cents
+    #[arg(long, allow_hyphen_values = true)]
+    pub(crate) amount: String,
+    /// Currency code (USD, EUR, ...)
+    #[arg(long)]
+    pub(crate) currency: String,
+    /// Category (compute, data, api-calls, ...)
+    #[arg(long)]
+    pub(crate) category: String,
+    /// Period start: Unix seconds or an ISO 8601 time (2025-01-01T00:00:00Z) [default: the period end]
+    #[arg(long)]
+    pub(crate) period_start: Option<String>,
+    /// Period end: Unix seconds or an ISO 8601 time [default: now]
+    #[arg(long)]
+    pub(crate) period_end: Option<String>,
+    #[command(flatten)]
+    pub(crate) signing: Signing,
+}

@@ -1,0 +1,293 @@
+//! How answers look: one JSON document with `--json`, otherwise short text, coloured only when
+//! stdout is a terminal (and `NO_COLOR` is unset).
+
+use std::{fmt::Write as _, io::IsTerminal};
+
+use kya_core::{AgentStatus, KyaDecision};
+
+use crate::{
+    AgentDetails, AgentListItem, DetailedStats, KyaCheck, LineageNode, Outcome, RegistryResult, RelayView,
+    RelayerStatus,
+};
+
+/// Terminal styling, on or off.
+#[derive(Clone, Copy)]
+pub(crate) struct Style {
+    colour: bool,
+}
+
+impl Style {
+    pub(crate) fn detect() -> Self {
+        Self { colour: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none() }
+    }
+
+    fn paint(self, text: &str, code: &str) -> String {
+        if self.colour { format!("\x1b[{code}m{text}\x1b[0m") } else { text.to_owned() }
+    }
+
+    fn good(self, text: &str) -> String {
+        self.paint(text, "32")
+    }
+
+    fn warn(self, text: &str) -> String {
+        self.paint(text, "33")
+    }
+
+    fn bad(self, text: &str) -> String {
+        self.paint(text, "31")
+    }
+
+    fn dim(self, text: &str) -> String {
+        self.paint(text, "2")
+    }
+
+    fn status(self, status: AgentStatus) -> String {
+        match status {
+            AgentStatus::Active => self.good(status.as_str()),
+            AgentStatus::Suspended => self.warn(status.as_str()),
+            AgentStatus::Revoked | AgentStatus::Terminated => self.bad(status.as_str()),
+        }
+    }
+}
+
+pub(crate) fn check(style: Style, check: &KyaCheck) -> String {
+    let decision = check.decision();
+    let shown = match decision {
+        KyaDecision::Provision => style.good(decision.as_str()),
+        KyaDecision::RenewAttestation => style.warn(decision.as_str()),
+        KyaDecision::DenyOrRegister => style.bad(decision.as_str()),
+    };
+    let mut out = format!("{shown}\n");
+    match &check.agent {
+        Some(agent) => {
+            let _ = writeln!(out, "  wallet       {}", check.wallet);
+            let _ = writeln!(out, "  agent        {} ({})", agent.agent_id, style.status(agent.status));
+            let _ = writeln!(out, "  compliant    {}", if check.is_compliant { "yes" } else { "no" });
+            let _ = writeln!(out, "  attested     {}", agent.last_attestation.as_deref().unwrap_or("never"));
+            let _ = writeln!(out, "  scope        {}", agent.operational_scope);
+        }
+        None => {
+            let _ = writeln!(out, "  wallet       {} is not registered", check.wallet);
+        }
+    }
+    let _ = write!(out, "  checked at   {}", style.dim(&check.checked_at));
+    out
+}
+
+pub(crate) fn agent(style: Style, details: &AgentDetails) -> String {
+    let agent = &details.agent;
+    let compliance = &details.compliance;
+    let verdict = if details.is_compliant() { style.good("compliant") } else { style.warn("not compliant") };
+    let children = if details.children.is_empty() {
+        "none".to_owned()
+    } else {
+        details.children.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+    };
+    let rows = [
+        ("status", format!("{} ({verdict})", style.status(agent.status))),
+        ("wallet", agent.agent_wallet.to_string()),
+        ("creator", agent.creator.to_string()),
+        ("haftungsperson", agent.haftungsperson.to_string()),
+        ("scope", agent.operational_scope.clone()),
+        (
+            "parent",
+            if agent.parent_agent_id == 0 { "none (root)".into() } else { agent.parent_agent_id.to_string() },
+        ),
+        ("generation", agent.generation.to_string()),
+        ("self-modifying", if agent.self_modifying { "yes" } else { "no" }.into()),
+        ("constitution", agent.constitution_hash.to_string()),
+        ("capabilities", agent.capability_hash.to_string()),
+        ("registered", agent.registered_at.clone().unwrap_or_else(|| "-".into())),
+        (
+            "attested",
+            format!(
+                "{} ({} s ago{})",
+                agent.last_attestation.as_deref().unwrap_or("never"),
+                compliance.seconds_since_attestation,
+                if compliance.attestation_current { "" } else { ", lapsed" }
+            ),
+        ),
+        ("revenue report", agent.last_revenue_report.clone().unwrap_or_else(|| "never".into())),
+        ("children", children),
+    ];
+    let mut out = format!("agent {}", agent.agent_id);
+    for (name, value) in rows {
+        let _ = write!(out, "\n  {name:<15} {value}");
+    }
+    out
+}
+
+/// The lineage as an indented tree, one agent a line.
+pub(crate) fn lineage(style: Style, root: &LineageNode) -> String {
+    let mut out = String::new();
+    let _ = write!(out, "{}", node_line(style, root));
+    tree(style, root, "", &mut out);
+    out
+}
+
+fn node_line(style: Style, node: &LineageNode) -> String {
+    format!(
+        "{} {} {} gen {}",
+        node.agent_id,
+        style.status(node.status),
+        style.dim(&node.wallet.to_string()),
+        node.generation
+    )
+}
+
+fn tree(style: Style, node: &LineageNode, prefix: &str, out: &mut String) {
+    let hidden = match (node.truncated, node.total_children) {
+        (Some(true), Some(total)) => total.saturating_sub(node.children.len() as u64),
+        _ => 0,
+    };
+    let count = node.children.len();
+    for (index, child) in node.children.iter().enumerate() {
+        let last = index + 1 == count && hidden == 0;
+        let _ = write!(out, "\n{prefix}{}{}", if last { "└── " } else { "├── " }, node_line(style, child));
+        tree(style, child, &format!("{prefix}{}", if last { "    " } else { "│   " }), out);
+    }
+    if hidden > 0 {
+        let _ = write!(
+            out,
+            "\n{prefix}└── {}",
+            style.dim(&format!("… {hidden} more not shown (the API cut this family)"))
+        );
+    }
+}
+
+pub(crate) fn agents(style: Style, items: &[AgentListItem], footer: &str) -> String {
+    let mut out = format!("{:>6}  {:<10}  {:<42}  {}", "id", "status", "creator", "registered");
+    for item in items {
+        // Pad before painting: escape codes would count as width.
+        let status = format!("{:<10}", item.status.as_str());
+        let status = status.replace(item.status.as_str(), &style.status(item.status));
+        let _ = write!(
+            out,
+            "\n{:>6}  {status}  {:<42}  {}",
+            item.agent_id,
+            item.creator.to_string(),
+            item.registered_at.as_deref().unwrap_or("-")
+        );
+    }
+    let _ = write!(out, "\n{}", style.dim(footer));
+    out
+}
+
+pub(crate) fn stats(stats: &DetailedStats) -> String {
+    let mut out = format!(
+        "{} agents, {} compliant ({}%)\n  registry     {}\n  chain        {}",
+        stats.total_agents, stats.compliant_count, stats.compliance_rate, stats.registry_address, stats.chain
+    );
+    let by_status: Vec<String> =
+        stats.status_distribution.iter().map(|(name, count)| format!("{name} {count}")).collect();
+    let _ = write!(out, "\n  statuses     {}", by_status.join(", "));
+    let mut generations: Vec<(u64, u64)> = stats
+        .generation_distribution
+        .iter()
+        .filter_map(|(generation, count)| Some((generation.parse().ok()?, *count)))
+        .collect();
+    generations.sort_unstable();
+    let by_generation: Vec<String> =
+        generations.iter().map(|(generation, count)| format!("{generation}: {count}")).collect();
+    let _ = write!(out, "\n  generations  {}", by_generation.join(", "));
+    let revenue: Vec<String> =
+        stats.total_revenue.iter().map(|(currency, cents)| format!("{} {currency}", money(cents))).collect();
+    let _ = write!(
+        out,
+        "\n  revenue      {}",
+        if revenue.is_empty() { "none".into() } else { revenue.join(", ") }
+    );
+    out
+}
+
+/// Cents as currency units (`123456` → `1234.56`).
+fn money(cents: &serde_json::Number) -> String {
+    match cents.as_u64() {
+        Some(cents) => format!("{}.{:02}", cents / 100, cents % 100),
+        None => format!("{cents} cents"),
+    }
+}
+
+pub(crate) fn relayer_status(status: &RelayerStatus) -> String {
+    let budget = &status.daily_gas_budget;
+    format!(
+        "relayer {}\n  balance      {} ETH\n  chain id     {}\n  gas budget   {} of {} wei used, {} left{}\n  registry     {}\n  forwarder    {}",
+        status.relayer,
+        status.balance,
+        status.chain_id,
+        budget.used_wei,
+        budget.limit_wei,
+        budget.remaining_wei,
+        budget.resets_at.as_deref().map(|at| format!(" (resets {at})")).unwrap_or_default(),
+        status.contracts.registry,
+        status.contracts.forwarder,
+    )
+}
+
+pub(crate) fn relay(style: Style, view: &RelayView) -> String {
+    let status = if view.status.succeeded() {
+        style.good(view.status.as_str())
+    } else if view.status.is_final() {
+        style.bad(view.status.as_str())
+    } else {
+        style.warn(view.status.as_str())
+    };
+    let mut out = format!(
+        "relay {}\n  status       {status}\n  signer       {} (nonce {})",
+        view.relay_id, view.from, view.nonce
+    );
+    let optional = [
+        ("tx", view.tx_hash.map(|hash| hash.to_string())),
+        ("block", view.block_number.map(|block| block.to_string())),
+        ("gas used", view.gas_used.clone()),
+        ("cost", view.cost_wei.as_ref().map(|wei| format!("{wei} wei"))),
+        ("reason", view.revert_reason.clone().or(view.error.clone())),
+        ("created", view.created_at.clone()),
+        ("settled", view.settled_at.clone()),
+    ];
+    for (name, value) in optional {
+        if let Some(value) = value {
+            let _ = write!(out, "\n  {name:<12} {value}");
+        }
+    }
+    for hash in &view.previous_tx_hashes {
+        let _ = write!(out, "\n  replaced     {hash}");
+    }
+    out
+}
+
+pub(crate) fn outcome(style: Style, command: &str, outcome: &Outcome) -> String {
+    let headline = match (&outcome.result, outcome.succeeded) {
+        (Some(RegistryResult::Registered { agent_id, .. }), _) => {
+            style.good(&format!("registered agent {agent_id}"))
+        }
+        (Some(RegistryResult::Attested { agent_id, .. }), _) => {
+            style.good(&format!("attested agent {agent_id}"))
+        }
+        (Some(RegistryResult::RevenueReported { agent_id, amount, currency, .. }), _) => {
+            style.good(&format!("reported {amount} cents {currency} for agent {agent_id}"))
+        }
+        (Some(RegistryResult::Terminated { agent_id }), _) => {
+            style.good(&format!("terminated agent {agent_id}"))
+        }
+        (None, true) => style.good(&format!("{command}: done")),
+        (None, false) => style.bad(&format!("{command}: {}", outcome.status)),
+    };
+    let mut out = headline;
+    let rows = [
+        ("via", Some(outcome.via.to_owned())),
+        ("relay", outcome.relay_id.clone()),
+        ("status", Some(outcome.status.clone())),
+        ("tx", outcome.tx_hash.map(|hash| hash.to_string())),
+        ("block", outcome.block_number.map(|block| block.to_string())),
+        ("gas used", outcome.gas_used.map(|gas| gas.to_string())),
+        ("cost", outcome.cost_wei.as_ref().map(|wei| format!("{wei} wei"))),
+        ("reason", outcome.revert_reason.clone()),
+    ];
+    for (name, value) in rows {
+        if let Some(value) = value {
+            let _ = write!(out, "\n  {name:<10} {value}");
+        }
+    }
+    out
+}

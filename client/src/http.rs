@@ -1,0 +1,133 @@
+//! JSON over HTTP for both services: one place that turns statuses and bodies into [`Error`]s
+//! carrying the service's own `{"error": …}` message.
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::{Error, Result};
+
+/// A service's base URL and the HTTP client that talks to it.
+#[derive(Debug, Clone)]
+pub(crate) struct Service {
+    /// `API` or `relayer`, for messages.
+    pub(crate) name: &'static str,
+    base: String,
+    http: reqwest::Client,
+}
+
+/// A successful answer: its status (200, or 202 for a relay not yet sent) and its parsed body.
+pub(crate) struct Answer<T> {
+    pub(crate) status: u16,
+    pub(crate) body: T,
+}
+
+impl Service {
+    pub(crate) fn new(name: &'static str, base: &str, http: reqwest::Client) -> Result<Self> {
+        let base = base.trim().trim_end_matches('/');
+        let parsed = reqwest::Url::parse(base)
+            .map_err(|error| Error::Invalid(format!("{name} URL {base:?} is not a URL: {error}")))?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(Error::Invalid(format!("{name} URL {base:?} must start with http:// or https://")));
+        }
+        Ok(Self { name, base: base.to_owned(), http })
+    }
+
+    pub(crate) fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// GET `path` (with its query) and parse a 2xx body as `T`.
+    pub(crate) async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
+        Ok(self.send(self.http.get(self.url(path))).await?.body)
+    }
+
+    /// GET `path`; `None` on a 404 (an unknown relay, or a relayer without that endpoint).
+    pub(crate) async fn get_optional<T: DeserializeOwned>(&self, path: &str) -> Result<Option<T>> {
+        match self.send(self.http.get(self.url(path))).await {
+            Ok(answer) => Ok(Some(answer.body)),
+            Err(Error::Api { status: 404, .. }) => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// POST `body` as JSON to `path`.
+    pub(crate) async fn post<T: DeserializeOwned>(&self, path: &str, body: &Value) -> Result<Answer<T>> {
+        self.send(self.http.post(self.url(path)).json(body)).await
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    async fn send<T: DeserializeOwned>(&self, request: reqwest::RequestBuilder) -> Result<Answer<T>> {
+        let unreachable = |reason: String| Error::Unreachable {
+            service: self.name,
+            url: kya_core::redact::url(&self.base),
+            reason,
+        };
+        let response = request.send().await.map_err(|error| unreachable(reason_of(&error)))?;
+        let status = response.status().as_u16();
+        let text = response.text().await.map_err(|error| unreachable(reason_of(&error)))?;
+        if !(200..300).contains(&status) {
+            return Err(Error::Api { service: self.name, status, message: message_of(&text) });
+        }
+        let body = serde_json::from_str(&text).map_err(|error| Error::Unexpected {
+            service: self.name,
+            reason: format!("{error} in {}", excerpt(&text)),
+        })?;
+        Ok(Answer { status, body })
+    }
+}
+
+/// The `error` field of an error body, else the body itself (shortened).
+fn message_of(text: &str) -> String {
+    serde_json::from_str::<Value>(text)
+        .ok()
+        .and_then(|body| body.get("error").and_then(Value::as_str).map(str::to_owned))
+        .unwrap_or_else(|| excerpt(text))
+}
+
+fn excerpt(text: &str) -> String {
+    const MAX: usize = 200;
+    let text = text.trim();
+    match text.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None if text.is_empty() => "an empty body".to_owned(),
+        None => text.to_owned(),
+    }
+}
+
+/// reqwest's error chain, with any URL in it redacted (a hosted URL may carry a key).
+fn reason_of(error: &reqwest::Error) -> String {
+    let mut reason = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(inner) = source {
+        reason = format!("{reason}: {inner}");
+        source = inner.source();
+    }
+    kya_core::redact::urls_in(&reason)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_bodies_give_their_message() {
+        assert_eq!(message_of(r#"{"error":"Agent not found: 9"}"#), "Agent not found: 9");
+        assert_eq!(message_of("plain text"), "plain text");
+        assert_eq!(message_of(""), "an empty body");
+        assert_eq!(message_of(&"x".repeat(300)).chars().count(), 201);
+    }
+
+    #[test]
+    fn base_urls_are_checked() {
+        let http = reqwest::Client::new();
+        assert_eq!(
+            Service::new("API", "http://127.0.0.1:3000/", http.clone()).unwrap().base(),
+            "http://127.0.0.1:3000"
+        );
+        assert!(matches!(Service::new("API", "127.0.0.1:3000", http.clone()), Err(Error::Invalid(_))));
+        assert!(matches!(Service::new("API", "ftp://x", http), Err(Error::Invalid(_))));
+    }
+}

@@ -1,0 +1,225 @@
+//! The registry writes an agent's side makes (register, attest, report revenue, terminate):
+//! their calldata from `kya-core`'s `sol!` bindings, and the gas a forward request gives them.
+
+use alloy::{
+    primitives::{Address, B256, Bytes, U256, keccak256},
+    sol_types::SolCall,
+};
+use kya_core::abi::AgentRegistry;
+use serde::Serialize;
+
+use crate::{Error, Result};
+
+/// A registration's fields (`registerAgent`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Registration {
+    pub haftungsperson: Address,
+    pub agent_wallet: Address,
+    pub constitution_hash: B256,
+    pub capability_hash: B256,
+    pub operational_scope: String,
+    /// 0: a root agent.
+    pub parent_agent_id: u64,
+    pub self_modifying: bool,
+}
+
+/// A revenue report's fields (`reportRevenue`); `amount` in cents.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RevenueReport {
+    pub agent_id: u64,
+    pub amount_cents: U256,
+    pub currency: String,
+    pub category: String,
+    pub period_start: u64,
+    pub period_end: u64,
+}
+
+/// One write to the registry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Write {
+    Register(Registration),
+    Attest { agent_id: u64 },
+    ReportRevenue(RevenueReport),
+    Terminate { agent_id: u64 },
+}
+
+impl Write {
+    /// The registry calldata.
+    pub fn calldata(&self) -> Bytes {
+        match self {
+            Self::Register(registration) => AgentRegistry::registerAgentCall {
+                haftungsperson: registration.haftungsperson,
+                agentWallet: registration.agent_wallet,
+                constitutionHash: registration.constitution_hash,
+                capabilityHash: registration.capability_hash,
+                operationalScope: registration.operational_scope.clone(),
+                parentAgentId: U256::from(registration.parent_agent_id),
+                selfModifying: registration.self_modifying,
+            }
+            .abi_encode(),
+            Self::Attest { agent_id } => {
+                AgentRegistry::attestComplianceCall { agentId: U256::from(*agent_id) }.abi_encode()
+            }
+            Self::ReportRevenue(report) => AgentRegistry::reportRevenueCall {
+                agentId: U256::from(report.agent_id),
+                amount: report.amount_cents,
+                currency: report.currency.clone(),
+                category: report.category.clone(),
+                periodStart: report.period_start,
+                periodEnd: report.period_end,
+            }
+            .abi_encode(),
+            Self::Terminate { agent_id } => {
+                AgentRegistry::terminateSelfCall { agentId: U256::from(*agent_id) }.abi_encode()
+            }
+        }
+        .into()
+    }
+
+    /// Gas for the registry call inside the forwarder. Fixed bounds well above what the calls
+    /// use on our contracts (a registration about 250k with a short scope), plus 20k per 32
+    /// bytes of stored text: unused gas costs the payer nothing, too little fails the call.
+    pub fn gas(&self) -> u64 {
+        let per_word = |text: &str| 20_000 * (text.len() as u64).div_ceil(32);
+        match self {
+            Self::Register(registration) => 450_000 + per_word(&registration.operational_scope),
+            Self::ReportRevenue(report) => 250_000 + per_word(&report.currency) + per_word(&report.category),
+            Self::Attest { .. } | Self::Terminate { .. } => 150_000,
+        }
+    }
+
+    /// The command's name, for messages.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Register(_) => "register",
+            Self::Attest { .. } => "attest",
+            Self::ReportRevenue(_) => "report-revenue",
+            Self::Terminate { .. } => "terminate",
+        }
+    }
+}
+
+/// The constitution hash of a constitution's text: `keccak256` of its UTF-8 bytes, exactly as
+/// given (no trimming: the hash commits to the document).
+pub fn constitution_hash(text: &str) -> B256 {
+    keccak256(text.as_bytes())
+}
+
+/// The capability hash of a list of capability names: each name trimmed, empty names dropped,
+/// sorted and deduplicated (the set matters, not the order it was typed in), joined with `,`,
+/// then `keccak256` of the UTF-8 bytes. So `search, summarise` and `summarise,search` agree.
+pub fn capability_hash<S: AsRef<str>>(capabilities: &[S]) -> Result<B256> {
+    let mut names: Vec<&str> =
+        capabilities.iter().map(|name| name.as_ref().trim()).filter(|name| !name.is_empty()).collect();
+    if names.is_empty() {
+        return Err(Error::Invalid("capabilities: give at least one name".into()));
+    }
+    if let Some(name) = names.iter().find(|name| name.contains(',')) {
+        return Err(Error::Invalid(format!("capability {name:?}: names cannot contain ','")));
+    }
+    names.sort_unstable();
+    names.dedup();
+    Ok(keccak256(names.join(",").as_bytes()))
+}
+
+/// Parses a money amount in currency units (`12.50`, `3`, `0.07`) into cents. Negative amounts,
+/// more than two decimals and anything that is no plain decimal are refused with a message.
+pub fn cents(amount: &str) -> Result<U256> {
+    let text = amount.trim();
+    let refused = |why: &str| Error::Invalid(format!("invalid amount {amount:?}: {why}"));
+    if text.starts_with('-') {
+        return Err(refused("must not be negative"));
+    }
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    if whole.is_empty() && fraction.is_empty()
+        || !whole.bytes().chain(fraction.bytes()).all(|byte| byte.is_ascii_digit())
+    {
+        return Err(refused("expected a decimal number such as 12.50"));
+    }
+    if fraction.len() > 2 {
+        return Err(refused("at most two decimals (amounts are recorded in cents)"));
+    }
+    let digits = format!("{whole}{fraction:0<2}");
+    U256::from_str_radix(if digits.is_empty() { "0" } else { &digits }, 10)
+        .map_err(|_| refused("too large for a uint256"))
+}
+
+#[cfg(test)]
+mod tests {
+    use alloy::primitives::{address, b256};
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[test]
+    fn constitution_hash_is_keccak_of_the_text() {
+        assert_eq!(
+            constitution_hash(""),
+            b256!("0xc5d2460186f7233c927e7db2dcc703c0e500b653ca82273b7bfad8045d85a470")
+        );
+        assert_eq!(constitution_hash("Be honest."), keccak256(b"Be honest."));
+        assert_ne!(constitution_hash("Be honest."), constitution_hash("Be honest. "));
+    }
+
+    #[test]
+    fn capability_hash_is_of_the_sorted_set() {
+        let expected = keccak256(b"search,summarise");
+        assert_eq!(capability_hash(&["search", "summarise"]).unwrap(), expected);
+        assert_eq!(capability_hash(&[" summarise", "search ", "", "search"]).unwrap(), expected);
+        assert_eq!(capability_hash(&["a"]).unwrap(), keccak256(b"a"));
+        assert!(matches!(capability_hash::<&str>(&[]), Err(Error::Invalid(_))));
+        assert!(matches!(capability_hash(&[" ", ""]), Err(Error::Invalid(_))));
+    }
+
+    #[test]
+    fn amounts_are_cents() {
+        assert_eq!(cents("12.50").unwrap(), U256::from(1250));
+        assert_eq!(cents("12.5").unwrap(), U256::from(1250));
+        assert_eq!(cents("3").unwrap(), U256::from(300));
+        assert_eq!(cents("0.07").unwrap(), U256::from(7));
+        assert_eq!(cents(".5").unwrap(), U256::from(50));
+        for bad in ["-1", "-0.5", "1.234", "abc", "", ".", "1e3", "1,5", "+1"] {
+            let error = cents(bad).unwrap_err().to_string();
+            assert!(error.starts_with(&format!("invalid amount {bad:?}")), "{error}");
+        }
+        assert!(cents("-1").unwrap_err().to_string().contains("must not be negative"));
+    }
+
+    #[test]
+    fn calldata_comes_from_the_bindings() {
+        let write = Write::Attest { agent_id: 7 };
+        assert_eq!(
+            write.calldata(),
+            Bytes::from(AgentRegistry::attestComplianceCall { agentId: U256::from(7) }.abi_encode())
+        );
+        let register = Write::Register(Registration {
+            haftungsperson: address!("0x70997970C51812dc3A010C7d01b50e0d17dc79C8"),
+            agent_wallet: address!("0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"),
+            constitution_hash: constitution_hash("c"),
+            capability_hash: capability_hash(&["x"]).unwrap(),
+            operational_scope: "s".repeat(100),
+            parent_agent_id: 0,
+            self_modifying: false,
+        });
+        let decoded = AgentRegistry::registerAgentCall::abi_decode(&register.calldata()).unwrap();
+        assert_eq!(decoded.operationalScope.len(), 100);
+        assert_eq!(register.gas(), 450_000 + 4 * 20_000);
+    }
+
+    proptest! {
+        #[test]
+        fn whole_and_fractional_cents_round_trip(whole in 0u64..1_000_000_000, fraction in 0u64..100) {
+            let text = format!("{whole}.{fraction:02}");
+            prop_assert_eq!(cents(&text).unwrap(), U256::from(whole * 100 + fraction));
+        }
+
+        #[test]
+        fn capability_order_does_not_matter(mut names in proptest::collection::vec("[a-z]{1,8}", 1..6)) {
+            let forward = capability_hash(&names).unwrap();
+            names.reverse();
+            prop_assert_eq!(capability_hash(&names).unwrap(), forward);
+        }
+    }
+}

@@ -1,0 +1,434 @@
+//! The `kya` command line end to end: the real binary against a seeded anvil with the real
+//! contracts, the real Worker under `wrangler dev` and the real relayer (in-process). One chain,
+//! Worker and relayer serve every check, in an order where none disturbs another (the Worker
+//! caches KYA answers for a minute, so each wallet is checked only once its state is final).
+
+use std::process::Output;
+
+use alloy::primitives::{Address, U256, keccak256};
+use kya_core::abi::AgentRegistry;
+use kya_devchain::{
+    dev_accounts::{self, Role},
+    seed::{self, DemoData},
+};
+use kya_tests::{
+    TestChain,
+    edge_fixture::{EdgeWorker, chain_vars},
+    relayer_fixture::{self, InProcessRelayer},
+};
+use serde_json::Value;
+
+/// What one run of `kya` gave.
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|error| {
+            panic!("--json output is JSON ({error}):\n{}\n{}", self.stdout, self.stderr)
+        })
+    }
+}
+
+struct Setup {
+    chain: TestChain,
+    demo: DemoData,
+    /// Environment of every run: the services, no key.
+    env: Vec<(String, String)>,
+    /// An empty folder to run in (no `.devchain/env` above it).
+    cwd: tempfile::TempDir,
+}
+
+impl Setup {
+    async fn kya(&self, args: &[&str], extra_env: &[(&str, &str)]) -> Run {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_kya-under-test"));
+        command
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .current_dir(self.cwd.path())
+            .stdin(std::process::Stdio::null());
+        for (name, value) in &self.env {
+            command.env(name, value);
+        }
+        for (name, value) in extra_env {
+            command.env(name, value);
+        }
+        let Output { status, stdout, stderr } = command.output().await.expect("kya runs");
+        let run = Run {
+            code: status.code().expect("kya exits with a code"),
+            stdout: String::from_utf8(stdout).expect("UTF-8 stdout"),
+            stderr: String::from_utf8(stderr).expect("UTF-8 stderr"),
+        };
+        // A run's output is on stdout; stderr carries only errors (the spinner needs a terminal).
+        assert!(!run.stdout.contains('\x1b'), "no colour without a terminal: {}", run.stdout);
+        run
+    }
+
+    async fn ok_json(&self, args: &[&str], extra_env: &[(&str, &str)]) -> Value {
+        let run = self.kya(args, extra_env).await;
+        assert_eq!(run.code, 0, "kya {args:?}:\n{}\n{}", run.stdout, run.stderr);
+        run.json()
+    }
+
+    fn wallet(&self, agent_id: u64) -> String {
+        self.demo.agent(agent_id).agent_wallet.to_checksum(None)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kya_command_line_end_to_end() {
+    let chain = TestChain::start().await;
+    let demo = seed::seed_demo(&chain.chain, &chain.deployment).await.expect("demo seeds");
+    let worker = EdgeWorker::start(&chain_vars(&chain.rpc_url(), chain.registry())).await;
+    let db = tempfile::tempdir().expect("a temp dir");
+    let relayer = InProcessRelayer::start(&relayer_fixture::settings(&chain, db.path())).await;
+    let env = vec![
+        ("REGISTRY_CHAIN".to_owned(), "localhost".to_owned()),
+        ("KYA_API_URL".to_owned(), worker.base.clone()),
+        ("RELAYER_URL".to_owned(), relayer.client.base.clone()),
+        ("RPC_URL".to_owned(), chain.rpc_url()),
+    ];
+    let t = Setup { chain, demo, env, cwd: tempfile::tempdir().expect("a temp dir") };
+
+    provider_checks(&t).await;
+    reads(&t).await;
+    bad_input(&t).await;
+    agent_cycle(&t).await;
+    direct_writes(&t).await;
+    relayer.stop().await;
+}
+
+/// `kya check`: the decision in text and JSON, and the exit codes scripts branch on.
+async fn provider_checks(t: &Setup) {
+    let compliant = t.demo.roles.compliant;
+    let run = t.kya(&["check", &t.wallet(compliant)], &[]).await;
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert_eq!(run.stdout.lines().next(), Some("provision"));
+    assert!(run.stdout.contains(&format!("agent        {compliant} (Active)")), "{}", run.stdout);
+
+    let lapsed = t.demo.roles.lapsed;
+    let run = t.kya(&["check", &t.wallet(lapsed).to_lowercase(), "--json"], &[]).await;
+    assert_eq!(run.code, 3, "{}{}", run.stdout, run.stderr);
+    let json = run.json();
+    assert_eq!(json["decision"], "renew attestation");
+    assert_eq!((json["isRegistered"].as_bool(), json["isCompliant"].as_bool()), (Some(true), Some(false)));
+    assert_eq!(json["agent"]["agentId"], lapsed);
+    assert_eq!(json["wallet"], t.wallet(lapsed));
+
+    let stranger = dev_accounts::agent_wallet(9_000_001).address().to_checksum(None);
+    let run = t.kya(&["check", &stranger], &[]).await;
+    assert_eq!(run.code, 4, "{}{}", run.stdout, run.stderr);
+    assert_eq!(run.stdout.lines().next(), Some("deny or register"));
+    assert!(run.stdout.contains("is not registered"));
+}
+
+/// Agent, lineage tree, agent pages, statistics, relayer status.
+async fn reads(t: &Setup) {
+    let root = t.demo.roles.lineage[0];
+    let agent = t.ok_json(&["agent", &root.to_string(), "--json"], &[]).await;
+    let seeded = t.demo.agent(root);
+    assert_eq!(agent["agent"]["agentId"], root);
+    assert_eq!(agent["agent"]["agentWallet"], seeded.agent_wallet.to_checksum(None));
+    assert_eq!(agent["agent"]["operationalScope"], seeded.operational_scope);
+    assert_eq!(agent["children"], serde_json::json!(seeded.children));
+    assert_eq!(agent["compliance"]["isActive"], true);
+    let text = t.kya(&["agent", &root.to_string()], &[]).await;
+    assert_eq!(text.code, 0);
+    assert!(
+        text.stdout.starts_with(&format!("agent {root}\n  status          Active (compliant)")),
+        "{}",
+        text.stdout
+    );
+
+    // Five generations, one child each: a chain of `└── ` four levels deep.
+    let tree = t.kya(&["lineage", &root.to_string()], &[]).await;
+    assert_eq!(tree.code, 0, "{}", tree.stderr);
+    let lines: Vec<&str> = tree.stdout.lines().collect();
+    assert_eq!(lines.len(), 5, "{}", tree.stdout);
+    for (depth, (line, id)) in lines.iter().zip(&t.demo.roles.lineage).enumerate() {
+        let prefix =
+            if depth == 0 { String::new() } else { format!("{}└── ", "    ".repeat(depth - 1)) };
+        let wallet = t.wallet(*id);
+        assert_eq!(*line, format!("{prefix}{id} Active {wallet} gen {depth}"));
+    }
+    // The hive's 55 children: 50 shown, the cut named.
+    let hive = t.kya(&["lineage", &t.demo.roles.hive.to_string()], &[]).await;
+    let lines: Vec<&str> = hive.stdout.lines().collect();
+    assert_eq!(lines.len(), 1 + 50 + 1, "{}", hive.stdout);
+    assert_eq!(lines[51], "└── … 5 more not shown (the API cut this family)");
+    let hive_json = t.ok_json(&["lineage", &t.demo.roles.hive.to_string(), "--json"], &[]).await;
+    assert_eq!(hive_json["totalChildren"], 55);
+    assert_eq!(hive_json["children"].as_array().unwrap().len(), 50);
+
+    // Every agent, through the pages.
+    let all = t.ok_json(&["agents", "--all", "--json"], &[]).await;
+    let ids: Vec<u64> =
+        all["data"].as_array().unwrap().iter().map(|item| item["agentId"].as_u64().unwrap()).collect();
+    assert_eq!(ids, (1..=t.demo.agents.len() as u64).collect::<Vec<_>>());
+    let suspended = t.ok_json(&["agents", "--all", "--status", "Suspended", "--json"], &[]).await;
+    let expected: Vec<u64> = t
+        .demo
+        .agents
+        .iter()
+        .filter(|agent| agent.status == kya_core::AgentStatus::Suspended)
+        .map(|agent| agent.agent_id)
+        .collect();
+    let got: Vec<u64> =
+        suspended["data"].as_array().unwrap().iter().map(|item| item["agentId"].as_u64().unwrap()).collect();
+    assert_eq!(got, expected);
+    let page = t.ok_json(&["agents", "--page", "2", "--limit", "10", "--json"], &[]).await;
+    assert_eq!((page["page"].as_u64(), page["total"].as_u64()), (Some(2), Some(t.demo.agents.len() as u64)));
+    assert_eq!(page["data"][0]["agentId"], 11);
+    let text = t.kya(&["agents", "--limit", "3"], &[]).await;
+    assert_eq!(text.stdout.lines().count(), 1 + 3 + 1, "{}", text.stdout);
+    assert!(text.stdout.contains("page 1 of 22 (66 agents"), "{}", text.stdout);
+
+    let stats = t.ok_json(&["stats", "--json"], &[]).await;
+    assert_eq!(stats["totalAgents"], t.demo.agents.len());
+    assert_eq!(stats["registryAddress"], t.chain.registry().to_checksum(None));
+    let text = t.kya(&["stats"], &[]).await;
+    assert!(text.stdout.starts_with(&format!("{} agents, ", t.demo.agents.len())), "{}", text.stdout);
+
+    let status = t.ok_json(&["relayer", "status", "--json"], &[]).await;
+    assert_eq!(status["contracts"]["registry"], t.chain.registry().to_checksum(None));
+    assert_eq!(status["contracts"]["forwarder"], t.chain.forwarder().to_checksum(None));
+    assert_eq!(status["relayer"], dev_accounts::address(Role::Relayer).to_checksum(None));
+}
+
+/// Bad input is refused before anything is sent, with a message; exit code 1.
+async fn bad_input(t: &Setup) {
+    let wallet = t.wallet(t.demo.roles.compliant);
+    let mangled = format!(
+        "0x{}",
+        wallet[2..]
+            .chars()
+            .map(|c| if c.is_ascii_lowercase() { c.to_ascii_uppercase() } else { c.to_ascii_lowercase() })
+            .collect::<String>()
+    );
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec!["check".into(), mangled], "EIP-55 checksum is wrong"),
+        (vec!["check".into(), "0x1234".into()], "expected 0x and 40 hex digits"),
+        (vec!["agent".into(), "0".into()], "must be a positive integer"),
+        (vec!["agent".into(), "999".into()], "API answered HTTP 404: Agent not found"),
+        (
+            vec!["attest".into(), "1".into()],
+            "no signing key: set AGENT_PRIVATE_KEY, or pass --key or --keystore",
+        ),
+        (vec!["agents".into(), "--status".into(), "active".into()], "active"),
+        (
+            vec!["--chain".into(), "mars".into(), "stats".into()],
+            "unknown chain \"mars\": one of base_sepolia, base, localhost",
+        ),
+    ];
+    for (args, message) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let run = t.kya(&args, &[]).await;
+        assert_eq!(run.code, 1, "kya {args:?}: {}{}", run.stdout, run.stderr);
+        assert!(run.stderr.contains(message), "kya {args:?}: {}", run.stderr);
+        assert!(run.stdout.is_empty(), "kya {args:?} printed {}", run.stdout);
+    }
+    // A key that is no key: refused without being quoted.
+    let secret = "0xnot-really-a-key-but-it-must-never-show-0123456789";
+    let run = t.kya(&["attest", "1"], &[("AGENT_PRIVATE_KEY", secret)]).await;
+    assert_eq!(run.code, 1);
+    assert!(run.stderr.contains("is not a valid secp256k1 key"), "{}", run.stderr);
+    assert!(!run.stderr.contains("must-never-show"), "{}", run.stderr);
+    let key = dev_accounts::key_hex(Role::Outsider);
+    let run = t
+        .kya(
+            &["report-revenue", "1", "--amount", "-5", "--currency", "USD", "--category", "x"],
+            &[("AGENT_PRIVATE_KEY", key)],
+        )
+        .await;
+    assert_eq!(run.code, 1);
+    assert!(run.stderr.contains("invalid amount \"-5\": must not be negative"), "{}", run.stderr);
+}
+
+/// An agent with no ETH: register → attest → report revenue → check → terminate, every write
+/// through the relayer.
+async fn agent_cycle(t: &Setup) {
+    let signer = dev_accounts::agent_wallet(9_000_002);
+    let key = format!("0x{}", alloy::hex::encode(signer.to_bytes()));
+    let wallet = signer.address();
+    let with_key = [("AGENT_PRIVATE_KEY", key.as_str())];
+    let new_id = t.demo.agents.len() as u64 + 1;
+
+    let registered = t
+        .ok_json(
+            &[
+                "register",
+                "--scope",
+                "summarises papers",
+                "--constitution-text",
+                "Be honest.",
+                "--capabilities",
+                "summarise, search",
+                "--json",
+            ],
+            &with_key,
+        )
+        .await;
+    assert_eq!(registered["status"], "mined", "{registered}");
+    assert_eq!(registered["succeeded"], true);
+    assert_eq!(registered["via"], "relayer");
+    assert_eq!(registered["result"]["event"], "registered");
+    assert_eq!(registered["result"]["agentId"], new_id);
+    assert_eq!(registered["result"]["agentWallet"], wallet.to_checksum(None));
+    let hash = registered["txHash"].as_str().expect("a txHash").parse().unwrap();
+    let receipt = t.chain.chain.receipt(hash).await.expect("mined");
+    assert_eq!(registered["blockNumber"], receipt.block_number.unwrap());
+    assert_eq!(registered["gasUsed"], receipt.gas_used);
+    let record = t
+        .chain
+        .chain
+        .view(t.chain.registry(), &AgentRegistry::getAgentCall { agentId: U256::from(new_id) })
+        .await
+        .unwrap();
+    assert_eq!(record.agentWallet, wallet);
+    assert_eq!((record.creator, record.haftungsperson), (wallet, wallet));
+    assert_eq!(record.constitutionHash, keccak256("Be honest."));
+    assert_eq!(record.capabilityHash, keccak256("search,summarise"));
+    assert_eq!(record.operationalScope, "summarises papers");
+    assert_eq!(relayer_balance_of(t, wallet).await, U256::ZERO, "the agent paid nothing");
+    if let Some(relay_id) = registered["relayId"].as_str() {
+        let relay = t.ok_json(&["relay", relay_id, "--json"], &[]).await;
+        assert_eq!(
+            (relay["status"].as_str(), relay["txHash"].as_str()),
+            (Some("mined"), registered["txHash"].as_str())
+        );
+    }
+
+    let attested = t.kya(&["attest", &new_id.to_string()], &with_key).await;
+    assert_eq!(attested.code, 0, "{}{}", attested.stdout, attested.stderr);
+    assert!(
+        attested.stdout.starts_with(&format!("attested agent {new_id}\n  via        relayer")),
+        "{}",
+        attested.stdout
+    );
+    assert!(attested.stdout.contains("  status     mined"), "{}", attested.stdout);
+    assert!(
+        !attested.stdout.contains(&key[2..]) && !attested.stderr.contains(&key[2..]),
+        "the key never shows"
+    );
+
+    let reported = t
+        .ok_json(
+            &[
+                "report-revenue",
+                &new_id.to_string(),
+                "--amount",
+                "12.50",
+                "--currency",
+                "USD",
+                "--category",
+                "compute",
+                "--period-start",
+                "2025-01-01T00:00:00Z",
+                "--period-end",
+                "1738368000",
+                "--json",
+            ],
+            &with_key,
+        )
+        .await;
+    assert_eq!(reported["result"]["event"], "revenueReported", "{reported}");
+    assert_eq!(reported["result"]["amount"], "1250");
+    let history = t
+        .chain
+        .chain
+        .view(t.chain.registry(), &AgentRegistry::getRevenueHistoryCall { agentId: U256::from(new_id) })
+        .await
+        .unwrap();
+    assert_eq!(history.len(), 1);
+    assert_eq!(
+        (history[0].amount, history[0].currency.as_str(), history[0].category.as_str()),
+        (U256::from(1250), "USD", "compute")
+    );
+    assert_eq!((history[0].periodStart, history[0].periodEnd), (1_735_689_600, 1_738_368_000));
+
+    // The provider's view: registered and compliant.
+    let check = t.kya(&["check", &wallet.to_checksum(None), "--json"], &[]).await;
+    assert_eq!(check.code, 0, "{}{}", check.stdout, check.stderr);
+    assert_eq!(check.json()["decision"], "provision");
+    assert_eq!(check.json()["agent"]["agentId"], new_id);
+    // Without a wallet: the signer's own (the README's example).
+    let own = t.kya(&["check"], &with_key).await;
+    assert_eq!(own.code, 0, "{}{}", own.stdout, own.stderr);
+    assert_eq!(own.stdout.lines().next(), Some("provision"));
+    assert!(own.stdout.contains(&format!("agent        {new_id} (Active)")), "{}", own.stdout);
+
+    // A write the registry refuses: the relayer's message, exit code 1, nothing sent.
+    let refused = t.kya(&["attest", &t.demo.roles.compliant.to_string()], &with_key).await;
+    assert_eq!(refused.code, 1, "{}{}", refused.stdout, refused.stderr);
+    assert!(refused.stderr.contains("Not authorized for this agent"), "{}", refused.stderr);
+
+    let terminated = t.ok_json(&["terminate", &new_id.to_string(), "--json"], &with_key).await;
+    assert_eq!(terminated["result"], serde_json::json!({ "event": "terminated", "agentId": new_id }));
+    let record = t
+        .chain
+        .chain
+        .view(t.chain.registry(), &AgentRegistry::getAgentCall { agentId: U256::from(new_id) })
+        .await
+        .unwrap();
+    assert_eq!(record.status, kya_core::AgentStatus::Terminated as u8);
+}
+
+/// `--direct`: the signer pays its own gas; the registry's address from the environment.
+async fn direct_writes(t: &Setup) {
+    let key = dev_accounts::key_hex(Role::Outsider);
+    let payer = dev_accounts::address(Role::Outsider);
+    let registry = t.chain.registry().to_checksum(None);
+    let env = [("AGENT_PRIVATE_KEY", key), ("REGISTRY_ADDRESS", registry.as_str())];
+    let before = relayer_balance_of(t, payer).await;
+    let hash = format!("{:#x}", keccak256("constitution v1"));
+    let registered = t
+        .ok_json(
+            &[
+                "register",
+                "--direct",
+                "--scope",
+                "pays its own way",
+                "--constitution-hash",
+                &hash,
+                "--capabilities",
+                "trade",
+                "--json",
+            ],
+            &env,
+        )
+        .await;
+    assert_eq!((registered["via"].as_str(), registered["status"].as_str()), (Some("direct"), Some("mined")));
+    let new_id = registered["result"]["agentId"].as_u64().expect("an agent id");
+    let record = t
+        .chain
+        .chain
+        .view(t.chain.registry(), &AgentRegistry::getAgentCall { agentId: U256::from(new_id) })
+        .await
+        .unwrap();
+    assert_eq!((record.agentWallet, record.constitutionHash), (payer, keccak256("constitution v1")));
+    let spent = before - relayer_balance_of(t, payer).await;
+    assert_eq!(
+        spent.to_string(),
+        registered["costWei"].as_str().unwrap(),
+        "the signer paid the receipt's cost"
+    );
+
+    // A direct write the registry would refuse is simulated first: its reason, nothing sent.
+    let refused = t.kya(&["attest", "--direct", &t.demo.roles.compliant.to_string()], &env).await;
+    assert_eq!(refused.code, 1);
+    assert!(
+        refused.stderr.contains("the registry refused the call: Not authorized for this agent"),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(relayer_balance_of(t, payer).await, before - spent, "a refused call costs nothing");
+}
+
+async fn relayer_balance_of(t: &Setup, account: Address) -> U256 {
+    use alloy::providers::Provider;
+    t.chain.chain.provider().get_balance(account).await.expect("a balance")
+}
