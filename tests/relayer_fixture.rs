@@ -234,6 +234,34 @@ impl BinaryRelayer {
     }
 }
 
+impl BinaryRelayer {
+    /// Kills it with SIGKILL (no shutdown at all, as a crash or an OOM kill) and returns what it
+    /// logged.
+    pub fn kill(mut self) -> String {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        for reader in self.readers.drain(..) {
+            reader.join().expect("a log reader thread");
+        }
+        self.output()
+    }
+}
+
+impl Client {
+    /// `GET /relay/:id`, waiting (up to a minute) until `done` holds for the relay.
+    pub async fn relay_until(&self, id: &str, done: impl Fn(&Value) -> bool) -> Value {
+        for _ in 0..1_200 {
+            let (status, relay) = self.get(&format!("/relay/{id}")).await;
+            assert_eq!(status, 200, "{relay}");
+            if done(&relay) {
+                return relay;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("relay {id} never got there: {}", self.get(&format!("/relay/{id}")).await.1);
+    }
+}
+
 impl Drop for BinaryRelayer {
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {

@@ -93,6 +93,18 @@ impl RelayerChain {
         self.provider.get_block_number().await.map_err(Error::rpc)
     }
 
+    /// The latest block's number and timestamp: stuck relays compare the request's deadline
+    /// with the chain's clock, which the forwarder checks, not the wall clock.
+    pub(crate) async fn head(&self) -> Result<(u64, u64)> {
+        let block = self
+            .provider
+            .get_block_by_number(alloy::eips::BlockNumberOrTag::Latest)
+            .await
+            .map_err(Error::rpc)?
+            .ok_or_else(|| Error::Rpc("the node has no latest block".into()))?;
+        Ok((block.header.number, block.header.timestamp))
+    }
+
     /// The node's chain id.
     pub(crate) async fn chain_id(&self) -> Result<u64> {
         self.provider.get_chain_id().await.map_err(Error::rpc)
@@ -221,13 +233,42 @@ impl RelayerChain {
         self.provider.get_transaction_receipt(hash).await.map_err(Error::rpc)
     }
 
+    /// The registry's revert reason for a relayed call that failed inside a mined `execute`
+    /// (the forwarder's event carries no return data): the request's call made again the way
+    /// the forwarder makes it (from the forwarder, the signer appended, the request's gas) on the
+    /// state of the block it was mined in. `None` if the call succeeds there.
+    pub(crate) async fn call_failure(&self, input: &[u8], block: u64) -> Result<Option<String>> {
+        let execute = Forwarder::executeCall::abi_decode(input)
+            .map_err(|error| Error::Internal(format!("a stored relay's calldata: {error}")))?;
+        let request = execute.req;
+        let mut data = request.data.to_vec();
+        data.extend_from_slice(request.from.as_slice());
+        let tx = TransactionRequest::default()
+            .with_from(self.forwarder)
+            .with_to(request.to)
+            .with_input(data)
+            .with_gas_limit(request.gas.try_into().unwrap_or(u64::MAX));
+        match self.provider.call(tx).block(BlockId::number(block)).await {
+            Ok(_) => Ok(None),
+            Err(error) => match revert_reason(&error) {
+                Some(reason) if reason.is_empty() => Ok(Some(failure_reason(&[]))),
+                Some(reason) => Ok(Some(reason)),
+                None => Err(Error::rpc(error)),
+            },
+        }
+    }
+
     /// What a mined relay cost (`gasUsed × effectiveGasPrice`) and how it ended. `execute` does
     /// not revert when the registry call fails, so a successful transaction is only a relayed
-    /// call if the forwarder's `Executed` event says `success`.
+    /// call if the forwarder's `Executed` event says `success`. A successful transaction to the
+    /// relayer itself is the cancellation.
     pub(crate) fn settlement(&self, receipt: &TransactionReceipt) -> (u128, Outcome) {
         let cost = u128::from(receipt.gas_used).saturating_mul(receipt.effective_gas_price);
         if !receipt.status() {
             return (cost, Outcome::Reverted);
+        }
+        if receipt.to == Some(receipt.from) {
+            return (cost, Outcome::Cancelled);
         }
         let call_succeeded = receipt
             .inner

@@ -8,7 +8,10 @@ use alloy::{
     signers::local::PrivateKeySigner,
 };
 
-use crate::error::{Error, Result};
+use crate::{
+    error::{Error, Result},
+    stuck::MIN_BUMP_PERCENT,
+};
 
 /// Default RPC endpoint: the public Base Sepolia node.
 pub(crate) const DEFAULT_RPC_URL: &str = "https://sepolia.base.org";
@@ -27,6 +30,16 @@ pub(crate) const DEFAULT_RECONCILE_INTERVAL_SECS: u64 = 30;
 /// Default age below which the reconciler leaves an unfinished relay alone: long enough for a
 /// sent transaction to reach every node behind a load-balanced RPC endpoint and be mined.
 pub(crate) const DEFAULT_RECONCILE_GRACE_SECS: u64 = 120;
+/// Default number of blocks a sent relay may wait before it is replaced (Base: 2 s blocks).
+pub(crate) const DEFAULT_STUCK_AFTER_BLOCKS: u64 = 15;
+/// Default seconds a sent relay may wait before it is replaced, should blocks stall.
+pub(crate) const DEFAULT_STUCK_AFTER_SECS: u64 = 60;
+/// Default fee rise per replacement, in percent (nodes require at least 10).
+pub(crate) const DEFAULT_FEE_BUMP_PERCENT: u64 = 20;
+/// Default cap on a replacement's max fee per gas: 50 gwei, far above Base's usual fees.
+pub(crate) const DEFAULT_MAX_FEE_PER_GAS_WEI: u64 = 50_000_000_000;
+/// Default time the daemon keeps trying to reach the RPC endpoint at start.
+pub(crate) const DEFAULT_STARTUP_RETRY_SECS: u64 = 300;
 /// Default path of the store, under the git-ignored `.relayer/`.
 pub(crate) const DEFAULT_DB_PATH: &str = ".relayer/relayer.db";
 
@@ -65,6 +78,18 @@ pub struct Config {
     /// Age before the reconciler looks at an unfinished relay (`RECONCILE_GRACE_SECS`,
     /// default 120).
     pub reconcile_grace_secs: u64,
+    /// Blocks a sent relay may wait before it is replaced (`STUCK_AFTER_BLOCKS`, default 15).
+    pub stuck_after_blocks: u64,
+    /// Seconds a sent relay may wait before it is replaced (`STUCK_AFTER_SECS`, default 60).
+    pub stuck_after_secs: u64,
+    /// Fee rise per replacement in percent (`FEE_BUMP_PERCENT`, default 20, at least 10).
+    pub fee_bump_percent: u64,
+    /// Highest max fee per gas of a replacement, in wei (`MAX_FEE_PER_GAS_WEI`, default 50 gwei);
+    /// a relay stuck at it is cancelled.
+    pub max_fee_per_gas_wei: u128,
+    /// How long start-up keeps retrying an unreachable RPC endpoint (`STARTUP_RETRY_SECS`,
+    /// default 300).
+    pub startup_retry: std::time::Duration,
 }
 
 impl std::fmt::Debug for Config {
@@ -87,6 +112,11 @@ impl std::fmt::Debug for Config {
             .field("db_path", &self.db_path)
             .field("reconcile_interval", &self.reconcile_interval)
             .field("reconcile_grace_secs", &self.reconcile_grace_secs)
+            .field("stuck_after_blocks", &self.stuck_after_blocks)
+            .field("stuck_after_secs", &self.stuck_after_secs)
+            .field("fee_bump_percent", &self.fee_bump_percent)
+            .field("max_fee_per_gas_wei", &self.max_fee_per_gas_wei)
+            .field("startup_retry", &self.startup_retry)
             .finish()
     }
 }
@@ -147,6 +177,21 @@ impl Config {
                 number("RECONCILE_INTERVAL_SECS", DEFAULT_RECONCILE_INTERVAL_SECS)?.max(1),
             ),
             reconcile_grace_secs: number("RECONCILE_GRACE_SECS", DEFAULT_RECONCILE_GRACE_SECS)?,
+            stuck_after_blocks: number("STUCK_AFTER_BLOCKS", DEFAULT_STUCK_AFTER_BLOCKS)?.max(1),
+            stuck_after_secs: number("STUCK_AFTER_SECS", DEFAULT_STUCK_AFTER_SECS)?.max(1),
+            fee_bump_percent: match number("FEE_BUMP_PERCENT", DEFAULT_FEE_BUMP_PERCENT)? {
+                percent if percent < MIN_BUMP_PERCENT => {
+                    return Err(Error::Config(format!(
+                        "FEE_BUMP_PERCENT must be at least {MIN_BUMP_PERCENT}: nodes refuse smaller replacements"
+                    )));
+                }
+                percent => percent,
+            },
+            max_fee_per_gas_wei: u128::from(number("MAX_FEE_PER_GAS_WEI", DEFAULT_MAX_FEE_PER_GAS_WEI)?),
+            startup_retry: std::time::Duration::from_secs(number(
+                "STARTUP_RETRY_SECS",
+                DEFAULT_STARTUP_RETRY_SECS,
+            )?),
         })
     }
 }
@@ -234,6 +279,10 @@ mod tests {
         settings.push(("DAILY_GAS_BUDGET", "lots"));
         let error = Config::from_lookup(lookup(&settings)).unwrap_err().to_string();
         assert!(error.contains("DAILY_GAS_BUDGET"), "{error}");
+        let mut settings = base();
+        settings.push(("FEE_BUMP_PERCENT", "5"));
+        let error = Config::from_lookup(lookup(&settings)).unwrap_err().to_string();
+        assert!(error.contains("FEE_BUMP_PERCENT must be at least 10"), "{error}");
         let error = Config::from_lookup(lookup(&base()[1..])).unwrap_err().to_string();
         assert!(error.contains("REGISTRY_ADDRESS"), "{error}");
     }

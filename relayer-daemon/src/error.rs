@@ -67,12 +67,19 @@ pub enum Error {
     /// The embedded store failed.
     #[error("storage error: {0}")]
     Store(#[from] rusqlite::Error),
+    /// The store holds something this version cannot read (a wei amount or a status that does
+    /// not parse): a damaged file, not a configuration mistake.
+    #[error("corrupt store: {0}")]
+    StoreCorrupt(String),
     /// A background task failed (a bug: it panicked).
     #[error("internal error: {0}")]
     Internal(String),
     /// The configuration is incomplete or invalid (startup only).
     #[error("configuration: {0}")]
     Config(String),
+    /// No relay with that id, hash or request.
+    #[error("Relay not found")]
+    RelayNotFound,
     /// No such route.
     #[error("Not found")]
     NotFound,
@@ -94,7 +101,7 @@ impl Error {
             Self::MissingRequestOrSignature | Self::BadRequest(_) => StatusCode::BAD_REQUEST,
             Self::InvalidSignature => StatusCode::UNAUTHORIZED,
             Self::WrongTarget | Self::ValueTransfer | Self::GasAboveCap { .. } => StatusCode::FORBIDDEN,
-            Self::NotFound => StatusCode::NOT_FOUND,
+            Self::NotFound | Self::RelayNotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::LengthRequired => StatusCode::LENGTH_REQUIRED,
             Self::IpRateLimited(_)
@@ -106,6 +113,7 @@ impl Error {
             | Self::Rpc(_)
             | Self::Unconfirmed { .. }
             | Self::Store(_)
+            | Self::StoreCorrupt(_)
             | Self::Internal(_)
             | Self::Config(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -129,9 +137,11 @@ impl Error {
             Self::Rpc(_) => "rpc",
             Self::Unconfirmed { .. } => "unconfirmed",
             Self::Store(_) => "store",
+            Self::StoreCorrupt(_) => "store_corrupt",
             Self::Internal(_) => "internal",
             Self::Config(_) => "config",
             Self::NotFound => "not_found",
+            Self::RelayNotFound => "relay_not_found",
             Self::MethodNotAllowed => "method_not_allowed",
             Self::LengthRequired => "length_required",
         }

@@ -16,12 +16,17 @@ async fn main() -> anyhow::Result<()> {
     let config = Config::from_env()?;
     tracing::info!(?config, "starting");
     let address = (config.host, config.port);
-    // The detail, not the clients' fixed message: at startup the operator reads this.
-    let relayer = Relayer::start(config).await.map_err(|error| anyhow::anyhow!(error.detail()))?;
+    // A stop while start-up still waits for the node ends the process at once.
+    let mut shutdown = Box::pin(shutdown_signal());
+    let relayer = tokio::select! {
+        // The detail, not the clients' fixed message: at startup the operator reads this.
+        started = Relayer::start(config) => started.map_err(|error| anyhow::anyhow!(error.detail()))?,
+        () = &mut shutdown => return Ok(()),
+    };
     let listener = tokio::net::TcpListener::bind(address)
         .await
         .with_context(|| format!("binding {}:{}", address.0, address.1))?;
-    server::run(listener, relayer, shutdown_signal()).await;
+    server::run(listener, relayer, shutdown).await;
     Ok(())
 }
 

@@ -1,5 +1,7 @@
-//! Prometheus metrics: relays accepted and rejected by reason, budget and balance gauges,
-//! rendered as the text exposition format (no registry crate needed for a handful of series).
+//! Prometheus metrics: relays accepted, retried and rejected by reason, stuck transactions
+//! replaced and cancelled, the time from acceptance to mining (a histogram), budget, balance and
+//! waiting gauges, rendered as the text exposition format (no registry crate needed for a
+//! handful of series).
 
 use std::{
     collections::BTreeMap,
@@ -10,11 +12,19 @@ use std::{
     },
 };
 
+/// Upper bounds (seconds) of the accept-to-mined histogram's buckets.
+const MINED_AFTER_BUCKETS: [u64; 9] = [1, 2, 5, 10, 30, 60, 120, 300, 600];
+
 /// Counters kept since the process started.
 #[derive(Debug, Default)]
 pub(crate) struct Metrics {
     accepted: AtomicU64,
+    retried: AtomicU64,
+    replaced: AtomicU64,
+    cancelled: AtomicU64,
     rejected: Mutex<BTreeMap<&'static str, u64>>,
+    /// Count per bucket of [`MINED_AFTER_BUCKETS`] (not cumulative), then the sum and count.
+    mined_after: Mutex<([u64; MINED_AFTER_BUCKETS.len()], u64, u64)>,
 }
 
 /// Point-in-time values read when the metrics are scraped.
@@ -28,12 +38,39 @@ pub(crate) struct Gauges {
     pub(crate) budget_pending_wei: u128,
     /// Relayer balance in wei, if the node answered.
     pub(crate) balance_wei: Option<u128>,
+    /// Relays with the node for longer than the stuck threshold.
+    pub(crate) waiting_too_long: usize,
 }
 
 impl Metrics {
     /// Counts an accepted relay.
     pub(crate) fn accepted(&self) {
         self.accepted.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a retry answered with the relay it repeats.
+    pub(crate) fn retried(&self) {
+        self.retried.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a stuck transaction sent again with higher fees.
+    pub(crate) fn replaced(&self) {
+        self.replaced.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a cancellation sent.
+    pub(crate) fn cancelled(&self) {
+        self.cancelled.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records the seconds from a relay's acceptance to its mining.
+    pub(crate) fn mined_after(&self, seconds: u64) {
+        let mut histogram = self.mined_after.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(bucket) = MINED_AFTER_BUCKETS.iter().position(|bound| seconds <= *bound) {
+            histogram.0[bucket] += 1;
+        }
+        histogram.1 += seconds;
+        histogram.2 += 1;
     }
 
     /// Counts a rejected relay under `reason`.
@@ -48,6 +85,28 @@ impl Metrics {
         let _ = writeln!(out, "# HELP relayer_relays_accepted_total Relays sent to the chain.");
         let _ = writeln!(out, "# TYPE relayer_relays_accepted_total counter");
         let _ = writeln!(out, "relayer_relays_accepted_total {}", self.accepted.load(Ordering::Relaxed));
+        let counters = [
+            ("relayer_relays_retried_total", "Retries answered with the relay they repeat.", &self.retried),
+            ("relayer_replacements_total", "Stuck transactions sent again with higher fees.", &self.replaced),
+            ("relayer_cancellations_total", "Stuck relays whose nonce was cancelled.", &self.cancelled),
+        ];
+        for (name, help, counter) in counters {
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} counter");
+            let _ = writeln!(out, "{name} {}", counter.load(Ordering::Relaxed));
+        }
+        let (buckets, sum, count) = *self.mined_after.lock().unwrap_or_else(|p| p.into_inner());
+        let name = "relayer_accept_to_mined_seconds";
+        let _ = writeln!(out, "# HELP {name} Seconds from a relay's acceptance to its mining.");
+        let _ = writeln!(out, "# TYPE {name} histogram");
+        let mut cumulative = 0;
+        for (bound, in_bucket) in MINED_AFTER_BUCKETS.iter().zip(buckets) {
+            cumulative += in_bucket;
+            let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {cumulative}");
+        }
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
+        let _ = writeln!(out, "{name}_sum {sum}");
+        let _ = writeln!(out, "{name}_count {count}");
         let _ = writeln!(out, "# HELP relayer_relays_rejected_total Relays refused, by reason.");
         let _ = writeln!(out, "# TYPE relayer_relays_rejected_total counter");
         let rejected = self.rejected.lock().unwrap_or_else(|p| p.into_inner());
@@ -67,6 +126,11 @@ impl Metrics {
                 Some(gauges.budget_pending_wei),
             ),
             ("relayer_balance_wei", "Relayer wallet balance in wei.", gauges.balance_wei),
+            (
+                "relayer_relays_waiting_too_long",
+                "Relays with the node for longer than STUCK_AFTER_SECS.",
+                u128::try_from(gauges.waiting_too_long).ok(),
+            ),
         ];
         for (name, help, value) in gauges_list {
             let Some(value) = value else { continue };
@@ -88,15 +152,29 @@ mod tests {
         metrics.accepted();
         metrics.rejected("invalid_signature");
         metrics.rejected("invalid_signature");
+        metrics.replaced();
+        metrics.mined_after(1);
+        metrics.mined_after(7);
+        metrics.mined_after(5_000);
         let text = metrics.render(&Gauges {
             budget_limit_wei: 5,
             budget_used_wei: 3,
             budget_pending_wei: 1,
             balance_wei: None,
+            waiting_too_long: 2,
         });
         assert!(text.contains("relayer_relays_accepted_total 1\n"));
         assert!(text.contains("relayer_relays_rejected_total{reason=\"invalid_signature\"} 2\n"));
         assert!(text.contains("relayer_budget_used_wei 3\n"));
         assert!(!text.contains("relayer_balance_wei"));
+        assert!(text.contains("relayer_replacements_total 1\n"));
+        assert!(text.contains("relayer_cancellations_total 0\n"));
+        assert!(text.contains("relayer_relays_waiting_too_long 2\n"));
+        assert!(text.contains("relayer_accept_to_mined_seconds_bucket{le=\"1\"} 1\n"), "{text}");
+        assert!(text.contains("relayer_accept_to_mined_seconds_bucket{le=\"5\"} 1\n"), "{text}");
+        assert!(text.contains("relayer_accept_to_mined_seconds_bucket{le=\"10\"} 2\n"), "{text}");
+        assert!(text.contains("relayer_accept_to_mined_seconds_bucket{le=\"600\"} 2\n"), "{text}");
+        assert!(text.contains("relayer_accept_to_mined_seconds_bucket{le=\"+Inf\"} 3\n"), "{text}");
+        assert!(text.contains("relayer_accept_to_mined_seconds_sum 5008\n"), "{text}");
     }
 }

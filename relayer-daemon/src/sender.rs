@@ -6,8 +6,9 @@
 //! before the node can see it, so no crash leaves a transaction on chain that the store does not
 //! know by its hash. After an answer that leaves our view of the nonce in doubt, the next
 //! submission re-reads the node's pending count instead of guessing; after a submission whose
-//! answer was lost, it first asks the node for that transaction: a pending count read from a
-//! node behind a load balancer may not include it yet, and reusing its nonce would replace it.
+//! answer was lost, it first asks the node for that transaction (the rules are
+//! [`crate::nonce`]'s). Fee replacements and cancellations reuse a relay's nonce under the same
+//! lock.
 
 use alloy::{
     consensus::{SignableTransaction, TxEip1559, TxEnvelope},
@@ -21,16 +22,19 @@ use tokio::sync::Mutex;
 use crate::{
     chain::{Fees, RelayerChain},
     error::{Error, Result},
+    nonce::{self, AfterReplace, AfterSend, Answer, NextNonce, Question},
 };
 
-/// A transaction to the forwarder, before nonce and signature.
+/// A transaction of the relayer, before nonce and signature.
 #[derive(Debug, Clone)]
 pub(crate) struct Outgoing {
+    /// Recipient: the forwarder for a relay, the relayer itself for a cancellation.
+    pub(crate) to: Address,
     /// Gas limit.
     pub(crate) gas_limit: u64,
     /// Fees.
     pub(crate) fees: Fees,
-    /// Calldata (`execute(req, signature)`).
+    /// Calldata (`execute(req, signature)`; empty for a cancellation).
     pub(crate) input: Bytes,
 }
 
@@ -43,63 +47,20 @@ pub(crate) struct Sent {
     pub(crate) nonce: u64,
 }
 
-/// How the node answered a submission.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Answer {
-    /// This exact transaction is already in the pool: it was taken before, which is success.
-    AlreadyKnown,
-    /// The nonce is used (mined or pending) by a transaction we did not account for.
-    NonceUsed,
-    /// Anything else: the nonce state is unknown.
-    Other,
-}
-
-fn classify(message: &str) -> Answer {
-    let message = message.to_ascii_lowercase();
-    if message.contains("already known") || message.contains("already imported") {
-        Answer::AlreadyKnown
-    } else if message.contains("nonce too low")
-        || message.contains("replacement transaction underpriced")
-        || message.contains("nonce has already been used")
-    {
-        Answer::NonceUsed
-    } else {
-        Answer::Other
-    }
-}
-
-/// What the sender knows of its next nonce.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum NextNonce {
-    /// Ask the node for its pending count.
-    Unknown,
-    /// This one.
-    Known(u64),
-    /// The transaction `hash` was submitted with `nonce` but the answer was lost: if the node
-    /// knows it, continue after it; otherwise ask for the pending count.
-    AfterLost { hash: B256, nonce: u64 },
-}
-
 /// The relayer's signer with its nonce.
 #[derive(Debug)]
 pub(crate) struct Sender {
     chain: RelayerChain,
     signer: PrivateKeySigner,
     chain_id: u64,
-    forwarder: Address,
     /// The next nonce to use.
     next_nonce: Mutex<NextNonce>,
 }
 
 impl Sender {
-    /// A sender for `signer` on `chain_id`, sending to `forwarder`.
-    pub(crate) fn new(
-        chain: RelayerChain,
-        signer: PrivateKeySigner,
-        chain_id: u64,
-        forwarder: Address,
-    ) -> Self {
-        Self { chain, signer, chain_id, forwarder, next_nonce: Mutex::new(NextNonce::Unknown) }
+    /// A sender for `signer` on `chain_id`.
+    pub(crate) fn new(chain: RelayerChain, signer: PrivateKeySigner, chain_id: u64) -> Self {
+        Self { chain, signer, chain_id, next_nonce: Mutex::new(NextNonce::Unknown) }
     }
 
     /// The relayer's address.
@@ -107,21 +68,21 @@ impl Sender {
         self.signer.address()
     }
 
-    /// Signs `outgoing`, has `record` store its hash and nonce, then submits it (nothing is
-    /// submitted if `record` fails). A "nonce too low" answer means another transaction took the
-    /// nonce: the nonce is re-read from the node and the transaction re-signed (and recorded
-    /// again) once with it. [`Error::Unconfirmed`] means the node may or may not have the
-    /// transaction.
+    /// Signs `outgoing` with the next nonce, has `record` store its hash and nonce, then submits
+    /// it (nothing is submitted if `record` fails). A "nonce too low" answer means another
+    /// transaction took the nonce: the nonce is re-read from the node and the transaction
+    /// re-signed (and recorded again) once with it. [`Error::Unconfirmed`] means the node may or
+    /// may not have the transaction.
     pub(crate) async fn send<Recorded: Future<Output = Result<()>>>(
         &self,
         outgoing: &Outgoing,
         record: impl Fn(Sent) -> Recorded,
     ) -> Result<Sent> {
         let mut next = self.next_nonce.lock().await;
-        let mut nonce = match *next {
-            NextNonce::Known(nonce) => nonce,
-            NextNonce::Unknown => self.chain.pending_nonce(self.address()).await?,
-            NextNonce::AfterLost { hash, nonce } => {
+        let mut nonce = match next.question() {
+            Question::None(nonce) => nonce,
+            Question::PendingCount => self.chain.pending_nonce(self.address()).await?,
+            Question::Knows { hash, nonce } => {
                 if self.chain.knows_transaction(hash).await? {
                     nonce + 1
                 } else {
@@ -129,54 +90,71 @@ impl Sender {
                 }
             }
         };
-        let mut resynced = false;
+        let mut resigned = false;
         loop {
             let (hash, raw) = self.sign(outgoing, nonce)?;
             record(Sent { hash, nonce }).await?;
-            let failure = match self.chain.send_raw(&raw).await {
-                Ok(()) => {
-                    *next = NextNonce::Known(nonce + 1);
+            let (answer, message) = self.submit(&raw).await;
+            let (state, step) = nonce::after_send(nonce, hash, answer, resigned);
+            *next = state;
+            match step {
+                AfterSend::Sent => {
+                    if answer == Answer::AlreadyKnown {
+                        tracing::info!(%hash, nonce, "node already had the transaction");
+                    }
                     return Ok(Sent { hash, nonce });
                 }
-                Err(failure) => failure,
-            };
-            if !failure.node_answered {
-                // The node may have taken it: look for it before the next send, and let the
-                // caller keep the relay on the books.
-                *next = NextNonce::AfterLost { hash, nonce };
-                return Err(Error::Unconfirmed {
-                    tx_hash: hash.to_string(),
-                    nonce,
-                    message: failure.message,
-                });
-            }
-            let message = failure.message;
-            match classify(&message) {
-                Answer::AlreadyKnown => {
-                    tracing::info!(%hash, nonce, "node already had the transaction");
-                    *next = NextNonce::Known(nonce + 1);
-                    return Ok(Sent { hash, nonce });
+                AfterSend::Unconfirmed => {
+                    return Err(Error::Unconfirmed { tx_hash: hash.to_string(), nonce, message });
                 }
-                Answer::NonceUsed if !resynced => {
+                AfterSend::Resign => {
                     let fresh = self.chain.pending_nonce(self.address()).await?;
                     tracing::warn!(nonce, fresh, "relayer nonce already used; re-reading it from the node");
                     nonce = fresh;
-                    resynced = true;
+                    resigned = true;
                 }
-                Answer::NonceUsed | Answer::Other => {
-                    // Refused (funds, fees, a nonce still clashing): nothing was taken. Re-read
-                    // the nonce next time rather than trust a view the node just contradicted.
-                    *next = NextNonce::Unknown;
-                    return Err(Error::Rpc(message));
-                }
+                AfterSend::Refused => return Err(Error::Rpc(message)),
             }
         }
+    }
+
+    /// Signs `outgoing` with the relayer nonce `nonce` that an earlier transaction of a relay
+    /// holds (a fee replacement or a cancellation), has `record` store it, and submits it. The
+    /// next nonce does not move; the sender's lock keeps this from interleaving with a send.
+    pub(crate) async fn replace<Recorded: Future<Output = Result<bool>>>(
+        &self,
+        outgoing: &Outgoing,
+        nonce: u64,
+        record: impl FnOnce(B256) -> Recorded,
+    ) -> Result<(B256, AfterReplace)> {
+        let _next = self.next_nonce.lock().await;
+        let (hash, raw) = self.sign(outgoing, nonce)?;
+        if !record(hash).await? {
+            // The relay closed meanwhile, or the budget cannot cover the higher fees: nothing
+            // is submitted.
+            return Ok((hash, AfterReplace::Refused));
+        }
+        let (answer, message) = self.submit(&raw).await;
+        let step = nonce::after_replace(answer);
+        if !matches!(step, AfterReplace::Sent) {
+            tracing::info!(%hash, nonce, ?step, %message, "replacement not taken");
+        }
+        Ok((hash, step))
     }
 
     /// Forgets the local nonce, so the next send re-reads it from the node: the reconciler found
     /// a transaction of ours that the node no longer has, so nonces after it would stay stuck.
     pub(crate) async fn resync(&self) {
         *self.next_nonce.lock().await = NextNonce::Unknown;
+    }
+
+    /// Submits `raw`; the node's answer, classified, with its message.
+    async fn submit(&self, raw: &[u8]) -> (Answer, String) {
+        match self.chain.send_raw(raw).await {
+            Ok(()) => (Answer::Taken, String::new()),
+            Err(failure) if !failure.node_answered => (Answer::Lost, failure.message),
+            Err(failure) => (Answer::of_refusal(&failure.message), failure.message),
+        }
     }
 
     fn sign(&self, outgoing: &Outgoing, nonce: u64) -> Result<(B256, Vec<u8>)> {
@@ -186,7 +164,7 @@ impl Sender {
             gas_limit: outgoing.gas_limit,
             max_fee_per_gas: outgoing.fees.max_fee_per_gas,
             max_priority_fee_per_gas: outgoing.fees.max_priority_fee_per_gas,
-            to: TxKind::Call(self.forwarder),
+            to: TxKind::Call(outgoing.to),
             value: U256::ZERO,
             access_list: Default::default(),
             input: outgoing.input.clone(),
@@ -197,22 +175,5 @@ impl Sender {
             .map_err(|error| Error::Rpc(format!("signing the transaction: {error}")))?;
         let envelope: TxEnvelope = tx.into_signed(signature).into();
         Ok((*envelope.tx_hash(), envelope.encoded_2718()))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn node_answers_are_classified() {
-        assert_eq!(
-            classify("server returned an error response: error code -32003: nonce too low"),
-            Answer::NonceUsed
-        );
-        assert_eq!(classify("Nonce too low"), Answer::NonceUsed);
-        assert_eq!(classify("already known"), Answer::AlreadyKnown);
-        assert_eq!(classify("replacement transaction underpriced"), Answer::NonceUsed);
-        assert_eq!(classify("insufficient funds for gas * price + value"), Answer::Other);
     }
 }

@@ -49,7 +49,13 @@ pub fn routes(
                 |body: warp::hyper::body::Bytes,
                  remote: Option<std::net::SocketAddr>,
                  relayer: Arc<Relayer>| async move {
-                    respond(relayer.relay(body.to_vec(), client_of(remote)).await)
+                    match relayer.relay(body.to_vec(), client_of(remote)).await {
+                        Ok(relayed) => {
+                            let status = if relayed.sent { StatusCode::OK } else { StatusCode::ACCEPTED };
+                            warp::reply::with_status(warp::reply::json(&relayed.body), status).into_response()
+                        }
+                        Err(error) => error_response(&error),
+                    }
                 },
             );
     // The read endpoints below each cost the node RPC calls: limited per IP, in memory.
@@ -71,6 +77,22 @@ pub fn routes(
         warp::path!("nonce" / String).and(warp::get()).and(read_allowed.clone()).and(with()).then(
             |address: String, relayer: Arc<Relayer>| async move { respond(relayer.nonce(&address).await) },
         );
+    let relay_by_id = warp::path!("relay" / String)
+        .and(warp::get())
+        .and(read_allowed.clone())
+        .and(with())
+        .then(|id: String, relayer: Arc<Relayer>| async move { respond(relayer.relay_by_id(&id).await) });
+    let relay_by_hash =
+        warp::path!("relay" / "tx" / String).and(warp::get()).and(read_allowed.clone()).and(with()).then(
+            |hash: String, relayer: Arc<Relayer>| async move { respond(relayer.relay_by_hash(&hash).await) },
+        );
+    let relay_by_request = warp::path!("relay" / "signer" / String / String)
+        .and(warp::get())
+        .and(read_allowed.clone())
+        .and(with())
+        .then(|address: String, nonce: String, relayer: Arc<Relayer>| async move {
+            respond(relayer.relay_by_request(&address, &nonce).await)
+        });
     let domain = warp::path!("domain")
         .and(warp::get())
         .and(read_allowed)
@@ -90,6 +112,12 @@ pub fn routes(
         .and(warp::get())
         .map(|| warp::reply::json(&json!({ "status": "ok" })).into_response());
     relay
+        .or(relay_by_id)
+        .unify()
+        .or(relay_by_hash)
+        .unify()
+        .or(relay_by_request)
+        .unify()
         .or(status)
         .unify()
         .or(nonce)

@@ -208,8 +208,19 @@ async fn relayer(chain: &TestChain) -> String {
     let mut forged = sequential[0].clone();
     forged["request"]["from"] = Value::String(signers[1].address().to_string());
     let off_chain = median_time("forged signature", 401, || client.relay(&forged)).await;
-    // A replay: its signature checks out, so the forwarder's `verify` on chain refuses it.
-    let on_chain = median_time("replay", 401, || client.relay(&sequential[0])).await;
+    // Another request with a spent nonce: its signature checks out, so the forwarder's `verify`
+    // on chain refuses it. (The same signed request again is a retry: answered with its relay.)
+    let mut stale = sequential[0].clone();
+    stale["request"]["gas"] = Value::String("400000".into());
+    let digest = kya_core::forward_request::signing_digest(
+        &kya_core::forward_request::from_json(stale["request"].as_object().expect("a request"), "request")
+            .expect("a valid request"),
+        &kya_core::forward_request::domain(chain.chain_id(), chain.forwarder()),
+    );
+    let resigned = alloy::signers::SignerSync::sign_hash_sync(&signers[0], &digest).expect("signing");
+    stale["signature"] =
+        Value::String(alloy::primitives::Bytes::from(resigned.as_bytes().to_vec()).to_string());
+    let on_chain = median_time("spent nonce", 401, || client.relay(&stale)).await;
 
     let started = Instant::now();
     let answers = join_all(concurrent.iter().map(|body| client.relay(body))).await;
@@ -223,7 +234,7 @@ async fn relayer(chain: &TestChain) -> String {
          | Case | Time |\n|---|---:|\n\
          | accepted relay, chain idle (all checks, simulation, estimate, send) | {} |\n\
          | refused off chain (signature by another key: 401) | {} |\n\
-         | refused on chain (replay, forwarder `verify`: 401) | {} |\n\
+         | refused on chain (spent nonce, forwarder `verify`: 401) | {} |\n\
          | {CONCURRENT_RELAYS} signers at once, until the last answer | {} ({:.0} relays/s) |\n\n\
          An off-chain refusal costs {:.1}× less than an on-chain one: the cheap checks run first. \
          The burst includes anvil mining 30 blocks (automine), which takes longer the larger the \

@@ -47,6 +47,6 @@ async fn thirty_signers_at_once_are_all_mined_without_nonce_trouble_or_budget_dr
     };
     let first = nonces[0];
     assert_eq!(nonces, (first..first + SIGNERS).collect::<Vec<_>>(), "consecutive relayer nonces, no gap");
-    assert!(records.iter().all(|record| record.status == "mined"));
+    assert!(records.iter().all(|record| record.status == kya_relayer::RelayStatus::Mined));
     relayer.stop().await;
 }

@@ -175,13 +175,19 @@ async fn more_than_10_requests_per_signer_per_hour_are_refused_and_nobody_else_c
             "Invalid signature or nonce mismatch",
         );
     }
-    // Nor do replays of the agent's own mined request: its signature recovers to the agent, but
-    // its nonce is spent, so the forwarder's `verify` refuses it before it is counted.
+    // Nor do retries of the agent's own mined request (answered with that relay), nor other
+    // requests signed with its spent nonce: their signatures recover to the agent, but the
+    // forwarder's `verify` refuses them before they are counted.
     let register = forward(&t, agent.address(), 0, &register_call(agent.address(), 0));
     let registered = body(&register, &sign_with_core(&t, &agent, &register).signature);
     assert_eq!(client.relay(&registered).await.0, 200);
-    for _ in 0..12 {
-        assert_error(client.relay(&registered).await, 401, "Invalid signature or nonce mismatch");
+    let stale =
+        forward(&t, agent.address(), 0, &AgentRegistry::attestComplianceCall { agentId: U256::from(1) });
+    let stale = body(&stale, &sign_with_core(&t, &agent, &stale).signature);
+    for _ in 0..6 {
+        let (status, again) = client.relay(&registered).await;
+        assert_eq!((status, again["nonce"].as_str()), (200, Some("0")), "{again}");
+        assert_error(client.relay(&stale).await, 401, "Invalid signature or nonce mismatch");
     }
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
     let signer = agent.address().to_checksum(None);
@@ -202,8 +208,12 @@ async fn more_than_10_requests_per_signer_per_hour_are_refused_and_nobody_else_c
     }
     assert_error(client.relay(&attest(10)).await, 429, "Signer rate limit exceeded (10/hour)");
     assert_eq!(forwarder_nonce(&t, agent.address()).await, 10, "the eleventh was not sent");
-    // At the limit, even a replay is refused by the read-only check, before the chain is asked.
-    assert_error(client.relay(&registered).await, 429, "Signer rate limit exceeded (10/hour)");
+    // At the limit, a retry of a held request still gets its relay (nothing is sent for it),
+    // and another request with a spent nonce is refused by the read-only check, before the
+    // chain is asked.
+    let (status, again) = client.relay(&registered).await;
+    assert_eq!((status, again["status"].as_str()), (200, Some("mined")), "{again}");
+    assert_error(client.relay(&stale).await, 429, "Signer rate limit exceeded (10/hour)");
     assert_eq!(relayer.relayer.store().hits(RateKind::Signer, &signer, now).unwrap(), 10);
     // Another signer is unaffected.
     let other = agent_key(31);

@@ -103,7 +103,11 @@ async fn an_agent_registers_attests_and_reports_through_the_relay() {
     assert_eq!(relayer_before - balance(&t, relayer.relayer.address()).await, U256::from(total_cost));
     let records = relayer.relayer.store().records().unwrap();
     assert_eq!(records.len(), 3);
-    assert!(records.iter().all(|record| record.status == "mined" && record.tx_hash.is_some()));
+    assert!(
+        records
+            .iter()
+            .all(|record| record.status == kya_relayer::RelayStatus::Mined && record.tx_hash.is_some())
+    );
     assert_eq!(records.iter().map(|record| record.cost_wei.unwrap()).sum::<u128>(), total_cost);
     relayer.stop().await;
 }

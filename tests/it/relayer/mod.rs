@@ -9,6 +9,8 @@ mod reconcile;
 mod replay;
 mod restart;
 mod secrets;
+mod startup;
+mod stuck;
 
 use alloy::{
     primitives::{Address, B256, U256},
@@ -20,6 +22,11 @@ use kya_core::abi::AgentRegistry;
 use kya_devchain::dev_accounts;
 use kya_tests::{TestChain, register_call, relayer_fixture::InProcessRelayer};
 use serde_json::Value;
+
+/// Calls one of anvil's own methods (mining controls, fees, time).
+async fn anvil(t: &TestChain, method: &'static str, params: Value) {
+    let _: Value = t.chain.provider().raw_request(method.into(), params).await.expect(method);
+}
 
 /// A fresh agent wallet with a key and no ETH: it can only act through the relayer.
 fn agent_key(n: u64) -> PrivateKeySigner {

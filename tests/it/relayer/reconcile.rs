@@ -23,7 +23,7 @@ use kya_tests::{
 };
 use serde_json::Value;
 
-use super::{agent_key, agent_of, cost, receipt, register_call};
+use super::{agent_key, agent_of, anvil, cost, receipt, register_call};
 
 /// Settings with a reconciler that looks at every relay at once, every second.
 fn eager(t: &TestChain, db: &std::path::Path) -> Vec<(String, String)> {
@@ -37,16 +37,12 @@ fn eager(t: &TestChain, db: &std::path::Path) -> Vec<(String, String)> {
 async fn record_becomes(relayer: &InProcessRelayer, index: usize, status: &str) -> RelayRecord {
     for _ in 0..1_200 {
         let records = relayer.relayer.store().records().unwrap();
-        if let Some(record) = records.get(index).filter(|record| record.status == status) {
+        if let Some(record) = records.get(index).filter(|record| record.status.as_str() == status) {
             return record.clone();
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     panic!("record {index} never became {status}: {:?}", relayer.relayer.store().records().unwrap());
-}
-
-async fn anvil(t: &TestChain, method: &'static str, params: Value) {
-    let _: Value = t.chain.provider().raw_request(method.into(), params).await.expect(method);
 }
 
 fn now() -> u64 {
@@ -63,9 +59,14 @@ async fn a_reservation_left_by_a_killed_relayer_is_freed_at_the_next_start() {
     let reserved = NewRelay {
         signer: agent.address().to_checksum(None),
         forwarder_nonce: "0".into(),
+        digest: "0x00".into(),
+        signature: "0x00".into(),
+        deadline: 0,
+        input: "0x".into(),
         client_ip: "127.0.0.1".into(),
         gas_limit: 400_000,
         max_fee_wei: 2_000_000_000,
+        priority_fee_wei: 1_000_000_000,
     };
     store.reserve(&reserved, u128::MAX, now()).unwrap().unwrap();
     assert_eq!(store.budget(now()).unwrap().pending_wei, 800_000_000_000_000);
@@ -111,8 +112,15 @@ async fn a_transaction_that_is_never_mined_does_not_hold_shutdown_and_is_dropped
     let relayer = InProcessRelayer::start(&eager(&t, db.path())).await;
     let dropped = record_becomes(&relayer, 0, "dropped").await;
     assert_eq!(dropped.tx_hash, Some(hash.to_string()));
+    let (_, relay) = relayer.client.get(&format!("/relay/tx/{hash}")).await;
+    assert_eq!(
+        (relay["status"].as_str(), relay["relayId"].as_str()),
+        (Some("dropped"), Some(&*dropped.relay_id))
+    );
+    assert_eq!(relay["costWei"], "0");
     let (status, answer) = relayer.client.relay(&signed).await;
     assert_eq!(status, 200, "the same signed request is accepted again: {answer}");
+    assert_ne!(answer["relayId"], dropped.relay_id, "as a new relay");
     let mined = receipt(&t, &answer).await;
     assert!(mined.status());
     assert_ne!(agent_of(&t, agent.address()).await, 0);
@@ -214,6 +222,16 @@ async fn a_registry_call_that_fails_after_its_simulation_is_recorded_as_call_fai
     assert!(mined.status(), "the transaction itself succeeds");
     let record = record_becomes(&relayer, 0, "call_failed").await;
     assert_eq!(record.cost_wei, Some(cost(&mined)));
+    // The relay's status says so too, with the registry's reason, block, gas and cost.
+    let (status, relay) =
+        relayer.client.get(&format!("/relay/{}", answer["relayId"].as_str().unwrap())).await;
+    assert_eq!(status, 200, "{relay}");
+    assert_eq!(relay["status"], "call_failed");
+    assert_eq!(relay["revertReason"], "Agent not active");
+    assert_eq!(relay["txHash"], answer["txHash"]);
+    assert_eq!(relay["blockNumber"], mined.block_number.unwrap());
+    assert_eq!(relay["gasUsed"], mined.gas_used.to_string());
+    assert_eq!(relay["costWei"], cost(&mined).to_string());
     assert_eq!(relayer.client.used_wei_settled().await, cost(&mined), "the gas is paid all the same");
     let agent_record =
         t.chain.view(t.registry(), &AgentRegistry::getAgentCall { agentId: attest.agentId }).await;
@@ -241,7 +259,7 @@ async fn a_transaction_is_recorded_before_the_node_sees_it() {
                 let hash = keccak256(&raw).to_string();
                 let records = Store::open(&store_path).unwrap().records().unwrap();
                 let status = records.into_iter().find(|record| record.tx_hash.as_deref() == Some(&*hash));
-                witness.lock().unwrap().push((hash, status.map(|record| record.status)));
+                witness.lock().unwrap().push((hash, status.map(|record| record.status.as_str().to_owned())));
             }
             RpcAction::Forward(request.to_owned())
         }),

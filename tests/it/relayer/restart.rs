@@ -1,17 +1,27 @@
 //! The real binary: budget use and a signer's limit survive a restart (SIGTERM, start again on
 //! the same store, this time with the key from an encrypted keystore), and the key never appears
-//! in a log line or a response.
+//! in a log line or a response. After a kill with relays in flight, every client's retry gets
+//! its relay.
 
 use alloy::primitives::U256;
+use futures::future::join_all;
 use kya_core::abi::AgentRegistry;
 use kya_devchain::dev_accounts::{self, Role};
+use kya_relayer::{NewRelay, Store};
 use kya_tests::{
     TestChain,
-    relayer_fixture::{BinaryRelayer, body, forward, set, settings, sign_with_core, wei},
+    relayer_fixture::{
+        BinaryRelayer, body, forward, set, settings, sign_with_core, signed_registrations, wei,
+    },
     repo_root,
 };
+use serde_json::json;
 
-use super::{agent_key, cost, receipt, register_call};
+use super::{agent_key, anvil, cost, forwarder_nonce, receipt, register_call};
+
+fn now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+}
 
 /// The daemon's own `main.rs`, built as a binary of the tests package (see tests/Cargo.toml).
 const BINARY: &str = env!("CARGO_BIN_EXE_kya-relayer-under-test");
@@ -100,4 +110,94 @@ async fn budget_use_and_signer_limits_survive_a_restart_and_the_key_never_leaks(
     assert!(!everything.contains("relayer-test-password"), "the keystore password leaked");
     let address = dev_accounts::address(Role::Relayer).to_string().to_lowercase();
     assert!(everything.contains(&address), "the logs and answers do name the relayer's address");
+}
+
+/// The measured failure of issue 10: the daemon killed (SIGKILL) with relays in flight and
+/// restarted on its store; every client retries its same signed request. Each retry gets its
+/// relay's id and status (202 for one reserved but never sent, 200 for the others, before and
+/// after mining), never the 401 that tells an agent to re-sign.
+#[tokio::test]
+async fn after_a_kill_with_relays_in_flight_every_retry_gets_its_relay_and_never_401() {
+    let t = TestChain::start().await;
+    let db = tempfile::tempdir().unwrap();
+    let mut env = settings(&t, db.path());
+    set(&mut env, "RATE_LIMIT_PER_IP", "1000");
+    set(&mut env, "READ_RATE_LIMIT_PER_MINUTE", "100000");
+    let agents: Vec<_> = (0..8).map(|n| agent_key(80 + n)).collect();
+    let bodies = signed_registrations(&t, &agents);
+
+    // Mining paused: every relay is sent and waits in the pool when the daemon dies.
+    let first = BinaryRelayer::start(BINARY, &env);
+    anvil(&t, "evm_setAutomine", json!([false])).await;
+    let answers = join_all(bodies.iter().map(|body| first.client.relay(body))).await;
+    for (status, answer) in &answers {
+        assert_eq!((*status, answer["status"].as_str()), (200, Some("sent")), "{answer}");
+    }
+    first.kill();
+
+    // What a kill between reserving and sending leaves: a ninth request reserved, never sent.
+    let late = agent_key(88);
+    let request = forward(&t, late.address(), 0, &register_call(late.address(), 0));
+    let signed = sign_with_core(&t, &late, &request);
+    let store = Store::open(&db.path().join("relayer.db")).unwrap();
+    let unsent = store
+        .reserve(
+            &NewRelay {
+                signer: late.address().to_checksum(None),
+                forwarder_nonce: "0".into(),
+                digest: signed.digest.to_string(),
+                signature: signed.signature.to_string(),
+                deadline: 0,
+                input: "0x".into(),
+                client_ip: "127.0.0.1".into(),
+                gas_limit: 400_000,
+                max_fee_wei: 2_000_000_000,
+                priority_fee_wei: 1_000_000_000,
+            },
+            u128::MAX,
+            now(),
+        )
+        .unwrap()
+        .unwrap();
+    drop(store);
+
+    let second = BinaryRelayer::start(BINARY, &env);
+    let retries = join_all(bodies.iter().map(|body| second.client.relay(body))).await;
+    for ((status, retry), (_, answer)) in retries.iter().zip(&answers) {
+        assert_eq!(*status, 200, "{retry}");
+        assert_eq!((&retry["relayId"], &retry["txHash"]), (&answer["relayId"], &answer["txHash"]));
+        assert!(retry["status"] == "sent" || retry["status"] == "mined", "{retry}");
+    }
+    let (status, retry) = second.client.relay(&body(&request, &signed.signature)).await;
+    assert_eq!(status, 202, "{retry}");
+    assert_eq!(retry["relayId"], unsent.relay_id);
+    assert_eq!((retry["status"].as_str(), &retry["txHash"]), (Some("accepted"), &json!(null)));
+
+    // Mined now; the restarted daemon follows the relays of its previous life and settles them.
+    anvil(&t, "evm_mine", json!([])).await;
+    anvil(&t, "evm_setAutomine", json!([true])).await;
+    let mut paid = 0;
+    for (_, answer) in &answers {
+        paid += cost(&receipt(&t, answer).await);
+        let id = answer["relayId"].as_str().unwrap();
+        let relay = second.client.relay_until(id, |relay| relay["status"] == "mined").await;
+        assert_eq!(relay["txHash"], answer["txHash"]);
+    }
+    let retries = join_all(bodies.iter().map(|body| second.client.relay(body))).await;
+    for ((status, retry), (_, answer)) in retries.iter().zip(&answers) {
+        assert_eq!((*status, retry["status"].as_str()), (200, Some("mined")), "{retry}");
+        assert_eq!(retry["relayId"], answer["relayId"]);
+    }
+    for agent in &agents {
+        assert_eq!(forwarder_nonce(&t, agent.address()).await, 1, "each request ran exactly once");
+    }
+    let status = second.client.get("/status").await.1;
+    let pending: u128 = status["dailyGasBudget"]["pendingWei"].as_str().unwrap().parse().unwrap();
+    assert_eq!(
+        pending, unsent.reserved_wei,
+        "only the unsent reservation is left (until the reconciler frees it)"
+    );
+    assert_eq!(wei(&status["dailyGasBudget"]["usedWei"]), paid + unsent.reserved_wei);
+    let (clean, log) = second.terminate();
+    assert!(clean, "{log}");
 }

@@ -1,0 +1,385 @@
+//! After the send: a follower per sent relay reads the receipts of its transactions, settles
+//! the budget with what the mined one cost, and sends a stuck one again (higher fees at the same
+//! relayer nonce, or a cancellation: [`crate::stuck`] decides); the reconciler's I/O gathers the
+//! facts for the pure [`crate::reconcile`] about relays a crash or a lost answer left open, and
+//! applies its decision.
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+
+use alloy::{
+    primitives::{Address, B256, Bytes, U256},
+    rpc::types::TransactionReceipt,
+};
+
+use crate::{
+    error::{Error, Result},
+    nonce::AfterReplace,
+    reconcile::{self, Decision, Facts},
+    relayer::{InFlightGuard, Relayer, lock},
+    sender::Outgoing,
+    store::{
+        Outcome, Refusal, RelayRecord, RelayStatus, Replacement, SentTx, Settlement, TRANSFER_GAS, TxKind,
+    },
+    stuck::{Latest, Plan},
+    time,
+};
+
+/// First pause between two looks at a sent relay's receipts; it doubles up to the next.
+const FOLLOW_FIRST_PAUSE: Duration = Duration::from_millis(50);
+/// Longest pause between two looks.
+const FOLLOW_MAX_PAUSE: Duration = Duration::from_secs(2);
+
+/// What one look at a followed relay found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Look {
+    /// It is settled or otherwise closed: stop following.
+    Closed,
+    /// Still waiting.
+    Waiting,
+    /// A transaction was just sent again: look again soon.
+    Resent,
+}
+
+/// Removes a relay from the followed set when its follower ends.
+struct Followed<'a> {
+    relayer: &'a Relayer,
+    id: i64,
+}
+
+impl Drop for Followed<'_> {
+    fn drop(&mut self) {
+        lock(&self.relayer.followed).remove(&self.id);
+    }
+}
+
+impl Relayer {
+    /// Follows the sent relay `id` in the background until it is closed (or shutdown ends),
+    /// unless a follower already does.
+    pub(crate) fn follow(self: &Arc<Self>, id: i64) {
+        if !lock(&self.followed).insert(id) {
+            return;
+        }
+        let relayer = Arc::clone(self);
+        self.background.spawn(async move {
+            let _followed = Followed { relayer: &relayer, id };
+            tokio::select! {
+                () = relayer.follow_until_closed(id) => {}
+                () = relayer.stop.cancelled() => {}
+            }
+        });
+    }
+
+    async fn follow_until_closed(&self, id: i64) {
+        let mut pause = FOLLOW_FIRST_PAUSE;
+        loop {
+            match self.look(id).await {
+                Ok(Look::Closed) => return,
+                Ok(Look::Waiting) => {}
+                Ok(Look::Resent) => pause = FOLLOW_FIRST_PAUSE,
+                Err(error) => {
+                    tracing::warn!(id, error = %error.detail(), "following a relay failed; retrying")
+                }
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(FOLLOW_MAX_PAUSE);
+        }
+    }
+
+    /// One look: a receipt of any of its transactions settles it; a stuck one is sent again.
+    async fn look(&self, id: i64) -> Result<Look> {
+        let Some(record) = self.db(move |store| store.relay(id)).await? else { return Ok(Look::Closed) };
+        if !record.status.is_open() {
+            return Ok(Look::Closed);
+        }
+        if let Some((tx, receipt)) = self.mined(&record).await? {
+            self.settle(&record, &tx.hash, &receipt).await?;
+            return Ok(Look::Closed);
+        }
+        let Some(latest) = record.txs.last() else { return Ok(Look::Waiting) };
+        if self.closing.is_cancelled() {
+            return Ok(Look::Waiting);
+        }
+        let block = self.chain.block_number().await?;
+        let waiting = latest_of(latest);
+        if !self.stuck.is_stuck(&waiting, block, time::now()) {
+            return Ok(Look::Waiting);
+        }
+        let hash: B256 = parse_hash(&latest.hash)?;
+        // A stuck transaction the node does not have is not replaced: its nonce may have gone to
+        // another relay since, and a replacement would knock that one out. The reconciler drops
+        // it instead.
+        if !self.chain.knows_transaction(hash).await? {
+            return Ok(Look::Waiting);
+        }
+        // The next block is stamped no earlier than the head nor (on a live chain) than now: a
+        // request past its deadline by either clock would only revert, at the relayer's cost.
+        let (_, block_time) = self.chain.head().await?;
+        let suggested = self.chain.fees().await?;
+        let plan = self.stuck.plan(&waiting, record.deadline, block_time.max(time::now()), suggested);
+        self.send_again(&record, plan, block).await
+    }
+
+    /// The first of the relay's transactions (newest first: a replacement is the likelier one)
+    /// with a receipt.
+    async fn mined(&self, record: &RelayRecord) -> Result<Option<(SentTx, TransactionReceipt)>> {
+        for tx in record.txs.iter().rev() {
+            if let Some(receipt) = self.chain.receipt(parse_hash(&tx.hash)?).await? {
+                return Ok(Some((tx.clone(), receipt)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Sends the relay's transaction again per `plan`, at its relayer nonce. A fee replacement
+    /// the budget cannot cover becomes a cancellation.
+    async fn send_again(&self, record: &RelayRecord, plan: Plan, block: u64) -> Result<Look> {
+        let (mut kind, fees) = match plan {
+            Plan::Replace(fees) if record.input.is_some() => (TxKind::Relay, fees),
+            // A record of an earlier version has no calldata to send again: cancel it.
+            Plan::Replace(fees) | Plan::Cancel(fees) => (TxKind::Cancel, fees),
+        };
+        let Some(nonce) = record.relayer_nonce else { return Ok(Look::Waiting) };
+        // The reconciler leaves the record alone while its new hash is recorded and submitted.
+        let _in_flight =
+            InFlightGuard::new(&self.in_flight, (record.signer.clone(), record.forwarder_nonce.clone()));
+        loop {
+            let outgoing = self.outgoing(record, kind, fees)?;
+            let (id, limit) = (record.id, self.config.daily_gas_budget_wei);
+            let refused_by_budget = AtomicBool::new(false);
+            let recorded = |hash: B256| {
+                let replacement = Replacement {
+                    tx_hash: hash.to_string(),
+                    kind,
+                    max_fee_wei: fees.max_fee_per_gas,
+                    priority_fee_wei: fees.max_priority_fee_per_gas,
+                    sent_block: block,
+                };
+                let refused_by_budget = &refused_by_budget;
+                async move {
+                    let now = time::now();
+                    match self.db(move |store| store.replace(id, &replacement, limit, now)).await? {
+                        Ok(_) => Ok(true),
+                        Err(Refusal::Budget) => {
+                            refused_by_budget.store(true, Ordering::Relaxed);
+                            Ok(false)
+                        }
+                        Err(Refusal::Duplicate) => Ok(false),
+                    }
+                }
+            };
+            let (hash, step) = self.sender.replace(&outgoing, nonce, recorded).await?;
+            if refused_by_budget.load(Ordering::Relaxed) && kind == TxKind::Relay {
+                tracing::warn!(relay = %record.relay_id, "the budget cannot cover higher fees; cancelling instead");
+                kind = TxKind::Cancel;
+                continue;
+            }
+            if step == AfterReplace::Sent {
+                match kind {
+                    TxKind::Relay => self.metrics.replaced(),
+                    TxKind::Cancel => self.metrics.cancelled(),
+                }
+                tracing::info!(
+                    relay = %record.relay_id,
+                    tx = %hash,
+                    relayer_nonce = nonce,
+                    max_fee_wei = fees.max_fee_per_gas,
+                    ?kind,
+                    "stuck relay sent again"
+                );
+            }
+            return Ok(Look::Resent);
+        }
+    }
+
+    /// The transaction that sends `record` again as `kind` with `fees`.
+    fn outgoing(&self, record: &RelayRecord, kind: TxKind, fees: crate::chain::Fees) -> Result<Outgoing> {
+        Ok(match kind {
+            TxKind::Relay => {
+                let input = record.input.as_deref().unwrap_or_default();
+                let input: Bytes = input
+                    .parse()
+                    .map_err(|_| Error::StoreCorrupt(format!("relay {}: calldata {input:?}", record.id)))?;
+                Outgoing { to: self.config.forwarder, gas_limit: record.gas_limit, fees, input }
+            }
+            TxKind::Cancel => {
+                Outgoing { to: self.address(), gas_limit: TRANSFER_GAS, fees, input: Bytes::new() }
+            }
+        })
+    }
+
+    /// Settles the relay from the receipt of its transaction `hash`: the real cost replaces the
+    /// reservation; a failed registry call gets its reason.
+    pub(crate) async fn settle(
+        &self,
+        record: &RelayRecord,
+        hash: &str,
+        receipt: &TransactionReceipt,
+    ) -> Result<()> {
+        let (cost_wei, outcome) = self.chain.settlement(receipt);
+        let block_number = receipt.block_number;
+        let revert_reason = match (outcome, &record.input, block_number) {
+            (Outcome::CallFailed, Some(input), Some(block)) => {
+                let input: Bytes = input.parse().unwrap_or_default();
+                self.chain.call_failure(&input, block).await.unwrap_or_else(|error| {
+                    tracing::warn!(error = %error.detail(), "reading a failed call's reason");
+                    None
+                })
+            }
+            _ => None,
+        };
+        let settlement = Settlement {
+            tx_hash: hash.to_owned(),
+            cost_wei,
+            outcome,
+            block_number,
+            gas_used: Some(receipt.gas_used),
+            revert_reason,
+        };
+        let (id, now) = (record.id, time::now());
+        self.db(move |store| store.settle(id, &settlement, now)).await?;
+        if matches!(outcome, Outcome::Mined | Outcome::CallFailed) {
+            self.metrics.mined_after(now.saturating_sub(record.created_at));
+        }
+        tracing::info!(relay = %record.relay_id, tx = %hash, cost_wei = %cost_wei, ?outcome, "relay settled");
+        Ok(())
+    }
+
+    /// Starts the reconciler: a pass now (ending what a previous run left), then one every
+    /// `RECONCILE_INTERVAL_SECS`, until shutdown begins.
+    pub(crate) fn spawn_reconciler(self: &Arc<Self>) {
+        let relayer = Arc::clone(self);
+        let interval = self.config.reconcile_interval;
+        self.background.spawn(async move {
+            loop {
+                if let Err(error) = relayer.reconcile().await {
+                    tracing::warn!(error = %error.detail(), "reconciling relays failed; retrying later");
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(interval) => {}
+                    () = relayer.closing.cancelled() => return,
+                }
+            }
+        });
+    }
+
+    /// One reconciler pass over the relays still open after the grace period, except those a
+    /// handler or a replacement of this process is working on. One still pending gets a
+    /// follower (after a restart, its stuck transaction is replaced like any other).
+    async fn reconcile(self: &Arc<Self>) -> Result<()> {
+        let horizon = time::now().saturating_sub(self.config.reconcile_grace_secs);
+        let open = self.db(move |store| store.open_since(horizon)).await?;
+        let open: Vec<RelayRecord> = {
+            let in_flight = lock(&self.in_flight);
+            open.into_iter()
+                .filter(|record| {
+                    !in_flight.contains_key(&(record.signer.clone(), record.forwarder_nonce.clone()))
+                })
+                .collect()
+        };
+        if open.is_empty() {
+            return Ok(());
+        }
+        // Read first: a nonce seen mined here is mined before any receipt read below.
+        let mined_nonce = self.chain.mined_nonce(self.address()).await?;
+        for record in open {
+            let id = record.id;
+            let (facts, mined) = self.facts(&record, mined_nonce).await?;
+            let decision = reconcile::decide(&facts);
+            let now = time::now();
+            match decision {
+                Decision::Wait => {
+                    self.follow(id);
+                    continue;
+                }
+                Decision::Settle { .. } => {
+                    if let Some((tx, receipt)) = mined {
+                        self.settle(&record, &tx.hash, &receipt).await?;
+                    }
+                }
+                Decision::Executed => self.db(move |store| store.mark_executed(id, now)).await?,
+                Decision::Drop { reason, resync } => {
+                    if resync {
+                        self.sender.resync().await;
+                    }
+                    self.db(move |store| store.drop_relay(id, reason, now)).await?;
+                }
+            }
+            tracing::info!(
+                id,
+                relay = %record.relay_id,
+                signer = %record.signer,
+                forwarder_nonce = %record.forwarder_nonce,
+                tx = record.tx_hash.as_deref().unwrap_or("none"),
+                ?decision,
+                "reconciled a relay"
+            );
+        }
+        Ok(())
+    }
+
+    /// Gathers the facts about one unfinished relay, with the receipt that settles it if any.
+    async fn facts(
+        &self,
+        record: &RelayRecord,
+        mined_nonce: u64,
+    ) -> Result<(Facts, Option<(SentTx, TransactionReceipt)>)> {
+        let from: Address = record
+            .signer
+            .parse()
+            .map_err(|_| Error::StoreCorrupt(format!("relay {}: signer {:?}", record.id, record.signer)))?;
+        let requested: U256 = record.forwarder_nonce.parse().map_err(|_| {
+            Error::StoreCorrupt(format!("relay {}: nonce {:?}", record.id, record.forwarder_nonce))
+        })?;
+        let request_ran = self.chain.forwarder_nonce(from).await? > requested;
+        let mined = self.mined(record).await?;
+        let receipt = mined.as_ref().map(|(_, receipt)| self.chain.settlement(receipt));
+        let node_knows_tx = match record.txs.last() {
+            Some(latest) if receipt.is_none() && !request_ran => {
+                self.chain.knows_transaction(parse_hash(&latest.hash)?).await?
+            }
+            _ => true,
+        };
+        let facts = Facts {
+            has_hash: !record.txs.is_empty(),
+            receipt,
+            request_ran,
+            relayer_nonce_used: record.relayer_nonce.is_some_and(|nonce| mined_nonce > nonce),
+            node_knows_tx,
+        };
+        Ok((facts, mined))
+    }
+}
+
+/// What the stuck policy needs of a relay's latest transaction.
+fn latest_of(tx: &SentTx) -> Latest {
+    Latest {
+        fees: crate::chain::Fees {
+            max_fee_per_gas: tx.max_fee_wei,
+            max_priority_fee_per_gas: tx.priority_fee_wei,
+        },
+        sent_block: tx.sent_block,
+        sent_at: tx.sent_at,
+        is_cancel: tx.kind == TxKind::Cancel,
+    }
+}
+
+fn parse_hash(hash: &str) -> Result<B256> {
+    hash.parse().map_err(|_| Error::StoreCorrupt(format!("transaction hash {hash:?}")))
+}
+
+/// Relays waiting longer than the stuck threshold, for the metrics.
+pub(crate) fn waiting_too_long(records: &[RelayRecord], after_secs: u64, now: u64) -> usize {
+    records
+        .iter()
+        .filter(|record| {
+            matches!(record.status, RelayStatus::Sent | RelayStatus::Replaced | RelayStatus::Cancelling)
+                && record.sent_at.is_some_and(|sent| now >= sent.saturating_add(after_secs))
+        })
+        .count()
+}
