@@ -1,7 +1,9 @@
 //! The relayer's view of the chain: reads (balance, forwarder nonce, `verify`, the EIP-712
 //! domain), the `execute` simulation and estimate, fees, raw sends and receipts.
 //!
-//! Errors keep the node's message and decode revert reasons; nothing here holds the key.
+//! Errors keep the node's message; reverts are read by `kya_core::revert`, the project's one
+//! decoder of every node's and provider's shape, and worded here for the relayer's answers.
+//! Nothing here holds the key.
 
 use alloy::{
     eips::BlockId,
@@ -9,10 +11,10 @@ use alloy::{
     primitives::{Address, B256, Bytes, U256},
     providers::{DynProvider, Provider, ProviderBuilder},
     rpc::types::{TransactionReceipt, TransactionRequest},
-    sol_types::{Panic, Revert, SolCall, SolError, SolEvent},
+    sol_types::{SolCall, SolEvent},
     transports::{RpcError, TransportErrorKind, http::reqwest},
 };
-use kya_core::{abi::Forwarder, forward_request::ForwardRequest};
+use kya_core::{abi::Forwarder, forward_request::ForwardRequest, revert::RevertReason};
 
 use crate::{
     error::{Error, Result},
@@ -203,8 +205,8 @@ impl RelayerChain {
         let tx = self.execute_tx(relayer, req, signature);
         self.provider.estimate_gas(tx).block(BlockId::number(at)).await.map_err(|error| {
             match revert_reason(&error) {
-                Some(reason) if !reason.is_empty() => forwarder_refusal(reason),
-                _ => Error::rpc(error),
+                Some(reason) => forwarder_refusal(reason),
+                None => Error::rpc(error),
             }
         })
     }
@@ -251,7 +253,6 @@ impl RelayerChain {
         match self.provider.call(tx).block(BlockId::number(block)).await {
             Ok(_) => Ok(None),
             Err(error) => match revert_reason(&error) {
-                Some(reason) if reason.is_empty() => Ok(Some(failure_reason(&[]))),
                 Some(reason) => Ok(Some(reason)),
                 None => Err(Error::rpc(error)),
             },
@@ -303,34 +304,31 @@ pub(crate) fn forwarder_refusal(reason: String) -> Error {
 
 /// The reason a relayed registry call failed, from the `returndata` the forwarder passes back.
 pub(crate) fn failure_reason(returndata: &[u8]) -> String {
-    if let Ok(revert) = Revert::abi_decode(returndata) {
-        return revert.reason;
-    }
-    if let Ok(panic) = Panic::abi_decode(returndata) {
-        return format!("Relayed call panicked (code {})", panic.code);
-    }
-    if returndata.is_empty() {
-        // What an inner call that ran out of its `request.gas` returns.
-        return "Relayed call failed without a reason (is request.gas too low?)".into();
-    }
-    format!("Relayed call failed: {}", Bytes::copy_from_slice(returndata))
+    worded(RevertReason::from_data(returndata))
 }
 
-/// The revert reason in a node's error answer, if it is a revert.
-fn revert_reason(error: &RpcError<TransportErrorKind>) -> Option<String> {
-    let payload = error.as_error_resp()?;
-    if let Some(data) = payload.as_revert_data() {
-        return Some(failure_reason(&data));
+/// The relayer's wording of a revert: a `require` message as it is (SPEC.md's tables list them),
+/// the others described.
+fn worded(reason: RevertReason) -> String {
+    match reason {
+        RevertReason::Message(message) => message,
+        RevertReason::Panic(code) => format!("Relayed call panicked (code {code})"),
+        // What an inner call that ran out of its `request.gas` returns.
+        RevertReason::Empty => "Relayed call failed without a reason (is request.gas too low?)".into(),
+        RevertReason::Custom(data) => format!("Relayed call failed: {data}"),
     }
-    let message = payload.message.as_ref();
-    message
-        .strip_prefix("execution reverted: ")
-        .map(str::to_owned)
-        .or_else(|| (message == "execution reverted").then(String::new))
+}
+
+/// The revert reason in a node's error answer, if it is a revert (in any node's or provider's
+/// shape: `kya_core::revert`).
+fn revert_reason(error: &RpcError<TransportErrorKind>) -> Option<String> {
+    RevertReason::from_error(error.as_error_resp()?).map(worded)
 }
 
 #[cfg(test)]
 mod tests {
+    use alloy::sol_types::{Panic, Revert, SolError};
+
     use super::*;
 
     #[test]
@@ -341,6 +339,39 @@ mod tests {
         assert_eq!(failure_reason(&panic), "Relayed call panicked (code 17)");
         assert!(failure_reason(&[]).contains("request.gas"));
         assert_eq!(failure_reason(&[1, 2]), "Relayed call failed: 0x0102");
+    }
+
+    /// Every revert shape of PROVIDERS.md reads as the same answer; other failures are no
+    /// revert (the caller answers them as RPC errors).
+    #[test]
+    fn reverts_in_every_providers_shape_read_the_same() {
+        let reason = "Wallet already registered to another agent";
+        let data = alloy::primitives::hex::encode_prefixed(Revert::from(reason).abi_encode());
+        let shapes = [
+            serde_json::json!({"code": 3, "message": format!("execution reverted: {reason}"), "data": data}),
+            serde_json::json!({"code": -32000, "message": "execution reverted", "data": data}),
+            serde_json::json!({"code": -32000, "message": format!("execution reverted: {reason}")}),
+            serde_json::json!({"code": -32015, "message": "VM execution error.", "data": format!("revert: {reason}")}),
+            serde_json::json!({"code": -32015, "message": "VM execution error.", "data": format!("Reverted {data}")}),
+            serde_json::json!({"code": -32000, "message": format!("VM Exception while processing transaction: revert {reason}")}),
+        ];
+        for shape in shapes {
+            let error = RpcError::ErrorResp(serde_json::from_value(shape.clone()).unwrap());
+            assert_eq!(revert_reason(&error).as_deref(), Some(reason), "{shape}");
+        }
+        let empty = RpcError::ErrorResp(
+            serde_json::from_value(
+                serde_json::json!({"code": 3, "message": "execution reverted", "data": "0x"}),
+            )
+            .unwrap(),
+        );
+        assert_eq!(revert_reason(&empty).unwrap(), failure_reason(&[]));
+        for other in [
+            serde_json::json!({"code": -32000, "message": "header not found"}),
+            serde_json::json!({"code": -32005, "message": "limit exceeded"}),
+        ] {
+            assert_eq!(revert_reason(&RpcError::ErrorResp(serde_json::from_value(other).unwrap())), None);
+        }
     }
 
     #[test]

@@ -18,6 +18,7 @@ use kya_devchain::dev_accounts::{self, Role};
 use kya_relayer::{NewRelay, RelayRecord, Store};
 use kya_tests::{
     TestChain,
+    provider_shapes::{self, ProviderShape},
     relayer_fixture::{InProcessRelayer, body, forward, set, settings, sign_with_core},
     rpc_proxy::{self, RpcAction},
 };
@@ -192,18 +193,37 @@ async fn after_a_lost_send_answer_the_next_relay_continues_after_the_transaction
 #[tokio::test]
 async fn a_registry_call_that_fails_after_its_simulation_is_recorded_as_call_failed() {
     let t = TestChain::start().await;
+    call_failed_through(&t, t.rpc_url(), 330).await;
+}
+
+/// The failed call's reason reads the same whichever way the node words its reverts
+/// (`kya_core::revert`, PROVIDERS.md): hosted providers' reason-only messages, older Nethermind.
+#[tokio::test]
+async fn a_failed_calls_reason_reads_the_same_in_every_providers_revert_shape() {
+    let t = TestChain::start().await;
+    for (n, shape) in ProviderShape::ERROR_SHAPES.into_iter().enumerate() {
+        let (node, _) = provider_shapes::start(&t.rpc_url(), shape).await;
+        call_failed_through(&t, node, 332 + n as u64).await;
+    }
+}
+
+/// A relay sent while its agent is Active and mined after the agent's suspension, by a relayer
+/// reading the chain at `rpc_url`: `call_failed`, with the registry's reason.
+async fn call_failed_through(t: &TestChain, rpc_url: String, agent_number: u64) {
     let db = tempfile::tempdir().unwrap();
-    let agent = agent_key(330);
+    let agent = agent_key(agent_number);
     let creator = dev_accounts::address(Role::CreatorA);
     t.chain.send(creator, t.registry(), &register_call(agent.address(), 0)).await.unwrap();
-    let id = agent_of(&t, agent.address()).await;
+    let id = agent_of(t, agent.address()).await;
     let attest = AgentRegistry::attestComplianceCall { agentId: U256::from(id) };
-    let request = forward(&t, agent.address(), 0, &attest);
-    let signed = body(&request, &sign_with_core(&t, &agent, &request).signature);
-    let relayer = InProcessRelayer::start(&settings(&t, db.path())).await;
+    let request = forward(t, agent.address(), 0, &attest);
+    let signed = body(&request, &sign_with_core(t, &agent, &request).signature);
+    let mut env = settings(t, db.path());
+    set(&mut env, "RPC_URL", rpc_url);
+    let relayer = InProcessRelayer::start(&env).await;
 
     // The relay is checked and sent while the agent is Active, then waits in the pool.
-    anvil(&t, "evm_setAutomine", serde_json::json!([false])).await;
+    anvil(t, "evm_setAutomine", serde_json::json!([false])).await;
     let (status, answer) = relayer.client.relay(&signed).await;
     assert_eq!(status, 200, "{answer}");
     // The regulator's suspension pays a higher tip, so the block runs it first.
@@ -215,10 +235,10 @@ async fn a_registry_call_that_fails_after_its_simulation_is_recorded_as_call_fai
         .with_max_fee_per_gas(200_000_000_000)
         .with_max_priority_fee_per_gas(100_000_000_000);
     t.chain.submit(suspend).await.unwrap();
-    anvil(&t, "evm_mine", serde_json::json!([])).await;
-    anvil(&t, "evm_setAutomine", serde_json::json!([true])).await;
+    anvil(t, "evm_mine", serde_json::json!([])).await;
+    anvil(t, "evm_setAutomine", serde_json::json!([true])).await;
 
-    let mined = receipt(&t, &answer).await;
+    let mined = receipt(t, &answer).await;
     assert!(mined.status(), "the transaction itself succeeds");
     let record = record_becomes(&relayer, 0, "call_failed").await;
     assert_eq!(record.cost_wei, Some(cost(&mined)));
