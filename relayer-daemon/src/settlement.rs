@@ -179,6 +179,12 @@ impl Relayer {
                 kind = TxKind::Cancel;
                 continue;
             }
+            if matches!(step, AfterReplace::NonceMined | AfterReplace::Underpriced | AfterReplace::Refused) {
+                // Not in the node: the relay's current transaction is again the one before.
+                let (hash, now) = (hash.to_string(), time::now());
+                self.db(move |store| store.unreplace(id, &hash, now)).await?;
+                return Ok(Look::Waiting);
+            }
             if step == AfterReplace::Sent {
                 match kind {
                     TxKind::Relay => self.metrics.replaced(),
@@ -339,11 +345,19 @@ impl Relayer {
         let request_ran = self.chain.forwarder_nonce(from).await? > requested;
         let mined = self.mined(record).await?;
         let receipt = mined.as_ref().map(|(_, receipt)| self.chain.settlement(receipt));
-        let node_knows_tx = match record.txs.last() {
-            Some(latest) if receipt.is_none() && !request_ran => {
-                self.chain.knows_transaction(parse_hash(&latest.hash)?).await?
+        // Any of its transactions will do: a replacement whose answer was lost may never have
+        // reached the node while the transaction it was to replace still waits there.
+        let node_knows_tx = if receipt.is_none() && !request_ran {
+            let mut knows = false;
+            for tx in record.txs.iter().rev() {
+                if self.chain.knows_transaction(parse_hash(&tx.hash)?).await? {
+                    knows = true;
+                    break;
+                }
             }
-            _ => true,
+            knows
+        } else {
+            true
         };
         let facts = Facts {
             has_hash: !record.txs.is_empty(),

@@ -704,6 +704,47 @@ impl Store {
         })
     }
 
+    /// Takes back the record of a transaction [`Store::replace`] recorded but the node did not
+    /// take (refused, underpriced, its nonce already mined): the relay's current transaction is
+    /// again the one before it, so no one looks for a hash the node never had. The grown
+    /// reservation stays (a worst case, settled to the real cost in the end).
+    pub fn unreplace(&self, id: i64, tx_hash: &str, now: u64) -> Result<()> {
+        self.with(|connection| {
+            let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let status: String =
+                tx.query_row("SELECT status FROM relays WHERE id = ?1", params![id], |row| row.get(0))?;
+            if !RelayStatus::parse(&status)?.is_open() {
+                return Ok(());
+            }
+            tx.execute("DELETE FROM relay_txs WHERE relay = ?1 AND tx_hash = ?2", params![id, tx_hash])?;
+            let remaining: Vec<(String, String, String, String)> = tx
+                .prepare(
+                    "SELECT tx_hash, kind, max_fee_wei, priority_fee_wei FROM relay_txs WHERE relay = ?1
+                     ORDER BY rowid",
+                )?
+                .query_map(params![id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            let Some((hash, kind, max_fee, priority_fee)) = remaining.last() else {
+                return Ok(());
+            };
+            let status = if kind == TxKind::Cancel.as_str() {
+                RelayStatus::Cancelling
+            } else if remaining.len() > 1 {
+                RelayStatus::Replaced
+            } else {
+                RelayStatus::Sent
+            };
+            tx.execute(
+                "UPDATE relays SET status = ?2, tx_hash = ?3, max_fee_wei = ?4, priority_fee_wei = ?5,
+                     updated_at = ?6
+                 WHERE id = ?1",
+                params![id, status.as_str(), hash, max_fee, priority_fee, now as i64],
+            )?;
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
     /// Gives back the reservation of a relay that was never sent.
     pub fn release(&self, id: i64, error: &str, now: u64) -> Result<()> {
         self.finish(id, RelayStatus::Failed, Some(0), Some(error), now, None)
@@ -1211,6 +1252,17 @@ mod tests {
         assert_eq!(store.budget(8).unwrap().pending_wei, 1_200);
         let too_dear = Replacement { tx_hash: "0xcc".into(), max_fee_wei: 1_000, ..bumped.clone() };
         assert_eq!(store.replace(first.id, &too_dear, 10_000, 8).unwrap(), Err(Refusal::Budget));
+        // A replacement the node did not take leaves no trace but the grown reservation.
+        let refused = Replacement { tx_hash: "0xee".into(), max_fee_wei: 13, ..bumped.clone() };
+        assert_eq!(store.replace(first.id, &refused, 10_000, 8).unwrap(), Ok(1_300));
+        store.unreplace(first.id, "0xee", 8).unwrap();
+        let record = store.relay(first.id).unwrap().unwrap();
+        assert_eq!(
+            (record.status, record.tx_hash.as_deref(), record.max_fee_wei),
+            (RelayStatus::Replaced, Some("0xbb"), 12)
+        );
+        assert_eq!((record.txs.len(), record.reserved_wei), (2, 1_300));
+        assert!(store.relay_by_hash("0xee").unwrap().is_none());
         // A cancellation is recorded whatever the budget says (a limit of 0 here), and reserves
         // its own worst case when that is the larger.
         let cancel = Replacement { tx_hash: "0xdd".into(), kind: TxKind::Cancel, max_fee_wei: 14, ..bumped };

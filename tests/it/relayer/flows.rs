@@ -150,6 +150,25 @@ async fn status_domain_nonce_and_metrics_describe_the_relayer() {
         assert_eq!(status, 400, "{bad}");
         assert!(error["error"].as_str().unwrap().starts_with("Invalid address"), "{error}");
     }
+    // Relay lookups: a malformed key is a 400 naming it, an unknown relay a 404.
+    for (path, message) in [
+        ("/relay/not-an-id", "Invalid relay id: \"not-an-id\" (32 hex digits)"),
+        ("/relay/tx/0x1234", "Invalid transaction hash: \"0x1234\""),
+        ("/relay/signer/0x1234/0", "Invalid address: \"0x1234\""),
+        (
+            "/relay/signer/0xa0Ee7A142d267C1f36714E4a8F75612F20a79720/x1",
+            "Invalid nonce: \"x1\" (a decimal number)",
+        ),
+    ] {
+        let (status, error) = client.get(path).await;
+        assert_eq!((status, error), (400, serde_json::json!({ "error": message })), "{path}");
+    }
+    let unknown_hash = format!("/relay/tx/0x{}", "ab".repeat(32));
+    let unknown_request = format!("/relay/signer/{}/0", agent_key(5).address());
+    for path in [format!("/relay/{}", "0".repeat(32)), unknown_hash, unknown_request] {
+        let (status, error) = client.get(&path).await;
+        assert_eq!((status, error), (404, serde_json::json!({ "error": "Relay not found" })), "{path}");
+    }
     let (status, error) = client.get("/nope").await;
     assert_eq!((status, error["error"].as_str()), (404, Some("Not found")));
     let (status, error) = client.get("/relay").await;

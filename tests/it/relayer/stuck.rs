@@ -7,12 +7,15 @@
 
 use alloy::{
     consensus::Transaction,
-    primitives::{B256, U256, aliases::U48},
+    primitives::{B256, U256, aliases::U48, hex, keccak256},
     providers::Provider,
 };
+use std::sync::{Arc, Mutex};
+
 use kya_tests::{
     TestChain,
-    relayer_fixture::{Client, body, forward, sign_with_core},
+    relayer_fixture::{Client, InProcessRelayer, body, forward, sign_with_core},
+    rpc_proxy::{self, RpcAction},
 };
 use serde_json::{Value, json};
 
@@ -202,5 +205,82 @@ async fn a_relay_stuck_past_its_deadline_is_cancelled_and_the_next_relay_takes_t
     assert_eq!(next_tx.nonce(), cancel_tx.nonce() + 1);
     let (_, metrics) = client.get_text("/metrics").await;
     assert!(metrics.contains("relayer_cancellations_total 1\n"), "{metrics}");
+    relayer.stop().await;
+}
+
+/// A replacement the node refuses ("replacement transaction underpriced", as a node answers
+/// when its pool holds a dearer transaction at that nonce) leaves no trace: the relay's current
+/// transaction stays the one the node has, and the next replacement goes through.
+#[tokio::test]
+async fn a_refused_replacement_leaves_the_relay_on_the_transaction_the_node_has() {
+    let t = TestChain::start().await;
+    let db = tempfile::tempdir().unwrap();
+    // Every raw transaction the relayer submits, by hash, and whether the node refused it: the
+    // second (the first replacement) is answered as underpriced.
+    let sent: Arc<Mutex<Vec<(B256, bool)>>> = Arc::default();
+    let witness = Arc::clone(&sent);
+    let node = rpc_proxy::start(
+        Some(t.rpc_url()),
+        Arc::new(move |request: &str| {
+            if !request.contains("eth_sendRawTransaction") {
+                return RpcAction::Forward(request.to_owned());
+            }
+            let call: Value = serde_json::from_str(request).expect("one JSON-RPC call");
+            let raw = hex::decode(call["params"][0].as_str().expect("a raw transaction")).unwrap();
+            let mut sent = witness.lock().unwrap();
+            let refuse = sent.len() == 1;
+            sent.push((keccak256(&raw), refuse));
+            if refuse {
+                return RpcAction::Raw(
+                    json!({"jsonrpc": "2.0", "id": call["id"],
+                           "error": {"code": -32000, "message": "replacement transaction underpriced"}})
+                    .to_string(),
+                );
+            }
+            RpcAction::Forward(request.to_owned())
+        }),
+    )
+    .await;
+    let mut env = kya_tests::relayer_fixture::settings(&t, db.path());
+    for (name, value) in [
+        ("RPC_URL", node.as_str()),
+        ("STUCK_AFTER_BLOCKS", "1000"),
+        ("STUCK_AFTER_SECS", "1"),
+        ("READ_RATE_LIMIT_PER_MINUTE", "100000"),
+    ] {
+        kya_tests::relayer_fixture::set(&mut env, name, value);
+    }
+    let relayer = InProcessRelayer::start(&env).await;
+    let client = &relayer.client;
+    let agent = agent_key(420);
+    let request = forward(&t, agent.address(), 0, &register_call(agent.address(), 0));
+
+    anvil(&t, "evm_setAutomine", json!([false])).await;
+    let (status, answer) =
+        client.relay(&body(&request, &sign_with_core(&t, &agent, &request).signature)).await;
+    assert_eq!(status, 200, "{answer}");
+    let id = answer["relayId"].as_str().unwrap().to_owned();
+    let replaced = client.relay_until(&id, |relay| relay["status"] == "replaced").await;
+    let current = hash_of(&replaced["txHash"]);
+    pending(&t, current).await;
+    anvil(&t, "evm_mine", json!([])).await;
+    anvil(&t, "evm_setAutomine", json!([true])).await;
+    let done = client.relay_until(&id, |relay| relay["status"] == "mined").await;
+    assert!(t.chain.receipt(hash_of(&done["txHash"])).await.unwrap().status());
+    assert_ne!(agent_of(&t, agent.address()).await, 0);
+
+    let sent = sent.lock().unwrap().clone();
+    assert!(sent[1].1 && sent.len() >= 3, "the first replacement was refused, a later one taken: {sent:?}");
+    // Without taking the refused replacement back, the relay would wait on a transaction the
+    // node never had and be mined as its first one; it was mined as a replacement sent after
+    // the refusal (signed alike, it may carry the refused one's hash).
+    let recorded: Vec<B256> =
+        done["transactions"].as_array().unwrap().iter().map(|tx| hash_of(&tx["txHash"])).collect();
+    assert_eq!(recorded[0], hash_of(&answer["txHash"]));
+    assert_ne!(done["txHash"], answer["txHash"], "{done}");
+    assert!(
+        recorded.iter().all(|hash| sent.contains(&(*hash, false))),
+        "every recorded hash was taken: {done}"
+    );
     relayer.stop().await;
 }
