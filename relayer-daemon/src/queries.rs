@@ -10,7 +10,7 @@ use crate::{
     metrics::Gauges,
     relayer::Relayer,
     settlement::waiting_too_long,
-    store::{RelayRecord, TxKind},
+    store::RelayRecord,
     time,
 };
 
@@ -131,7 +131,7 @@ pub(crate) fn relay_view(record: &RelayRecord) -> Value {
         .map(|tx| {
             json!({
                 "txHash": tx.hash,
-                "kind": match tx.kind { TxKind::Relay => "relay", TxKind::Cancel => "cancel" },
+                "kind": tx.kind.as_str(),
                 "maxFeePerGas": tx.max_fee_wei.to_string(),
                 "maxPriorityFeePerGas": tx.priority_fee_wei.to_string(),
                 "sentAt": iso8601(tx.sent_at),

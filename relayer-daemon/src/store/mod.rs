@@ -1,0 +1,333 @@
+//! The embedded on-disk store (SQLite): the daily gas budget and its reset time, the per-IP and
+//! per-signer request windows, and a record of every accepted relay with every transaction sent
+//! for it.
+//!
+//! Every operation is one SQLite transaction behind one mutex, so checks and updates are atomic
+//! against concurrent requests and survive a restart. Times are Unix seconds passed in by the
+//! caller (no clock in here), which keeps the windows testable.
+//!
+//! - `schema`: the tables, and bringing a store of an earlier version up to date.
+//! - `limits`: rate windows and the budget.
+//! - `records`: what a relay record holds, and the reads of records.
+//! - `relays`: a relay's life in the store, from reservation to settlement.
+
+mod limits;
+mod records;
+mod relays;
+mod schema;
+
+use std::{path::Path, sync::Mutex};
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+pub use limits::{BUDGET_WINDOW_SECS, BudgetState, RATE_WINDOW_SECS, RateKind, SignerCount};
+pub use records::{
+    NewRelay, Outcome, Refusal, RelayRecord, RelayStatus, Replacement, Reservation, SentTx, Settlement,
+    TxKind,
+};
+pub(crate) use relays::TRANSFER_GAS;
+
+use crate::error::{Error, Result};
+
+/// The store: one SQLite connection behind a mutex.
+#[derive(Debug)]
+pub struct Store {
+    connection: Mutex<Connection>,
+}
+
+impl Store {
+    /// Opens (creating when needed) the store at `path`, creating its folder too, and brings a
+    /// store of an earlier version up to date.
+    pub fn open(path: &Path) -> Result<Self> {
+        if let Some(parent) = path.parent().filter(|parent| !parent.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)
+                .map_err(|error| Error::Config(format!("creating {}: {error}", parent.display())))?;
+        }
+        let mut connection = Connection::open(path)?;
+        // WAL keeps readers off the writer's lock; FULL sync so an accepted relay is on disk
+        // before its answer leaves.
+        connection.pragma_update(None, "journal_mode", "WAL")?;
+        connection.pragma_update(None, "synchronous", "FULL")?;
+        connection.busy_timeout(std::time::Duration::from_secs(5))?;
+        let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        schema::migrate(&tx)?;
+        tx.commit()?;
+        Ok(Self { connection: Mutex::new(connection) })
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
+        // A panic while holding the lock cannot leave SQLite half-written (transactions roll
+        // back on drop), so a poisoned mutex is safe to reuse.
+        let mut connection = self.connection.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        f(&mut connection)
+    }
+}
+
+/// True when the signed request (`signer`, forwarder `nonce`) already has a live relay: a
+/// replay, which is neither counted nor reserved for again.
+fn is_taken(connection: &Connection, signer: &str, nonce: &str) -> Result<bool> {
+    let live: Option<i64> = connection
+        .query_row(
+            &format!(
+                "SELECT id FROM relays WHERE signer = ?1 AND forwarder_nonce = ?2 AND status IN {}",
+                schema::LIVE
+            ),
+            params![signer, nonce],
+            |row| row.get(0),
+        )
+        .optional()?;
+    Ok(live.is_some())
+}
+
+fn parse_wei(text: &str) -> Result<u128> {
+    text.parse().map_err(|_| Error::StoreCorrupt(format!("wei amount {text:?}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("nested/relayer.db")).unwrap();
+        (dir, store)
+    }
+
+    fn relay(signer: &str, nonce: u64, gas_limit: u64) -> NewRelay {
+        NewRelay {
+            signer: signer.into(),
+            forwarder_nonce: nonce.to_string(),
+            digest: format!("digest-{signer}-{nonce}"),
+            signature: "0x01".into(),
+            deadline: 0,
+            input: "0x".into(),
+            client_ip: "127.0.0.1".into(),
+            gas_limit,
+            max_fee_wei: 10,
+            priority_fee_wei: 1,
+        }
+    }
+
+    #[test]
+    fn rate_windows_slide_and_refusals_do_not_count() {
+        let (_dir, store) = store();
+        for second in 0..3 {
+            assert!(store.hit(RateKind::Ip, "a", 3, 1_000 + second).unwrap());
+        }
+        assert!(!store.hit(RateKind::Ip, "a", 3, 1_100).unwrap());
+        assert!(store.hit(RateKind::Ip, "b", 3, 1_100).unwrap(), "keys are separate");
+        assert!(store.hit(RateKind::Signer, "a", 3, 1_100).unwrap(), "kinds are separate");
+        assert_eq!(store.hits(RateKind::Ip, "a", 1_100).unwrap(), 3);
+        // The first event leaves the window exactly one hour later.
+        assert!(!store.hit(RateKind::Ip, "a", 3, 1_000 + RATE_WINDOW_SECS - 1).unwrap());
+        assert!(store.hit(RateKind::Ip, "a", 3, 1_000 + RATE_WINDOW_SECS).unwrap());
+        assert!(!store.hit(RateKind::Ip, "a", 3, 1_000 + RATE_WINDOW_SECS).unwrap());
+    }
+
+    #[test]
+    fn reservations_cannot_overdraw_and_settle_to_the_real_cost() {
+        let (_dir, store) = store();
+        let first = store.reserve(&relay("s1", 0, 50), 1_000, 100).unwrap().unwrap();
+        assert_eq!(first.reserved_wei, 500);
+        assert_eq!(
+            store.reserve(&relay("s2", 0, 51), 1_000, 101).unwrap(),
+            Err(Refusal::Budget),
+            "500 + 510 > 1000"
+        );
+        let second = store.reserve(&relay("s2", 0, 50), 1_000, 101).unwrap().unwrap();
+        let state = store.budget(102).unwrap();
+        assert_eq!((state.used_wei, state.pending_wei), (1_000, 1_000));
+        assert_eq!(state.resets_at(), Some(100 + BUDGET_WINDOW_SECS));
+
+        store.mark_sent(first.id, 7, "0xabc", 1, 102).unwrap();
+        store.settle(first.id, &Settlement::of("0xabc", 123, Outcome::Mined), 103).unwrap();
+        store.settle(first.id, &Settlement::of("0xabc", 999, Outcome::Mined), 104).unwrap();
+        store.release(second.id, "node refused", 104).unwrap();
+        let state = store.budget(105).unwrap();
+        assert_eq!((state.used_wei, state.pending_wei), (123, 0));
+
+        let records = store.records().unwrap();
+        assert_eq!(records[0].status, RelayStatus::Mined);
+        assert_eq!(records[0].cost_wei, Some(123));
+        assert_eq!(records[0].tx_hash.as_deref(), Some("0xabc"));
+        assert_eq!(records[1].status, RelayStatus::Failed);
+    }
+
+    #[test]
+    fn the_same_request_is_reserved_once_unless_it_failed() {
+        let (_dir, store) = store();
+        let first = store.reserve(&relay("s", 3, 1), 1_000, 0).unwrap().unwrap();
+        assert_eq!(store.reserve(&relay("s", 3, 1), 1_000, 0).unwrap(), Err(Refusal::Duplicate));
+        store.release(first.id, "node refused", 0).unwrap();
+        assert!(store.reserve(&relay("s", 3, 1), 1_000, 0).unwrap().is_ok());
+    }
+
+    #[test]
+    fn signer_counts_recheck_the_limit_and_skip_requests_already_accepted() {
+        let (_dir, store) = store();
+        // Two requests passed the read-only check at 1 of 2; only one more may be counted.
+        assert_eq!(store.count_signer("s", "0", 2, 10).unwrap(), SignerCount::Counted);
+        assert_eq!(store.hits(RateKind::Signer, "s", 10).unwrap(), 1);
+        assert_eq!(store.count_signer("s", "1", 2, 10).unwrap(), SignerCount::Counted);
+        assert_eq!(store.count_signer("s", "2", 2, 10).unwrap(), SignerCount::Limited);
+        assert_eq!(store.hits(RateKind::Signer, "s", 10).unwrap(), 2);
+        // A copy of a request already accepted is not counted, even with quota left.
+        store.reserve(&relay("t", 4, 1), 1_000, 10).unwrap().unwrap();
+        assert_eq!(store.count_signer("t", "4", 2, 10).unwrap(), SignerCount::Duplicate);
+        assert_eq!(store.hits(RateKind::Signer, "t", 10).unwrap(), 0);
+        assert_eq!(store.count_signer("s", "0", 2, 10 + RATE_WINDOW_SECS).unwrap(), SignerCount::Counted);
+    }
+
+    #[test]
+    fn dropped_relays_free_their_request_and_executed_ones_keep_the_worst_case() {
+        let (_dir, store) = store();
+        let dropped = store.reserve(&relay("s", 0, 10), 1_000, 5).unwrap().unwrap();
+        let executed = store.reserve(&relay("t", 0, 20), 1_000, 5).unwrap().unwrap();
+        assert_eq!(store.open_since(4).unwrap().len(), 0, "newer than the horizon");
+        assert_eq!(store.open_since(5).unwrap().len(), 2);
+        store.drop_relay(dropped.id, "never sent", 6).unwrap();
+        store.mark_executed(executed.id, 6).unwrap();
+        // A late mark_sent does not reopen a closed relay.
+        store.mark_sent(dropped.id, 3, "0x01", 1, 6).unwrap();
+        let state = store.budget(7).unwrap();
+        assert_eq!((state.used_wei, state.pending_wei), (200, 0));
+        let statuses: Vec<_> = store.records().unwrap().into_iter().map(|r| (r.status, r.cost_wei)).collect();
+        assert_eq!(statuses, [(RelayStatus::Dropped, Some(0)), (RelayStatus::Executed, Some(200))]);
+        assert!(store.open_since(10).unwrap().is_empty());
+        assert!(store.reserve(&relay("s", 0, 10), 1_000, 8).unwrap().is_ok(), "the slot is free again");
+        assert_eq!(store.reserve(&relay("t", 0, 10), 1_000, 8).unwrap(), Err(Refusal::Duplicate));
+    }
+
+    #[test]
+    fn the_budget_resets_a_day_after_first_use_and_persists() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("relayer.db");
+        {
+            let store = Store::open(&path).unwrap();
+            let reservation = store.reserve(&relay("s", 0, 10), 1_000, 50).unwrap().unwrap();
+            store.mark_sent(reservation.id, 0, "0x01", 1, 50).unwrap();
+            assert!(store.hit(RateKind::Signer, "s", 1, 50).unwrap());
+        }
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.budget(60).unwrap().used_wei, 100, "survives reopening");
+        assert!(!store.hit(RateKind::Signer, "s", 1, 60).unwrap());
+        assert_eq!(store.open_since(60).unwrap().len(), 1, "the sent relay is still open");
+
+        let later = 50 + BUDGET_WINDOW_SECS;
+        assert_eq!(store.budget(later - 1).unwrap().used_wei, 100);
+        assert_eq!(
+            store.budget(later).unwrap(),
+            BudgetState { used_wei: 0, pending_wei: 0, window_start: None }
+        );
+        // The old window's reservation settling late leaves the new window alone.
+        let fresh = store.reserve(&relay("t", 0, 1), 1_000, later).unwrap().unwrap();
+        store.settle(1, &Settlement::of("0x01", 40, Outcome::Mined), later).unwrap();
+        assert_eq!(store.budget(later).unwrap().used_wei, fresh.reserved_wei);
+    }
+
+    #[test]
+    fn a_replacement_grows_the_reservation_and_keeps_every_hash() {
+        let (_dir, store) = store();
+        let first = store.reserve(&relay("s", 0, 100), 10_000, 5).unwrap().unwrap();
+        assert_eq!(first.reserved_wei, 1_000);
+        assert_eq!(first.relay_id.len(), 32);
+        store.mark_sent(first.id, 4, "0xaa", 7, 6).unwrap();
+        let bumped = Replacement {
+            tx_hash: "0xbb".into(),
+            kind: TxKind::Relay,
+            max_fee_wei: 12,
+            priority_fee_wei: 2,
+            sent_block: 9,
+        };
+        assert_eq!(store.replace(first.id, &bumped, 10_000, 8).unwrap(), Ok(1_200));
+        assert_eq!(store.budget(8).unwrap().pending_wei, 1_200);
+        let too_dear = Replacement { tx_hash: "0xcc".into(), max_fee_wei: 1_000, ..bumped.clone() };
+        assert_eq!(store.replace(first.id, &too_dear, 10_000, 8).unwrap(), Err(Refusal::Budget));
+        // A replacement the node did not take leaves no trace but the grown reservation.
+        let refused = Replacement { tx_hash: "0xee".into(), max_fee_wei: 13, ..bumped.clone() };
+        assert_eq!(store.replace(first.id, &refused, 10_000, 8).unwrap(), Ok(1_300));
+        store.unreplace(first.id, "0xee", 8).unwrap();
+        let record = store.relay(first.id).unwrap().unwrap();
+        assert_eq!(
+            (record.status, record.tx_hash.as_deref(), record.max_fee_wei),
+            (RelayStatus::Replaced, Some("0xbb"), 12)
+        );
+        assert_eq!((record.txs.len(), record.reserved_wei), (2, 1_300));
+        assert!(store.relay_by_hash("0xee").unwrap().is_none());
+        // A cancellation is recorded whatever the budget says (a limit of 0 here), and reserves
+        // its own worst case when that is the larger.
+        let cancel = Replacement { tx_hash: "0xdd".into(), kind: TxKind::Cancel, max_fee_wei: 14, ..bumped };
+        assert_eq!(store.replace(first.id, &cancel, 0, 9).unwrap(), Ok(21_000 * 14));
+        let record = store.relay_by_hash("0xaa").unwrap().unwrap();
+        assert_eq!(record.relay_id, first.relay_id);
+        assert_eq!(record.status, RelayStatus::Cancelling);
+        assert_eq!(record.status.public(), "expired");
+        let hashes: Vec<_> = record.txs.iter().map(|tx| (tx.hash.as_str(), tx.kind)).collect();
+        assert_eq!(hashes, [("0xaa", TxKind::Relay), ("0xbb", TxKind::Relay), ("0xdd", TxKind::Cancel)]);
+        assert_eq!(record.txs[1].sent_block, Some(9));
+        // The original transaction wins the race after all: the relay is mined, at its cost.
+        store.settle(first.id, &Settlement::of("0xaa", 300, Outcome::Mined), 10).unwrap();
+        let record = store.relay_by_id(&first.relay_id).unwrap().unwrap();
+        assert_eq!(
+            (record.status, record.tx_hash.as_deref(), record.cost_wei),
+            (RelayStatus::Mined, Some("0xaa"), Some(300))
+        );
+        assert_eq!(
+            store.budget(10).unwrap(),
+            BudgetState { used_wei: 300, pending_wei: 0, window_start: Some(5) }
+        );
+        assert_eq!(store.replace(first.id, &cancel, 0, 11).unwrap(), Err(Refusal::Duplicate), "closed");
+    }
+
+    #[test]
+    fn a_retry_finds_the_held_relay_by_its_exact_signed_request() {
+        let (_dir, store) = store();
+        let new = relay("s", 2, 10);
+        let reservation = store.reserve(&new, 1_000, 5).unwrap().unwrap();
+        let held = store.held("s", "2", &new.digest, "0x01").unwrap().unwrap();
+        assert_eq!(
+            (held.relay_id.as_str(), held.status),
+            (reservation.relay_id.as_str(), RelayStatus::Accepted)
+        );
+        assert!(store.held("s", "2", &new.digest, "0x02").unwrap().is_none(), "another signature");
+        assert!(store.held("s", "2", "other", "0x01").unwrap().is_none(), "another request");
+        assert_eq!(store.relay_by_request("s", "2").unwrap().unwrap().id, reservation.id);
+        store.drop_relay(reservation.id, "the node lost it", 6).unwrap();
+        assert!(store.held("s", "2", &new.digest, "0x01").unwrap().is_none(), "dropped: relay it again");
+        let again = store.reserve(&new, 1_000, 7).unwrap().unwrap();
+        assert_ne!(again.relay_id, reservation.relay_id);
+        assert_eq!(store.relay_by_request("s", "2").unwrap().unwrap().relay_id, again.relay_id, "the latest");
+    }
+
+    #[test]
+    fn a_store_of_the_earlier_version_is_brought_up_to_date() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("relayer.db");
+        {
+            let connection = Connection::open(&path).unwrap();
+            connection
+                .execute_batch(
+                    "CREATE TABLE relays (id INTEGER PRIMARY KEY, signer TEXT NOT NULL,
+                         forwarder_nonce TEXT NOT NULL, client_ip TEXT NOT NULL, gas_limit INTEGER NOT NULL,
+                         max_fee_wei TEXT NOT NULL, reserved_wei TEXT NOT NULL, window_start INTEGER NOT NULL,
+                         status TEXT NOT NULL, relayer_nonce INTEGER, tx_hash TEXT, cost_wei TEXT, error TEXT,
+                         created_at INTEGER NOT NULL, settled_at INTEGER);
+                     CREATE UNIQUE INDEX relays_live_request_v2 ON relays (signer, forwarder_nonce)
+                         WHERE status IN ('reserved', 'sent', 'mined', 'executed');
+                     INSERT INTO relays VALUES (1, 's', '0', 'ip', 10, '5', '50', 1, 'sent', 3, '0xaa', NULL, NULL, 1, NULL);
+                     INSERT INTO relays VALUES (2, 't', '0', 'ip', 10, '5', '50', 1, 'reserved', NULL, NULL, NULL, NULL, 1, NULL);",
+                )
+                .unwrap();
+        }
+        let store = Store::open(&path).unwrap();
+        let records = store.records().unwrap();
+        assert_eq!(records[0].status, RelayStatus::Sent);
+        assert_eq!(records[0].txs.len(), 1);
+        assert_eq!(store.relay_by_hash("0xaa").unwrap().unwrap().id, 1);
+        assert_eq!(records[1].status, RelayStatus::Accepted);
+        assert_ne!(records[0].relay_id, records[1].relay_id);
+        assert_eq!(store.reserve(&relay("t", 0, 1), 1_000, 2).unwrap(), Err(Refusal::Duplicate));
+        drop(store);
+        assert_eq!(Store::open(&path).unwrap().records().unwrap(), records, "opening again changes nothing");
+    }
+}

@@ -1,0 +1,501 @@
+//! What a relay record holds (its status, its transactions, its outcome) and the reads of
+//! records: by row, by relay id, by request, by any of its hashes, and the retry lookup.
+
+use rusqlite::params;
+
+use super::{Store, parse_wei, schema::OPEN};
+use crate::error::{Error, Result};
+
+/// Where a relay stands. Stored as [`RelayStatus::as_str`]; clients see [`RelayStatus::public`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RelayStatus {
+    /// Checked and reserved for; not sent yet.
+    Accepted,
+    /// Its transaction is with the node, not mined yet.
+    Sent,
+    /// It was stuck and is now sent again at the same relayer nonce with higher fees.
+    Replaced,
+    /// It was stuck past its deadline or the fee cap: a zero-value self-transfer at its relayer
+    /// nonce is on its way to cancel it. Clients read `expired`; should the relay's own
+    /// transaction win the race, it ends `mined` all the same.
+    Cancelling,
+    /// Mined, and the registry call succeeded.
+    Mined,
+    /// Mined, but the registry call inside `execute` failed: gas paid, request nonce used up.
+    CallFailed,
+    /// Mined, but the transaction itself failed (the forwarder reverted, or it ran out of gas).
+    Reverted,
+    /// The request ran on chain with no receipt of ours to show for it: worst case charged.
+    Executed,
+    /// Never sent: the node refused it; the reservation was released.
+    Failed,
+    /// It will never be mined: reservation released, the request may be relayed again.
+    Dropped,
+    /// Its relayer nonce was cancelled: the request never ran, and may be signed afresh.
+    Expired,
+}
+
+impl RelayStatus {
+    const ALL: [Self; 11] = [
+        Self::Accepted,
+        Self::Sent,
+        Self::Replaced,
+        Self::Cancelling,
+        Self::Mined,
+        Self::CallFailed,
+        Self::Reverted,
+        Self::Executed,
+        Self::Failed,
+        Self::Dropped,
+        Self::Expired,
+    ];
+
+    /// The text kept in the store.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Accepted => "accepted",
+            Self::Sent => "sent",
+            Self::Replaced => "replaced",
+            Self::Cancelling => "cancelling",
+            Self::Mined => "mined",
+            Self::CallFailed => "call_failed",
+            Self::Reverted => "reverted",
+            Self::Executed => "executed",
+            Self::Failed => "failed",
+            Self::Dropped => "dropped",
+            Self::Expired => "expired",
+        }
+    }
+
+    /// The status `GET /relay/:id` reports (INTERFACE.md section 3).
+    pub const fn public(self) -> &'static str {
+        match self {
+            Self::Cancelling => "expired",
+            other => other.as_str(),
+        }
+    }
+
+    /// Still waiting for the chain (the reconciler's and the follower's business).
+    pub const fn is_open(self) -> bool {
+        matches!(self, Self::Accepted | Self::Sent | Self::Replaced | Self::Cancelling)
+    }
+
+    /// A retry of the same signed request is answered with this relay rather than relayed again:
+    /// the request is on its way or ran. Dropped, failed, reverted and expired relays never ran,
+    /// so their request may be relayed again.
+    pub const fn is_held(self) -> bool {
+        self.is_open() || matches!(self, Self::Mined | Self::CallFailed | Self::Executed)
+    }
+
+    pub(super) fn parse(text: &str) -> Result<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|status| status.as_str() == text)
+            .ok_or_else(|| Error::StoreCorrupt(format!("unknown relay status {text:?}")))
+    }
+}
+
+/// What a transaction of a relay does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxKind {
+    /// `execute` of the request (the first send or a fee replacement).
+    Relay,
+    /// A zero-value self-transfer cancelling the relayer nonce.
+    Cancel,
+}
+
+impl TxKind {
+    /// The text kept in the store and shown by the lookups.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Relay => "relay",
+            Self::Cancel => "cancel",
+        }
+    }
+}
+
+/// One transaction sent for a relay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SentTx {
+    /// Its hash.
+    pub hash: String,
+    /// What it does.
+    pub kind: TxKind,
+    /// Its max fee per gas.
+    pub max_fee_wei: u128,
+    /// Its priority fee per gas.
+    pub priority_fee_wei: u128,
+    /// The latest block when it was sent.
+    pub sent_block: Option<u64>,
+    /// When it was sent (Unix seconds).
+    pub sent_at: u64,
+}
+
+/// What a relay reserves before it is sent.
+#[derive(Debug, Clone)]
+pub struct NewRelay {
+    /// The request's signer (checksummed address).
+    pub signer: String,
+    /// The request's forwarder nonce (decimal).
+    pub forwarder_nonce: String,
+    /// The request's EIP-712 digest (hex): with the signature, what makes a retry "the same".
+    pub digest: String,
+    /// The request's signature (hex).
+    pub signature: String,
+    /// The request's deadline (Unix seconds; 0: none).
+    pub deadline: u64,
+    /// The calldata of `execute` (hex), kept so a stuck transaction can be sent again.
+    pub input: String,
+    /// The client's IP address.
+    pub client_ip: String,
+    /// Gas limit of the transaction the relayer will send.
+    pub gas_limit: u64,
+    /// Max fee per gas of that transaction.
+    pub max_fee_wei: u128,
+    /// Priority fee per gas of that transaction.
+    pub priority_fee_wei: u128,
+}
+
+/// A reservation made by [`Store::reserve`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reservation {
+    /// Row id of the relay record.
+    pub id: i64,
+    /// The relay id clients see (random, stable across replacements).
+    pub relay_id: String,
+    /// Wei reserved: gas limit × max fee, the most the transaction can cost.
+    pub reserved_wei: u128,
+}
+
+/// Why a reservation was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The budget's remainder is below the worst-case cost.
+    Budget,
+    /// The same (signer, nonce) is already accepted: a replay.
+    Duplicate,
+}
+
+/// How a mined relay ended, from its receipt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The transaction succeeded and the forwarder's call of the registry did too.
+    Mined,
+    /// The transaction itself failed (the forwarder reverted, or it ran out of gas).
+    Reverted,
+    /// The transaction succeeded but the registry call inside it reverted (`Executed` with
+    /// `success` false): the request's nonce is used up and the gas paid.
+    CallFailed,
+    /// The cancellation (a self-transfer at the relay's relayer nonce) was mined.
+    Cancelled,
+}
+
+impl Outcome {
+    /// The relay's status after this outcome.
+    pub const fn status(self) -> RelayStatus {
+        match self {
+            Self::Mined => RelayStatus::Mined,
+            Self::Reverted => RelayStatus::Reverted,
+            Self::CallFailed => RelayStatus::CallFailed,
+            Self::Cancelled => RelayStatus::Expired,
+        }
+    }
+}
+
+/// What a mined transaction of a relay says, for [`Store::settle`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settlement {
+    /// The mined transaction's hash.
+    pub tx_hash: String,
+    /// `gasUsed × effectiveGasPrice`.
+    pub cost_wei: u128,
+    /// How the relay ended.
+    pub outcome: Outcome,
+    /// The block it is in.
+    pub block_number: Option<u64>,
+    /// Gas it used.
+    pub gas_used: Option<u64>,
+    /// The registry's revert reason, when its call failed.
+    pub revert_reason: Option<String>,
+}
+
+impl Settlement {
+    /// A settlement with only a cost and an outcome (the store's own tests).
+    pub fn of(tx_hash: &str, cost_wei: u128, outcome: Outcome) -> Self {
+        Self {
+            tx_hash: tx_hash.to_owned(),
+            cost_wei,
+            outcome,
+            block_number: None,
+            gas_used: None,
+            revert_reason: None,
+        }
+    }
+}
+
+/// A relay record, as kept on disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RelayRecord {
+    /// Row id.
+    pub id: i64,
+    /// The relay id clients see.
+    pub relay_id: String,
+    /// The request's signer.
+    pub signer: String,
+    /// The request's forwarder nonce.
+    pub forwarder_nonce: String,
+    /// The request's EIP-712 digest (hex), if recorded (records of earlier versions lack it).
+    pub digest: Option<String>,
+    /// The request's signature (hex), if recorded.
+    pub signature: Option<String>,
+    /// The request's deadline (Unix seconds; 0: none).
+    pub deadline: u64,
+    /// The calldata of `execute` (hex), if recorded.
+    pub input: Option<String>,
+    /// Where the relay stands.
+    pub status: RelayStatus,
+    /// The relayer-account nonce of its transactions.
+    pub relayer_nonce: Option<u64>,
+    /// The current transaction hash (the latest sent, or the one mined).
+    pub tx_hash: Option<String>,
+    /// Every transaction sent for it, oldest first.
+    pub txs: Vec<SentTx>,
+    /// Gas limit of the relay's transactions.
+    pub gas_limit: u64,
+    /// Max fee per gas of the latest transaction.
+    pub max_fee_wei: u128,
+    /// Priority fee per gas of the latest transaction.
+    pub priority_fee_wei: u128,
+    /// Wei reserved.
+    pub reserved_wei: u128,
+    /// Wei actually paid (`gasUsed × effectiveGasPrice`), once settled.
+    pub cost_wei: Option<u128>,
+    /// The block of the mined transaction.
+    pub block_number: Option<u64>,
+    /// Gas the mined transaction used.
+    pub gas_used: Option<u64>,
+    /// The registry's revert reason, for `call_failed`.
+    pub revert_reason: Option<String>,
+    /// Why it was dropped or failed, for the record.
+    pub error: Option<String>,
+    /// When it was accepted (Unix seconds).
+    pub created_at: u64,
+    /// When its first transaction was sent.
+    pub sent_at: Option<u64>,
+    /// When it last changed.
+    pub updated_at: Option<u64>,
+    /// When it ended.
+    pub settled_at: Option<u64>,
+}
+
+/// A relay transaction sent again at the same nonce, for [`Store::replace`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replacement {
+    /// The new transaction's hash.
+    pub tx_hash: String,
+    /// A fee replacement of `execute`, or the cancellation.
+    pub kind: TxKind,
+    /// Its max fee per gas.
+    pub max_fee_wei: u128,
+    /// Its priority fee per gas.
+    pub priority_fee_wei: u128,
+    /// The latest block when it is sent.
+    pub sent_block: u64,
+}
+
+const RECORD_COLUMNS: &str = "id, relay_id, signer, forwarder_nonce, digest, signature, deadline, input,
+    status, relayer_nonce, tx_hash, gas_limit, max_fee_wei, priority_fee_wei, reserved_wei, cost_wei,
+    block_number, gas_used, revert_reason, error, created_at, sent_at, updated_at, settled_at";
+
+impl Store {
+    /// Relays still open that were created at or before `created_by`: what the reconciler looks
+    /// at.
+    pub fn open_since(&self, created_by: u64) -> Result<Vec<RelayRecord>> {
+        self.records_where(&format!("status IN {OPEN} AND created_at <= ?1"), params![created_by as i64])
+    }
+
+    /// Relays whose transaction is with the node (sent, replaced or being cancelled): what the
+    /// follower watches.
+    pub fn in_the_pool(&self) -> Result<Vec<RelayRecord>> {
+        self.records_where("status IN ('sent', 'replaced', 'cancelling')", [])
+    }
+
+    /// The relay with row id `id`.
+    pub fn relay(&self, id: i64) -> Result<Option<RelayRecord>> {
+        Ok(self.records_where("id = ?1", params![id])?.pop())
+    }
+
+    /// The relay clients know as `relay_id`.
+    pub fn relay_by_id(&self, relay_id: &str) -> Result<Option<RelayRecord>> {
+        Ok(self.records_where("relay_id = ?1", params![relay_id])?.pop())
+    }
+
+    /// The latest relay of the request (`signer`, forwarder `nonce`).
+    pub fn relay_by_request(&self, signer: &str, nonce: &str) -> Result<Option<RelayRecord>> {
+        Ok(self.records_where("signer = ?1 AND forwarder_nonce = ?2", params![signer, nonce])?.pop())
+    }
+
+    /// The relay that sent the transaction `tx_hash` (any of its hashes).
+    pub fn relay_by_hash(&self, tx_hash: &str) -> Result<Option<RelayRecord>> {
+        Ok(self
+            .records_where(
+                "tx_hash = ?1 OR id IN (SELECT relay FROM relay_txs WHERE tx_hash = ?1)",
+                params![tx_hash],
+            )?
+            .pop())
+    }
+
+    /// The relay holding this very signed request (same signer, nonce, digest and signature),
+    /// if it is in flight or ran: a retry is answered with it.
+    pub fn held(
+        &self,
+        signer: &str,
+        nonce: &str,
+        digest: &str,
+        signature: &str,
+    ) -> Result<Option<RelayRecord>> {
+        Ok(self
+            .records_where(
+                "signer = ?1 AND forwarder_nonce = ?2 AND digest = ?3 AND signature = ?4",
+                params![signer, nonce, digest, signature],
+            )?
+            .pop()
+            .filter(|record| record.status.is_held()))
+    }
+
+    /// Every relay record, oldest first.
+    pub fn records(&self) -> Result<Vec<RelayRecord>> {
+        self.records_where("1 = 1", [])
+    }
+
+    fn records_where(&self, condition: &str, values: impl rusqlite::Params) -> Result<Vec<RelayRecord>> {
+        self.with(|connection| {
+            let mut statement = connection
+                .prepare(&format!("SELECT {RECORD_COLUMNS} FROM relays WHERE {condition} ORDER BY id"))?;
+            let rows = statement.query_map(values, RawRecord::read)?;
+            let mut records = Vec::new();
+            for row in rows {
+                records.push(row?.into_record()?);
+            }
+            let mut txs = connection.prepare(
+                "SELECT tx_hash, kind, max_fee_wei, priority_fee_wei, sent_block, sent_at FROM relay_txs
+                 WHERE relay = ?1 ORDER BY rowid",
+            )?;
+            for record in &mut records {
+                let rows = txs.query_map(params![record.id], |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get::<_, String>(2)?,
+                        row.get::<_, String>(3)?,
+                        row.get::<_, Option<i64>>(4)?,
+                        row.get::<_, i64>(5)?,
+                    ))
+                })?;
+                for row in rows {
+                    let (hash, kind, max_fee, priority_fee, sent_block, sent_at) = row?;
+                    record.txs.push(SentTx {
+                        hash,
+                        kind: if kind == "cancel" { TxKind::Cancel } else { TxKind::Relay },
+                        max_fee_wei: parse_wei(&max_fee)?,
+                        priority_fee_wei: parse_wei(&priority_fee)?,
+                        sent_block: sent_block.map(|block| block as u64),
+                        sent_at: sent_at as u64,
+                    });
+                }
+            }
+            Ok(records)
+        })
+    }
+}
+
+/// A `relays` row as SQLite gives it, before its text is parsed.
+struct RawRecord {
+    id: i64,
+    relay_id: String,
+    signer: String,
+    forwarder_nonce: String,
+    digest: Option<String>,
+    signature: Option<String>,
+    deadline: i64,
+    input: Option<String>,
+    status: String,
+    relayer_nonce: Option<i64>,
+    tx_hash: Option<String>,
+    gas_limit: i64,
+    max_fee_wei: String,
+    priority_fee_wei: String,
+    reserved_wei: String,
+    cost_wei: Option<String>,
+    block_number: Option<i64>,
+    gas_used: Option<i64>,
+    revert_reason: Option<String>,
+    error: Option<String>,
+    created_at: i64,
+    sent_at: Option<i64>,
+    updated_at: Option<i64>,
+    settled_at: Option<i64>,
+}
+
+impl RawRecord {
+    /// Reads the columns of [`RECORD_COLUMNS`], in its order.
+    fn read(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            id: row.get(0)?,
+            relay_id: row.get(1)?,
+            signer: row.get(2)?,
+            forwarder_nonce: row.get(3)?,
+            digest: row.get(4)?,
+            signature: row.get(5)?,
+            deadline: row.get(6)?,
+            input: row.get(7)?,
+            status: row.get(8)?,
+            relayer_nonce: row.get(9)?,
+            tx_hash: row.get(10)?,
+            gas_limit: row.get(11)?,
+            max_fee_wei: row.get(12)?,
+            priority_fee_wei: row.get(13)?,
+            reserved_wei: row.get(14)?,
+            cost_wei: row.get(15)?,
+            block_number: row.get(16)?,
+            gas_used: row.get(17)?,
+            revert_reason: row.get(18)?,
+            error: row.get(19)?,
+            created_at: row.get(20)?,
+            sent_at: row.get(21)?,
+            updated_at: row.get(22)?,
+            settled_at: row.get(23)?,
+        })
+    }
+
+    fn into_record(self) -> Result<RelayRecord> {
+        let unsigned = |value: i64| value as u64;
+        Ok(RelayRecord {
+            id: self.id,
+            relay_id: self.relay_id,
+            signer: self.signer,
+            forwarder_nonce: self.forwarder_nonce,
+            digest: self.digest,
+            signature: self.signature,
+            deadline: unsigned(self.deadline),
+            input: self.input,
+            status: RelayStatus::parse(&self.status)?,
+            relayer_nonce: self.relayer_nonce.map(unsigned),
+            tx_hash: self.tx_hash,
+            txs: Vec::new(),
+            gas_limit: unsigned(self.gas_limit),
+            max_fee_wei: parse_wei(&self.max_fee_wei)?,
+            priority_fee_wei: parse_wei(&self.priority_fee_wei)?,
+            reserved_wei: parse_wei(&self.reserved_wei)?,
+            cost_wei: self.cost_wei.as_deref().map(parse_wei).transpose()?,
+            block_number: self.block_number.map(unsigned),
+            gas_used: self.gas_used.map(unsigned),
+            revert_reason: self.revert_reason,
+            error: self.error,
+            created_at: unsigned(self.created_at),
+            sent_at: self.sent_at.map(unsigned),
+            updated_at: self.updated_at.map(unsigned),
+            settled_at: self.settled_at.map(unsigned),
+        })
+    }
+}

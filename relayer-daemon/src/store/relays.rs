@@ -1,0 +1,308 @@
+//! A relay's life in the store: the reservation against the budget, its transactions (the
+//! first, replacements, the cancellation), and how it ends (settled, released, executed,
+//! dropped).
+
+use rusqlite::{TransactionBehavior, params};
+
+use super::{
+    Store, is_taken,
+    limits::{BudgetState, current, read_budget, write_budget},
+    parse_wei,
+    records::{NewRelay, Refusal, RelayStatus, Replacement, Reservation, Settlement, TxKind},
+};
+use crate::error::Result;
+
+/// Gas of a plain transfer: what a cancellation (a zero-value self-transfer) uses.
+pub(crate) const TRANSFER_GAS: u64 = 21_000;
+
+impl Store {
+    /// Reserves the worst-case cost of a relay against the budget and records the relay, in one
+    /// transaction: concurrent reservations cannot together exceed `limit_wei`, and the same
+    /// signed request cannot be accepted twice.
+    pub fn reserve(
+        &self,
+        relay: &NewRelay,
+        limit_wei: u128,
+        now: u64,
+    ) -> Result<std::result::Result<Reservation, Refusal>> {
+        self.with(|connection| {
+            let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            if is_taken(&tx, &relay.signer, &relay.forwarder_nonce)? {
+                return Ok(Err(Refusal::Duplicate));
+            }
+            let state = current(read_budget(&tx)?, now);
+            let reserved_wei = u128::from(relay.gas_limit).saturating_mul(relay.max_fee_wei);
+            if state.used_wei.saturating_add(reserved_wei) > limit_wei {
+                return Ok(Err(Refusal::Budget));
+            }
+            let window_start = state.window_start.unwrap_or(now);
+            write_budget(
+                &tx,
+                &BudgetState {
+                    used_wei: state.used_wei + reserved_wei,
+                    pending_wei: state.pending_wei + reserved_wei,
+                    window_start: Some(window_start),
+                },
+            )?;
+            let (id, relay_id): (i64, String) = tx.query_row(
+                "INSERT INTO relays (relay_id, signer, forwarder_nonce, digest, signature, deadline,
+                     input, client_ip, gas_limit, max_fee_wei, priority_fee_wei, reserved_wei,
+                     window_start, status, created_at, updated_at)
+                 VALUES (lower(hex(randomblob(16))), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,
+                     'accepted', ?13, ?13)
+                 RETURNING id, relay_id",
+                params![
+                    relay.signer,
+                    relay.forwarder_nonce,
+                    relay.digest,
+                    relay.signature,
+                    relay.deadline as i64,
+                    relay.input,
+                    relay.client_ip,
+                    relay.gas_limit as i64,
+                    relay.max_fee_wei.to_string(),
+                    relay.priority_fee_wei.to_string(),
+                    reserved_wei.to_string(),
+                    window_start as i64,
+                    now as i64
+                ],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )?;
+            tx.commit()?;
+            Ok(Ok(Reservation { id, relay_id, reserved_wei }))
+        })
+    }
+
+    /// Records the relay's first signed transaction, just before it is submitted (again, with
+    /// its new nonce and hash, should it be re-signed after the node refused the first: the
+    /// refused hash leaves the history). A closed relay is never reopened.
+    pub fn mark_sent(&self, id: i64, relayer_nonce: u64, tx_hash: &str, block: u64, now: u64) -> Result<()> {
+        self.with(|connection| {
+            let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let changed = tx.execute(
+                "UPDATE relays SET status = 'sent', relayer_nonce = ?2, tx_hash = ?3, sent_at = ?4,
+                     updated_at = ?4
+                 WHERE id = ?1 AND status IN ('accepted', 'sent')",
+                params![id, relayer_nonce as i64, tx_hash, now as i64],
+            )?;
+            if changed == 1 {
+                tx.execute("DELETE FROM relay_txs WHERE relay = ?1", params![id])?;
+                tx.execute(
+                    "INSERT INTO relay_txs (relay, tx_hash, kind, max_fee_wei, priority_fee_wei,
+                         sent_block, sent_at)
+                     SELECT id, tx_hash, 'relay', max_fee_wei, priority_fee_wei, ?2, ?3
+                     FROM relays WHERE id = ?1",
+                    params![id, block as i64, now as i64],
+                )?;
+            }
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
+    /// Records a transaction sent again at the relay's relayer nonce (a fee replacement or the
+    /// cancellation), just before it is submitted. The reservation grows to the new worst case
+    /// (it never shrinks: an earlier, cheaper transaction may still be the one mined). A fee
+    /// replacement the budget cannot cover is refused ([`Refusal::Budget`]); a cancellation is
+    /// always recorded, as it is the way out. Returns `Ok(Err(Refusal::Duplicate))` if the relay
+    /// is no longer open.
+    pub fn replace(
+        &self,
+        id: i64,
+        replacement: &Replacement,
+        limit_wei: u128,
+        now: u64,
+    ) -> Result<std::result::Result<u128, Refusal>> {
+        self.with(|connection| {
+            let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let (status, reserved, window_start, gas_limit): (String, String, i64, i64) = tx.query_row(
+                "SELECT status, reserved_wei, window_start, gas_limit FROM relays WHERE id = ?1",
+                params![id],
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
+            )?;
+            let status = RelayStatus::parse(&status)?;
+            if !matches!(status, RelayStatus::Sent | RelayStatus::Replaced | RelayStatus::Cancelling) {
+                return Ok(Err(Refusal::Duplicate));
+            }
+            let reserved = parse_wei(&reserved)?;
+            let gas = match replacement.kind {
+                TxKind::Relay => gas_limit as u64,
+                TxKind::Cancel => TRANSFER_GAS,
+            };
+            let worst = u128::from(gas).saturating_mul(replacement.max_fee_wei).max(reserved);
+            let growth = worst - reserved;
+            let mut state = read_budget(&tx)?;
+            let same_window = state.window_start == Some(window_start as u64);
+            if replacement.kind == TxKind::Relay
+                && same_window
+                && state.used_wei.saturating_add(growth) > limit_wei
+            {
+                return Ok(Err(Refusal::Budget));
+            }
+            if same_window {
+                state.used_wei = state.used_wei.saturating_add(growth);
+                state.pending_wei = state.pending_wei.saturating_add(growth);
+                write_budget(&tx, &state)?;
+            }
+            let next = match replacement.kind {
+                TxKind::Relay => RelayStatus::Replaced,
+                TxKind::Cancel => RelayStatus::Cancelling,
+            };
+            tx.execute(
+                "UPDATE relays SET status = ?2, tx_hash = ?3, max_fee_wei = ?4, priority_fee_wei = ?5,
+                     reserved_wei = ?6, updated_at = ?7
+                 WHERE id = ?1",
+                params![
+                    id,
+                    next.as_str(),
+                    replacement.tx_hash,
+                    replacement.max_fee_wei.to_string(),
+                    replacement.priority_fee_wei.to_string(),
+                    worst.to_string(),
+                    now as i64
+                ],
+            )?;
+            tx.execute(
+                "INSERT INTO relay_txs (relay, tx_hash, kind, max_fee_wei, priority_fee_wei, sent_block,
+                     sent_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![
+                    id,
+                    replacement.tx_hash,
+                    replacement.kind.as_str(),
+                    replacement.max_fee_wei.to_string(),
+                    replacement.priority_fee_wei.to_string(),
+                    replacement.sent_block as i64,
+                    now as i64
+                ],
+            )?;
+            tx.commit()?;
+            Ok(Ok(worst))
+        })
+    }
+
+    /// Takes back the record of a transaction [`Store::replace`] recorded but the node did not
+    /// take (refused, underpriced, its nonce already mined): the relay's current transaction is
+    /// again the one before it, so no one looks for a hash the node never had. The grown
+    /// reservation stays (a worst case, settled to the real cost in the end).
+    pub fn unreplace(&self, id: i64, tx_hash: &str, now: u64) -> Result<()> {
+        self.with(|connection| {
+            let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let status: String =
+                tx.query_row("SELECT status FROM relays WHERE id = ?1", params![id], |row| row.get(0))?;
+            if !RelayStatus::parse(&status)?.is_open() {
+                return Ok(());
+            }
+            tx.execute("DELETE FROM relay_txs WHERE relay = ?1 AND tx_hash = ?2", params![id, tx_hash])?;
+            let remaining: Vec<(String, String, String, String)> = tx
+                .prepare(
+                    "SELECT tx_hash, kind, max_fee_wei, priority_fee_wei FROM relay_txs WHERE relay = ?1
+                     ORDER BY rowid",
+                )?
+                .query_map(params![id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            let Some((hash, kind, max_fee, priority_fee)) = remaining.last() else {
+                return Ok(());
+            };
+            let status = if kind == TxKind::Cancel.as_str() {
+                RelayStatus::Cancelling
+            } else if remaining.len() > 1 {
+                RelayStatus::Replaced
+            } else {
+                RelayStatus::Sent
+            };
+            tx.execute(
+                "UPDATE relays SET status = ?2, tx_hash = ?3, max_fee_wei = ?4, priority_fee_wei = ?5,
+                     updated_at = ?6
+                 WHERE id = ?1",
+                params![id, status.as_str(), hash, max_fee, priority_fee, now as i64],
+            )?;
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
+    /// Gives back the reservation of a relay that was never sent.
+    pub fn release(&self, id: i64, error: &str, now: u64) -> Result<()> {
+        self.finish(id, RelayStatus::Failed, Some(0), Some(error), now, None)
+    }
+
+    /// Replaces the reservation of a mined relay by what it really cost, and records how it
+    /// ended.
+    pub fn settle(&self, id: i64, settlement: &Settlement, now: u64) -> Result<()> {
+        self.finish(id, settlement.outcome.status(), Some(settlement.cost_wei), None, now, Some(settlement))
+    }
+
+    /// Closes a relay whose request ran on chain without a receipt of ours to show for it: the
+    /// worst-case reservation becomes its cost (the budget is never under-counted), and the
+    /// (signer, nonce) stays taken.
+    pub fn mark_executed(&self, id: i64, now: u64) -> Result<()> {
+        self.finish(
+            id,
+            RelayStatus::Executed,
+            None,
+            Some("the request ran; no receipt of ours found"),
+            now,
+            None,
+        )
+    }
+
+    /// Closes a relay whose transaction will never be mined: its reservation is released and its
+    /// (signer, nonce) freed, so the request can be relayed again.
+    pub fn drop_relay(&self, id: i64, reason: &str, now: u64) -> Result<()> {
+        self.finish(id, RelayStatus::Dropped, Some(0), Some(reason), now, None)
+    }
+
+    /// `cost_wei` replaces the reservation; `None` keeps the reservation as the cost.
+    fn finish(
+        &self,
+        id: i64,
+        status: RelayStatus,
+        cost_wei: Option<u128>,
+        error: Option<&str>,
+        now: u64,
+        mined: Option<&Settlement>,
+    ) -> Result<()> {
+        self.with(|connection| {
+            let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let (reserved, window_start, previous): (String, i64, String) = tx.query_row(
+                "SELECT reserved_wei, window_start, status FROM relays WHERE id = ?1",
+                params![id],
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+            )?;
+            if !RelayStatus::parse(&previous)?.is_open() {
+                // Already settled (a settlement after a restart racing a live one): once only.
+                return Ok(());
+            }
+            let reserved = parse_wei(&reserved)?;
+            let cost_wei = cost_wei.unwrap_or(reserved);
+            let mut state = read_budget(&tx)?;
+            // A reservation from a window that has since reset belongs to that old window.
+            if state.window_start == Some(window_start as u64) {
+                state.used_wei = state.used_wei.saturating_sub(reserved).saturating_add(cost_wei);
+                state.pending_wei = state.pending_wei.saturating_sub(reserved);
+                write_budget(&tx, &state)?;
+            }
+            tx.execute(
+                "UPDATE relays SET status = ?2, cost_wei = ?3, error = ?4, settled_at = ?5, updated_at = ?5
+                 WHERE id = ?1",
+                params![id, status.as_str(), cost_wei.to_string(), error, now as i64],
+            )?;
+            if let Some(mined) = mined {
+                tx.execute(
+                    "UPDATE relays SET tx_hash = ?2, block_number = ?3, gas_used = ?4, revert_reason = ?5
+                     WHERE id = ?1",
+                    params![
+                        id,
+                        mined.tx_hash,
+                        mined.block_number.map(|block| block as i64),
+                        mined.gas_used.map(|gas| gas as i64),
+                        mined.revert_reason
+                    ],
+                )?;
+            }
+            tx.commit()?;
+            Ok(())
+        })
+    }
+}
