@@ -300,6 +300,23 @@ mod tests {
     }
 
     #[test]
+    fn a_damaged_store_is_its_own_error() {
+        let (_dir, store) = store();
+        store.reserve(&relay("s", 0, 10), 1_000, 5).unwrap().unwrap();
+        store
+            .with(|connection| Ok(connection.execute("UPDATE relays SET reserved_wei = 'lots'", [])?))
+            .unwrap();
+        let error = store.records().unwrap_err();
+        assert!(matches!(&error, Error::StoreCorrupt(detail) if detail.contains("lots")), "{error:?}");
+        store
+            .with(|connection| {
+                Ok(connection.execute("UPDATE relays SET reserved_wei = '1', status = 'lost'", [])?)
+            })
+            .unwrap();
+        assert!(matches!(store.records(), Err(Error::StoreCorrupt(detail)) if detail.contains("lost")));
+    }
+
+    #[test]
     fn a_store_of_the_earlier_version_is_brought_up_to_date() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("relayer.db");

@@ -9,7 +9,7 @@ use std::sync::{
 use kya_relayer::{Config, Relayer};
 use kya_tests::{
     TestChain,
-    relayer_fixture::{InProcessRelayer, set, settings},
+    relayer_fixture::{BinaryRelayer, set, settings},
     rpc_proxy::{self, RpcAction},
 };
 
@@ -31,18 +31,26 @@ async fn unreachable_at_first(t: &TestChain, refusals: usize) -> (String, Arc<At
     (url, calls)
 }
 
-#[tokio::test]
-async fn the_relayer_waits_for_a_node_that_is_briefly_unreachable() {
+/// The daemon's own `main.rs` (see tests/Cargo.toml).
+const BINARY: &str = env!("CARGO_BIN_EXE_kya-relayer-under-test");
+
+// Two workers: the loopback node stand-in keeps serving while this thread waits for the daemon.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_waits_for_a_node_that_is_briefly_unreachable_and_says_so() {
     let t = TestChain::start().await;
     let db = tempfile::tempdir().unwrap();
     let (url, calls) = unreachable_at_first(&t, 3).await;
     let mut env = settings(&t, db.path());
     set(&mut env, "RPC_URL", url);
-    let relayer = InProcessRelayer::start(&env).await;
+    let relayer = BinaryRelayer::start(BINARY, &env);
     assert!(calls.load(Ordering::SeqCst) >= 4, "three refused attempts, then the one that worked");
     let (status, report) = relayer.client.get("/status").await;
     assert_eq!((status, report["chainId"].as_u64()), (200, Some(t.chain_id())), "{report}");
-    relayer.stop().await;
+    let (clean, log) = relayer.terminate();
+    assert!(clean, "{log}");
+    let retries = log.matches("the RPC endpoint is unreachable; retrying").count();
+    assert_eq!(retries, 3, "each failed attempt is logged:\n{log}");
+    assert!(log.contains("retry_in=250ms") && log.contains("retry_in=1s"), "with a growing pause:\n{log}");
 }
 
 #[tokio::test]
