@@ -111,10 +111,16 @@ impl Relayer {
             return Ok(Look::Waiting);
         }
         let hash: B256 = parse_hash(&latest.hash)?;
-        // A stuck transaction the node does not have is not replaced: its nonce may have gone to
-        // another relay since, and a replacement would knock that one out. The reconciler drops
-        // it instead.
         if !self.chain.knows_transaction(hash).await? {
+            // A replacement whose answer was lost and that never reached the node: the relay is
+            // again on the transaction before it, replaced afresh next time.
+            if record.txs.len() > 1 {
+                let (hash, now) = (latest.hash.clone(), time::now());
+                self.db(move |store| store.unreplace(id, &hash, now)).await?;
+            }
+            // A first transaction the node does not have is not replaced: its nonce may have
+            // gone to another relay since, and a replacement would knock that one out. The
+            // reconciler drops it instead.
             return Ok(Look::Waiting);
         }
         // The next block is stamped no earlier than the head nor (on a live chain) than now: a

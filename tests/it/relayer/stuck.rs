@@ -213,10 +213,31 @@ async fn a_relay_stuck_past_its_deadline_is_cancelled_and_the_next_relay_takes_t
 /// transaction stays the one the node has, and the next replacement goes through.
 #[tokio::test]
 async fn a_refused_replacement_leaves_the_relay_on_the_transaction_the_node_has() {
+    replacement_not_taken(|call| {
+        RpcAction::Raw(
+            json!({"jsonrpc": "2.0", "id": call["id"],
+                   "error": {"code": -32000, "message": "replacement transaction underpriced"}})
+            .to_string(),
+        )
+    })
+    .await;
+}
+
+/// A replacement whose answer is lost and that never reaches the node (the connection closes
+/// first) is taken back once it is overdue: the relay is sent again from the transaction the
+/// node has.
+#[tokio::test]
+async fn a_lost_replacement_the_node_never_got_is_taken_back_and_sent_again() {
+    replacement_not_taken(|_| RpcAction::Close).await;
+}
+
+/// A relay whose first replacement (the second raw transaction) the node answers with `not_taken`
+/// is mined all the same as a later replacement, and its history lists only hashes the node took.
+async fn replacement_not_taken(not_taken: fn(&Value) -> RpcAction) {
     let t = TestChain::start().await;
     let db = tempfile::tempdir().unwrap();
-    // Every raw transaction the relayer submits, by hash, and whether the node refused it: the
-    // second (the first replacement) is answered as underpriced.
+    // Every raw transaction the relayer submits, by hash, and whether the node did not take it
+    // (the second: the first replacement).
     let sent: Arc<Mutex<Vec<(B256, bool)>>> = Arc::default();
     let witness = Arc::clone(&sent);
     let node = rpc_proxy::start(
@@ -231,11 +252,7 @@ async fn a_refused_replacement_leaves_the_relay_on_the_transaction_the_node_has(
             let refuse = sent.len() == 1;
             sent.push((keccak256(&raw), refuse));
             if refuse {
-                return RpcAction::Raw(
-                    json!({"jsonrpc": "2.0", "id": call["id"],
-                           "error": {"code": -32000, "message": "replacement transaction underpriced"}})
-                    .to_string(),
-                );
+                return not_taken(&call);
             }
             RpcAction::Forward(request.to_owned())
         }),
@@ -270,10 +287,10 @@ async fn a_refused_replacement_leaves_the_relay_on_the_transaction_the_node_has(
     assert_ne!(agent_of(&t, agent.address()).await, 0);
 
     let sent = sent.lock().unwrap().clone();
-    assert!(sent[1].1 && sent.len() >= 3, "the first replacement was refused, a later one taken: {sent:?}");
-    // Without taking the refused replacement back, the relay would wait on a transaction the
-    // node never had and be mined as its first one; it was mined as a replacement sent after
-    // the refusal (signed alike, it may carry the refused one's hash).
+    assert!(sent[1].1 && sent.len() >= 3, "the first replacement was not taken, a later one was: {sent:?}");
+    // Without taking that replacement back, the relay would wait on a transaction the node never
+    // had and be mined as its first one; it was mined as a replacement sent afterwards (signed
+    // alike, it may carry the same hash).
     let recorded: Vec<B256> =
         done["transactions"].as_array().unwrap().iter().map(|tx| hash_of(&tx["txHash"])).collect();
     assert_eq!(recorded[0], hash_of(&answer["txHash"]));
