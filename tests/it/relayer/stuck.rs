@@ -93,6 +93,8 @@ async fn a_stuck_transaction_is_replaced_with_higher_fees_mined_and_reported_wit
     assert!(fees.windows(2).all(|pair| pair[1] * 10 >= pair[0] * 11), "each at least 10% more: {fees:?}");
     let new = pending(&t, second).await;
     assert_eq!(new.nonce(), 0, "the same relayer nonce");
+    let (_, metrics) = client.get_text("/metrics").await;
+    assert!(metrics.contains("relayer_relays_waiting_too_long 1\n"), "{metrics}");
     // The replacement's worst case is reserved.
     let (_, status_report) = client.get("/status").await;
     let reserved: u128 = status_report["dailyGasBudget"]["pendingWei"].as_str().unwrap().parse().unwrap();
@@ -142,6 +144,7 @@ async fn a_stuck_transaction_is_replaced_with_higher_fees_mined_and_reported_wit
     let (_, metrics) = client.get_text("/metrics").await;
     let replacements = format!("relayer_replacements_total {}\n", hashes.len() - 1);
     assert!(metrics.contains(&replacements), "{metrics}");
+    assert!(metrics.contains("relayer_relays_waiting_too_long 0\n"), "{metrics}");
     assert!(metrics.contains("relayer_accept_to_mined_seconds_count 1\n"), "{metrics}");
     relayer.stop().await;
 }
