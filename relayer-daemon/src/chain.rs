@@ -10,7 +10,7 @@ use alloy::{
     network::TransactionBuilder,
     primitives::{Address, B256, Bytes, U256},
     providers::{DynProvider, Provider, ProviderBuilder},
-    rpc::types::{TransactionReceipt, TransactionRequest},
+    rpc::types::{TransactionInput, TransactionReceipt, TransactionRequest},
     sol_types::{SolCall, SolEvent},
     transports::{RpcError, TransportErrorKind, http::reqwest},
 };
@@ -161,7 +161,10 @@ impl RelayerChain {
 
     fn execute_tx(&self, from: Address, req: &ForwardRequest, signature: &Bytes) -> TransactionRequest {
         let call = Forwarder::executeCall { req: req.clone(), signature: signature.clone() };
-        TransactionRequest::default().with_from(from).with_to(self.forwarder).with_input(call.abi_encode())
+        TransactionRequest::default()
+            .with_from(from)
+            .with_to(self.forwarder)
+            .input(call_data(call.abi_encode()))
     }
 
     /// Runs `execute` with `eth_call` at block `at`, as the relayer would send it.
@@ -248,7 +251,7 @@ impl RelayerChain {
         let tx = TransactionRequest::default()
             .with_from(self.forwarder)
             .with_to(request.to)
-            .with_input(data)
+            .input(call_data(data))
             .with_gas_limit(request.gas.try_into().unwrap_or(u64::MAX));
         match self.provider.call(tx).block(BlockId::number(block)).await {
             Ok(_) => Ok(None),
@@ -285,7 +288,7 @@ impl RelayerChain {
         let tx = TransactionRequest::default()
             .with_from(from)
             .with_to(self.forwarder)
-            .with_input(call.abi_encode());
+            .input(call_data(call.abi_encode()));
         let output = self.provider.call(tx).block(at).await.map_err(|error| match revert_reason(&error) {
             Some(reason) => Error::Reverted(reason),
             None => Error::rpc(error),
@@ -293,6 +296,12 @@ impl RelayerChain {
         C::abi_decode_returns(&output)
             .map_err(|error| Error::Rpc(format!("decoding the forwarder's answer: {error}")))
     }
+}
+
+/// Call data for `eth_call` and `eth_estimateGas`, in both `input` (the execution API spec) and
+/// `data` (older clients, and what ethers and viem send): every node reads one of them.
+fn call_data(data: Vec<u8>) -> TransactionInput {
+    TransactionInput::both(data.into())
 }
 
 /// The error for a revert of `execute` itself. The forwarder reverts with `Forwarder: invalid

@@ -294,13 +294,12 @@ async fn agent_cycle(t: &Setup) {
     assert_eq!(record.capabilityHash, keccak256("search,summarise"));
     assert_eq!(record.operationalScope, "summarises papers");
     assert_eq!(relayer_balance_of(t, wallet).await, U256::ZERO, "the agent paid nothing");
-    if let Some(relay_id) = registered["relayId"].as_str() {
-        let relay = t.ok_json(&["relay", relay_id, "--json"], &[]).await;
-        assert_eq!(
-            (relay["status"].as_str(), relay["txHash"].as_str()),
-            (Some("mined"), registered["txHash"].as_str())
-        );
-    }
+    let relay_id = registered["relayId"].as_str().expect("the relayer names the relay");
+    let relay = t.ok_json(&["relay", relay_id, "--json"], &[]).await;
+    assert_eq!(
+        (relay["status"].as_str(), relay["txHash"].as_str()),
+        (Some("mined"), registered["txHash"].as_str())
+    );
 
     let attested = t.kya(&["attest", &new_id.to_string()], &with_key).await;
     assert_eq!(attested.code, 0, "{}{}", attested.stdout, attested.stderr);
