@@ -203,6 +203,9 @@ async fn more_than_10_requests_per_signer_per_hour_are_refused_and_nobody_else_c
         body(&request, &sign_with_core(&t, &agent, &request).signature)
     };
     for nonce in 1..10 {
+        // Each after the previous one is mined: the forwarder's `verify` reads the latest block,
+        // and anvil mines a moment after it takes a transaction (a busy machine saw a 401 here).
+        client.settled().await;
         let (status, answer) = client.relay(&attest(nonce)).await;
         assert_eq!(status, 200, "relay {nonce}: {answer}");
     }
