@@ -1,4 +1,4 @@
-//! Shared fixtures of the end-to-end tests (the tests themselves are in `it/`).
+#![doc = include_str!("README.md")]
 
 use std::path::{Path, PathBuf};
 

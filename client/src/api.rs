@@ -144,7 +144,7 @@ pub struct DetailedStats {
     pub generation_distribution: BTreeMap<String, u64>,
     pub compliance_rate: String,
     pub compliant_count: u64,
-    /// Cents per currency; a JSON number (exact up to `u128`, see the API's README).
+    /// Cents per currency; a JSON number (exact up to `u128`, see `docs/edge-api.md`).
     pub total_revenue: BTreeMap<String, serde_json::Number>,
     pub recent_registrations: Vec<RecentRegistration>,
 }

@@ -1,16 +1,4 @@
-//! `kya-client`: a typed async client of the KYA read API and the gasless relayer, built on
-//! `kya-core`'s types, and (feature `cli`, on by default) the `kya` command line.
-//!
-//! - [`ApiClient`]: the read API (KYA checks, agents, lineage, pages, statistics).
-//! - [`RelayerClient`]: the relayer (status, nonce, domain, submit, relay lookups).
-//! - [`relay_write`]: a registry write in one call, signed by any alloy [`Signer`]
-//!   (calldata → nonce → domain → EIP-712 signature → `POST /relay` → followed until it settles);
-//!   [`direct_write`] sends it from the signer's own gas instead.
-//! - [`Write`]: the writes and their calldata; [`constitution_hash`], [`capability_hash`] and
-//!   [`cents`] derive their inputs.
-//! - [`ChainPreset`]: chain ids, public RPCs and known deployments.
-//!
-//! [`Signer`]: alloy::signers::Signer
+#![doc = include_str!("../README.md")]
 
 mod api;
 mod chain;

@@ -1,4 +1,4 @@
-//! `kya`: the command line of the KYA registry (see `kya --help`, and the README).
+//! `kya`: the command line of the KYA registry (see `kya --help`, and `docs/command-line.md`).
 
 fn main() {
     std::process::exit(kya_client::cli::main());

@@ -99,7 +99,7 @@ pub struct RelayView {
     pub settled_at: Option<String>,
 }
 
-/// Where a relay is in its lifecycle (the relayer's README); unknown names are kept as they are.
+/// Where a relay is in its lifecycle (`docs/relayer.md`); unknown names are kept as they are.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RelayStatus {

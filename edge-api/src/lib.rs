@@ -1,11 +1,4 @@
-//! `kya-edge-api`: the KYA read API as a Cloudflare Worker (SPEC.md sections 1, 2, 4, 7, 8).
-//!
-//! Every request: CORS preflight, or the rate limit (counted in the isolate; KV is synced off the
-//! response path), then the endpoint table ([`routes`]), then the cache (the isolate's memory,
-//! then the Cache API), and only on a miss the chain: `eth_call`s through Multicall3, each one
-//! consistent read that names its block (or, without Multicall3, a pinned block and then
-//! batches of calls at it). The logic lives in `kya_core`; the modules here are the Workers
-//! plumbing around it. This file is the entry point and the request pipeline.
+#![doc = include_str!("../README.md")]
 
 mod answers;
 mod cache;

@@ -1,14 +1,4 @@
-//! `kya-relayer`: the gasless relayer. It checks EIP-712 forward requests signed by agents
-//! (SPEC.md sections 4, 5, 7 and 8; INTERFACE.md section 3) and sends them to the registry
-//! through the forwarder, paying the gas from its own wallet within a daily budget.
-//!
-//! - [`Config`]: settings from the environment, the key included (never printed).
-//! - [`Relayer`]: state and lifecycle; its stages are `relay` (the `POST /relay` checks),
-//!   `settlement` (receipts, stuck transactions replaced or cancelled, the reconciler) and
-//!   `queries` (the read endpoints and relay lookups); [`server::run`] serves them over HTTP.
-//! - Pure parts with no I/O: `nonce` (the account nonce's state machine), `stuck` (when and
-//!   how a stuck transaction is sent again), `reconcile` (how an unfinished relay ends).
-//! - [`Store`]: budget, rate windows and relay records in SQLite, so they survive restarts.
+#![doc = include_str!("../README.md")]
 
 mod chain;
 mod config;

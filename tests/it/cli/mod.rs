@@ -354,7 +354,7 @@ async fn agent_cycle(t: &Setup) {
     assert_eq!(check.code, 0, "{}{}", check.stdout, check.stderr);
     assert_eq!(check.json()["decision"], "provision");
     assert_eq!(check.json()["agent"]["agentId"], new_id);
-    // Without a wallet: the signer's own (the README's example).
+    // Without a wallet: the signer's own (the example in `docs/command-line.md`).
     let own = t.kya(&["check"], &with_key).await;
     assert_eq!(own.code, 0, "{}{}", own.stdout, own.stderr);
     assert_eq!(own.stdout.lines().next(), Some("provision"));

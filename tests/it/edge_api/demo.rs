@@ -211,7 +211,7 @@ async fn statistics(t: &Demo) {
     assert_eq!(t.get_ok("/api/v1/stats").await, expect::stats(&t.demo, &registry, &t.proxy.url));
     let detailed = t.get_ok("/api/v1/stats/detailed").await;
     assert_eq!(detailed, expect::detailed_stats(&t.demo, &registry, &t.proxy.url, t.now));
-    // Figures of the demo as README.md describes it, so a drifting seed is noticed here too.
+    // Figures of the demo as `docs/local-chain.md` describes it, so a drifting seed is noticed here too.
     assert_eq!(
         detailed["statusDistribution"],
         json!({"Active": 63, "Suspended": 1, "Revoked": 1, "Terminated": 1})
