@@ -1,4 +1,4 @@
-//! What each endpoint costs at the RPC provider, per cold request: HTTP round trips and billed
+//! What each endpoint costs at the RPC provider, per cold request: HTTP requests and billed
 //! JSON-RPC calls (hosted providers bill and throttle per call; Infura bills every call of a
 //! batch), with Multicall3 and without it, on registries of 1,000 and 10,000 agents.
 //!
@@ -28,10 +28,15 @@ async fn main() {
     let mut report = String::from(
         "# RPC cost per cold request\n\n\
          Measured by `cargo bench -p kya-tests --bench rpc_cost` (tests/benches/rpc_cost.rs): the \
-         Worker under `wrangler dev` behind a loopback proxy that counts HTTP requests (round trips) \
-         and the JSON-RPC calls inside them (billed calls), against anvil seeded by `seed_bulk`. \
-         Each cell is the first request of a fresh Worker (cold caches). The five endpoints computed \
-         from the registry snapshot share one read of it; the table gives that read once.\n\n\
+         Worker under `wrangler dev` behind a loopback proxy that counts HTTP requests and the \
+         JSON-RPC calls inside them (billed calls), against anvil seeded by `seed_bulk`. Each cell \
+         is the first request of a fresh Worker (cold caches). The five endpoints computed from the \
+         registry snapshot share one read of it; the table gives that read once.\n\n\
+         Through Multicall3 every answer takes one sequential round trip (lineage one per level), \
+         and the snapshot two: `nextAgentId` with the first 199 agents, then the rest at that \
+         block. A round's calls go in HTTP requests of at most 1 MB (geth refuses bodies over \
+         5 MB), sent side by side: so the snapshot of 10,000 agents is 2 round trips made of more \
+         HTTP requests.\n\n\
          Without Multicall3 the Worker makes exactly the requests it made before Multicall3 was \
          added (a pinned block, then `eth_call`s at it in batches of `RPC_BATCH_SIZE` = 500), so \
          that column is also the before-figure.\n",
@@ -84,7 +89,7 @@ async fn measure(agents: u64) -> String {
     }
     let mut table = format!(
         "\n## {agents} agents\n\n\
-         | Endpoint | Multicall3: round trips | Multicall3: billed calls | without: round trips | without: billed calls |\n\
+         | Endpoint | Multicall3: HTTP requests | Multicall3: billed calls | without: HTTP requests | without: billed calls |\n\
          |---|---:|---:|---:|---:|\n"
     );
     for ((what, _), row) in endpoints.iter().zip(&rows) {
@@ -94,7 +99,7 @@ async fn measure(agents: u64) -> String {
     let snapshot = rows[0][0];
     writeln!(
         table,
-        "\nThrough Multicall3 the snapshot takes {} round trips and {} billed calls: {:.2}% of the agent count.",
+        "\nThrough Multicall3 the snapshot takes {} HTTP requests in 2 round trips and {} billed calls: {:.2}% of the agent count.",
         snapshot.0,
         snapshot.1,
         snapshot.1 as f64 * 100.0 / agents as f64
