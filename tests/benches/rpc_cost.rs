@@ -34,9 +34,9 @@ async fn main() {
          registry snapshot share one read of it; the table gives that read once.\n\n\
          Through Multicall3 every answer takes one sequential round trip (lineage one per level), \
          and the snapshot two: `nextAgentId` with the first 199 agents, then the rest at that \
-         block. A round's calls go in HTTP requests of at most 4 MB (geth refuses bodies over \
-         5 MB), sent side by side: so the snapshot of 10,000 agents is 2 round trips made of more \
-         HTTP requests.\n\n\
+         block. A round's calls go in HTTP requests of at most 1.5 MiB (anvil refuses bodies over \
+         2 MB, geth over 5 MB), sent side by side: so a large snapshot is 2 round trips made of \
+         more HTTP requests.\n\n\
          Without Multicall3 the Worker makes exactly the requests it made before Multicall3 was \
          added (a pinned block, then `eth_call`s at it in batches of `RPC_BATCH_SIZE` = 500), so \
          that column is also the before-figure.\n",
