@@ -56,7 +56,9 @@ impl Deps<'_> {
 /// The JSON body of `endpoint`'s successful answer, with the block it read.
 pub(crate) async fn answer(endpoint: &Endpoint, deps: &Deps<'_>) -> Result<Answer> {
     Ok(match endpoint {
+        // Answered in `serve`, without the chain's registry.
         Endpoint::Health => return Err(Error::NoRoute("/health".into())),
+        Endpoint::OpenApi => return Err(Error::NoRoute("/openapi.json".into())),
         // The snapshot's answers are as old as the snapshot; every other answer reads the chain now.
         Endpoint::Stats
         | Endpoint::StatsDetailed

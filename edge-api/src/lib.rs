@@ -7,6 +7,7 @@ mod error;
 mod health;
 mod http;
 mod memory;
+mod openapi;
 mod rate_limit;
 mod reads;
 mod routes;
@@ -77,8 +78,10 @@ async fn serve(request: &Request, env: &Env, now: u64) -> Result<Response> {
     let budget = Cell::new(rpc::SUBREQUEST_BUDGET);
     let mut rpc =
         Rpc { url: &config.rpc_url, batch_size: config.batch_size, multicall: None, budget: &budget };
-    if endpoint == Endpoint::Health {
-        return health::answer(&config, &rpc).await;
+    match endpoint {
+        Endpoint::Health => return health::answer(&config, &rpc).await,
+        Endpoint::OpenApi => return http::json(200, openapi::DOCUMENT, openapi::CACHE_CONTROL),
+        _ => {}
     }
     rpc.multicall = config.multicall()?;
     let origin = url.origin().ascii_serialization();

@@ -16,6 +16,7 @@ const KYA_TTL: u64 = 60;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Endpoint {
     Health,
+    OpenApi,
     Stats,
     StatsDetailed,
     Agent(u64),
@@ -37,8 +38,9 @@ struct Route {
     parse: fn(&[&str], Query<'_>) -> Result<Endpoint>,
 }
 
-const ROUTES: [Route; 10] = [
+const ROUTES: [Route; 11] = [
     Route { pattern: "/health", parse: |_, _| Ok(Endpoint::Health) },
+    Route { pattern: "/openapi.json", parse: |_, _| Ok(Endpoint::OpenApi) },
     Route { pattern: "/api/v1/stats", parse: |_, _| Ok(Endpoint::Stats) },
     Route { pattern: "/api/v1/stats/detailed", parse: |_, _| Ok(Endpoint::StatsDetailed) },
     Route {
@@ -60,6 +62,13 @@ const ROUTES: [Route; 10] = [
     Route { pattern: "/api/v1/revenue/aggregate", parse: |_, _| Ok(Endpoint::RevenueAggregate) },
     Route { pattern: "/api/v1/kya/:wallet", parse: |path, _| Ok(Endpoint::Kya(parse_wallet(path[0])?)) },
 ];
+
+/// Every path pattern of the table (`:name` for a captured segment), for the OpenAPI
+/// document's check ([`crate::openapi`]).
+#[cfg(test)]
+pub(crate) fn patterns() -> impl Iterator<Item = &'static str> {
+    ROUTES.iter().map(|route| route.pattern)
+}
 
 fn pairs(query: Query<'_>) -> impl Iterator<Item = (&str, &str)> {
     query.iter().map(|(name, value)| (name.as_str(), value.as_str()))
@@ -99,10 +108,11 @@ pub(crate) struct CachePolicy {
 }
 
 impl Endpoint {
-    /// The cache policy, `None` for answers never cached (`/health`, revenue history).
+    /// The cache policy, `None` for answers not cached here (`/health`, the OpenAPI document,
+    /// revenue history).
     pub(crate) fn cache_policy(&self) -> Option<CachePolicy> {
         let (path, ttl) = match self {
-            Self::Health | Self::Revenue(..) => return None,
+            Self::Health | Self::OpenApi | Self::Revenue(..) => return None,
             Self::Stats => ("/api/v1/stats".into(), AGENT_DATA_TTL),
             Self::StatsDetailed => ("/api/v1/stats/detailed".into(), AGENT_DATA_TTL),
             Self::Agent(id) => (format!("/api/v1/agent/{id}"), AGENT_DATA_TTL),
