@@ -17,7 +17,7 @@ use alloy::primitives::Address;
 use serde_json::Value;
 
 use crate::{
-    repo_root,
+    openapi, repo_root,
     rpc_proxy::{self, RpcAction},
     run_script,
 };
@@ -169,6 +169,7 @@ impl EdgeClient {
 
     /// `method` on `path` as `ip`, with extra headers.
     pub async fn request(&self, method: &str, path: &str, ip: &str, headers: &[(&str, &str)]) -> Answer {
+        let method_name = method;
         let method = reqwest::Method::from_bytes(method.as_bytes()).expect("a method");
         let mut request =
             self.http.request(method, format!("{}{path}", self.base)).header("cf-connecting-ip", ip);
@@ -179,6 +180,13 @@ impl EdgeClient {
         let status = response.status().as_u16();
         let headers = response.headers().clone();
         let text = response.text().await.expect("a body");
+        openapi::edge().assert_conforms(openapi::Received {
+            method: method_name,
+            path,
+            status,
+            headers: &headers,
+            body: &text,
+        });
         let body = if text.is_empty() {
             Value::Null
         } else {
