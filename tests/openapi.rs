@@ -50,8 +50,10 @@ impl Contract {
     /// Reads the document at `relative` (to the repository root).
     pub fn load(name: &'static str, relative: &str) -> Self {
         let path = repo_root().join(relative);
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
-        let document = serde_json::from_str(&text).unwrap_or_else(|error| panic!("{relative}: not JSON: {error}"));
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+        let document =
+            serde_json::from_str(&text).unwrap_or_else(|error| panic!("{relative}: not JSON: {error}"));
         Self { name, document, validators: Mutex::default() }
     }
 
@@ -112,7 +114,10 @@ impl Contract {
                     .unwrap_or_default();
                 let media = content_type.split(';').next().unwrap_or_default().trim();
                 let Some(described) = content.get(media) else {
-                    return Err(format!("content type {content_type:?} is not documented (only {:?})", content.keys()));
+                    return Err(format!(
+                        "content type {content_type:?} is not documented (only {:?})",
+                        content.keys()
+                    ));
                 };
                 if head {
                     return Ok(());
@@ -163,7 +168,9 @@ impl Contract {
             let schema = &header["schema"];
             // A header is text; an integer schema describes its digits.
             let instance = if schema["type"] == "integer" {
-                text.parse::<u64>().map(Value::from).map_err(|_| format!("header {name}: {text:?} is no integer"))?
+                text.parse::<u64>()
+                    .map(Value::from)
+                    .map_err(|_| format!("header {name}: {text:?} is no integer"))?
             } else {
                 Value::from(text)
             };
@@ -179,8 +186,11 @@ impl Contract {
         let instance: Value =
             serde_json::from_str(body).map_err(|error| format!("the body is not JSON ({error}): {body}"))?;
         let validator = self.validator(key, schema)?;
-        let errors: Vec<String> =
-            validator.iter_errors(&instance).take(5).map(|error| format!("{error} at {}", error.instance_path())).collect();
+        let errors: Vec<String> = validator
+            .iter_errors(&instance)
+            .take(5)
+            .map(|error| format!("{error} at {}", error.instance_path()))
+            .collect();
         if errors.is_empty() { Ok(()) } else { Err(format!("body: {}", errors.join("; "))) }
     }
 
@@ -195,7 +205,8 @@ impl Contract {
             "components": self.document["components"],
             "allOf": [schema],
         });
-        let validator = jsonschema::validator_for(&rooted).map_err(|error| format!("schema of {key}: {error}"))?;
+        let validator =
+            jsonschema::validator_for(&rooted).map_err(|error| format!("schema of {key}: {error}"))?;
         let validator = std::sync::Arc::new(validator);
         validators.insert(key.to_owned(), validator.clone());
         Ok(validator)

@@ -68,8 +68,10 @@ async fn respond(request: Request, env: Env, context: Context) -> Result<Respons
 /// Everything after the rate limit, at wall-clock time `now` (Unix seconds); errors become
 /// `{"error": ...}` in [`respond`].
 async fn serve(request: &Request, env: &Env, now: u64) -> Result<Response> {
-    if request.method() != Method::Get && request.method() != Method::Head {
-        return Err(Error::MethodNotAllowed(request.method().to_string()));
+    // By name: workers-rs reads a method it has no variant for (QUERY, PROPFIND, ...) as GET.
+    let method = request.inner().method();
+    if method != "GET" && method != "HEAD" {
+        return Err(Error::MethodNotAllowed(method));
     }
     let url = request.url()?;
     let query: Vec<(String, String)> = url.query_pairs().into_owned().collect();

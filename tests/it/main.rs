@@ -6,4 +6,5 @@ mod cli;
 mod contracts;
 mod core_package;
 mod edge_api;
+mod openapi;
 mod relayer;

@@ -1,0 +1,30 @@
+//! The edge API's document against the real Worker on the demo seed.
+
+use kya_devchain::seed;
+use kya_tests::{
+    TestChain,
+    edge_fixture::{EdgeWorker, chain_vars},
+    repo_root,
+};
+
+/// Examples per operation: the 11 operations and their boundary cases in about a minute here.
+const MAX_EXAMPLES: u32 = 25;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edge_serves_its_document_and_schemathesis_finds_nothing() {
+    let chain = TestChain::start().await;
+    seed::seed_demo(&chain.chain, &chain.deployment).await.expect("demo seeds");
+    let worker = EdgeWorker::start(&chain_vars(&chain.rpc_url(), chain.registry())).await;
+
+    let served = worker.client().get("/openapi.json").await;
+    assert_eq!(served.status, 200);
+    assert_eq!(served.header("content-type"), Some("application/json; charset=utf-8"));
+    let kept = std::fs::read_to_string(repo_root().join("edge-api/openapi.json")).expect("the document");
+    assert_eq!(served.text, kept, "the Worker serves edge-api/openapi.json as it is");
+
+    let workdir = tempfile::tempdir().expect("a temporary directory");
+    let report = super::schemathesis(&worker.base, MAX_EXAMPLES, workdir.path()).await;
+    let paths = served.body["paths"].as_object().expect("paths").len();
+    // Every operation but the document's own was tested (Schemathesis leaves that one out).
+    assert_eq!(super::tested_operations(&report), Some(paths - 1), "{report}");
+}

@@ -1,0 +1,82 @@
+//! The services' OpenAPI 3.1 documents: valid by a standard validator (openapi-spec-validator),
+//! served at `/openapi.json` exactly as kept in the repository (and in `docs/openapi/`), and
+//! enforced by Schemathesis against the running service on the seeded chain: no server errors,
+//! no response the document does not describe. Every other end-to-end test checks what it
+//! receives against the same documents (`kya_tests::openapi`).
+
+mod edge;
+
+use std::{path::Path, process::Output, time::Duration};
+
+use kya_tests::repo_root;
+
+/// Both documents, as kept beside their services' code, and their copies for tools.
+const DOCUMENTS: [(&str, &str); 1] = [("edge-api/openapi.json", "docs/openapi/edge-api.json")];
+
+/// Python tools installed by scripts/bootstrap.d/50-openapi-tools.sh.
+fn tool(name: &str) -> std::path::PathBuf {
+    repo_root().join(".tools/venv/bin").join(name)
+}
+
+#[test]
+fn documents_are_valid_openapi_3_1_and_copied_to_docs() {
+    for (source, copy) in DOCUMENTS {
+        let output = std::process::Command::new(tool("openapi-spec-validator"))
+            .arg(repo_root().join(source))
+            .output()
+            .expect("openapi-spec-validator runs (run scripts/bootstrap.sh)");
+        let report = report(&output);
+        assert!(output.status.success(), "{source} is not a valid OpenAPI document:\n{report}");
+        assert!(report.contains(": OK"), "{report}");
+        let document: serde_json::Value = read_json(source);
+        assert_eq!(document["openapi"], "3.1.0", "{source}");
+        assert_eq!(document, read_json(copy), "{copy} differs from {source}: cp {source} {copy}");
+    }
+}
+
+/// `relative` to the repository root, parsed as JSON.
+fn read_json(relative: &str) -> serde_json::Value {
+    let text = std::fs::read_to_string(repo_root().join(relative))
+        .unwrap_or_else(|error| panic!("{relative}: {error}"));
+    serde_json::from_str(&text).unwrap_or_else(|error| panic!("{relative}: {error}"))
+}
+
+fn report(output: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+}
+
+/// Most a Schemathesis run may take before the test gives up on it.
+const SCHEMATHESIS_TIME_LIMIT: Duration = Duration::from_secs(150);
+
+/// Runs Schemathesis on the document served at `base`/openapi.json against `base`, from a fixed
+/// seed and with a bounded number of examples, and returns its report after asserting it found
+/// nothing.
+async fn schemathesis(base: &str, max_examples: u32, workdir: &Path) -> String {
+    let run = tokio::process::Command::new(tool("schemathesis"))
+        .arg("run")
+        .arg(format!("{base}/openapi.json"))
+        .args(["--url", base])
+        .args(["--checks", "all"])
+        .args(["--max-examples", &max_examples.to_string()])
+        .args(["--seed", "20260101"])
+        .args(["--request-timeout", "20"])
+        .args(["--no-color"])
+        .current_dir(workdir)
+        .env("PYTHONPATH", repo_root().join("tests/openapi"))
+        .env("SCHEMATHESIS_HOOKS", "hooks")
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(SCHEMATHESIS_TIME_LIMIT, run)
+        .await
+        .unwrap_or_else(|_| panic!("Schemathesis took more than {SCHEMATHESIS_TIME_LIMIT:?}"))
+        .expect("schemathesis runs (run scripts/bootstrap.sh)");
+    let report = report(&output);
+    println!("{report}");
+    assert!(output.status.success(), "Schemathesis found failures (its report is above)");
+    report
+}
+
+/// The `Tested: N` count of API operations in a Schemathesis summary.
+fn tested_operations(report: &str) -> Option<usize> {
+    report.lines().find_map(|line| line.trim().strip_prefix("Tested:")?.trim().parse().ok())
+}
