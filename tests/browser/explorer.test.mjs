@@ -278,6 +278,29 @@ test('the statistics chart shows the seeded distributions', async () => {
   await shot('07-statistics');
 });
 
+test('the API reference at /docs, linked from the page, lists every path of /openapi.json', async () => {
+  assert.equal(await page.locator('[data-testid="api-docs-link"]').getAttribute('href'), '/docs');
+  const document = await (await fetch(`${base}/openapi.json`)).json();
+  const docs = await context.newPage();
+  // Everything the reference needs comes from the Worker's own origin.
+  const elsewhere = [];
+  docs.on('request', (request) => {
+    const url = request.url();
+    if (!url.startsWith(`${base}/`) && !url.startsWith('data:')) elsewhere.push(url);
+  });
+  docs.on('pageerror', (error) => pageErrors.push(`/docs: ${error.message}`));
+  await docs.goto(`${base}/docs`);
+  await docs.waitForSelector('.opblock-summary-path');
+  assert.match(await docs.locator('.info .title').innerText(), new RegExp(document.info.title));
+  const shown = await docs.$$eval('.opblock-summary-path', (cells) =>
+    cells.map((cell) => cell.dataset.path ?? cell.innerText.replace(/\u200b/g, '')));
+  assert.deepEqual([...shown].sort(), Object.keys(document.paths).sort());
+  assert.ok(shown.length >= 11, `every path: ${shown}`);
+  await docs.screenshot({ path: join(screenshots, '08-api-reference.png'), fullPage: true });
+  await docs.close();
+  assert.deepEqual(elsewhere, []);
+});
+
 test('no script errors on the page', () => {
   assert.deepEqual(pageErrors, []);
 });

@@ -11,7 +11,7 @@ use kya_tests::{
 };
 
 /// The checks in `tests/browser/explorer.test.mjs`: all must have run and passed.
-const BROWSER_CHECKS: usize = 10;
+const BROWSER_CHECKS: usize = 11;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn explorer_page_shows_the_seeded_registry() {
