@@ -11,7 +11,10 @@ use std::{path::Path, process::Output, time::Duration};
 use kya_tests::repo_root;
 
 /// Both documents, as kept beside their services' code, and their copies for tools.
-const DOCUMENTS: [(&str, &str); 1] = [("edge-api/openapi.json", "docs/openapi/edge-api.json")];
+const DOCUMENTS: [(&str, &str); 2] = [
+    ("edge-api/openapi.json", "docs/openapi/edge-api.json"),
+    ("relayer-daemon/openapi.json", "docs/openapi/relayer.json"),
+];
 
 /// Python tools installed by scripts/bootstrap.d/50-openapi-tools.sh.
 fn tool(name: &str) -> std::path::PathBuf {
