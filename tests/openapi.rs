@@ -185,6 +185,12 @@ impl Contract {
     fn check_body(&self, key: &str, schema: &Value, body: &str) -> Result<(), String> {
         let instance: Value =
             serde_json::from_str(body).map_err(|error| format!("the body is not JSON ({error}): {body}"))?;
+        self.validate(key, schema, &instance)
+    }
+
+    /// `Ok` when `instance` fits `schema` (whose references resolve in this document); `key`
+    /// names the schema in messages and in the cache of compiled schemas.
+    pub fn validate(&self, key: &str, schema: &Value, instance: &Value) -> Result<(), String> {
         let validator = self.validator(key, schema)?;
         let errors: Vec<String> = validator
             .iter_errors(&instance)
@@ -213,7 +219,7 @@ impl Contract {
     }
 
     /// `value` itself, or what its `$ref` (`#/...` in this document) points at.
-    fn resolve<'a>(&'a self, value: &'a Value) -> &'a Value {
+    pub fn resolve<'a>(&'a self, value: &'a Value) -> &'a Value {
         match value.get("$ref").and_then(Value::as_str).and_then(|reference| reference.strip_prefix('#')) {
             Some(pointer) => self.document.pointer(pointer).unwrap_or(value),
             None => value,

@@ -8,7 +8,7 @@ mod edge;
 
 use std::{path::Path, process::Output, time::Duration};
 
-use kya_tests::repo_root;
+use kya_tests::{openapi, repo_root};
 
 /// Both documents, as kept beside their services' code, and their copies for tools.
 const DOCUMENTS: [(&str, &str); 2] = [
@@ -34,6 +34,38 @@ fn documents_are_valid_openapi_3_1_and_copied_to_docs() {
         let document: serde_json::Value = read_json(source);
         assert_eq!(document["openapi"], "3.1.0", "{source}");
         assert_eq!(document, read_json(copy), "{copy} differs from {source}: cp {source} {copy}");
+    }
+}
+
+/// The examples the documents show (response bodies, schemas, parameters) fit their schemas.
+#[test]
+fn examples_fit_their_schemas() {
+    for (contract, source) in [(openapi::edge(), DOCUMENTS[0].0), (openapi::relayer(), DOCUMENTS[1].0)] {
+        let document = contract.document();
+        let mut checked = 0;
+        for (name, schema) in document["components"]["schemas"].as_object().expect("schemas") {
+            for example in schema["examples"].as_array().into_iter().flatten() {
+                contract
+                    .validate(name, schema, example)
+                    .unwrap_or_else(|why| panic!("{source} {name}: {why}"));
+                checked += 1;
+            }
+        }
+        for (path, item) in document["paths"].as_object().expect("paths") {
+            for (method, operation) in item.as_object().expect("a path item") {
+                for (status, response) in operation["responses"].as_object().expect("responses") {
+                    let response = contract.resolve(response);
+                    let Some(described) = response["content"].get("application/json") else { continue };
+                    let Some(example) = described.get("example") else { continue };
+                    let key = format!("{method} {path} {status}");
+                    contract
+                        .validate(&key, &described["schema"], example)
+                        .unwrap_or_else(|why| panic!("{source} {key}: {why}"));
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked >= 10, "{source}: only {checked} examples");
     }
 }
 
