@@ -97,7 +97,7 @@ async fn schemathesis(base: &str, max_examples: u32, workdir: &Path) -> String {
         .args(["--request-timeout", "20"])
         .args(["--no-color"])
         .current_dir(workdir)
-        .env("PYTHONPATH", repo_root().join("tests/openapi"))
+        .env("PYTHONPATH", repo_root().join("tests/openapi-tools"))
         .env("SCHEMATHESIS_HOOKS", "hooks")
         .kill_on_drop(true)
         .output();
