@@ -22,7 +22,7 @@ use kya_relayer::{Config, Relayer, server};
 use serde_json::{Value, json};
 use tokio::{sync::oneshot, task::JoinHandle};
 
-use crate::{TestChain, register_call, repo_root};
+use crate::{TestChain, openapi, register_call, repo_root};
 
 /// Environment settings for a relayer against `chain`, with the spec's defaults, anvil's funded
 /// account 9 as the relayer key and a fresh store in `db`.
@@ -75,7 +75,9 @@ impl Client {
             .await
             .expect("the relayer answers");
         let status = response.status().as_u16();
+        let headers = response.headers().clone();
         let text = response.text().await.expect("a body");
+        conforms("POST", path, status, &headers, &text);
         (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
     }
 
@@ -83,7 +85,11 @@ impl Client {
     pub async fn get_text(&self, path: &str) -> (u16, String) {
         let response =
             self.http.get(format!("{}{path}", self.base)).send().await.expect("the relayer answers");
-        (response.status().as_u16(), response.text().await.expect("a body"))
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let text = response.text().await.expect("a body");
+        conforms("GET", path, status, &headers, &text);
+        (status, text)
     }
 
     /// GETs `path` as JSON.
@@ -109,6 +115,11 @@ impl Client {
         }
         panic!("reservations never settled");
     }
+}
+
+/// Every answer a test receives must be what the relayer's OpenAPI document promises.
+fn conforms(method: &str, path: &str, status: u16, headers: &reqwest::header::HeaderMap, body: &str) {
+    openapi::relayer().assert_conforms(openapi::Received { method, path, status, headers, body });
 }
 
 /// A decimal wei string from JSON as a number.

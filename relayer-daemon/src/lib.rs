@@ -5,6 +5,7 @@ mod config;
 mod error;
 mod metrics;
 mod nonce;
+pub mod openapi;
 mod queries;
 mod read_limit;
 mod reconcile;

@@ -108,10 +108,13 @@ pub fn routes(
                 Err(error) => error_response(&error),
             }
         });
+    let openapi = warp::path!("openapi.json").and(warp::get()).map(|| {
+        warp::reply::with_header(crate::openapi::DOCUMENT, "content-type", "application/json").into_response()
+    });
     let health = warp::path!("health")
         .and(warp::get())
         .map(|| warp::reply::json(&json!({ "status": "ok" })).into_response());
-    relay
+    let routes = relay
         .or(relay_by_id)
         .unify()
         .or(relay_by_hash)
@@ -128,9 +131,26 @@ pub fn routes(
         .unify()
         .or(health)
         .unify()
-        .recover(|rejection: Rejection| async move { Ok::<_, Infallible>(rejected(&rejection)) })
+        .or(openapi)
         .unify()
+        .recover(|rejection: Rejection| async move { Ok::<_, Infallible>(rejected(&rejection)) })
+        .unify();
+    warp::path::full()
+        .and(routes)
+        .map(|path: warp::path::FullPath, response: Response| with_allow(path.as_str(), response))
         .with(warp::trace::request())
+}
+
+/// A 405 names the methods its path serves (RFC 9110, section 15.5.6): warp refuses a method only
+/// on a path some route has, and `/relay` alone takes POST.
+fn with_allow(path: &str, mut response: Response) -> Response {
+    if response.status() == StatusCode::METHOD_NOT_ALLOWED {
+        let allowed = if path == "/relay" { "POST" } else { "GET" };
+        response
+            .headers_mut()
+            .insert(warp::http::header::ALLOW, warp::http::HeaderValue::from_static(allowed));
+    }
+    response
 }
 
 /// The client a limit counts: the TCP peer's network (IPv6 by /64, so one client cannot spread

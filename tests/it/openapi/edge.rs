@@ -23,7 +23,7 @@ async fn edge_serves_its_document_and_schemathesis_finds_nothing() {
     assert_eq!(served.text, kept, "the Worker serves edge-api/openapi.json as it is");
 
     let workdir = tempfile::tempdir().expect("a temporary directory");
-    let report = super::schemathesis(&worker.base, MAX_EXAMPLES, workdir.path()).await;
+    let report = super::schemathesis(&worker.base, MAX_EXAMPLES, "edge.toml", workdir.path()).await;
     let paths = served.body["paths"].as_object().expect("paths").len();
     // Every operation but the document's own was tested (Schemathesis leaves that one out).
     assert_eq!(super::tested_operations(&report), Some(paths - 1), "{report}");

@@ -5,6 +5,7 @@
 //! receives against the same documents (`kya_tests::openapi`).
 
 mod edge;
+mod relayer;
 
 use std::{path::Path, process::Output, time::Duration};
 
@@ -83,15 +84,16 @@ fn report(output: &Output) -> String {
 /// Most a Schemathesis run may take before the test gives up on it.
 const SCHEMATHESIS_TIME_LIMIT: Duration = Duration::from_secs(150);
 
-/// Runs Schemathesis on the document served at `base`/openapi.json against `base`, from a fixed
-/// seed and with a bounded number of examples, and returns its report after asserting it found
-/// nothing.
-async fn schemathesis(base: &str, max_examples: u32, workdir: &Path) -> String {
+/// Runs Schemathesis on the document served at `base`/openapi.json against `base`, with its
+/// settings in `tests/openapi-tools/<config>`, from a fixed seed and with a bounded number of
+/// examples, and returns its report after asserting it found nothing.
+async fn schemathesis(base: &str, max_examples: u32, config: &str, workdir: &Path) -> String {
     let run = tokio::process::Command::new(tool("schemathesis"))
+        .arg("--config-file")
+        .arg(repo_root().join("tests/openapi-tools").join(config))
         .arg("run")
         .arg(format!("{base}/openapi.json"))
         .args(["--url", base])
-        .args(["--checks", "all"])
         .args(["--max-examples", &max_examples.to_string()])
         .args(["--seed", "20260101"])
         .args(["--request-timeout", "20"])

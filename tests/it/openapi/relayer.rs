@@ -13,8 +13,11 @@ const MAX_EXAMPLES: u32 = 25;
 
 /// Limits raised for this run only: Schemathesis sends every request from 127.0.0.1, far more
 /// than the per-IP hourly and per-minute limits allow, and a 429 would end its checks early.
-const RAISED_LIMITS: [(&str, &str); 3] =
-    [("RATE_LIMIT_PER_IP", "1000000"), ("RATE_LIMIT_PER_SIGNER", "1000000"), ("READ_RATE_LIMIT_PER_MINUTE", "1000000")];
+const RAISED_LIMITS: [(&str, &str); 3] = [
+    ("RATE_LIMIT_PER_IP", "1000000"),
+    ("RATE_LIMIT_PER_SIGNER", "1000000"),
+    ("READ_RATE_LIMIT_PER_MINUTE", "1000000"),
+];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn relayer_serves_its_document_and_schemathesis_finds_nothing() {
@@ -29,12 +32,14 @@ async fn relayer_serves_its_document_and_schemathesis_finds_nothing() {
 
     let (status, served) = relayer.client.get_text("/openapi.json").await;
     assert_eq!(status, 200);
-    let kept = std::fs::read_to_string(repo_root().join("relayer-daemon/openapi.json")).expect("the document");
+    let kept =
+        std::fs::read_to_string(repo_root().join("relayer-daemon/openapi.json")).expect("the document");
     assert_eq!(served, kept, "the relayer serves relayer-daemon/openapi.json as it is");
     let document: serde_json::Value = serde_json::from_str(&served).expect("JSON");
 
     let workdir = tempfile::tempdir().expect("a temporary directory");
-    let report = super::schemathesis(&relayer.client.base, MAX_EXAMPLES, workdir.path()).await;
+    let report =
+        super::schemathesis(&relayer.client.base, MAX_EXAMPLES, "relayer.toml", workdir.path()).await;
     let operations: usize = document["paths"]
         .as_object()
         .expect("paths")
