@@ -193,7 +193,7 @@ impl Contract {
     pub fn validate(&self, key: &str, schema: &Value, instance: &Value) -> Result<(), String> {
         let validator = self.validator(key, schema)?;
         let errors: Vec<String> = validator
-            .iter_errors(&instance)
+            .iter_errors(instance)
             .take(5)
             .map(|error| format!("{error} at {}", error.instance_path()))
             .collect();
