@@ -49,7 +49,7 @@ pub(crate) struct Deps<'a> {
 impl Deps<'_> {
     /// The cache key of `path` (starting with `/`).
     pub(crate) fn cache_key(&self, path: &str) -> String {
-        format!("{}/__kya/{}{path}", self.origin, self.cache_tag)
+        crate::cache::key(self.origin, self.cache_tag, path)
     }
 }
 

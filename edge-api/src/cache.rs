@@ -67,6 +67,12 @@ impl CachedAnswer {
     }
 }
 
+/// The cache key of `path` (starting with `/`) under the request's `origin` (scheme and host, the
+/// namespace the Cache API requires) and the configuration's `cache_tag`.
+pub(crate) fn key(origin: &str, cache_tag: &str, path: &str) -> String {
+    format!("{origin}/__kya/{cache_tag}{path}")
+}
+
 /// `Cache-Control` of a response that stays fresh `max_age` more seconds.
 pub(crate) fn cache_control(max_age: u64) -> String {
     format!("public, max-age={max_age}")

@@ -78,33 +78,35 @@ async fn serve(request: &Request, env: &Env, now: u64) -> Result<Response> {
     let endpoint = routes::resolve(url.path(), &query)?;
     let config = Config::from_env(env);
     let budget = Cell::new(rpc::SUBREQUEST_BUDGET);
-    let mut rpc =
-        Rpc { url: &config.rpc_url, batch_size: config.batch_size, multicall: None, budget: &budget };
+    let rpc = Rpc { url: &config.rpc_url, batch_size: config.batch_size, multicall: None, budget: &budget };
     match endpoint {
         Endpoint::Health => return health::answer(&config, &rpc).await,
         Endpoint::OpenApi => return http::json(200, openapi::DOCUMENT, openapi::CACHE_CONTROL),
         _ => {}
     }
-    rpc.multicall = config.multicall()?;
     let origin = url.origin().ascii_serialization();
-    let deps = Deps {
-        rpc,
-        registry: config.registry()?,
-        origin: &origin,
-        now,
-        memory_budget: config.memory_cache_bytes,
-        cache_tag: &config.cache_tag,
+    // The chain's addresses are parsed only when the chain is read: a hit needs neither.
+    let deps = || -> Result<Deps<'_>> {
+        Ok(Deps {
+            rpc: Rpc { multicall: config.multicall()?, ..rpc },
+            registry: config.registry()?,
+            origin: &origin,
+            now,
+            memory_budget: config.memory_cache_bytes,
+            cache_tag: &config.cache_tag,
+        })
     };
 
     let Some(policy) = endpoint.cache_policy() else {
-        return http::answer(&answers::answer(&endpoint, &deps).await?, "no-store");
+        return http::answer(&answers::answer(&endpoint, &deps()?).await?, "no-store");
     };
-    let key = deps.cache_key(&policy.path);
-    let (cached, tier) = match cache::lookup(&key, now, deps.memory_budget).await {
+    let key = cache::key(&origin, &config.cache_tag, &policy.path);
+    let memory_budget = config.memory_cache_bytes;
+    let (cached, tier) = match cache::lookup(&key, now, memory_budget).await {
         Some((cached, tier)) => (cached, Some(tier)),
         None => {
-            let answer = answers::answer(&endpoint, &deps).await?;
-            (cache::store(&key, answer, policy.ttl, now, deps.memory_budget).await, None)
+            let answer = answers::answer(&endpoint, &deps()?).await?;
+            (cache::store(&key, answer, policy.ttl, now, memory_budget).await, None)
         }
     };
     let if_none_match = request.headers().get("if-none-match")?;

@@ -54,40 +54,109 @@ async fn main() {
     std::fs::write(folder.join(format!("system-{agents}.md")), report).expect("writing the report");
 }
 
-/// Requests the hot-path table times, interleaved round by round so drift hits all alike.
+/// Requests each hot-path row times, interleaved round by round so drift hits all alike. Fewer
+/// than the rate limit's 60 a minute, so one client can send them all.
 const HOT_REPEATS: usize = 40;
 
+/// Who sends a hot-path row's requests.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Client {
+    /// One client all along, as a client calling again: its rate-limit counter exists, and KV is
+    /// written at most once a second.
+    Returning,
+    /// A new client every request: each is its client's first, so its counter is new and a KV
+    /// write follows it (`wait_until`).
+    New,
+}
+
+/// One row: a request and the answer it must get (status, and the `X-Cache-Tier` of a hit).
+#[derive(Clone, Copy)]
+struct HotCase<'a> {
+    name: &'a str,
+    worker: &'a EdgeWorker,
+    path: &'a str,
+    status: u16,
+    tier: Option<&'a str>,
+}
+
 /// The platform's floor (a static asset, a 404 from the Worker) beside cached answers from each
-/// tier: the isolate's memory, and the Cache API (a Worker with `MEMORY_CACHE_BYTES=0`).
+/// tier: the isolate's memory, and the Cache API (a Worker with `MEMORY_CACHE_BYTES=0`). Then the
+/// same from new clients, whose first request schedules a rate-limit KV write.
 async fn hot_path(chain: &TestChain) -> String {
     let memory = EdgeWorker::start(&chain_vars(&chain.rpc_url(), chain.registry())).await;
     let mut vars = chain_vars(&chain.rpc_url(), chain.registry());
     vars.push(("MEMORY_CACHE_BYTES", "0".to_owned()));
     let cache_api = EdgeWorker::start(&vars).await;
-    let stats = "/api/v1/stats";
-    let cases: [(&str, &EdgeWorker, &str, u16, Option<&str>); 4] = [
-        ("static asset (`/style.css`)", &memory, "/style.css", 200, None),
-        ("unknown path (404 from the Worker)", &memory, "/api/v1/nothing", 404, None),
-        ("cached `/api/v1/stats`, from the isolate's memory", &memory, stats, 200, Some("memory")),
-        (
-            "cached `/api/v1/stats`, from the Cache API (`MEMORY_CACHE_BYTES=0`)",
-            &cache_api,
-            stats,
-            200,
-            Some("cache-api"),
-        ),
-    ];
     for worker in [&memory, &cache_api] {
-        worker.client().get(stats).await; // the miss that fills the cache
+        worker.client().get("/api/v1/stats").await; // the miss that fills the cache
     }
+    let static_asset = HotCase {
+        name: "static asset (`/style.css`)",
+        worker: &memory,
+        path: "/style.css",
+        status: 200,
+        tier: None,
+    };
+    let not_found = HotCase {
+        name: "unknown path (404 from the Worker)",
+        worker: &memory,
+        path: "/api/v1/nothing",
+        status: 404,
+        tier: None,
+    };
+    let memory_hit = HotCase {
+        name: "cached `/api/v1/stats`, from the isolate's memory",
+        worker: &memory,
+        path: "/api/v1/stats",
+        status: 200,
+        tier: Some("memory"),
+    };
+    let cache_api_hit = HotCase {
+        name: "cached `/api/v1/stats`, from the Cache API (`MEMORY_CACHE_BYTES=0`)",
+        worker: &cache_api,
+        path: "/api/v1/stats",
+        status: 200,
+        tier: Some("cache-api"),
+    };
+    let returning = [static_asset, not_found, memory_hit, cache_api_hit];
+    let returning_medians = interleaved(&returning, Client::Returning).await;
+    let new = [returning[0], returning[1], returning[2]];
+    let new_medians = interleaved(&new, Client::New).await;
+
+    let mut table = format!(
+        "## Edge hot path (`wrangler dev`, medians of {HOT_REPEATS} requests, interleaved)\n\n\
+         ### A returning client\n\n\
+         Each row's requests come from one client, as from a client calling again.\n\n\
+         | Request | Median | ÷ static asset |\n|---|---:|---:|\n"
+    );
+    rows(&mut table, &returning, &returning_medians);
+    table.push_str(
+        "\n### A new client every request\n\n\
+         Each request is its client's first, so the Worker creates the client's rate-limit counter \
+         and writes it to KV after the response (`wait_until`). Under `wrangler dev` that KV is a \
+         local store in the same runtime on the same cores, and its writes slow the requests \
+         around them, the static asset's included; on Cloudflare KV is a remote service.\n\n\
+         | Request | Median | ÷ static asset |\n|---|---:|---:|\n",
+    );
+    rows(&mut table, &new, &new_medians);
+    table
+}
+
+/// Median time of each case, sent round by round ([`HOT_REPEATS`] rounds) from `client`s.
+async fn interleaved(cases: &[HotCase<'_>], client: Client) -> Vec<Duration> {
     let http = reqwest::Client::new();
+    let returning_ips: Vec<String> = cases.iter().map(|_| fresh_ip()).collect();
     let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(HOT_REPEATS); cases.len()];
     for _ in 0..HOT_REPEATS {
-        for ((name, worker, path, status, tier), times) in cases.iter().zip(&mut times) {
+        for ((case, times), returning_ip) in cases.iter().zip(&mut times).zip(&returning_ips) {
+            let ip = match client {
+                Client::Returning => returning_ip.clone(),
+                Client::New => fresh_ip(),
+            };
             let started = Instant::now();
             let response = http
-                .get(format!("{}{path}", worker.base))
-                .header("cf-connecting-ip", fresh_ip())
+                .get(format!("{}{}", case.worker.base, case.path))
+                .header("cf-connecting-ip", ip)
                 .send()
                 .await
                 .expect("the Worker answers");
@@ -99,19 +168,18 @@ async fn hot_path(chain: &TestChain) -> String {
             let answered = response.status().as_u16();
             response.bytes().await.expect("a body");
             times.push(started.elapsed());
-            assert_eq!((answered, tier_seen.as_deref()), (*status, *tier), "{name}");
+            assert_eq!((answered, tier_seen.as_deref()), (case.status, case.tier), "{}", case.name);
         }
     }
-    let medians: Vec<Duration> = times.into_iter().map(median).collect();
-    let mut table = format!(
-        "## Edge hot path (`wrangler dev`, medians of {HOT_REPEATS} requests, interleaved)\n\n\
-         | Request | Median | ÷ static asset |\n|---|---:|---:|\n"
-    );
-    for ((name, ..), time) in cases.iter().zip(&medians) {
-        writeln!(table, "| {name} | {} | {:.2}× |", ms(*time), time.as_secs_f64() / medians[0].as_secs_f64())
-            .expect("writing to a String");
+    times.into_iter().map(median).collect()
+}
+
+/// Table rows of `cases` with their medians, as ratios to the first (the static asset).
+fn rows(table: &mut String, cases: &[HotCase<'_>], medians: &[Duration]) {
+    for (case, time) in cases.iter().zip(medians) {
+        let ratio = time.as_secs_f64() / medians[0].as_secs_f64();
+        writeln!(table, "| {} | {} | {ratio:.2}× |", case.name, ms(*time)).expect("writing to a String");
     }
-    table
 }
 
 /// Each endpoint cold (what its first request costs, in time and RPC round trips), cached, and
