@@ -1,11 +1,14 @@
-//! The KYA read API (the edge Worker, SPEC.md section 4): typed answers of every endpoint a
-//! client needs, read back into `kya-core`'s types.
+//! The KYA read API (the edge Worker, SPEC.md section 4): every endpoint a client needs, its
+//! answer read back into the very `kya-core` type the Worker serialises it from.
 
-use std::collections::BTreeMap;
-
-use alloy::primitives::{Address, B256};
-use kya_core::{AgentStatus, Compliance, KyaDecision};
-use serde::{Deserialize, Serialize};
+use alloy::primitives::Address;
+use kya_core::{
+    AgentStatus, KyaResult,
+    lineage::LineageNode,
+    pagination::Page,
+    stats::DetailedStats,
+    view::{AgentDetails, AgentListItem},
+};
 
 use crate::{Result, http::Service};
 
@@ -16,152 +19,6 @@ pub const MAX_PAGE_SIZE: u32 = 100;
 #[derive(Debug, Clone)]
 pub struct ApiClient {
     service: Service,
-}
-
-/// `/api/v1/kya/:wallet`: is this wallet an agent's, and may it be served?
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct KyaCheck {
-    #[serde(serialize_with = "crate::checksum::checksummed")]
-    pub wallet: Address,
-    pub is_registered: bool,
-    pub is_compliant: bool,
-    pub agent: Option<KyaAgent>,
-    pub checked_at: String,
-}
-
-impl KyaCheck {
-    /// What a provider does with this answer.
-    pub fn decision(&self) -> KyaDecision {
-        KyaDecision::of(self.is_registered, self.is_compliant)
-    }
-}
-
-/// The reduced record in a KYA answer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct KyaAgent {
-    pub agent_id: u64,
-    #[serde(serialize_with = "crate::checksum::checksummed")]
-    pub creator: Address,
-    #[serde(serialize_with = "crate::checksum::checksummed")]
-    pub haftungsperson: Address,
-    #[serde(serialize_with = "crate::checksum::checksummed")]
-    pub agent_wallet: Address,
-    pub operational_scope: String,
-    pub status: AgentStatus,
-    pub registered_at: Option<String>,
-    pub last_attestation: Option<String>,
-}
-
-/// The full agent record (`agent` of `/api/v1/agent/:id`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AgentRecord {
-    pub agent_id: u64,
-    #[serde(serialize_with = "crate::checksum::checksummed")]
-    pub creator: Address,
-    #[serde(serialize_with = "crate::checksum::checksummed")]
-    pub haftungsperson: Address,
-    #[serde(serialize_with = "crate::checksum::checksummed")]
-    pub agent_wallet: Address,
-    pub constitution_hash: B256,
-    pub capability_hash: B256,
-    pub operational_scope: String,
-    pub parent_agent_id: u64,
-    pub generation: u64,
-    pub self_modifying: bool,
-    pub registered_at: Option<String>,
-    pub last_attestation: Option<String>,
-    pub last_revenue_report: Option<String>,
-    pub status: AgentStatus,
-}
-
-/// `/api/v1/agent/:id`: the record, its children's ids and its compliance.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AgentDetails {
-    pub agent: AgentRecord,
-    pub children: Vec<u64>,
-    pub compliance: Compliance,
-}
-
-impl AgentDetails {
-    /// Compliant: Active with a current attestation (SPEC.md section 2).
-    pub fn is_compliant(&self) -> bool {
-        self.compliance.is_active && self.compliance.attestation_current
-    }
-}
-
-/// A node of `/api/v1/agent/:id/lineage`; `truncated` and `total_children` only where the API
-/// cut the family (INTERFACE.md section 2).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct LineageNode {
-    pub agent_id: u64,
-    #[serde(serialize_with = "crate::checksum::checksummed")]
-    pub wallet: Address,
-    pub generation: u64,
-    pub status: AgentStatus,
-    pub children: Vec<LineageNode>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub truncated: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub total_children: Option<u64>,
-}
-
-/// An item of `/api/v1/agents`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AgentListItem {
-    pub agent_id: u64,
-    #[serde(serialize_with = "crate::checksum::checksummed")]
-    pub creator: Address,
-    pub status: AgentStatus,
-    pub registered_at: Option<String>,
-}
-
-/// One page of `/api/v1/agents`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AgentPage {
-    pub total: u64,
-    pub page: u64,
-    pub limit: u64,
-    pub total_pages: u64,
-    pub data: Vec<AgentListItem>,
-}
-
-/// `/api/v1/stats/detailed`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DetailedStats {
-    pub total_agents: u64,
-    #[serde(serialize_with = "crate::checksum::checksummed")]
-    pub registry_address: Address,
-    pub chain: String,
-    pub status_distribution: BTreeMap<String, u64>,
-    pub generation_distribution: BTreeMap<String, u64>,
-    pub compliance_rate: String,
-    pub compliant_count: u64,
-    /// Cents per currency; a JSON number (exact up to `u128`, see `docs/edge-api.md`).
-    pub total_revenue: BTreeMap<String, serde_json::Number>,
-    pub recent_registrations: Vec<RecentRegistration>,
-}
-
-/// An item of `recentRegistrations`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RecentRegistration {
-    pub agent_id: u64,
-    #[serde(serialize_with = "crate::checksum::checksummed")]
-    pub creator: Address,
-    #[serde(serialize_with = "crate::checksum::checksummed")]
-    pub haftungsperson: Address,
-    #[serde(serialize_with = "crate::checksum::checksummed")]
-    pub agent_wallet: Address,
-    pub registered_at: Option<String>,
-    pub status: AgentStatus,
 }
 
 impl ApiClient {
@@ -181,7 +38,7 @@ impl ApiClient {
     }
 
     /// `GET /api/v1/kya/:wallet`.
-    pub async fn kya(&self, wallet: Address) -> Result<KyaCheck> {
+    pub async fn kya(&self, wallet: Address) -> Result<KyaResult> {
         self.service.get(&format!("/api/v1/kya/{wallet}")).await
     }
 
@@ -196,7 +53,12 @@ impl ApiClient {
     }
 
     /// One page of `GET /api/v1/agents` (pages count from 1).
-    pub async fn agents_page(&self, page: u64, limit: u32, status: Option<AgentStatus>) -> Result<AgentPage> {
+    pub async fn agents_page(
+        &self,
+        page: u64,
+        limit: u32,
+        status: Option<AgentStatus>,
+    ) -> Result<Page<AgentListItem>> {
         let filter = status.map(|status| format!("&status={status}")).unwrap_or_default();
         self.service.get(&format!("/api/v1/agents?page={page}&limit={limit}{filter}")).await
     }

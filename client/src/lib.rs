@@ -2,7 +2,6 @@
 
 mod api;
 mod chain;
-mod checksum;
 #[cfg(feature = "cli")]
 pub mod cli;
 mod error;
@@ -13,13 +12,19 @@ mod preset;
 mod relayer;
 mod write;
 
-pub use api::{
-    AgentDetails, AgentListItem, AgentPage, AgentRecord, ApiClient, DetailedStats, KyaAgent, KyaCheck,
-    LineageNode, MAX_PAGE_SIZE, RecentRegistration,
-};
+pub use api::{ApiClient, MAX_PAGE_SIZE};
 pub use chain::Rpc;
 pub use error::{Error, Result};
 pub use flow::{Progress, SignedRequest, WriteOptions, direct_write, relay_write, sign_request};
+/// The read API's answers are `kya-core`'s own types, the ones the Worker serialises: re-exported
+/// here so a client needs no direct dependency on `kya-core` to name them.
+pub use kya_core::{
+    self, AgentStatus, Cents, Compliance, KyaAgent, KyaDecision, KyaResult,
+    lineage::LineageNode,
+    pagination::Page,
+    stats::{DetailedStats, StatusDistribution},
+    view::{AgentDetails, AgentListItem, AgentView, RecentRegistration},
+};
 pub use outcome::{Outcome, RegistryResult};
 pub use preset::{ChainPreset, PresetSettings};
 pub use relayer::{

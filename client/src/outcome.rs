@@ -40,7 +40,7 @@ pub enum RegistryResult {
     /// `AgentRegistered`: the new agent.
     Registered {
         agent_id: u64,
-        #[serde(serialize_with = "crate::checksum::checksummed")]
+        #[serde(serialize_with = "kya_core::checksum::serialize")]
         agent_wallet: Address,
         parent_agent_id: u64,
         generation: u64,

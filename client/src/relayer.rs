@@ -19,7 +19,7 @@ pub struct RelayerClient {
 #[serde(rename_all = "camelCase")]
 pub struct RelayerStatus {
     /// The relayer's paying account.
-    #[serde(serialize_with = "crate::checksum::checksummed")]
+    #[serde(serialize_with = "kya_core::checksum::serialize")]
     pub relayer: Address,
     /// In ETH, as a decimal string.
     pub balance: String,
@@ -45,9 +45,9 @@ pub struct GasBudget {
 /// The contracts a relayer forwards to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Contracts {
-    #[serde(serialize_with = "crate::checksum::checksummed")]
+    #[serde(serialize_with = "kya_core::checksum::serialize")]
     pub registry: Address,
-    #[serde(serialize_with = "crate::checksum::checksummed")]
+    #[serde(serialize_with = "kya_core::checksum::serialize")]
     pub forwarder: Address,
 }
 
@@ -58,7 +58,7 @@ pub struct Domain {
     pub name: String,
     pub version: String,
     pub chain_id: u64,
-    #[serde(serialize_with = "crate::checksum::checksummed")]
+    #[serde(serialize_with = "kya_core::checksum::serialize")]
     pub verifying_contract: Address,
 }
 
@@ -83,7 +83,7 @@ pub struct Submitted {
 pub struct RelayView {
     pub relay_id: String,
     pub status: RelayStatus,
-    #[serde(serialize_with = "crate::checksum::checksummed")]
+    #[serde(serialize_with = "kya_core::checksum::serialize")]
     pub from: Address,
     #[serde(deserialize_with = "decimal")]
     pub nonce: U256,

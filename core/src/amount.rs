@@ -4,10 +4,11 @@
 //! and their sums are kept as full `U256`: one absurd report must neither fail a whole registry
 //! read nor wrap a total. In JSON an amount is a number (INTERFACE.md section 2): exact digits up
 //! to `u128::MAX` (3.4 × 10³⁸ cents), beyond that the nearest double, which is all a JavaScript
-//! caller could hold of it anyway.
+//! caller could hold of it anyway. Read back, a number is exact up to `u64::MAX` and the nearest
+//! whole number beyond (serde_json hands larger numbers over as doubles).
 
 use alloy_primitives::U256;
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer, de};
 
 /// An amount in cents, or a sum of them (saturating at `U256::MAX`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -48,6 +49,45 @@ impl Serialize for Cents {
     }
 }
 
+impl<'de> Deserialize<'de> for Cents {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(CentsVisitor)
+    }
+}
+
+struct CentsVisitor;
+
+impl de::Visitor<'_> for CentsVisitor {
+    type Value = Cents;
+
+    fn expecting(&self, formatter: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        formatter.write_str("a whole, non-negative number of cents")
+    }
+
+    fn visit_u64<E: de::Error>(self, cents: u64) -> Result<Cents, E> {
+        Ok(Cents::from(cents))
+    }
+
+    fn visit_u128<E: de::Error>(self, cents: u128) -> Result<Cents, E> {
+        Ok(Cents(U256::from(cents)))
+    }
+
+    fn visit_i64<E: de::Error>(self, cents: i64) -> Result<Cents, E> {
+        u64::try_from(cents)
+            .map(Cents::from)
+            .map_err(|_| E::invalid_value(de::Unexpected::Signed(cents), &self))
+    }
+
+    fn visit_f64<E: de::Error>(self, cents: f64) -> Result<Cents, E> {
+        let whole = cents.fract() == 0.0;
+        U256::try_from(cents)
+            .ok()
+            .filter(|_| whole)
+            .map(Cents)
+            .ok_or_else(|| E::invalid_value(de::Unexpected::Float(cents), &self))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,6 +109,18 @@ mod tests {
         let parsed: f64 = text.parse().expect("a JSON number");
         assert!((parsed / 1.157_920_892_373_162e77 - 1.0).abs() < 1e-15, "{text}");
         assert_eq!(json(Cents(U256::from(1) << 200)), "1.6069380442589903e+60");
+    }
+
+    #[test]
+    fn reads_back_whole_numbers_only() {
+        let read = |text: &str| serde_json::from_str::<Cents>(text).ok();
+        assert_eq!(read("18446744073709551615"), Some(Cents::from(u64::MAX)));
+        // serde_json parses doubles to within an ulp or so (no `float_roundtrip`).
+        let big = read(&json(Cents(U256::from(1) << 200))).expect("a whole number");
+        assert!((f64::from(big.0) / 2f64.powi(200) - 1.0).abs() < 1e-15, "{big:?}");
+        assert_eq!(read("12.5"), None);
+        assert_eq!(read("-1"), None);
+        assert_eq!(read("\"12\""), None);
     }
 
     #[test]

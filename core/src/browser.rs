@@ -27,10 +27,11 @@ use wasm_bindgen::prelude::*;
 use crate::{
     Agent, AgentStatus, Compliance, ComplianceBadge, KyaDecision, Revenue,
     abi::AgentRegistry,
+    checksum::checksummed,
     forward_request::{self, ForwardRequest, TypedData},
     query::parse_wallet,
-    record::{AgentView, RevenueView, checksummed},
     time::parse_iso8601,
+    view::{AgentView, RevenueView},
 };
 
 type JsResult<T = JsValue> = Result<T, JsError>;

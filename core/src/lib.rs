@@ -5,6 +5,7 @@ mod amount;
 mod badge;
 #[cfg(feature = "browser")]
 pub mod browser;
+pub mod checksum;
 pub mod client_ip;
 mod compliance;
 mod error;
@@ -23,12 +24,13 @@ mod snapshot_answers;
 pub mod stats;
 mod status;
 pub mod time;
+pub mod view;
 
 pub use amount::Cents;
 pub use badge::ComplianceBadge;
 pub use compliance::{ATTESTATION_VALIDITY_SECS, Compliance};
 pub use error::{Error, Result};
-pub use kya::KyaDecision;
+pub use kya::{KyaAgent, KyaDecision, KyaResult};
 pub use record::{Agent, Revenue};
 pub use snapshot::{BlockRef, Snapshot};
 pub use snapshot_answers::SnapshotAnswers;

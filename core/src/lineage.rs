@@ -7,9 +7,9 @@
 use std::collections::BTreeMap;
 
 use alloy_primitives::Address;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::{AgentStatus, Error, Result, record::checksummed};
+use crate::{AgentStatus, Error, Result};
 
 /// Levels in a tree; the root is level 1.
 pub const MAX_LINEAGE_DEPTH: u64 = 15;
@@ -28,17 +28,18 @@ pub struct NodeData {
 
 /// A node of the lineage tree. `truncated` and `totalChildren` appear only on nodes whose
 /// children were cut (more than 50, or children below the depth limit).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LineageNode {
     pub agent_id: u64,
-    pub wallet: String,
+    #[serde(serialize_with = "crate::checksum::serialize")]
+    pub wallet: Address,
     pub generation: u64,
     pub status: AgentStatus,
     pub children: Vec<LineageNode>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub truncated: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total_children: Option<u64>,
 }
 
@@ -62,7 +63,7 @@ fn build_at(agent_id: u64, level: u64, nodes: &BTreeMap<u64, NodeData>) -> Resul
     let cut = shown.len() < node.children.len();
     Ok(LineageNode {
         agent_id,
-        wallet: checksummed(&node.wallet),
+        wallet: node.wallet,
         generation: node.generation,
         status: node.status,
         children,
@@ -118,6 +119,10 @@ mod tests {
         assert_eq!(root.children[49].agent_id, 51);
         let json = serde_json::to_value(&root.children[0]).unwrap();
         assert_eq!(json.as_object().unwrap().len(), 5, "uncut nodes carry no truncation fields");
+        let text = serde_json::to_string(&root).unwrap();
+        assert!(text.starts_with(r#"{"agentId":1,"wallet":"0x0000000000000000000000000000000000000000","#));
+        assert!(text.ends_with(r#""truncated":true,"totalChildren":55}"#));
+        assert_eq!(serde_json::from_str::<LineageNode>(&text).unwrap(), root);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Pages of `/agents` (page and limit) and of `/agent/:id/revenue` (offset and limit).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Default and largest page size of `/agents` (SPEC.md section 8).
 pub const AGENTS_DEFAULT_LIMIT: u64 = 20;
@@ -12,7 +12,7 @@ pub const REVENUE_DEFAULT_LIMIT: u64 = 100;
 pub const REVENUE_MAX_LIMIT: u64 = 500;
 
 /// One page of a list addressed by page number (1-indexed).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Page<T> {
     /// Items in the whole (filtered) list.
@@ -35,7 +35,7 @@ impl<T> Page<T> {
 }
 
 /// One window of a list addressed by offset.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Window<T> {
     pub total: u64,

@@ -1,10 +1,10 @@
-//! Agent records and revenue reports as the registry stores them, in plain Rust types, and their
-//! JSON views (SPEC.md section 2 with INTERFACE.md section 2's encodings).
+//! Agent records and revenue reports as the registry stores them, in plain Rust types (their
+//! JSON views for the API are in [`crate::view`]).
 
-use alloy_primitives::{Address, B256, U256, hex};
+use alloy_primitives::{Address, B256, U256};
 use serde::{Deserialize, Serialize};
 
-use crate::{AgentStatus, Cents, Error, Result, abi::AgentRegistry, time::timestamp};
+use crate::{AgentStatus, Error, Result, abi::AgentRegistry};
 
 /// One agent as the registry holds it; ids are `u64` (the registry counts from 1, one by one).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,7 +28,7 @@ pub struct Agent {
     pub status: AgentStatus,
 }
 
-/// One revenue report; `amount` is in cents, any `uint256` (see [`Cents`]).
+/// One revenue report; `amount` is in cents, any `uint256` (see [`crate::Cents`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Revenue {
@@ -86,165 +86,13 @@ impl TryFrom<AgentRegistry::RevenueReport> for Revenue {
     }
 }
 
-/// EIP-55 checksummed text of an address.
-pub fn checksummed(address: &Address) -> String {
-    address.to_checksum(None)
-}
-
-/// `0x` and 64 lowercase hex digits.
-pub fn hash_hex(hash: &B256) -> String {
-    hex::encode_prefixed(hash)
-}
-
-/// The full agent record of `/agent/:id`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[cfg_attr(feature = "browser", derive(tsify::Tsify))]
-#[serde(rename_all = "camelCase")]
-pub struct AgentView {
-    pub agent_id: u64,
-    pub creator: String,
-    pub haftungsperson: String,
-    pub agent_wallet: String,
-    pub constitution_hash: String,
-    pub capability_hash: String,
-    pub operational_scope: String,
-    pub parent_agent_id: u64,
-    pub generation: u64,
-    pub self_modifying: bool,
-    pub registered_at: Option<String>,
-    pub last_attestation: Option<String>,
-    pub last_revenue_report: Option<String>,
-    pub status: AgentStatus,
-}
-
-impl From<&Agent> for AgentView {
-    fn from(agent: &Agent) -> Self {
-        Self {
-            agent_id: agent.agent_id,
-            creator: checksummed(&agent.creator),
-            haftungsperson: checksummed(&agent.haftungsperson),
-            agent_wallet: checksummed(&agent.agent_wallet),
-            constitution_hash: hash_hex(&agent.constitution_hash),
-            capability_hash: hash_hex(&agent.capability_hash),
-            operational_scope: agent.operational_scope.clone(),
-            parent_agent_id: agent.parent_agent_id,
-            generation: agent.generation,
-            self_modifying: agent.self_modifying,
-            registered_at: timestamp(agent.registered_at),
-            last_attestation: timestamp(agent.last_attestation),
-            last_revenue_report: timestamp(agent.last_revenue_report),
-            status: agent.status,
-        }
-    }
-}
-
-/// An item of `/agents`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AgentListItem {
-    pub agent_id: u64,
-    pub creator: String,
-    pub status: AgentStatus,
-    pub registered_at: Option<String>,
-}
-
-impl From<&Agent> for AgentListItem {
-    fn from(agent: &Agent) -> Self {
-        Self {
-            agent_id: agent.agent_id,
-            creator: checksummed(&agent.creator),
-            status: agent.status,
-            registered_at: timestamp(agent.registered_at),
-        }
-    }
-}
-
-/// An item of `recentRegistrations` in `/stats/detailed`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RecentRegistration {
-    pub agent_id: u64,
-    pub creator: String,
-    pub haftungsperson: String,
-    pub agent_wallet: String,
-    pub registered_at: Option<String>,
-    pub status: AgentStatus,
-}
-
-impl From<&Agent> for RecentRegistration {
-    fn from(agent: &Agent) -> Self {
-        Self {
-            agent_id: agent.agent_id,
-            creator: checksummed(&agent.creator),
-            haftungsperson: checksummed(&agent.haftungsperson),
-            agent_wallet: checksummed(&agent.agent_wallet),
-            registered_at: timestamp(agent.registered_at),
-            status: agent.status,
-        }
-    }
-}
-
-/// The reduced record of a KYA result.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct KyaAgent {
-    pub agent_id: u64,
-    pub creator: String,
-    pub haftungsperson: String,
-    pub agent_wallet: String,
-    pub operational_scope: String,
-    pub status: AgentStatus,
-    pub registered_at: Option<String>,
-    pub last_attestation: Option<String>,
-}
-
-impl From<&Agent> for KyaAgent {
-    fn from(agent: &Agent) -> Self {
-        Self {
-            agent_id: agent.agent_id,
-            creator: checksummed(&agent.creator),
-            haftungsperson: checksummed(&agent.haftungsperson),
-            agent_wallet: checksummed(&agent.agent_wallet),
-            operational_scope: agent.operational_scope.clone(),
-            status: agent.status,
-            registered_at: timestamp(agent.registered_at),
-            last_attestation: timestamp(agent.last_attestation),
-        }
-    }
-}
-
-/// A revenue record in `/agent/:id/revenue`; `amount` in cents.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[cfg_attr(feature = "browser", derive(tsify::Tsify))]
-#[serde(rename_all = "camelCase")]
-pub struct RevenueView {
-    pub amount: Cents,
-    pub currency: String,
-    pub category: String,
-    pub period_start: Option<String>,
-    pub period_end: Option<String>,
-    pub reported_at: Option<String>,
-}
-
-impl From<&Revenue> for RevenueView {
-    fn from(report: &Revenue) -> Self {
-        Self {
-            amount: Cents(report.amount),
-            currency: report.currency.clone(),
-            category: report.category.clone(),
-            period_start: timestamp(report.period_start),
-            period_end: timestamp(report.period_end),
-            reported_at: timestamp(report.reported_at),
-        }
-    }
-}
-
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use alloy_primitives::{address, b256};
 
-    fn record() -> AgentRegistry::AgentRecord {
+    /// A record with every field set, for the views' tests too.
+    pub(crate) fn record() -> AgentRegistry::AgentRecord {
         AgentRegistry::AgentRecord {
             agentId: U256::from(7),
             creator: address!("0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266"),
@@ -261,31 +109,6 @@ mod tests {
             lastRevenueReport: 0,
             status: 1,
         }
-    }
-
-    #[test]
-    fn view_encodes_as_the_interface_says() {
-        let agent = Agent::try_from(record()).unwrap();
-        let json = serde_json::to_value(AgentView::from(&agent)).unwrap();
-        assert_eq!(
-            json,
-            serde_json::json!({
-                "agentId": 7,
-                "creator": "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266",
-                "haftungsperson": "0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
-                "agentWallet": "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC",
-                "constitutionHash": "0xabcdef0000000000000000000000000000000000000000000000000000000001",
-                "capabilityHash": "0x0000000000000000000000000000000000000000000000000000000000000000",
-                "operationalScope": "scope",
-                "parentAgentId": 3,
-                "generation": 2,
-                "selfModifying": true,
-                "registeredAt": "2023-11-14T22:13:20.000Z",
-                "lastAttestation": "2023-11-14T22:13:21.000Z",
-                "lastRevenueReport": null,
-                "status": "Suspended"
-            })
-        );
     }
 
     #[test]

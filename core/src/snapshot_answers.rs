@@ -9,8 +9,8 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 
 use crate::{
-    AgentStatus, BlockRef, Error, Result, Snapshot, pagination::Page, query::AgentsQuery,
-    record::AgentListItem, stats,
+    AgentStatus, BlockRef, Error, Result, Snapshot, pagination::Page, query::AgentsQuery, stats,
+    view::AgentListItem,
 };
 
 /// First line of the encoded form; a cached entry of another layout is not read.

@@ -1,32 +1,34 @@
 //! Responses computed from a [`Snapshot`]: statistics, the agent list, the compliance list and
-//! revenue aggregates.
+//! revenue aggregates (read back by clients too, hence `Deserialize`).
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use alloy_primitives::Address;
+use serde::{Deserialize, Serialize};
 
 use crate::{
     Agent, AgentStatus, Cents, Compliance, Revenue, Snapshot,
     pagination::{Page, paginate},
     query::AgentsQuery,
-    record::{AgentListItem, RecentRegistration, checksummed},
+    view::{AgentListItem, RecentRegistration},
 };
 
 /// Registrations listed in `recentRegistrations` (SPEC.md section 8).
 pub const RECENT_REGISTRATIONS: usize = 10;
 
 /// `/stats`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Stats {
     pub total_agents: u64,
-    pub registry_address: String,
+    #[serde(serialize_with = "crate::checksum::serialize")]
+    pub registry_address: Address,
     /// The RPC endpoint in use (SPEC.md calls it `chain`).
     pub chain: String,
 }
 
 /// Count per status; all four keys are always present.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct StatusDistribution {
     pub active: u64,
@@ -35,8 +37,29 @@ pub struct StatusDistribution {
     pub terminated: u64,
 }
 
+impl StatusDistribution {
+    /// The count of `status`.
+    pub const fn get(&self, status: AgentStatus) -> u64 {
+        match status {
+            AgentStatus::Active => self.active,
+            AgentStatus::Suspended => self.suspended,
+            AgentStatus::Revoked => self.revoked,
+            AgentStatus::Terminated => self.terminated,
+        }
+    }
+
+    fn get_mut(&mut self, status: AgentStatus) -> &mut u64 {
+        match status {
+            AgentStatus::Active => &mut self.active,
+            AgentStatus::Suspended => &mut self.suspended,
+            AgentStatus::Revoked => &mut self.revoked,
+            AgentStatus::Terminated => &mut self.terminated,
+        }
+    }
+}
+
 /// `/stats/detailed`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DetailedStats {
     #[serde(flatten)]
@@ -52,24 +75,25 @@ pub struct DetailedStats {
 }
 
 /// An item of `/agents/compliance`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ComplianceItem {
     pub agent_id: u64,
-    pub creator: String,
+    #[serde(serialize_with = "crate::checksum::serialize")]
+    pub creator: Address,
     pub status: AgentStatus,
     pub compliance: Compliance,
 }
 
 /// `/agents/compliance`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ComplianceList {
     pub total: u64,
     pub data: Vec<ComplianceItem>,
 }
 
 /// `/revenue/aggregate` (amounts in cents).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RevenueAggregate {
     pub total_reports: u64,
@@ -79,12 +103,8 @@ pub struct RevenueAggregate {
 }
 
 /// `/stats`: `registry` and `rpc` are echoed as configured (the registry checksummed).
-pub fn stats(snapshot: &Snapshot, registry: &alloy_primitives::Address, rpc: &str) -> Stats {
-    Stats {
-        total_agents: len(snapshot.agents.len()),
-        registry_address: checksummed(registry),
-        chain: rpc.to_owned(),
-    }
+pub fn stats(snapshot: &Snapshot, registry: &Address, rpc: &str) -> Stats {
+    Stats { total_agents: len(snapshot.agents.len()), registry_address: *registry, chain: rpc.to_owned() }
 }
 
 /// `/stats/detailed`.
@@ -92,13 +112,7 @@ pub fn detailed(snapshot: &Snapshot, stats: Stats) -> DetailedStats {
     let mut status_distribution = StatusDistribution::default();
     let mut generation_distribution = BTreeMap::new();
     for agent in &snapshot.agents {
-        let slot = match agent.status {
-            AgentStatus::Active => &mut status_distribution.active,
-            AgentStatus::Suspended => &mut status_distribution.suspended,
-            AgentStatus::Revoked => &mut status_distribution.revoked,
-            AgentStatus::Terminated => &mut status_distribution.terminated,
-        };
-        *slot += 1;
+        *status_distribution.get_mut(agent.status) += 1;
         *generation_distribution.entry(agent.generation).or_default() += 1;
     }
     let compliant_count =
@@ -132,7 +146,7 @@ pub fn percentage(part: u64, whole: u64) -> String {
 }
 
 /// `/agents`: ascending id, filtered by status, paged. Only the page's items are rendered
-/// (checksumming every creator of a large registry would dominate the request).
+/// (writing every item of a large registry would dominate the request).
 pub fn agents_page(snapshot: &Snapshot, query: &AgentsQuery) -> Page<AgentListItem> {
     let matching: Vec<&Agent> = snapshot
         .agents
@@ -149,7 +163,7 @@ pub fn compliance_list(snapshot: &Snapshot) -> ComplianceList {
         .into_iter()
         .map(|(agent, compliance)| ComplianceItem {
             agent_id: agent.agent_id,
-            creator: checksummed(&agent.creator),
+            creator: agent.creator,
             status: agent.status,
             compliance,
         })
@@ -179,7 +193,7 @@ fn len(count: usize) -> u64 {
 mod tests {
     use super::*;
     use crate::{Agent, BlockRef, compliance::ATTESTATION_VALIDITY_SECS};
-    use alloy_primitives::{Address, B256, U256};
+    use alloy_primitives::{B256, U256};
     use proptest::prelude::*;
 
     const NOW: u64 = 2_000_000_000;
@@ -257,6 +271,24 @@ mod tests {
             .map(|item| item["agentId"].as_u64().unwrap())
             .collect();
         assert_eq!(recent, vec![6, 5, 4, 3, 2, 1]);
+    }
+
+    /// Clients read the bodies back into the same types: the flattened `/stats` fields, the
+    /// generations' string keys and the cents.
+    #[test]
+    fn detailed_statistics_read_back() {
+        let snapshot = snapshot();
+        let registry = Address::repeat_byte(0xab);
+        let typed = detailed(&snapshot, stats(&snapshot, &registry, "http://rpc"));
+        let text = serde_json::to_string(&typed).unwrap();
+        assert!(text.starts_with(
+            r#"{"totalAgents":6,"registryAddress":"0xABaBaBaBABabABabAbAbABAbABabababaBaBABaB","#
+        ));
+        assert_eq!(serde_json::from_str::<DetailedStats>(&text).unwrap(), typed);
+        assert_eq!(typed.status_distribution.get(AgentStatus::Suspended), 1);
+        let list = compliance_list(&snapshot);
+        let text = serde_json::to_string(&list).unwrap();
+        assert_eq!(serde_json::from_str::<ComplianceList>(&text).unwrap(), list);
     }
 
     /// Registrations in the same second (one block) list the later id first.

@@ -11,11 +11,11 @@
 
 use alloy::{
     network::TransactionBuilder,
-    primitives::{Address, B256, U256, keccak256},
+    primitives::{Address, U256, keccak256},
     rpc::types::TransactionRequest,
     sol_types::SolCall,
 };
-use kya_core::{AgentStatus, abi::AgentRegistry};
+use kya_core::{Agent, AgentStatus, abi::AgentRegistry};
 use serde::Serialize;
 
 use crate::{
@@ -30,27 +30,17 @@ pub const TIME_TRAVEL: u64 = 8 * DAY;
 /// Number of children of the demo's wide parent (more than the lineage endpoint's 50 per node).
 pub const HIVE_CHILDREN: u64 = 55;
 
-/// One seeded agent as the chain holds it after seeding.
+/// One seeded agent: its record as the chain holds it after seeding, and what the seed knows
+/// beside it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SeededAgent {
-    pub agent_id: u64,
-    pub creator: Address,
-    pub haftungsperson: Address,
-    pub agent_wallet: Address,
+    /// Written by the seed as it sends each transaction, not read back from the chain: the
+    /// tests compare the chain and the APIs against it.
+    #[serde(flatten)]
+    pub record: Agent,
     /// Index for [`dev_accounts::agent_wallet`], which gives the wallet's private key.
     pub wallet_index: u64,
-    pub constitution_hash: B256,
-    pub capability_hash: B256,
-    pub operational_scope: String,
-    pub parent_agent_id: u64,
-    pub generation: u64,
-    pub self_modifying: bool,
-    pub registered_at: u64,
-    pub last_attestation: u64,
-    /// `None` when the agent never reported revenue (0 on chain).
-    pub last_revenue_report: Option<u64>,
-    pub status: AgentStatus,
     /// Direct children in registration order.
     pub children: Vec<u64>,
 }
@@ -310,15 +300,14 @@ impl<'a> Seeder<'a> {
             parent => {
                 let parent = &mut self.agents[usize::try_from(parent - 1).expect("fits")];
                 parent.children.push(agent_id);
-                (parent.generation + 1, parent.haftungsperson)
+                (parent.record.generation + 1, parent.record.haftungsperson)
             }
         };
-        self.agents.push(SeededAgent {
+        let record = Agent {
             agent_id,
             creator,
             haftungsperson,
             agent_wallet: wallet,
-            wallet_index,
             constitution_hash: call.constitutionHash,
             capability_hash: call.capabilityHash,
             operational_scope: scope.to_owned(),
@@ -327,15 +316,15 @@ impl<'a> Seeder<'a> {
             self_modifying,
             registered_at,
             last_attestation: registered_at,
-            last_revenue_report: None,
+            last_revenue_report: 0,
             status: AgentStatus::Active,
-            children: Vec::new(),
-        });
+        };
+        self.agents.push(SeededAgent { record, wallet_index, children: Vec::new() });
         Ok(agent_id)
     }
 
-    fn agent_mut(&mut self, agent_id: u64) -> &mut SeededAgent {
-        &mut self.agents[usize::try_from(agent_id - 1).expect("fits")]
+    fn agent_mut(&mut self, agent_id: u64) -> &mut Agent {
+        &mut self.agents[usize::try_from(agent_id - 1).expect("fits")].record
     }
 
     async fn attest(&mut self, agent_id: u64) -> Result<(), TxError> {
@@ -371,7 +360,7 @@ impl<'a> Seeder<'a> {
             periodEnd: period_end,
         };
         let reported_at = self.send_at_next_second(creator, &call).await?;
-        self.agent_mut(agent_id).last_revenue_report = Some(reported_at);
+        self.agent_mut(agent_id).last_revenue_report = reported_at;
         self.revenue.push(SeededRevenue {
             agent_id,
             amount,

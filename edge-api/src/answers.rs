@@ -3,33 +3,13 @@
 
 use alloy_primitives::Address;
 use kya_core::{
-    BlockRef, Compliance,
+    BlockRef, KyaResult,
     pagination::window,
-    record::{AgentView, KyaAgent, RevenueView, checksummed},
-    time::iso8601,
+    view::{AgentDetails, RevenueView},
 };
 use serde::Serialize;
 
 use crate::{Error, Result, http::Answer, reads, routes::Endpoint, rpc::Rpc, snapshot};
-
-/// `/agent/:id` (typed rather than `json!`, so fields keep SPEC.md's order).
-#[derive(Serialize)]
-struct AgentDetail {
-    agent: AgentView,
-    children: Vec<u64>,
-    compliance: Compliance,
-}
-
-/// `/kya/:wallet`; `checkedAt` is the timestamp of the block the check read.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct KyaResult {
-    wallet: String,
-    is_registered: bool,
-    is_compliant: bool,
-    agent: Option<KyaAgent>,
-    checked_at: String,
-}
 
 /// What the endpoints need to answer.
 #[derive(Debug, Clone, Copy)]
@@ -78,8 +58,8 @@ pub(crate) async fn answer(endpoint: &Endpoint, deps: &Deps<'_>) -> Result<Answe
         }
         Endpoint::Agent(id) => {
             let (block, agent, children) = reads::agent(&deps.rpc, deps.registry, *id).await?;
-            let compliance = Compliance::of(&agent, children.len() as u64, block.timestamp);
-            render(block, deps.now, &AgentDetail { agent: AgentView::from(&agent), children, compliance })?
+            // The block's time is "now" for compliance, as for every answer.
+            render(block, deps.now, &AgentDetails::of(&agent, children, block.timestamp))?
         }
         Endpoint::Lineage(id) => {
             let (block, tree) = reads::lineage(&deps.rpc, deps.registry, *id).await?;
@@ -92,17 +72,7 @@ pub(crate) async fn answer(endpoint: &Endpoint, deps: &Deps<'_>) -> Result<Answe
         }
         Endpoint::Kya(wallet) => {
             let (block, agent) = reads::kya(&deps.rpc, deps.registry, *wallet).await?;
-            // Child count plays no part in compliance, so it is not fetched here.
-            let compliant =
-                agent.as_ref().is_some_and(|agent| Compliance::of(agent, 0, block.timestamp).is_compliant());
-            let result = KyaResult {
-                wallet: checksummed(wallet),
-                is_registered: agent.is_some(),
-                is_compliant: compliant,
-                agent: agent.as_ref().map(KyaAgent::from),
-                checked_at: iso8601(block.timestamp),
-            };
-            render(block, deps.now, &result)?
+            render(block, deps.now, &KyaResult::of(*wallet, agent.as_ref(), block.timestamp))?
         }
     })
 }

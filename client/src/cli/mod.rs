@@ -102,16 +102,11 @@ async fn run(cli: Cli) -> Result<i32> {
             let api = settings.api()?;
             if all {
                 let agents = api.all_agents(status).await?;
-                let footer = format!("{} agents", agents.len());
                 let value = serde_json::json!({ "total": agents.len(), "data": agents });
-                show(&value, render::agents(style, &agents, &footer))?;
+                show(&value, render::agents(style, &agents, &render::every_agent_footer(agents.len())))?;
             } else {
                 let answer = api.agents_page(page, limit, status).await?;
-                let footer = format!(
-                    "page {} of {} ({} agents; --page N for another, --all for every page)",
-                    answer.page, answer.total_pages, answer.total
-                );
-                show(&answer, render::agents(style, &answer.data, &footer))?;
+                show(&answer, render::agents(style, &answer.data, &render::page_footer(&answer)))?;
             }
         }
         Command::Stats => {

@@ -3,11 +3,11 @@
 
 use std::{fmt::Write as _, io::IsTerminal};
 
-use kya_core::{AgentStatus, KyaDecision};
+use alloy::primitives::U256;
 
 use crate::{
-    AgentDetails, AgentListItem, DetailedStats, KyaCheck, LineageNode, Outcome, RegistryResult, RelayView,
-    RelayerStatus,
+    AgentDetails, AgentListItem, AgentStatus, Cents, DetailedStats, KyaDecision, KyaResult, LineageNode,
+    Outcome, Page, RegistryResult, RelayView, RelayerStatus,
 };
 
 /// Terminal styling, on or off.
@@ -50,7 +50,7 @@ impl Style {
     }
 }
 
-pub(crate) fn check(style: Style, check: &KyaCheck) -> String {
+pub(crate) fn check(style: Style, check: &KyaResult) -> String {
     let decision = check.decision();
     let shown = match decision {
         KyaDecision::Provision => style.good(decision.as_str()),
@@ -173,22 +173,40 @@ pub(crate) fn agents(style: Style, items: &[AgentListItem], footer: &str) -> Str
     out
 }
 
+/// The footer of `kya agents --all`.
+pub(crate) fn every_agent_footer(count: usize) -> String {
+    counted(count, "agent")
+}
+
+/// The footer of one page of `kya agents`.
+pub(crate) fn page_footer(page: &Page<AgentListItem>) -> String {
+    format!(
+        "page {} of {} ({}; --page N for another, --all for every page)",
+        page.page,
+        page.total_pages,
+        counted(page.total, "agent")
+    )
+}
+
 pub(crate) fn stats(stats: &DetailedStats) -> String {
     let mut out = format!(
-        "{} agents, {} compliant ({}%)\n  registry     {}\n  chain        {}",
-        stats.total_agents, stats.compliant_count, stats.compliance_rate, stats.registry_address, stats.chain
+        "{}, {} compliant ({}%)\n  registry     {}\n  chain        {}",
+        counted(stats.stats.total_agents, "agent"),
+        stats.compliant_count,
+        stats.compliance_rate,
+        stats.stats.registry_address,
+        stats.stats.chain
     );
-    let by_status: Vec<String> =
-        stats.status_distribution.iter().map(|(name, count)| format!("{name} {count}")).collect();
+    let by_status: Vec<String> = AgentStatus::ALL
+        .iter()
+        .map(|&status| format!("{status} {}", stats.status_distribution.get(status)))
+        .collect();
     let _ = write!(out, "\n  statuses     {}", by_status.join(", "));
-    let mut generations: Vec<(u64, u64)> = stats
+    let by_generation: Vec<String> = stats
         .generation_distribution
         .iter()
-        .filter_map(|(generation, count)| Some((generation.parse().ok()?, *count)))
+        .map(|(generation, count)| format!("{generation}: {count}"))
         .collect();
-    generations.sort_unstable();
-    let by_generation: Vec<String> =
-        generations.iter().map(|(generation, count)| format!("{generation}: {count}")).collect();
     let _ = write!(out, "\n  generations  {}", by_generation.join(", "));
     let revenue: Vec<String> =
         stats.total_revenue.iter().map(|(currency, cents)| format!("{} {currency}", money(cents))).collect();
@@ -200,12 +218,18 @@ pub(crate) fn stats(stats: &DetailedStats) -> String {
     out
 }
 
-/// Cents as currency units (`123456` → `1234.56`).
-fn money(cents: &serde_json::Number) -> String {
-    match cents.as_u64() {
-        Some(cents) => format!("{}.{:02}", cents / 100, cents % 100),
-        None => format!("{cents} cents"),
-    }
+/// Cents as currency units (`123456` → `1234.56`), exact at any size.
+fn money(cents: &Cents) -> String {
+    let hundred = U256::from(100);
+    format!("{}.{:02}", cents.0 / hundred, (cents.0 % hundred).to::<u64>())
+}
+
+/// `1 agent`, `2 agents`: `noun` is singular and takes an `s`. Any integer (a `U256` too), so
+/// decided on its digits.
+fn counted(count: impl std::fmt::Display, noun: &str) -> String {
+    let count = count.to_string();
+    let plural = if count == "1" { "" } else { "s" };
+    format!("{count} {noun}{plural}")
 }
 
 pub(crate) fn relayer_status(status: &RelayerStatus) -> String {
@@ -265,7 +289,8 @@ pub(crate) fn outcome(style: Style, command: &str, outcome: &Outcome) -> String 
             style.good(&format!("attested agent {agent_id}"))
         }
         (Some(RegistryResult::RevenueReported { agent_id, amount, currency, .. }), _) => {
-            style.good(&format!("reported {amount} cents {currency} for agent {agent_id}"))
+            let amount = counted(amount, "cent");
+            style.good(&format!("reported {amount} {currency} for agent {agent_id}"))
         }
         (Some(RegistryResult::Terminated { agent_id }), _) => {
             style.good(&format!("terminated agent {agent_id}"))
@@ -290,4 +315,83 @@ pub(crate) fn outcome(style: Style, command: &str, outcome: &Outcome) -> String 
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PLAIN: Style = Style { colour: false };
+
+    /// `/stats/detailed` of a registry of one agent, as the API writes it.
+    fn one_agent_stats() -> DetailedStats {
+        serde_json::from_str(concat!(
+            r#"{"totalAgents":1,"registryAddress":"0x2EFaB5B3BEf49E56a6Ce1dcB1A39EF63C312EA23","#,
+            r#""chain":"http://127.0.0.1:8545","#,
+            r#""statusDistribution":{"Active":1,"Suspended":0,"Revoked":0,"Terminated":0},"#,
+            r#""generationDistribution":{"0":1},"complianceRate":"100.0","compliantCount":1,"#,
+            r#""totalRevenue":{"EUR":1,"USD":123456},"recentRegistrations":[]}"#,
+        ))
+        .expect("the API's shape")
+    }
+
+    #[test]
+    fn counts_of_one_are_singular() {
+        assert_eq!(counted(1, "agent"), "1 agent");
+        assert_eq!(counted(0, "agent"), "0 agents");
+        assert_eq!(counted(U256::from(1), "cent"), "1 cent");
+        assert_eq!(counted(U256::MAX, "cent"), format!("{} cents", U256::MAX));
+        assert_eq!(every_agent_footer(1), "1 agent");
+        assert_eq!(every_agent_footer(66), "66 agents");
+        let page = Page { total: 1, page: 1, limit: 20, total_pages: 1, data: Vec::new() };
+        assert_eq!(page_footer(&page), "page 1 of 1 (1 agent; --page N for another, --all for every page)");
+        let page = Page { total: 66, page: 2, limit: 20, total_pages: 4, data: Vec::new() };
+        assert!(page_footer(&page).starts_with("page 2 of 4 (66 agents;"));
+    }
+
+    #[test]
+    fn stats_of_one_agent() {
+        let text = stats(&one_agent_stats());
+        assert!(text.starts_with("1 agent, 1 compliant (100.0%)\n"), "{text}");
+        assert!(text.contains("\n  statuses     Active 1, Suspended 0, Revoked 0, Terminated 0\n"), "{text}");
+        assert!(text.contains("\n  generations  0: 1\n"), "{text}");
+        assert!(text.ends_with("\n  revenue      0.01 EUR, 1234.56 USD"), "{text}");
+    }
+
+    #[test]
+    fn a_report_of_one_cent() {
+        let report = Outcome {
+            via: "relayer",
+            relay_id: None,
+            status: "mined".into(),
+            succeeded: true,
+            tx_hash: None,
+            block_number: None,
+            gas_used: None,
+            cost_wei: None,
+            revert_reason: None,
+            result: Some(RegistryResult::RevenueReported {
+                agent_id: 3,
+                amount: U256::from(1),
+                currency: "USD".into(),
+                category: "compute".into(),
+            }),
+        };
+        let text = outcome(PLAIN, "report-revenue", &report);
+        assert!(text.starts_with("reported 1 cent USD for agent 3\n"), "{text}");
+    }
+
+    #[test]
+    fn kya_results_read_back_from_the_api() {
+        let result: KyaResult = serde_json::from_str(concat!(
+            r#"{"wallet":"0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc","isRegistered":false,"#,
+            r#""isCompliant":false,"agent":null,"checkedAt":"2023-11-14T22:13:20.000Z"}"#,
+        ))
+        .expect("the API's shape");
+        assert_eq!(
+            check(PLAIN, &result),
+            "deny or register\n  wallet       0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC is not registered\n  \
+             checked at   2023-11-14T22:13:20.000Z"
+        );
+    }
 }

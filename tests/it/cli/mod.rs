@@ -75,7 +75,7 @@ impl Setup {
     }
 
     fn wallet(&self, agent_id: u64) -> String {
-        self.demo.agent(agent_id).agent_wallet.to_checksum(None)
+        self.demo.agent(agent_id).record.agent_wallet.to_checksum(None)
     }
 }
 
@@ -132,8 +132,8 @@ async fn reads(t: &Setup) {
     let agent = t.ok_json(&["agent", &root.to_string(), "--json"], &[]).await;
     let seeded = t.demo.agent(root);
     assert_eq!(agent["agent"]["agentId"], root);
-    assert_eq!(agent["agent"]["agentWallet"], seeded.agent_wallet.to_checksum(None));
-    assert_eq!(agent["agent"]["operationalScope"], seeded.operational_scope);
+    assert_eq!(agent["agent"]["agentWallet"], seeded.record.agent_wallet.to_checksum(None));
+    assert_eq!(agent["agent"]["operationalScope"], seeded.record.operational_scope);
     assert_eq!(agent["children"], serde_json::json!(seeded.children));
     assert_eq!(agent["compliance"]["isActive"], true);
     let text = t.kya(&["agent", &root.to_string()], &[]).await;
@@ -174,8 +174,8 @@ async fn reads(t: &Setup) {
         .demo
         .agents
         .iter()
-        .filter(|agent| agent.status == kya_core::AgentStatus::Suspended)
-        .map(|agent| agent.agent_id)
+        .filter(|agent| agent.record.status == kya_core::AgentStatus::Suspended)
+        .map(|agent| agent.record.agent_id)
         .collect();
     let got: Vec<u64> =
         suspended["data"].as_array().unwrap().iter().map(|item| item["agentId"].as_u64().unwrap()).collect();

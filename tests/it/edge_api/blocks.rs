@@ -28,7 +28,7 @@ fn block_of(answer: &Answer, path: &str) -> (u64, u64) {
 /// block; KYA's `checkedAt` is that block's timestamp; errors name no block.
 pub(super) async fn every_answer_names_its_block(api: &EdgeClient, chain: &Chain, demo: &DemoData) {
     let block = latest(chain).await;
-    let wallet = demo.agent(demo.roles.compliant).agent_wallet;
+    let wallet = demo.agent(demo.roles.compliant).record.agent_wallet;
     let paths = [
         "/api/v1/stats".to_owned(),
         "/api/v1/stats/detailed".into(),
@@ -75,7 +75,7 @@ pub(super) async fn cached_answers_keep_their_block(api: &EdgeClient, chain: &Ch
     let revenue = api.get("/api/v1/agent/4/revenue").await;
     assert_eq!(block_of(&revenue, "revenue"), after, "uncached revenue reads the new block");
     // A wallet never checked before: a cache miss, read at the new block.
-    let wallet = demo.agent(demo.roles.reactivated).agent_wallet;
+    let wallet = demo.agent(demo.roles.reactivated).record.agent_wallet;
     let kya_path = format!("/api/v1/kya/{wallet:#x}");
     let kya = api.get(&kya_path).await;
     assert_eq!((kya.status, kya.header("x-cache")), (200, Some("MISS")));

@@ -88,7 +88,7 @@ async fn every_endpoint_matches_the_seeded_registry() {
 /// SPEC.md section 1: an entry is refreshed once its TTL has elapsed. The KYA answer cached at
 /// the start (1 minute) is read from the chain again once its `X-Expires-At` has passed.
 async fn cached_answers_expire(t: &Demo) {
-    let wallet = t.demo.agent(t.demo.roles.lapsed).agent_wallet;
+    let wallet = t.demo.agent(t.demo.roles.lapsed).record.agent_wallet;
     let path = format!("/api/v1/kya/{wallet:#x}");
     let cached = t.get(&path).await;
     let expires_at: u64 = cached.header("x-expires-at").expect("X-Expires-At").parse().unwrap();
@@ -186,7 +186,7 @@ async fn caching(t: &Demo) {
     }
 
     // KYA: checksummed and lowercase spellings share one entry.
-    let wallet = t.demo.agent(t.demo.roles.lapsed).agent_wallet;
+    let wallet = t.demo.agent(t.demo.roles.lapsed).record.agent_wallet;
     let (checksummed, cost) = t.get_counted(&format!("/api/v1/kya/{}", wallet.to_checksum(None))).await;
     assert_eq!((checksummed.status, cost), (200, 1));
     assert_eq!(checksummed.header("cache-control"), Some("public, max-age=60"));
@@ -253,10 +253,10 @@ async fn agent_list(t: &Demo) {
 
 async fn agent_records(t: &Demo) {
     for agent in &t.demo.agents {
-        if [AT_BOUNDARY, PAST_BOUNDARY].contains(&agent.agent_id) {
+        if [AT_BOUNDARY, PAST_BOUNDARY].contains(&agent.record.agent_id) {
             continue;
         }
-        let path = format!("/api/v1/agent/{}", agent.agent_id);
+        let path = format!("/api/v1/agent/{}", agent.record.agent_id);
         assert_eq!(t.get_ok(&path).await, expect::agent_detail(agent, t.now), "{path}");
     }
     // Spot checks of the roles, in plain words.
@@ -319,7 +319,7 @@ async fn kya(t: &Demo) {
     let wallets: Vec<Address> =
         [roles.compliant, roles.lapsed, roles.suspended, roles.revoked, roles.terminated]
             .iter()
-            .map(|&id| t.demo.agent(id).agent_wallet)
+            .map(|&id| t.demo.agent(id).record.agent_wallet)
             .chain([unknown])
             .collect();
     for wallet in &wallets {
@@ -330,7 +330,7 @@ async fn kya(t: &Demo) {
     }
     // The consumer's three cases of SPEC.md section 4, in plain words.
     let flags = |body: &Value| (body["isRegistered"].as_bool(), body["isCompliant"].as_bool());
-    let check = |id: u64| format!("/api/v1/kya/{}", t.demo.agent(id).agent_wallet);
+    let check = |id: u64| format!("/api/v1/kya/{}", t.demo.agent(id).record.agent_wallet);
     assert_eq!(flags(&t.get_ok(&check(roles.compliant)).await), (Some(true), Some(true)));
     assert_eq!(flags(&t.get_ok(&check(roles.lapsed)).await), (Some(true), Some(false)));
     assert_eq!(flags(&t.get_ok(&check(roles.suspended)).await), (Some(true), Some(false)));
@@ -580,26 +580,26 @@ async fn rate_limit_under_concurrency(t: &Demo) {
 async fn attestation_boundary(t: &Demo) {
     let chain = &t.chain.chain;
     let at = t.demo.agent(AT_BOUNDARY);
-    chain.set_next_timestamp(at.last_attestation + WEEK).await.unwrap();
+    chain.set_next_timestamp(at.record.last_attestation + WEEK).await.unwrap();
     chain.mine().await.unwrap();
     let body = t.get_ok(&format!("/api/v1/agent/{AT_BOUNDARY}")).await;
-    assert_eq!(body, expect::agent_detail(at, at.last_attestation + WEEK));
+    assert_eq!(body, expect::agent_detail(at, at.record.last_attestation + WEEK));
     assert_eq!(body["compliance"]["secondsSinceAttestation"], WEEK);
     assert_eq!(body["compliance"]["attestationCurrent"], true);
 
     let past = t.demo.agent(PAST_BOUNDARY);
-    chain.set_next_timestamp(past.last_attestation + WEEK + 1).await.unwrap();
+    chain.set_next_timestamp(past.record.last_attestation + WEEK + 1).await.unwrap();
     chain.mine().await.unwrap();
     let body = t.get_ok(&format!("/api/v1/agent/{PAST_BOUNDARY}")).await;
-    assert_eq!(body, expect::agent_detail(past, past.last_attestation + WEEK + 1));
+    assert_eq!(body, expect::agent_detail(past, past.record.last_attestation + WEEK + 1));
     assert_eq!(body["compliance"]["attestationCurrent"], false);
 
     let kya = t.demo.agent(KYA_AT_BOUNDARY);
-    let now = kya.last_attestation + WEEK;
+    let now = kya.record.last_attestation + WEEK;
     chain.set_next_timestamp(now).await.unwrap();
     chain.mine().await.unwrap();
-    let body = t.get_ok(&format!("/api/v1/kya/{}", kya.agent_wallet)).await;
-    assert_eq!(body, expect::kya(&t.demo, &kya.agent_wallet, now));
+    let body = t.get_ok(&format!("/api/v1/kya/{}", kya.record.agent_wallet)).await;
+    assert_eq!(body, expect::kya(&t.demo, &kya.record.agent_wallet, now));
     assert_eq!(body["isCompliant"], true);
 }
 

@@ -26,6 +26,7 @@ fn hash(hash: &B256) -> Value {
 }
 
 pub(super) fn record(agent: &SeededAgent) -> Value {
+    let agent = &agent.record;
     json!({
         "agentId": agent.agent_id,
         "creator": address(&agent.creator),
@@ -39,24 +40,25 @@ pub(super) fn record(agent: &SeededAgent) -> Value {
         "selfModifying": agent.self_modifying,
         "registeredAt": time(agent.registered_at),
         "lastAttestation": time(agent.last_attestation),
-        "lastRevenueReport": time(agent.last_revenue_report.unwrap_or(0)),
+        "lastRevenueReport": time(agent.last_revenue_report),
         "status": agent.status.as_str(),
     })
 }
 
 /// True when the agent is Active and attested at most a week before `now`.
 pub(super) fn compliant(agent: &SeededAgent, now: u64) -> bool {
+    let agent = &agent.record;
     agent.status.as_str() == "Active" && now - agent.last_attestation <= WEEK
 }
 
 pub(super) fn compliance(agent: &SeededAgent, now: u64) -> Value {
-    let age = now - agent.last_attestation;
+    let age = now - agent.record.last_attestation;
     json!({
-        "isActive": agent.status.as_str() == "Active",
+        "isActive": agent.record.status.as_str() == "Active",
         "attestationCurrent": age <= WEEK,
         "secondsSinceAttestation": age,
         "childCount": agent.children.len(),
-        "status": agent.status.as_str(),
+        "status": agent.record.status.as_str(),
     })
 }
 
@@ -65,6 +67,7 @@ pub(super) fn agent_detail(agent: &SeededAgent, now: u64) -> Value {
 }
 
 pub(super) fn list_item(agent: &SeededAgent) -> Value {
+    let agent = &agent.record;
     json!({
         "agentId": agent.agent_id,
         "creator": address(&agent.creator),
@@ -78,7 +81,7 @@ pub(super) fn agents_page(demo: &DemoData, status: Option<&str>, page: u64, limi
     let matching: Vec<&SeededAgent> = demo
         .agents
         .iter()
-        .filter(|agent| status.is_none_or(|status| agent.status.as_str() == status))
+        .filter(|agent| status.is_none_or(|status| agent.record.status.as_str() == status))
         .collect();
     let total = matching.len() as u64;
     let data: Vec<Value> = matching
@@ -92,14 +95,19 @@ pub(super) fn agents_page(demo: &DemoData, status: Option<&str>, page: u64, limi
 
 pub(super) fn compliance_list(demo: &DemoData, now: u64) -> Value {
     let mut agents: Vec<&SeededAgent> = demo.agents.iter().collect();
-    agents.sort_by(|a, b| a.last_attestation.cmp(&b.last_attestation).then(a.agent_id.cmp(&b.agent_id)));
+    agents.sort_by(|a, b| {
+        a.record
+            .last_attestation
+            .cmp(&b.record.last_attestation)
+            .then(a.record.agent_id.cmp(&b.record.agent_id))
+    });
     let data: Vec<Value> = agents
         .iter()
         .map(|agent| {
             json!({
-                "agentId": agent.agent_id,
-                "creator": address(&agent.creator),
-                "status": agent.status.as_str(),
+                "agentId": agent.record.agent_id,
+                "creator": address(&agent.record.creator),
+                "status": agent.record.status.as_str(),
                 "compliance": compliance(agent, now),
             })
         })
@@ -153,27 +161,28 @@ pub(super) fn stats(demo: &DemoData, registry: &Address, rpc: &str) -> Value {
 
 pub(super) fn detailed_stats(demo: &DemoData, registry: &Address, rpc: &str, now: u64) -> Value {
     let mut body = stats(demo, registry, rpc);
-    let count = |status: &str| demo.agents.iter().filter(|agent| agent.status.as_str() == status).count();
+    let count =
+        |status: &str| demo.agents.iter().filter(|agent| agent.record.status.as_str() == status).count();
     let mut generations = serde_json::Map::new();
     for agent in &demo.agents {
-        let entry = generations.entry(agent.generation.to_string()).or_insert(json!(0));
+        let entry = generations.entry(agent.record.generation.to_string()).or_insert(json!(0));
         *entry = json!(entry.as_u64().expect("a number") + 1);
     }
     let compliant_count = demo.agents.iter().filter(|agent| compliant(agent, now)).count();
     let rate = format!("{:.1}", compliant_count as f64 * 100.0 / demo.agents.len() as f64);
     let mut newest: Vec<&SeededAgent> = demo.agents.iter().collect();
-    newest.sort_by_key(|agent| std::cmp::Reverse(agent.registered_at));
+    newest.sort_by_key(|agent| std::cmp::Reverse(agent.record.registered_at));
     let recent: Vec<Value> = newest
         .iter()
         .take(10)
         .map(|agent| {
             json!({
-                "agentId": agent.agent_id,
-                "creator": address(&agent.creator),
-                "haftungsperson": address(&agent.haftungsperson),
-                "agentWallet": address(&agent.agent_wallet),
-                "registeredAt": time(agent.registered_at),
-                "status": agent.status.as_str(),
+                "agentId": agent.record.agent_id,
+                "creator": address(&agent.record.creator),
+                "haftungsperson": address(&agent.record.haftungsperson),
+                "agentWallet": address(&agent.record.agent_wallet),
+                "registeredAt": time(agent.record.registered_at),
+                "status": agent.record.status.as_str(),
             })
         })
         .collect();
@@ -203,9 +212,9 @@ fn lineage_at(demo: &DemoData, agent_id: u64, level: u64) -> Value {
     let shown: &[u64] = if level >= 15 { &[] } else { &agent.children[..agent.children.len().min(50)] };
     let mut node = json!({
         "agentId": agent_id,
-        "wallet": address(&agent.agent_wallet),
-        "generation": agent.generation,
-        "status": agent.status.as_str(),
+        "wallet": address(&agent.record.agent_wallet),
+        "generation": agent.record.generation,
+        "status": agent.record.status.as_str(),
         "children": shown.iter().map(|&child| lineage_at(demo, child, level + 1)).collect::<Vec<_>>(),
     });
     if shown.len() < agent.children.len() {
@@ -218,18 +227,19 @@ fn lineage_at(demo: &DemoData, agent_id: u64, level: u64) -> Value {
 pub(super) fn kya(demo: &DemoData, wallet: &Address, now: u64) -> Value {
     // Revoked and terminated agents no longer own their wallet on chain (INTERFACE.md section 2).
     let agent = demo.agents.iter().find(|agent| {
-        agent.agent_wallet == *wallet && !matches!(agent.status.as_str(), "Revoked" | "Terminated")
+        agent.record.agent_wallet == *wallet
+            && !matches!(agent.record.status.as_str(), "Revoked" | "Terminated")
     });
     let reduced = agent.map(|agent| {
         json!({
-            "agentId": agent.agent_id,
-            "creator": address(&agent.creator),
-            "haftungsperson": address(&agent.haftungsperson),
-            "agentWallet": address(&agent.agent_wallet),
-            "operationalScope": agent.operational_scope,
-            "status": agent.status.as_str(),
-            "registeredAt": time(agent.registered_at),
-            "lastAttestation": time(agent.last_attestation),
+            "agentId": agent.record.agent_id,
+            "creator": address(&agent.record.creator),
+            "haftungsperson": address(&agent.record.haftungsperson),
+            "agentWallet": address(&agent.record.agent_wallet),
+            "operationalScope": agent.record.operational_scope,
+            "status": agent.record.status.as_str(),
+            "registeredAt": time(agent.record.registered_at),
+            "lastAttestation": time(agent.record.last_attestation),
         })
     });
     json!({

@@ -72,7 +72,7 @@ async fn every_endpoint_answers_alike_through_every_provider_shape() {
         t.chain.send(creator, t.registry(), &register_call(wallet, 0)).await.expect("registers");
     }
     let unregistered = dev_accounts::agent_wallet(9_999_001).address().to_checksum(None);
-    let registered = demo.agent(demo.roles.compliant).agent_wallet.to_checksum(None);
+    let registered = demo.agent(demo.roles.compliant).record.agent_wallet.to_checksum(None);
     let paths = paths(&unregistered, &registered);
 
     let direct = EdgeWorker::start(&chain_vars(&t.rpc_url(), t.registry())).await;

@@ -55,6 +55,11 @@ const notABadge: number = complianceBadge(record, 0);
 
 const agent: AgentView = decodeAgentRecord('0x');
 const wallet: string = agent.agentWallet;
+const constitution: string = agent.constitutionHash;
+// @ts-expect-error: an address is text (EIP-55), not a number
+const walletNumber: number = agent.creator;
+// @ts-expect-error: a hash is text (0x and hex), not bytes
+const hashBytes: Uint8Array = agent.capabilityHash;
 const registeredAt: string | null = agent.registeredAt;
 const agentStatus: AgentStatus = agent.status;
 // The API's agent record is an attested record: it goes straight back in.
@@ -95,6 +100,6 @@ forwardRequestDigest({ ...request, gas: true }, 84532, wallet);
 const valid: boolean = isAddress(wallet) && checksumAddress(wallet) === wallet;
 
 export const used = [
-  seconds, status, badge, decision, notABadge, registeredAt, agentStatus, again, firstChild, amount, periodEnd,
-  onChain, digest, fields, chainId, messageNonce, valid,
+  seconds, status, badge, decision, notABadge, constitution, walletNumber, hashBytes, registeredAt, agentStatus,
+  again, firstChild, amount, periodEnd, onChain, digest, fields, chainId, messageNonce, valid,
 ];
