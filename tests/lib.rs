@@ -71,6 +71,36 @@ pub fn run_script(name: &str) {
     assert!(status.success(), "scripts/{name} failed");
 }
 
+/// Sends `method path` to `base` (`http://host:port`) on a connection of its own, with
+/// `headers` and `Connection: close`, and returns every byte the server sent until it closed:
+/// its head and what followed it. An HTTP client would not read a body after an answer to HEAD
+/// (it would take it for the next response); here it shows.
+pub async fn raw_exchange(
+    base: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (String, Vec<u8>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let host = base.strip_prefix("http://").expect("an http:// base");
+    let mut stream = tokio::net::TcpStream::connect(host).await.expect("the server accepts");
+    let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    stream.write_all(request.as_bytes()).await.expect("the request is sent");
+    let mut received = Vec::new();
+    tokio::time::timeout(std::time::Duration::from_secs(30), stream.read_to_end(&mut received))
+        .await
+        .expect("the server closes the connection")
+        .expect("the answer is read");
+    let end = received.windows(4).position(|window| window == b"\r\n\r\n").expect("a complete head") + 4;
+    let rest = received.split_off(end);
+    (String::from_utf8(received).expect("a text head"), rest)
+}
+
 /// A count from the summary of `node --test` (`ℹ pass 5`, `ℹ fail 0`, ...), read from its own
 /// line: "pass 5" must not be satisfied by "pass 50".
 pub fn node_test_count(report: &str, name: &str) -> Option<usize> {

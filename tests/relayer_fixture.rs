@@ -98,6 +98,22 @@ impl Client {
         (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
     }
 
+    /// `method` on `path` with extra headers; the answer as it came.
+    pub async fn request(&self, method: &str, path: &str, headers: &[(&str, &str)]) -> Reply {
+        let method_name = method;
+        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("a method");
+        let mut request = self.http.request(method, format!("{}{path}", self.base));
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = request.send().await.expect("the relayer answers");
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let text = response.text().await.expect("a body");
+        conforms(method_name, path, status, &headers, &text);
+        Reply { status, headers, text }
+    }
+
     /// `dailyGasBudget.usedWei` of `/status`.
     pub async fn used_wei(&self) -> u128 {
         wei(&self.get("/status").await.1["dailyGasBudget"]["usedWei"])
@@ -114,6 +130,21 @@ impl Client {
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
         panic!("reservations never settled");
+    }
+}
+
+/// One answer: status, headers and the body as sent.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub text: String,
+}
+
+impl Reply {
+    /// A header's value, if present.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|value| value.to_str().ok())
     }
 }
 

@@ -31,7 +31,7 @@ pub enum Error {
     /// not exist") the one prefix, so clients can test for it.
     #[error("Agent not found: no resource at {0}")]
     NoRoute(String),
-    /// The API is read-only: only GET (and the OPTIONS preflight) are served.
+    /// The API is read-only: only GET and HEAD (and the OPTIONS preflight) are served.
     #[error("Method {0} not allowed: the API is read-only (GET)")]
     MethodNotAllowed(String),
     /// More than the allowed requests in the current window.

@@ -16,8 +16,19 @@ pub(crate) struct Answer {
     pub(crate) read_at: u64,
 }
 
+/// The methods every path of the API serves: `Allow` of a 405 and the preflight's
+/// `Access-Control-Allow-Methods` (the OpenAPI document's operations are held to it).
+pub(crate) const METHODS: &str = "GET, HEAD, OPTIONS";
+
+/// Request headers a cross-origin caller may send (a JSON body's type, and `If-None-Match` for
+/// a 304).
+pub(crate) const ALLOWED_HEADERS: &str = "Content-Type, If-None-Match";
+
+/// Seconds a browser may keep a preflight's answer.
+pub(crate) const PREFLIGHT_MAX_AGE: &str = "86400";
+
 /// Headers a browser may read from a cross-origin response.
-const EXPOSED_HEADERS: &str = "X-RateLimit-Remaining, ETag, Retry-After, Cache-Control, X-Cache, X-Cache-Tier, \
+pub(crate) const EXPOSED_HEADERS: &str = "X-RateLimit-Remaining, ETag, Retry-After, Cache-Control, X-Cache, X-Cache-Tier, \
                                X-Expires-At, X-Block-Number, X-Block-Timestamp";
 
 /// A JSON response with `status` and a `Cache-Control` header.
@@ -51,7 +62,7 @@ pub(crate) fn error(error: &Error) -> Result<Response> {
         | Error::ProviderUnavailable { retry_after: Some(retry_after), .. } => {
             response.headers().set("retry-after", &retry_after.to_string())?
         }
-        Error::MethodNotAllowed(_) => response.headers().set("allow", "GET, HEAD, OPTIONS")?,
+        Error::MethodNotAllowed(_) => response.headers().set("allow", METHODS)?,
         _ => {}
     }
     Ok(response)
@@ -65,12 +76,12 @@ pub(crate) fn not_modified(etag: &str, cache_control: &str) -> Result<Response> 
     Ok(Response::empty()?.with_status(304).with_headers(headers))
 }
 
-/// The answer to a CORS preflight.
+/// The answer to a CORS preflight (an OPTIONS request on a path the API serves).
 pub(crate) fn preflight() -> Result<Response> {
     let headers = Headers::new();
-    headers.set("access-control-allow-methods", "GET, HEAD, OPTIONS")?;
-    headers.set("access-control-allow-headers", "Content-Type, If-None-Match")?;
-    headers.set("access-control-max-age", "86400")?;
+    headers.set("access-control-allow-methods", METHODS)?;
+    headers.set("access-control-allow-headers", ALLOWED_HEADERS)?;
+    headers.set("access-control-max-age", PREFLIGHT_MAX_AGE)?;
     Ok(Response::empty()?.with_status(204).with_headers(headers))
 }
 

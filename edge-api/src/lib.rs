@@ -47,7 +47,11 @@ async fn respond(request: Request, env: Env, context: Context) -> Result<Respons
     let now = now_ms / 1000;
     if request.method() == Method::Options {
         // Preflights are the browser's, not the caller's: they show the quota but do not use it.
-        return http::finish(http::preflight()?, rate_limit::peek(&ip, now).remaining);
+        // A path the API does not serve has no CORS policy to tell: its 404, like any method's.
+        let path = request.path();
+        let response =
+            if routes::serves(&path) { http::preflight()? } else { http::error(&Error::NoRoute(path))? };
+        return http::finish(response, rate_limit::peek(&ip, now).remaining);
     }
     let (remaining, outcome) = match rate_limit::admit(&env, &context, &ip, now_ms) {
         Ok(quota) => (quota.remaining, serve(&request, &env, now).await),

@@ -16,13 +16,27 @@ pub(crate) const CACHE_CONTROL: &str = "public, max-age=300";
 mod tests {
     use std::collections::BTreeSet;
 
+    use serde_json::Value;
+
     use super::*;
-    use crate::routes;
+    use crate::{http, routes};
+
+    fn document() -> Value {
+        serde_json::from_str(DOCUMENT).expect("the document is JSON")
+    }
+
+    /// `value`, or what its `$ref` (`#/...`) points at in `document`.
+    fn resolve<'a>(document: &'a Value, value: &'a Value) -> &'a Value {
+        match value["$ref"].as_str().and_then(|reference| reference.strip_prefix('#')) {
+            Some(pointer) => document.pointer(pointer).expect("a reference that resolves"),
+            None => value,
+        }
+    }
 
     /// Every row of the endpoint table is a documented path, and every documented path a row.
     #[test]
     fn documents_every_route_and_no_other() {
-        let document: serde_json::Value = serde_json::from_str(DOCUMENT).expect("the document is JSON");
+        let document = document();
         assert_eq!(document["openapi"], "3.1.0");
         let documented: BTreeSet<String> = document["paths"]
             .as_object()
@@ -41,9 +55,69 @@ mod tests {
             .collect();
         let served: BTreeSet<String> = routes::patterns().map(str::to_owned).collect();
         assert_eq!(documented, served);
+    }
+
+    /// Every path documents exactly the methods the Worker serves on every path (`Allow` of its
+    /// 405s), under operation ids used once.
+    #[test]
+    fn documents_every_method_of_every_path() {
+        let document = document();
+        let served: BTreeSet<String> = http::METHODS.split(", ").map(str::to_lowercase).collect();
+        let mut ids = BTreeSet::new();
         for (path, item) in document["paths"].as_object().expect("paths") {
-            let methods: Vec<&String> = item.as_object().expect("a path item").keys().collect();
-            assert_eq!(methods, ["get"], "{path}: the API serves GET (and HEAD) only");
+            let methods: BTreeSet<String> = item.as_object().expect("a path item").keys().cloned().collect();
+            assert_eq!(methods, served, "{path}");
+            for operation in item.as_object().expect("a path item").values() {
+                let id = operation["operationId"].as_str().expect("an operationId");
+                assert!(ids.insert(id.to_owned()), "{path}: operationId {id} is used twice");
+            }
         }
+        let allow = &document["components"]["headers"]["Allow"]["schema"]["const"];
+        assert_eq!(allow, http::METHODS);
+    }
+
+    /// HEAD is GET without the body: the same parameters, statuses and headers, no content.
+    #[test]
+    fn head_is_get_without_the_body() {
+        let document = document();
+        for (path, item) in document["paths"].as_object().expect("paths") {
+            let (get, head) = (&item["get"], &item["head"]);
+            assert_eq!(get["parameters"], head["parameters"], "{path}");
+            let statuses = |operation: &Value| -> Vec<String> {
+                operation["responses"].as_object().expect("responses").keys().cloned().collect()
+            };
+            assert_eq!(statuses(get), statuses(head), "{path}");
+            for (status, response) in head["responses"].as_object().expect("responses") {
+                let head_response = resolve(&document, response);
+                let get_response = resolve(&document, &get["responses"][status]);
+                assert_eq!(head_response["headers"], get_response["headers"], "HEAD {path} {status}");
+                assert!(head_response.get("content").is_none(), "HEAD {path} {status} has a body");
+            }
+        }
+    }
+
+    /// OPTIONS is the CORS preflight: a 204 whose headers are exactly what [`http::preflight`]
+    /// and [`http::finish`] send.
+    #[test]
+    fn options_is_the_preflight() {
+        let document = document();
+        let preflight = &document["components"]["responses"]["Preflight"];
+        for (path, item) in document["paths"].as_object().expect("paths") {
+            let responses = item["options"]["responses"].as_object().expect("responses");
+            assert_eq!(responses.keys().collect::<Vec<_>>(), ["204"], "{path}");
+            assert_eq!(resolve(&document, &responses["204"]), preflight, "{path}");
+        }
+        let header = |name: &str| {
+            let header = resolve(&document, &preflight["headers"][name]);
+            assert_eq!(header["required"], true, "{name}");
+            header["schema"]["const"].clone()
+        };
+        assert_eq!(header("Access-Control-Allow-Origin"), "*");
+        assert_eq!(header("Access-Control-Allow-Methods"), http::METHODS);
+        assert_eq!(header("Access-Control-Allow-Headers"), http::ALLOWED_HEADERS);
+        assert_eq!(header("Access-Control-Expose-Headers"), http::EXPOSED_HEADERS);
+        let max_age: u64 = http::PREFLIGHT_MAX_AGE.parse().expect("seconds");
+        assert_eq!(header("Access-Control-Max-Age"), max_age);
+        assert!(preflight.get("content").is_none(), "a preflight has no body");
     }
 }

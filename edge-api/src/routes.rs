@@ -70,6 +70,12 @@ pub(crate) fn patterns() -> impl Iterator<Item = &'static str> {
     ROUTES.iter().map(|route| route.pattern)
 }
 
+/// True when a row of the table matches `path`, whatever its parameters hold: the CORS
+/// preflight is answered there (a malformed parameter is for the request itself to refuse).
+pub(crate) fn serves(path: &str) -> bool {
+    ROUTES.iter().any(|route| captures(route.pattern, path).is_some())
+}
+
 fn pairs(query: Query<'_>) -> impl Iterator<Item = (&str, &str)> {
     query.iter().map(|(name, value)| (name.as_str(), value.as_str()))
 }
@@ -150,6 +156,12 @@ mod tests {
         }
         for missing in ["/", "/api/v1", "/api/v2/stats", "/api/v1/stats/", "/api/v1/agent/1/x", "/health/"] {
             assert!(matches!(route(missing), Err(Error::NoRoute(path)) if path == missing), "{missing}");
+            assert!(!serves(missing), "{missing}");
+        }
+        for served in
+            ["/health", "/openapi.json", "/api/v1/agent/x", "/api/v1/kya/0xab", "/api/v1/agent/7/lineage"]
+        {
+            assert!(serves(served), "{served}");
         }
     }
 

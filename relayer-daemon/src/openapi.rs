@@ -2,8 +2,108 @@
 //!
 //! Kept beside the code rather than generated: the answers are `serde_json::Value`s built with
 //! `json!`, so there are no response types to derive it from. Drift is caught by tests: the
-//! end-to-end tests validate every response they receive against it (`kya_tests::openapi`), and
-//! Schemathesis fuzzes the running daemon from it (`tests/it/openapi/`).
+//! end-to-end tests validate every response they receive against it (`kya_tests::openapi`),
+//! Schemathesis fuzzes the running daemon from it (`tests/it/openapi/`), and the unit tests below
+//! hold its methods and CORS headers to the server's.
 
 /// The document, embedded at build time.
 pub const DOCUMENT: &str = include_str!("../openapi.json");
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use serde_json::Value;
+
+    use super::*;
+    use crate::server;
+
+    fn document() -> Value {
+        serde_json::from_str(DOCUMENT).expect("the document is JSON")
+    }
+
+    /// `value`, or what its `$ref` (`#/...`) points at in `document`.
+    fn resolve<'a>(document: &'a Value, value: &'a Value) -> &'a Value {
+        match value["$ref"].as_str().and_then(|reference| reference.strip_prefix('#')) {
+            Some(pointer) => document.pointer(pointer).expect("a reference that resolves"),
+            None => value,
+        }
+    }
+
+    /// Each path documents exactly the methods the server answers there (`Allow` of its 405s),
+    /// under operation ids used once.
+    #[test]
+    fn documents_the_methods_of_every_path() {
+        let document = document();
+        let mut ids = BTreeSet::new();
+        for (path, item) in document["paths"].as_object().expect("paths") {
+            // A concrete path: any segment stands for a `{parameter}`.
+            let concrete: String = path
+                .split('/')
+                .map(|segment| if segment.starts_with('{') { "x" } else { segment })
+                .collect::<Vec<_>>()
+                .join("/");
+            let served: BTreeSet<String> =
+                server::methods_of(&concrete).split(", ").map(str::to_lowercase).collect();
+            let methods: BTreeSet<String> = item.as_object().expect("a path item").keys().cloned().collect();
+            assert_eq!(methods, served, "{path}");
+            for operation in item.as_object().expect("a path item").values() {
+                let id = operation["operationId"].as_str().expect("an operationId");
+                assert!(ids.insert(id.to_owned()), "{path}: operationId {id} is used twice");
+            }
+        }
+    }
+
+    /// HEAD is GET without the body: the same parameters, statuses and headers, no content.
+    #[test]
+    fn head_is_get_without_the_body() {
+        let document = document();
+        for (path, item) in document["paths"].as_object().expect("paths") {
+            let Some(head) = item.get("head") else { continue };
+            let get = &item["get"];
+            assert_eq!(get["parameters"], head["parameters"], "{path}");
+            let statuses = |operation: &Value| -> Vec<String> {
+                operation["responses"].as_object().expect("responses").keys().cloned().collect()
+            };
+            assert_eq!(statuses(get), statuses(head), "{path}");
+            for (status, response) in head["responses"].as_object().expect("responses") {
+                let head_response = resolve(&document, response);
+                let get_response = resolve(&document, &get["responses"][status]);
+                assert_eq!(head_response["headers"], get_response["headers"], "HEAD {path} {status}");
+                assert!(head_response.get("content").is_none(), "HEAD {path} {status} has a body");
+            }
+        }
+    }
+
+    /// OPTIONS is the CORS preflight: a 204 with the headers the server sends, and every
+    /// response of every method lets any origin read it.
+    #[test]
+    fn options_is_the_preflight_and_every_answer_is_cors() {
+        let document = document();
+        for (path, item) in document["paths"].as_object().expect("paths") {
+            let responses = item["options"]["responses"].as_object().expect("responses");
+            assert_eq!(responses.keys().collect::<Vec<_>>(), ["204"], "{path}");
+            let preflight = resolve(&document, &responses["204"]);
+            assert!(preflight.get("content").is_none(), "{path}: a preflight has no body");
+            let header = |name: &str| {
+                let header = resolve(&document, &preflight["headers"][name]);
+                assert_eq!(header["required"], true, "{path} {name}");
+                header["schema"]["const"].clone()
+            };
+            assert_eq!(header("Access-Control-Allow-Methods"), server::methods_of(path), "{path}");
+            assert_eq!(header("Access-Control-Allow-Headers"), server::ALLOWED_HEADERS);
+            let max_age: u64 = server::PREFLIGHT_MAX_AGE.parse().expect("seconds");
+            assert_eq!(header("Access-Control-Max-Age"), max_age);
+            for (method, operation) in item.as_object().expect("a path item") {
+                for (status, response) in operation["responses"].as_object().expect("responses") {
+                    let origin = resolve(
+                        &document,
+                        &resolve(&document, response)["headers"]["Access-Control-Allow-Origin"],
+                    );
+                    assert_eq!(origin["schema"]["const"], "*", "{method} {path} {status}");
+                    assert_eq!(origin["required"], true, "{method} {path} {status}");
+                }
+            }
+        }
+    }
+}

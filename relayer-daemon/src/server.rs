@@ -6,12 +6,29 @@ use std::{convert::Infallible, future::Future, net::IpAddr, sync::Arc};
 use kya_core::client_ip::network_of;
 use serde_json::json;
 use tokio::net::TcpListener;
-use warp::{Filter, Rejection, Reply, http::StatusCode, reply::Response};
+use warp::{
+    Filter, Rejection, Reply,
+    http::{HeaderValue, Method, StatusCode, header},
+    reply::Response,
+};
 
 use crate::{error::Error, read_limit::ReadLimiter, relayer::Relayer};
 
 /// Largest `POST /relay` body: a registration's calldata is well under 2 KiB.
 const MAX_BODY_BYTES: u64 = 64 * 1024;
+
+/// Request headers a cross-origin caller may send: `POST /relay`'s JSON body needs
+/// `Content-Type`, which is what makes a browser send a preflight first.
+pub(crate) const ALLOWED_HEADERS: &str = "Content-Type";
+
+/// Seconds a browser may keep a preflight's answer.
+pub(crate) const PREFLIGHT_MAX_AGE: &str = "86400";
+
+/// The methods a path some route has serves (`Allow` of its 405s, and its preflight's
+/// `Access-Control-Allow-Methods`): `/relay` takes relays, every other path is read.
+pub(crate) fn methods_of(path: &str) -> &'static str {
+    if path == "/relay" { "POST, OPTIONS" } else { "GET, HEAD, OPTIONS" }
+}
 
 /// Serves the relayer on `listener` until `shutdown` completes; then stops accepting, finishes
 /// in-flight requests, and waits for background relays and settlements.
@@ -69,50 +86,49 @@ pub fn routes(
             })
             .untuple_one();
     let status = warp::path!("status")
-        .and(warp::get())
+        .and(read())
         .and(read_allowed.clone())
         .and(with())
         .then(|relayer: Arc<Relayer>| async move { respond(relayer.status().await) });
     let nonce =
-        warp::path!("nonce" / String).and(warp::get()).and(read_allowed.clone()).and(with()).then(
+        warp::path!("nonce" / String).and(read()).and(read_allowed.clone()).and(with()).then(
             |address: String, relayer: Arc<Relayer>| async move { respond(relayer.nonce(&address).await) },
         );
     let relay_by_id = warp::path!("relay" / String)
-        .and(warp::get())
+        .and(read())
         .and(read_allowed.clone())
         .and(with())
         .then(|id: String, relayer: Arc<Relayer>| async move { respond(relayer.relay_by_id(&id).await) });
     let relay_by_hash =
-        warp::path!("relay" / "tx" / String).and(warp::get()).and(read_allowed.clone()).and(with()).then(
+        warp::path!("relay" / "tx" / String).and(read()).and(read_allowed.clone()).and(with()).then(
             |hash: String, relayer: Arc<Relayer>| async move { respond(relayer.relay_by_hash(&hash).await) },
         );
     let relay_by_request = warp::path!("relay" / "signer" / String / String)
-        .and(warp::get())
+        .and(read())
         .and(read_allowed.clone())
         .and(with())
         .then(|address: String, nonce: String, relayer: Arc<Relayer>| async move {
             respond(relayer.relay_by_request(&address, &nonce).await)
         });
     let domain = warp::path!("domain")
-        .and(warp::get())
+        .and(read())
         .and(read_allowed)
         .and(with())
         .then(|relayer: Arc<Relayer>| async move { respond(relayer.domain().await) });
-    let metrics =
-        warp::path!("metrics").and(warp::get()).and(with()).then(|relayer: Arc<Relayer>| async move {
-            match relayer.metrics().await {
-                Ok(text) => {
-                    warp::reply::with_header(text, "content-type", "text/plain; version=0.0.4; charset=utf-8")
-                        .into_response()
-                }
-                Err(error) => error_response(&error),
+    let metrics = warp::path!("metrics").and(read()).and(with()).then(|relayer: Arc<Relayer>| async move {
+        match relayer.metrics().await {
+            Ok(text) => {
+                warp::reply::with_header(text, "content-type", "text/plain; version=0.0.4; charset=utf-8")
+                    .into_response()
             }
-        });
-    let openapi = warp::path!("openapi.json").and(warp::get()).map(|| {
+            Err(error) => error_response(&error),
+        }
+    });
+    let openapi = warp::path!("openapi.json").and(read()).map(|| {
         warp::reply::with_header(crate::openapi::DOCUMENT, "content-type", "application/json").into_response()
     });
     let health = warp::path!("health")
-        .and(warp::get())
+        .and(read())
         .map(|| warp::reply::json(&json!({ "status": "ok" })).into_response());
     // Each route boxed: chained unboxed, their nested types overflow the compiler's recursion
     // limit in a release build.
@@ -138,21 +154,46 @@ pub fn routes(
         .unify()
         .recover(|rejection: Rejection| async move { Ok::<_, Infallible>(rejected(&rejection)) })
         .unify();
-    warp::path::full()
+    warp::method()
+        .and(warp::path::full())
         .and(routes)
-        .map(|path: warp::path::FullPath, response: Response| with_allow(path.as_str(), response))
+        .map(|method: Method, path: warp::path::FullPath, response: Response| {
+            finish(&method, path.as_str(), response)
+        })
         .with(warp::trace::request())
 }
 
-/// A 405 names the methods its path serves (RFC 9110, section 15.5.6): warp refuses a method only
-/// on a path some route has, and `/relay` alone takes POST.
-fn with_allow(path: &str, mut response: Response) -> Response {
+/// GET, or HEAD: the same answer, whose body hyper leaves out.
+fn read() -> impl Filter<Extract = (), Error = Rejection> + Copy {
+    warp::get().or(warp::head()).unify()
+}
+
+/// What every response gets on its way out. Any origin may read it: nothing here depends on
+/// cookies or credentials (a relay is authorised by its signature alone), and an agent's page
+/// must be able to relay. Warp refuses a method with 405 only on a path some route has (404
+/// elsewhere); there, OPTIONS, which no route takes, is the CORS preflight, and any other
+/// method's 405 names the methods its path serves (RFC 9110, section 15.5.6).
+fn finish(method: &Method, path: &str, mut response: Response) -> Response {
     if response.status() == StatusCode::METHOD_NOT_ALLOWED {
-        let allowed = if path == "/relay" { "POST" } else { "GET" };
-        response
-            .headers_mut()
-            .insert(warp::http::header::ALLOW, warp::http::HeaderValue::from_static(allowed));
+        let methods = methods_of(path);
+        if method == Method::OPTIONS {
+            response = preflight(methods);
+        } else {
+            response.headers_mut().insert(header::ALLOW, HeaderValue::from_static(methods));
+        }
     }
+    response.headers_mut().insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+    response
+}
+
+/// The answer to a CORS preflight on a path that serves `methods`: 204, no body, and no read
+/// quota used (the routes refused it before their limits).
+fn preflight(methods: &'static str) -> Response {
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static(methods));
+    headers.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, HeaderValue::from_static(ALLOWED_HEADERS));
+    headers.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static(PREFLIGHT_MAX_AGE));
     response
 }
 

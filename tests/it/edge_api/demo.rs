@@ -1,5 +1,5 @@
 //! The seeded demo registry through the Worker: every field of every endpoint, errors, caching,
-//! CORS, the rate limit, the 7-day boundary and the 15-level lineage bound.
+//! CORS, HEAD and OPTIONS, the rate limit, the 7-day boundary and the 15-level lineage bound.
 
 use alloy::{
     primitives::{Address, U256, keccak256},
@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use super::{
     blocks,
     expect::{self, WEEK},
+    methods,
 };
 
 /// Agents whose records are first read by the 7-day boundary checks (so no cached answer exists).
@@ -76,6 +77,7 @@ async fn every_endpoint_matches_the_seeded_registry() {
     bad_requests(&t).await;
     not_found(&t).await;
     cors(&t).await;
+    methods::head_and_options(&t.api, &t.worker.base, &t.demo).await;
     rate_limit(&t).await;
     rate_limit_under_concurrency(&t).await;
     // Last: these move the chain's clock and add agents.
@@ -489,7 +491,7 @@ async fn rate_limit(t: &Demo) {
     // Fixed one-minute windows (wall clock, as the Worker sees it): all 61 requests must fall
     // into one window. Start early in a window, and start over with a fresh client should a slow
     // machine still cross into the next one.
-    let (limited, left_in_window) = loop {
+    let (limited, left_in_window, head, preflight) = loop {
         early_in_a_window().await;
         let (ip, window) = (fresh_ip(), unix_seconds() / 60);
         let mut answers = Vec::with_capacity(61);
@@ -497,15 +499,21 @@ async fn rate_limit(t: &Demo) {
             answers.push(t.api.request("GET", "/api/v1/stats", &ip, &[]).await);
         }
         let now = unix_seconds();
-        if now / 60 != window {
+        // Over the limit, HEAD is refused like GET; the preflight is not limited.
+        let head = t.api.request("HEAD", "/api/v1/stats", &ip, &[]).await;
+        let preflight = t.api.request("OPTIONS", "/api/v1/stats", &ip, &[]).await;
+        if unix_seconds() / 60 != window {
             continue;
         }
         let limited = answers.pop().expect("61 answers");
         for (answer, request) in answers.iter().zip(1..) {
             assert_eq!((answer.status, answer.remaining()), (200, 60 - request), "request {request}");
         }
-        break (limited, 60 - now % 60);
+        break (limited, 60 - now % 60, head, preflight);
     };
+    assert_eq!((head.status, head.text.as_str(), head.remaining()), (429, "", 0));
+    assert!(head.header("retry-after").is_some(), "{:?}", head.headers);
+    assert_eq!((preflight.status, preflight.remaining()), (204, 0));
     assert_eq!(limited.status, 429);
     assert_eq!(limited.body, json!({"error": "Rate limit exceeded. Try again in 1 minute."}));
     assert_eq!(limited.remaining(), 0);

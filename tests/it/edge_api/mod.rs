@@ -11,4 +11,5 @@ mod demo;
 mod expect;
 mod failures;
 mod hostile;
+mod methods;
 mod providers;

@@ -113,6 +113,16 @@ async fn schemathesis(base: &str, max_examples: u32, config: &str, workdir: &Pat
     report
 }
 
+/// The operations (a method of a path) `document` describes.
+fn operations(document: &serde_json::Value) -> usize {
+    document["paths"]
+        .as_object()
+        .expect("paths")
+        .values()
+        .map(|item| item.as_object().expect("a path item").len())
+        .sum()
+}
+
 /// The `Tested: N` count of API operations in a Schemathesis summary.
 fn tested_operations(report: &str) -> Option<usize> {
     report.lines().find_map(|line| line.trim().strip_prefix("Tested:")?.trim().parse().ok())

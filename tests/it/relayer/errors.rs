@@ -314,9 +314,15 @@ async fn read_endpoints_are_rate_limited_per_ip_without_touching_relays() {
     let (_t, _db, relayer) = start(&[("READ_RATE_LIMIT_PER_MINUTE", "3")]).await;
     let client = &relayer.client;
     let address = relayer.relayer.address().to_string();
+    // Preflights, which a browser sends on its own, use none of the limit.
+    let preflight = [("origin", "https://agent.example"), ("access-control-request-method", "GET")];
+    for path in ["/domain", "/status", "/relay/tx/0x1234", "/domain", "/status"] {
+        assert_eq!(client.request("OPTIONS", path, &preflight).await.status, 204, "{path}");
+    }
     let (status, domain) = client.get("/domain").await;
     assert_eq!(status, 200, "{domain}");
-    assert_eq!(client.get("/status").await.0, 200);
+    // HEAD is a read like GET.
+    assert_eq!(client.request("HEAD", "/status", &[]).await.status, 200);
     assert_eq!(client.get(&format!("/nonce/{address}")).await.0, 200);
     // The fourth read in the minute is refused, whichever read endpoint it is.
     assert_error(client.get("/domain").await, 429, "Rate limit exceeded (3/minute). Try again in 1 minute.");
@@ -324,6 +330,14 @@ async fn read_endpoints_are_rate_limited_per_ip_without_touching_relays() {
         client.get(&format!("/nonce/{address}")).await,
         429,
         "Rate limit exceeded (3/minute). Try again in 1 minute.",
+    );
+    let head = client.request("HEAD", "/status", &[]).await;
+    assert_eq!((head.status, head.text.as_str()), (429, ""));
+    // Preflights are answered still.
+    let answered = client.request("OPTIONS", "/status", &preflight).await;
+    assert_eq!(
+        (answered.status, answered.header("access-control-allow-methods")),
+        (204, Some("GET, HEAD, OPTIONS"))
     );
     // Health and metrics are not limited, and relays keep their own (persisted) limits.
     assert_eq!(client.get("/health").await, (200, json!({"status": "ok"})));

@@ -1,5 +1,5 @@
 //! Register, attest and report revenue through `POST /relay` with eth-account signatures, the
-//! same requests signed by kya-core, and the read endpoints.
+//! same requests signed by kya-core, and the read endpoints (with HEAD and OPTIONS).
 
 use alloy::{primitives::U256, providers::Provider};
 use kya_core::abi::{AgentRegistry, Forwarder};
@@ -181,7 +181,8 @@ async fn status_domain_nonce_and_metrics_describe_the_relayer() {
     let mut wrong = body(&request, &signed.signature);
     wrong["request"]["to"] = t.forwarder().to_string().into();
     assert_eq!(client.relay(&wrong).await.0, 403);
-    assert_eq!(client.relay(&body(&request, &signed.signature)).await.0, 200);
+    let (status, relayed) = client.relay(&body(&request, &signed.signature)).await;
+    assert_eq!(status, 200, "{relayed}");
     let used = client.settled().await["dailyGasBudget"]["usedWei"].as_str().unwrap().to_owned();
     let (status, metrics) = client.get_text("/metrics").await;
     assert_eq!(status, 200);
@@ -190,5 +191,7 @@ async fn status_domain_nonce_and_metrics_describe_the_relayer() {
     assert!(metrics.contains(&format!("relayer_budget_used_wei {used}\n")), "{metrics}");
     let balance_now = balance(&t, address).await;
     assert!(metrics.contains(&format!("relayer_balance_wei {balance_now}\n")), "{metrics}");
+
+    super::methods::head_and_options(client, &relayed).await;
     relayer.stop().await;
 }

@@ -5,6 +5,7 @@ mod concurrency;
 mod errors;
 mod flows;
 mod lifecycle;
+mod methods;
 mod providers;
 mod reconcile;
 mod replay;
