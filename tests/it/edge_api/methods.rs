@@ -36,7 +36,7 @@ const PREFLIGHT_HEADERS: [(&str, &str); 5] = [
 /// the 7-day boundary agents must stay unread), then a 304, a 400, a 404 and a path the API
 /// does not serve. `base` is the Worker's address, for the raw HEAD.
 pub(super) async fn head_and_options(api: &EdgeClient, base: &str, demo: &DemoData) {
-    let wallet = demo.agent(demo.roles.compliant).agent_wallet;
+    let wallet = demo.agent(demo.roles.compliant).record.agent_wallet;
     let paths = [
         "/health".to_owned(),
         "/openapi.json".into(),
