@@ -128,3 +128,32 @@ fn without_input(body: &str) -> String {
     }
     value.to_string()
 }
+
+/// Starts a loopback JSON-RPC server in front of `upstream` with an `eth_call` gas cap, as geth's
+/// `RPCGasCap` (50M by default) and every hosted provider's own cap: each `eth_call` is
+/// forwarded with its `gas` at most `cap` (set to `cap` when absent). Returns its URL.
+pub async fn start_gas_capped(upstream: &str, cap: u64) -> String {
+    let policy = move |body: &str| -> RpcAction {
+        let Ok(mut value) = serde_json::from_str::<Value>(body) else {
+            return RpcAction::Forward(body.to_owned());
+        };
+        let requests: Vec<&mut Value> = match &mut value {
+            Value::Array(requests) => requests.iter_mut().collect(),
+            single => vec![single],
+        };
+        for request in requests {
+            if request["method"] != "eth_call" {
+                continue;
+            }
+            if let Some(call) = request.pointer_mut("/params/0").and_then(Value::as_object_mut) {
+                let asked = call
+                    .get("gas")
+                    .and_then(Value::as_str)
+                    .and_then(|gas| u64::from_str_radix(gas.trim_start_matches("0x"), 16).ok());
+                call.insert("gas".into(), json!(format!("{:#x}", asked.unwrap_or(cap).min(cap))));
+            }
+        }
+        RpcAction::Forward(value.to_string())
+    };
+    rpc_proxy::start(Some(upstream.to_owned()), Arc::new(policy)).await
+}

@@ -167,10 +167,16 @@ impl Fixture {
                 block: BlockRef { number: 1_234, timestamp: NOW },
                 agents: vec![],
                 revenue: vec![],
+                revenue_unreadable: vec![],
             },
             snapshot_json: String::new(),
             snapshot_answers: SnapshotAnswers::render(
-                &Snapshot { block: BlockRef { number: 0, timestamp: 0 }, agents: vec![], revenue: vec![] },
+                &Snapshot {
+                    block: BlockRef { number: 0, timestamp: 0 },
+                    agents: vec![],
+                    revenue: vec![],
+                    revenue_unreadable: vec![],
+                },
                 &Address::ZERO,
                 "",
             ),

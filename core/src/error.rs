@@ -44,6 +44,10 @@ pub enum Error {
     /// The node answered with a JSON-RPC error (or not at all in JSON-RPC terms).
     #[error("RPC error: {0}")]
     Rpc(String),
+    /// A call ran out of gas even when read alone: it needs more gas than the RPC provider's
+    /// `eth_call` gas cap allows (a revenue history grown past it, say).
+    #[error("call exceeds the RPC provider's eth_call gas cap: {0}")]
+    OutOfGas(String),
     /// The node refused a JSON-RPC batch for its size: a smaller batch may pass.
     #[error("RPC batch refused: {0}")]
     BatchRefused(String),

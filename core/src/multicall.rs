@@ -35,6 +35,9 @@ pub enum Aggregated {
     /// Multicall3 is not at the address: no code there (an `eth_call` to an account without
     /// code returns nothing), or code that reverts `aggregate3`. Read without it.
     NoMulticall,
+    /// Every chunk ran out of gas as a whole: nothing was read, not even the block. Every call
+    /// is to be read again in smaller pieces ([`starved_pieces`]) at a block pinned otherwise.
+    Starved,
 }
 
 impl CallPlan {
@@ -46,35 +49,96 @@ impl CallPlan {
         block: BlockTag,
         per_aggregate: usize,
     ) -> Vec<String> {
-        let target = self.target();
         let chunks = self.calls().chunks(per_aggregate.max(1)).enumerate();
-        chunks
-            .map(|(index, chunk)| {
-                let mut calls = vec![
-                    required(multicall, Multicall3::getBlockNumberCall {}.abi_encode()),
-                    required(multicall, Multicall3::getCurrentBlockTimestampCall {}.abi_encode()),
-                ];
-                calls.extend(chunk.iter().map(|data| Call3 {
-                    target,
-                    allowFailure: true,
-                    callData: data.clone(),
-                }));
-                let input: Bytes = Multicall3::aggregate3Call { calls }.abi_encode().into();
-                eth_call_request(index, CallObject::new(&multicall, &input), block)
+        chunks.map(|(index, chunk)| self.aggregate_request(index, multicall, chunk.iter(), block)).collect()
+    }
+
+    /// One `eth_call` of `aggregate3` (id `id`): the block getters, then `calls` to the target.
+    fn aggregate_request<'a>(
+        &self,
+        id: usize,
+        multicall: Address,
+        calls: impl Iterator<Item = &'a Bytes>,
+        block: BlockTag,
+    ) -> String {
+        let target = self.target();
+        let mut call3s = vec![
+            required(multicall, Multicall3::getBlockNumberCall {}.abi_encode()),
+            required(multicall, Multicall3::getCurrentBlockTimestampCall {}.abi_encode()),
+        ];
+        call3s.extend(calls.map(|data| Call3 { target, allowFailure: true, callData: data.clone() }));
+        let input: Bytes = Multicall3::aggregate3Call { calls: call3s }.abi_encode().into();
+        eth_call_request(id, CallObject::new(&multicall, &input), block)
+    }
+
+    /// Requests reading `pieces` (from [`starved_pieces`], [`split_starved`]) again at `block`,
+    /// one per piece (ids are piece indexes): a piece of several calls as one `aggregate3`, a
+    /// lone call as a plain `eth_call`, whose error tells running out of gas from a revert.
+    pub fn piece_requests(&self, multicall: Address, block: u64, pieces: &[Vec<usize>]) -> Vec<String> {
+        let (tag, target) = (BlockTag::Number(block), self.target());
+        pieces
+            .iter()
+            .enumerate()
+            .map(|(id, piece)| match piece.as_slice() {
+                [single] => eth_call_request(id, CallObject::new(&target, &self.calls()[*single]), tag),
+                _ => self.aggregate_request(
+                    id,
+                    multicall,
+                    piece.iter().map(|&index| &self.calls()[index]),
+                    tag,
+                ),
+            })
+            .collect()
+    }
+
+    /// The outcomes of each piece, in piece order, from the answers to
+    /// [`CallPlan::piece_requests`]; an `aggregate3` that read another block than `block` fails.
+    pub fn decode_pieces(
+        &self,
+        pieces: &[Vec<usize>],
+        block: u64,
+        answers: &[String],
+    ) -> Result<Vec<Vec<Outcome>>> {
+        let results = results_by_id(answers, pieces.len())?;
+        pieces
+            .iter()
+            .zip(results)
+            .map(|(piece, result)| match (piece.len(), call_outcome(result)?) {
+                (1, outcome) => Ok(vec![outcome]),
+                (_, Outcome::OutOfGas(message)) => Ok(vec![Outcome::OutOfGas(message); piece.len()]),
+                (_, Outcome::Returned(data)) if !data.is_empty() => {
+                    let (read, outcomes) = decode_chunk(&data)?;
+                    if read.number != block || outcomes.len() != piece.len() {
+                        return Err(Error::Rpc(format!(
+                            "aggregate3 asked for block {block} answered block {} with {} results",
+                            read.number,
+                            outcomes.len()
+                        )));
+                    }
+                    Ok(outcomes)
+                }
+                _ => Err(Error::Rpc("Multicall3 failed on a smaller piece of a read".into())),
             })
             .collect()
     }
 
     /// The read from the answers to [`CallPlan::aggregate_requests`] (any grouping, any order).
+    /// A chunk that ran out of gas as a whole gives [`Outcome::OutOfGas`] for each of its calls.
     pub fn decode_aggregates(&self, per_aggregate: usize, answers: &[String]) -> Result<Aggregated> {
-        let chunk_count = self.calls().len().div_ceil(per_aggregate.max(1));
+        let per_aggregate = per_aggregate.max(1);
+        let chunk_count = self.calls().len().div_ceil(per_aggregate);
         let mut block: Option<BlockRef> = None;
         let mut outcomes = Vec::with_capacity(self.calls().len());
-        for result in results_by_id(answers, chunk_count)? {
+        for (index, result) in results_by_id(answers, chunk_count)?.into_iter().enumerate() {
             let data = match call_outcome(result)? {
                 // Multicall3's `aggregate3` with every call allowed to fail does not revert.
                 Outcome::Returned(data) if data.is_empty() => return Ok(Aggregated::NoMulticall),
                 Outcome::Reverted(_) => return Ok(Aggregated::NoMulticall),
+                Outcome::OutOfGas(message) => {
+                    let calls = per_aggregate.min(self.calls().len() - index * per_aggregate);
+                    outcomes.extend(std::iter::repeat_n(Outcome::OutOfGas(message), calls));
+                    continue;
+                }
                 Outcome::Returned(data) => data,
             };
             let (chunk_block, chunk_outcomes) = decode_chunk(&data)?;
@@ -86,9 +150,53 @@ impl CallPlan {
         }
         match block {
             Some(block) => Ok(Aggregated::Read(block, outcomes)),
+            None if chunk_count > 0 => Ok(Aggregated::Starved),
             None => Err(Error::Rpc("an empty plan has no block".into())),
         }
     }
+}
+
+/// The split plan after a read in `aggregate3`s of `per_aggregate` calls: the pieces (plan
+/// indexes) to read again because they ran out of gas, from [`split_starved`] on each chunk.
+pub fn starved_pieces(outcomes: &[Outcome], per_aggregate: usize) -> Vec<Vec<usize>> {
+    let per_aggregate = per_aggregate.max(1);
+    (0..outcomes.len())
+        .step_by(per_aggregate)
+        .flat_map(|start| {
+            let chunk: Vec<usize> = (start..outcomes.len().min(start + per_aggregate)).collect();
+            split_starved(&chunk, &outcomes[start..start + chunk.len()])
+        })
+        .collect()
+}
+
+/// The split plan of one piece (plan indexes) read together in one `aggregate3`, given its
+/// outcomes: the pieces to read again. Within `aggregate3` a call gets 63/64 of the gas left,
+/// so a call that needs more than the cap fails without revert data and starves every call
+/// after it; the calls before it pass. So the first starved call goes alone (a plain
+/// `eth_call`, which tells out of gas from a revert), and the others in halves; when nothing
+/// passed (the whole `eth_call` ran out, or the first call was the hog) the piece is halved. A
+/// lone call is final. Every piece is smaller than the one it comes from, so reading again
+/// ends, after at most about log2(per_aggregate) rounds for any number of hogs.
+pub fn split_starved(piece: &[usize], outcomes: &[Outcome]) -> Vec<Vec<usize>> {
+    let starved: Vec<usize> =
+        piece.iter().zip(outcomes).filter(|(_, outcome)| outcome.is_out_of_gas()).map(|(&i, _)| i).collect();
+    if piece.len() <= 1 || starved.is_empty() {
+        return Vec::new();
+    }
+    if starved.len() == piece.len() {
+        return halves(starved);
+    }
+    let mut pieces = vec![vec![starved[0]]];
+    pieces.extend(halves(starved[1..].to_vec()).into_iter().filter(|piece| !piece.is_empty()));
+    pieces
+}
+
+fn halves(mut piece: Vec<usize>) -> Vec<Vec<usize>> {
+    if piece.len() <= 1 {
+        return vec![piece];
+    }
+    let second = piece.split_off(piece.len().div_ceil(2));
+    vec![piece, second]
 }
 
 /// A call of Multicall3 to itself that must succeed.
@@ -114,6 +222,10 @@ fn decode_chunk(data: &[u8]) -> Result<(BlockRef, Vec<Outcome>)> {
         .iter()
         .map(|result| match result.success {
             true => Outcome::Returned(result.returnData.clone()),
+            // Out of gas leaves no revert data: read it again, in a smaller piece or alone.
+            false if result.returnData.is_empty() => {
+                Outcome::OutOfGas("failed without revert data inside aggregate3".into())
+            }
             false => Outcome::Reverted(RevertReason::from_data(&result.returnData)),
         })
         .collect();
@@ -195,5 +307,141 @@ mod tests {
 
         let empty = [r#"{"jsonrpc":"2.0","id":0,"result":"0x"}"#.to_owned(), answer(1, &requests[1], first)];
         assert_eq!(plan.decode_aggregates(2, &empty), Ok(Aggregated::NoMulticall));
+    }
+
+    fn starved() -> Outcome {
+        Outcome::OutOfGas("failed without revert data inside aggregate3".into())
+    }
+
+    fn returned() -> Outcome {
+        Outcome::Returned(word(1))
+    }
+
+    #[test]
+    fn a_starved_call_after_the_hog_and_a_chunk_out_of_gas_as_a_whole() {
+        // Chunk 0: call 2 (id 3) is the hog, call 3 starves after it; chunk 1 ran out as a whole.
+        let plan = plan(6);
+        let requests = plan.aggregate_requests(MULTICALL3_ADDRESS, BlockTag::Latest, 4);
+        let block = BlockRef { number: 9, timestamp: 90 };
+        let mut results = vec![
+            CallResult { success: true, returnData: word(block.number) },
+            CallResult { success: true, returnData: word(block.timestamp) },
+            CallResult {
+                success: true,
+                returnData: AgentRegistry::getChildrenCall::abi_encode_returns(&vec![U256::from(1)]).into(),
+            },
+            CallResult { success: false, returnData: Revert::from("Agent not found").abi_encode().into() },
+        ];
+        results.extend(vec![CallResult { success: false, returnData: Bytes::new() }; 2]);
+        let first = format!(
+            r#"{{"jsonrpc":"2.0","id":0,"result":"{}"}}"#,
+            hex::encode_prefixed(Multicall3::aggregate3Call::abi_encode_returns(&results))
+        );
+        let second = r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"out of gas"}}"#.to_owned();
+        assert_eq!(requests.len(), 2);
+        let Ok(Aggregated::Read(read, outcomes)) = plan.decode_aggregates(4, &[first, second.clone()]) else {
+            panic!("a read with starved calls");
+        };
+        assert_eq!(read, block);
+        assert!(outcomes[1].reverted_with("Agent not found"), "a revert with data is the answer");
+        assert_eq!(outcomes[2..4], [starved(), starved()]);
+        assert_eq!(outcomes[4..], vec![Outcome::OutOfGas("out of gas (code -32000)".into()); 2]);
+        // The hog alone, the call it starved in a piece; the chunk that ran out whole in halves.
+        assert_eq!(starved_pieces(&outcomes, 4), [vec![2], vec![3], vec![4], vec![5]]);
+        // A plan whose every chunk ran out has not even a block.
+        assert_eq!(
+            super::tests::plan(2).decode_aggregates(4, &[second.replace("\"id\":1", "\"id\":0")]),
+            Ok(Aggregated::Starved)
+        );
+    }
+
+    #[test]
+    fn the_split_plan() {
+        let piece: Vec<usize> = (10..20).collect();
+        // Nothing starved, or a lone call: nothing to read again.
+        assert!(split_starved(&piece, &vec![returned(); 10]).is_empty());
+        assert!(split_starved(&[7], &[starved()]).is_empty());
+        // The hog at 13 starved 14..20: it alone, the rest in halves.
+        let mut outcomes = vec![returned(); 3];
+        outcomes.extend(vec![starved(); 7]);
+        assert_eq!(split_starved(&piece, &outcomes), [vec![13], vec![14, 15, 16], vec![17, 18, 19]]);
+        // Nothing passed: halves.
+        assert_eq!(
+            split_starved(&piece, &vec![starved(); 10]),
+            [(10..15).collect::<Vec<_>>(), (15..20).collect()]
+        );
+        assert_eq!(split_starved(&[1, 2], &[starved(), starved()]), [vec![1], vec![2]]);
+        assert_eq!(split_starved(&[1, 2], &[returned(), starved()]), [vec![2]]);
+    }
+
+    proptest::proptest! {
+        /// Whatever calls are hogs, reading again by the split plan (a hog starves every call
+        /// after it in its piece; a piece with a hog may also run out as a whole) ends with
+        /// every call read, only the hogs out of gas, in fewer than 2 * log2 rounds per hog.
+        #[test]
+        fn reading_again_isolates_exactly_the_hogs(
+            hogs in proptest::collection::btree_set(0usize..40, 0..4),
+            whole in proptest::bool::ANY,
+        ) {
+            let read = |piece: &[usize]| -> Vec<Outcome> {
+                if piece.len() > 1 && whole && piece.iter().any(|index| hogs.contains(index)) {
+                    return vec![starved(); piece.len()];
+                }
+                let first_hog = piece.iter().position(|index| hogs.contains(index));
+                (0..piece.len()).map(|at| match first_hog {
+                    Some(hog) if at >= hog => starved(),
+                    _ => returned(),
+                }).collect()
+            };
+            let chunks: Vec<Vec<usize>> = (0..40).collect::<Vec<_>>().chunks(16).map(<[usize]>::to_vec).collect();
+            let mut outcomes: Vec<Outcome> = chunks.iter().flat_map(|chunk| read(chunk)).collect();
+            let mut pieces = starved_pieces(&outcomes, 16);
+            let mut rounds = 0;
+            while !pieces.is_empty() {
+                rounds += 1;
+                proptest::prop_assert!(rounds <= 12, "too many rounds");
+                let mut next = Vec::new();
+                for piece in &pieces {
+                    let got = read(piece);
+                    for (&index, outcome) in piece.iter().zip(&got) {
+                        outcomes[index] = outcome.clone();
+                    }
+                    next.extend(split_starved(piece, &got));
+                }
+                pieces = next;
+            }
+            for (index, outcome) in outcomes.iter().enumerate() {
+                proptest::prop_assert_eq!(outcome.is_out_of_gas(), hogs.contains(&index), "call {}", index);
+            }
+        }
+    }
+
+    #[test]
+    fn pieces_are_read_again_at_the_block_alone_or_together() {
+        let plan = plan(5);
+        let pieces = vec![vec![1], vec![2, 4]];
+        let requests = plan.piece_requests(MULTICALL3_ADDRESS, 9, &pieces);
+        let lone: serde_json::Value = serde_json::from_str(&requests[0]).unwrap();
+        assert_eq!((&lone["id"], &lone["params"][1]), (&serde_json::json!(0), &serde_json::json!("0x9")));
+        assert_eq!(lone["params"][0]["to"], "0x00000000000000000000000000000000000000aa", "a plain eth_call");
+        let together: serde_json::Value = serde_json::from_str(&requests[1]).unwrap();
+        let input: Bytes = together["params"][0]["input"].as_str().unwrap().parse().unwrap();
+        let call = Multicall3::aggregate3Call::abi_decode(&input).unwrap();
+        let ids: Vec<U256> = call.calls[2..]
+            .iter()
+            .map(|call| AgentRegistry::getChildrenCall::abi_decode(&call.callData).unwrap().agentId)
+            .collect();
+        assert_eq!(ids, [U256::from(3), U256::from(5)]);
+
+        let block = BlockRef { number: 9, timestamp: 90 };
+        let answers = vec![
+            r#"{"jsonrpc":"2.0","id":0,"error":{"code":-32603,"message":"EVM error OutOfGas"}}"#.to_owned(),
+            answer(1, &requests[1], block),
+        ];
+        let outcomes = plan.decode_pieces(&pieces, 9, &answers).unwrap();
+        assert_eq!(outcomes[0], [Outcome::OutOfGas("EVM error OutOfGas (code -32603)".into())]);
+        assert_eq!(outcomes[1][1].decode::<AgentRegistry::getChildrenCall>().unwrap(), vec![U256::from(5)]);
+        let moved = vec![answers[0].clone(), answer(1, &requests[1], BlockRef { number: 10, timestamp: 91 })];
+        assert!(plan.decode_pieces(&pieces, 9, &moved).is_err(), "another block than the read's");
     }
 }

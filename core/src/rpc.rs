@@ -57,6 +57,10 @@ pub enum Outcome {
     Returned(Bytes),
     /// The call reverted.
     Reverted(RevertReason),
+    /// The call ran out of gas (the node's message), or failed without revert data inside an
+    /// `aggregate3`, which is how a call starved by an earlier one looks there. Read alone with
+    /// `eth_call` it is out of gas for good: more than the provider's `eth_call` gas cap allows.
+    OutOfGas(String),
 }
 
 impl Outcome {
@@ -66,7 +70,13 @@ impl Outcome {
             Self::Returned(data) => C::abi_decode_returns(data)
                 .map_err(|error| Error::Decode(format!("{}: {error}", C::SIGNATURE))),
             Self::Reverted(reason) => Err(Error::Reverted(reason.to_string())),
+            Self::OutOfGas(message) => Err(Error::OutOfGas(format!("{} ({message})", C::SIGNATURE))),
         }
+    }
+
+    /// True when the call ran out of gas (or starved inside an `aggregate3`).
+    pub const fn is_out_of_gas(&self) -> bool {
+        matches!(self, Self::OutOfGas(_))
     }
 
     /// True when the call reverted with the `require` message `reason`.
@@ -223,15 +233,20 @@ pub(crate) fn results_by_id(answers: &[String], count: usize) -> Result<Vec<RawR
         .collect()
 }
 
-/// One `eth_call`'s outcome: its data, or its revert; any other error fails the read.
+/// One `eth_call`'s outcome: its data, its revert, or its running out of gas; any other error
+/// fails the read.
 pub(crate) fn call_outcome(result: RawResult) -> Result<Outcome> {
     match result {
         Ok(raw) => serde_json::from_str::<Bytes>(raw.get())
             .map(Outcome::Returned)
             .map_err(|error| Error::Decode(format!("eth_call result: {error}"))),
-        Err(error) => {
-            RevertReason::from_error(&error).map(Outcome::Reverted).ok_or_else(|| rpc_error(&error))
-        }
+        Err(error) => match RevertReason::from_error(&error) {
+            Some(reason) => Ok(Outcome::Reverted(reason)),
+            None if is_out_of_gas(error.code, &error.message) => {
+                Ok(Outcome::OutOfGas(format!("{} (code {})", error.message, error.code)))
+            }
+            None => Err(rpc_error(&error)),
+        },
     }
 }
 
@@ -269,6 +284,19 @@ pub fn is_rate_limit(code: i64, message: &str) -> bool {
         || ((code == -32005 || code == -32029) && !is_batch_refusal(code, message))
         || text.contains("rate limit")
         || text.contains("too many requests")
+}
+
+/// True when a JSON-RPC error (that is not a revert: [`RevertReason::from_error`] first) says
+/// the call ran out of gas or time, which a node's `eth_call` gas cap (geth's `RPCGasCap`, 50M by
+/// default) or its EVM timeout (`RPCEVMTimeout`) causes: geth and reth `out of gas` (-32000),
+/// `gas required exceeds allowance`, anvil `EVM error OutOfGas` (-32603), Nethermind `OutOfGas`
+/// (-32015, -32003), geth `execution aborted (timeout = 5s)`. Fewer calls at once may pass.
+pub fn is_out_of_gas(code: i64, message: &str) -> bool {
+    let text = message.to_ascii_lowercase().replace(['_', ' '], "");
+    code != 3
+        && ["outofgas", "gasrequiredexceedsallowance", "executionaborted", "executiontimeout"]
+            .iter()
+            .any(|shape| text.contains(shape))
 }
 
 pub(crate) fn rpc_error(error: &ErrorPayload) -> Error {
@@ -405,6 +433,43 @@ mod tests {
             plan.decode(&[refused.to_owned()]),
             Err(Error::BatchRefused("batch too large (code -32600)".into()))
         );
+    }
+
+    /// What nodes answer when an `eth_call` runs out of gas or time (a gas cap, an EVM timeout)
+    /// is out of gas, never a revert and never a failure of the whole read; reverts stay reverts.
+    #[test]
+    fn out_of_gas_shapes() {
+        for (code, message) in [
+            (-32000, "out of gas"),
+            (-32000, "gas required exceeds allowance (50000000)"),
+            (-32000, "out of gas: gas required exceeds: 50000000"),
+            (-32603, "EVM error OutOfGas"),
+            (-32015, "VM execution error: OutOfGas"),
+            (-32003, "OutOfGas"),
+            (-32000, "execution aborted (timeout = 5s)"),
+        ] {
+            assert!(is_out_of_gas(code, message), "{message}");
+            let answer =
+                format!(r#"[{{"jsonrpc":"2.0","id":0,"error":{{"code":{code},"message":"{message}"}}}}]"#);
+            let outcomes = plan(1).decode(&[answer]).unwrap();
+            assert_eq!(outcomes, [Outcome::OutOfGas(format!("{message} (code {code})"))]);
+            let error = outcomes[0].decode::<AgentRegistry::getChildrenCall>().unwrap_err();
+            assert!(matches!(&error, Error::OutOfGas(text) if text.starts_with("getChildren(uint256) (")));
+            assert!(error.to_string().contains("eth_call gas cap"), "{error}");
+        }
+        for (code, message) in [
+            (3, "execution reverted"),
+            (-32000, "header not found"),
+            (-32603, "internal error"),
+            (-32005, "limit exceeded"),
+        ] {
+            assert!(!is_out_of_gas(code, message), "{message}");
+        }
+        let reverted =
+            r#"[{"jsonrpc":"2.0","id":0,"error":{"code":3,"message":"execution reverted: out of gas"}}]"#;
+        assert!(matches!(&plan(1).decode(&[reverted.to_owned()]).unwrap()[0], Outcome::Reverted(_)));
+        let other = r#"[{"jsonrpc":"2.0","id":0,"error":{"code":-32000,"message":"header not found"}}]"#;
+        assert!(plan(1).decode(&[other.to_owned()]).is_err());
     }
 
     proptest! {

@@ -22,6 +22,11 @@ pub struct Snapshot {
     pub block: BlockRef,
     pub agents: Vec<Agent>,
     pub revenue: Vec<Revenue>,
+    /// Agents (ascending id) whose revenue history could not be read even alone: it needs more
+    /// gas than the RPC provider's `eth_call` gas cap. They are in `agents`, their reports are
+    /// not in `revenue`, and the revenue answers name them (`revenueUnreadable`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub revenue_unreadable: Vec<u64>,
 }
 
 impl Snapshot {

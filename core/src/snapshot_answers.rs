@@ -49,7 +49,7 @@ impl SnapshotAnswers {
             stats: json(&basic),
             detailed: json(&stats::detailed(snapshot, basic)),
             compliance: json(&stats::compliance_list(snapshot)),
-            aggregate: json(&stats::revenue_aggregate(&snapshot.revenue)),
+            aggregate: json(&stats::registry_revenue(snapshot)),
             items,
         }
     }
@@ -188,7 +188,12 @@ mod tests {
             period_end: 2,
             reported_at: 3,
         }];
-        Snapshot { block: BlockRef { number: 9, timestamp: 1_700_100_000 }, agents, revenue }
+        Snapshot {
+            block: BlockRef { number: 9, timestamp: 1_700_100_000 },
+            agents,
+            revenue,
+            revenue_unreadable: Vec::new(),
+        }
     }
 
     #[test]
@@ -200,7 +205,7 @@ mod tests {
         assert_eq!(answers.stats, json(&basic));
         assert_eq!(answers.detailed, json(&stats::detailed(&snapshot, basic)));
         assert_eq!(answers.compliance, json(&stats::compliance_list(&snapshot)));
-        assert_eq!(answers.aggregate, json(&stats::revenue_aggregate(&snapshot.revenue)));
+        assert_eq!(answers.aggregate, json(&stats::registry_revenue(&snapshot)));
         assert_eq!(SnapshotAnswers::decode(&answers.encode()), Ok(answers.clone()));
         assert!(SnapshotAnswers::decode("kya-snapshot-answers 0\n").is_err());
         assert!(SnapshotAnswers::decode(&answers.encode()[..60]).is_err());

@@ -72,6 +72,10 @@ pub struct DetailedStats {
     /// Cents per currency.
     pub total_revenue: BTreeMap<String, Cents>,
     pub recent_registrations: Vec<RecentRegistration>,
+    /// Agents whose revenue history exceeds the RPC provider's `eth_call` gas cap: their
+    /// reports are left out of `totalRevenue`. Absent when every history was read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub revenue_unreadable: Vec<u64>,
 }
 
 /// An item of `/agents/compliance`.
@@ -100,6 +104,10 @@ pub struct RevenueAggregate {
     pub total_amount: Cents,
     pub by_currency: BTreeMap<String, Cents>,
     pub by_category: BTreeMap<String, Cents>,
+    /// Agents whose revenue history exceeds the RPC provider's `eth_call` gas cap: their
+    /// reports are left out of the totals. Absent when every history was read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub revenue_unreadable: Vec<u64>,
 }
 
 /// `/stats`: `registry` and `rpc` are echoed as configured (the registry checksummed).
@@ -131,6 +139,7 @@ pub fn detailed(snapshot: &Snapshot, stats: Stats) -> DetailedStats {
             .take(RECENT_REGISTRATIONS)
             .map(RecentRegistration::from)
             .collect(),
+        revenue_unreadable: snapshot.revenue_unreadable.clone(),
     }
 }
 
@@ -170,6 +179,15 @@ pub fn compliance_list(snapshot: &Snapshot) -> ComplianceList {
         .collect();
     data.sort_by_key(|item| (core::cmp::Reverse(item.compliance.seconds_since_attestation), item.agent_id));
     ComplianceList { total: len(data.len()), data }
+}
+
+/// `/revenue/aggregate`: the totals of the snapshot's reports, naming the agents whose history
+/// could not be read.
+pub fn registry_revenue(snapshot: &Snapshot) -> RevenueAggregate {
+    RevenueAggregate {
+        revenue_unreadable: snapshot.revenue_unreadable.clone(),
+        ..revenue_aggregate(&snapshot.revenue)
+    }
 }
 
 /// Totals of `reports` (of one agent or of the whole registry).
@@ -246,6 +264,7 @@ mod tests {
                 report(250, "EUR", "compute"),
                 report(5, "USD", "data"),
             ],
+            revenue_unreadable: Vec::new(),
         }
     }
 
@@ -325,6 +344,28 @@ mod tests {
         assert_eq!((aggregate.total_reports, aggregate.total_amount), (3, Cents::from(355)));
         assert_eq!(aggregate.by_category["compute"], Cents::from(350));
         assert_eq!(revenue_aggregate(&[]), RevenueAggregate::default());
+    }
+
+    /// An agent whose history exceeds the gas cap is named, present only then: normal bodies
+    /// keep their exact bytes.
+    #[test]
+    fn unreadable_histories_are_named_only_when_there_are_some() {
+        let mut snapshot = snapshot();
+        let aggregate = serde_json::to_string(&registry_revenue(&snapshot)).unwrap();
+        assert_eq!(aggregate, serde_json::to_string(&revenue_aggregate(&snapshot.revenue)).unwrap());
+        assert!(!aggregate.contains("revenueUnreadable"));
+        let base = stats(&snapshot, &Address::ZERO, "");
+        assert!(!serde_json::to_string(&detailed(&snapshot, base)).unwrap().contains("revenueUnreadable"));
+
+        snapshot.revenue_unreadable = vec![2, 5];
+        let aggregate = serde_json::to_value(registry_revenue(&snapshot)).unwrap();
+        assert_eq!(aggregate["revenueUnreadable"], serde_json::json!([2, 5]));
+        assert_eq!(aggregate["totalAmount"], 355, "totals of the reports read");
+        let base = stats(&snapshot, &Address::ZERO, "");
+        let detailed = detailed(&snapshot, base);
+        let text = serde_json::to_string(&detailed).unwrap();
+        assert!(text.ends_with(r#","revenueUnreadable":[2,5]}"#), "{text}");
+        assert_eq!(serde_json::from_str::<DetailedStats>(&text).unwrap(), detailed);
     }
 
     /// Anyone can report any `uint256`: sums past `u128` stay exact, and past `U256` saturate.

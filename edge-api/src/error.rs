@@ -55,7 +55,9 @@ impl Error {
             Self::MethodNotAllowed(_) => 405,
             Self::RateLimited { .. } => 429,
             // A provider that refuses even a batch of one call, or keeps failing: a bad gateway.
-            Self::Core(kya_core::Error::BatchRefused(_)) | Self::ProviderFailed(_) => 502,
+            // So is one whose `eth_call` gas cap is below what a lone call needs.
+            Self::Core(kya_core::Error::BatchRefused(_) | kya_core::Error::OutOfGas(_))
+            | Self::ProviderFailed(_) => 502,
             Self::Core(kya_core::Error::RateLimitedByProvider(_)) | Self::ProviderUnavailable { .. } => 503,
             // SPEC.md section 7: RPC failures, call failures and reverts are all 500 (`/health`
             // alone reports an unreachable node as 503, in its own body).
@@ -87,6 +89,7 @@ mod tests {
         assert_eq!(Error::RegistryNotConfigured.status(), 500);
         assert_eq!(Error::from(kya_core::Error::BatchRefused("x".into())).status(), 502);
         assert_eq!(Error::ProviderFailed("x".into()).status(), 502);
+        assert_eq!(Error::from(kya_core::Error::OutOfGas("x".into())).status(), 502);
         assert_eq!(Error::ProviderUnavailable { message: "x".into(), retry_after: Some(2) }.status(), 503);
         assert_eq!(Error::from(kya_core::Error::RateLimitedByProvider("x".into())).status(), 503);
         assert_eq!(

@@ -25,7 +25,8 @@ const NO_AGENT_FOR_WALLET: &str = "No agent registered for this wallet";
 /// trip; larger ones read the rest in a second, at the first round's block.
 const FIRST_ROUND_AGENTS: u64 = ((CALLS_PER_AGGREGATE - 1) / 2) as u64;
 
-/// The whole registry at the latest block: every record and every revenue report.
+/// The whole registry at the latest block: every record and every revenue report (but those
+/// of histories past the provider's `eth_call` gas cap, whose agents the snapshot names).
 pub(crate) async fn snapshot(rpc: &Rpc<'_>, registry: Address) -> Result<Snapshot> {
     if rpc.uses_multicall() {
         return snapshot_in_two_rounds(rpc, registry).await;
@@ -48,7 +49,11 @@ pub(crate) async fn snapshot(rpc: &Rpc<'_>, registry: Address) -> Result<Snapsho
         agents.iter().filter(|agent| agent.last_revenue_report != 0).map(|agent| agent.agent_id).collect();
     let histories = plan(registry, |plan| push_histories(plan, &reporting));
     let (_, outcomes) = rpc.read(&histories, Some(block)).await?;
-    Ok(Snapshot { block, agents, revenue: decode_histories(&outcomes)? })
+    let mut snapshot = Snapshot { block, agents, revenue: Vec::new(), revenue_unreadable: Vec::new() };
+    for (&agent_id, outcome) in reporting.iter().zip(&outcomes) {
+        add_history(&mut snapshot, agent_id, outcome)?;
+    }
+    Ok(snapshot)
 }
 
 /// The snapshot through Multicall3: `nextAgentId` with the first agents' records and histories,
@@ -67,13 +72,28 @@ async fn snapshot_in_two_rounds(rpc: &Rpc<'_>, registry: Address) -> Result<Snap
         let rest = plan(registry, |plan| push_agents(plan, FIRST_ROUND_AGENTS + 1..=count));
         outcomes.extend(rpc.read(&rest, Some(block)).await?.1);
     }
-    let mut agents = Vec::with_capacity(count as usize);
-    let mut revenue = Vec::new();
+    let agents = Vec::with_capacity(count as usize);
+    let mut snapshot = Snapshot { block, agents, revenue: Vec::new(), revenue_unreadable: Vec::new() };
     for pair in outcomes.chunks(2) {
-        agents.push(decode_record(&pair[0])?);
-        revenue.extend(decode_histories(&pair[1..])?);
+        let agent = decode_record(&pair[0])?;
+        let agent_id = agent.agent_id;
+        snapshot.agents.push(agent);
+        add_history(&mut snapshot, agent_id, &pair[1])?;
     }
-    Ok(Snapshot { block, agents, revenue })
+    Ok(snapshot)
+}
+
+/// Adds an agent's revenue history to the snapshot; a history that ran out of gas even read
+/// alone (longer than the provider's `eth_call` gas cap allows, which anyone can cause by
+/// reporting often) names the agent in `revenue_unreadable` instead of failing the snapshot.
+fn add_history(snapshot: &mut Snapshot, agent_id: u64, outcome: &Outcome) -> Result<()> {
+    if let Outcome::OutOfGas(message) = outcome {
+        worker::console_warn!("agent {agent_id}'s revenue history exceeds the eth_call gas cap: {message}");
+        snapshot.revenue_unreadable.push(agent_id);
+        return Ok(());
+    }
+    snapshot.revenue.extend(decode_histories(std::slice::from_ref(outcome))?);
+    Ok(())
 }
 
 /// One agent and its direct children, at the latest block.

@@ -3,6 +3,9 @@
 //! and the transport under both, which copes with what hosted providers refuse: a batch too
 //! large is split (and the isolate remembers the smaller size), HTTP 429 and 5xx are retried
 //! with backoff within the request's subrequest budget, then answered as a clear 503 or 502.
+//! Calls that run out of gas inside an `aggregate3` (one call past the provider's `eth_call` gas
+//! cap starves the calls after it) are read again in smaller pieces at the same block, down to
+//! single calls, in the same way.
 
 use std::{
     cell::{Cell, RefCell},
@@ -14,7 +17,7 @@ use alloy_primitives::Address;
 use futures::future::{LocalBoxFuture, try_join_all};
 use kya_core::{
     BlockRef, Error as CoreError,
-    multicall::{Aggregated, CALLS_PER_AGGREGATE},
+    multicall::{Aggregated, CALLS_PER_AGGREGATE, split_starved, starved_pieces},
     redact,
     rpc::{
         BlockTag, CallPlan, Outcome, batch_body, batches, decode_pinned_block, pin_block_request,
@@ -78,30 +81,77 @@ impl Rpc<'_> {
         }
         if let Some(multicall) = self.multicall.filter(|address| self.multicall_may_exist(*address)) {
             let tag = at.map_or(BlockTag::Latest, |block| BlockTag::Number(block.number));
-            match self.aggregate(plan, multicall, tag).await? {
-                Aggregated::Read(block, outcomes) => return Ok((block, outcomes)),
-                // A block was mined between two chunks read at `latest`: all again at the first's.
-                Aggregated::BlockMoved(first) => {
-                    if let Aggregated::Read(block, outcomes) =
-                        self.aggregate(plan, multicall, BlockTag::Number(first.number)).await?
-                    {
-                        return Ok((block, outcomes));
-                    }
+            let mut aggregated = self.aggregate(plan, multicall, tag).await?;
+            let mut moved = None;
+            // A block was mined between two chunks read at `latest`: all again at the first's.
+            if let Aggregated::BlockMoved(first) = aggregated {
+                moved = Some(first);
+                aggregated = self.aggregate(plan, multicall, BlockTag::Number(first.number)).await?;
+            }
+            let (block, outcomes) = match aggregated {
+                Aggregated::Read(block, outcomes) => (block, outcomes),
+                // Every chunk ran out of gas: nothing said which block it read.
+                Aggregated::Starved => {
+                    let block = match at.or(moved) {
+                        Some(block) => block,
+                        None => self.pin().await?,
+                    };
+                    (block, vec![Outcome::OutOfGas("aggregate3 ran out of gas".into()); plan.len()])
+                }
+                Aggregated::BlockMoved(_) => {
                     return Err(CoreError::Rpc("Multicall3 reads at one block disagree".into()).into());
                 }
                 Aggregated::NoMulticall => {
                     worker::console_warn!("no Multicall3 code at {multicall}: reading without it");
                     NO_MULTICALL
                         .with(|missing| missing.borrow_mut().insert((self.url.to_owned(), multicall)));
+                    return self.read_pinned(plan, at).await;
                 }
-            }
+            };
+            return Ok((block, self.isolate_starved(plan, multicall, block, outcomes).await?));
         }
+        self.read_pinned(plan, at).await
+    }
+
+    /// Every call of `plan` as its own `eth_call` at `at` (or the latest block, pinned first),
+    /// in batches. A call that runs out of gas here is out of gas alone.
+    async fn read_pinned(&self, plan: &CallPlan, at: Option<BlockRef>) -> Result<(BlockRef, Vec<Outcome>)> {
         let block = match at {
             Some(block) => block,
             None => self.pin().await?,
         };
         let answers = self.send(plan.requests(BlockTag::Number(block.number))).await?;
         Ok((block, plan.decode(&answers)?))
+    }
+
+    /// Reads the calls that ran out of gas in an `aggregate3` (starved by a call that needs more
+    /// than the provider's gas cap, or a whole `eth_call` out of gas) again at `block`, in the
+    /// smaller pieces of `kya_core::multicall::split_starved` (a lone call as a plain
+    /// `eth_call`), round after round, within the request's subrequest budget, as refused
+    /// batches are split. Only a call out of gas alone keeps [`Outcome::OutOfGas`].
+    async fn isolate_starved(
+        &self,
+        plan: &CallPlan,
+        multicall: Address,
+        block: BlockRef,
+        mut outcomes: Vec<Outcome>,
+    ) -> Result<Vec<Outcome>> {
+        let mut pieces = starved_pieces(&outcomes, CALLS_PER_AGGREGATE);
+        if !pieces.is_empty() {
+            worker::console_warn!("calls ran out of gas in aggregate3: reading them again in smaller pieces");
+        }
+        while !pieces.is_empty() {
+            let answers = self.send(plan.piece_requests(multicall, block.number, &pieces)).await?;
+            let mut next = Vec::new();
+            for (piece, read) in pieces.iter().zip(plan.decode_pieces(&pieces, block.number, &answers)?) {
+                next.extend(split_starved(piece, &read));
+                for (&index, outcome) in piece.iter().zip(read) {
+                    outcomes[index] = outcome;
+                }
+            }
+            pieces = next;
+        }
+        Ok(outcomes)
     }
 
     /// True when reads go through Multicall3 (configured, and not found missing here).
