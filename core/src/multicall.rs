@@ -172,15 +172,16 @@ pub fn starved_pieces(outcomes: &[Outcome], per_aggregate: usize) -> Vec<Vec<usi
 /// The split plan of one piece (plan indexes) read together in one `aggregate3`, given its
 /// outcomes: the pieces to read again. Within `aggregate3` a call gets 63/64 of the gas left,
 /// so a call that needs more than the cap fails without revert data and starves every call
-/// after it; the calls before it pass. So the first starved call goes alone (a plain
-/// `eth_call`, which tells out of gas from a revert), and the others in halves; when nothing
-/// passed (the whole `eth_call` ran out, or the first call was the hog) the piece is halved. A
-/// lone call is final. Every piece is smaller than the one it comes from, so reading again
-/// ends, after at most about log2(per_aggregate) rounds for any number of hogs.
+/// after it; the calls before it pass. So the first starved call goes alone, and the others in
+/// halves; when nothing passed (the whole `eth_call` ran out, or the first call was the hog)
+/// the piece is halved. A lone call is read as a plain `eth_call`, whose error tells out of gas
+/// from a revert (`revert()` without a reason looks starved inside `aggregate3` too), and is
+/// final: its piece is not split again. Every piece of several calls gives smaller pieces, so
+/// reading again ends, after about log2(per_aggregate) rounds for any number of hogs.
 pub fn split_starved(piece: &[usize], outcomes: &[Outcome]) -> Vec<Vec<usize>> {
     let starved: Vec<usize> =
         piece.iter().zip(outcomes).filter(|(_, outcome)| outcome.is_out_of_gas()).map(|(&i, _)| i).collect();
-    if piece.len() <= 1 || starved.is_empty() {
+    if starved.is_empty() {
         return Vec::new();
     }
     if starved.len() == piece.len() {
@@ -358,9 +359,10 @@ mod tests {
     #[test]
     fn the_split_plan() {
         let piece: Vec<usize> = (10..20).collect();
-        // Nothing starved, or a lone call: nothing to read again.
+        // Nothing starved: nothing to read again. A lone call starved in an aggregate3: alone,
+        // as a plain eth_call (which is final).
         assert!(split_starved(&piece, &vec![returned(); 10]).is_empty());
-        assert!(split_starved(&[7], &[starved()]).is_empty());
+        assert_eq!(split_starved(&[7], &[starved()]), [vec![7]]);
         // The hog at 13 starved 14..20: it alone, the rest in halves.
         let mut outcomes = vec![returned(); 3];
         outcomes.extend(vec![starved(); 7]);
@@ -406,7 +408,9 @@ mod tests {
                     for (&index, outcome) in piece.iter().zip(&got) {
                         outcomes[index] = outcome.clone();
                     }
-                    next.extend(split_starved(piece, &got));
+                    if piece.len() > 1 {
+                        next.extend(split_starved(piece, &got));
+                    }
                 }
                 pieces = next;
             }

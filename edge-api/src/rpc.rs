@@ -144,7 +144,10 @@ impl Rpc<'_> {
             let answers = self.send(plan.piece_requests(multicall, block.number, &pieces)).await?;
             let mut next = Vec::new();
             for (piece, read) in pieces.iter().zip(plan.decode_pieces(&pieces, block.number, &answers)?) {
-                next.extend(split_starved(piece, &read));
+                // A lone call was read as a plain `eth_call`: its outcome is final.
+                if piece.len() > 1 {
+                    next.extend(split_starved(piece, &read));
+                }
                 for (&index, outcome) in piece.iter().zip(read) {
                     outcomes[index] = outcome;
                 }
