@@ -38,13 +38,19 @@ fn agent_key(n: u64) -> PrivateKeySigner {
 /// A chain, a store folder and an in-process relayer with `overrides` on top of the defaults.
 async fn start(overrides: &[(&str, &str)]) -> (TestChain, tempfile::TempDir, InProcessRelayer) {
     let t = TestChain::start().await;
+    let (db, relayer) = start_on(&t, overrides).await;
+    (t, db, relayer)
+}
+
+/// A store folder and an in-process relayer on the chain `t`, for settings that depend on it.
+async fn start_on(t: &TestChain, overrides: &[(&str, &str)]) -> (tempfile::TempDir, InProcessRelayer) {
     let db = tempfile::tempdir().expect("a temp dir");
-    let mut settings = kya_tests::relayer_fixture::settings(&t, db.path());
+    let mut settings = kya_tests::relayer_fixture::settings(t, db.path());
     for (name, value) in overrides {
         kya_tests::relayer_fixture::set(&mut settings, name, *value);
     }
     let relayer = InProcessRelayer::start(&settings).await;
-    (t, db, relayer)
+    (db, relayer)
 }
 
 /// The receipt of a relayed transaction (anvil mines on submission).
