@@ -50,7 +50,9 @@ pub struct EdgeWorker {
 
 impl EdgeWorker {
     /// Starts the Worker with `vars` (`NAME`, value) passed as `--var NAME:value`, and waits
-    /// until `/health` answers (with any status: a degraded Worker is still up).
+    /// until the Worker itself answers `/health` (with any status: a degraded Worker is still
+    /// up). Wrangler's own proxy may answer a bare 500 while the runtime is still starting; only
+    /// an answer with the Worker's `X-RateLimit-Remaining` counts.
     pub async fn start(vars: &[(&str, String)]) -> Self {
         build_worker();
         let root = repo_root();
@@ -85,7 +87,11 @@ impl EdgeWorker {
         loop {
             let probe =
                 client.get(format!("{}/health", worker.base)).header("cf-connecting-ip", "203.0.113.1");
-            if probe.send().await.is_ok() {
+            let answered_by_worker = probe
+                .send()
+                .await
+                .is_ok_and(|response| response.headers().contains_key("x-ratelimit-remaining"));
+            if answered_by_worker {
                 return worker;
             }
             assert!(
