@@ -58,42 +58,18 @@ mod tests {
     }
 
     /// Every path documents exactly the methods the Worker serves on every path (`Allow` of its
-    /// 405s), under operation ids used once.
+    /// 405s). Operation ids, and HEAD as GET without the body, are checked for both services'
+    /// documents by the end-to-end suite (`tests/it/openapi/`).
     #[test]
     fn documents_every_method_of_every_path() {
         let document = document();
         let served: BTreeSet<String> = http::METHODS.split(", ").map(str::to_lowercase).collect();
-        let mut ids = BTreeSet::new();
         for (path, item) in document["paths"].as_object().expect("paths") {
             let methods: BTreeSet<String> = item.as_object().expect("a path item").keys().cloned().collect();
             assert_eq!(methods, served, "{path}");
-            for operation in item.as_object().expect("a path item").values() {
-                let id = operation["operationId"].as_str().expect("an operationId");
-                assert!(ids.insert(id.to_owned()), "{path}: operationId {id} is used twice");
-            }
         }
         let allow = &document["components"]["headers"]["Allow"]["schema"]["const"];
         assert_eq!(allow, http::METHODS);
-    }
-
-    /// HEAD is GET without the body: the same parameters, statuses and headers, no content.
-    #[test]
-    fn head_is_get_without_the_body() {
-        let document = document();
-        for (path, item) in document["paths"].as_object().expect("paths") {
-            let (get, head) = (&item["get"], &item["head"]);
-            assert_eq!(get["parameters"], head["parameters"], "{path}");
-            let statuses = |operation: &Value| -> Vec<String> {
-                operation["responses"].as_object().expect("responses").keys().cloned().collect()
-            };
-            assert_eq!(statuses(get), statuses(head), "{path}");
-            for (status, response) in head["responses"].as_object().expect("responses") {
-                let head_response = resolve(&document, response);
-                let get_response = resolve(&document, &get["responses"][status]);
-                assert_eq!(head_response["headers"], get_response["headers"], "HEAD {path} {status}");
-                assert!(head_response.get("content").is_none(), "HEAD {path} {status} has a body");
-            }
-        }
     }
 
     /// OPTIONS is the CORS preflight: a 204 whose headers are exactly what [`http::preflight`]

@@ -30,12 +30,12 @@ mod tests {
         }
     }
 
-    /// Each path documents exactly the methods the server answers there (`Allow` of its 405s),
-    /// under operation ids used once.
+    /// Each path documents exactly the methods the server answers there (`Allow` of its 405s).
+    /// Operation ids, and HEAD as GET without the body, are checked for both services'
+    /// documents by the end-to-end suite (`tests/it/openapi/`).
     #[test]
     fn documents_the_methods_of_every_path() {
         let document = document();
-        let mut ids = BTreeSet::new();
         for (path, item) in document["paths"].as_object().expect("paths") {
             // A concrete path: any segment stands for a `{parameter}`.
             let concrete: String = path
@@ -47,31 +47,6 @@ mod tests {
                 server::methods_of(&concrete).split(", ").map(str::to_lowercase).collect();
             let methods: BTreeSet<String> = item.as_object().expect("a path item").keys().cloned().collect();
             assert_eq!(methods, served, "{path}");
-            for operation in item.as_object().expect("a path item").values() {
-                let id = operation["operationId"].as_str().expect("an operationId");
-                assert!(ids.insert(id.to_owned()), "{path}: operationId {id} is used twice");
-            }
-        }
-    }
-
-    /// HEAD is GET without the body: the same parameters, statuses and headers, no content.
-    #[test]
-    fn head_is_get_without_the_body() {
-        let document = document();
-        for (path, item) in document["paths"].as_object().expect("paths") {
-            let Some(head) = item.get("head") else { continue };
-            let get = &item["get"];
-            assert_eq!(get["parameters"], head["parameters"], "{path}");
-            let statuses = |operation: &Value| -> Vec<String> {
-                operation["responses"].as_object().expect("responses").keys().cloned().collect()
-            };
-            assert_eq!(statuses(get), statuses(head), "{path}");
-            for (status, response) in head["responses"].as_object().expect("responses") {
-                let head_response = resolve(&document, response);
-                let get_response = resolve(&document, &get["responses"][status]);
-                assert_eq!(head_response["headers"], get_response["headers"], "HEAD {path} {status}");
-                assert!(head_response.get("content").is_none(), "HEAD {path} {status} has a body");
-            }
         }
     }
 

@@ -71,6 +71,38 @@ fn examples_fit_their_schemas() {
 }
 
 /// `relative` to the repository root, parsed as JSON.
+/// Each document's operation ids are used once, and its HEAD operations are GET without the
+/// body: the same parameters, statuses and headers, no content. (Which methods each path has,
+/// and the preflight's headers, are held to each service's code by its own unit tests.)
+#[test]
+fn operation_ids_are_unique_and_head_is_get_without_the_body() {
+    for (contract, source) in [(openapi::edge(), DOCUMENTS[0].0), (openapi::relayer(), DOCUMENTS[1].0)] {
+        let mut ids = std::collections::BTreeSet::new();
+        for (path, item) in contract.document()["paths"].as_object().expect("paths") {
+            for operation in item.as_object().expect("a path item").values() {
+                let id = operation["operationId"].as_str().expect("an operationId");
+                assert!(ids.insert(id.to_owned()), "{source} {path}: operationId {id} is used twice");
+            }
+            let Some(head) = item.get("head") else { continue };
+            let get = &item["get"];
+            assert_eq!(get["parameters"], head["parameters"], "{source} {path}");
+            let statuses = |operation: &serde_json::Value| -> Vec<String> {
+                operation["responses"].as_object().expect("responses").keys().cloned().collect()
+            };
+            assert_eq!(statuses(get), statuses(head), "{source} {path}");
+            for (status, response) in head["responses"].as_object().expect("responses") {
+                let head_response = contract.resolve(response);
+                let get_response = contract.resolve(&get["responses"][status]);
+                assert_eq!(
+                    head_response["headers"], get_response["headers"],
+                    "{source} HEAD {path} {status}"
+                );
+                assert!(head_response.get("content").is_none(), "{source} HEAD {path} {status} has a body");
+            }
+        }
+    }
+}
+
 fn read_json(relative: &str) -> serde_json::Value {
     let text = std::fs::read_to_string(repo_root().join(relative))
         .unwrap_or_else(|error| panic!("{relative}: {error}"));
