@@ -127,6 +127,7 @@ pub async fn relay_write<S: Signer + Sync>(
     let signed = sign_request(relayer, signer, write, &options).await?;
     let forwarder = signed.domain.verifying_contract.unwrap_or_default();
     let submitted = relayer.submit(&signed.request, &signed.signature).await?;
+    let submitted = submitted.relayed;
     progress(Progress::Submitted { relay_id: submitted.relay_id.clone(), tx_hash: submitted.tx_hash });
 
     let settled = match &submitted.relay_id {
@@ -141,8 +142,8 @@ pub async fn relay_write<S: Signer + Sync>(
             succeeded: view.status.succeeded(),
             tx_hash: view.tx_hash,
             block_number: view.block_number,
-            gas_used: view.gas_used.as_deref().and_then(|gas| gas.parse().ok()),
-            cost_wei: view.cost_wei.clone(),
+            gas_used: view.gas_used.and_then(|gas| u64::try_from(gas).ok()),
+            cost_wei: view.cost_wei.map(|wei| wei.to_string()),
             revert_reason: view.revert_reason.clone().or(view.error.clone()),
             result: None,
         },

@@ -28,6 +28,7 @@ pub use kya_core::{
 pub use outcome::{Outcome, RegistryResult};
 pub use preset::{ChainPreset, PresetSettings};
 pub use relayer::{
-    Contracts, Domain, GasBudget, RelayStatus, RelayView, RelayerClient, RelayerStatus, Submitted,
+    Contracts, Domain, GasBudget, NonceView, RelayStatus, RelayView, Relayed, RelayerClient, RelayerStatus,
+    SentTransaction, Submitted,
 };
 pub use write::{Registration, RevenueReport, Write, capability_hash, cents, constitution_hash};

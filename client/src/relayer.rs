@@ -3,8 +3,10 @@
 
 use alloy::primitives::{Address, B256, Bytes, U256};
 use kya_core::forward_request::ForwardRequest;
-use serde::{Deserialize, Deserializer, Serialize};
-use serde_json::{Value, json};
+pub use kya_core::relayer_view::{
+    Contracts, Domain, GasBudget, NonceView, RelayStatus, RelayView, Relayed, RelayerStatus, SentTransaction,
+};
+use serde_json::json;
 
 use crate::{Error, Result, http::Service};
 
@@ -14,159 +16,13 @@ pub struct RelayerClient {
     service: Service,
 }
 
-/// `GET /status`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RelayerStatus {
-    /// The relayer's paying account.
-    #[serde(serialize_with = "kya_core::checksum::serialize")]
-    pub relayer: Address,
-    /// In ETH, as a decimal string.
-    pub balance: String,
-    pub balance_wei: String,
-    pub chain_id: u64,
-    pub daily_gas_budget: GasBudget,
-    pub contracts: Contracts,
-}
-
-/// The daily gas budget of `/status`, in wei (decimal strings).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct GasBudget {
-    pub limit_wei: String,
-    pub used_wei: String,
-    pub remaining_wei: String,
-    /// Reservations awaiting a receipt (newer relayers only).
-    #[serde(default)]
-    pub pending_wei: Option<String>,
-    pub resets_at: Option<String>,
-}
-
-/// The contracts a relayer forwards to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Contracts {
-    #[serde(serialize_with = "kya_core::checksum::serialize")]
-    pub registry: Address,
-    #[serde(serialize_with = "kya_core::checksum::serialize")]
-    pub forwarder: Address,
-}
-
-/// `GET /domain`: the forwarder's EIP-712 domain.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Domain {
-    pub name: String,
-    pub version: String,
-    pub chain_id: u64,
-    #[serde(serialize_with = "kya_core::checksum::serialize")]
-    pub verifying_contract: Address,
-}
-
-/// The answer of `POST /relay`. Relayers without the relay lifecycle answer only the hash,
-/// signer and nonce; `relay_id` and `status` are then `None`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// The answer of `POST /relay`, and how it came.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Submitted {
-    pub tx_hash: Option<B256>,
-    #[serde(default)]
-    pub relay_id: Option<String>,
-    #[serde(default)]
-    pub status: Option<String>,
+    /// Hash, signer and nonce; relay id and status from relayers with the relay lifecycle.
+    pub relayed: Relayed,
     /// 202 instead of 200: accepted, but not sent yet.
-    #[serde(skip)]
     pub queued: bool,
-}
-
-/// A relay as `GET /relay/:id` (and the other lookups) shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RelayView {
-    pub relay_id: String,
-    pub status: RelayStatus,
-    #[serde(serialize_with = "kya_core::checksum::serialize")]
-    pub from: Address,
-    #[serde(deserialize_with = "decimal")]
-    pub nonce: U256,
-    pub tx_hash: Option<B256>,
-    #[serde(default)]
-    pub previous_tx_hashes: Vec<B256>,
-    pub block_number: Option<u64>,
-    pub gas_used: Option<String>,
-    pub cost_wei: Option<String>,
-    pub revert_reason: Option<String>,
-    pub error: Option<String>,
-    pub created_at: Option<String>,
-    pub settled_at: Option<String>,
-}
-
-/// Where a relay is in its lifecycle (`docs/relayer.md`); unknown names are kept as they are.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RelayStatus {
-    /// Checked and paid for; not sent yet.
-    Accepted,
-    /// Its transaction is with the node.
-    Sent,
-    /// Stuck, and sent again with higher fees.
-    Replaced,
-    /// Mined, and the registry call succeeded.
-    Mined,
-    /// Mined, but the registry call inside failed (`revert_reason` says why).
-    CallFailed,
-    /// Will never be mined; the same request may be relayed again.
-    Dropped,
-    /// Stuck past its deadline or the fee cap; cancelled, never ran.
-    Expired,
-    /// The transaction itself reverted.
-    Reverted,
-    /// Ran, without a receipt of the relayer's own.
-    Executed,
-    /// The node refused the send.
-    Failed,
-    /// A status this client does not know.
-    #[serde(untagged)]
-    Other(String),
-}
-
-impl RelayStatus {
-    /// Settled: nothing will change any more.
-    pub fn is_final(&self) -> bool {
-        !matches!(self, Self::Accepted | Self::Sent | Self::Replaced)
-    }
-
-    /// The registry call ran and succeeded.
-    pub fn succeeded(&self) -> bool {
-        matches!(self, Self::Mined | Self::Executed)
-    }
-
-    /// The name as the relayer writes it.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::Accepted => "accepted",
-            Self::Sent => "sent",
-            Self::Replaced => "replaced",
-            Self::Mined => "mined",
-            Self::CallFailed => "call_failed",
-            Self::Dropped => "dropped",
-            Self::Expired => "expired",
-            Self::Reverted => "reverted",
-            Self::Executed => "executed",
-            Self::Failed => "failed",
-            Self::Other(name) => name,
-        }
-    }
-}
-
-/// A `uint256` given as a decimal string or a JSON number.
-fn decimal<'de, D: Deserializer<'de>>(deserializer: D) -> Result<U256, D::Error> {
-    let value = Value::deserialize(deserializer)?;
-    kya_core::forward_request::uint(&value, "nonce").map_err(serde::de::Error::custom)
-}
-
-#[derive(Deserialize)]
-struct NonceAnswer {
-    #[serde(deserialize_with = "decimal")]
-    nonce: U256,
 }
 
 impl RelayerClient {
@@ -192,7 +48,7 @@ impl RelayerClient {
 
     /// `GET /nonce/:address`: the forwarder nonce the next request of `address` must carry.
     pub async fn nonce(&self, address: Address) -> Result<U256> {
-        Ok(self.service.get::<NonceAnswer>(&format!("/nonce/{address}")).await?.nonce)
+        Ok(self.service.get::<NonceView>(&format!("/nonce/{address}")).await?.nonce)
     }
 
     /// `GET /domain`.
@@ -214,10 +70,9 @@ impl RelayerClient {
             },
             "signature": signature.to_string(),
         });
-        let answer = self.service.post::<Submitted>("/relay", &body).await?;
-        let mut submitted = answer.body;
-        submitted.queued = answer.status == 202;
-        if submitted.tx_hash.is_none() && submitted.relay_id.is_none() {
+        let answer = self.service.post::<Relayed>("/relay", &body).await?;
+        let submitted = Submitted { relayed: answer.body, queued: answer.status == 202 };
+        if submitted.relayed.tx_hash.is_none() && submitted.relayed.relay_id.is_none() {
             return Err(Error::Unexpected {
                 service: "relayer",
                 reason: "POST /relay answered neither a txHash nor a relayId".into(),
@@ -249,37 +104,13 @@ impl RelayerClient {
 mod tests {
     use super::*;
 
-    #[test]
-    fn relay_views_read_the_lifecycle_shape() {
-        let view: RelayView = serde_json::from_value(json!({
-            "relayId": "0123456789abcdef0123456789abcdef", "status": "call_failed",
-            "from": "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266", "nonce": "3",
-            "txHash": "0x1111111111111111111111111111111111111111111111111111111111111111",
-            "previousTxHashes": [], "transactions": [], "relayerNonce": 4, "blockNumber": 12,
-            "gasUsed": "51234", "costWei": "100", "reservedWei": "200",
-            "revertReason": "Agent not active", "error": null, "deadline": null,
-            "createdAt": "2025-01-01T00:00:00.000Z", "sentAt": null, "updatedAt": null, "settledAt": null
-        }))
-        .unwrap();
-        assert_eq!(view.status, RelayStatus::CallFailed);
-        assert!(view.status.is_final() && !view.status.succeeded());
-        assert_eq!(view.nonce, U256::from(3));
-        assert_eq!(view.block_number, Some(12));
-        assert_eq!(view.revert_reason.as_deref(), Some("Agent not active"));
-        let other: RelayStatus = serde_json::from_value(json!("parked")).unwrap();
-        assert_eq!(other, RelayStatus::Other("parked".into()));
-        assert!(other.is_final());
-        assert!(!RelayStatus::Replaced.is_final());
-    }
-
-    #[test]
-    fn old_relayers_answer_only_a_hash() {
-        let submitted: Submitted = serde_json::from_value(json!({
-            "txHash": "0x1111111111111111111111111111111111111111111111111111111111111111",
-            "from": "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266", "nonce": "0"
-        }))
-        .unwrap();
-        assert_eq!(submitted.relay_id, None);
-        assert!(submitted.tx_hash.is_some());
+    /// The reading of the answers themselves is tested where they are defined
+    /// (`kya_core::relayer_view`); here, what the client adds to them.
+    #[tokio::test]
+    async fn a_relay_id_must_be_hex_before_anything_is_sent() {
+        // Port 9 (discard): were anything sent, the error would be a connection failure.
+        let client = RelayerClient::new("http://127.0.0.1:9").unwrap();
+        let refused = client.relay("not-hex").await;
+        assert!(matches!(refused, Err(Error::Invalid(reason)) if reason.contains("expected hex digits")));
     }
 }

@@ -1,9 +1,15 @@
 //! The read endpoints: `/status`, `/nonce/:address`, `/domain`, `/metrics`, and the relay
-//! lookups `/relay/:id`, `/relay/tx/:hash` and `/relay/signer/:address/:nonce`.
+//! lookups `/relay/:id`, `/relay/tx/:hash` and `/relay/signer/:address/:nonce`. Their answers
+//! are `kya_core::relayer_view`'s types, the ones kya-client reads.
+
+use std::str::FromStr;
 
 use alloy::primitives::{Address, B256, U256, utils::format_ether};
-use kya_core::{forward_request, time::iso8601};
-use serde_json::{Value, json};
+use kya_core::{
+    forward_request,
+    relayer_view::{Contracts, Domain, GasBudget, NonceView, RelayView, RelayerStatus, SentTransaction},
+    time::iso8601,
+};
 
 use crate::{
     error::{Error, Result},
@@ -19,39 +25,36 @@ const RELAY_ID_LENGTH: usize = 32;
 
 impl Relayer {
     /// `GET /status`. Addresses are EIP-55 checksummed, as everywhere in the API.
-    pub async fn status(&self) -> Result<Value> {
+    pub async fn status(&self) -> Result<RelayerStatus> {
         let balance = self.chain.balance(self.address()).await?;
         let budget = self.db(|store| store.budget(time::now())).await?;
         let limit = self.config.daily_gas_budget_wei;
-        Ok(json!({
-            "relayer": self.address().to_checksum(None),
-            "balance": format_ether(balance),
-            "balanceWei": balance.to_string(),
-            "chainId": self.chain_id,
-            "dailyGasBudget": {
-                "limitWei": limit.to_string(),
-                "usedWei": budget.used_wei.to_string(),
-                "remainingWei": limit.saturating_sub(budget.used_wei).to_string(),
-                "pendingWei": budget.pending_wei.to_string(),
-                "resetsAt": budget.resets_at().map(kya_core::time::iso8601),
+        Ok(RelayerStatus {
+            relayer: self.address(),
+            balance: format_ether(balance),
+            balance_wei: balance,
+            chain_id: self.chain_id,
+            daily_gas_budget: GasBudget {
+                limit_wei: U256::from(limit),
+                used_wei: U256::from(budget.used_wei),
+                remaining_wei: U256::from(limit.saturating_sub(budget.used_wei)),
+                pending_wei: Some(U256::from(budget.pending_wei)),
+                resets_at: budget.resets_at().map(iso8601),
             },
-            "contracts": {
-                "registry": self.config.registry.to_checksum(None),
-                "forwarder": self.config.forwarder.to_checksum(None),
-            },
-        }))
+            contracts: Contracts { registry: self.config.registry, forwarder: self.config.forwarder },
+        })
     }
 
     /// `GET /nonce/:address`.
-    pub async fn nonce(&self, address: &str) -> Result<Value> {
+    pub async fn nonce(&self, address: &str) -> Result<NonceView> {
         let address: Address =
             address.trim().parse().map_err(|_| Error::BadRequest(format!("Invalid address: {address:?}")))?;
         let nonce = self.chain.forwarder_nonce(address).await?;
-        Ok(json!({ "address": address.to_checksum(None), "nonce": nonce.to_string() }))
+        Ok(NonceView { address, nonce })
     }
 
     /// `GET /domain`: read from the forwarder (ERC-5267); core's constants if it cannot answer.
-    pub async fn domain(&self) -> Result<Value> {
+    pub async fn domain(&self) -> Result<Domain> {
         let domain = match self.chain.domain().await {
             Ok(domain) => domain,
             Err(error) => {
@@ -64,12 +67,12 @@ impl Relayer {
                 }
             }
         };
-        Ok(json!({
-            "name": domain.name,
-            "version": domain.version,
-            "chainId": domain.chain_id,
-            "verifyingContract": domain.verifying_contract.to_checksum(None),
-        }))
+        Ok(Domain {
+            name: domain.name,
+            version: domain.version,
+            chain_id: domain.chain_id,
+            verifying_contract: domain.verifying_contract,
+        })
     }
 
     /// `GET /metrics`.
@@ -88,28 +91,28 @@ impl Relayer {
     }
 
     /// `GET /relay/:id`.
-    pub async fn relay_by_id(&self, id: &str) -> Result<Value> {
+    pub async fn relay_by_id(&self, id: &str) -> Result<RelayView> {
         let id = id.trim().to_ascii_lowercase();
         if id.len() != RELAY_ID_LENGTH || !id.bytes().all(|byte| byte.is_ascii_hexdigit()) {
             return Err(Error::BadRequest(format!("Invalid relay id: {id:?} (32 hex digits)")));
         }
         let record = self.db(move |store| store.relay_by_id(&id)).await?;
-        record.map(|record| relay_view(&record)).ok_or(Error::RelayNotFound)
+        record.as_ref().map(relay_view).ok_or(Error::RelayNotFound)?
     }
 
     /// `GET /relay/tx/:hash`: the relay that sent this transaction (any of its hashes).
-    pub async fn relay_by_hash(&self, hash: &str) -> Result<Value> {
+    pub async fn relay_by_hash(&self, hash: &str) -> Result<RelayView> {
         let hash: B256 = hash
             .trim()
             .parse()
             .map_err(|_| Error::BadRequest(format!("Invalid transaction hash: {hash:?}")))?;
         let hash = hash.to_string();
         let record = self.db(move |store| store.relay_by_hash(&hash)).await?;
-        record.map(|record| relay_view(&record)).ok_or(Error::RelayNotFound)
+        record.as_ref().map(relay_view).ok_or(Error::RelayNotFound)?
     }
 
     /// `GET /relay/signer/:address/:nonce`: the latest relay of that signed request.
-    pub async fn relay_by_request(&self, address: &str, nonce: &str) -> Result<Value> {
+    pub async fn relay_by_request(&self, address: &str, nonce: &str) -> Result<RelayView> {
         let signer: Address =
             address.trim().parse().map_err(|_| Error::BadRequest(format!("Invalid address: {address:?}")))?;
         let nonce: U256 = nonce
@@ -118,51 +121,54 @@ impl Relayer {
             .map_err(|_| Error::BadRequest(format!("Invalid nonce: {nonce:?} (a decimal number)")))?;
         let (signer, nonce) = (signer.to_checksum(None), nonce.to_string());
         let record = self.db(move |store| store.relay_by_request(&signer, &nonce)).await?;
-        record.map(|record| relay_view(&record)).ok_or(Error::RelayNotFound)
+        record.as_ref().map(relay_view).ok_or(Error::RelayNotFound)?
     }
 }
 
 /// A relay as the lookups show it: ids, status, hashes, outcome and times.
-pub(crate) fn relay_view(record: &RelayRecord) -> Value {
-    let at = |seconds: Option<u64>| seconds.map(iso8601);
-    let transactions: Vec<Value> = record
+pub(crate) fn relay_view(record: &RelayRecord) -> Result<RelayView> {
+    let transactions = record
         .txs
         .iter()
         .map(|tx| {
-            json!({
-                "txHash": tx.hash,
-                "kind": tx.kind.as_str(),
-                "maxFeePerGas": tx.max_fee_wei.to_string(),
-                "maxPriorityFeePerGas": tx.priority_fee_wei.to_string(),
-                "sentAt": iso8601(tx.sent_at),
+            Ok(SentTransaction {
+                tx_hash: stored(&tx.hash, "transaction hash")?,
+                kind: tx.kind.as_str().to_owned(),
+                max_fee_per_gas: U256::from(tx.max_fee_wei),
+                max_priority_fee_per_gas: U256::from(tx.priority_fee_wei),
+                sent_at: iso8601(tx.sent_at),
             })
         })
-        .collect();
-    let previous: Vec<&str> = record
-        .txs
-        .iter()
-        .map(|tx| tx.hash.as_str())
-        .filter(|hash| Some(*hash) != record.tx_hash.as_deref())
-        .collect();
-    json!({
-        "relayId": record.relay_id,
-        "status": record.status.public(),
-        "from": record.signer,
-        "nonce": record.forwarder_nonce,
-        "txHash": record.tx_hash,
-        "previousTxHashes": previous,
-        "transactions": transactions,
-        "relayerNonce": record.relayer_nonce,
-        "blockNumber": record.block_number,
-        "gasUsed": record.gas_used.map(|gas| gas.to_string()),
-        "costWei": record.cost_wei.filter(|_| record.settled_at.is_some()).map(|cost| cost.to_string()),
-        "reservedWei": record.reserved_wei.to_string(),
-        "revertReason": record.revert_reason,
-        "error": record.error,
-        "deadline": (record.deadline != 0).then_some(record.deadline),
-        "createdAt": iso8601(record.created_at),
-        "sentAt": at(record.sent_at),
-        "updatedAt": at(record.updated_at),
-        "settledAt": at(record.settled_at),
+        .collect::<Result<Vec<_>>>()?;
+    let tx_hash: Option<B256> =
+        record.tx_hash.as_deref().map(|hash| stored(hash, "transaction hash")).transpose()?;
+    let previous_tx_hashes =
+        transactions.iter().map(|tx| tx.tx_hash).filter(|hash| Some(*hash) != tx_hash).collect();
+    Ok(RelayView {
+        relay_id: record.relay_id.clone(),
+        status: record.status.public(),
+        from: stored(&record.signer, "signer")?,
+        nonce: stored(&record.forwarder_nonce, "forwarder nonce")?,
+        tx_hash,
+        previous_tx_hashes,
+        transactions,
+        relayer_nonce: record.relayer_nonce,
+        block_number: record.block_number,
+        gas_used: record.gas_used.map(U256::from),
+        cost_wei: record.cost_wei.filter(|_| record.settled_at.is_some()).map(U256::from),
+        reserved_wei: Some(U256::from(record.reserved_wei)),
+        revert_reason: record.revert_reason.clone(),
+        error: record.error.clone(),
+        deadline: (record.deadline != 0).then_some(record.deadline),
+        created_at: iso8601(record.created_at),
+        sent_at: record.sent_at.map(iso8601),
+        updated_at: record.updated_at.map(iso8601),
+        settled_at: record.settled_at.map(iso8601),
     })
+}
+
+/// A value the store keeps as text (a hash, an address, a decimal nonce), read back. The store
+/// only holds what this relayer wrote, so one that does not parse is a damaged file.
+pub(crate) fn stored<T: FromStr>(text: &str, what: &str) -> Result<T> {
+    text.parse().map_err(|_| Error::StoreCorrupt(format!("{what} {text:?}")))
 }

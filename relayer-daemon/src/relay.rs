@@ -8,12 +8,12 @@ use alloy::{
     primitives::{B256, U256},
     sol_types::SolCall,
 };
-use kya_core::{abi::Forwarder, forward_request};
-use serde_json::{Value, json};
+use kya_core::{abi::Forwarder, forward_request, relayer_view};
 
 use crate::{
     chain::{Fees, Simulation, forwarder_refusal},
     error::{Error, Result},
+    queries::stored,
     relayer::{InFlightGuard, Relayer},
     request::RelayBody,
     sender::{Outgoing, Sent},
@@ -35,27 +35,31 @@ pub(crate) fn with_margin(estimate: u64) -> u64 {
 
 /// The answer to an accepted `POST /relay`: 200 once a transaction is with the node, 202 while
 /// the relay is accepted but not sent yet (a retry that arrives in between).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Relayed {
-    /// `{"txHash", "from", "nonce", "relayId", "status"}`.
-    pub body: Value,
+    /// Hash, signer, nonce, relay id and status.
+    pub body: relayer_view::Relayed,
     /// A transaction is with the node (200), or not yet (202).
     pub sent: bool,
 }
 
 impl Relayed {
     /// The answer for `record`.
-    pub(crate) fn of(record: &RelayRecord) -> Self {
-        Self {
-            body: json!({
-                "txHash": record.tx_hash,
-                "from": record.signer,
-                "nonce": record.forwarder_nonce,
-                "relayId": record.relay_id,
-                "status": record.status.public(),
-            }),
+    pub(crate) fn of(record: &RelayRecord) -> Result<Self> {
+        Ok(Self {
+            body: relayer_view::Relayed {
+                tx_hash: record
+                    .tx_hash
+                    .as_deref()
+                    .map(|hash| stored(hash, "transaction hash"))
+                    .transpose()?,
+                from: stored(&record.signer, "signer")?,
+                nonce: stored(&record.forwarder_nonce, "forwarder nonce")?,
+                relay_id: Some(record.relay_id.clone()),
+                status: Some(record.status.public()),
+            },
             sent: record.status != RelayStatus::Accepted,
-        }
+        })
     }
 }
 
@@ -180,11 +184,12 @@ impl Relayer {
             checked.signature.clone(),
         );
         let held = self.db(move |store| store.held(&signer, &nonce, &digest, &signature)).await?;
-        Ok(held.map(|record| {
+        held.map(|record| {
             self.metrics.retried();
-            tracing::info!(relay = %record.relay_id, status = record.status.public(), "a retry of a held relay");
+            tracing::info!(relay = %record.relay_id, status = record.status.public().as_str(), "a retry of a held relay");
             Relayed::of(&record)
-        }))
+        })
+        .transpose()
     }
 
     /// Stage 4, per-IP limit (every request that gets this far counts).
@@ -357,13 +362,13 @@ impl Relayer {
         self.metrics.accepted();
         self.follow(id);
         Ok(Relayed {
-            body: json!({
-                "txHash": hash.to_string(),
-                "from": checked.signer,
-                "nonce": checked.nonce,
-                "relayId": reservation.relay_id,
-                "status": RelayStatus::Sent.public(),
-            }),
+            body: relayer_view::Relayed {
+                tx_hash: Some(hash),
+                from: checked.body.request.from,
+                nonce: checked.body.request.nonce,
+                relay_id: Some(reservation.relay_id.clone()),
+                status: Some(RelayStatus::Sent.public()),
+            },
             sent: true,
         })
     }

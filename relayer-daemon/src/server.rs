@@ -203,7 +203,7 @@ fn client_of(remote: Option<std::net::SocketAddr>) -> IpAddr {
     network_of(remote.map_or(IpAddr::from([0, 0, 0, 0]), |remote| remote.ip()))
 }
 
-fn respond(result: crate::error::Result<serde_json::Value>) -> Response {
+fn respond<T: serde::Serialize>(result: crate::error::Result<T>) -> Response {
     match result {
         Ok(value) => warp::reply::json(&value).into_response(),
         Err(error) => error_response(&error),

@@ -263,10 +263,10 @@ pub(crate) fn relay(style: Style, view: &RelayView) -> String {
     let optional = [
         ("tx", view.tx_hash.map(|hash| hash.to_string())),
         ("block", view.block_number.map(|block| block.to_string())),
-        ("gas used", view.gas_used.clone()),
+        ("gas used", view.gas_used.map(|gas| gas.to_string())),
         ("cost", view.cost_wei.as_ref().map(|wei| format!("{wei} wei"))),
         ("reason", view.revert_reason.clone().or(view.error.clone())),
-        ("created", view.created_at.clone()),
+        ("created", Some(view.created_at.clone())),
         ("settled", view.settled_at.clone()),
     ];
     for (name, value) in optional {

@@ -261,7 +261,7 @@ mod tests {
         let record = store.relay_by_hash("0xaa").unwrap().unwrap();
         assert_eq!(record.relay_id, first.relay_id);
         assert_eq!(record.status, RelayStatus::Cancelling);
-        assert_eq!(record.status.public(), "expired");
+        assert_eq!(record.status.public().as_str(), "expired");
         let hashes: Vec<_> = record.txs.iter().map(|tx| (tx.hash.as_str(), tx.kind)).collect();
         assert_eq!(hashes, [("0xaa", TxKind::Relay), ("0xbb", TxKind::Relay), ("0xdd", TxKind::Cancel)]);
         assert_eq!(record.txs[1].sent_block, Some(9));

@@ -1,6 +1,7 @@
 //! What a relay record holds (its status, its transactions, its outcome) and the reads of
 //! records: by row, by relay id, by request, by any of its hashes, and the retry lookup.
 
+use kya_core::relayer_view::RelayStatus as PublicStatus;
 use rusqlite::params;
 
 use super::{Store, parse_wei, schema::OPEN};
@@ -67,11 +68,20 @@ impl RelayStatus {
         }
     }
 
-    /// The status `GET /relay/:id` reports (INTERFACE.md section 3).
-    pub const fn public(self) -> &'static str {
+    /// The status `GET /relay/:id` reports (INTERFACE.md section 3): a relay being cancelled
+    /// already reads `expired`.
+    pub const fn public(self) -> PublicStatus {
         match self {
-            Self::Cancelling => "expired",
-            other => other.as_str(),
+            Self::Accepted => PublicStatus::Accepted,
+            Self::Sent => PublicStatus::Sent,
+            Self::Replaced => PublicStatus::Replaced,
+            Self::Cancelling | Self::Expired => PublicStatus::Expired,
+            Self::Mined => PublicStatus::Mined,
+            Self::CallFailed => PublicStatus::CallFailed,
+            Self::Reverted => PublicStatus::Reverted,
+            Self::Executed => PublicStatus::Executed,
+            Self::Failed => PublicStatus::Failed,
+            Self::Dropped => PublicStatus::Dropped,
         }
     }
 
