@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Reruns the benchmarks and rewrites their reports in docs/bench/:
-#   core.md           kya-core's read path, CPU per request (cargo bench -p kya-core)
+#   core.md           kya-core's read path, CPU per request (cargo bench -p kya-bench --bench read_path)
+#   wasm.md           the same cases natively and as wasm in V8, in one run: what the Worker's
+#                     wasm costs (cargo bench -p kya-bench --bench wasm_factor)
 #   system-<N>.md     latency of the running system on loopback: anvil seeded with N agents, the
 #                     Worker under wrangler dev, the relayer (cargo bench -p kya-tests --bench system)
 #   rpc-cost.md       RPC round trips and billed calls per endpoint, with and without Multicall3,
@@ -13,7 +15,9 @@ cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
 
 printf '\n==> kya-core read path\n' >&2
-cargo bench -p kya-core --locked --bench read_path
+cargo bench -p kya-bench --locked --bench read_path
+printf '\n==> kya-core read path, wasm against native\n' >&2
+cargo bench -p kya-bench --locked --bench wasm_factor
 printf '\n==> the system on loopback (%s agents)\n' "${BENCH_AGENTS:-1000}" >&2
 cargo bench -p kya-tests --locked --bench system
 printf '\n==> RPC cost per endpoint (%s agents)\n' "${BENCH_RPC_AGENTS:-1000,10000}" >&2
