@@ -274,10 +274,31 @@ pub(crate) fn relay(style: Style, view: &RelayView) -> String {
             let _ = write!(out, "\n  {name:<12} {value}");
         }
     }
-    for hash in &view.previous_tx_hashes {
-        let _ = write!(out, "\n  replaced     {hash}");
+    // Every transaction sent for it, oldest first (a relayer without the list: the hashes).
+    for tx in &view.transactions {
+        let (fee, tip) = (gwei(tx.max_fee_per_gas), gwei(tx.max_priority_fee_per_gas));
+        let _ = write!(
+            out,
+            "\n  sent         {:<6} {} at {}: max fee {fee} gwei, tip {tip} gwei",
+            tx.kind, tx.tx_hash, tx.sent_at
+        );
+    }
+    if view.transactions.is_empty() {
+        for hash in &view.previous_tx_hashes {
+            let _ = write!(out, "\n  replaced     {hash}");
+        }
     }
     out
+}
+
+/// Wei per gas in gwei, every digit kept (fees on L2s are thousandths of a gwei): `2.57`, `0.001`.
+fn gwei(wei: U256) -> String {
+    let text = alloy::primitives::utils::format_units(wei, "gwei").unwrap_or_else(|_| format!("{wei}e-9"));
+    match text.split_once('.') {
+        Some((whole, fraction)) if fraction.trim_end_matches('0').is_empty() => whole.to_owned(),
+        Some(_) => text.trim_end_matches('0').to_owned(),
+        None => text,
+    }
 }
 
 pub(crate) fn outcome(style: Style, command: &str, outcome: &Outcome) -> String {
@@ -379,6 +400,42 @@ mod tests {
         };
         let text = outcome(PLAIN, "report-revenue", &report);
         assert!(text.starts_with("reported 1 cent USD for agent 3\n"), "{text}");
+    }
+
+    #[test]
+    fn a_replaced_relay_lists_each_transaction_with_its_fees() {
+        let view: RelayView = serde_json::from_str(concat!(
+            r#"{"relayId":"0123456789abcdef0123456789abcdef","status":"mined","#,
+            r#""from":"0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266","nonce":"0","#,
+            r#""txHash":"0x2222222222222222222222222222222222222222222222222222222222222222","#,
+            r#""previousTxHashes":["0x1111111111111111111111111111111111111111111111111111111111111111"],"#,
+            r#""transactions":[{"txHash":"0x1111111111111111111111111111111111111111111111111111111111111111","#,
+            r#""kind":"relay","maxFeePerGas":"2570000000","maxPriorityFeePerGas":"1000000","#,
+            r#""sentAt":"2025-01-01T00:00:01.000Z"},"#,
+            r#"{"txHash":"0x2222222222222222222222222222222222222222222222222222222222222222","#,
+            r#""kind":"relay","maxFeePerGas":"3000000000","maxPriorityFeePerGas":"1100000","#,
+            r#""sentAt":"2025-01-01T00:00:31.000Z"}],"#,
+            r#""relayerNonce":4,"blockNumber":12,"gasUsed":"51234","costWei":"100","reservedWei":"200","#,
+            r#""revertReason":null,"error":null,"deadline":null,"createdAt":"2025-01-01T00:00:00.000Z","#,
+            r#""sentAt":"2025-01-01T00:00:01.000Z","updatedAt":null,"settledAt":"2025-01-01T00:00:40.000Z"}"#,
+        ))
+        .expect("the relayer's shape");
+        let text = relay(PLAIN, &view);
+        assert!(text.starts_with("relay 0123456789abcdef0123456789abcdef\n  status       mined\n"), "{text}");
+        assert!(
+            text.contains("\n  signer       0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266 (nonce 0)"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with(
+                "\n  sent         relay  0x1111111111111111111111111111111111111111111111111111111111111111 \
+                 at 2025-01-01T00:00:01.000Z: max fee 2.57 gwei, tip 0.001 gwei\
+                 \n  sent         relay  0x2222222222222222222222222222222222222222222222222222222222222222 \
+                 at 2025-01-01T00:00:31.000Z: max fee 3 gwei, tip 0.0011 gwei"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("replaced"), "the list says it all: {text}");
     }
 
     #[test]
