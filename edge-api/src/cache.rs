@@ -16,7 +16,7 @@ use worker::{Cache, Response};
 use crate::{
     Result,
     http::{self, Answer},
-    memory::{self, ByteSize},
+    memory::{self, ByteSize, Held},
 };
 
 /// When (Unix seconds) a cached answer's data reaches its TTL; sent along as a diagnostic.
@@ -85,7 +85,7 @@ pub(crate) fn etag(body: &str) -> String {
 
 /// The cached answer under `key` if still fresh at `now`, and the tier that had it.
 pub(crate) async fn lookup(key: &str, now: u64, memory_budget: usize) -> Option<(Rc<CachedAnswer>, Tier)> {
-    if let Some((hit, _)) = memory::answers(|tier| tier.get(key, now)) {
+    if let Some(hit) = memory::answer(key, now) {
         return Some((hit, Tier::Memory));
     }
     let mut response = get(key).await?;
@@ -97,7 +97,7 @@ pub(crate) async fn lookup(key: &str, now: u64, memory_budget: usize) -> Option<
     let etag = response.headers().get("etag").ok().flatten()?;
     let body = response.text().await.ok()?;
     let cached = Rc::new(CachedAnswer { answer: Answer { body, block, read_at: 0 }, etag, expires_at });
-    memory::answers(|tier| tier.put(key, Rc::clone(&cached), expires_at, memory_budget));
+    memory::keep(key, Held::Answer(Rc::clone(&cached)), expires_at, memory_budget);
     Some((cached, Tier::CacheApi))
 }
 
@@ -112,7 +112,7 @@ pub(crate) async fn store(
     let expires_at = answer.read_at.saturating_add(ttl);
     let cached = Rc::new(CachedAnswer { etag: etag(&answer.body), expires_at, answer });
     if expires_at > now {
-        memory::answers(|tier| tier.put(key, Rc::clone(&cached), expires_at, memory_budget));
+        memory::keep(key, Held::Answer(Rc::clone(&cached)), expires_at, memory_budget);
         match cached.response(now) {
             Ok(response) => put(key, response).await,
             Err(error) => worker::console_warn!("caching {key} failed: {error}"),

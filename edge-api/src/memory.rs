@@ -1,12 +1,15 @@
 //! The isolate's own cache, in front of the Cache API: a hot answer is served without a Cache API
-//! call (and with one on `*.workers.dev`, where the Cache API stores nothing). Bounded by bytes,
-//! oldest entries evicted first; entries expire exactly when their Cache API twins do.
+//! call (and with one on `*.workers.dev`, where the Cache API stores nothing). Answers and
+//! snapshots share one byte budget (`MEMORY_CACHE_BYTES`), oldest entries evicted first; entries
+//! expire exactly when their Cache API twins do.
 
 use std::{
     cell::RefCell,
     collections::{HashMap, VecDeque},
     rc::Rc,
 };
+
+use crate::{cache::CachedAnswer, snapshot::LoadedSnapshot};
 
 /// What the tier holds under a key, shared (`Rc`) so a hit copies nothing.
 pub(crate) trait ByteSize {
@@ -15,7 +18,7 @@ pub(crate) trait ByteSize {
 }
 
 struct Entry<T> {
-    value: Rc<T>,
+    value: T,
     /// Unix seconds at which the value is no longer served.
     expires_at: u64,
     size: usize,
@@ -28,15 +31,15 @@ pub(crate) struct MemoryTier<T> {
     bytes: usize,
 }
 
-impl<T: ByteSize> MemoryTier<T> {
+impl<T: ByteSize + Clone> MemoryTier<T> {
     pub(crate) fn new() -> Self {
         Self { entries: HashMap::new(), order: VecDeque::new(), bytes: 0 }
     }
 
     /// The value under `key` while `now` is before its expiry.
-    pub(crate) fn get(&mut self, key: &str, now: u64) -> Option<(Rc<T>, u64)> {
+    pub(crate) fn get(&mut self, key: &str, now: u64) -> Option<(T, u64)> {
         match self.entries.get(key) {
-            Some(entry) if entry.expires_at > now => Some((Rc::clone(&entry.value), entry.expires_at)),
+            Some(entry) if entry.expires_at > now => Some((entry.value.clone(), entry.expires_at)),
             Some(_) => {
                 self.remove(key);
                 None
@@ -47,7 +50,7 @@ impl<T: ByteSize> MemoryTier<T> {
 
     /// Holds `value` under `key` until `expires_at`, evicting the oldest entries to stay within
     /// `budget` bytes; a value larger than the budget is not held.
-    pub(crate) fn put(&mut self, key: &str, value: Rc<T>, expires_at: u64, budget: usize) {
+    pub(crate) fn put(&mut self, key: &str, value: T, expires_at: u64, budget: usize) {
         self.remove(key);
         let size = value.size() + key.len();
         if size > budget {
@@ -77,28 +80,56 @@ impl<T: ByteSize> MemoryTier<T> {
     }
 }
 
+/// An entry of the isolate's tier: a cached answer, or a registry snapshot's answers.
+#[derive(Clone)]
+pub(crate) enum Held {
+    Answer(Rc<CachedAnswer>),
+    Snapshot(Rc<LoadedSnapshot>),
+}
+
+impl ByteSize for Held {
+    fn size(&self) -> usize {
+        match self {
+            Self::Answer(answer) => answer.size(),
+            Self::Snapshot(snapshot) => snapshot.size(),
+        }
+    }
+}
+
 thread_local! {
-    static ANSWERS: RefCell<MemoryTier<crate::cache::CachedAnswer>> = RefCell::new(MemoryTier::new());
-    static SNAPSHOTS: RefCell<MemoryTier<crate::snapshot::LoadedSnapshot>> = RefCell::new(MemoryTier::new());
+    static HELD: RefCell<MemoryTier<Held>> = RefCell::new(MemoryTier::new());
 }
 
-/// The isolate's cached answers.
-pub(crate) fn answers<R>(use_tier: impl FnOnce(&mut MemoryTier<crate::cache::CachedAnswer>) -> R) -> R {
-    ANSWERS.with(|tier| use_tier(&mut tier.borrow_mut()))
+fn held<R>(use_tier: impl FnOnce(&mut MemoryTier<Held>) -> R) -> R {
+    HELD.with(|tier| use_tier(&mut tier.borrow_mut()))
 }
 
-/// The isolate's cached snapshot answers.
-pub(crate) fn snapshots<R>(
-    use_tier: impl FnOnce(&mut MemoryTier<crate::snapshot::LoadedSnapshot>) -> R,
-) -> R {
-    SNAPSHOTS.with(|tier| use_tier(&mut tier.borrow_mut()))
+/// The answer cached under `key`, while fresh at `now`.
+pub(crate) fn answer(key: &str, now: u64) -> Option<Rc<CachedAnswer>> {
+    match held(|tier| tier.get(key, now))? {
+        (Held::Answer(answer), _) => Some(answer),
+        (Held::Snapshot(_), _) => None,
+    }
+}
+
+/// The snapshot cached under `key`, while fresh at `now`.
+pub(crate) fn snapshot(key: &str, now: u64) -> Option<Rc<LoadedSnapshot>> {
+    match held(|tier| tier.get(key, now))? {
+        (Held::Snapshot(snapshot), _) => Some(snapshot),
+        (Held::Answer(_), _) => None,
+    }
+}
+
+/// Holds `value` under `key` until `expires_at`, within `budget` bytes for everything held.
+pub(crate) fn keep(key: &str, value: Held, expires_at: u64, budget: usize) {
+    held(|tier| tier.put(key, value, expires_at, budget));
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    impl ByteSize for String {
+    impl ByteSize for Rc<String> {
         fn size(&self) -> usize {
             self.len()
         }
@@ -106,7 +137,7 @@ mod tests {
 
     #[test]
     fn expires_exactly_and_stays_within_its_budget() {
-        let mut tier = MemoryTier::new();
+        let mut tier = MemoryTier::<Rc<String>>::new();
         tier.put("a", Rc::new("x".repeat(40)), 100, 100);
         assert_eq!(tier.get("a", 99).map(|(value, at)| (value.len(), at)), Some((40, 100)));
         assert!(tier.get("a", 100).is_none(), "gone at its expiry");
@@ -123,5 +154,36 @@ mod tests {
         tier.put("b", Rc::new("w".repeat(10)), 300, 100);
         assert_eq!(tier.get("b", 250).map(|(value, _)| value.len()), Some(10), "replaced");
         assert_eq!(tier.bytes(), 41 + 11);
+    }
+
+    /// The snapshot and the answers count against one budget: holding a snapshot that leaves
+    /// no room evicts the older answer, so the isolate never holds twice `MEMORY_CACHE_BYTES`.
+    #[test]
+    fn answers_and_snapshots_share_one_budget() {
+        use alloy_primitives::Address;
+        use kya_core::{BlockRef, Snapshot, SnapshotAnswers};
+
+        let block = BlockRef { number: 7, timestamp: 1_700_000_000 };
+        let empty = Snapshot { block, agents: vec![], revenue: vec![], revenue_unreadable: vec![] };
+        let loaded = Rc::new(LoadedSnapshot {
+            answers: SnapshotAnswers::render(&empty, &Address::ZERO, ""),
+            read_at: 0,
+        });
+        let cached = Rc::new(CachedAnswer {
+            answer: crate::http::Answer { body: "x".repeat(500), block, read_at: 0 },
+            etag: "\"e\"".into(),
+            expires_at: 100,
+        });
+        // Room for either, one byte short of both.
+        let (answer_bytes, snapshot_bytes) =
+            (cached.size() + "answer".len(), loaded.size() + "snapshot".len());
+        let budget = answer_bytes + snapshot_bytes - 1;
+        keep("answer", Held::Answer(Rc::clone(&cached)), 100, budget);
+        assert_eq!(answer("answer", 99).map(|hit| hit.answer.body.len()), Some(500));
+        keep("snapshot", Held::Snapshot(Rc::clone(&loaded)), 100, budget);
+        assert!(answer("answer", 0).is_none(), "evicted: both would pass the budget");
+        assert!(snapshot("snapshot", 99).is_some());
+        assert!(answer("snapshot", 0).is_none() && snapshot("answer", 0).is_none(), "a key holds one kind");
+        assert!(held(|tier| tier.bytes()) <= budget);
     }
 }

@@ -10,7 +10,7 @@ use crate::{
     Result,
     answers::Deps,
     cache,
-    memory::{self, ByteSize},
+    memory::{self, ByteSize, Held},
     reads,
     routes::AGENT_DATA_TTL,
 };
@@ -34,7 +34,7 @@ impl ByteSize for LoadedSnapshot {
 /// The snapshot's answers, younger than five minutes at `deps.now`.
 pub(crate) async fn load(deps: &Deps<'_>) -> Result<Rc<LoadedSnapshot>> {
     let key = deps.cache_key("/snapshot");
-    if let Some((loaded, _)) = memory::snapshots(|tier| tier.get(&key, deps.now)) {
+    if let Some(loaded) = memory::snapshot(&key, deps.now) {
         return Ok(loaded);
     }
     if let Some(loaded) = from_cache_api(&key, deps.now).await {
@@ -65,5 +65,5 @@ async fn from_cache_api(key: &str, now: u64) -> Option<LoadedSnapshot> {
 
 fn remember(key: &str, loaded: &Rc<LoadedSnapshot>, budget: usize) {
     let expires_at = loaded.read_at.saturating_add(AGENT_DATA_TTL);
-    memory::snapshots(|tier| tier.put(key, Rc::clone(loaded), expires_at, budget));
+    memory::keep(key, Held::Snapshot(Rc::clone(loaded)), expires_at, budget);
 }
