@@ -19,6 +19,8 @@ use crate::repo_root;
 pub struct Contract {
     name: &'static str,
     document: Value,
+    /// The service answers `/x/` as `/x` (warp's routes do; the Worker's table does not).
+    trailing_slash_is_ignored: bool,
     validators: Mutex<HashMap<String, std::sync::Arc<Validator>>>,
 }
 
@@ -31,7 +33,11 @@ pub fn edge() -> &'static Contract {
 /// The relayer's document (`relayer-daemon/openapi.json`).
 pub fn relayer() -> &'static Contract {
     static RELAYER: OnceLock<Contract> = OnceLock::new();
-    RELAYER.get_or_init(|| Contract::load("relayer", "relayer-daemon/openapi.json"))
+    RELAYER.get_or_init(|| {
+        let mut relayer = Contract::load("relayer", "relayer-daemon/openapi.json");
+        relayer.trailing_slash_is_ignored = true;
+        relayer
+    })
 }
 
 /// What a test received, as the contract needs it.
@@ -54,7 +60,7 @@ impl Contract {
             std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
         let document =
             serde_json::from_str(&text).unwrap_or_else(|error| panic!("{relative}: not JSON: {error}"));
-        Self { name, document, validators: Mutex::default() }
+        Self { name, document, trailing_slash_is_ignored: false, validators: Mutex::default() }
     }
 
     /// The document as JSON.
@@ -74,7 +80,10 @@ impl Contract {
 
     /// `Ok` when `received` is what the document promises, else why not.
     pub fn check(&self, received: Received<'_>) -> Result<(), String> {
-        let path = received.path.split(['?', '#']).next().unwrap_or_default();
+        let mut path = received.path.split(['?', '#']).next().unwrap_or_default();
+        if self.trailing_slash_is_ignored && path.len() > 1 {
+            path = path.strip_suffix('/').unwrap_or(path);
+        }
         let method = received.method.to_ascii_lowercase();
         if method == "head" && !received.body.is_empty() {
             return Err(format!("an answer to HEAD has a body: {}", received.body));

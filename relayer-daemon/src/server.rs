@@ -25,9 +25,10 @@ pub(crate) const ALLOWED_HEADERS: &str = "Content-Type";
 pub(crate) const PREFLIGHT_MAX_AGE: &str = "86400";
 
 /// The methods a path some route has serves (`Allow` of its 405s, and its preflight's
-/// `Access-Control-Allow-Methods`): `/relay` takes relays, every other path is read.
+/// `Access-Control-Allow-Methods`): `/relay` takes relays, every other path is read. Warp's
+/// routes match a path with one trailing slash too, so `/relay/` takes relays as well.
 pub(crate) fn methods_of(path: &str) -> &'static str {
-    if path == "/relay" { "POST, OPTIONS" } else { "GET, HEAD, OPTIONS" }
+    if path.strip_suffix('/').unwrap_or(path) == "/relay" { "POST, OPTIONS" } else { "GET, HEAD, OPTIONS" }
 }
 
 /// Serves the relayer on `listener` until `shutdown` completes; then stops accepting, finishes
@@ -248,4 +249,17 @@ fn rejected(rejection: &Rejection) -> Response {
     // own `Debug` of it would only leak internals into the answer.
     tracing::debug!(?rejection, "request rejected");
     error_response(&Error::BadRequest("Bad request: the request could not be read".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trailing_slash_serves_the_same_methods() {
+        assert_eq!(methods_of("/relay"), "POST, OPTIONS");
+        assert_eq!(methods_of("/relay/"), "POST, OPTIONS");
+        assert_eq!(methods_of("/relay/0123456789abcdef0123456789abcdef"), "GET, HEAD, OPTIONS");
+        assert_eq!(methods_of("/status/"), "GET, HEAD, OPTIONS");
+    }
 }

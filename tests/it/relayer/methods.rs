@@ -56,6 +56,12 @@ pub(super) async fn head_and_options(client: &Client, relayed: &Value) {
 
     // `/relay` takes POST, and its preflight says so; HEAD and GET are refused, naming them.
     assert_preflight("/relay", &client.request("OPTIONS", "/relay", &RELAY_PREFLIGHT).await, "POST, OPTIONS");
+    // Warp's routes take `/relay/` as `/relay`, so its preflight must allow the POST too.
+    assert_preflight(
+        "/relay/",
+        &client.request("OPTIONS", "/relay/", &RELAY_PREFLIGHT).await,
+        "POST, OPTIONS",
+    );
     for method in ["HEAD", "GET", "PUT"] {
         let refused = client.request(method, "/relay", &[]).await;
         assert_eq!((refused.status, refused.header("allow")), (405, Some("POST, OPTIONS")), "{method}");
