@@ -242,12 +242,19 @@ pub(crate) fn call_outcome(result: RawResult) -> Result<Outcome> {
             .map_err(|error| Error::Decode(format!("eth_call result: {error}"))),
         Err(error) => match RevertReason::from_error(&error) {
             Some(reason) => Ok(Outcome::Reverted(reason)),
-            None if is_out_of_gas(error.code, &error.message) => {
-                Ok(Outcome::OutOfGas(format!("{} (code {})", error.message, error.code)))
+            None if is_out_of_gas(error.code, &error.message, data_text(&error).as_deref()) => {
+                let detail = data_text(&error).map(|data| format!(": {data}")).unwrap_or_default();
+                Ok(Outcome::OutOfGas(format!("{}{detail} (code {})", error.message, error.code)))
             }
             None => Err(rpc_error(&error)),
         },
     }
+}
+
+/// An error's `data` when it is a JSON string (Nethermind's detail), not ABI data's hex.
+fn data_text(error: &ErrorPayload) -> Option<String> {
+    let text: String = serde_json::from_str(error.data.as_ref()?.get()).ok()?;
+    (!text.starts_with("0x")).then_some(text)
 }
 
 /// The error of an answer that refuses a whole batch: one error object where an array of answers
@@ -290,13 +297,17 @@ pub fn is_rate_limit(code: i64, message: &str) -> bool {
 /// the call ran out of gas or time, which a node's `eth_call` gas cap (geth's `RPCGasCap`, 50M by
 /// default) or its EVM timeout (`RPCEVMTimeout`) causes: geth and reth `out of gas` (-32000),
 /// `gas required exceeds allowance`, anvil `EVM error OutOfGas` (-32603), Nethermind `OutOfGas`
-/// (-32015, -32003), geth `execution aborted (timeout = 5s)`. Fewer calls at once may pass.
-pub fn is_out_of_gas(code: i64, message: &str) -> bool {
-    let text = message.to_ascii_lowercase().replace(['_', ' '], "");
-    code != 3
-        && ["outofgas", "gasrequiredexceedsallowance", "executionaborted", "executiontimeout"]
+/// (-32015, -32003; recent releases say `VM execution error.` and put the detail in `data`),
+/// geth `execution aborted (timeout = 5s)`. Fewer calls at once may pass. `data` is the error's
+/// `data` when it is text.
+pub fn is_out_of_gas(code: i64, message: &str, data: Option<&str>) -> bool {
+    let says_so = |text: &str| {
+        let text = text.to_ascii_lowercase().replace(['_', ' '], "");
+        ["outofgas", "gasrequiredexceedsallowance", "executionaborted", "executiontimeout"]
             .iter()
             .any(|shape| text.contains(shape))
+    };
+    code != 3 && (says_so(message) || data.is_some_and(says_so))
 }
 
 pub(crate) fn rpc_error(error: &ErrorPayload) -> Error {
@@ -448,7 +459,7 @@ mod tests {
             (-32003, "OutOfGas"),
             (-32000, "execution aborted (timeout = 5s)"),
         ] {
-            assert!(is_out_of_gas(code, message), "{message}");
+            assert!(is_out_of_gas(code, message, None), "{message}");
             let answer =
                 format!(r#"[{{"jsonrpc":"2.0","id":0,"error":{{"code":{code},"message":"{message}"}}}}]"#);
             let outcomes = plan(1).decode(&[answer]).unwrap();
@@ -463,8 +474,25 @@ mod tests {
             (-32603, "internal error"),
             (-32005, "limit exceeded"),
         ] {
-            assert!(!is_out_of_gas(code, message), "{message}");
+            assert!(!is_out_of_gas(code, message, None), "{message}");
         }
+        // Recent Nethermind: the detail in `data`, as text. A revert's data stays a revert.
+        let nethermind = concat!(
+            r#"[{"jsonrpc":"2.0","id":0,"error":{"code":-32015,"message":"VM execution error.","#,
+            r#""data":"err: OutOfGas (supplied gas 2000000)"}}]"#
+        );
+        assert_eq!(
+            plan(1).decode(&[nethermind.to_owned()]).unwrap(),
+            [Outcome::OutOfGas(
+                "VM execution error.: err: OutOfGas (supplied gas 2000000) (code -32015)".into()
+            )]
+        );
+        let nethermind_revert = concat!(
+            r#"[{"jsonrpc":"2.0","id":0,"error":{"code":-32015,"message":"VM execution error.","#,
+            r#""data":"revert: Agent not found"}}]"#
+        );
+        assert!(matches!(&plan(1).decode(&[nethermind_revert.to_owned()]).unwrap()[0], Outcome::Reverted(_)));
+        assert!(!is_out_of_gas(-32015, "VM execution error.", Some("stack underflow")));
         let reverted =
             r#"[{"jsonrpc":"2.0","id":0,"error":{"code":3,"message":"execution reverted: out of gas"}}]"#;
         assert!(matches!(&plan(1).decode(&[reverted.to_owned()]).unwrap()[0], Outcome::Reverted(_)));
