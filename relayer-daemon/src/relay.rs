@@ -185,9 +185,10 @@ impl Relayer {
         );
         let held = self.db(move |store| store.held(&signer, &nonce, &digest, &signature)).await?;
         held.map(|record| {
+            let relayed = Relayed::of(&record)?;
             self.metrics.retried();
             tracing::info!(relay = %record.relay_id, status = record.status.public().as_str(), "a retry of a held relay");
-            Relayed::of(&record)
+            Ok(relayed)
         })
         .transpose()
     }
