@@ -3,6 +3,8 @@
 //! `eth_call` is one consistent answer that says which block it read, and one billed call for
 //! hundreds of registry calls.
 
+use std::collections::BTreeSet;
+
 use alloy_primitives::{Address, Bytes, address};
 use alloy_sol_types::SolCall;
 
@@ -192,6 +194,18 @@ pub fn split_starved(piece: &[usize], outcomes: &[Outcome]) -> Vec<Vec<usize>> {
     pieces
 }
 
+/// What to read again after a round of [`split_starved`]'s pieces: a piece of several calls is
+/// split by [`split_starved`]; a lone call (read as a plain `eth_call`) is final, unless the node
+/// gave up on it for time, not gas ([`Outcome::timed_out`]): that may be the node's load, so it
+/// is read once more (`retried` remembers which were). Reading again still ends.
+pub fn read_again(piece: &[usize], outcomes: &[Outcome], retried: &mut BTreeSet<usize>) -> Vec<Vec<usize>> {
+    match (piece, outcomes) {
+        ([lone], [outcome]) if outcome.timed_out() && retried.insert(*lone) => vec![vec![*lone]],
+        ([_], _) => Vec::new(),
+        _ => split_starved(piece, outcomes),
+    }
+}
+
 fn halves(mut piece: Vec<usize>) -> Vec<Vec<usize>> {
     if piece.len() <= 1 {
         return vec![piece];
@@ -237,6 +251,28 @@ fn decode_chunk(data: &[u8]) -> Result<(BlockRef, Vec<Outcome>)> {
 mod tests {
     use super::*;
     use crate::abi::AgentRegistry;
+
+    /// A lone call the node gave up on for time is read once more; one out of gas, or one that
+    /// timed out twice, is final; a piece of several calls is split as before.
+    #[test]
+    fn a_lone_timeout_is_read_once_more_and_out_of_gas_is_final() {
+        let timeout = Outcome::OutOfGas("execution aborted (timeout = 5s) (code -32000)".into());
+        let gas = Outcome::OutOfGas("out of gas (code -32000)".into());
+        assert!(timeout.timed_out() && !gas.timed_out());
+        assert!(!Outcome::Returned(Bytes::new()).timed_out());
+        let mut retried = BTreeSet::new();
+        assert_eq!(read_again(&[7], std::slice::from_ref(&timeout), &mut retried), vec![vec![7]]);
+        assert_eq!(read_again(&[7], std::slice::from_ref(&timeout), &mut retried), Vec::<Vec<usize>>::new());
+        assert_eq!(read_again(&[8], std::slice::from_ref(&gas), &mut retried), Vec::<Vec<usize>>::new());
+        assert_eq!(
+            read_again(&[9], &[Outcome::Returned(Bytes::new())], &mut retried),
+            Vec::<Vec<usize>>::new()
+        );
+        let piece = [1, 2, 3, 4];
+        let outcomes = [Outcome::Returned(Bytes::new()), gas.clone(), timeout.clone(), gas];
+        assert_eq!(read_again(&piece, &outcomes, &mut retried), split_starved(&piece, &outcomes));
+        assert_eq!(retried, BTreeSet::from([7]));
+    }
     use alloy_primitives::{U256, hex};
     use alloy_sol_types::{Revert, SolError};
 

@@ -79,6 +79,15 @@ impl Outcome {
         matches!(self, Self::OutOfGas(_))
     }
 
+    /// True when the node gave up on the call for time (geth's `RPCEVMTimeout`: `execution
+    /// aborted (timeout = 5s)`) rather than for gas: a busy node may run it next time.
+    pub fn timed_out(&self) -> bool {
+        matches!(self, Self::OutOfGas(message) if {
+            let text = message.to_ascii_lowercase();
+            text.contains("execution aborted") || text.contains("timeout")
+        })
+    }
+
     /// True when the call reverted with the `require` message `reason`.
     pub fn reverted_with(&self, reason: &str) -> bool {
         matches!(self, Self::Reverted(revert) if revert.is(reason))

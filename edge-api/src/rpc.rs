@@ -9,7 +9,7 @@
 
 use std::{
     cell::{Cell, RefCell},
-    collections::{HashMap, HashSet},
+    collections::{BTreeSet, HashMap, HashSet},
     time::Duration,
 };
 
@@ -17,7 +17,7 @@ use alloy_primitives::Address;
 use futures::future::{LocalBoxFuture, try_join_all};
 use kya_core::{
     BlockRef, Error as CoreError,
-    multicall::{Aggregated, CALLS_PER_AGGREGATE, split_starved, starved_pieces},
+    multicall::{Aggregated, CALLS_PER_AGGREGATE, read_again, starved_pieces},
     redact,
     rpc::{
         BlockTag, CallPlan, Outcome, batch_body, batches, decode_pinned_block, pin_block_request,
@@ -128,7 +128,8 @@ impl Rpc<'_> {
     /// than the provider's gas cap, or a whole `eth_call` out of gas) again at `block`, in the
     /// smaller pieces of `kya_core::multicall::split_starved` (a lone call as a plain
     /// `eth_call`), round after round, within the request's subrequest budget, as refused
-    /// batches are split. Only a call out of gas alone keeps [`Outcome::OutOfGas`].
+    /// batches are split (`kya_core::multicall::read_again`). Only a call out of gas alone keeps
+    /// [`Outcome::OutOfGas`].
     async fn isolate_starved(
         &self,
         plan: &CallPlan,
@@ -140,14 +141,14 @@ impl Rpc<'_> {
         if !pieces.is_empty() {
             worker::console_warn!("calls ran out of gas in aggregate3: reading them again in smaller pieces");
         }
+        let mut retried = BTreeSet::new();
         while !pieces.is_empty() {
             let answers = self.send(plan.piece_requests(multicall, block.number, &pieces)).await?;
             let mut next = Vec::new();
             for (piece, read) in pieces.iter().zip(plan.decode_pieces(&pieces, block.number, &answers)?) {
-                // A lone call was read as a plain `eth_call`: its outcome is final.
-                if piece.len() > 1 {
-                    next.extend(split_starved(piece, &read));
-                }
+                // A lone call was read as a plain `eth_call`: its outcome is final, unless the
+                // node gave up on it for time (once more, then final).
+                next.extend(read_again(piece, &read, &mut retried));
                 for (&index, outcome) in piece.iter().zip(read) {
                     outcomes[index] = outcome;
                 }
