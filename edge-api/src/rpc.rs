@@ -114,14 +114,33 @@ impl Rpc<'_> {
     }
 
     /// Every call of `plan` as its own `eth_call` at `at` (or the latest block, pinned first),
-    /// in batches. A call that runs out of gas here is out of gas alone.
+    /// in batches. A call that runs out of gas here is out of gas alone; one the node gave up on
+    /// for time is read once more, as in [`Rpc::isolate_starved`].
     async fn read_pinned(&self, plan: &CallPlan, at: Option<BlockRef>) -> Result<(BlockRef, Vec<Outcome>)> {
         let block = match at {
             Some(block) => block,
             None => self.pin().await?,
         };
         let answers = self.send(plan.requests(BlockTag::Number(block.number))).await?;
-        Ok((block, plan.decode(&answers)?))
+        let mut outcomes = plan.decode(&answers)?;
+        let timed_out: Vec<Vec<usize>> = outcomes
+            .iter()
+            .enumerate()
+            .filter(|(_, outcome)| outcome.timed_out())
+            .map(|(index, _)| vec![index])
+            .collect();
+        if !timed_out.is_empty() {
+            // Pieces of one call are plain `eth_call`s: no Multicall3 address is used.
+            let answers = self.send(plan.piece_requests(Address::ZERO, block.number, &timed_out)).await?;
+            for (piece, read) in
+                timed_out.iter().zip(plan.decode_pieces(&timed_out, block.number, &answers)?)
+            {
+                for (&index, outcome) in piece.iter().zip(read) {
+                    outcomes[index] = outcome;
+                }
+            }
+        }
+        Ok((block, outcomes))
     }
 
     /// Reads the calls that ran out of gas in an `aggregate3` (starved by a call that needs more
