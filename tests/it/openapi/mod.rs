@@ -70,7 +70,42 @@ fn examples_fit_their_schemas() {
     }
 }
 
-/// `relative` to the repository root, parsed as JSON.
+/// The refusals SPEC.md words exactly are held to those words: a body with any other text does
+/// not conform, so every such answer the end-to-end tests receive is checked word for word.
+#[test]
+fn refusals_are_held_to_their_exact_words() {
+    let (edge, relayer) = (openapi::edge(), openapi::relayer());
+    let cases = [
+        (edge, "/api/v1/stats", "Rate limit exceeded. Try again in 1 minute.", 429),
+        (relayer, "/relay", "Invalid signature or nonce mismatch", 401),
+        (relayer, "/relay", "Value transfers not supported", 403),
+        (relayer, "/relay", "Gas limit 5000000 above the relayer's cap of 1000000", 403),
+        (relayer, "/relay", "IP rate limit exceeded (20/hour)", 429),
+        (relayer, "/relay", "Signer rate limit exceeded (10/hour)", 429),
+        (relayer, "/relay", "Daily gas budget exhausted. Try again tomorrow.", 429),
+        (relayer, "/relay", "Relayer balance too low. Please try again later or use direct mode.", 503),
+        (relayer, "/status", "Rate limit exceeded (120/minute). Try again in 1 minute.", 429),
+    ];
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert("content-type", "application/json".parse().unwrap());
+    headers.insert("access-control-allow-origin", "*".parse().unwrap());
+    headers.insert("x-ratelimit-remaining", "0".parse().unwrap());
+    headers.insert("cache-control", "no-store".parse().unwrap());
+    headers.insert("retry-after", "30".parse().unwrap());
+    for (contract, path, words, status) in cases {
+        let method = if path == "/relay" { "POST" } else { "GET" };
+        let received = |body: &str| {
+            contract
+                .check(openapi::Received { method, path, status, headers: &headers, body })
+                .map(|()| body.len())
+        };
+        let exact = serde_json::json!({ "error": words }).to_string();
+        assert!(received(&exact).is_ok(), "{path} {status} {words}: {:?}", received(&exact));
+        let other = serde_json::json!({ "error": format!("{words} ") }).to_string();
+        assert!(received(&other).is_err(), "{path} {status}: other words pass: {other}");
+    }
+}
+
 /// Each document's operation ids are used once, and its HEAD operations are GET without the
 /// body: the same parameters, statuses and headers, no content. (Which methods each path has,
 /// and the preflight's headers, are held to each service's code by its own unit tests.)
