@@ -157,3 +157,56 @@ pub async fn start_gas_capped(upstream: &str, cap: u64) -> String {
     };
     rpc_proxy::start(Some(upstream.to_owned()), Arc::new(policy)).await
 }
+
+/// How many times [`start_timing_out`]'s stand-in has timed out its call so far.
+#[derive(Debug, Clone, Default)]
+pub struct Timeouts {
+    /// Inside an `aggregate3` (Multicall3).
+    pub inside: Arc<AtomicUsize>,
+    /// Read alone, as a plain `eth_call`.
+    pub alone: Arc<AtomicUsize>,
+}
+
+/// Starts a loopback JSON-RPC server in front of `upstream` that gives up on one call for time as
+/// a busy geth does (`execution aborted (timeout = 5s)`, its `RPCEVMTimeout`): the call whose
+/// data is `call_data` (0x hex). Every `aggregate3` holding it times out, so the reader splits
+/// it off until it reads it alone; read alone (a plain `eth_call` of exactly that data), it
+/// times out the first `alone` times. Returns its URL and the timeouts answered.
+pub async fn start_timing_out(upstream: &str, call_data: &str, alone: usize) -> (String, Timeouts) {
+    let timeouts = Timeouts::default();
+    let counts = timeouts.clone();
+    let needle = call_data.trim_start_matches("0x").to_ascii_lowercase();
+    let policy = move |body: &str| -> RpcAction {
+        let Ok(Value::Array(requests)) = serde_json::from_str::<Value>(body) else {
+            return RpcAction::Forward(body.to_owned());
+        };
+        let (mut forwarded, mut answered) = (Vec::new(), Vec::new());
+        for request in requests {
+            let data = request.pointer("/params/0/input").or_else(|| request.pointer("/params/0/data"));
+            let data = data
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .trim_start_matches("0x")
+                .to_ascii_lowercase();
+            let times_out = request["method"] == "eth_call"
+                && data.contains(&needle)
+                && if data == needle {
+                    counts.alone.fetch_add(1, Ordering::SeqCst) < alone
+                } else {
+                    counts.inside.fetch_add(1, Ordering::SeqCst);
+                    true
+                };
+            if times_out {
+                answered.push(json!({
+                    "jsonrpc": "2.0",
+                    "id": request["id"],
+                    "error": { "code": -32000, "message": "execution aborted (timeout = 5s)" },
+                }));
+            } else {
+                forwarded.push(request);
+            }
+        }
+        RpcAction::Partly(Value::Array(forwarded).to_string(), answered)
+    };
+    (rpc_proxy::start(Some(upstream.to_owned()), Arc::new(policy)).await, timeouts)
+}

@@ -28,6 +28,9 @@ pub enum RpcAction {
     Http { status: u16, headers: Vec<(String, String)>, body: String },
     /// Forward this body and pass the node's answer through `rewrite` (another node's wording).
     Rewrite(String, fn(&str) -> String),
+    /// Forward this batch (a JSON array; not sent when empty) and answer these requests of it
+    /// here: the node's answers and these, in one array.
+    Partly(String, Vec<Value>),
 }
 
 /// A JSON-RPC server on loopback in front of `upstream` (if any) that does with each request
@@ -114,6 +117,14 @@ pub async fn start(upstream: Option<String>, policy: Arc<dyn Fn(&str) -> RpcActi
                             )
                         }
                         RpcAction::Rewrite(body, rewrite) => ok(rewrite(&forward(body).await)),
+                        RpcAction::Partly(batch, mut answers) => {
+                            if batch != "[]" {
+                                let forwarded: Vec<Value> = serde_json::from_str(&forward(batch).await)
+                                    .expect("the node answers a batch");
+                                answers.extend(forwarded);
+                            }
+                            ok(Value::Array(answers).to_string())
+                        }
                     };
                     if write.write_all(response.as_bytes()).await.is_err() {
                         return;

@@ -2,11 +2,16 @@
 //! through each loopback stand-in ([`ProviderShape`]), with Multicall3 and without, every
 //! endpoint answers exactly what it answers straight from anvil, 404s and unregistered wallets
 //! included. Also: what a client sees when a provider keeps refusing, and that the block an
-//! answer names is the block whose state it read.
+//! answer names is the block whose state it read, and that a call a busy node gives up on for
+//! time is asked once more.
 
 use std::sync::{Arc, atomic::Ordering};
 
-use alloy::{primitives::Address, providers::Provider};
+use alloy::{
+    primitives::{Address, U256, hex},
+    providers::Provider,
+    sol_types::SolCall,
+};
 use kya_core::{abi::AgentRegistry, multicall::MULTICALL3_ADDRESS};
 use kya_devchain::{
     dev_accounts::{self, Role},
@@ -110,6 +115,40 @@ async fn every_endpoint_answers_alike_through_every_provider_shape() {
                 _ => {}
             }
             eprintln!("{shape:?}, Multicall3 {multicall}: {refusals} refusals, answers as direct");
+        }
+    }
+
+    // A busy node that gives up on one agent's revenue history for time (geth's EVM timeout):
+    // split off from its `aggregate3` and asked alone once more, it answers, so the totals are
+    // whole; timing out twice alone, the history is left out and named.
+    let reporter = demo.revenue.first().expect("the demo reports revenue").agent_id;
+    let history = hex::encode_prefixed(
+        AgentRegistry::getRevenueHistoryCall { agentId: U256::from(reporter) }.abi_encode(),
+    );
+    let whole = &expected[4].1;
+    assert_eq!(paths[4], "/api/v1/revenue/aggregate");
+    let reports = demo.revenue.iter().filter(|report| report.agent_id == reporter).count() as u64;
+    for (multicall, alone) in [(true, 1), (false, 1), (true, 2)] {
+        let (node, timeouts) = provider_shapes::start_timing_out(&t.rpc_url(), &history, alone).await;
+        let mut vars = chain_vars(&node, t.registry());
+        if !multicall {
+            vars.push(("MULTICALL_ADDRESS", String::new()));
+        }
+        let worker = EdgeWorker::start(&vars).await;
+        let got = worker.client().get("/api/v1/revenue/aggregate").await;
+        let within = format!("Multicall3 {multicall}, {alone} timeout(s) alone");
+        assert_eq!(got.status, 200, "{within}: {}", got.text);
+        let (inside, asked_alone) =
+            (timeouts.inside.load(Ordering::SeqCst), timeouts.alone.load(Ordering::SeqCst));
+        assert_eq!(inside > 0, multicall, "{within}: {inside} timeouts inside aggregate3");
+        if alone == 1 {
+            assert_eq!(got.body, *whole, "{within}");
+            assert_eq!(asked_alone, 2, "{within}: timed out alone, then asked once more");
+        } else {
+            assert_eq!(got.body["revenueUnreadable"], json!([reporter]), "{within}");
+            let left = whole["totalReports"].as_u64().expect("a count") - reports;
+            assert_eq!(got.body["totalReports"], left, "{within}");
+            assert_eq!(asked_alone, 2, "{within}: asked alone twice, no more");
         }
     }
 }
