@@ -52,12 +52,50 @@ impl EdgeWorker {
     /// Starts the Worker with `vars` (`NAME`, value) passed as `--var NAME:value`, and waits
     /// until the Worker itself answers `/health` (with any status: a degraded Worker is still
     /// up). Wrangler's own proxy may answer a bare 500 while the runtime is still starting; only
-    /// an answer with the Worker's `X-RateLimit-Remaining` counts.
+    /// an answer with the Worker's `X-RateLimit-Remaining` counts. A wrangler that exits before
+    /// answering (a port taken between choosing it and binding it) is started again on other
+    /// ports, up to three times in all.
     pub async fn start(vars: &[(&str, String)]) -> Self {
         build_worker();
+        let client = reqwest::Client::new();
+        for attempt in 1..=3 {
+            let mut worker = Self::spawn(vars);
+            let started = Instant::now();
+            loop {
+                let probe =
+                    client.get(format!("{}/health", worker.base)).header("cf-connecting-ip", "203.0.113.1");
+                let answered_by_worker = probe
+                    .send()
+                    .await
+                    .is_ok_and(|response| response.headers().contains_key("x-ratelimit-remaining"));
+                if answered_by_worker {
+                    return worker;
+                }
+                if let Ok(Some(status)) = worker.child.try_wait() {
+                    eprintln!(
+                        "wrangler dev exited ({status}) before answering, attempt {attempt}:\n{}",
+                        worker.output()
+                    );
+                    break;
+                }
+                assert!(
+                    started.elapsed() < Duration::from_secs(90),
+                    "wrangler dev did not answer within 90 s:\n{}",
+                    worker.output()
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+        panic!("wrangler dev exited before answering three times (its output is above)");
+    }
+
+    /// One `wrangler dev` on free ports, with a fresh state directory.
+    fn spawn(vars: &[(&str, String)]) -> Self {
         let root = repo_root();
         let state = tempfile::tempdir().expect("a temporary directory");
         let port = free_port();
+        // Two ports the system handed out one after the other can be the same one.
+        let inspector_port = std::iter::repeat_with(free_port).find(|&other| other != port).expect("a port");
         let log = state.path().join("wrangler.log");
         let output = File::create(&log).expect("log file");
         let mut command = Command::new(root.join("node_modules/.bin/wrangler"));
@@ -65,7 +103,7 @@ impl EdgeWorker {
             .current_dir(&root)
             .args(["dev", "--ip", "127.0.0.1", "--port", &port.to_string()])
             // Concurrent instances would all want the default devtools port 9229.
-            .args(["--inspector-port", &free_port().to_string(), "--show-interactive-dev-session=false"])
+            .args(["--inspector-port", &inspector_port.to_string(), "--show-interactive-dev-session=false"])
             .arg("--persist-to")
             .arg(state.path().join("state"))
             // `log`: the Worker's own console lines (KV counter writes) are part of what tests read.
@@ -81,26 +119,7 @@ impl EdgeWorker {
             command.arg("--var").arg(format!("{name}:{value}"));
         }
         let child = command.spawn().expect("wrangler starts (run scripts/bootstrap.sh)");
-        let worker = Self { child, base: format!("http://127.0.0.1:{port}"), log, _state: state };
-        let client = reqwest::Client::new();
-        let started = Instant::now();
-        loop {
-            let probe =
-                client.get(format!("{}/health", worker.base)).header("cf-connecting-ip", "203.0.113.1");
-            let answered_by_worker = probe
-                .send()
-                .await
-                .is_ok_and(|response| response.headers().contains_key("x-ratelimit-remaining"));
-            if answered_by_worker {
-                return worker;
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(90),
-                "wrangler dev did not answer within 90 s:\n{}",
-                worker.output()
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        Self { child, base: format!("http://127.0.0.1:{port}"), log, _state: state }
     }
 
     /// What wrangler printed so far.
@@ -116,6 +135,10 @@ impl EdgeWorker {
 
 impl Drop for EdgeWorker {
     fn drop(&mut self) {
+        // Already ended (and reaped): its pid may belong to another process by now.
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return;
+        }
         let pid = self.child.id().to_string();
         let _ = Command::new("kill").args(["-INT", &pid]).status();
         let deadline = Instant::now() + Duration::from_secs(10);
