@@ -65,10 +65,13 @@ impl EdgeWorker {
                 let probe =
                     client.get(format!("{}/health", worker.base)).header("cf-connecting-ip", "203.0.113.1");
                 let answered_by_worker = probe
+                    .timeout(Duration::from_secs(5))
                     .send()
                     .await
                     .is_ok_and(|response| response.headers().contains_key("x-ratelimit-remaining"));
-                if answered_by_worker {
+                // Ours, not another test's Worker on a port ours failed to bind: wrangler says
+                // it is ready on exactly this address.
+                if answered_by_worker && worker.output().contains(&format!("Ready on {}", worker.base)) {
                     return worker;
                 }
                 if let Ok(Some(status)) = worker.child.try_wait() {

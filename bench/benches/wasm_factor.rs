@@ -11,7 +11,9 @@ use kya_bench::{CASES, Fixture, SAMPLE_MILLIS, SAMPLES, SIZES, format_time, meas
 
 fn main() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+    // The build script runs at the repository's root; a relative target folder is relative to it.
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), |dir| root.join(dir));
     let built = Command::new("bash")
         .arg(root.join("scripts/build-bench-wasm.sh"))
         .current_dir(&root)

@@ -197,10 +197,16 @@ pub fn split_starved(piece: &[usize], outcomes: &[Outcome]) -> Vec<Vec<usize>> {
 /// What to read again after a round of [`split_starved`]'s pieces: a piece of several calls is
 /// split by [`split_starved`]; a lone call (read as a plain `eth_call`) is final, unless the node
 /// gave up on it for time, not gas ([`Outcome::timed_out`]): that may be the node's load, so it
-/// is read once more (`retried` remembers which were). Reading again still ends.
-pub fn read_again(piece: &[usize], outcomes: &[Outcome], retried: &mut BTreeSet<usize>) -> Vec<Vec<usize>> {
+/// is read once more (`retried` remembers which were) when the caller `may_retry` (it has the
+/// requests to spare). Reading again still ends.
+pub fn read_again(
+    piece: &[usize],
+    outcomes: &[Outcome],
+    retried: &mut BTreeSet<usize>,
+    may_retry: bool,
+) -> Vec<Vec<usize>> {
     match (piece, outcomes) {
-        ([lone], [outcome]) if outcome.timed_out() && retried.insert(*lone) => vec![vec![*lone]],
+        ([lone], [outcome]) if may_retry && outcome.timed_out() && retried.insert(*lone) => vec![vec![*lone]],
         ([_], _) => Vec::new(),
         _ => split_starved(piece, outcomes),
     }
@@ -252,27 +258,6 @@ mod tests {
     use super::*;
     use crate::abi::AgentRegistry;
 
-    /// A lone call the node gave up on for time is read once more; one out of gas, or one that
-    /// timed out twice, is final; a piece of several calls is split as before.
-    #[test]
-    fn a_lone_timeout_is_read_once_more_and_out_of_gas_is_final() {
-        let timeout = Outcome::OutOfGas("execution aborted (timeout = 5s) (code -32000)".into());
-        let gas = Outcome::OutOfGas("out of gas (code -32000)".into());
-        assert!(timeout.timed_out() && !gas.timed_out());
-        assert!(!Outcome::Returned(Bytes::new()).timed_out());
-        let mut retried = BTreeSet::new();
-        assert_eq!(read_again(&[7], std::slice::from_ref(&timeout), &mut retried), vec![vec![7]]);
-        assert_eq!(read_again(&[7], std::slice::from_ref(&timeout), &mut retried), Vec::<Vec<usize>>::new());
-        assert_eq!(read_again(&[8], std::slice::from_ref(&gas), &mut retried), Vec::<Vec<usize>>::new());
-        assert_eq!(
-            read_again(&[9], &[Outcome::Returned(Bytes::new())], &mut retried),
-            Vec::<Vec<usize>>::new()
-        );
-        let piece = [1, 2, 3, 4];
-        let outcomes = [Outcome::Returned(Bytes::new()), gas.clone(), timeout.clone(), gas];
-        assert_eq!(read_again(&piece, &outcomes, &mut retried), split_starved(&piece, &outcomes));
-        assert_eq!(retried, BTreeSet::from([7]));
-    }
     use alloy_primitives::{U256, hex};
     use alloy_sol_types::{Revert, SolError};
 
@@ -483,5 +468,30 @@ mod tests {
         assert_eq!(outcomes[1][1].decode::<AgentRegistry::getChildrenCall>().unwrap(), vec![U256::from(5)]);
         let moved = vec![answers[0].clone(), answer(1, &requests[1], BlockRef { number: 10, timestamp: 91 })];
         assert!(plan.decode_pieces(&pieces, 9, &moved).is_err(), "another block than the read's");
+    }
+
+    /// A lone call the node gave up on for time is read once more, if the caller has requests
+    /// to spare; one out of gas, or one that timed out twice, is final; a piece of several calls
+    /// is split as before.
+    #[test]
+    fn a_lone_timeout_is_read_once_more_and_out_of_gas_is_final() {
+        let timeout = Outcome::OutOfGas("execution aborted (timeout = 5s) (code -32000)".into());
+        let gas = Outcome::OutOfGas("out of gas (code -32000)".into());
+        assert!(timeout.timed_out() && !gas.timed_out());
+        assert!(!Outcome::Returned(Bytes::new()).timed_out());
+        let (mut retried, none) = (BTreeSet::new(), Vec::<Vec<usize>>::new());
+        assert_eq!(
+            read_again(&[6], std::slice::from_ref(&timeout), &mut retried, false),
+            none,
+            "none to spare"
+        );
+        assert_eq!(read_again(&[7], std::slice::from_ref(&timeout), &mut retried, true), vec![vec![7]]);
+        assert_eq!(read_again(&[7], std::slice::from_ref(&timeout), &mut retried, true), none);
+        assert_eq!(read_again(&[8], std::slice::from_ref(&gas), &mut retried, true), none);
+        assert_eq!(read_again(&[9], &[Outcome::Returned(Bytes::new())], &mut retried, true), none);
+        let piece = [1, 2, 3, 4];
+        let outcomes = [Outcome::Returned(Bytes::new()), gas.clone(), timeout.clone(), gas];
+        assert_eq!(read_again(&piece, &outcomes, &mut retried, false), split_starved(&piece, &outcomes));
+        assert_eq!(retried, BTreeSet::from([7]));
     }
 }

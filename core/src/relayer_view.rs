@@ -112,28 +112,33 @@ pub struct RelayView {
     /// The relayer account's nonce its transactions use.
     #[serde(default)]
     pub relayer_nonce: Option<u64>,
+    #[serde(default)]
     pub block_number: Option<u64>,
-    #[serde(with = "optional_decimal")]
+    #[serde(default, with = "optional_decimal")]
     pub gas_used: Option<U256>,
     /// `gasUsed × effectiveGasPrice`, once settled.
-    #[serde(with = "optional_decimal")]
+    #[serde(default, with = "optional_decimal")]
     pub cost_wei: Option<U256>,
     /// What the budget holds for it (the worst case until settled).
     #[serde(default, with = "optional_decimal")]
     pub reserved_wei: Option<U256>,
     /// The registry's revert reason, for `call_failed`.
+    #[serde(default)]
     pub revert_reason: Option<String>,
     /// Why it was dropped, failed or expired.
+    #[serde(default)]
     pub error: Option<String>,
     /// The request's deadline (Unix seconds); `null`: none.
     #[serde(default)]
     pub deadline: Option<u64>,
-    /// ISO 8601, like the times below.
-    pub created_at: String,
+    /// ISO 8601, like the times below (this relayer always writes it).
+    #[serde(default)]
+    pub created_at: Option<String>,
     #[serde(default)]
     pub sent_at: Option<String>,
     #[serde(default)]
     pub updated_at: Option<String>,
+    #[serde(default)]
     pub settled_at: Option<String>,
 }
 
@@ -280,7 +285,7 @@ mod tests {
             revert_reason: Some("Agent not active".into()),
             error: None,
             deadline: None,
-            created_at: "2025-01-01T00:00:00.000Z".into(),
+            created_at: Some("2025-01-01T00:00:00.000Z".into()),
             sent_at: Some("2025-01-01T00:00:01.000Z".into()),
             updated_at: None,
             settled_at: None,
@@ -307,6 +312,19 @@ mod tests {
             })
         );
         assert_eq!(serde_json::from_value::<RelayView>(written).unwrap(), relay());
+    }
+
+    /// Another relayer may leave out what it does not track: only the id, status, signer and
+    /// nonce are needed.
+    #[test]
+    fn a_relay_with_only_its_identity_reads() {
+        let view: RelayView = serde_json::from_value(json!({
+            "relayId": "0123456789abcdef0123456789abcdef", "status": "sent", "from": SIGNER, "nonce": 3,
+            "txHash": null
+        }))
+        .unwrap();
+        assert_eq!((view.status, view.nonce, view.created_at), (RelayStatus::Sent, U256::from(3), None));
+        assert_eq!((view.gas_used, view.cost_wei, view.block_number), (None, None, None));
     }
 
     #[test]

@@ -38,6 +38,10 @@ const LONGEST_WAIT: Duration = Duration::from_secs(3);
 /// RPC requests one API request may make: Workers Free allows 50 subrequests per request, and
 /// the Cache API takes a few of them.
 pub(crate) const SUBREQUEST_BUDGET: u32 = 40;
+/// Requests a second read of a call the node gave up on for time must leave in the budget (the
+/// rest of the read, and a provider's 429 on the way): a retry that could turn an answer naming
+/// an unreadable history into a 503 is not made.
+const TIMEOUT_RETRY_RESERVE: u32 = 4;
 
 thread_local! {
     /// Batch sizes providers refused, by RPC URL: later requests of this isolate start below.
@@ -129,7 +133,7 @@ impl Rpc<'_> {
             .filter(|(_, outcome)| outcome.timed_out())
             .map(|(index, _)| vec![index])
             .collect();
-        if !timed_out.is_empty() {
+        if !timed_out.is_empty() && self.may_retry_timeouts(timed_out.len().div_ceil(self.batch_limit())) {
             // Pieces of one call are plain `eth_call`s: no Multicall3 address is used.
             let answers = self.send(plan.piece_requests(Address::ZERO, block.number, &timed_out)).await?;
             for (piece, read) in
@@ -167,7 +171,7 @@ impl Rpc<'_> {
             for (piece, read) in pieces.iter().zip(plan.decode_pieces(&pieces, block.number, &answers)?) {
                 // A lone call was read as a plain `eth_call`: its outcome is final, unless the
                 // node gave up on it for time (once more, then final).
-                next.extend(read_again(piece, &read, &mut retried));
+                next.extend(read_again(piece, &read, &mut retried, self.may_retry_timeouts(1)));
                 for (&index, outcome) in piece.iter().zip(read) {
                     outcomes[index] = outcome;
                 }
@@ -175,6 +179,12 @@ impl Rpc<'_> {
             pieces = next;
         }
         Ok(outcomes)
+    }
+
+    /// True while the budget can spare `requests` for a second read of calls the node gave up on
+    /// for time, and still keep [`TIMEOUT_RETRY_RESERVE`].
+    fn may_retry_timeouts(&self, requests: usize) -> bool {
+        usize::try_from(self.budget.get()).unwrap_or(usize::MAX) > requests + TIMEOUT_RETRY_RESERVE as usize
     }
 
     /// True when reads go through Multicall3 (configured, and not found missing here).
@@ -193,10 +203,15 @@ impl Rpc<'_> {
 
     /// Sends `requests` in batches (concurrently) and returns the answer bodies.
     async fn send(&self, requests: Vec<String>) -> Result<Vec<String>> {
-        let size = self.batch_size.min(self.learned_batch_size().unwrap_or(usize::MAX));
+        let size = self.batch_limit();
         let answers =
             try_join_all(batches(requests, size).into_iter().map(|batch| self.send_batch(batch))).await?;
         Ok(answers.into_iter().flatten().collect())
+    }
+
+    /// Most requests in one batch: the configured size, or less once a provider refused it.
+    fn batch_limit(&self) -> usize {
+        self.batch_size.min(self.learned_batch_size().unwrap_or(usize::MAX)).max(1)
     }
 
     /// One batch; a batch refused for its size is split in halves, each sent on its own.

@@ -160,7 +160,7 @@ pub(crate) fn relay_view(record: &RelayRecord) -> Result<RelayView> {
         revert_reason: record.revert_reason.clone(),
         error: record.error.clone(),
         deadline: (record.deadline != 0).then_some(record.deadline),
-        created_at: iso8601(record.created_at),
+        created_at: Some(iso8601(record.created_at)),
         sent_at: record.sent_at.map(iso8601),
         updated_at: record.updated_at.map(iso8601),
         settled_at: record.settled_at.map(iso8601),

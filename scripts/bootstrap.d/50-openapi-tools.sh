@@ -2,8 +2,9 @@
 # Sourced by scripts/bootstrap.sh after 30-python-signer.sh (which creates .tools/venv): the
 # OpenAPI tools of the contract tests (tests/it/openapi/), pinned in
 # tests/openapi-tools/requirements.txt:
-# openapi-spec-validator (a standard validator of both documents) and Schemathesis (fuzzes both
-# services from their documents). A stamp of that file makes the second run instant.
+# openapi-spec-validator (a standard validator of both documents), Schemathesis (fuzzes both
+# services from their documents) and eth-utils (its hooks checksum the wallets it makes up). A
+# stamp of that file makes the second run instant.
 openapi_venv=.tools/venv
 openapi_requirements=tests/openapi-tools/requirements.txt
 openapi_stamp=$openapi_venv/.kya-openapi-stamp

@@ -266,7 +266,7 @@ pub(crate) fn relay(style: Style, view: &RelayView) -> String {
         ("gas used", view.gas_used.map(|gas| gas.to_string())),
         ("cost", view.cost_wei.as_ref().map(|wei| format!("{wei} wei"))),
         ("reason", view.revert_reason.clone().or(view.error.clone())),
-        ("created", Some(view.created_at.clone())),
+        ("created", view.created_at.clone()),
         ("settled", view.settled_at.clone()),
     ];
     for (name, value) in optional {
