@@ -1,7 +1,7 @@
 //! The isolate's own cache, in front of the Cache API: a hot answer is served without a Cache API
 //! call (and with one on `*.workers.dev`, where the Cache API stores nothing). Answers and
-//! snapshots share one byte budget (`MEMORY_CACHE_BYTES`), oldest entries evicted first; entries
-//! expire exactly when their Cache API twins do.
+//! snapshots share one byte budget (`MEMORY_CACHE_BYTES`), the least recently used evicted
+//! first; entries expire exactly when their Cache API twins do.
 
 use std::{
     cell::RefCell,
@@ -22,34 +22,45 @@ struct Entry<T> {
     /// Unix seconds at which the value is no longer served.
     expires_at: u64,
     size: usize,
+    /// The tier's tick when it was last put or served: its place in the eviction order.
+    used: u64,
 }
 
-/// A byte-bounded map with expiry, oldest insertion evicted first.
+/// A byte-bounded map with expiry, the least recently used entry evicted first (a registry
+/// snapshot in use outlasts a flood of one-off answers).
 pub(crate) struct MemoryTier<T> {
     entries: HashMap<String, Entry<T>>,
-    order: VecDeque<String>,
+    /// Keys by the tick they were used at, oldest first. A use pushes a new item rather than
+    /// moving the old one: an item whose tick is no longer its entry's is stale and skipped,
+    /// and the queue is compacted when stale items outnumber live ones.
+    order: VecDeque<(String, u64)>,
     bytes: usize,
+    tick: u64,
 }
 
 impl<T: ByteSize + Clone> MemoryTier<T> {
     pub(crate) fn new() -> Self {
-        Self { entries: HashMap::new(), order: VecDeque::new(), bytes: 0 }
+        Self { entries: HashMap::new(), order: VecDeque::new(), bytes: 0, tick: 0 }
     }
 
     /// The value under `key` while `now` is before its expiry.
     pub(crate) fn get(&mut self, key: &str, now: u64) -> Option<(T, u64)> {
-        match self.entries.get(key) {
-            Some(entry) if entry.expires_at > now => Some((entry.value.clone(), entry.expires_at)),
-            Some(_) => {
-                self.remove(key);
-                None
-            }
-            None => None,
+        let fresh = self.entries.get(key).map(|entry| entry.expires_at > now)?;
+        if !fresh {
+            self.remove(key);
+            return None;
         }
+        let used = self.next_tick();
+        let entry = self.entries.get_mut(key)?;
+        entry.used = used;
+        let hit = (entry.value.clone(), entry.expires_at);
+        self.order.push_back((key.to_owned(), used));
+        self.compact();
+        Some(hit)
     }
 
-    /// Holds `value` under `key` until `expires_at`, evicting the oldest entries to stay within
-    /// `budget` bytes; a value larger than the budget is not held.
+    /// Holds `value` under `key` until `expires_at`, evicting the least recently used entries to
+    /// stay within `budget` bytes; a value larger than the budget is not held.
     pub(crate) fn put(&mut self, key: &str, value: T, expires_at: u64, budget: usize) {
         self.remove(key);
         let size = value.size() + key.len();
@@ -57,20 +68,35 @@ impl<T: ByteSize + Clone> MemoryTier<T> {
             return;
         }
         while self.bytes + size > budget {
-            let Some(oldest) = self.order.pop_front() else { break };
-            if let Some(entry) = self.entries.remove(&oldest) {
-                self.bytes -= entry.size;
+            let Some((oldest, used)) = self.order.pop_front() else { break };
+            if self.entries.get(&oldest).is_some_and(|entry| entry.used == used) {
+                self.remove(&oldest);
             }
         }
+        let used = self.next_tick();
         self.bytes += size;
-        self.order.push_back(key.to_owned());
-        self.entries.insert(key.to_owned(), Entry { value, expires_at, size });
+        self.order.push_back((key.to_owned(), used));
+        self.entries.insert(key.to_owned(), Entry { value, expires_at, size, used });
+        self.compact();
     }
 
+    /// Drops `key`'s entry; its items in `order` go stale.
     fn remove(&mut self, key: &str) {
         if let Some(entry) = self.entries.remove(key) {
             self.bytes -= entry.size;
-            self.order.retain(|kept| kept != key);
+        }
+    }
+
+    fn next_tick(&mut self) -> u64 {
+        self.tick += 1;
+        self.tick
+    }
+
+    /// Drops the stale items of `order` once they outnumber the live ones (amortised O(1)).
+    fn compact(&mut self) {
+        if self.order.len() > 2 * self.entries.len() + 64 {
+            let entries = &self.entries;
+            self.order.retain(|(key, used)| entries.get(key).is_some_and(|entry| entry.used == *used));
         }
     }
 
@@ -154,6 +180,27 @@ mod tests {
         tier.put("b", Rc::new("w".repeat(10)), 300, 100);
         assert_eq!(tier.get("b", 250).map(|(value, _)| value.len()), Some(10), "replaced");
         assert_eq!(tier.bytes(), 41 + 11);
+    }
+
+    /// A served entry is used again: the least recently used one goes first, and however often
+    /// entries are served, the eviction queue stays in proportion to them.
+    #[test]
+    fn the_least_recently_used_goes_first_and_the_queue_stays_small() {
+        let mut tier = MemoryTier::<Rc<String>>::new();
+        tier.put("a", Rc::new("x".repeat(40)), 100, 100);
+        tier.put("b", Rc::new("y".repeat(40)), 100, 100);
+        assert!(tier.get("a", 0).is_some(), "a used after b");
+        tier.put("c", Rc::new("z".repeat(40)), 100, 100);
+        assert!(tier.get("b", 0).is_none(), "b, the least recently used, was evicted");
+        assert!(tier.get("a", 0).is_some() && tier.get("c", 0).is_some());
+        assert_eq!(tier.bytes(), 82);
+        for _ in 0..10_000 {
+            assert!(tier.get("a", 0).is_some());
+        }
+        assert!(tier.order.len() <= 2 * tier.entries.len() + 64, "{} queued", tier.order.len());
+        tier.put("d", Rc::new("w".repeat(40)), 100, 100);
+        assert!(tier.get("c", 0).is_none() && tier.get("a", 0).is_some(), "c was the older");
+        assert_eq!(tier.bytes(), 82);
     }
 
     /// The snapshot and the answers count against one budget: holding a snapshot that leaves
