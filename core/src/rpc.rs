@@ -82,10 +82,7 @@ impl Outcome {
     /// True when the node gave up on the call for time (geth's `RPCEVMTimeout`: `execution
     /// aborted (timeout = 5s)`) rather than for gas: a busy node may run it next time.
     pub fn timed_out(&self) -> bool {
-        matches!(self, Self::OutOfGas(message) if {
-            let text = message.to_ascii_lowercase();
-            text.contains("execution aborted") || text.contains("timeout")
-        })
+        matches!(self, Self::OutOfGas(message) if mentions(message, &TIMEOUT_SHAPES))
     }
 
     /// True when the call reverted with the `require` message `reason`.
@@ -251,11 +248,14 @@ pub(crate) fn call_outcome(result: RawResult) -> Result<Outcome> {
             .map_err(|error| Error::Decode(format!("eth_call result: {error}"))),
         Err(error) => match RevertReason::from_error(&error) {
             Some(reason) => Ok(Outcome::Reverted(reason)),
-            None if is_out_of_gas(error.code, &error.message, data_text(&error).as_deref()) => {
-                let detail = data_text(&error).map(|data| format!(": {data}")).unwrap_or_default();
+            None => {
+                let data = data_text(&error);
+                if !is_out_of_gas(error.code, &error.message, data.as_deref()) {
+                    return Err(rpc_error(&error));
+                }
+                let detail = data.map(|data| format!(": {data}")).unwrap_or_default();
                 Ok(Outcome::OutOfGas(format!("{}{detail} (code {})", error.message, error.code)))
             }
-            None => Err(rpc_error(&error)),
         },
     }
 }
@@ -310,13 +310,19 @@ pub fn is_rate_limit(code: i64, message: &str) -> bool {
 /// geth `execution aborted (timeout = 5s)`. Fewer calls at once may pass. `data` is the error's
 /// `data` when it is text.
 pub fn is_out_of_gas(code: i64, message: &str, data: Option<&str>) -> bool {
-    let says_so = |text: &str| {
-        let text = text.to_ascii_lowercase().replace(['_', ' '], "");
-        ["outofgas", "gasrequiredexceedsallowance", "executionaborted", "executiontimeout"]
-            .iter()
-            .any(|shape| text.contains(shape))
-    };
+    let says_so = |text: &str| mentions(text, &GAS_SHAPES) || mentions(text, &TIMEOUT_SHAPES);
     code != 3 && (says_so(message) || data.is_some_and(says_so))
+}
+
+/// How nodes say a call ran out of gas, lowercase without spaces or underscores ([`mentions`]).
+const GAS_SHAPES: [&str; 2] = ["outofgas", "gasrequiredexceedsallowance"];
+/// How nodes say they gave up on a call for time: geth's `execution aborted (timeout = 5s)`.
+const TIMEOUT_SHAPES: [&str; 2] = ["executionaborted", "executiontimeout"];
+
+/// True when `text`, lowercased and without spaces or underscores, holds one of `shapes`.
+fn mentions(text: &str, shapes: &[&str]) -> bool {
+    let text = text.to_ascii_lowercase().replace(['_', ' '], "");
+    shapes.iter().any(|shape| text.contains(shape))
 }
 
 pub(crate) fn rpc_error(error: &ErrorPayload) -> Error {
