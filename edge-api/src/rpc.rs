@@ -127,22 +127,14 @@ impl Rpc<'_> {
         };
         let answers = self.send(plan.requests(BlockTag::Number(block.number))).await?;
         let mut outcomes = plan.decode(&answers)?;
-        let timed_out: Vec<Vec<usize>> = outcomes
-            .iter()
-            .enumerate()
-            .filter(|(_, outcome)| outcome.timed_out())
-            .map(|(index, _)| vec![index])
-            .collect();
+        let timed_out: Vec<usize> =
+            (0..outcomes.len()).filter(|&index| outcomes[index].timed_out()).collect();
         if !timed_out.is_empty() && self.may_retry_timeouts(timed_out.len().div_ceil(self.batch_limit())) {
-            // Pieces of one call are plain `eth_call`s: no Multicall3 address is used.
-            let answers = self.send(plan.piece_requests(Address::ZERO, block.number, &timed_out)).await?;
-            for (piece, read) in
-                timed_out.iter().zip(plan.decode_pieces(&timed_out, block.number, &answers)?)
-            {
-                for (&index, outcome) in piece.iter().zip(read) {
-                    outcomes[index] = outcome;
-                }
-            }
+            // Pieces of one call are plain `eth_call`s: no Multicall3 address is used. Each is
+            // already read once, so this second read is its last.
+            let pieces = timed_out.iter().map(|&index| vec![index]).collect();
+            let retried = timed_out.into_iter().collect();
+            self.read_again_at(plan, Address::ZERO, block, pieces, retried, &mut outcomes).await?;
         }
         Ok((block, outcomes))
     }
@@ -151,8 +143,7 @@ impl Rpc<'_> {
     /// than the provider's gas cap, or a whole `eth_call` out of gas) again at `block`, in the
     /// smaller pieces of `kya_core::multicall::split_starved` (a lone call as a plain
     /// `eth_call`), round after round, within the request's subrequest budget, as refused
-    /// batches are split (`kya_core::multicall::read_again`). Only a call out of gas alone keeps
-    /// [`Outcome::OutOfGas`].
+    /// batches are split. Only a call out of gas alone keeps [`Outcome::OutOfGas`].
     async fn isolate_starved(
         &self,
         plan: &CallPlan,
@@ -160,17 +151,31 @@ impl Rpc<'_> {
         block: BlockRef,
         mut outcomes: Vec<Outcome>,
     ) -> Result<Vec<Outcome>> {
-        let mut pieces = starved_pieces(&outcomes, CALLS_PER_AGGREGATE);
+        let pieces = starved_pieces(&outcomes, CALLS_PER_AGGREGATE);
         if !pieces.is_empty() {
             worker::console_warn!("calls ran out of gas in aggregate3: reading them again in smaller pieces");
         }
-        let mut retried = BTreeSet::new();
+        self.read_again_at(plan, multicall, block, pieces, BTreeSet::new(), &mut outcomes).await?;
+        Ok(outcomes)
+    }
+
+    /// Reads `pieces` of `plan` at `block` (a piece of several calls through `multicall`'s
+    /// `aggregate3`, a lone call as a plain `eth_call`) into `outcomes`, round after round, as
+    /// `kya_core::multicall::read_again` says: starved pieces split, a lone call that timed out
+    /// read once more unless it is in `retried` or the budget cannot spare it.
+    async fn read_again_at(
+        &self,
+        plan: &CallPlan,
+        multicall: Address,
+        block: BlockRef,
+        mut pieces: Vec<Vec<usize>>,
+        mut retried: BTreeSet<usize>,
+        outcomes: &mut [Outcome],
+    ) -> Result<()> {
         while !pieces.is_empty() {
             let answers = self.send(plan.piece_requests(multicall, block.number, &pieces)).await?;
             let mut next = Vec::new();
             for (piece, read) in pieces.iter().zip(plan.decode_pieces(&pieces, block.number, &answers)?) {
-                // A lone call was read as a plain `eth_call`: its outcome is final, unless the
-                // node gave up on it for time (once more, then final).
                 next.extend(read_again(piece, &read, &mut retried, self.may_retry_timeouts(1)));
                 for (&index, outcome) in piece.iter().zip(read) {
                     outcomes[index] = outcome;
@@ -178,7 +183,7 @@ impl Rpc<'_> {
             }
             pieces = next;
         }
-        Ok(outcomes)
+        Ok(())
     }
 
     /// True while the budget can spare `requests` for a second read of calls the node gave up on
