@@ -24,16 +24,18 @@ struct Entry<T> {
     size: usize,
     /// The tier's tick when it was last put or served: its place in the eviction order.
     used: u64,
+    /// Its key, shared with the map and `order`, so serving a hit allocates nothing.
+    key: Rc<str>,
 }
 
 /// A byte-bounded map with expiry, the least recently used entry evicted first (a registry
 /// snapshot in use outlasts a flood of one-off answers).
 pub(crate) struct MemoryTier<T> {
-    entries: HashMap<String, Entry<T>>,
+    entries: HashMap<Rc<str>, Entry<T>>,
     /// Keys by the tick they were used at, oldest first. A use pushes a new item rather than
     /// moving the old one: an item whose tick is no longer its entry's is stale and skipped,
     /// and the queue is compacted when stale items outnumber live ones.
-    order: VecDeque<(String, u64)>,
+    order: VecDeque<(Rc<str>, u64)>,
     bytes: usize,
     tick: u64,
 }
@@ -45,16 +47,15 @@ impl<T: ByteSize + Clone> MemoryTier<T> {
 
     /// The value under `key` while `now` is before its expiry.
     pub(crate) fn get(&mut self, key: &str, now: u64) -> Option<(T, u64)> {
-        let fresh = self.entries.get(key).map(|entry| entry.expires_at > now)?;
-        if !fresh {
+        let entry = self.entries.get_mut(key)?;
+        if entry.expires_at <= now {
             self.remove(key);
             return None;
         }
-        let used = self.next_tick();
-        let entry = self.entries.get_mut(key)?;
-        entry.used = used;
+        self.tick += 1;
+        entry.used = self.tick;
+        self.order.push_back((Rc::clone(&entry.key), self.tick));
         let hit = (entry.value.clone(), entry.expires_at);
-        self.order.push_back((key.to_owned(), used));
         self.compact();
         Some(hit)
     }
@@ -73,10 +74,11 @@ impl<T: ByteSize + Clone> MemoryTier<T> {
                 self.remove(&oldest);
             }
         }
-        let used = self.next_tick();
+        self.tick += 1;
+        let key: Rc<str> = Rc::from(key);
         self.bytes += size;
-        self.order.push_back((key.to_owned(), used));
-        self.entries.insert(key.to_owned(), Entry { value, expires_at, size, used });
+        self.order.push_back((Rc::clone(&key), self.tick));
+        self.entries.insert(Rc::clone(&key), Entry { value, expires_at, size, used: self.tick, key });
         self.compact();
     }
 
@@ -85,11 +87,6 @@ impl<T: ByteSize + Clone> MemoryTier<T> {
         if let Some(entry) = self.entries.remove(key) {
             self.bytes -= entry.size;
         }
-    }
-
-    fn next_tick(&mut self) -> u64 {
-        self.tick += 1;
-        self.tick
     }
 
     /// Drops the stale items of `order` once they outnumber the live ones (amortised O(1)).
