@@ -294,11 +294,7 @@ pub(crate) fn relay(style: Style, view: &RelayView) -> String {
 /// Wei per gas in gwei, every digit kept (fees on L2s are thousandths of a gwei): `2.57`, `0.001`.
 fn gwei(wei: U256) -> String {
     let text = alloy::primitives::utils::format_units(wei, "gwei").unwrap_or_else(|_| format!("{wei}e-9"));
-    match text.split_once('.') {
-        Some((whole, fraction)) if fraction.trim_end_matches('0').is_empty() => whole.to_owned(),
-        Some(_) => text.trim_end_matches('0').to_owned(),
-        None => text,
-    }
+    if text.contains('.') { text.trim_end_matches('0').trim_end_matches('.').to_owned() } else { text }
 }
 
 pub(crate) fn outcome(style: Style, command: &str, outcome: &Outcome) -> String {
