@@ -25,7 +25,9 @@ use tokio::{sync::oneshot, task::JoinHandle};
 use crate::{TestChain, openapi, register_call, repo_root};
 
 /// Environment settings for a relayer against `chain`, with the spec's defaults, anvil's funded
-/// account 9 as the relayer key and a fresh store in `db`.
+/// account 9 as the relayer key and a fresh store in `db`. Every test client sends from
+/// 127.0.0.1 and many of them from one signer, at anvil's gwei fees (a thousand times Base's):
+/// the budget shares are whole here, and the abuse tests (`relayer::abuse`) use the defaults.
 pub fn settings(chain: &TestChain, db: &Path) -> Vec<(String, String)> {
     [
         ("RPC_URL", chain.rpc_url()),
@@ -33,6 +35,8 @@ pub fn settings(chain: &TestChain, db: &Path) -> Vec<(String, String)> {
         ("FORWARDER_ADDRESS", chain.forwarder().to_string()),
         ("RELAYER_KEY", dev_accounts::key_hex(Role::Relayer).to_owned()),
         ("RELAYER_DB", db.join("relayer.db").display().to_string()),
+        ("SIGNER_BUDGET_SHARE_PERCENT", "100".to_owned()),
+        ("CLIENT_BUDGET_SHARE_PERCENT", "100".to_owned()),
     ]
     .into_iter()
     .map(|(name, value)| (name.to_owned(), value))
@@ -50,13 +54,49 @@ pub fn set(settings: &mut Vec<(String, String)>, name: &str, value: impl Into<St
 pub struct Client {
     /// `http://127.0.0.1:<port>`.
     pub base: String,
+    /// The operator's metrics listener, `http://127.0.0.1:<port>`.
+    pub metrics_base: String,
     http: reqwest::Client,
 }
 
 impl Client {
-    /// A client of `address`.
-    pub fn new(address: SocketAddr) -> Self {
-        Self { base: format!("http://{address}"), http: reqwest::Client::new() }
+    /// A client of the relayer at `address` with its metrics listener at `metrics`.
+    pub fn new(address: SocketAddr, metrics: SocketAddr) -> Self {
+        Self {
+            base: format!("http://{address}"),
+            metrics_base: format!("http://{metrics}"),
+            http: reqwest::Client::new(),
+        }
+    }
+
+    /// `GET /metrics` from the metrics listener: the status and the Prometheus text.
+    pub async fn metrics(&self) -> (u16, String) {
+        let response = self
+            .http
+            .get(format!("{}/metrics", self.metrics_base))
+            .send()
+            .await
+            .expect("the metrics listener answers");
+        let status = response.status().as_u16();
+        (status, response.text().await.expect("a body"))
+    }
+
+    /// POSTs `body` to `/relay` as if from behind a proxy that says `forwarded_for`.
+    pub async fn relay_forwarded(&self, body: &Value, forwarded_for: &str) -> (u16, Value) {
+        let response = self
+            .http
+            .post(format!("{}/relay", self.base))
+            .header("content-type", "application/json")
+            .header("x-forwarded-for", forwarded_for)
+            .body(body.to_string())
+            .send()
+            .await
+            .expect("the relayer answers");
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let text = response.text().await.expect("a body");
+        conforms("POST", "/relay", status, &headers, &text);
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
     }
 
     /// `POST /relay` with a JSON body; returns the status and the JSON answer.
@@ -178,9 +218,10 @@ impl InProcessRelayer {
         .expect("valid test settings");
         let relayer = Relayer::start(config).await.expect("the relayer starts");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a free port");
-        let client = Client::new(listener.local_addr().expect("bound"));
+        let metrics = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a free port");
+        let client = Client::new(listener.local_addr().expect("bound"), metrics.local_addr().expect("bound"));
         let (shutdown, stop) = oneshot::channel::<()>();
-        let served = tokio::spawn(server::run(listener, Arc::clone(&relayer), async move {
+        let served = tokio::spawn(server::run(listener, metrics, Arc::clone(&relayer), async move {
             let _ = stop.await;
         }));
         Self { client, relayer, shutdown: Some(shutdown), served: Some(served) }
@@ -217,6 +258,7 @@ impl BinaryRelayer {
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("RELAYER_PORT", "0")
+            .env("METRICS_PORT", "0")
             .env("RUST_LOG", "info")
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
@@ -238,13 +280,16 @@ impl BinaryRelayer {
             readers.push(std::thread::spawn(move || {
                 for line in BufReader::new(stream).lines().map_while(Result::ok) {
                     let plain = strip_ansi(&line);
-                    if plain.contains("relayer listening")
-                        && let Some(address) = plain
-                            .split_whitespace()
-                            .find_map(|word| word.strip_prefix("address="))
-                            .and_then(|address| address.parse::<SocketAddr>().ok())
-                    {
-                        let _ = address_tx.send(address);
+                    let address = plain
+                        .split_whitespace()
+                        .find_map(|word| word.strip_prefix("address="))
+                        .and_then(|address| address.parse::<SocketAddr>().ok());
+                    for listener in ["relayer listening", "metrics listening"] {
+                        if plain.contains(listener)
+                            && let Some(address) = address
+                        {
+                            let _ = address_tx.send((listener, address));
+                        }
                     }
                     let mut output = output.lock().unwrap();
                     output.push_str(&plain);
@@ -252,10 +297,15 @@ impl BinaryRelayer {
                 }
             }));
         }
-        let address = address_rx
-            .recv_timeout(Duration::from_secs(60))
-            .unwrap_or_else(|_| panic!("the relayer binary did not start:\n{}", output.lock().unwrap()));
-        Self { client: Client::new(address), child, output, readers }
+        let (mut address, mut metrics) = (None, None);
+        while address.is_none() || metrics.is_none() {
+            let (listener, bound) = address_rx
+                .recv_timeout(Duration::from_secs(60))
+                .unwrap_or_else(|_| panic!("the relayer binary did not start:\n{}", output.lock().unwrap()));
+            if listener == "relayer listening" { address = Some(bound) } else { metrics = Some(bound) }
+        }
+        let client = Client::new(address.expect("listening"), metrics.expect("listening"));
+        Self { client, child, output, readers }
     }
 
     /// Everything it logged so far.

@@ -17,6 +17,7 @@ pub mod pagination;
 pub mod query;
 pub mod record;
 pub mod redact;
+pub mod registry_call;
 pub mod relayer_view;
 pub mod revert;
 pub mod rpc;

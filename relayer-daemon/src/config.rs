@@ -40,6 +40,25 @@ pub(crate) const DEFAULT_FEE_BUMP_PERCENT: u64 = 20;
 pub(crate) const DEFAULT_MAX_FEE_PER_GAS_WEI: u64 = 50_000_000_000;
 /// Default time the daemon keeps trying to reach the RPC endpoint at start.
 pub(crate) const DEFAULT_STARTUP_RETRY_SECS: u64 = 300;
+/// Default room a request's deadline must leave after the head block's time, in seconds: 60
+/// blocks of Base's 2 s, time to be mined and, if stuck, replaced. Less, and a request can pass
+/// every check at the head and revert on inclusion, at the relayer's cost.
+pub(crate) const DEFAULT_DEADLINE_MARGIN_SECS: u64 = 120;
+/// Default share of the daily budget one signer may use, in percent.
+pub(crate) const DEFAULT_SIGNER_BUDGET_SHARE_PERCENT: u64 = 5;
+/// Default share of the daily budget one client (IPv4 address, IPv6 /48) may use, in percent:
+/// at least ten clients are needed to close the relayer for the day.
+pub(crate) const DEFAULT_CLIENT_BUDGET_SHARE_PERCENT: u64 = 10;
+/// Default cap on a cancellation's max fee per gas: twice the relay cap, so a cancellation can
+/// still outbid (by the nodes' 10%) a relay stuck at the cap.
+pub(crate) const DEFAULT_MAX_CANCEL_FEE_PER_GAS_WEI: u64 = 2 * DEFAULT_MAX_FEE_PER_GAS_WEI;
+/// Default port of the metrics listener (the Prometheus exporters' range).
+pub(crate) const DEFAULT_METRICS_PORT: u16 = 9464;
+/// Default hours a finished relay keeps its call data (what a stuck relay is sent again with;
+/// a finished one is never sent again).
+pub(crate) const DEFAULT_CALLDATA_RETENTION_HOURS: u64 = 24;
+/// Default days a finished relay is kept at all (its lookups, a retry answered with it).
+pub(crate) const DEFAULT_RELAY_RETENTION_DAYS: u64 = 30;
 /// Default path of the store, under the git-ignored `.relayer/`.
 pub(crate) const DEFAULT_DB_PATH: &str = ".relayer/relayer.db";
 
@@ -90,6 +109,43 @@ pub struct Config {
     /// How long start-up keeps retrying an unreachable RPC endpoint (`STARTUP_RETRY_SECS`,
     /// default 300).
     pub startup_retry: std::time::Duration,
+    /// Seconds a request's deadline must leave after the head block's time
+    /// (`DEADLINE_MARGIN_SECS`, default 120).
+    pub deadline_margin_secs: u64,
+    /// Percent of the daily budget one signer may use (`SIGNER_BUDGET_SHARE_PERCENT`, default 5).
+    pub signer_budget_share_percent: u64,
+    /// Percent of the daily budget one client may use (`CLIENT_BUDGET_SHARE_PERCENT`, default 10).
+    pub client_budget_share_percent: u64,
+    /// Highest max fee per gas of a cancellation, in wei (`MAX_CANCEL_FEE_PER_GAS_WEI`, default
+    /// 100 gwei).
+    pub max_cancel_fee_per_gas_wei: u128,
+    /// Reverse proxies whose `X-Forwarded-For` names the client (`TRUSTED_PROXIES`, CIDR list;
+    /// default none: the TCP peer is the client).
+    pub trusted_proxies: kya_core::client_ip::TrustedProxies,
+    /// Where `/metrics` is served (`METRICS_HOST`, `METRICS_PORT`; default 127.0.0.1:9464), apart
+    /// from the public listener.
+    pub metrics_address: std::net::SocketAddr,
+    /// Hours a finished relay keeps its call data (`CALLDATA_RETENTION_HOURS`, default 24).
+    pub calldata_retention_secs: u64,
+    /// Days a finished relay is kept (`RELAY_RETENTION_DAYS`, default 30, at least 2).
+    pub relay_retention_secs: u64,
+}
+
+impl Config {
+    /// The most one signer may spend in a budget window, in wei.
+    pub fn signer_share_wei(&self) -> u128 {
+        share(self.daily_gas_budget_wei, self.signer_budget_share_percent)
+    }
+
+    /// The most one client may spend in a budget window, in wei.
+    pub fn client_share_wei(&self) -> u128 {
+        share(self.daily_gas_budget_wei, self.client_budget_share_percent)
+    }
+}
+
+/// `percent` of `wei`, rounded down.
+fn share(wei: u128, percent: u64) -> u128 {
+    wei / 100 * u128::from(percent) + wei % 100 * u128::from(percent) / 100
 }
 
 impl std::fmt::Debug for Config {
@@ -117,6 +173,14 @@ impl std::fmt::Debug for Config {
             .field("fee_bump_percent", &self.fee_bump_percent)
             .field("max_fee_per_gas_wei", &self.max_fee_per_gas_wei)
             .field("startup_retry", &self.startup_retry)
+            .field("deadline_margin_secs", &self.deadline_margin_secs)
+            .field("signer_budget_share_percent", &self.signer_budget_share_percent)
+            .field("client_budget_share_percent", &self.client_budget_share_percent)
+            .field("max_cancel_fee_per_gas_wei", &self.max_cancel_fee_per_gas_wei)
+            .field("trusted_proxies", &self.trusted_proxies)
+            .field("metrics_address", &self.metrics_address)
+            .field("calldata_retention_secs", &self.calldata_retention_secs)
+            .field("relay_retention_secs", &self.relay_retention_secs)
             .finish()
     }
 }
@@ -147,6 +211,12 @@ impl Config {
                 .ok()
                 .and_then(|wei| u128::try_from(wei).ok())
                 .ok_or_else(|| Error::Config(format!("{name} is not an amount of ETH: {value:?}")))
+        };
+        let percent = |name: &str, default: u64| -> Result<u64> {
+            match number(name, default)? {
+                percent @ 1..=100 => Ok(percent),
+                _ => Err(Error::Config(format!("{name} must be a whole percent from 1 to 100"))),
+            }
         };
         let limit = |name: &str, default: u32| -> Result<u32> {
             u32::try_from(number(name, u64::from(default))?)
@@ -192,6 +262,41 @@ impl Config {
                 "STARTUP_RETRY_SECS",
                 DEFAULT_STARTUP_RETRY_SECS,
             )?),
+            deadline_margin_secs: number("DEADLINE_MARGIN_SECS", DEFAULT_DEADLINE_MARGIN_SECS)?,
+            signer_budget_share_percent: percent(
+                "SIGNER_BUDGET_SHARE_PERCENT",
+                DEFAULT_SIGNER_BUDGET_SHARE_PERCENT,
+            )?,
+            client_budget_share_percent: percent(
+                "CLIENT_BUDGET_SHARE_PERCENT",
+                DEFAULT_CLIENT_BUDGET_SHARE_PERCENT,
+            )?,
+            max_cancel_fee_per_gas_wei: u128::from(number(
+                "MAX_CANCEL_FEE_PER_GAS_WEI",
+                DEFAULT_MAX_CANCEL_FEE_PER_GAS_WEI,
+            )?),
+            trusted_proxies: lookup("TRUSTED_PROXIES")
+                .map_or(Ok(Default::default()), |list| kya_core::client_ip::TrustedProxies::parse(&list))
+                .map_err(|error| Error::Config(format!("TRUSTED_PROXIES: {error}")))?,
+            metrics_address: std::net::SocketAddr::new(
+                lookup("METRICS_HOST")
+                    .map_or(Ok(IpAddr::from([127, 0, 0, 1])), |host| host.trim().parse())
+                    .map_err(|_| Error::Config("METRICS_HOST is not an IP address".into()))?,
+                u16::try_from(number("METRICS_PORT", u64::from(DEFAULT_METRICS_PORT))?)
+                    .map_err(|_| Error::Config("METRICS_PORT is not a port".into()))?,
+            ),
+            calldata_retention_secs: number("CALLDATA_RETENTION_HOURS", DEFAULT_CALLDATA_RETENTION_HOURS)?
+                .saturating_mul(60 * 60),
+            relay_retention_secs: match number("RELAY_RETENTION_DAYS", DEFAULT_RELAY_RETENTION_DAYS)? {
+                // The budget shares are summed over the relays of the current window (a day).
+                days if days < 2 => {
+                    return Err(Error::Config(
+                        "RELAY_RETENTION_DAYS must be at least 2: the budget window needs a day of relays"
+                            .into(),
+                    ));
+                }
+                days => days.saturating_mul(24 * 60 * 60),
+            },
         })
     }
 }
@@ -249,6 +354,29 @@ mod tests {
         assert_eq!(config.min_balance_wei, 1_000_000_000_000_000);
         assert_eq!(config.rpc_url, DEFAULT_RPC_URL);
         assert_eq!(config.signer.address().to_string(), "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720");
+        assert_eq!(config.signer_share_wei(), 2_500_000_000_000_000, "5% of 0.05 ETH");
+        assert_eq!(config.client_share_wei(), 5_000_000_000_000_000, "10% of 0.05 ETH");
+        assert_eq!(config.deadline_margin_secs, 120);
+        assert!(config.trusted_proxies.is_empty());
+        assert_eq!(config.metrics_address.to_string(), "127.0.0.1:9464");
+    }
+
+    #[test]
+    fn shares_round_down_without_overflow() {
+        assert_eq!(share(199, 50), 99);
+        assert_eq!(share(u128::MAX, 100), u128::MAX);
+        assert_eq!(share(u128::MAX, 1), u128::MAX / 100);
+        let mut settings = base();
+        settings.push(("CLIENT_BUDGET_SHARE_PERCENT", "0"));
+        let error = Config::from_lookup(lookup(&settings)).unwrap_err().to_string();
+        assert!(error.contains("CLIENT_BUDGET_SHARE_PERCENT must be a whole percent"), "{error}");
+        let mut settings = base();
+        settings.push(("TRUSTED_PROXIES", "10.0.0.0/8, nginx"));
+        let error = Config::from_lookup(lookup(&settings)).unwrap_err().to_string();
+        assert!(error.contains("TRUSTED_PROXIES") && error.contains("nginx"), "{error}");
+        let mut settings = base();
+        settings.push(("RELAY_RETENTION_DAYS", "1"));
+        assert!(Config::from_lookup(lookup(&settings)).is_err());
     }
 
     #[test]

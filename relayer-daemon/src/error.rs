@@ -45,6 +45,30 @@ pub enum Error {
     /// The daily gas budget cannot cover this relay.
     #[error("Daily gas budget exhausted. Try again tomorrow.")]
     BudgetExhausted,
+    /// `request.data` is not exactly the encoding of a registry write (trailing bytes, a view,
+    /// an unknown selector, arguments that do not decode).
+    #[error("{0}")]
+    NotExactCall(#[from] kya_core::registry_call::CallDataError),
+    /// The request's deadline leaves the relayer too little time to get it mined.
+    #[error(
+        "request.deadline {deadline} leaves {left} s after the chain's head time {head}; the relayer needs at least {margin} s (or deadline 0: no expiry)"
+    )]
+    DeadlineTooNear {
+        /// The request's deadline (Unix seconds).
+        deadline: u64,
+        /// The head block's timestamp.
+        head: u64,
+        /// Seconds between them (0 if the deadline is past).
+        left: u64,
+        /// The configured margin.
+        margin: u64,
+    },
+    /// This signer's share of the daily budget cannot cover this relay.
+    #[error("Signer's share of the daily gas budget exhausted ({0}%). Try again tomorrow.")]
+    SignerShareExhausted(u64),
+    /// This client's (IP address, IPv6 /48) share of the daily budget cannot cover this relay.
+    #[error("Client's share of the daily gas budget exhausted ({0}%). Try again tomorrow.")]
+    ClientShareExhausted(u64),
     /// The registry call would fail: the contract's revert reason.
     #[error("{0}")]
     Reverted(String),
@@ -98,7 +122,10 @@ impl Error {
     /// The HTTP status of this error: chosen here and nowhere else.
     pub fn status(&self) -> StatusCode {
         match self {
-            Self::MissingRequestOrSignature | Self::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Self::MissingRequestOrSignature
+            | Self::BadRequest(_)
+            | Self::NotExactCall(_)
+            | Self::DeadlineTooNear { .. } => StatusCode::BAD_REQUEST,
             Self::InvalidSignature => StatusCode::UNAUTHORIZED,
             Self::WrongTarget | Self::ValueTransfer | Self::GasAboveCap { .. } => StatusCode::FORBIDDEN,
             Self::NotFound | Self::RelayNotFound => StatusCode::NOT_FOUND,
@@ -107,6 +134,8 @@ impl Error {
             Self::IpRateLimited(_)
             | Self::SignerRateLimited(_)
             | Self::BudgetExhausted
+            | Self::SignerShareExhausted(_)
+            | Self::ClientShareExhausted(_)
             | Self::ReadRateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::BalanceTooLow => StatusCode::SERVICE_UNAVAILABLE,
             Self::Reverted(_)
@@ -133,6 +162,10 @@ impl Error {
             Self::InvalidSignature => "invalid_signature",
             Self::BalanceTooLow => "balance_too_low",
             Self::BudgetExhausted => "budget_exhausted",
+            Self::NotExactCall(_) => "not_exact_call",
+            Self::DeadlineTooNear { .. } => "deadline_too_near",
+            Self::SignerShareExhausted(_) => "signer_share_exhausted",
+            Self::ClientShareExhausted(_) => "client_share_exhausted",
             Self::Reverted(_) => "reverted",
             Self::Rpc(_) => "rpc",
             Self::Unconfirmed { .. } => "unconfirmed",

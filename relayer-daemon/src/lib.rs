@@ -25,6 +25,7 @@ pub use relay::{GAS_MARGIN_PERCENT, Relayed};
 pub use relayer::Relayer;
 pub use request::RelayBody;
 pub use store::{
-    BUDGET_WINDOW_SECS, BudgetState, NewRelay, Outcome, RATE_WINDOW_SECS, RateKind, Refusal, RelayRecord,
-    RelayStatus, Replacement, Reservation, SentTx, Settlement, SignerCount, Store, TxKind,
+    BUDGET_WINDOW_SECS, BudgetLimits, BudgetState, NewRelay, Outcome, Pruned, RATE_WINDOW_SECS, RateKind,
+    Refusal, RelayRecord, RelayStatus, Replacement, Reservation, SentTx, Settlement, SignerCount, Store,
+    TxKind,
 };

@@ -26,7 +26,11 @@ async fn main() -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(address)
         .await
         .with_context(|| format!("binding {}:{}", address.0, address.1))?;
-    server::run(listener, relayer, shutdown).await;
+    let metrics_address = relayer.metrics_address();
+    let metrics = tokio::net::TcpListener::bind(metrics_address)
+        .await
+        .with_context(|| format!("binding the metrics listener {metrics_address}"))?;
+    server::run(listener, metrics, relayer, shutdown).await;
     Ok(())
 }
 

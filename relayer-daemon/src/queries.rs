@@ -14,11 +14,16 @@ use kya_core::{
 use crate::{
     error::{Error, Result},
     metrics::Gauges,
-    relayer::Relayer,
+    relayer::{Relayer, lock},
     settlement::waiting_too_long,
     store::RelayRecord,
     time,
 };
+
+/// How long the metrics show a balance read before reading it again: a scrape must not cost a
+/// chain read each (Prometheus scrapes every 15 s by default; anyone who can reach the listener
+/// could scrape far more often).
+pub(crate) const BALANCE_CACHE: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// Longest relay id accepted in a path: ids are 32 hex digits.
 const RELAY_ID_LENGTH: usize = 32;
@@ -78,8 +83,7 @@ impl Relayer {
     /// `GET /metrics`.
     pub async fn metrics(&self) -> Result<String> {
         let budget = self.db(|store| store.budget(time::now())).await?;
-        let balance =
-            self.chain.balance(self.address()).await.ok().and_then(|balance| u128::try_from(balance).ok());
+        let balance = self.balance_for_metrics().await;
         let in_the_pool = self.db(|store| store.in_the_pool()).await?;
         Ok(self.metrics.render(&Gauges {
             budget_limit_wei: self.config.daily_gas_budget_wei,
@@ -88,6 +92,19 @@ impl Relayer {
             balance_wei: balance,
             waiting_too_long: waiting_too_long(&in_the_pool, self.config.stuck_after_secs, time::now()),
         }))
+    }
+
+    /// The relayer's balance as the metrics show it: read from the node at most once per
+    /// [`BALANCE_CACHE`], however often the metrics are scraped.
+    async fn balance_for_metrics(&self) -> Option<u128> {
+        if let Some((read_at, balance)) = *lock(&self.cached_balance)
+            && read_at.elapsed() < BALANCE_CACHE
+        {
+            return Some(balance);
+        }
+        let balance = u128::try_from(self.chain.balance(self.address()).await.ok()?).ok()?;
+        *lock(&self.cached_balance) = Some((std::time::Instant::now(), balance));
+        Some(balance)
     }
 
     /// `GET /relay/:id`.

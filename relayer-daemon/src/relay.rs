@@ -8,7 +8,7 @@ use alloy::{
     primitives::{B256, U256},
     sol_types::SolCall,
 };
-use kya_core::{abi::Forwarder, forward_request, relayer_view};
+use kya_core::{abi::Forwarder, client_ip::relay_client_of, forward_request, registry_call, relayer_view};
 
 use crate::{
     chain::{Fees, Simulation, forwarder_refusal},
@@ -17,7 +17,7 @@ use crate::{
     relayer::{InFlightGuard, Relayer},
     request::RelayBody,
     sender::{Outgoing, Sent},
-    store::{NewRelay, RateKind, Refusal, RelayRecord, RelayStatus, Reservation, SignerCount},
+    store::{BudgetLimits, NewRelay, RateKind, Refusal, RelayRecord, RelayStatus, Reservation, SignerCount},
     time,
 };
 
@@ -66,6 +66,8 @@ impl Relayed {
 /// A parsed, signature-checked request and what identifies it.
 struct Checked {
     body: RelayBody,
+    /// The registry write it calls.
+    function: &'static str,
     /// Checksummed signer.
     signer: String,
     /// Forwarder nonce, decimal.
@@ -95,8 +97,11 @@ impl Relayer {
     }
 
     async fn relay_checked(self: &Arc<Self>, body: &[u8], client: IpAddr) -> Result<Relayed> {
-        let checked = self.shape(body)?;
-        self.policy(&checked.body)?;
+        let body = RelayBody::parse(body)?;
+        let function = self.policy(&body)?;
+        let checked = self.identify(body, function);
+        // What costs the relayer money is counted per IPv6 /48, not per address or /64.
+        let client = relay_client_of(client).to_string();
         if let Some(held) = self.held(&checked).await? {
             return Ok(held);
         }
@@ -112,13 +117,14 @@ impl Relayer {
     }
 
     /// Stages 4 to 13, for a request that is not held.
-    async fn stages(self: &Arc<Self>, checked: &Checked, client: IpAddr) -> Result<Relayed> {
-        self.ip_limit(client).await?;
+    async fn stages(self: &Arc<Self>, checked: &Checked, client: String) -> Result<Relayed> {
+        self.ip_limit(&client).await?;
         self.off_chain_signature(checked)?;
         self.signer_limit_read_only(checked).await?;
         self.balance().await?;
-        let fees = self.budget_left().await?;
-        let at = self.chain.block_number().await?;
+        let fees = self.budget_left(checked, &client).await?;
+        let (at, head_time) = self.chain.head().await?;
+        self.deadline_room(checked, head_time)?;
         self.forwarder_verify(checked, at).await?;
         if let Some(held) = self.count_signer(checked).await? {
             return Ok(held);
@@ -131,31 +137,34 @@ impl Relayer {
         );
         // From here until this handler ends, the reconciler leaves the record to it.
         let _in_flight = InFlightGuard::new(&self.in_flight, (checked.signer.clone(), checked.nonce.clone()));
-        let reservation = match self.reserve(checked, client, gas_limit, fees).await? {
+        let reservation = match self.reserve(checked, &client, gas_limit, fees).await? {
             Ok(reservation) => reservation,
             Err(held) => return Ok(held),
         };
         self.send(checked, &reservation, gas_limit, fees, at).await
     }
 
-    /// Stage 1, shape: the body parses; the request's identity (signer, nonce, digest, signature).
-    fn shape(&self, body: &[u8]) -> Result<Checked> {
-        let body = RelayBody::parse(body)?;
+    /// Stage 1 (after [`RelayBody::parse`]), the request's identity: signer, nonce, digest,
+    /// signature.
+    fn identify(&self, body: RelayBody, function: &'static str) -> Checked {
         let digest = forward_request::signing_digest(
             &body.request,
             &forward_request::domain(self.chain_id, self.config.forwarder),
         );
-        Ok(Checked {
+        Checked {
+            function,
             signer: body.request.from.to_checksum(None),
             nonce: body.request.nonce.to_string(),
             digest: digest.to_string(),
             signature: body.signature.to_string(),
             body,
-        })
+        }
     }
 
-    /// Stage 2, policy: only the registry, no value, gas within the cap.
-    fn policy(&self, body: &RelayBody) -> Result<()> {
+    /// Stage 2, policy: only the registry, no value, gas within the cap, and data that is
+    /// exactly one registry write (no padding the relayer would pay 16 gas a byte for, no view).
+    /// Returns the write's name.
+    fn policy(&self, body: &RelayBody) -> Result<&'static str> {
         let request = &body.request;
         if request.to != self.config.registry {
             return Err(Error::WrongTarget);
@@ -169,7 +178,7 @@ impl Relayer {
                 cap: self.config.max_request_gas,
             });
         }
-        Ok(())
+        Ok(registry_call::exact_write(&request.data)?)
     }
 
     /// Stage 3, held: this very signed request (same signer, nonce, digest and signature) is on its
@@ -193,9 +202,10 @@ impl Relayer {
         .transpose()
     }
 
-    /// Stage 4, per-IP limit (every request that gets this far counts).
-    async fn ip_limit(&self, client: IpAddr) -> Result<()> {
-        let (ip, per_ip, now) = (client.to_string(), self.config.rate_limit_per_ip, time::now());
+    /// Stage 4, per-IP limit (every request that gets this far counts), keyed by `client`: an
+    /// IPv4 address or an IPv6 /48.
+    async fn ip_limit(&self, client: &str) -> Result<()> {
+        let (ip, per_ip, now) = (client.to_owned(), self.config.rate_limit_per_ip, time::now());
         if self.db(move |store| store.hit(RateKind::Ip, &ip, per_ip, now)).await? {
             Ok(())
         } else {
@@ -231,19 +241,62 @@ impl Relayer {
         Ok(())
     }
 
-    /// Stage 8, budget: is any transaction still affordable at today's fee? Returns the fees.
-    async fn budget_left(&self) -> Result<Fees> {
+    /// Stage 8, budget: is any transaction still affordable at today's fee, in the budget and in
+    /// the signer's and the client's shares? Returns the fees. (Read only: stage 12 reserves.)
+    async fn budget_left(&self, checked: &Checked, client: &str) -> Result<Fees> {
         let fees = self.chain.fees().await?;
-        let now = time::now();
-        let budget = self.db(move |store| store.budget(now)).await?;
-        let remaining = self.config.daily_gas_budget_wei.saturating_sub(budget.used_wei);
-        if remaining < MIN_TX_GAS.saturating_mul(fees.max_fee_per_gas) {
+        let (signer, client, now) = (checked.signer.clone(), client.to_owned(), time::now());
+        let (budget, by_signer, by_client) = self
+            .db(move |store| {
+                Ok((
+                    store.budget(now)?,
+                    store.spent_by_signer(&signer, now)?,
+                    store.spent_by_client(&client, now)?,
+                ))
+            })
+            .await?;
+        let cheapest = MIN_TX_GAS.saturating_mul(fees.max_fee_per_gas);
+        let limits = self.budget_limits();
+        if limits.total_wei.saturating_sub(budget.used_wei) < cheapest {
             return Err(Error::BudgetExhausted);
+        }
+        if limits.signer_wei.saturating_sub(by_signer) < cheapest {
+            return Err(Error::SignerShareExhausted(self.config.signer_budget_share_percent));
+        }
+        if limits.client_wei.saturating_sub(by_client) < cheapest {
+            return Err(Error::ClientShareExhausted(self.config.client_budget_share_percent));
         }
         Ok(fees)
     }
 
-    /// Stage 9, the forwarder's own check (nonce, deadline, signer). It, the simulation and the
+    /// The budget and the shares, in wei.
+    fn budget_limits(&self) -> BudgetLimits {
+        BudgetLimits {
+            total_wei: self.config.daily_gas_budget_wei,
+            signer_wei: self.config.signer_share_wei(),
+            client_wei: self.config.client_share_wei(),
+        }
+    }
+
+    /// Stage 9a, room before the deadline, by the head block's clock (the forwarder's, which on
+    /// a local chain can run days ahead of the wall clock): a request that expires before it is
+    /// mined passes every check at the head and reverts on inclusion, at the relayer's cost,
+    /// with its forwarder nonce unspent, so it could be signed again and again.
+    fn deadline_room(&self, checked: &Checked, head_time: u64) -> Result<()> {
+        let deadline: u64 = checked.body.request.deadline.to();
+        let margin = self.config.deadline_margin_secs;
+        if deadline != 0 && deadline < head_time.saturating_add(margin) {
+            return Err(Error::DeadlineTooNear {
+                deadline,
+                head: head_time,
+                left: deadline.saturating_sub(head_time),
+                margin,
+            });
+        }
+        Ok(())
+    }
+
+    /// Stage 9b, the forwarder's own check (nonce, deadline, signer). It, the simulation and the
     /// estimate read one block, so they agree even while a copy of this request is mined.
     async fn forwarder_verify(&self, checked: &Checked, at: u64) -> Result<()> {
         if self.chain.verify(&checked.body.request, &checked.body.signature, at).await? {
@@ -281,7 +334,7 @@ impl Relayer {
     async fn reserve(
         &self,
         checked: &Checked,
-        client: IpAddr,
+        client: &str,
         gas_limit: u64,
         fees: Fees,
     ) -> Result<std::result::Result<Reservation, Relayed>> {
@@ -297,15 +350,21 @@ impl Relayer {
             signature: checked.signature.clone(),
             deadline: checked.body.request.deadline.to(),
             input: alloy::primitives::hex::encode_prefixed(input),
-            client_ip: client.to_string(),
+            client_ip: client.to_owned(),
             gas_limit,
             max_fee_wei: fees.max_fee_per_gas,
             priority_fee_wei: fees.max_priority_fee_per_gas,
         };
-        let (limit, now) = (self.config.daily_gas_budget_wei, time::now());
-        match self.db(move |store| store.reserve(&new_relay, limit, now)).await? {
+        let (limits, now) = (self.budget_limits(), time::now());
+        match self.db(move |store| store.reserve(&new_relay, &limits, now)).await? {
             Ok(reservation) => Ok(Ok(reservation)),
             Err(Refusal::Budget) => Err(Error::BudgetExhausted),
+            Err(Refusal::SignerShare) => {
+                Err(Error::SignerShareExhausted(self.config.signer_budget_share_percent))
+            }
+            Err(Refusal::ClientShare) => {
+                Err(Error::ClientShareExhausted(self.config.client_budget_share_percent))
+            }
             Err(Refusal::Duplicate) => self.held(checked).await?.map(Err).ok_or(Error::InvalidSignature),
         }
     }
@@ -351,6 +410,7 @@ impl Relayer {
         };
         let hash: B256 = sent.hash;
         tracing::info!(
+            function = checked.function,
             signer = %checked.signer,
             forwarder_nonce = %checked.nonce,
             relay = %reservation.relay_id,

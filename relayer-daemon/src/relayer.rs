@@ -88,6 +88,9 @@ pub struct Relayer {
     pub(crate) in_flight: InFlight,
     /// Relays (row ids) a follower of this process watches.
     pub(crate) followed: Mutex<HashSet<i64>>,
+    /// The balance the metrics show, and when it was read: a scrape reads the chain at most
+    /// once per [`crate::queries::BALANCE_CACHE`].
+    pub(crate) cached_balance: Mutex<Option<(std::time::Instant, u128)>>,
 }
 
 impl Relayer {
@@ -105,6 +108,7 @@ impl Relayer {
             after_secs: config.stuck_after_secs,
             bump_percent: config.fee_bump_percent,
             max_fee_wei: config.max_fee_per_gas_wei,
+            max_cancel_fee_wei: config.max_cancel_fee_per_gas_wei,
         };
         let relayer = Arc::new(Self {
             config,
@@ -120,6 +124,7 @@ impl Relayer {
             stop,
             in_flight: Arc::default(),
             followed: Mutex::default(),
+            cached_balance: Mutex::default(),
         });
         for record in relayer.db(|store| store.in_the_pool()).await? {
             relayer.follow(record.id);
@@ -138,6 +143,16 @@ impl Relayer {
     /// Per-IP limit of the read endpoints, per minute.
     pub fn read_rate_limit_per_minute(&self) -> std::num::NonZeroU32 {
         self.config.read_rate_limit_per_minute
+    }
+
+    /// The reverse proxies whose `X-Forwarded-For` names the client.
+    pub fn trusted_proxies(&self) -> &kya_core::client_ip::TrustedProxies {
+        &self.config.trusted_proxies
+    }
+
+    /// Where the operator's metrics listener should bind.
+    pub fn metrics_address(&self) -> std::net::SocketAddr {
+        self.config.metrics_address
     }
 
     /// The relayer wallet's address.

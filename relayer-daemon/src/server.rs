@@ -3,7 +3,7 @@
 
 use std::{convert::Infallible, future::Future, net::IpAddr, sync::Arc};
 
-use kya_core::client_ip::network_of;
+use kya_core::client_ip::{TrustedProxies, network_of};
 use serde_json::json;
 use tokio::net::TcpListener;
 use warp::{
@@ -31,20 +31,55 @@ pub(crate) fn methods_of(path: &str) -> &'static str {
     if path.strip_suffix('/').unwrap_or(path) == "/relay" { "POST, OPTIONS" } else { "GET, HEAD, OPTIONS" }
 }
 
-/// Serves the relayer on `listener` until `shutdown` completes; then stops accepting, finishes
-/// in-flight requests, and waits for background relays and settlements.
+/// Serves the relayer on `listener`, and `/metrics` on `metrics` (an operator's listener,
+/// loopback by default, as Prometheus exporters do: the public one does not serve it), until
+/// `shutdown` completes; then stops accepting, finishes in-flight requests, and waits for
+/// background relays and settlements.
 pub async fn run(
     listener: TcpListener,
+    metrics: TcpListener,
     relayer: Arc<Relayer>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
-    if let Ok(address) = listener.local_addr() {
-        tracing::info!(%address, "relayer listening");
+    for (listener, what) in [(&listener, "relayer listening"), (&metrics, "metrics listening")] {
+        if let Ok(address) = listener.local_addr() {
+            tracing::info!(%address, "{what}");
+        }
     }
+    let stopping = tokio_util::sync::CancellationToken::new();
+    let metrics = tokio::spawn(
+        warp::serve(metrics_routes(Arc::clone(&relayer)))
+            .incoming(metrics)
+            .graceful(stopping.clone().cancelled_owned())
+            .run(),
+    );
     warp::serve(routes(Arc::clone(&relayer))).incoming(listener).graceful(shutdown).run().await;
+    stopping.cancel();
+    let _ = metrics.await;
     tracing::info!("no more requests; waiting for relays in flight");
     relayer.drain().await;
     tracing::info!("relayer stopped");
+}
+
+/// The metrics listener's routes: `GET /metrics` (and HEAD); anything else is a 404. No limit:
+/// a scrape reads the store and a cached balance, never the chain.
+pub fn metrics_routes(
+    relayer: Arc<Relayer>,
+) -> impl Filter<Extract = (impl Reply,), Error = Infallible> + Clone + Send + Sync + 'static {
+    warp::path!("metrics")
+        .and(read())
+        .and(warp::any().map(move || Arc::clone(&relayer)))
+        .then(|relayer: Arc<Relayer>| async move {
+            match relayer.metrics().await {
+                Ok(text) => {
+                    warp::reply::with_header(text, "content-type", "text/plain; version=0.0.4; charset=utf-8")
+                        .into_response()
+                }
+                Err(error) => error_response(&error),
+            }
+        })
+        .recover(|rejection: Rejection| async move { Ok::<_, Infallible>(rejected(&rejection)) })
+        .unify()
 }
 
 /// The route table.
@@ -52,37 +87,33 @@ pub fn routes(
     relayer: Arc<Relayer>,
 ) -> impl Filter<Extract = (impl Reply,), Error = Infallible> + Clone + Send + Sync + 'static {
     let limiter = Arc::new(ReadLimiter::new(relayer.read_rate_limit_per_minute()));
+    let proxies = Arc::new(relayer.trusted_proxies().clone());
     let with = move || {
         let relayer = Arc::clone(&relayer);
         warp::any().map(move || Arc::clone(&relayer))
     };
-    let relay =
-        warp::path!("relay")
-            .and(warp::post())
-            .and(warp::body::content_length_limit(MAX_BODY_BYTES))
-            .and(warp::body::bytes())
-            .and(warp::addr::remote())
-            .and(with())
-            .then(
-                |body: warp::hyper::body::Bytes,
-                 remote: Option<std::net::SocketAddr>,
-                 relayer: Arc<Relayer>| async move {
-                    match relayer.relay(body.to_vec(), client_of(remote)).await {
-                        Ok(relayed) => {
-                            let status = if relayed.sent { StatusCode::OK } else { StatusCode::ACCEPTED };
-                            warp::reply::with_status(warp::reply::json(&relayed.body), status).into_response()
-                        }
-                        Err(error) => error_response(&error),
-                    }
-                },
-            );
+    let relay = warp::path!("relay")
+        .and(warp::post())
+        .and(warp::body::content_length_limit(MAX_BODY_BYTES))
+        .and(warp::body::bytes())
+        .and(client(Arc::clone(&proxies)))
+        .and(with())
+        .then(|body: warp::hyper::body::Bytes, client: IpAddr, relayer: Arc<Relayer>| async move {
+            match relayer.relay(body.to_vec(), client).await {
+                Ok(relayed) => {
+                    let status = if relayed.sent { StatusCode::OK } else { StatusCode::ACCEPTED };
+                    warp::reply::with_status(warp::reply::json(&relayed.body), status).into_response()
+                }
+                Err(error) => error_response(&error),
+            }
+        });
     // The read endpoints below each cost the node RPC calls: limited per IP, in memory.
     let read_allowed =
-        warp::addr::remote()
-            .and_then(move |remote: Option<std::net::SocketAddr>| {
+        client(proxies)
+            .and_then(move |client: IpAddr| {
                 let limiter = Arc::clone(&limiter);
                 async move {
-                    limiter.check(client_of(remote)).map_err(|error| warp::reject::custom(Refused(error)))
+                    limiter.check(network_of(client)).map_err(|error| warp::reject::custom(Refused(error)))
                 }
             })
             .untuple_one();
@@ -116,15 +147,6 @@ pub fn routes(
         .and(read_allowed)
         .and(with())
         .then(|relayer: Arc<Relayer>| async move { respond(relayer.domain().await) });
-    let metrics = warp::path!("metrics").and(read()).and(with()).then(|relayer: Arc<Relayer>| async move {
-        match relayer.metrics().await {
-            Ok(text) => {
-                warp::reply::with_header(text, "content-type", "text/plain; version=0.0.4; charset=utf-8")
-                    .into_response()
-            }
-            Err(error) => error_response(&error),
-        }
-    });
     let openapi = warp::path!("openapi.json").and(read()).map(|| {
         warp::reply::with_header(crate::openapi::DOCUMENT, "content-type", "application/json").into_response()
     });
@@ -146,8 +168,6 @@ pub fn routes(
         .or(nonce.boxed())
         .unify()
         .or(domain.boxed())
-        .unify()
-        .or(metrics.boxed())
         .unify()
         .or(health.boxed())
         .unify()
@@ -198,10 +218,22 @@ fn preflight(methods: &'static str) -> Response {
     response
 }
 
-/// The client a limit counts: the TCP peer's network (IPv6 by /64, so one client cannot spread
-/// requests over its 2^64 addresses).
-fn client_of(remote: Option<std::net::SocketAddr>) -> IpAddr {
-    network_of(remote.map_or(IpAddr::from([0, 0, 0, 0]), |remote| remote.ip()))
+/// The client's address: the TCP peer, or behind a trusted reverse proxy the right-most
+/// untrusted `X-Forwarded-For` hop ([`TrustedProxies::client`]). Each limit then counts it by its
+/// own network (reads by /64, relays by /48).
+fn client(
+    proxies: Arc<TrustedProxies>,
+) -> impl Filter<Extract = (IpAddr,), Error = Infallible> + Clone + Send + Sync + 'static {
+    warp::addr::remote().and(warp::header::headers_cloned()).map(
+        move |remote: Option<std::net::SocketAddr>, headers: warp::http::HeaderMap| {
+            let peer = remote.map_or(IpAddr::from([0, 0, 0, 0]), |remote| remote.ip());
+            if proxies.is_empty() {
+                return peer;
+            }
+            let forwarded = headers.get_all("x-forwarded-for").iter().filter_map(|value| value.to_str().ok());
+            proxies.client(peer, forwarded)
+        },
+    )
 }
 
 fn respond<T: serde::Serialize>(result: crate::error::Result<T>) -> Response {

@@ -24,7 +24,8 @@ use crate::{
     relayer::{InFlightGuard, Relayer, lock},
     sender::Outgoing,
     store::{
-        Outcome, Refusal, RelayRecord, RelayStatus, Replacement, SentTx, Settlement, TRANSFER_GAS, TxKind,
+        Outcome, Pruned, Refusal, RelayRecord, RelayStatus, Replacement, SentTx, Settlement, TRANSFER_GAS,
+        TxKind,
     },
     stuck::{Latest, Plan},
     time,
@@ -149,6 +150,10 @@ impl Relayer {
             Plan::Replace(fees) if record.input.is_some() => (TxKind::Relay, fees),
             // A record of an earlier version has no calldata to send again: cancel it.
             Plan::Replace(fees) | Plan::Cancel(fees) => (TxKind::Cancel, fees),
+            Plan::Wait => {
+                tracing::debug!(relay = %record.relay_id, "stuck at the cancellation fee cap; waiting");
+                return Ok(Look::Waiting);
+            }
         };
         let Some(nonce) = record.relayer_nonce else { return Ok(Look::Waiting) };
         // The reconciler leaves the record alone while its new hash is recorded and submitted.
@@ -175,15 +180,18 @@ impl Relayer {
                             refused_by_budget.store(true, Ordering::Relaxed);
                             Ok(false)
                         }
-                        Err(Refusal::Duplicate) => Ok(false),
+                        Err(Refusal::Duplicate | Refusal::SignerShare | Refusal::ClientShare) => Ok(false),
                     }
                 }
             };
             let (hash, step) = self.sender.replace(&outgoing, nonce, recorded).await?;
-            if refused_by_budget.load(Ordering::Relaxed) && kind == TxKind::Relay {
-                tracing::warn!(relay = %record.relay_id, "the budget cannot cover higher fees; cancelling instead");
-                kind = TxKind::Cancel;
-                continue;
+            if refused_by_budget.load(Ordering::Relaxed) {
+                if kind == TxKind::Relay {
+                    tracing::warn!(relay = %record.relay_id, "the budget cannot cover higher fees; cancelling instead");
+                    kind = TxKind::Cancel;
+                    continue;
+                }
+                tracing::warn!(relay = %record.relay_id, "the budget cannot cover the cancellation; waiting");
             }
             if matches!(step, AfterReplace::NonceMined | AfterReplace::Underpriced | AfterReplace::Refused) {
                 // Not in the node: the relay's current transaction is again the one before.
@@ -272,12 +280,28 @@ impl Relayer {
                 if let Err(error) = relayer.reconcile().await {
                     tracing::warn!(error = %error.detail(), "reconciling relays failed; retrying later");
                 }
+                if let Err(error) = relayer.prune().await {
+                    tracing::warn!(error = %error.detail(), "pruning the store failed; retrying later");
+                }
                 tokio::select! {
                     () = tokio::time::sleep(interval) => {}
                     () = relayer.closing.cancelled() => return,
                 }
             }
         });
+    }
+
+    /// Forgets what the retention settings say is old enough: the store stays the size of the
+    /// retention window's traffic.
+    async fn prune(&self) -> Result<()> {
+        let now = time::now();
+        let calldata_before = now.saturating_sub(self.config.calldata_retention_secs);
+        let relays_before = now.saturating_sub(self.config.relay_retention_secs);
+        let pruned = self.db(move |store| store.prune(calldata_before, relays_before, now)).await?;
+        if pruned != Pruned::default() {
+            tracing::info!(calldata = pruned.calldata, relays = pruned.relays, "pruned finished relays");
+        }
+        Ok(())
     }
 
     /// One reconciler pass over the relays still open after the grace period, except those a

@@ -3,7 +3,8 @@
 //! configured blocks or seconds is sent again at the same relayer nonce with fees raised by at
 //! least the bump nodes require (geth's `txpool.pricebump`, 10%), up to the fee cap; past the
 //! request's deadline, or with the cap reached, its nonce is cancelled by a zero-value
-//! self-transfer instead, so later relays are not blocked behind it.
+//! self-transfer instead, so later relays are not blocked behind it. Cancellations have a cap of
+//! their own: past it, the relay waits (for the fees to fall, or the transaction to be mined).
 
 use crate::chain::Fees;
 
@@ -21,6 +22,8 @@ pub(crate) struct Policy {
     pub(crate) bump_percent: u64,
     /// The highest max fee per gas a replacement may pay.
     pub(crate) max_fee_wei: u128,
+    /// The highest max fee per gas a cancellation may pay.
+    pub(crate) max_cancel_fee_wei: u128,
 }
 
 /// The relay's latest transaction.
@@ -43,6 +46,8 @@ pub(crate) enum Plan {
     Replace(Fees),
     /// Cancel its nonce with a self-transfer paying these fees.
     Cancel(Fees),
+    /// Nothing within the caps outbids what holds the nonce: wait.
+    Wait,
 }
 
 impl Policy {
@@ -59,9 +64,7 @@ impl Policy {
         let wanted = higher(bumped, suggested);
         let expired = deadline != 0 && block_time > deadline;
         if latest.is_cancel || expired {
-            // A cancellation is never capped: it must outbid what holds the nonce, and it uses
-            // 21,000 gas, not the relay's limit.
-            return Plan::Cancel(wanted);
+            return self.cancel(bumped, wanted);
         }
         if wanted.max_fee_per_gas <= self.max_fee_wei {
             return Plan::Replace(wanted);
@@ -74,7 +77,24 @@ impl Policy {
                 max_priority_fee_per_gas: wanted.max_priority_fee_per_gas.min(cap),
             });
         }
-        Plan::Cancel(wanted)
+        self.cancel(bumped, wanted)
+    }
+
+    /// A cancellation paying `wanted`, or its cap when that still outbids the stuck transaction
+    /// (`bumped`): it uses 21,000 gas, not the relay's limit, so its cap may sit above the
+    /// relays' (the default is twice it), but uncapped, one stuck relay could spend anything.
+    fn cancel(&self, bumped: Fees, wanted: Fees) -> Plan {
+        let cap = self.max_cancel_fee_wei;
+        if wanted.max_fee_per_gas <= cap {
+            Plan::Cancel(wanted)
+        } else if bumped.max_fee_per_gas <= cap {
+            Plan::Cancel(Fees {
+                max_fee_per_gas: cap,
+                max_priority_fee_per_gas: wanted.max_priority_fee_per_gas.min(cap),
+            })
+        } else {
+            Plan::Wait
+        }
     }
 }
 
@@ -106,7 +126,13 @@ fn higher(a: Fees, b: Fees) -> Fees {
 mod tests {
     use super::*;
 
-    const POLICY: Policy = Policy { after_blocks: 3, after_secs: 60, bump_percent: 10, max_fee_wei: 1_000 };
+    const POLICY: Policy = Policy {
+        after_blocks: 3,
+        after_secs: 60,
+        bump_percent: 10,
+        max_fee_wei: 1_000,
+        max_cancel_fee_wei: 2_000,
+    };
 
     fn fees(max_fee_per_gas: u128, max_priority_fee_per_gas: u128) -> Fees {
         Fees { max_fee_per_gas, max_priority_fee_per_gas }
@@ -156,5 +182,17 @@ mod tests {
             Plan::Cancel(fees(132, 13)),
             "a stuck cancel rises too"
         );
+    }
+
+    #[test]
+    fn cancellations_stop_at_their_own_cap() {
+        // The node suggests more than the cap: the cap, which still outbids the stuck one.
+        assert_eq!(POLICY.plan(&latest(100, 10), 500, 501, fees(5_000, 1)), Plan::Cancel(fees(2_000, 11)));
+        let cancelling = |max_fee| Latest { is_cancel: true, ..latest(max_fee, 11) };
+        assert_eq!(POLICY.plan(&cancelling(1_800), 0, 0, fees(0, 0)), Plan::Cancel(fees(1_980, 13)));
+        // A cancellation that a 10% rise would take past the cap cannot be outbid within it.
+        assert_eq!(POLICY.plan(&cancelling(1_900), 0, 0, fees(0, 0)), Plan::Wait);
+        assert_eq!(POLICY.plan(&cancelling(2_000), 0, 0, fees(0, 0)), Plan::Wait);
+        assert_eq!(POLICY.plan(&latest(1_900, 10), 500, 501, fees(0, 0)), Plan::Wait);
     }
 }

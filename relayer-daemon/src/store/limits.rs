@@ -46,6 +46,24 @@ impl BudgetState {
     }
 }
 
+/// The most a budget window may spend: in all, per signer and per client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BudgetLimits {
+    /// The daily budget (`DAILY_GAS_BUDGET`).
+    pub total_wei: u128,
+    /// One signer's share.
+    pub signer_wei: u128,
+    /// One client's share (IPv4 address, IPv6 /48).
+    pub client_wei: u128,
+}
+
+impl BudgetLimits {
+    /// One limit for everything: no shares (the store's own tests).
+    pub fn total(wei: u128) -> Self {
+        Self { total_wei: wei, signer_wei: wei, client_wei: wei }
+    }
+}
+
 /// What [`Store::count_signer`] decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SignerCount {
@@ -98,6 +116,23 @@ impl Store {
         })
     }
 
+    /// What `signer` has spent in the budget window running at `now`.
+    pub fn spent_by_signer(&self, signer: &str, now: u64) -> Result<u128> {
+        self.with(|connection| {
+            let state = current(read_budget(connection)?, now);
+            spent_by(connection, ShareOf::Signer, signer, state.window_start)
+        })
+    }
+
+    /// What `client` (an IPv4 address or IPv6 /48) has spent in the budget window running at
+    /// `now`.
+    pub fn spent_by_client(&self, client: &str, now: u64) -> Result<u128> {
+        self.with(|connection| {
+            let state = current(read_budget(connection)?, now);
+            spent_by(connection, ShareOf::Client, client, state.window_start)
+        })
+    }
+
     /// The budget at `now`: a window that ended reads as unused.
     pub fn budget(&self, now: u64) -> Result<BudgetState> {
         self.with(|connection| {
@@ -105,6 +140,39 @@ impl Store {
             Ok(current(state, now))
         })
     }
+}
+
+/// What the relays whose `column` is `key` cost in the budget window that started at
+/// `window_start`: settled relays at their cost, open ones at their reservation (a worst case).
+/// Summed here, not in SQL: wei amounts are decimal text beyond SQLite's 64-bit integers.
+pub(super) fn spent_by(
+    connection: &Connection,
+    column: ShareOf,
+    key: &str,
+    window_start: Option<u64>,
+) -> Result<u128> {
+    let Some(window_start) = window_start else { return Ok(0) };
+    let mut statement = connection.prepare_cached(match column {
+        ShareOf::Signer => {
+            "SELECT COALESCE(cost_wei, reserved_wei) FROM relays WHERE signer = ?1 AND window_start = ?2"
+        }
+        ShareOf::Client => {
+            "SELECT COALESCE(cost_wei, reserved_wei) FROM relays WHERE client_ip = ?1 AND window_start = ?2"
+        }
+    })?;
+    let amounts = statement.query_map(params![key, window_start as i64], |row| row.get::<_, String>(0))?;
+    let mut spent = 0u128;
+    for amount in amounts {
+        spent = spent.saturating_add(parse_wei(&amount?)?);
+    }
+    Ok(spent)
+}
+
+/// Whose share [`spent_by`] sums.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ShareOf {
+    Signer,
+    Client,
 }
 
 /// Requests of `kind` counted for `key` in the hour before `now`.

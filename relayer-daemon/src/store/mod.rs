@@ -10,22 +10,25 @@
 //! - `limits`: rate windows and the budget.
 //! - `records`: what a relay record holds, and the reads of records.
 //! - `relays`: a relay's life in the store, from reservation to settlement.
+//! - `retention`: what the store forgets, and when.
 
 mod limits;
 mod records;
 mod relays;
+mod retention;
 mod schema;
 
 use std::{path::Path, sync::Mutex};
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-pub use limits::{BUDGET_WINDOW_SECS, BudgetState, RATE_WINDOW_SECS, RateKind, SignerCount};
+pub use limits::{BUDGET_WINDOW_SECS, BudgetLimits, BudgetState, RATE_WINDOW_SECS, RateKind, SignerCount};
 pub use records::{
     NewRelay, Outcome, Refusal, RelayRecord, RelayStatus, Replacement, Reservation, SentTx, Settlement,
     TxKind,
 };
 pub(crate) use relays::TRANSFER_GAS;
+pub use retention::Pruned;
 
 use crate::error::{Error, Result};
 
@@ -127,14 +130,14 @@ mod tests {
     #[test]
     fn reservations_cannot_overdraw_and_settle_to_the_real_cost() {
         let (_dir, store) = store();
-        let first = store.reserve(&relay("s1", 0, 50), 1_000, 100).unwrap().unwrap();
+        let first = store.reserve(&relay("s1", 0, 50), &BudgetLimits::total(1_000), 100).unwrap().unwrap();
         assert_eq!(first.reserved_wei, 500);
         assert_eq!(
-            store.reserve(&relay("s2", 0, 51), 1_000, 101).unwrap(),
+            store.reserve(&relay("s2", 0, 51), &BudgetLimits::total(1_000), 101).unwrap(),
             Err(Refusal::Budget),
             "500 + 510 > 1000"
         );
-        let second = store.reserve(&relay("s2", 0, 50), 1_000, 101).unwrap().unwrap();
+        let second = store.reserve(&relay("s2", 0, 50), &BudgetLimits::total(1_000), 101).unwrap().unwrap();
         let state = store.budget(102).unwrap();
         assert_eq!((state.used_wei, state.pending_wei), (1_000, 1_000));
         assert_eq!(state.resets_at(), Some(100 + BUDGET_WINDOW_SECS));
@@ -156,10 +159,13 @@ mod tests {
     #[test]
     fn the_same_request_is_reserved_once_unless_it_failed() {
         let (_dir, store) = store();
-        let first = store.reserve(&relay("s", 3, 1), 1_000, 0).unwrap().unwrap();
-        assert_eq!(store.reserve(&relay("s", 3, 1), 1_000, 0).unwrap(), Err(Refusal::Duplicate));
+        let first = store.reserve(&relay("s", 3, 1), &BudgetLimits::total(1_000), 0).unwrap().unwrap();
+        assert_eq!(
+            store.reserve(&relay("s", 3, 1), &BudgetLimits::total(1_000), 0).unwrap(),
+            Err(Refusal::Duplicate)
+        );
         store.release(first.id, "node refused", 0).unwrap();
-        assert!(store.reserve(&relay("s", 3, 1), 1_000, 0).unwrap().is_ok());
+        assert!(store.reserve(&relay("s", 3, 1), &BudgetLimits::total(1_000), 0).unwrap().is_ok());
     }
 
     #[test]
@@ -172,7 +178,7 @@ mod tests {
         assert_eq!(store.count_signer("s", "2", 2, 10).unwrap(), SignerCount::Limited);
         assert_eq!(store.hits(RateKind::Signer, "s", 10).unwrap(), 2);
         // A copy of a request already accepted is not counted, even with quota left.
-        store.reserve(&relay("t", 4, 1), 1_000, 10).unwrap().unwrap();
+        store.reserve(&relay("t", 4, 1), &BudgetLimits::total(1_000), 10).unwrap().unwrap();
         assert_eq!(store.count_signer("t", "4", 2, 10).unwrap(), SignerCount::Duplicate);
         assert_eq!(store.hits(RateKind::Signer, "t", 10).unwrap(), 0);
         assert_eq!(store.count_signer("s", "0", 2, 10 + RATE_WINDOW_SECS).unwrap(), SignerCount::Counted);
@@ -181,8 +187,8 @@ mod tests {
     #[test]
     fn dropped_relays_free_their_request_and_executed_ones_keep_the_worst_case() {
         let (_dir, store) = store();
-        let dropped = store.reserve(&relay("s", 0, 10), 1_000, 5).unwrap().unwrap();
-        let executed = store.reserve(&relay("t", 0, 20), 1_000, 5).unwrap().unwrap();
+        let dropped = store.reserve(&relay("s", 0, 10), &BudgetLimits::total(1_000), 5).unwrap().unwrap();
+        let executed = store.reserve(&relay("t", 0, 20), &BudgetLimits::total(1_000), 5).unwrap().unwrap();
         assert_eq!(store.open_since(4).unwrap().len(), 0, "newer than the horizon");
         assert_eq!(store.open_since(5).unwrap().len(), 2);
         store.drop_relay(dropped.id, "never sent", 6).unwrap();
@@ -194,8 +200,14 @@ mod tests {
         let statuses: Vec<_> = store.records().unwrap().into_iter().map(|r| (r.status, r.cost_wei)).collect();
         assert_eq!(statuses, [(RelayStatus::Dropped, Some(0)), (RelayStatus::Executed, Some(200))]);
         assert!(store.open_since(10).unwrap().is_empty());
-        assert!(store.reserve(&relay("s", 0, 10), 1_000, 8).unwrap().is_ok(), "the slot is free again");
-        assert_eq!(store.reserve(&relay("t", 0, 10), 1_000, 8).unwrap(), Err(Refusal::Duplicate));
+        assert!(
+            store.reserve(&relay("s", 0, 10), &BudgetLimits::total(1_000), 8).unwrap().is_ok(),
+            "the slot is free again"
+        );
+        assert_eq!(
+            store.reserve(&relay("t", 0, 10), &BudgetLimits::total(1_000), 8).unwrap(),
+            Err(Refusal::Duplicate)
+        );
     }
 
     #[test]
@@ -204,7 +216,8 @@ mod tests {
         let path = dir.path().join("relayer.db");
         {
             let store = Store::open(&path).unwrap();
-            let reservation = store.reserve(&relay("s", 0, 10), 1_000, 50).unwrap().unwrap();
+            let reservation =
+                store.reserve(&relay("s", 0, 10), &BudgetLimits::total(1_000), 50).unwrap().unwrap();
             store.mark_sent(reservation.id, 0, "0x01", 1, 50).unwrap();
             assert!(store.hit(RateKind::Signer, "s", 1, 50).unwrap());
         }
@@ -220,7 +233,7 @@ mod tests {
             BudgetState { used_wei: 0, pending_wei: 0, window_start: None }
         );
         // The old window's reservation settling late leaves the new window alone.
-        let fresh = store.reserve(&relay("t", 0, 1), 1_000, later).unwrap().unwrap();
+        let fresh = store.reserve(&relay("t", 0, 1), &BudgetLimits::total(1_000), later).unwrap().unwrap();
         store.settle(1, &Settlement::of("0x01", 40, Outcome::Mined), later).unwrap();
         assert_eq!(store.budget(later).unwrap().used_wei, fresh.reserved_wei);
     }
@@ -228,7 +241,7 @@ mod tests {
     #[test]
     fn a_replacement_grows_the_reservation_and_keeps_every_hash() {
         let (_dir, store) = store();
-        let first = store.reserve(&relay("s", 0, 100), 10_000, 5).unwrap().unwrap();
+        let first = store.reserve(&relay("s", 0, 100), &BudgetLimits::total(10_000), 5).unwrap().unwrap();
         assert_eq!(first.reserved_wei, 1_000);
         assert_eq!(first.relay_id.len(), 32);
         store.mark_sent(first.id, 4, "0xaa", 7, 6).unwrap();
@@ -254,10 +267,11 @@ mod tests {
         );
         assert_eq!((record.txs.len(), record.reserved_wei), (2, 1_300));
         assert!(store.relay_by_hash("0xee").unwrap().is_none());
-        // A cancellation is recorded whatever the budget says (a limit of 0 here), and reserves
-        // its own worst case when that is the larger.
+        // A cancellation is booked like any transaction: it reserves its own worst case when that
+        // is the larger, and is refused when the budget cannot cover the growth.
         let cancel = Replacement { tx_hash: "0xdd".into(), kind: TxKind::Cancel, max_fee_wei: 14, ..bumped };
-        assert_eq!(store.replace(first.id, &cancel, 0, 9).unwrap(), Ok(21_000 * 14));
+        assert_eq!(store.replace(first.id, &cancel, 21_000 * 14 - 1, 9).unwrap(), Err(Refusal::Budget));
+        assert_eq!(store.replace(first.id, &cancel, 21_000 * 14, 9).unwrap(), Ok(21_000 * 14));
         let record = store.relay_by_hash("0xaa").unwrap().unwrap();
         assert_eq!(record.relay_id, first.relay_id);
         assert_eq!(record.status, RelayStatus::Cancelling);
@@ -276,14 +290,18 @@ mod tests {
             store.budget(10).unwrap(),
             BudgetState { used_wei: 300, pending_wei: 0, window_start: Some(5) }
         );
-        assert_eq!(store.replace(first.id, &cancel, 0, 11).unwrap(), Err(Refusal::Duplicate), "closed");
+        assert_eq!(
+            store.replace(first.id, &cancel, u128::MAX, 11).unwrap(),
+            Err(Refusal::Duplicate),
+            "closed"
+        );
     }
 
     #[test]
     fn a_retry_finds_the_held_relay_by_its_exact_signed_request() {
         let (_dir, store) = store();
         let new = relay("s", 2, 10);
-        let reservation = store.reserve(&new, 1_000, 5).unwrap().unwrap();
+        let reservation = store.reserve(&new, &BudgetLimits::total(1_000), 5).unwrap().unwrap();
         let held = store.held("s", "2", &new.digest, "0x01").unwrap().unwrap();
         assert_eq!(
             (held.relay_id.as_str(), held.status),
@@ -294,7 +312,7 @@ mod tests {
         assert_eq!(store.relay_by_request("s", "2").unwrap().unwrap().id, reservation.id);
         store.drop_relay(reservation.id, "the node lost it", 6).unwrap();
         assert!(store.held("s", "2", &new.digest, "0x01").unwrap().is_none(), "dropped: relay it again");
-        let again = store.reserve(&new, 1_000, 7).unwrap().unwrap();
+        let again = store.reserve(&new, &BudgetLimits::total(1_000), 7).unwrap().unwrap();
         assert_ne!(again.relay_id, reservation.relay_id);
         assert_eq!(store.relay_by_request("s", "2").unwrap().unwrap().relay_id, again.relay_id, "the latest");
     }
@@ -302,7 +320,7 @@ mod tests {
     #[test]
     fn a_damaged_store_is_its_own_error() {
         let (_dir, store) = store();
-        store.reserve(&relay("s", 0, 10), 1_000, 5).unwrap().unwrap();
+        store.reserve(&relay("s", 0, 10), &BudgetLimits::total(1_000), 5).unwrap().unwrap();
         store
             .with(|connection| Ok(connection.execute("UPDATE relays SET reserved_wei = 'lots'", [])?))
             .unwrap();
@@ -343,8 +361,64 @@ mod tests {
         assert_eq!(store.relay_by_hash("0xaa").unwrap().unwrap().id, 1);
         assert_eq!(records[1].status, RelayStatus::Accepted);
         assert_ne!(records[0].relay_id, records[1].relay_id);
-        assert_eq!(store.reserve(&relay("t", 0, 1), 1_000, 2).unwrap(), Err(Refusal::Duplicate));
+        assert_eq!(
+            store.reserve(&relay("t", 0, 1), &BudgetLimits::total(1_000), 2).unwrap(),
+            Err(Refusal::Duplicate)
+        );
         drop(store);
         assert_eq!(Store::open(&path).unwrap().records().unwrap(), records, "opening again changes nothing");
+    }
+
+    fn from(signer: &str, client: &str, nonce: u64, gas_limit: u64) -> NewRelay {
+        NewRelay { client_ip: client.into(), ..relay(signer, nonce, gas_limit) }
+    }
+
+    #[test]
+    fn a_signer_and_a_client_spend_at_most_their_share() {
+        let (_dir, store) = store();
+        let limits = BudgetLimits { total_wei: 10_000, signer_wei: 250, client_wei: 400 };
+        // 100 wei each (10 gas × 10 wei): a signer's third relay would pass 250.
+        assert!(store.reserve(&from("s", "a", 0, 10), &limits, 5).unwrap().is_ok());
+        let second = store.reserve(&from("s", "a", 1, 10), &limits, 5).unwrap().unwrap();
+        assert_eq!(store.reserve(&from("s", "b", 2, 10), &limits, 5).unwrap(), Err(Refusal::SignerShare));
+        // A relay that cost less than its reservation leaves room for more.
+        store.settle(second.id, &Settlement::of("0x02", 40, Outcome::Mined), 6).unwrap();
+        assert!(store.reserve(&from("s", "b", 2, 10), &limits, 6).unwrap().is_ok());
+        // Client "a" has spent 100 + 40; other signers from it get 400 − 140 in all.
+        assert!(store.reserve(&from("t", "a", 0, 10), &limits, 6).unwrap().is_ok());
+        assert!(store.reserve(&from("u", "a", 0, 10), &limits, 6).unwrap().is_ok());
+        assert_eq!(store.reserve(&from("v", "a", 0, 10), &limits, 6).unwrap(), Err(Refusal::ClientShare));
+        // A dropped relay costs nothing; reverted ones cost what the chain charged.
+        assert!(store.reserve(&from("v", "c", 0, 10), &limits, 6).unwrap().is_ok());
+        // The next window starts every share afresh.
+        let next = 5 + BUDGET_WINDOW_SECS;
+        assert!(store.reserve(&from("s", "a", 3, 10), &limits, next).unwrap().is_ok());
+        assert!(store.reserve(&from("s", "a", 4, 10), &limits, next).unwrap().is_ok());
+        assert_eq!(store.reserve(&from("s", "a", 5, 10), &limits, next).unwrap(), Err(Refusal::SignerShare));
+    }
+
+    #[test]
+    fn retention_drops_call_data_then_records_and_spares_open_relays() {
+        let (_dir, store) = store();
+        let limits = BudgetLimits::total(u128::MAX);
+        let mut ids = Vec::new();
+        for nonce in 0..4 {
+            let new = NewRelay { input: "0x".to_owned() + &"ab".repeat(30_000), ..relay("s", nonce, 10) };
+            ids.push(store.reserve(&new, &limits, 10).unwrap().unwrap().id);
+        }
+        store.settle(ids[0], &Settlement::of("0x01", 1, Outcome::Mined), 100).unwrap();
+        store.drop_relay(ids[1], "lost", 200).unwrap();
+        store.settle(ids[2], &Settlement::of("0x03", 1, Outcome::Reverted), 300).unwrap();
+        // ids[3] stays open however old it is.
+        assert_eq!(store.prune(200, 100, 1_000).unwrap(), Pruned { calldata: 2, relays: 1 });
+        let records = store.records().unwrap();
+        assert_eq!(records.iter().map(|r| r.id).collect::<Vec<_>>(), ids[1..]);
+        assert_eq!(records[0].input, None, "dropped at 200: call data gone");
+        assert_eq!(records[1].input.as_ref().map(String::len), Some(60_002), "settled at 300: kept");
+        assert!(records[2].input.is_some(), "open: kept");
+        assert_eq!(store.prune(200, 100, 1_000).unwrap(), Pruned::default(), "nothing twice");
+        assert_eq!(store.prune(u64::MAX, u64::MAX, 1_000).unwrap(), Pruned { calldata: 1, relays: 2 });
+        assert_eq!(store.records().unwrap().len(), 1);
+        assert!(store.relay_by_hash("0x01").unwrap().is_none(), "its transactions went with it");
     }
 }

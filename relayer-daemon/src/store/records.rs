@@ -156,7 +156,8 @@ pub struct NewRelay {
     pub deadline: u64,
     /// The calldata of `execute` (hex), kept so a stuck transaction can be sent again.
     pub input: String,
-    /// The client's IP address.
+    /// The client it is counted against: its IPv4 address or IPv6 /48
+    /// ([`kya_core::client_ip::relay_client_of`]).
     pub client_ip: String,
     /// Gas limit of the transaction the relayer will send.
     pub gas_limit: u64,
@@ -182,6 +183,10 @@ pub struct Reservation {
 pub enum Refusal {
     /// The budget's remainder is below the worst-case cost.
     Budget,
+    /// The signer's share of the budget cannot cover the worst-case cost.
+    SignerShare,
+    /// The client's share of the budget cannot cover the worst-case cost.
+    ClientShare,
     /// The same (signer, nonce) is already accepted: a replay.
     Duplicate,
 }

@@ -6,7 +6,7 @@ use rusqlite::{TransactionBehavior, params};
 
 use super::{
     Store, is_taken,
-    limits::{BudgetState, current, read_budget, write_budget},
+    limits::{BudgetLimits, BudgetState, ShareOf, current, read_budget, spent_by, write_budget},
     parse_wei,
     records::{NewRelay, Refusal, RelayStatus, Replacement, Reservation, Settlement, TxKind},
 };
@@ -16,13 +16,14 @@ use crate::error::Result;
 pub(crate) const TRANSFER_GAS: u64 = 21_000;
 
 impl Store {
-    /// Reserves the worst-case cost of a relay against the budget and records the relay, in one
-    /// transaction: concurrent reservations cannot together exceed `limit_wei`, and the same
-    /// signed request cannot be accepted twice.
+    /// Reserves the worst-case cost of a relay against the budget and against its signer's and
+    /// its client's shares, and records the relay, in one transaction: concurrent reservations
+    /// cannot together exceed any of `limits`, and the same signed request cannot be accepted
+    /// twice.
     pub fn reserve(
         &self,
         relay: &NewRelay,
-        limit_wei: u128,
+        limits: &BudgetLimits,
         now: u64,
     ) -> Result<std::result::Result<Reservation, Refusal>> {
         self.with(|connection| {
@@ -32,8 +33,16 @@ impl Store {
             }
             let state = current(read_budget(&tx)?, now);
             let reserved_wei = u128::from(relay.gas_limit).saturating_mul(relay.max_fee_wei);
-            if state.used_wei.saturating_add(reserved_wei) > limit_wei {
+            if state.used_wei.saturating_add(reserved_wei) > limits.total_wei {
                 return Ok(Err(Refusal::Budget));
+            }
+            let by_signer = spent_by(&tx, ShareOf::Signer, &relay.signer, state.window_start)?;
+            if by_signer.saturating_add(reserved_wei) > limits.signer_wei {
+                return Ok(Err(Refusal::SignerShare));
+            }
+            let by_client = spent_by(&tx, ShareOf::Client, &relay.client_ip, state.window_start)?;
+            if by_client.saturating_add(reserved_wei) > limits.client_wei {
+                return Ok(Err(Refusal::ClientShare));
             }
             let window_start = state.window_start.unwrap_or(now);
             write_budget(
@@ -102,10 +111,12 @@ impl Store {
 
     /// Records a transaction sent again at the relay's relayer nonce (a fee replacement or the
     /// cancellation), just before it is submitted. The reservation grows to the new worst case
-    /// (it never shrinks: an earlier, cheaper transaction may still be the one mined). A fee
-    /// replacement the budget cannot cover is refused ([`Refusal::Budget`]); a cancellation is
-    /// always recorded, as it is the way out. Returns `Ok(Err(Refusal::Duplicate))` if the relay
-    /// is no longer open.
+    /// (it never shrinks: an earlier, cheaper transaction may still be the one mined), and the
+    /// growth is booked to the budget like any relay's, so is charged to the relay's signer and
+    /// client. A transaction whose growth the budget cannot cover is refused
+    /// ([`Refusal::Budget`]): cancellations too, whose fees are capped, so that stuck relays
+    /// cannot spend past the budget. Returns `Ok(Err(Refusal::Duplicate))` if the relay is no
+    /// longer open.
     pub fn replace(
         &self,
         id: i64,
@@ -133,10 +144,7 @@ impl Store {
             let growth = worst - reserved;
             let mut state = read_budget(&tx)?;
             let same_window = state.window_start == Some(window_start as u64);
-            if replacement.kind == TxKind::Relay
-                && same_window
-                && state.used_wei.saturating_add(growth) > limit_wei
-            {
+            if growth > 0 && same_window && state.used_wei.saturating_add(growth) > limit_wei {
                 return Ok(Err(Refusal::Budget));
             }
             if same_window {

@@ -80,6 +80,9 @@ CREATE UNIQUE INDEX IF NOT EXISTS relays_live_request_v3 ON relays (signer, forw
     WHERE status IN ('accepted', 'sent', 'replaced', 'cancelling', 'mined', 'executed');
 CREATE INDEX IF NOT EXISTS relays_open ON relays (status, created_at);
 CREATE INDEX IF NOT EXISTS relays_by_request ON relays (signer, forwarder_nonce);
+CREATE INDEX IF NOT EXISTS relays_by_signer_window ON relays (signer, window_start);
+CREATE INDEX IF NOT EXISTS relays_by_client_window ON relays (client_ip, window_start);
+CREATE INDEX IF NOT EXISTS relays_settled ON relays (settled_at);
 ";
 
 /// Statuses of a relay that hold its (signer, forwarder nonce): the request is in flight or ran.

@@ -86,7 +86,7 @@ async fn malformed_bodies_policy_breaches_bad_signatures_and_reverts_are_refused
     );
 
     // 401: signed by someone else; a nonce ahead of the chain (recovers fine off-chain, the
-    // forwarder refuses); an expired deadline.
+    // forwarder refuses). An expired deadline is a 400 before the forwarder is asked.
     let impostor = PrivateKeySigner::random();
     let forged = sign_with_core(&t, &impostor, &request).signature;
     assert_error(client.relay(&body(&request, &forged)).await, 401, "Invalid signature or nonce mismatch");
@@ -96,7 +96,21 @@ async fn malformed_bodies_policy_breaches_bad_signatures_and_reverts_are_refused
     let mut expired = request.clone();
     expired.deadline = alloy::primitives::aliases::U48::from(1_000u64);
     let signature = sign_with_core(&t, &agent, &expired).signature;
-    assert_error(client.relay(&body(&expired, &signature)).await, 401, "Invalid signature or nonce mismatch");
+    let head = t.chain.latest_timestamp().await.unwrap();
+    let (status, refused) = client.relay(&body(&expired, &signature)).await;
+    assert_eq!(status, 400, "{refused}");
+    let message = refused["error"].as_str().unwrap_or_default();
+    let expected = "request.deadline 1000 leaves 0 s after the chain's head time ";
+    assert!(
+        message.starts_with(expected)
+            && message.ends_with("; the relayer needs at least 120 s (or deadline 0: no expiry)"),
+        "{message}"
+    );
+    let said_head: u64 = message[expected.len()..].split(';').next().unwrap().parse().unwrap();
+    assert!(
+        (head..head + 5).contains(&said_head),
+        "the head block's time {head}, not the wall clock: {message}"
+    );
 
     // 500 with the registry's reason: the wallet already belongs to an agent. Nothing is sent.
     assert_eq!(client.relay(&good).await.0, 200);
@@ -341,6 +355,6 @@ async fn read_endpoints_are_rate_limited_per_ip_without_touching_relays() {
     );
     // Health and metrics are not limited, and relays keep their own (persisted) limits.
     assert_eq!(client.get("/health").await, (200, json!({"status": "ok"})));
-    assert_eq!(client.get_text("/metrics").await.0, 200);
+    assert_eq!(client.metrics().await.0, 200);
     assert_error(client.relay(&json!({})).await, 400, "Missing request or signature");
 }

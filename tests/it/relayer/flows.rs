@@ -184,7 +184,7 @@ async fn status_domain_nonce_and_metrics_describe_the_relayer() {
     let (status, relayed) = client.relay(&body(&request, &signed.signature)).await;
     assert_eq!(status, 200, "{relayed}");
     let used = client.settled().await["dailyGasBudget"]["usedWei"].as_str().unwrap().to_owned();
-    let (status, metrics) = client.get_text("/metrics").await;
+    let (status, metrics) = client.metrics().await;
     assert_eq!(status, 200);
     assert!(metrics.contains("relayer_relays_accepted_total 1\n"), "{metrics}");
     assert!(metrics.contains("relayer_relays_rejected_total{reason=\"wrong_target\"} 1\n"), "{metrics}");

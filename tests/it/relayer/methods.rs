@@ -39,7 +39,6 @@ pub(super) async fn head_and_options(client: &Client, relayed: &Value) {
         ("/status".to_owned(), 200),
         (format!("/nonce/{from}"), 200),
         ("/domain".to_owned(), 200),
-        ("/metrics".to_owned(), 200),
         ("/health".to_owned(), 200),
         ("/openapi.json".to_owned(), 200),
         ("/nonce/0x1234".to_owned(), 400),
@@ -53,6 +52,15 @@ pub(super) async fn head_and_options(client: &Client, relayed: &Value) {
         let preflight = client.request("OPTIONS", path, &READ_PREFLIGHT).await;
         assert_preflight(path, &preflight, "GET, HEAD, OPTIONS");
     }
+
+    // Metrics are the operator's, on their own listener (loopback by default): the public one
+    // does not serve them, and the metrics listener serves nothing else.
+    let public = client.request("GET", "/metrics", &[]).await;
+    assert_eq!((public.status, public.text.as_str()), (404, r#"{"error":"Not found"}"#));
+    let (status, metrics) = client.metrics().await;
+    assert!(status == 200 && metrics.contains("relayer_relays_accepted_total "), "{status} {metrics}");
+    let elsewhere = reqwest::get(format!("{}/status", client.metrics_base)).await.expect("an answer");
+    assert_eq!(elsewhere.status(), 404);
 
     // `/relay` takes POST, and its preflight says so; HEAD and GET are refused, naming them.
     assert_preflight("/relay", &client.request("OPTIONS", "/relay", &RELAY_PREFLIGHT).await, "POST, OPTIONS");

@@ -1,6 +1,7 @@
 //! The relayer end to end: the real daemon (in-process on port 0, or the real binary) against a
 //! real anvil with the real contracts, fed requests signed by eth-account and by kya-core.
 
+mod abuse;
 mod concurrency;
 mod errors;
 mod flows;
@@ -8,6 +9,7 @@ mod lifecycle;
 mod methods;
 mod providers;
 mod reconcile;
+mod registry_rules;
 mod replay;
 mod restart;
 mod secrets;

@@ -41,7 +41,7 @@ async fn a_retry_after_mining_gets_its_relay_and_a_different_request_with_a_used
     assert_eq!(balance(&t, relayer.relayer.address()).await, paid, "no gas was paid");
     assert_eq!(forwarder_nonce(&t, agent.address()).await, 1);
     assert_eq!(relayer.relayer.store().records().unwrap().len(), 1);
-    let (_, metrics) = client.get_text("/metrics").await;
+    let (_, metrics) = client.metrics().await;
     assert!(metrics.contains("relayer_relays_retried_total 2\n"), "{metrics}");
     assert!(metrics.contains("relayer_relays_accepted_total 1\n"), "{metrics}");
 

@@ -97,7 +97,7 @@ async fn budget_use_and_signer_limits_survive_a_restart_and_the_key_never_leaks(
         second.client.relay(&body(&attest, &sign_with_core(&t, &agent, &attest).signature)).await;
     assert_eq!((status, answer["error"].as_str()), (429, Some("Signer rate limit exceeded (3/hour)")));
     answers.push_str(&answer.to_string());
-    let (_, metrics) = second.client.get_text("/metrics").await;
+    let (_, metrics) = second.client.metrics().await;
     answers.push_str(&metrics);
     let (clean, second_log) = second.terminate();
     assert!(clean, "{second_log}");
@@ -154,7 +154,7 @@ async fn after_a_kill_with_relays_in_flight_every_retry_gets_its_relay_and_never
                 max_fee_wei: 2_000_000_000,
                 priority_fee_wei: 1_000_000_000,
             },
-            u128::MAX,
+            &kya_relayer::BudgetLimits::total(u128::MAX),
             now(),
         )
         .unwrap()

@@ -26,8 +26,13 @@ use super::{
 
 /// Settings that call a transaction stuck after two seconds without it being mined, with a read
 /// limit the status polling cannot reach.
-const QUICK_TO_REPLACE: [(&str, &str); 3] =
-    [("STUCK_AFTER_BLOCKS", "1000"), ("STUCK_AFTER_SECS", "2"), ("READ_RATE_LIMIT_PER_MINUTE", "100000")];
+/// A deadline needs only a second of room here: the tests make relays expire on purpose.
+const QUICK_TO_REPLACE: [(&str, &str); 4] = [
+    ("STUCK_AFTER_BLOCKS", "1000"),
+    ("STUCK_AFTER_SECS", "2"),
+    ("READ_RATE_LIMIT_PER_MINUTE", "100000"),
+    ("DEADLINE_MARGIN_SECS", "1"),
+];
 
 /// A relayer quick to replace: [`QUICK_TO_REPLACE`].
 async fn relayer_quick_to_replace()
@@ -130,7 +135,7 @@ async fn a_stuck_transaction_is_replaced_with_higher_fees_mined_and_reported_wit
     assert!(fees.windows(2).all(|pair| pair[1] * 10 >= pair[0] * 11), "each at least 10% more: {fees:?}");
     let new = pending(&t, second).await;
     assert_eq!(new.nonce(), 0, "the same relayer nonce");
-    let (_, metrics) = client.get_text("/metrics").await;
+    let (_, metrics) = client.metrics().await;
     assert!(metrics.contains("relayer_relays_waiting_too_long 1\n"), "{metrics}");
     // The replacement's worst case is reserved.
     let (_, status_report) = client.get("/status").await;
@@ -177,7 +182,7 @@ async fn a_stuck_transaction_is_replaced_with_higher_fees_mined_and_reported_wit
     assert_eq!(status, 200, "{again}");
     assert_eq!((again["relayId"].as_str(), again["status"].as_str()), (Some(&*id), Some("mined")));
     assert_eq!(again["txHash"], done["txHash"]);
-    let (_, metrics) = client.get_text("/metrics").await;
+    let (_, metrics) = client.metrics().await;
     let replacements = format!("relayer_replacements_total {}\n", hashes.len() - 1);
     assert!(metrics.contains(&replacements), "{metrics}");
     assert!(metrics.contains("relayer_relays_waiting_too_long 0\n"), "{metrics}");
@@ -218,16 +223,19 @@ async fn a_relay_stuck_past_its_deadline_is_cancelled_and_the_next_relay_takes_t
     assert_eq!(client.used_wei_settled().await, cost(&mined), "only the cancellation is paid for");
     assert_eq!(forwarder_nonce(&t, agent.address()).await, 0, "the request never ran");
     assert_eq!(agent_of(&t, agent.address()).await, 0);
-    // Its deadline is past: the same request is no longer valid (the agent must sign anew).
+    // Its deadline is past: the same request is refused before any on-chain check (the agent
+    // must sign anew).
     let (status, refused) = client.relay(&signed).await;
-    assert_eq!((status, refused["error"].as_str()), (401, Some("Invalid signature or nonce mismatch")));
+    let message = refused["error"].as_str().unwrap_or_default();
+    assert_eq!(status, 400, "{refused}");
+    assert!(message.starts_with(&format!("request.deadline {deadline} leaves 0 s after")), "{message}");
 
     // The cancelled nonce blocks nothing: the next relay takes the next nonce and is mined.
     let next_agent = agent_key(411);
     let next = forward(&t, next_agent.address(), 0, &register_call(next_agent.address(), 0));
     let next = body(&next, &sign_with_core(&t, &next_agent, &next).signature);
     relay_mined_at(&t, client, &next, cancel_tx.nonce() + 1).await;
-    let (_, metrics) = client.get_text("/metrics").await;
+    let (_, metrics) = client.metrics().await;
     assert!(metrics.contains("relayer_cancellations_total 1\n"), "{metrics}");
     relayer.stop().await;
 }
@@ -337,7 +345,7 @@ async fn a_relay_stuck_at_the_fee_cap_is_cancelled_and_its_signer_relays_again_a
     let (_, latest) = client.get(&signer_path).await;
     assert_eq!((&latest["relayId"], &latest["status"]), (&again["relayId"], &json!("mined")), "{latest}");
     assert_eq!(relay(client, &id).await["status"], "expired", "the cancelled relay stays expired");
-    let (_, metrics) = client.get_text("/metrics").await;
+    let (_, metrics) = client.metrics().await;
     assert!(metrics.contains(&format!("relayer_replacements_total {replacements}\n")), "{metrics}");
     let cancels = recorded.len() - replacements - 1;
     assert!(metrics.contains(&format!("relayer_cancellations_total {cancels}\n")), "{metrics}");
