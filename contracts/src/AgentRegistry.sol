@@ -51,7 +51,8 @@ contract AgentRegistry is ERC2771Context {
     uint256 public maxGenerationDepth = 10;
 
     mapping(address => bool) public isRegulator;
-    /// @notice Agent id owning a wallet; 0 means none. Revoked and terminated agents free their wallet.
+    /// @notice Agent id owning a wallet; 0 means none. A terminated agent frees its wallet; a revoked
+    /// one keeps it, so the wallet can never be registered again (a regulator's sanction sticks).
     mapping(address => uint256) public walletToAgent;
 
     mapping(uint256 => AgentRecord) private _agents;
@@ -112,7 +113,14 @@ contract AgentRegistry is ERC2771Context {
     // ---------------------------------------------------------------- registration
 
     /// @notice Registers an agent. A child (parentAgentId != 0) needs an Active parent, sits one
-    /// generation below it (at most `maxGenerationDepth`) and inherits its Haftungsperson.
+    /// generation below it (at most `maxGenerationDepth`) and inherits its Haftungsperson, so only
+    /// the parent's agent wallet, creator or Haftungsperson may register it.
+    /// @dev Checks, in this order: the wallet is not zero; for a child, the parent exists
+    /// ("Parent agent not found"), the caller may act for it ("Not authorized for this agent"),
+    /// it is Active ("Parent agent not active") and the child stays within the depth ("Max
+    /// generation depth exceeded"), as `_requireAgentWrite` orders its checks (a stranger learns
+    /// nothing about a parent's status); last, the wallet is not bound to any agent, including a
+    /// revoked one ("Wallet already registered to another agent").
     function registerAgent(
         address haftungsperson,
         address agentWallet,
@@ -126,12 +134,7 @@ contract AgentRegistry is ERC2771Context {
         uint256 generation = 0;
         address liablePerson = haftungsperson;
         if (parentAgentId != 0) {
-            require(_exists(parentAgentId), "Parent agent not found");
-            AgentRecord storage parent = _agents[parentAgentId];
-            require(parent.status == AgentStatus.Active, "Parent agent not active");
-            generation = parent.generation + 1;
-            require(generation <= maxGenerationDepth, "Max generation depth exceeded");
-            liablePerson = parent.haftungsperson;
+            (generation, liablePerson) = _placeChild(parentAgentId);
         }
         require(walletToAgent[agentWallet] == 0, "Wallet already registered to another agent");
 
@@ -192,10 +195,12 @@ contract AgentRegistry is ERC2771Context {
         emit RevenueReported(agentId, amount, currency, category, periodStart, periodEnd);
     }
 
-    /// @notice Permanently ends the agent and frees its wallet.
+    /// @notice Permanently ends the agent and frees its wallet, so its owner may register afresh.
     function terminateSelf(uint256 agentId) external {
         _requireAgentWrite(agentId);
-        _end(agentId, AgentStatus.Terminated);
+        AgentRecord storage agent = _agents[agentId];
+        agent.status = AgentStatus.Terminated;
+        delete walletToAgent[agent.agentWallet];
         emit AgentTerminated(agentId, _msgSender());
     }
 
@@ -212,13 +217,15 @@ contract AgentRegistry is ERC2771Context {
         emit AgentReactivated(agentId, _msgSender());
     }
 
-    /// @notice Permanently revokes an Active or Suspended agent and frees its wallet.
+    /// @notice Permanently revokes an Active or Suspended agent. Its wallet stays bound to the
+    /// revoked record: `isRegistered` stays true, `getAgentByWallet` returns the record, and the
+    /// wallet cannot be registered again, so re-registering does not undo the sanction.
     function revokeAgent(uint256 agentId) external onlyRegulator agentExists(agentId) {
         AgentStatus status = _agents[agentId].status;
         require(
             status == AgentStatus.Active || status == AgentStatus.Suspended, "Agent already revoked or terminated"
         );
-        _end(agentId, AgentStatus.Revoked);
+        _agents[agentId].status = AgentStatus.Revoked;
         emit AgentRevoked(agentId, _msgSender());
     }
 
@@ -250,12 +257,14 @@ contract AgentRegistry is ERC2771Context {
         return _agents[agentId];
     }
 
+    /// @notice The agent bound to `wallet`, a revoked one included (a terminated agent's wallet is free).
     function getAgentByWallet(address wallet) external view returns (AgentRecord memory) {
         uint256 agentId = walletToAgent[wallet];
         require(agentId != 0, "No agent registered for this wallet");
         return _agents[agentId];
     }
 
+    /// @notice True while `wallet` is bound to an agent: Active, Suspended or Revoked.
     function isRegistered(address wallet) external view returns (bool) {
         return walletToAgent[wallet] != 0;
     }
@@ -304,21 +313,30 @@ contract AgentRegistry is ERC2771Context {
     function _requireAgentWrite(uint256 agentId) private view {
         require(_exists(agentId), "Agent not found");
         AgentRecord storage agent = _agents[agentId];
-        address caller = _msgSender();
-        require(
-            caller == agent.agentWallet || caller == agent.creator || caller == agent.haftungsperson,
-            "Not authorized for this agent"
-        );
+        require(_mayActFor(agent), "Not authorized for this agent");
         require(agent.status == AgentStatus.Active, "Agent not active");
+    }
+
+    /// @dev The checks of registering a child under `parentAgentId`, in `_requireAgentWrite`'s
+    /// order (exists, authorized, Active), then the depth. Returns the child's generation and the
+    /// Haftungsperson it inherits.
+    function _placeChild(uint256 parentAgentId) private view returns (uint256 generation, address liablePerson) {
+        require(_exists(parentAgentId), "Parent agent not found");
+        AgentRecord storage parent = _agents[parentAgentId];
+        require(_mayActFor(parent), "Not authorized for this agent");
+        require(parent.status == AgentStatus.Active, "Parent agent not active");
+        generation = parent.generation + 1;
+        require(generation <= maxGenerationDepth, "Max generation depth exceeded");
+        liablePerson = parent.haftungsperson;
+    }
+
+    /// @dev The caller is the agent's own wallet, its creator or its Haftungsperson.
+    function _mayActFor(AgentRecord storage agent) private view returns (bool) {
+        address caller = _msgSender();
+        return caller == agent.agentWallet || caller == agent.creator || caller == agent.haftungsperson;
     }
 
     function _isCompliant(AgentRecord storage agent) private view returns (bool) {
         return agent.status == AgentStatus.Active && block.timestamp - agent.lastAttestation <= attestationGracePeriod;
-    }
-
-    function _end(uint256 agentId, AgentStatus finalStatus) private {
-        AgentRecord storage agent = _agents[agentId];
-        agent.status = finalStatus;
-        delete walletToAgent[agent.agentWallet];
     }
 }

@@ -41,6 +41,10 @@ pub struct SeededAgent {
     pub record: Agent,
     /// Index for [`dev_accounts::agent_wallet`], which gives the wallet's private key.
     pub wallet_index: u64,
+    /// Whether the registry still binds the agent's wallet to it (`walletToAgent`): true until
+    /// the agent terminates itself, which frees the wallet. A revoked agent keeps its wallet, so
+    /// `/kya/<wallet>` reads it as registered, and the wallet cannot be registered again.
+    pub wallet_bound: bool,
     /// Direct children in registration order.
     pub children: Vec<u64>,
 }
@@ -72,7 +76,9 @@ pub struct DemoRoles {
     /// Active, never re-attested after the time travel: lapsed.
     pub lapsed: u64,
     pub suspended: u64,
+    /// Revoked by the regulator; its wallet stays bound to it.
     pub revoked: u64,
+    /// Terminated by its creator; its wallet is free.
     pub terminated: u64,
     /// Suspended, then reactivated by the regulator.
     pub reactivated: u64,
@@ -97,6 +103,11 @@ impl DemoData {
         &self.agents[usize::try_from(agent_id - 1).expect("ids fit usize")]
     }
 
+    /// The agent the registry binds `wallet` to (`getAgentByWallet`), if any.
+    pub fn agent_of_wallet(&self, wallet: Address) -> Option<&SeededAgent> {
+        self.agents.iter().find(|agent| agent.wallet_bound && agent.record.agent_wallet == wallet)
+    }
+
     /// The revenue history of one agent, oldest first.
     pub fn revenue_of(&self, agent_id: u64) -> Vec<&SeededRevenue> {
         self.revenue.iter().filter(|report| report.agent_id == agent_id).collect()
@@ -111,7 +122,8 @@ pub async fn seed_demo(chain: &Chain, deployment: &Deployment) -> Result<DemoDat
     let creator_c = dev_accounts::address(Role::CreatorC);
     let liable = dev_accounts::address(Role::Outsider);
 
-    // A lineage five generations deep; children inherit the root's Haftungsperson.
+    // A lineage five generations deep; children inherit the root's Haftungsperson. Each child is
+    // registered by its parent's creator: only the parent's wallet, creator or Haftungsperson may.
     let mut lineage =
         vec![seeder.register(creator_a, creator_a, "atlas: orchestrates research agents", 0, true).await?];
     for generation in 1..5u64 {
@@ -180,6 +192,9 @@ pub async fn seed_demo(chain: &Chain, deployment: &Deployment) -> Result<DemoDat
         seeded_until,
     };
     verify_count(chain, deployment, data.agents.len()).await?;
+    for agent_id in [data.roles.revoked, data.roles.terminated] {
+        verify_wallet_binding(chain, deployment, &data, data.agent(agent_id).record.agent_wallet).await?;
+    }
     Ok(data)
 }
 
@@ -193,8 +208,10 @@ pub async fn seed_bulk(chain: &Chain, deployment: &Deployment, count: u64) -> Re
     let registry = deployment.registry;
     let regulator = deployment.regulator;
     let creators = [Role::CreatorA, Role::CreatorB, Role::CreatorC].map(dev_accounts::address);
-    let creator_of = |id: u64| creators[usize::try_from((id - 1) / 10 % 3).expect("0..3")];
     let first_id = next_agent_id(chain, registry).await?;
+    // One creator per group of ten: it registered the group's parents, so it may register their
+    // children.
+    let creator_of = |id: u64| creators[usize::try_from((id - first_id) / 10 % 3).expect("0..3")];
     let ids = first_id..first_id + count;
 
     let registrations = ids.clone().map(|id| {
@@ -319,7 +336,7 @@ impl<'a> Seeder<'a> {
             last_revenue_report: 0,
             status: AgentStatus::Active,
         };
-        self.agents.push(SeededAgent { record, wallet_index, children: Vec::new() });
+        self.agents.push(SeededAgent { record, wallet_index, wallet_bound: true, children: Vec::new() });
         Ok(agent_id)
     }
 
@@ -402,6 +419,7 @@ impl<'a> Seeder<'a> {
             &AgentRegistry::revokeAgentCall { agentId: U256::from(agent_id) },
         )
         .await?;
+        // The wallet stays bound to the revoked record.
         self.agent_mut(agent_id).status = AgentStatus::Revoked;
         Ok(())
     }
@@ -414,6 +432,7 @@ impl<'a> Seeder<'a> {
         )
         .await?;
         self.agent_mut(agent_id).status = AgentStatus::Terminated;
+        self.agents[usize::try_from(agent_id - 1).expect("fits")].wallet_bound = false;
         Ok(())
     }
 }
@@ -451,6 +470,25 @@ fn tx<C: SolCall>(from: Address, to: Address, call: &C) -> TransactionRequest {
 async fn next_agent_id(chain: &Chain, registry: Address) -> Result<u64, TxError> {
     let next = chain.view(registry, &AgentRegistry::nextAgentIdCall {}).await?;
     Ok(u64::try_from(next).expect("agent ids fit u64"))
+}
+
+/// The chain binds `wallet` to the agent the model says (revoking keeps the binding, terminating
+/// drops it), so a model drifting from the registry's rules fails the seed.
+async fn verify_wallet_binding(
+    chain: &Chain,
+    deployment: &Deployment,
+    data: &DemoData,
+    wallet: Address,
+) -> Result<(), TxError> {
+    let bound = chain.view(deployment.registry, &AgentRegistry::walletToAgentCall(wallet)).await?;
+    let modelled = data.agent_of_wallet(wallet).map_or(0, |agent| agent.record.agent_id);
+    if bound == U256::from(modelled) {
+        Ok(())
+    } else {
+        Err(TxError::Reverted(format!(
+            "the registry binds {wallet} to agent {bound}, the model to {modelled}"
+        )))
+    }
 }
 
 async fn verify_count(chain: &Chain, deployment: &Deployment, expected: usize) -> Result<(), TxError> {

@@ -135,6 +135,7 @@ test('compliance, KYA decisions and decoded records agree with the API for every
     assert.equal(decision, check.body.isRegistered ? (verdict ? 'provision' : 'renew attestation') : 'deny or register');
   }
   assert.ok(revenueRecords > 0, 'the seed reports revenue, so the decoded histories were compared');
-  // The seed covers every branch: compliant, lapsed or suspended, and revoked or terminated.
+  // The seed covers every branch: compliant; lapsed, suspended or revoked (a revoked agent keeps
+  // its wallet); and terminated (its wallet is free).
   assert.deepEqual([...decisions].sort(), ['deny or register', 'provision', 'renew attestation']);
 });

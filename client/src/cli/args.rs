@@ -133,7 +133,7 @@ pub(crate) struct Register {
     /// The liable person's wallet [default: the signer's address; children inherit their parent's]
     #[arg(long)]
     pub(crate) haftungsperson: Option<String>,
-    /// Parent agent id (0: a root agent)
+    /// Parent agent id (0: a root agent); the signer must be its wallet, creator or Haftungsperson
     #[arg(long, default_value = "0")]
     pub(crate) parent: String,
     /// The agent may modify itself

@@ -124,6 +124,21 @@ async fn provider_checks(t: &Setup) {
     assert_eq!(run.code, 4, "{}{}", run.stdout, run.stderr);
     assert_eq!(run.stdout.lines().next(), Some("deny or register"));
     assert!(run.stdout.contains("is not registered"));
+
+    // A revoked agent keeps its wallet: registered but not compliant (the spec's exit 3), and
+    // the record says Revoked. A terminated agent freed its wallet: not registered (exit 4).
+    let revoked = t.demo.roles.revoked;
+    let run = t.kya(&["check", &t.wallet(revoked), "--json"], &[]).await;
+    assert_eq!(run.code, 3, "{}{}", run.stdout, run.stderr);
+    let json = run.json();
+    assert_eq!((json["isRegistered"].as_bool(), json["isCompliant"].as_bool()), (Some(true), Some(false)));
+    assert_eq!((&json["agent"]["agentId"], &json["agent"]["status"]), (&revoked.into(), &"Revoked".into()));
+    let run = t.kya(&["check", &t.wallet(revoked)], &[]).await;
+    assert!(run.stdout.contains(&format!("agent        {revoked} (Revoked)")), "{}", run.stdout);
+    let terminated = t.demo.roles.terminated;
+    let run = t.kya(&["check", &t.wallet(terminated), "--json"], &[]).await;
+    assert_eq!(run.code, 4, "{}{}", run.stdout, run.stderr);
+    assert_eq!((run.json()["isRegistered"].as_bool(), &run.json()["agent"]), (Some(false), &Value::Null));
 }
 
 /// Agent, lineage tree, agent pages, statistics, relayer status.
@@ -365,6 +380,24 @@ async fn agent_cycle(t: &Setup) {
     assert_eq!(refused.code, 1, "{}{}", refused.stdout, refused.stderr);
     assert!(refused.stderr.contains("Not authorized for this agent"), "{}", refused.stderr);
 
+    // A child: under someone else's agent refused, under the signer's own registered.
+    let child = dev_accounts::agent_wallet(9_000_003).address().to_checksum(None);
+    let refused = t.kya(&child_of(&t.demo.roles.compliant.to_string(), &child), &with_key).await;
+    assert_eq!(refused.code, 1, "{}{}", refused.stdout, refused.stderr);
+    assert!(refused.stderr.contains("Not authorized for this agent"), "{}", refused.stderr);
+    let registered = t.kya(&child_of(&new_id.to_string(), &child), &with_key).await;
+    assert_eq!(registered.code, 0, "{}{}", registered.stdout, registered.stderr);
+    let registered = registered.json();
+    assert_eq!(registered["result"]["agentId"], new_id + 1, "{registered}");
+    assert_eq!(registered["result"]["agentWallet"], child);
+    let record = t
+        .chain
+        .chain
+        .view(t.chain.registry(), &AgentRegistry::getAgentCall { agentId: U256::from(new_id + 1) })
+        .await
+        .unwrap();
+    assert_eq!((record.creator, record.parentAgentId), (wallet, U256::from(new_id)));
+
     let terminated = t.ok_json(&["terminate", &new_id.to_string(), "--json"], &with_key).await;
     assert_eq!(terminated["result"], serde_json::json!({ "event": "terminated", "agentId": new_id }));
     let record = t
@@ -374,6 +407,24 @@ async fn agent_cycle(t: &Setup) {
         .await
         .unwrap();
     assert_eq!(record.status, kya_core::AgentStatus::Terminated as u8);
+}
+
+/// `kya register` arguments for a child of `parent` with `wallet`.
+fn child_of<'a>(parent: &'a str, wallet: &'a str) -> [&'a str; 12] {
+    [
+        "register",
+        "--parent",
+        parent,
+        "--wallet",
+        wallet,
+        "--scope",
+        "a helper",
+        "--constitution-text",
+        "Be kind.",
+        "--capabilities",
+        "search",
+        "--json",
+    ]
 }
 
 /// `--direct`: the signer pays its own gas; the registry's address from the environment.

@@ -272,3 +272,69 @@ async fn a_value_that_differs_from_the_request_is_refused() {
     assert_revert(t.chain.send_request(paying).await, "Forwarder: value mismatch");
     assert_eq!(nonce(&t, signer.address()).await, 0);
 }
+
+/// The registry's rules judge the signer, not the account that sends the transaction: a
+/// stranger's meta-transaction registering a child under someone else's agent, or registering a
+/// revoked agent's wallet again, fails inside `execute` with the registry's reason and adds
+/// nothing; the parent's own wallet, signing the same child, succeeds.
+#[tokio::test]
+async fn a_strangers_forwarded_registrations_are_refused_by_the_registry() {
+    let t = TestChain::start().await;
+    let parent_key = agent_key(1);
+    let parent = registered(&t, &parent_key).await;
+    let revoked_key = agent_key(2);
+    let revoked = registered(&t, &revoked_key).await;
+    let regulator = dev_accounts::address(Role::Regulator);
+    t.chain
+        .send(regulator, t.registry(), &AgentRegistry::revokeAgentCall { agentId: id(revoked) })
+        .await
+        .unwrap();
+    let stranger = agent_key(3);
+    let own = registered(&t, &stranger).await;
+    let child_wallet = agent_key(4).address();
+
+    let attempts = [
+        (super::register_call(child_wallet, parent), "Not authorized for this agent"),
+        (super::register_call(revoked_key.address(), 0), "Wallet already registered to another agent"),
+        // Under the stranger's own agent, so authorized: the revoked wallet is what fails.
+        (super::register_call(revoked_key.address(), own), "Wallet already registered to another agent"),
+    ];
+    for (sent, (call, reason)) in (0..).zip(attempts) {
+        let forwarded = request(&t, &stranger, sent, &call);
+        let signature = sign(&t, &stranger, &forwarded);
+        let execute_call = Forwarder::executeCall { req: forwarded.clone(), signature: signature.clone() };
+        let simulated = t
+            .chain
+            .view_from(dev_accounts::address(Role::Relayer), t.forwarder(), &execute_call)
+            .await
+            .unwrap();
+        assert!(!simulated._0, "{reason}: the inner call fails");
+        assert_eq!(Revert::abi_decode(&simulated._1).unwrap().reason, reason);
+        execute(&t, &forwarded, &signature).await.unwrap();
+        assert_eq!(nonce(&t, stranger.address()).await, sent + 1, "{reason}: the nonce is used");
+    }
+    let next = t.chain.view(t.registry(), &AgentRegistry::nextAgentIdCall {}).await.unwrap();
+    assert_eq!(next, id(own + 1), "no agent was added");
+    for parent_id in [parent, own] {
+        let children = t
+            .chain
+            .view(t.registry(), &AgentRegistry::getChildrenCall { agentId: id(parent_id) })
+            .await
+            .unwrap();
+        assert!(children.is_empty(), "agent {parent_id} has no child: {children:?}");
+    }
+    let bound =
+        t.chain.view(t.registry(), &AgentRegistry::walletToAgentCall(revoked_key.address())).await.unwrap();
+    assert_eq!(bound, id(revoked), "the revoked wallet is still bound to its record");
+
+    // The parent's wallet signs the same child: registered, with the signer as its creator.
+    let forwarded = request(&t, &parent_key, 0, &super::register_call(child_wallet, parent));
+    let signature = sign(&t, &parent_key, &forwarded);
+    execute(&t, &forwarded, &signature).await.unwrap();
+    let child = agent(&t, own + 1).await;
+    assert_eq!((child.agentWallet, child.creator), (child_wallet, parent_key.address()));
+    assert_eq!(
+        (child.parentAgentId, child.haftungsperson),
+        (id(parent), agent(&t, parent).await.haftungsperson)
+    );
+}

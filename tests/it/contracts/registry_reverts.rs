@@ -61,6 +61,46 @@ async fn not_authorized_for_this_agent() {
         send_as(&t, Role::Regulator, &AgentRegistry::terminateSelfCall { agentId: id(agent) }).await,
         "Not authorized for this agent",
     );
+    // Registering a child under someone else's agent.
+    assert_revert(register(&t, Role::Outsider, wallet(2), agent).await, "Not authorized for this agent");
+}
+
+/// registerAgent's checks run in the order its NatSpec gives: wallet not zero, then for a child
+/// the parent exists, the caller may act for it, it is Active, the depth; the wallet's binding
+/// last. So a stranger learns only that the parent exists, never its status or depth.
+#[tokio::test]
+async fn a_child_registration_checks_in_order() {
+    let t = TestChain::start().await;
+    send_as(&t, Role::Owner, &AgentRegistry::setMaxGenerationDepthCall { depth: id(1) }).await.unwrap();
+    let root = register(&t, Role::CreatorA, wallet(1), 0).await.unwrap();
+    let at_depth = register(&t, Role::CreatorA, wallet(2), root).await.unwrap();
+    let suspended = register(&t, Role::CreatorA, wallet(3), 0).await.unwrap();
+    send_as(&t, Role::Regulator, &AgentRegistry::suspendAgentCall { agentId: id(suspended) }).await.unwrap();
+    let revoked = register(&t, Role::CreatorA, wallet(4), 0).await.unwrap();
+    send_as(&t, Role::Regulator, &AgentRegistry::revokeAgentCall { agentId: id(revoked) }).await.unwrap();
+
+    let cases = [
+        // (caller, wallet, parent, reason)
+        (Role::Outsider, Address::ZERO, 999, "Agent wallet must not be zero"),
+        (Role::Outsider, wallet(9), 999, "Parent agent not found"),
+        (Role::Outsider, wallet(9), suspended, "Not authorized for this agent"),
+        (Role::CreatorA, wallet(9), suspended, "Parent agent not active"),
+        (Role::Outsider, wallet(9), revoked, "Not authorized for this agent"),
+        (Role::CreatorA, wallet(9), revoked, "Parent agent not active"),
+        (Role::Outsider, wallet(9), at_depth, "Not authorized for this agent"),
+        (Role::CreatorA, wallet(9), at_depth, "Max generation depth exceeded"),
+        // A taken wallet (here the revoked agent's) under a parent the caller may not use.
+        (Role::Outsider, wallet(4), root, "Not authorized for this agent"),
+        (Role::CreatorB, wallet(4), root, "Wallet already registered to another agent"),
+    ];
+    for (caller, agent_wallet, parent, reason) in cases {
+        assert_revert(register(&t, caller, agent_wallet, parent).await, reason);
+    }
+    assert_eq!(
+        t.chain.view(t.registry(), &AgentRegistry::nextAgentIdCall {}).await.unwrap(),
+        id(revoked + 1),
+        "nothing was registered"
+    );
 }
 
 #[tokio::test]
@@ -149,6 +189,16 @@ async fn wallet_already_registered_to_another_agent() {
         register(&t, Role::CreatorB, wallet(1), other).await,
         "Wallet already registered to another agent",
     );
+    // And after its agent was revoked: the wallet stays bound to the revoked record.
+    send_as(&t, Role::Regulator, &AgentRegistry::revokeAgentCall { agentId: id(1) }).await.unwrap();
+    assert_revert(
+        register(&t, Role::CreatorA, wallet(1), 0).await,
+        "Wallet already registered to another agent",
+    );
+    assert_revert(
+        register(&t, Role::CreatorB, wallet(1), other).await,
+        "Wallet already registered to another agent",
+    );
 }
 
 #[tokio::test]
@@ -172,6 +222,12 @@ async fn no_agent_registered_for_this_wallet() {
     let record =
         t.chain.view(t.registry(), &AgentRegistry::getAgentByWalletCall { wallet: wallet(1) }).await.unwrap();
     assert_eq!(record.agentId.to::<u64>(), agent);
+    // Terminating the agent frees the wallet, so it names no agent again.
+    send_as(&t, Role::CreatorA, &AgentRegistry::terminateSelfCall { agentId: id(agent) }).await.unwrap();
+    assert_revert(
+        t.chain.view(t.registry(), &AgentRegistry::getAgentByWalletCall { wallet: wallet(1) }).await,
+        "No agent registered for this wallet",
+    );
 }
 
 #[tokio::test]

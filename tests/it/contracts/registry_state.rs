@@ -35,14 +35,15 @@ async fn registration_records_every_field_and_the_lineage() {
     assert_eq!(record.lastRevenueReport, 0);
     assert_eq!(status(&record), AgentStatus::Active);
 
-    // A child registered by someone else, naming another Haftungsperson, inherits the parent's.
+    // A child registered by the parent's Haftungsperson, naming another one, inherits the
+    // parent's.
     let mut call = super::register_call(wallet(2), root);
     call.haftungsperson = dev_accounts::address(Role::Outsider);
-    t.chain.send(dev_accounts::address(Role::CreatorC), t.registry(), &call).await.unwrap();
+    t.chain.send(dev_accounts::address(Role::CreatorB), t.registry(), &call).await.unwrap();
     let child = agent(&t, 2).await;
     assert_eq!(child.parentAgentId, id(root));
     assert_eq!(child.generation, U256::from(1));
-    assert_eq!(child.creator, dev_accounts::address(Role::CreatorC));
+    assert_eq!(child.creator, dev_accounts::address(Role::CreatorB));
     assert_eq!(child.haftungsperson, record.haftungsperson);
 
     let children =
@@ -209,7 +210,7 @@ async fn suspension_and_reactivation_by_regulator_or_owner() {
 }
 
 #[tokio::test]
-async fn revoked_and_terminated_are_permanent_and_free_the_wallet() {
+async fn revoked_and_terminated_are_permanent() {
     let t = TestChain::start().await;
     let revoked = register(&t, Role::CreatorA, wallet(1), 0).await.unwrap();
     let terminated = register(&t, Role::CreatorA, wallet(2), 0).await.unwrap();
@@ -248,16 +249,151 @@ async fn revoked_and_terminated_are_permanent_and_free_the_wallet() {
         );
         assert_eq!(status(&agent(&t, agent_id.to()).await), final_status, "still {final_status}");
     }
+}
 
-    // The wallets are free again: no longer registered, and a new agent may take one.
-    assert!(
-        !t.chain.view(t.registry(), &AgentRegistry::isRegisteredCall { wallet: wallet(1) }).await.unwrap()
-    );
-    assert_revert(
-        t.chain.view(t.registry(), &AgentRegistry::getAgentByWalletCall { wallet: wallet(2) }).await,
-        "No agent registered for this wallet",
-    );
+/// The wallet's binding as every view reports it: `walletToAgent`, `isRegistered`,
+/// `isRegisteredAndCompliant`, and the id and status of `getAgentByWallet`'s record.
+async fn binding(
+    t: &TestChain,
+    wallet: alloy::primitives::Address,
+) -> (u64, bool, bool, Option<(u64, AgentStatus)>) {
+    let registry = t.registry();
+    let mapped = t.chain.view(registry, &AgentRegistry::walletToAgentCall(wallet)).await.unwrap().to();
+    let registered = t.chain.view(registry, &AgentRegistry::isRegisteredCall { wallet }).await.unwrap();
+    let compliant =
+        t.chain.view(registry, &AgentRegistry::isRegisteredAndCompliantCall { wallet }).await.unwrap();
+    let record = match t.chain.view(registry, &AgentRegistry::getAgentByWalletCall { wallet }).await {
+        Ok(record) => Some((record.agentId.to(), status(&record))),
+        Err(kya_devchain::TxError::Reverted(reason)) => {
+            assert_eq!(reason, "No agent registered for this wallet");
+            None
+        }
+        Err(error) => panic!("getAgentByWallet: {error:?}"),
+    };
+    (mapped, registered, compliant, record)
+}
+
+async fn next_id(t: &TestChain) -> u64 {
+    t.chain.view(t.registry(), &AgentRegistry::nextAgentIdCall {}).await.unwrap().to()
+}
+
+/// INTERFACE.md section 1: a regulator's revocation sticks. The wallet stays bound to the
+/// revoked record, so no one (its own creator, a stranger, a parent's creator registering a
+/// child) can register it afresh, and ending the record is no way out either.
+#[tokio::test]
+async fn a_revoked_agent_keeps_its_wallet_and_it_cannot_be_registered_again() {
+    let t = TestChain::start().await;
+    let revoked = register(&t, Role::CreatorA, wallet(1), 0).await.unwrap();
+    let suspended_then_revoked = register(&t, Role::CreatorA, wallet(2), 0).await.unwrap();
+    let other_parent = register(&t, Role::CreatorC, wallet(3), 0).await.unwrap();
+    assert_eq!(binding(&t, wallet(1)).await, (revoked, true, true, Some((revoked, AgentStatus::Active))));
+    send_as(&t, Role::Regulator, &AgentRegistry::revokeAgentCall { agentId: id(revoked) }).await.unwrap();
+    send_as(&t, Role::Owner, &AgentRegistry::suspendAgentCall { agentId: id(suspended_then_revoked) })
+        .await
+        .unwrap();
+    send_as(&t, Role::Owner, &AgentRegistry::revokeAgentCall { agentId: id(suspended_then_revoked) })
+        .await
+        .unwrap();
+
+    for (agent_id, taken) in [(revoked, wallet(1)), (suspended_then_revoked, wallet(2))] {
+        // Registered, not compliant, and the record read by wallet says why; its attestation is
+        // still recent, so only the status makes it non-compliant.
+        assert_eq!(binding(&t, taken).await, (agent_id, true, false, Some((agent_id, AgentStatus::Revoked))));
+        let before = next_id(&t).await;
+        for creator in [Role::CreatorA, Role::CreatorB, Role::Outsider] {
+            assert_revert(
+                register(&t, creator, taken, 0).await,
+                "Wallet already registered to another agent",
+            );
+        }
+        // As a child, by the parent's own creator (so authorized, and the wallet is what fails).
+        assert_revert(
+            register(&t, Role::CreatorC, taken, other_parent).await,
+            "Wallet already registered to another agent",
+        );
+        // Terminating the revoked record, which would free the wallet, is refused.
+        assert_revert(
+            send_as(&t, Role::CreatorA, &AgentRegistry::terminateSelfCall { agentId: id(agent_id) }).await,
+            "Agent not active",
+        );
+        assert_eq!(next_id(&t).await, before, "no agent was added");
+        assert_eq!(binding(&t, taken).await, (agent_id, true, false, Some((agent_id, AgentStatus::Revoked))));
+    }
+    let children = t
+        .chain
+        .view(t.registry(), &AgentRegistry::getChildrenCall { agentId: id(other_parent) })
+        .await
+        .unwrap();
+    assert!(children.is_empty(), "no child was added: {children:?}");
+}
+
+/// INTERFACE.md section 1: terminating oneself frees the wallet, so its owner may register
+/// afresh, as a root or as a child; the old record keeps its status.
+#[tokio::test]
+async fn a_terminated_agent_frees_its_wallet_for_a_new_registration() {
+    let t = TestChain::start().await;
+    let terminated = register(&t, Role::CreatorA, wallet(1), 0).await.unwrap();
+    send_as(&t, Role::CreatorA, &AgentRegistry::terminateSelfCall { agentId: id(terminated) }).await.unwrap();
+    assert_eq!(binding(&t, wallet(1)).await, (0, false, false, None));
+
     let reborn = register(&t, Role::CreatorB, wallet(1), 0).await.unwrap();
-    assert_eq!(agent(&t, reborn).await.agentWallet, wallet(1));
-    assert_eq!(status(&agent(&t, revoked).await), AgentStatus::Revoked, "the old record keeps its status");
+    assert_eq!(reborn, terminated + 1);
+    assert_eq!(binding(&t, wallet(1)).await, (reborn, true, true, Some((reborn, AgentStatus::Active))));
+    let record = agent(&t, reborn).await;
+    assert_eq!((record.agentWallet, record.creator), (wallet(1), dev_accounts::address(Role::CreatorB)));
+    assert_eq!(status(&agent(&t, terminated).await), AgentStatus::Terminated, "the old record stays ended");
+
+    // Terminated again, the wallet comes back as a child (registered by its parent's creator).
+    send_as(&t, Role::CreatorB, &AgentRegistry::terminateSelfCall { agentId: id(reborn) }).await.unwrap();
+    assert_eq!(binding(&t, wallet(1)).await, (0, false, false, None));
+    let parent = register(&t, Role::CreatorC, wallet(2), 0).await.unwrap();
+    let child = register(&t, Role::CreatorC, wallet(1), parent).await.unwrap();
+    assert_eq!(binding(&t, wallet(1)).await, (child, true, true, Some((child, AgentStatus::Active))));
+    assert_eq!(agent(&t, child).await.parentAgentId, id(parent));
+}
+
+/// INTERFACE.md section 1: a child inherits its parent's Haftungsperson, so only the parent's
+/// agent wallet, creator or Haftungsperson may register one. Authority does not pass down a
+/// lineage: a grandparent's creator is a stranger to the grandchild's parent.
+#[tokio::test]
+async fn only_the_parents_wallet_creator_or_haftungsperson_registers_a_child() {
+    let t = TestChain::start().await;
+    // Wallet 1 is the parent's own wallet (impersonated: it holds no key here); creator A
+    // registered it and creator B is its Haftungsperson.
+    let parent = register(&t, Role::CreatorA, wallet(1), 0).await.unwrap();
+    let strangers = [Role::CreatorC, Role::Outsider, Role::Regulator, Role::Owner, Role::Relayer];
+    for stranger in strangers {
+        assert_revert(register(&t, stranger, wallet(10), parent).await, "Not authorized for this agent");
+    }
+    assert_eq!(next_id(&t).await, parent + 1, "no stranger's child was added");
+
+    t.chain.impersonate(wallet(1)).await.unwrap();
+    let by_wallet = next_id(&t).await;
+    t.chain.send(wallet(1), t.registry(), &super::register_call(wallet(11), parent)).await.unwrap();
+    let by_creator = register(&t, Role::CreatorA, wallet(12), parent).await.unwrap();
+    let by_haftungsperson = register(&t, Role::CreatorB, wallet(13), parent).await.unwrap();
+    for (child, creator) in [
+        (by_wallet, wallet(1)),
+        (by_creator, dev_accounts::address(Role::CreatorA)),
+        (by_haftungsperson, dev_accounts::address(Role::CreatorB)),
+    ] {
+        let record = agent(&t, child).await;
+        assert_eq!((record.parentAgentId, record.generation), (id(parent), U256::from(1)));
+        assert_eq!(record.creator, creator);
+        assert_eq!(record.haftungsperson, dev_accounts::address(Role::CreatorB), "inherited");
+    }
+    let children =
+        t.chain.view(t.registry(), &AgentRegistry::getChildrenCall { agentId: id(parent) }).await.unwrap();
+    assert_eq!(children, vec![id(by_wallet), id(by_creator), id(by_haftungsperson)]);
+
+    // The grandchild level: the child registered by the parent's wallet has that wallet as its
+    // creator and creator B as its Haftungsperson; creator A, the grandparent's creator, is
+    // neither, while the inherited Haftungsperson is.
+    assert_revert(register(&t, Role::CreatorA, wallet(20), by_wallet).await, "Not authorized for this agent");
+    let grandchild = register(&t, Role::CreatorB, wallet(20), by_wallet).await.unwrap();
+    assert_eq!(agent(&t, grandchild).await.generation, U256::from(2));
+    // A child's own wallet may register under it too (it is that agent's wallet).
+    t.chain.impersonate(wallet(12)).await.unwrap();
+    t.chain.send(wallet(12), t.registry(), &super::register_call(wallet(21), by_creator)).await.unwrap();
+    assert_eq!(agent(&t, grandchild + 1).await.creator, wallet(12));
 }

@@ -336,6 +336,16 @@ async fn kya(t: &Demo) {
     assert_eq!(flags(&t.get_ok(&check(roles.compliant)).await), (Some(true), Some(true)));
     assert_eq!(flags(&t.get_ok(&check(roles.lapsed)).await), (Some(true), Some(false)));
     assert_eq!(flags(&t.get_ok(&check(roles.suspended)).await), (Some(true), Some(false)));
+    // A revoked agent keeps its wallet: still registered, never compliant, the record says why.
+    let revoked = t.get_ok(&check(roles.revoked)).await;
+    assert_eq!(flags(&revoked), (Some(true), Some(false)));
+    assert_eq!(
+        (revoked["agent"]["agentId"].as_u64(), &revoked["agent"]["status"]),
+        (Some(roles.revoked), &json!("Revoked"))
+    );
+    // A terminated agent freed its wallet: nobody's.
+    let terminated = t.get_ok(&check(roles.terminated)).await;
+    assert_eq!((flags(&terminated), &terminated["agent"]), ((Some(false), Some(false)), &Value::Null));
     let nobody = t.get_ok(&format!("/api/v1/kya/{unknown}")).await;
     assert_eq!((flags(&nobody), &nobody["agent"]), ((Some(false), Some(false)), &Value::Null));
 }

@@ -225,11 +225,9 @@ fn lineage_at(demo: &DemoData, agent_id: u64, level: u64) -> Value {
 }
 
 pub(super) fn kya(demo: &DemoData, wallet: &Address, now: u64) -> Value {
-    // Revoked and terminated agents no longer own their wallet on chain (INTERFACE.md section 2).
-    let agent = demo.agents.iter().find(|agent| {
-        agent.record.agent_wallet == *wallet
-            && !matches!(agent.record.status.as_str(), "Revoked" | "Terminated")
-    });
+    // The model's binding: a terminated agent freed its wallet, a revoked one keeps it
+    // (INTERFACE.md section 2).
+    let agent = demo.agent_of_wallet(*wallet);
     let reduced = agent.map(|agent| {
         json!({
             "agentId": agent.record.agent_id,
