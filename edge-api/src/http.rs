@@ -1,5 +1,5 @@
 //! Response building: JSON bodies, error bodies, 304s, and the headers every response carries
-//! (CORS and `X-RateLimit-Remaining`).
+//! (CORS, `X-RateLimit-Remaining` and `X-Content-Type-Options`).
 
 use kya_core::BlockRef;
 use worker::{Headers, Response};
@@ -30,6 +30,9 @@ pub(crate) const PREFLIGHT_MAX_AGE: &str = "86400";
 /// Headers a browser may read from a cross-origin response.
 pub(crate) const EXPOSED_HEADERS: &str = "X-RateLimit-Remaining, ETag, Retry-After, Cache-Control, X-Cache, X-Cache-Tier, \
                                X-Expires-At, X-Block-Number, X-Block-Timestamp";
+
+/// `X-Content-Type-Options` of every answer.
+pub(crate) const NOSNIFF: &str = "nosniff";
 
 /// A JSON response with `status` and a `Cache-Control` header.
 pub(crate) fn json(status: u16, body: &str, cache_control: &str) -> Result<Response> {
@@ -85,10 +88,13 @@ pub(crate) fn preflight() -> Result<Response> {
     Ok(Response::empty()?.with_status(204).with_headers(headers))
 }
 
-/// Adds CORS and rate-limit headers. Every response here is built by this Worker (cached
-/// answers are rebuilt from their tier's copy), so its headers can be set in place.
+/// Adds CORS and rate-limit headers, and `X-Content-Type-Options: nosniff` (a browser takes an
+/// answer for the JSON it says it is, never for a script or a page). Every response here is
+/// built by this Worker (cached answers are rebuilt from their tier's copy), so its headers can
+/// be set in place. The explorer's and `/docs`' files get theirs from `edge-api/public/_headers`.
 pub(crate) fn finish(response: Response, remaining: u64) -> Result<Response> {
     let headers = response.headers();
+    headers.set("x-content-type-options", NOSNIFF)?;
     headers.set("access-control-allow-origin", "*")?;
     headers.set("access-control-expose-headers", EXPOSED_HEADERS)?;
     headers.set("x-ratelimit-remaining", &remaining.to_string())?;

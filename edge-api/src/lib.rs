@@ -35,6 +35,7 @@ async fn fetch(request: Request, env: Env, context: Context) -> worker::Result<R
             headers.set("content-type", "application/json; charset=utf-8")?;
             headers.set("cache-control", "no-store")?;
             headers.set("access-control-allow-origin", "*")?;
+            headers.set("x-content-type-options", http::NOSNIFF)?;
             let body = serde_json::json!({ "error": error.to_string() }).to_string();
             Ok(Response::ok(body)?.with_status(500).with_headers(headers))
         }

@@ -44,12 +44,64 @@ const countBy = (key) => demo.agents.reduce((counts, agent) => {
 }, {});
 
 // ---------------------------------------------------------------------------------------------
+// Security headers (edge-api/public/_headers for the pages and their files, the Worker for its
+// answers), exactly as docs/edge-api.md gives them
+
+/** What every page and file carries. */
+const FILE_HEADERS = {
+  'x-content-type-options': 'nosniff',
+  'x-frame-options': 'DENY',
+  'referrer-policy': 'no-referrer',
+  'content-security-policy': "default-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+};
+/** The two pages' own Content-Security-Policy, in place of a file's. */
+const PAGE_CSP = {
+  '/': "default-src 'none'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self'; img-src 'self'; "
+    + "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  '/docs': "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    + "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+};
+/** The files the two pages must load (each checked as the browser received it). */
+const PAGE_FILES = {
+  '/': ['/app.js', '/style.css', '/pkg/kya_core.js', '/pkg/kya_core_bg.wasm'],
+  '/docs': ['/docs.css', '/docs.js', '/vendor/swagger-ui/swagger-ui-bundle.js', '/vendor/swagger-ui/swagger-ui.css'],
+};
+/** Paths the Worker answers (JSON): `X-Content-Type-Options` only. */
+const isWorkerAnswer = (path) => path.startsWith('/api/') || path === '/openapi.json' || path === '/health';
+
+/** The security headers `path` must carry. */
+function expectedSecurityHeaders(path) {
+  if (isWorkerAnswer(path)) return { 'x-content-type-options': 'nosniff' };
+  const csp = PAGE_CSP[path];
+  return csp ? { ...FILE_HEADERS, 'content-security-policy': csp } : FILE_HEADERS;
+}
+
+/** The headers of `headers` (lowercase names) that `expected` names; a missing one is null. */
+const pick = (headers, expected) =>
+  Object.fromEntries(Object.keys(expected).map((name) => [name, headers[name] ?? null]));
+
+// ---------------------------------------------------------------------------------------------
 // Browser
 
 let userDataDir;
 let context;
 let page;
 const pageErrors = [];
+/** Same-origin responses of the test's pages, as the browser received them: { path, status, headers }. */
+const received = [];
+/** Content-Security-Policy violations (events and console reports), per page. */
+const violations = new Map();
+
+/** Collects `target`'s CSP violations: its `securitypolicyviolation` events (reported through
+ * the binding the init script calls) and Chromium's console reports of them. */
+function watchViolations(target) {
+  const seen = [];
+  violations.set(target, seen);
+  target.on('console', (message) => {
+    if (/Content Security Policy/i.test(message.text())) seen.push(`console: ${message.text()}`);
+  });
+  return seen;
+}
 
 before(async () => {
   await mkdir(screenshots, { recursive: true });
@@ -63,7 +115,25 @@ before(async () => {
       '--disable-component-update', '--disable-sync',
     ],
   });
+  // Each page reports every violation of its CSP; the listener is installed before any of the
+  // page's own scripts runs (init scripts and bindings come in through the DevTools protocol,
+  // which the page's CSP does not govern).
+  await context.exposeBinding('kyaCspViolation', ({ page: from }, report) => {
+    violations.get(from)?.push(report);
+  });
+  await context.addInitScript(() => {
+    window.addEventListener('securitypolicyviolation', (event) => {
+      const where = event.sourceFile ? ` at ${event.sourceFile}:${event.lineNumber}` : '';
+      window.kyaCspViolation(`${event.effectiveDirective}: ${event.blockedURI || '(no URI)'}${where}`);
+    }, true);
+  });
+  context.on('response', async (response) => {
+    const url = new URL(response.url());
+    if (url.origin !== new URL(base).origin) return;
+    received.push({ path: url.pathname, status: response.status(), headers: await response.allHeaders() });
+  });
   page = context.pages()[0] ?? (await context.newPage());
+  watchViolations(page);
   page.on('pageerror', (error) => pageErrors.push(error.message));
   page.on('console', (message) => {
     if (message.type() === 'error') pageErrors.push(`console: ${message.text()}`);
@@ -282,6 +352,7 @@ test('the API reference at /docs, linked from the page, lists every operation of
   assert.equal(await page.locator('[data-testid="api-docs-link"]').getAttribute('href'), '/docs');
   const document = await (await fetch(`${base}/openapi.json`)).json();
   const docs = await context.newPage();
+  docsViolations = watchViolations(docs);
   // Everything the reference needs comes from the Worker's own origin.
   const elsewhere = [];
   docs.on('request', (request) => {
@@ -306,6 +377,9 @@ test('the API reference at /docs, linked from the page, lists every operation of
   await docs.close();
   assert.deepEqual(elsewhere, []);
 });
+
+/** The CSP violations of the /docs page. */
+let docsViolations = [];
 
 /**
  * Loads /docs in `docs` until Swagger UI has drawn the operations. Under load, `wrangler dev`
@@ -334,6 +408,132 @@ async function openReference(docs) {
 
 test('no script errors on the page', () => {
   assert.deepEqual(pageErrors, []);
+});
+
+test('security headers, exactly: on /, /docs and every file they loaded, nosniff on the API', async () => {
+  const loaded = new Set(received.map(({ path }) => path));
+  for (const [pagePath, files] of Object.entries(PAGE_FILES)) {
+    for (const path of [pagePath, ...files]) assert.ok(loaded.has(path), `${path} was loaded: ${[...loaded]}`);
+  }
+  assert.ok([...loaded].some((path) => path.startsWith('/api/v1/')), 'API answers were received');
+  assert.ok(loaded.has('/openapi.json'), '/docs read /openapi.json');
+  // As the browser received them (a 304 included: the asset server sends them there too).
+  for (const { path, status, headers } of received) {
+    const expected = expectedSecurityHeaders(path);
+    assert.deepEqual(pick(headers, expected), expected, `${path} (${status})`);
+  }
+  // And each file asked for directly, the favicon too, and the pages' old addresses, which
+  // redirect to the pages.
+  const direct = ['/', '/docs', ...Object.values(PAGE_FILES).flat(), '/favicon.svg', '/openapi.json', '/health'];
+  for (const path of direct) {
+    const response = await fetch(`${base}${path}`);
+    assert.equal(response.status, 200, path);
+    const expected = expectedSecurityHeaders(path);
+    assert.deepEqual(pick(Object.fromEntries(response.headers), expected), expected, path);
+  }
+  for (const [old, moved] of [['/index.html', '/'], ['/docs.html', '/docs']]) {
+    const response = await fetch(`${base}${old}`, { redirect: 'manual' });
+    assert.equal(response.status, 307, old);
+    assert.equal(response.headers.get('location'), moved, old);
+    assert.deepEqual(pick(Object.fromEntries(response.headers), FILE_HEADERS), FILE_HEADERS, old);
+  }
+});
+
+test('no Content-Security-Policy violation on either page', () => {
+  assert.deepEqual(violations.get(page), [], '/');
+  assert.deepEqual(docsViolations, [], '/docs');
+});
+
+test('the CSP bites: inline script, handler and style, eval, another origin and framing are refused', async () => {
+  // Another origin (nothing listens there: the CSP refuses the request before it is made).
+  const other = 'http://127.0.0.2:9';
+  for (const path of ['/', '/docs']) {
+    const probe = await context.newPage();
+    const seen = watchViolations(probe);
+    if (path === '/') {
+      await probe.goto(`${base}/`);
+      await probe.waitForSelector('body[data-ready="true"]');
+    } else {
+      await openReference(probe);
+    }
+    assert.deepEqual(seen, [], `${path} loads without a violation`);
+    const outcome = await probe.evaluate(async (elsewhere) => {
+      // After a turn of the event loop: the DevTools protocol's own evaluation may use eval
+      // whatever the page's CSP says; the page's later tasks may not.
+      await new Promise((resolve) => setTimeout(resolve, 0));
+      let evalRefused = false;
+      try {
+        window.eval('window.kyaEvalRan = true');
+      } catch (error) {
+        evalRefused = error instanceof EvalError;
+      }
+      const script = document.createElement('script');
+      script.textContent = 'window.kyaInlineRan = true;';
+      document.head.append(script);
+      const button = document.createElement('button');
+      button.setAttribute('onclick', 'window.kyaHandlerRan = true');
+      document.body.append(button);
+      button.click();
+      const style = document.createElement('style');
+      style.textContent = 'body { outline: 7px solid red; }';
+      document.head.append(style);
+      const marked = document.createElement('p');
+      marked.setAttribute('style', 'outline: 7px solid red');
+      document.body.append(marked);
+      let fetchRefused = false;
+      try {
+        await fetch(`${elsewhere}/api/v1/stats`);
+      } catch {
+        fetchRefused = true;
+      }
+      // Violation events are queued as tasks after each refusal: let them arrive.
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      return {
+        evalRefused,
+        ran: ['kyaEvalRan', 'kyaInlineRan', 'kyaHandlerRan'].filter((name) => window[name] === true),
+        bodyOutline: getComputedStyle(document.body).outlineStyle,
+        attributeOutline: getComputedStyle(marked).outlineStyle,
+        fetchRefused,
+      };
+    }, other);
+    assert.deepEqual(outcome, {
+      evalRefused: true,
+      ran: [],
+      bodyOutline: 'none',
+      attributeOutline: 'none',
+      fetchRefused: true,
+    }, path);
+    // Playwright's own way of adding an inline script is refused the same way.
+    await assert.rejects(probe.addScriptTag({ content: 'window.kyaTagRan = true;' }), /Content Security Policy/, path);
+    assert.equal(await probe.evaluate(() => window.kyaTagRan === true), false, `${path}: addScriptTag`);
+    await probe.waitForTimeout(200);
+    const events = seen.filter((report) => !report.startsWith('console: '));
+    const directives = new Set(events.map((report) => report.split(':')[0]));
+    assert.deepEqual([...directives].sort(),
+      ['connect-src', 'script-src', 'script-src-attr', 'script-src-elem', 'style-src-attr', 'style-src-elem'],
+      `${path}: ${seen.join('\n')}`);
+    assert.ok(seen.some((report) => report.startsWith('console: ')), `${path}: Chromium's console reports them too`);
+    await probe.close();
+  }
+  // frame-ancestors 'none': no page (here a blank one, which could be anyone's) can frame either.
+  const framer = await context.newPage();
+  const framerReports = watchViolations(framer);
+  for (const path of ['/', '/docs']) {
+    await framer.evaluate((url) => new Promise((resolve) => {
+      const frame = document.createElement('iframe');
+      frame.src = url;
+      frame.addEventListener('load', resolve, { once: true });
+      setTimeout(resolve, 5_000);
+      document.body.append(frame);
+    }), `${base}${path}`);
+  }
+  const framed = framer.frames().filter((frame) => frame !== framer.mainFrame());
+  assert.equal(framed.length, 2);
+  for (const frame of framed) {
+    assert.equal(await frame.locator('#search-input, #api-reference').count(), 0, `nothing of ${frame.url()} is shown`);
+  }
+  assert.equal(framerReports.filter((report) => /frame-ancestors 'none'/.test(report)).length, 2, framerReports.join('\n'));
+  await framer.close();
 });
 
 /** The page's own checksum of `wallet` (what the search normalises to, and the key it waits on). */

@@ -1,7 +1,8 @@
 //! The explorer page (`edge-api/public/`) in headless Chromium: anvil with the demo seed, the real
 //! Worker under `wrangler dev` serving page and API, and `tests/browser/explorer.test.mjs`
 //! (playwright-core driving Debian's chromium) checking what the page shows against the seed's
-//! model. Screenshots land in `test-output/screenshots/`.
+//! model, and that the page and `/docs` work under their security headers. Screenshots land in
+//! `test-output/screenshots/`.
 
 use kya_devchain::seed;
 use kya_tests::{
@@ -11,7 +12,7 @@ use kya_tests::{
 };
 
 /// The checks in `tests/browser/explorer.test.mjs`: all must have run and passed.
-const BROWSER_CHECKS: usize = 11;
+const BROWSER_CHECKS: usize = 14;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn explorer_page_shows_the_seeded_registry() {
