@@ -2,8 +2,6 @@
 //! lookups `/relay/:id`, `/relay/tx/:hash` and `/relay/signer/:address/:nonce`. Their answers
 //! are `kya_core::relayer_view`'s types, the ones kya-client reads.
 
-use std::str::FromStr;
-
 use alloy::primitives::{Address, B256, U256, utils::format_ether};
 use kya_core::{
     forward_request,
@@ -114,7 +112,7 @@ impl Relayer {
             return Err(Error::BadRequest(format!("Invalid relay id: {id:?} (32 hex digits)")));
         }
         let record = self.db(move |store| store.relay_by_id(&id)).await?;
-        record.as_ref().map(relay_view).ok_or(Error::RelayNotFound)?
+        record.as_ref().map(relay_view).ok_or(Error::RelayNotFound)
     }
 
     /// `GET /relay/tx/:hash`: the relay that sent this transaction (any of its hashes).
@@ -123,9 +121,8 @@ impl Relayer {
             .trim()
             .parse()
             .map_err(|_| Error::BadRequest(format!("Invalid transaction hash: {hash:?}")))?;
-        let hash = hash.to_string();
-        let record = self.db(move |store| store.relay_by_hash(&hash)).await?;
-        record.as_ref().map(relay_view).ok_or(Error::RelayNotFound)?
+        let record = self.db(move |store| store.relay_by_hash(hash)).await?;
+        record.as_ref().map(relay_view).ok_or(Error::RelayNotFound)
     }
 
     /// `GET /relay/signer/:address/:nonce`: the latest relay of that signed request.
@@ -136,36 +133,32 @@ impl Relayer {
             .trim()
             .parse()
             .map_err(|_| Error::BadRequest(format!("Invalid nonce: {nonce:?} (a decimal number)")))?;
-        let (signer, nonce) = (signer.to_checksum(None), nonce.to_string());
-        let record = self.db(move |store| store.relay_by_request(&signer, &nonce)).await?;
-        record.as_ref().map(relay_view).ok_or(Error::RelayNotFound)?
+        let record = self.db(move |store| store.relay_by_request(signer, nonce)).await?;
+        record.as_ref().map(relay_view).ok_or(Error::RelayNotFound)
     }
 }
 
 /// A relay as the lookups show it: ids, status, hashes, outcome and times.
-pub(crate) fn relay_view(record: &RelayRecord) -> Result<RelayView> {
-    let transactions = record
+pub(crate) fn relay_view(record: &RelayRecord) -> RelayView {
+    let transactions: Vec<SentTransaction> = record
         .txs
         .iter()
-        .map(|tx| {
-            Ok(SentTransaction {
-                tx_hash: stored(&tx.hash, "transaction hash")?,
-                kind: tx.kind.as_str().to_owned(),
-                max_fee_per_gas: U256::from(tx.max_fee_wei),
-                max_priority_fee_per_gas: U256::from(tx.priority_fee_wei),
-                sent_at: iso8601(tx.sent_at),
-            })
+        .map(|tx| SentTransaction {
+            tx_hash: tx.hash,
+            kind: tx.kind.as_str().to_owned(),
+            max_fee_per_gas: U256::from(tx.max_fee_wei),
+            max_priority_fee_per_gas: U256::from(tx.priority_fee_wei),
+            sent_at: iso8601(tx.sent_at),
         })
-        .collect::<Result<Vec<_>>>()?;
-    let tx_hash: Option<B256> =
-        record.tx_hash.as_deref().map(|hash| stored(hash, "transaction hash")).transpose()?;
+        .collect();
+    let tx_hash = record.tx_hash;
     let previous_tx_hashes =
         transactions.iter().map(|tx| tx.tx_hash).filter(|hash| Some(*hash) != tx_hash).collect();
-    Ok(RelayView {
+    RelayView {
         relay_id: record.relay_id.clone(),
         status: record.status.public(),
-        from: stored(&record.signer, "signer")?,
-        nonce: stored(&record.forwarder_nonce, "forwarder nonce")?,
+        from: record.signer,
+        nonce: record.forwarder_nonce,
         tx_hash,
         previous_tx_hashes,
         transactions,
@@ -181,11 +174,5 @@ pub(crate) fn relay_view(record: &RelayRecord) -> Result<RelayView> {
         sent_at: record.sent_at.map(iso8601),
         updated_at: record.updated_at.map(iso8601),
         settled_at: record.settled_at.map(iso8601),
-    })
-}
-
-/// A value the store keeps as text (a hash, an address, a decimal nonce), read back. The store
-/// only holds what this relayer wrote, so one that does not parse is a damaged file.
-pub(crate) fn stored<T: FromStr>(text: &str, what: &str) -> Result<T> {
-    text.parse().map_err(|_| Error::StoreCorrupt(format!("{what} {text:?}")))
+    }
 }

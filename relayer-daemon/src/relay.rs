@@ -5,7 +5,7 @@
 use std::{net::IpAddr, sync::Arc};
 
 use alloy::{
-    primitives::{B256, U256},
+    primitives::{Address, B256, U256},
     sol_types::SolCall,
 };
 use kya_core::{abi::Forwarder, client_ip::relay_client_of, forward_request, registry_call, relayer_view};
@@ -13,7 +13,6 @@ use kya_core::{abi::Forwarder, client_ip::relay_client_of, forward_request, regi
 use crate::{
     chain::{Fees, Simulation, forwarder_refusal},
     error::{Error, Result},
-    queries::stored,
     relayer::{InFlightGuard, Relayer},
     request::RelayBody,
     sender::{Outgoing, Sent},
@@ -45,37 +44,38 @@ pub struct Relayed {
 
 impl Relayed {
     /// The answer for `record`.
-    pub(crate) fn of(record: &RelayRecord) -> Result<Self> {
-        Ok(Self {
+    pub(crate) fn of(record: &RelayRecord) -> Self {
+        Self {
             body: relayer_view::Relayed {
-                tx_hash: record
-                    .tx_hash
-                    .as_deref()
-                    .map(|hash| stored(hash, "transaction hash"))
-                    .transpose()?,
-                from: stored(&record.signer, "signer")?,
-                nonce: stored(&record.forwarder_nonce, "forwarder nonce")?,
+                tx_hash: record.tx_hash,
+                from: record.signer,
+                nonce: record.forwarder_nonce,
                 relay_id: Some(record.relay_id.clone()),
                 status: Some(record.status.public()),
             },
             sent: record.status != RelayStatus::Accepted,
-        })
+        }
     }
 }
 
-/// A parsed, signature-checked request and what identifies it.
+/// A parsed, signature-checked request and what identifies it: its signer (`from`), forwarder
+/// nonce, EIP-712 digest and signature.
 struct Checked {
     body: RelayBody,
     /// The registry write it calls.
     function: &'static str,
-    /// Checksummed signer.
-    signer: String,
-    /// Forwarder nonce, decimal.
-    nonce: String,
-    /// EIP-712 digest, hex.
-    digest: String,
-    /// Signature, hex.
-    signature: String,
+    /// EIP-712 digest on this chain and forwarder.
+    digest: B256,
+}
+
+impl Checked {
+    fn signer(&self) -> Address {
+        self.body.request.from
+    }
+
+    fn nonce(&self) -> U256 {
+        self.body.request.nonce
+    }
 }
 
 impl Relayer {
@@ -136,7 +136,7 @@ impl Relayer {
                 .await?,
         );
         // From here until this handler ends, the reconciler leaves the record to it.
-        let _in_flight = InFlightGuard::new(&self.in_flight, (checked.signer.clone(), checked.nonce.clone()));
+        let _in_flight = InFlightGuard::new(&self.in_flight, (checked.signer(), checked.nonce()));
         let reservation = match self.reserve(checked, &client, gas_limit, fees).await? {
             Ok(reservation) => reservation,
             Err(held) => return Ok(held),
@@ -151,14 +151,7 @@ impl Relayer {
             &body.request,
             &forward_request::domain(self.chain_id, self.config.forwarder),
         );
-        Checked {
-            function,
-            signer: body.request.from.to_checksum(None),
-            nonce: body.request.nonce.to_string(),
-            digest: digest.to_string(),
-            signature: body.signature.to_string(),
-            body,
-        }
+        Checked { body, function, digest }
     }
 
     /// Stage 2, policy: only the registry, no value, gas within the cap, and data that is
@@ -186,15 +179,11 @@ impl Relayer {
     /// mined must not read "Invalid signature or nonce mismatch", which tells an agent to
     /// re-sign. Nothing is counted: no new transaction comes of it.
     async fn held(&self, checked: &Checked) -> Result<Option<Relayed>> {
-        let (signer, nonce, digest, signature) = (
-            checked.signer.clone(),
-            checked.nonce.clone(),
-            checked.digest.clone(),
-            checked.signature.clone(),
-        );
-        let held = self.db(move |store| store.held(&signer, &nonce, &digest, &signature)).await?;
+        let (signer, nonce, digest, signature) =
+            (checked.signer(), checked.nonce(), checked.digest, checked.body.signature.clone());
+        let held = self.db(move |store| store.held(signer, nonce, digest, &signature)).await?;
         held.map(|record| {
-            let relayed = Relayed::of(&record)?;
+            let relayed = Relayed::of(&record);
             self.metrics.retried();
             tracing::info!(relay = %record.relay_id, status = record.status.public().as_str(), "a retry of a held relay");
             Ok(relayed)
@@ -226,7 +215,8 @@ impl Relayer {
     /// can replay a signer's old requests, whose signatures still recover, but their nonces are
     /// spent, so they fail `verify` and never count. Nobody can spend another signer's quota.
     async fn signer_limit_read_only(&self, checked: &Checked) -> Result<()> {
-        let (key, per_signer, now) = (checked.signer.clone(), self.config.rate_limit_per_signer, time::now());
+        let (key, per_signer, now) =
+            (checked.signer().to_checksum(None), self.config.rate_limit_per_signer, time::now());
         if self.db(move |store| store.hits(RateKind::Signer, &key, now)).await? >= per_signer {
             return Err(Error::SignerRateLimited(per_signer));
         }
@@ -245,12 +235,12 @@ impl Relayer {
     /// the signer's and the client's shares? Returns the fees. (Read only: stage 12 reserves.)
     async fn budget_left(&self, checked: &Checked, client: &str) -> Result<Fees> {
         let fees = self.chain.fees().await?;
-        let (signer, client, now) = (checked.signer.clone(), client.to_owned(), time::now());
+        let (signer, client, now) = (checked.signer(), client.to_owned(), time::now());
         let (budget, by_signer, by_client) = self
             .db(move |store| {
                 Ok((
                     store.budget(now)?,
-                    store.spent_by_signer(&signer, now)?,
+                    store.spent_by_signer(signer, now)?,
                     store.spent_by_client(&client, now)?,
                 ))
             })
@@ -311,8 +301,8 @@ impl Relayer {
     /// accepted meanwhile is answered with that relay and not counted.
     async fn count_signer(&self, checked: &Checked) -> Result<Option<Relayed>> {
         let (key, nonce, per_signer, now) =
-            (checked.signer.clone(), checked.nonce.clone(), self.config.rate_limit_per_signer, time::now());
-        match self.db(move |store| store.count_signer(&key, &nonce, per_signer, now)).await? {
+            (checked.signer(), checked.nonce(), self.config.rate_limit_per_signer, time::now());
+        match self.db(move |store| store.count_signer(key, nonce, per_signer, now)).await? {
             SignerCount::Counted => Ok(None),
             SignerCount::Limited => Err(Error::SignerRateLimited(per_signer)),
             SignerCount::Duplicate => self.held(checked).await?.map(Some).ok_or(Error::InvalidSignature),
@@ -344,12 +334,12 @@ impl Relayer {
         }
         .abi_encode();
         let new_relay = NewRelay {
-            signer: checked.signer.clone(),
-            forwarder_nonce: checked.nonce.clone(),
-            digest: checked.digest.clone(),
-            signature: checked.signature.clone(),
+            signer: checked.signer(),
+            forwarder_nonce: checked.nonce(),
+            digest: checked.digest,
+            signature: checked.body.signature.clone(),
             deadline: checked.body.request.deadline.to(),
-            input: alloy::primitives::hex::encode_prefixed(input),
+            input: input.into(),
             client_ip: client.to_owned(),
             gas_limit,
             max_fee_wei: fees.max_fee_per_gas,
@@ -389,8 +379,7 @@ impl Relayer {
         let record = move |signed: Sent| {
             let relayer = Arc::clone(&relayer);
             async move {
-                let hash = signed.hash.to_string();
-                relayer.db(move |store| store.mark_sent(id, signed.nonce, &hash, at, time::now())).await
+                relayer.db(move |store| store.mark_sent(id, signed.nonce, signed.hash, at, time::now())).await
             }
         };
         let sent = match self.sender.send(&outgoing, record).await {
@@ -411,8 +400,8 @@ impl Relayer {
         let hash: B256 = sent.hash;
         tracing::info!(
             function = checked.function,
-            signer = %checked.signer,
-            forwarder_nonce = %checked.nonce,
+            signer = %checked.signer(),
+            forwarder_nonce = %checked.nonce(),
             relay = %reservation.relay_id,
             tx = %hash,
             relayer_nonce = sent.nonce,

@@ -9,7 +9,7 @@ use std::{
     time::Duration,
 };
 
-use alloy::primitives::Address;
+use alloy::primitives::{Address, U256};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::{
@@ -38,17 +38,17 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// Requests (signer, forwarder nonce) that a handler or a replacement of this process is
 /// working on right now, with how many hold each: the reconciler leaves their records alone.
-pub(crate) type InFlight = Arc<Mutex<HashMap<(String, String), usize>>>;
+pub(crate) type InFlight = Arc<Mutex<HashMap<(Address, U256), usize>>>;
 
 /// Holds a request in [`InFlight`] until dropped.
 pub(crate) struct InFlightGuard {
     set: InFlight,
-    key: (String, String),
+    key: (Address, U256),
 }
 
 impl InFlightGuard {
-    pub(crate) fn new(set: &InFlight, key: (String, String)) -> Self {
-        *lock(set).entry(key.clone()).or_default() += 1;
+    pub(crate) fn new(set: &InFlight, key: (Address, U256)) -> Self {
+        *lock(set).entry(key).or_default() += 1;
         Self { set: Arc::clone(set), key }
     }
 }

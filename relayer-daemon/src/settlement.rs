@@ -13,12 +13,12 @@ use std::{
 };
 
 use alloy::{
-    primitives::{Address, B256, Bytes, U256},
+    primitives::{B256, Bytes},
     rpc::types::TransactionReceipt,
 };
 
 use crate::{
-    error::{Error, Result},
+    error::Result,
     nonce::AfterReplace,
     reconcile::{self, Decision, Facts},
     relayer::{InFlightGuard, Relayer, lock},
@@ -99,7 +99,7 @@ impl Relayer {
             return Ok(Look::Closed);
         }
         if let Some((tx, receipt)) = self.mined(&record).await? {
-            self.settle(&record, &tx.hash, &receipt).await?;
+            self.settle(&record, tx.hash, &receipt).await?;
             return Ok(Look::Closed);
         }
         let Some(latest) = record.txs.last() else { return Ok(Look::Waiting) };
@@ -111,13 +111,12 @@ impl Relayer {
         if !self.stuck.is_stuck(&waiting, block, time::now()) {
             return Ok(Look::Waiting);
         }
-        let hash: B256 = parse_hash(&latest.hash)?;
-        if !self.chain.knows_transaction(hash).await? {
+        if !self.chain.knows_transaction(latest.hash).await? {
             // A replacement whose answer was lost and that never reached the node: the relay is
             // again on the transaction before it, replaced afresh next time.
             if record.txs.len() > 1 {
-                let (hash, now) = (latest.hash.clone(), time::now());
-                self.db(move |store| store.unreplace(id, &hash, now)).await?;
+                let (hash, now) = (latest.hash, time::now());
+                self.db(move |store| store.unreplace(id, hash, now)).await?;
             }
             // A first transaction the node does not have is not replaced: its nonce may have
             // gone to another relay since, and a replacement would knock that one out. The
@@ -136,7 +135,7 @@ impl Relayer {
     /// with a receipt.
     async fn mined(&self, record: &RelayRecord) -> Result<Option<(SentTx, TransactionReceipt)>> {
         for tx in record.txs.iter().rev() {
-            if let Some(receipt) = self.chain.receipt(parse_hash(&tx.hash)?).await? {
+            if let Some(receipt) = self.chain.receipt(tx.hash).await? {
                 return Ok(Some((tx.clone(), receipt)));
             }
         }
@@ -157,15 +156,14 @@ impl Relayer {
         };
         let Some(nonce) = record.relayer_nonce else { return Ok(Look::Waiting) };
         // The reconciler leaves the record alone while its new hash is recorded and submitted.
-        let _in_flight =
-            InFlightGuard::new(&self.in_flight, (record.signer.clone(), record.forwarder_nonce.clone()));
+        let _in_flight = InFlightGuard::new(&self.in_flight, (record.signer, record.forwarder_nonce));
         loop {
             let outgoing = self.outgoing(record, kind, fees)?;
             let (id, limit) = (record.id, self.config.daily_gas_budget_wei);
             let refused_by_budget = AtomicBool::new(false);
             let recorded = |hash: B256| {
                 let replacement = Replacement {
-                    tx_hash: hash.to_string(),
+                    tx_hash: hash,
                     kind,
                     max_fee_wei: fees.max_fee_per_gas,
                     priority_fee_wei: fees.max_priority_fee_per_gas,
@@ -195,8 +193,8 @@ impl Relayer {
             }
             if matches!(step, AfterReplace::NonceMined | AfterReplace::Underpriced | AfterReplace::Refused) {
                 // Not in the node: the relay's current transaction is again the one before.
-                let (hash, now) = (hash.to_string(), time::now());
-                self.db(move |store| store.unreplace(id, &hash, now)).await?;
+                let now = time::now();
+                self.db(move |store| store.unreplace(id, hash, now)).await?;
                 return Ok(Look::Waiting);
             }
             if step == AfterReplace::Sent {
@@ -220,13 +218,12 @@ impl Relayer {
     /// The transaction that sends `record` again as `kind` with `fees`.
     fn outgoing(&self, record: &RelayRecord, kind: TxKind, fees: crate::chain::Fees) -> Result<Outgoing> {
         Ok(match kind {
-            TxKind::Relay => {
-                let input = record.input.as_deref().unwrap_or_default();
-                let input: Bytes = input
-                    .parse()
-                    .map_err(|_| Error::StoreCorrupt(format!("relay {}: calldata {input:?}", record.id)))?;
-                Outgoing { to: self.config.forwarder, gas_limit: record.gas_limit, fees, input }
-            }
+            TxKind::Relay => Outgoing {
+                to: self.config.forwarder,
+                gas_limit: record.gas_limit,
+                fees,
+                input: record.input.clone().unwrap_or_default(),
+            },
             TxKind::Cancel => {
                 Outgoing { to: self.address(), gas_limit: TRANSFER_GAS, fees, input: Bytes::new() }
             }
@@ -238,15 +235,14 @@ impl Relayer {
     pub(crate) async fn settle(
         &self,
         record: &RelayRecord,
-        hash: &str,
+        hash: B256,
         receipt: &TransactionReceipt,
     ) -> Result<()> {
         let (cost_wei, outcome) = self.chain.settlement(receipt);
         let block_number = receipt.block_number;
         let revert_reason = match (outcome, &record.input, block_number) {
             (Outcome::CallFailed, Some(input), Some(block)) => {
-                let input: Bytes = input.parse().unwrap_or_default();
-                self.chain.call_failure(&input, block).await.unwrap_or_else(|error| {
+                self.chain.call_failure(input, block).await.unwrap_or_else(|error| {
                     tracing::warn!(error = %error.detail(), "reading a failed call's reason");
                     None
                 })
@@ -254,7 +250,7 @@ impl Relayer {
             _ => None,
         };
         let settlement = Settlement {
-            tx_hash: hash.to_owned(),
+            tx_hash: hash,
             cost_wei,
             outcome,
             block_number,
@@ -313,9 +309,7 @@ impl Relayer {
         let open: Vec<RelayRecord> = {
             let in_flight = lock(&self.in_flight);
             open.into_iter()
-                .filter(|record| {
-                    !in_flight.contains_key(&(record.signer.clone(), record.forwarder_nonce.clone()))
-                })
+                .filter(|record| !in_flight.contains_key(&(record.signer, record.forwarder_nonce)))
                 .collect()
         };
         if open.is_empty() {
@@ -335,7 +329,7 @@ impl Relayer {
                 }
                 Decision::Settle { .. } => {
                     if let Some((tx, receipt)) = mined {
-                        self.settle(&record, &tx.hash, &receipt).await?;
+                        self.settle(&record, tx.hash, &receipt).await?;
                     }
                 }
                 Decision::Executed => self.db(move |store| store.mark_executed(id, now)).await?,
@@ -351,7 +345,7 @@ impl Relayer {
                 relay = %record.relay_id,
                 signer = %record.signer,
                 forwarder_nonce = %record.forwarder_nonce,
-                tx = record.tx_hash.as_deref().unwrap_or("none"),
+                tx = ?record.tx_hash,
                 ?decision,
                 "reconciled a relay"
             );
@@ -365,14 +359,7 @@ impl Relayer {
         record: &RelayRecord,
         mined_nonce: u64,
     ) -> Result<(Facts, Option<(SentTx, TransactionReceipt)>)> {
-        let from: Address = record
-            .signer
-            .parse()
-            .map_err(|_| Error::StoreCorrupt(format!("relay {}: signer {:?}", record.id, record.signer)))?;
-        let requested: U256 = record.forwarder_nonce.parse().map_err(|_| {
-            Error::StoreCorrupt(format!("relay {}: nonce {:?}", record.id, record.forwarder_nonce))
-        })?;
-        let request_ran = self.chain.forwarder_nonce(from).await? > requested;
+        let request_ran = self.chain.forwarder_nonce(record.signer).await? > record.forwarder_nonce;
         let mined = self.mined(record).await?;
         let receipt = mined.as_ref().map(|(_, receipt)| self.chain.settlement(receipt));
         // Any of its transactions will do: a replacement whose answer was lost may never have
@@ -380,7 +367,7 @@ impl Relayer {
         let node_knows_tx = if receipt.is_none() && !request_ran {
             let mut knows = false;
             for tx in record.txs.iter().rev() {
-                if self.chain.knows_transaction(parse_hash(&tx.hash)?).await? {
+                if self.chain.knows_transaction(tx.hash).await? {
                     knows = true;
                     break;
                 }
@@ -411,10 +398,6 @@ fn latest_of(tx: &SentTx) -> Latest {
         sent_at: tx.sent_at,
         is_cancel: tx.kind == TxKind::Cancel,
     }
-}
-
-fn parse_hash(hash: &str) -> Result<B256> {
-    hash.parse().map_err(|_| Error::StoreCorrupt(format!("transaction hash {hash:?}")))
 }
 
 /// Relays waiting longer than the stuck threshold, for the metrics.

@@ -1,8 +1,9 @@
 //! Rate windows (per IP, per signer) and the daily gas budget.
 
+use alloy::primitives::{Address, U256};
 use rusqlite::{Connection, TransactionBehavior, params};
 
-use super::{Store, is_taken, parse_wei};
+use super::{Store, codec::Text, is_taken, parse_wei};
 use crate::error::Result;
 
 /// How long a gas budget lasts after its first use.
@@ -101,26 +102,27 @@ impl Store {
     /// Counts one request of `signer` (with forwarder nonce `nonce`) against `limit`, in one
     /// transaction with the re-check: concurrent requests that passed the read-only check
     /// cannot together exceed the limit. A request already accepted is not counted again.
-    pub fn count_signer(&self, signer: &str, nonce: &str, limit: u32, now: u64) -> Result<SignerCount> {
+    pub fn count_signer(&self, signer: Address, nonce: U256, limit: u32, now: u64) -> Result<SignerCount> {
         self.with(|connection| {
             let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
             if is_taken(&tx, signer, nonce)? {
                 return Ok(SignerCount::Duplicate);
             }
-            if count_in_window(&tx, RateKind::Signer, signer, now)? >= limit {
+            let key = signer.text();
+            if count_in_window(&tx, RateKind::Signer, &key, now)? >= limit {
                 return Ok(SignerCount::Limited);
             }
-            record_event(&tx, RateKind::Signer, signer, now)?;
+            record_event(&tx, RateKind::Signer, &key, now)?;
             tx.commit()?;
             Ok(SignerCount::Counted)
         })
     }
 
     /// What `signer` has spent in the budget window running at `now`.
-    pub fn spent_by_signer(&self, signer: &str, now: u64) -> Result<u128> {
+    pub fn spent_by_signer(&self, signer: Address, now: u64) -> Result<u128> {
         self.with(|connection| {
             let state = current(read_budget(connection)?, now);
-            spent_by(connection, ShareOf::Signer, signer, state.window_start)
+            spent_by(connection, ShareOf::Signer, &signer.text(), state.window_start)
         })
     }
 

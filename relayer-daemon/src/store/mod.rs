@@ -7,11 +7,13 @@
 //! caller (no clock in here), which keeps the windows testable.
 //!
 //! - `schema`: the tables, and bringing a store of an earlier version up to date.
+//! - `codec`: how addresses, nonces, hashes and wei are kept as text and read back.
 //! - `limits`: rate windows and the budget.
 //! - `records`: what a relay record holds, and the reads of records.
 //! - `relays`: a relay's life in the store, from reservation to settlement.
 //! - `retention`: what the store forgets, and when.
 
+mod codec;
 mod limits;
 mod records;
 mod relays;
@@ -20,6 +22,8 @@ mod schema;
 
 use std::{path::Path, sync::Mutex};
 
+use alloy::primitives::{Address, U256};
+use codec::Text;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 pub use limits::{BUDGET_WINDOW_SECS, BudgetLimits, BudgetState, RATE_WINDOW_SECS, RateKind, SignerCount};
@@ -68,14 +72,14 @@ impl Store {
 
 /// True when the signed request (`signer`, forwarder `nonce`) already has a live relay: a
 /// replay, which is neither counted nor reserved for again.
-fn is_taken(connection: &Connection, signer: &str, nonce: &str) -> Result<bool> {
+fn is_taken(connection: &Connection, signer: Address, nonce: U256) -> Result<bool> {
     let live: Option<i64> = connection
         .query_row(
             &format!(
                 "SELECT id FROM relays WHERE signer = ?1 AND forwarder_nonce = ?2 AND status IN {}",
                 schema::LIVE
             ),
-            params![signer, nonce],
+            params![signer.text(), nonce.text()],
             |row| row.get(0),
         )
         .optional()?;
@@ -83,12 +87,24 @@ fn is_taken(connection: &Connection, signer: &str, nonce: &str) -> Result<bool> 
 }
 
 fn parse_wei(text: &str) -> Result<u128> {
-    text.parse().map_err(|_| Error::StoreCorrupt(format!("wei amount {text:?}")))
+    u128::from_text(text, "wei amount")
 }
 
 #[cfg(test)]
 mod tests {
+    use alloy::primitives::{B256, Bytes, keccak256};
+
     use super::*;
+
+    /// The address standing for a signer named `name`.
+    fn who(name: &str) -> Address {
+        Address::from_word(keccak256(name))
+    }
+
+    /// A transaction hash, told apart by `n`.
+    fn h(n: u16) -> B256 {
+        B256::left_padding_from(&n.to_be_bytes())
+    }
 
     fn store() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();
@@ -98,12 +114,12 @@ mod tests {
 
     fn relay(signer: &str, nonce: u64, gas_limit: u64) -> NewRelay {
         NewRelay {
-            signer: signer.into(),
-            forwarder_nonce: nonce.to_string(),
-            digest: format!("digest-{signer}-{nonce}"),
-            signature: "0x01".into(),
+            signer: who(signer),
+            forwarder_nonce: U256::from(nonce),
+            digest: keccak256(format!("digest-{signer}-{nonce}")),
+            signature: Bytes::from(vec![1]),
             deadline: 0,
-            input: "0x".into(),
+            input: Bytes::new(),
             client_ip: "127.0.0.1".into(),
             gas_limit,
             max_fee_wei: 10,
@@ -142,9 +158,9 @@ mod tests {
         assert_eq!((state.used_wei, state.pending_wei), (1_000, 1_000));
         assert_eq!(state.resets_at(), Some(100 + BUDGET_WINDOW_SECS));
 
-        store.mark_sent(first.id, 7, "0xabc", 1, 102).unwrap();
-        store.settle(first.id, &Settlement::of("0xabc", 123, Outcome::Mined), 103).unwrap();
-        store.settle(first.id, &Settlement::of("0xabc", 999, Outcome::Mined), 104).unwrap();
+        store.mark_sent(first.id, 7, h(0xabc), 1, 102).unwrap();
+        store.settle(first.id, &Settlement::of(h(0xabc), 123, Outcome::Mined), 103).unwrap();
+        store.settle(first.id, &Settlement::of(h(0xabc), 999, Outcome::Mined), 104).unwrap();
         store.release(second.id, "node refused", 104).unwrap();
         let state = store.budget(105).unwrap();
         assert_eq!((state.used_wei, state.pending_wei), (123, 0));
@@ -152,7 +168,7 @@ mod tests {
         let records = store.records().unwrap();
         assert_eq!(records[0].status, RelayStatus::Mined);
         assert_eq!(records[0].cost_wei, Some(123));
-        assert_eq!(records[0].tx_hash.as_deref(), Some("0xabc"));
+        assert_eq!(records[0].tx_hash, Some(h(0xabc)));
         assert_eq!(records[1].status, RelayStatus::Failed);
     }
 
@@ -172,16 +188,19 @@ mod tests {
     fn signer_counts_recheck_the_limit_and_skip_requests_already_accepted() {
         let (_dir, store) = store();
         // Two requests passed the read-only check at 1 of 2; only one more may be counted.
-        assert_eq!(store.count_signer("s", "0", 2, 10).unwrap(), SignerCount::Counted);
-        assert_eq!(store.hits(RateKind::Signer, "s", 10).unwrap(), 1);
-        assert_eq!(store.count_signer("s", "1", 2, 10).unwrap(), SignerCount::Counted);
-        assert_eq!(store.count_signer("s", "2", 2, 10).unwrap(), SignerCount::Limited);
-        assert_eq!(store.hits(RateKind::Signer, "s", 10).unwrap(), 2);
+        assert_eq!(store.count_signer(who("s"), U256::from(0), 2, 10).unwrap(), SignerCount::Counted);
+        assert_eq!(store.hits(RateKind::Signer, &who("s").to_checksum(None), 10).unwrap(), 1);
+        assert_eq!(store.count_signer(who("s"), U256::from(1), 2, 10).unwrap(), SignerCount::Counted);
+        assert_eq!(store.count_signer(who("s"), U256::from(2), 2, 10).unwrap(), SignerCount::Limited);
+        assert_eq!(store.hits(RateKind::Signer, &who("s").to_checksum(None), 10).unwrap(), 2);
         // A copy of a request already accepted is not counted, even with quota left.
         store.reserve(&relay("t", 4, 1), &BudgetLimits::total(1_000), 10).unwrap().unwrap();
-        assert_eq!(store.count_signer("t", "4", 2, 10).unwrap(), SignerCount::Duplicate);
-        assert_eq!(store.hits(RateKind::Signer, "t", 10).unwrap(), 0);
-        assert_eq!(store.count_signer("s", "0", 2, 10 + RATE_WINDOW_SECS).unwrap(), SignerCount::Counted);
+        assert_eq!(store.count_signer(who("t"), U256::from(4), 2, 10).unwrap(), SignerCount::Duplicate);
+        assert_eq!(store.hits(RateKind::Signer, &who("t").to_checksum(None), 10).unwrap(), 0);
+        assert_eq!(
+            store.count_signer(who("s"), U256::from(0), 2, 10 + RATE_WINDOW_SECS).unwrap(),
+            SignerCount::Counted
+        );
     }
 
     #[test]
@@ -194,7 +213,7 @@ mod tests {
         store.drop_relay(dropped.id, "never sent", 6).unwrap();
         store.mark_executed(executed.id, 6).unwrap();
         // A late mark_sent does not reopen a closed relay.
-        store.mark_sent(dropped.id, 3, "0x01", 1, 6).unwrap();
+        store.mark_sent(dropped.id, 3, h(0x1), 1, 6).unwrap();
         let state = store.budget(7).unwrap();
         assert_eq!((state.used_wei, state.pending_wei), (200, 0));
         let statuses: Vec<_> = store.records().unwrap().into_iter().map(|r| (r.status, r.cost_wei)).collect();
@@ -218,7 +237,7 @@ mod tests {
             let store = Store::open(&path).unwrap();
             let reservation =
                 store.reserve(&relay("s", 0, 10), &BudgetLimits::total(1_000), 50).unwrap().unwrap();
-            store.mark_sent(reservation.id, 0, "0x01", 1, 50).unwrap();
+            store.mark_sent(reservation.id, 0, h(0x1), 1, 50).unwrap();
             assert!(store.hit(RateKind::Signer, "s", 1, 50).unwrap());
         }
         let store = Store::open(&path).unwrap();
@@ -234,7 +253,7 @@ mod tests {
         );
         // The old window's reservation settling late leaves the new window alone.
         let fresh = store.reserve(&relay("t", 0, 1), &BudgetLimits::total(1_000), later).unwrap().unwrap();
-        store.settle(1, &Settlement::of("0x01", 40, Outcome::Mined), later).unwrap();
+        store.settle(1, &Settlement::of(h(0x1), 40, Outcome::Mined), later).unwrap();
         assert_eq!(store.budget(later).unwrap().used_wei, fresh.reserved_wei);
     }
 
@@ -244,9 +263,9 @@ mod tests {
         let first = store.reserve(&relay("s", 0, 100), &BudgetLimits::total(10_000), 5).unwrap().unwrap();
         assert_eq!(first.reserved_wei, 1_000);
         assert_eq!(first.relay_id.len(), 32);
-        store.mark_sent(first.id, 4, "0xaa", 7, 6).unwrap();
+        store.mark_sent(first.id, 4, h(0xaa), 7, 6).unwrap();
         let bumped = Replacement {
-            tx_hash: "0xbb".into(),
+            tx_hash: h(0xbb),
             kind: TxKind::Relay,
             max_fee_wei: 12,
             priority_fee_wei: 2,
@@ -254,37 +273,37 @@ mod tests {
         };
         assert_eq!(store.replace(first.id, &bumped, 10_000, 8).unwrap(), Ok(1_200));
         assert_eq!(store.budget(8).unwrap().pending_wei, 1_200);
-        let too_dear = Replacement { tx_hash: "0xcc".into(), max_fee_wei: 1_000, ..bumped.clone() };
+        let too_dear = Replacement { tx_hash: h(0xcc), max_fee_wei: 1_000, ..bumped.clone() };
         assert_eq!(store.replace(first.id, &too_dear, 10_000, 8).unwrap(), Err(Refusal::Budget));
         // A replacement the node did not take leaves no trace but the grown reservation.
-        let refused = Replacement { tx_hash: "0xee".into(), max_fee_wei: 13, ..bumped.clone() };
+        let refused = Replacement { tx_hash: h(0xee), max_fee_wei: 13, ..bumped.clone() };
         assert_eq!(store.replace(first.id, &refused, 10_000, 8).unwrap(), Ok(1_300));
-        store.unreplace(first.id, "0xee", 8).unwrap();
+        store.unreplace(first.id, h(0xee), 8).unwrap();
         let record = store.relay(first.id).unwrap().unwrap();
         assert_eq!(
-            (record.status, record.tx_hash.as_deref(), record.max_fee_wei),
-            (RelayStatus::Replaced, Some("0xbb"), 12)
+            (record.status, record.tx_hash, record.max_fee_wei),
+            (RelayStatus::Replaced, Some(h(0xbb)), 12)
         );
         assert_eq!((record.txs.len(), record.reserved_wei), (2, 1_300));
-        assert!(store.relay_by_hash("0xee").unwrap().is_none());
+        assert!(store.relay_by_hash(h(0xee)).unwrap().is_none());
         // A cancellation is booked like any transaction: it reserves its own worst case when that
         // is the larger, and is refused when the budget cannot cover the growth.
-        let cancel = Replacement { tx_hash: "0xdd".into(), kind: TxKind::Cancel, max_fee_wei: 14, ..bumped };
+        let cancel = Replacement { tx_hash: h(0xdd), kind: TxKind::Cancel, max_fee_wei: 14, ..bumped };
         assert_eq!(store.replace(first.id, &cancel, 21_000 * 14 - 1, 9).unwrap(), Err(Refusal::Budget));
         assert_eq!(store.replace(first.id, &cancel, 21_000 * 14, 9).unwrap(), Ok(21_000 * 14));
-        let record = store.relay_by_hash("0xaa").unwrap().unwrap();
+        let record = store.relay_by_hash(h(0xaa)).unwrap().unwrap();
         assert_eq!(record.relay_id, first.relay_id);
         assert_eq!(record.status, RelayStatus::Cancelling);
         assert_eq!(record.status.public().as_str(), "expired");
-        let hashes: Vec<_> = record.txs.iter().map(|tx| (tx.hash.as_str(), tx.kind)).collect();
-        assert_eq!(hashes, [("0xaa", TxKind::Relay), ("0xbb", TxKind::Relay), ("0xdd", TxKind::Cancel)]);
+        let hashes: Vec<_> = record.txs.iter().map(|tx| (tx.hash, tx.kind)).collect();
+        assert_eq!(hashes, [(h(0xaa), TxKind::Relay), (h(0xbb), TxKind::Relay), (h(0xdd), TxKind::Cancel)]);
         assert_eq!(record.txs[1].sent_block, Some(9));
         // The original transaction wins the race after all: the relay is mined, at its cost.
-        store.settle(first.id, &Settlement::of("0xaa", 300, Outcome::Mined), 10).unwrap();
+        store.settle(first.id, &Settlement::of(h(0xaa), 300, Outcome::Mined), 10).unwrap();
         let record = store.relay_by_id(&first.relay_id).unwrap().unwrap();
         assert_eq!(
-            (record.status, record.tx_hash.as_deref(), record.cost_wei),
-            (RelayStatus::Mined, Some("0xaa"), Some(300))
+            (record.status, record.tx_hash, record.cost_wei),
+            (RelayStatus::Mined, Some(h(0xaa)), Some(300))
         );
         assert_eq!(
             store.budget(10).unwrap(),
@@ -302,19 +321,32 @@ mod tests {
         let (_dir, store) = store();
         let new = relay("s", 2, 10);
         let reservation = store.reserve(&new, &BudgetLimits::total(1_000), 5).unwrap().unwrap();
-        let held = store.held("s", "2", &new.digest, "0x01").unwrap().unwrap();
+        let held = store.held(who("s"), U256::from(2), new.digest, &Bytes::from(vec![1])).unwrap().unwrap();
         assert_eq!(
             (held.relay_id.as_str(), held.status),
             (reservation.relay_id.as_str(), RelayStatus::Accepted)
         );
-        assert!(store.held("s", "2", &new.digest, "0x02").unwrap().is_none(), "another signature");
-        assert!(store.held("s", "2", "other", "0x01").unwrap().is_none(), "another request");
-        assert_eq!(store.relay_by_request("s", "2").unwrap().unwrap().id, reservation.id);
+        assert!(
+            store.held(who("s"), U256::from(2), new.digest, &Bytes::from(vec![2])).unwrap().is_none(),
+            "another signature"
+        );
+        assert!(
+            store.held(who("s"), U256::from(2), B256::ZERO, &Bytes::from(vec![1])).unwrap().is_none(),
+            "another request"
+        );
+        assert_eq!(store.relay_by_request(who("s"), U256::from(2)).unwrap().unwrap().id, reservation.id);
         store.drop_relay(reservation.id, "the node lost it", 6).unwrap();
-        assert!(store.held("s", "2", &new.digest, "0x01").unwrap().is_none(), "dropped: relay it again");
+        assert!(
+            store.held(who("s"), U256::from(2), new.digest, &Bytes::from(vec![1])).unwrap().is_none(),
+            "dropped: relay it again"
+        );
         let again = store.reserve(&new, &BudgetLimits::total(1_000), 7).unwrap().unwrap();
         assert_ne!(again.relay_id, reservation.relay_id);
-        assert_eq!(store.relay_by_request("s", "2").unwrap().unwrap().relay_id, again.relay_id, "the latest");
+        assert_eq!(
+            store.relay_by_request(who("s"), U256::from(2)).unwrap().unwrap().relay_id,
+            again.relay_id,
+            "the latest"
+        );
     }
 
     #[test]
@@ -340,8 +372,10 @@ mod tests {
         let path = dir.path().join("relayer.db");
         {
             let connection = Connection::open(&path).unwrap();
+            // The earlier version's text: checksummed signers, decimal nonces, 0x hashes.
+            let (s, t, hash) = (who("s").to_checksum(None), who("t").to_checksum(None), h(0xaa));
             connection
-                .execute_batch(
+                .execute_batch(&format!(
                     "CREATE TABLE relays (id INTEGER PRIMARY KEY, signer TEXT NOT NULL,
                          forwarder_nonce TEXT NOT NULL, client_ip TEXT NOT NULL, gas_limit INTEGER NOT NULL,
                          max_fee_wei TEXT NOT NULL, reserved_wei TEXT NOT NULL, window_start INTEGER NOT NULL,
@@ -349,16 +383,16 @@ mod tests {
                          created_at INTEGER NOT NULL, settled_at INTEGER);
                      CREATE UNIQUE INDEX relays_live_request_v2 ON relays (signer, forwarder_nonce)
                          WHERE status IN ('reserved', 'sent', 'mined', 'executed');
-                     INSERT INTO relays VALUES (1, 's', '0', 'ip', 10, '5', '50', 1, 'sent', 3, '0xaa', NULL, NULL, 1, NULL);
-                     INSERT INTO relays VALUES (2, 't', '0', 'ip', 10, '5', '50', 1, 'reserved', NULL, NULL, NULL, NULL, 1, NULL);",
-                )
+                     INSERT INTO relays VALUES (1, '{s}', '0', 'ip', 10, '5', '50', 1, 'sent', 3, '{hash}', NULL, NULL, 1, NULL);
+                     INSERT INTO relays VALUES (2, '{t}', '0', 'ip', 10, '5', '50', 1, 'reserved', NULL, NULL, NULL, NULL, 1, NULL);",
+                ))
                 .unwrap();
         }
         let store = Store::open(&path).unwrap();
         let records = store.records().unwrap();
         assert_eq!(records[0].status, RelayStatus::Sent);
         assert_eq!(records[0].txs.len(), 1);
-        assert_eq!(store.relay_by_hash("0xaa").unwrap().unwrap().id, 1);
+        assert_eq!(store.relay_by_hash(h(0xaa)).unwrap().unwrap().id, 1);
         assert_eq!(records[1].status, RelayStatus::Accepted);
         assert_ne!(records[0].relay_id, records[1].relay_id);
         assert_eq!(
@@ -382,7 +416,7 @@ mod tests {
         let second = store.reserve(&from("s", "a", 1, 10), &limits, 5).unwrap().unwrap();
         assert_eq!(store.reserve(&from("s", "b", 2, 10), &limits, 5).unwrap(), Err(Refusal::SignerShare));
         // A relay that cost less than its reservation leaves room for more.
-        store.settle(second.id, &Settlement::of("0x02", 40, Outcome::Mined), 6).unwrap();
+        store.settle(second.id, &Settlement::of(h(0x2), 40, Outcome::Mined), 6).unwrap();
         assert!(store.reserve(&from("s", "b", 2, 10), &limits, 6).unwrap().is_ok());
         // Client "a" has spent 100 + 40; other signers from it get 400 − 140 in all.
         assert!(store.reserve(&from("t", "a", 0, 10), &limits, 6).unwrap().is_ok());
@@ -403,22 +437,22 @@ mod tests {
         let limits = BudgetLimits::total(u128::MAX);
         let mut ids = Vec::new();
         for nonce in 0..4 {
-            let new = NewRelay { input: "0x".to_owned() + &"ab".repeat(30_000), ..relay("s", nonce, 10) };
+            let new = NewRelay { input: Bytes::from(vec![0xab; 30_000]), ..relay("s", nonce, 10) };
             ids.push(store.reserve(&new, &limits, 10).unwrap().unwrap().id);
         }
-        store.settle(ids[0], &Settlement::of("0x01", 1, Outcome::Mined), 100).unwrap();
+        store.settle(ids[0], &Settlement::of(h(0x1), 1, Outcome::Mined), 100).unwrap();
         store.drop_relay(ids[1], "lost", 200).unwrap();
-        store.settle(ids[2], &Settlement::of("0x03", 1, Outcome::Reverted), 300).unwrap();
+        store.settle(ids[2], &Settlement::of(h(0x3), 1, Outcome::Reverted), 300).unwrap();
         // ids[3] stays open however old it is.
         assert_eq!(store.prune(200, 100, 1_000).unwrap(), Pruned { calldata: 2, relays: 1 });
         let records = store.records().unwrap();
         assert_eq!(records.iter().map(|r| r.id).collect::<Vec<_>>(), ids[1..]);
         assert_eq!(records[0].input, None, "dropped at 200: call data gone");
-        assert_eq!(records[1].input.as_ref().map(String::len), Some(60_002), "settled at 300: kept");
+        assert_eq!(records[1].input.as_ref().map(|input| input.len()), Some(30_000), "settled at 300: kept");
         assert!(records[2].input.is_some(), "open: kept");
         assert_eq!(store.prune(200, 100, 1_000).unwrap(), Pruned::default(), "nothing twice");
         assert_eq!(store.prune(u64::MAX, u64::MAX, 1_000).unwrap(), Pruned { calldata: 1, relays: 2 });
         assert_eq!(store.records().unwrap().len(), 1);
-        assert!(store.relay_by_hash("0x01").unwrap().is_none(), "its transactions went with it");
+        assert!(store.relay_by_hash(h(0x1)).unwrap().is_none(), "its transactions went with it");
     }
 }

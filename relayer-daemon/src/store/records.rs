@@ -1,10 +1,16 @@
 //! What a relay record holds (its status, its transactions, its outcome) and the reads of
 //! records: by row, by relay id, by request, by any of its hashes, and the retry lookup.
 
+use alloy::primitives::{Address, B256, Bytes, U256};
 use kya_core::relayer_view::RelayStatus as PublicStatus;
 use rusqlite::params;
 
-use super::{Store, parse_wei, schema::OPEN};
+use super::{
+    Store,
+    codec::{Text, optional},
+    parse_wei,
+    schema::OPEN,
+};
 use crate::error::{Error, Result};
 
 /// Where a relay stands. Stored as [`RelayStatus::as_str`]; clients see [`RelayStatus::public`].
@@ -128,7 +134,7 @@ impl TxKind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SentTx {
     /// Its hash.
-    pub hash: String,
+    pub hash: B256,
     /// What it does.
     pub kind: TxKind,
     /// Its max fee per gas.
@@ -144,18 +150,18 @@ pub struct SentTx {
 /// What a relay reserves before it is sent.
 #[derive(Debug, Clone)]
 pub struct NewRelay {
-    /// The request's signer (checksummed address).
-    pub signer: String,
-    /// The request's forwarder nonce (decimal).
-    pub forwarder_nonce: String,
-    /// The request's EIP-712 digest (hex): with the signature, what makes a retry "the same".
-    pub digest: String,
-    /// The request's signature (hex).
-    pub signature: String,
+    /// The request's signer.
+    pub signer: Address,
+    /// The request's forwarder nonce.
+    pub forwarder_nonce: U256,
+    /// The request's EIP-712 digest: with the signature, what makes a retry "the same".
+    pub digest: B256,
+    /// The request's signature.
+    pub signature: Bytes,
     /// The request's deadline (Unix seconds; 0: none).
     pub deadline: u64,
-    /// The calldata of `execute` (hex), kept so a stuck transaction can be sent again.
-    pub input: String,
+    /// The calldata of `execute`, kept so a stuck transaction can be sent again.
+    pub input: Bytes,
     /// The client it is counted against: its IPv4 address or IPv6 /48
     /// ([`kya_core::client_ip::relay_client_of`]).
     pub client_ip: String,
@@ -221,7 +227,7 @@ impl Outcome {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settlement {
     /// The mined transaction's hash.
-    pub tx_hash: String,
+    pub tx_hash: B256,
     /// `gasUsed × effectiveGasPrice`.
     pub cost_wei: u128,
     /// How the relay ended.
@@ -236,15 +242,8 @@ pub struct Settlement {
 
 impl Settlement {
     /// A settlement with only a cost and an outcome (the store's own tests).
-    pub fn of(tx_hash: &str, cost_wei: u128, outcome: Outcome) -> Self {
-        Self {
-            tx_hash: tx_hash.to_owned(),
-            cost_wei,
-            outcome,
-            block_number: None,
-            gas_used: None,
-            revert_reason: None,
-        }
+    pub fn of(tx_hash: B256, cost_wei: u128, outcome: Outcome) -> Self {
+        Self { tx_hash, cost_wei, outcome, block_number: None, gas_used: None, revert_reason: None }
     }
 }
 
@@ -256,23 +255,23 @@ pub struct RelayRecord {
     /// The relay id clients see.
     pub relay_id: String,
     /// The request's signer.
-    pub signer: String,
+    pub signer: Address,
     /// The request's forwarder nonce.
-    pub forwarder_nonce: String,
-    /// The request's EIP-712 digest (hex), if recorded (records of earlier versions lack it).
-    pub digest: Option<String>,
-    /// The request's signature (hex), if recorded.
-    pub signature: Option<String>,
+    pub forwarder_nonce: U256,
+    /// The request's EIP-712 digest, if recorded (records of earlier versions lack it).
+    pub digest: Option<B256>,
+    /// The request's signature, if recorded.
+    pub signature: Option<Bytes>,
     /// The request's deadline (Unix seconds; 0: none).
     pub deadline: u64,
-    /// The calldata of `execute` (hex), if recorded.
-    pub input: Option<String>,
+    /// The calldata of `execute`, if recorded (and not yet dropped by retention).
+    pub input: Option<Bytes>,
     /// Where the relay stands.
     pub status: RelayStatus,
     /// The relayer-account nonce of its transactions.
     pub relayer_nonce: Option<u64>,
     /// The current transaction hash (the latest sent, or the one mined).
-    pub tx_hash: Option<String>,
+    pub tx_hash: Option<B256>,
     /// Every transaction sent for it, oldest first.
     pub txs: Vec<SentTx>,
     /// Gas limit of the relay's transactions.
@@ -307,7 +306,7 @@ pub struct RelayRecord {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Replacement {
     /// The new transaction's hash.
-    pub tx_hash: String,
+    pub tx_hash: B256,
     /// A fee replacement of `execute`, or the cancellation.
     pub kind: TxKind,
     /// Its max fee per gas.
@@ -346,16 +345,18 @@ impl Store {
     }
 
     /// The latest relay of the request (`signer`, forwarder `nonce`).
-    pub fn relay_by_request(&self, signer: &str, nonce: &str) -> Result<Option<RelayRecord>> {
-        Ok(self.records_where("signer = ?1 AND forwarder_nonce = ?2", params![signer, nonce])?.pop())
+    pub fn relay_by_request(&self, signer: Address, nonce: U256) -> Result<Option<RelayRecord>> {
+        Ok(self
+            .records_where("signer = ?1 AND forwarder_nonce = ?2", params![signer.text(), nonce.text()])?
+            .pop())
     }
 
     /// The relay that sent the transaction `tx_hash` (any of its hashes).
-    pub fn relay_by_hash(&self, tx_hash: &str) -> Result<Option<RelayRecord>> {
+    pub fn relay_by_hash(&self, tx_hash: B256) -> Result<Option<RelayRecord>> {
         Ok(self
             .records_where(
                 "tx_hash = ?1 OR id IN (SELECT relay FROM relay_txs WHERE tx_hash = ?1)",
-                params![tx_hash],
+                params![tx_hash.text()],
             )?
             .pop())
     }
@@ -364,15 +365,15 @@ impl Store {
     /// if it is in flight or ran: a retry is answered with it.
     pub fn held(
         &self,
-        signer: &str,
-        nonce: &str,
-        digest: &str,
-        signature: &str,
+        signer: Address,
+        nonce: U256,
+        digest: B256,
+        signature: &Bytes,
     ) -> Result<Option<RelayRecord>> {
         Ok(self
             .records_where(
                 "signer = ?1 AND forwarder_nonce = ?2 AND digest = ?3 AND signature = ?4",
-                params![signer, nonce, digest, signature],
+                params![signer.text(), nonce.text(), digest.text(), signature.text()],
             )?
             .pop()
             .filter(|record| record.status.is_held()))
@@ -410,7 +411,7 @@ impl Store {
                 for row in rows {
                     let (hash, kind, max_fee, priority_fee, sent_block, sent_at) = row?;
                     record.txs.push(SentTx {
-                        hash,
+                        hash: B256::from_text(&hash, "transaction hash")?,
                         kind: if kind == "cancel" { TxKind::Cancel } else { TxKind::Relay },
                         max_fee_wei: parse_wei(&max_fee)?,
                         priority_fee_wei: parse_wei(&priority_fee)?,
@@ -488,15 +489,15 @@ impl RawRecord {
         Ok(RelayRecord {
             id: self.id,
             relay_id: self.relay_id,
-            signer: self.signer,
-            forwarder_nonce: self.forwarder_nonce,
-            digest: self.digest,
-            signature: self.signature,
+            signer: Address::from_text(&self.signer, "signer")?,
+            forwarder_nonce: U256::from_text(&self.forwarder_nonce, "forwarder nonce")?,
+            digest: optional(self.digest.as_deref(), "digest")?,
+            signature: optional(self.signature.as_deref(), "signature")?,
             deadline: unsigned(self.deadline),
-            input: self.input,
+            input: optional(self.input.as_deref(), "calldata")?,
             status: RelayStatus::parse(&self.status)?,
             relayer_nonce: self.relayer_nonce.map(unsigned),
-            tx_hash: self.tx_hash,
+            tx_hash: optional(self.tx_hash.as_deref(), "transaction hash")?,
             txs: Vec::new(),
             gas_limit: unsigned(self.gas_limit),
             max_fee_wei: parse_wei(&self.max_fee_wei)?,

@@ -2,10 +2,13 @@
 //! first, replacements, the cancellation), and how it ends (settled, released, executed,
 //! dropped).
 
+use alloy::primitives::B256;
 use rusqlite::{TransactionBehavior, params};
 
 use super::{
-    Store, is_taken,
+    Store,
+    codec::Text,
+    is_taken,
     limits::{BudgetLimits, BudgetState, ShareOf, current, read_budget, spent_by, write_budget},
     parse_wei,
     records::{NewRelay, Refusal, RelayStatus, Replacement, Reservation, Settlement, TxKind},
@@ -28,7 +31,7 @@ impl Store {
     ) -> Result<std::result::Result<Reservation, Refusal>> {
         self.with(|connection| {
             let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            if is_taken(&tx, &relay.signer, &relay.forwarder_nonce)? {
+            if is_taken(&tx, relay.signer, relay.forwarder_nonce)? {
                 return Ok(Err(Refusal::Duplicate));
             }
             let state = current(read_budget(&tx)?, now);
@@ -36,7 +39,7 @@ impl Store {
             if state.used_wei.saturating_add(reserved_wei) > limits.total_wei {
                 return Ok(Err(Refusal::Budget));
             }
-            let by_signer = spent_by(&tx, ShareOf::Signer, &relay.signer, state.window_start)?;
+            let by_signer = spent_by(&tx, ShareOf::Signer, &relay.signer.text(), state.window_start)?;
             if by_signer.saturating_add(reserved_wei) > limits.signer_wei {
                 return Ok(Err(Refusal::SignerShare));
             }
@@ -61,12 +64,12 @@ impl Store {
                      'accepted', ?13, ?13)
                  RETURNING id, relay_id",
                 params![
-                    relay.signer,
-                    relay.forwarder_nonce,
-                    relay.digest,
-                    relay.signature,
+                    relay.signer.text(),
+                    relay.forwarder_nonce.text(),
+                    relay.digest.text(),
+                    relay.signature.text(),
                     relay.deadline as i64,
-                    relay.input,
+                    relay.input.text(),
                     relay.client_ip,
                     relay.gas_limit as i64,
                     relay.max_fee_wei.to_string(),
@@ -85,14 +88,14 @@ impl Store {
     /// Records the relay's first signed transaction, just before it is submitted (again, with
     /// its new nonce and hash, should it be re-signed after the node refused the first: the
     /// refused hash leaves the history). A closed relay is never reopened.
-    pub fn mark_sent(&self, id: i64, relayer_nonce: u64, tx_hash: &str, block: u64, now: u64) -> Result<()> {
+    pub fn mark_sent(&self, id: i64, relayer_nonce: u64, tx_hash: B256, block: u64, now: u64) -> Result<()> {
         self.with(|connection| {
             let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let changed = tx.execute(
                 "UPDATE relays SET status = 'sent', relayer_nonce = ?2, tx_hash = ?3, sent_at = ?4,
                      updated_at = ?4
                  WHERE id = ?1 AND status IN ('accepted', 'sent')",
-                params![id, relayer_nonce as i64, tx_hash, now as i64],
+                params![id, relayer_nonce as i64, tx_hash.text(), now as i64],
             )?;
             if changed == 1 {
                 tx.execute("DELETE FROM relay_txs WHERE relay = ?1", params![id])?;
@@ -163,7 +166,7 @@ impl Store {
                 params![
                     id,
                     next.as_str(),
-                    replacement.tx_hash,
+                    replacement.tx_hash.text(),
                     replacement.max_fee_wei.to_string(),
                     replacement.priority_fee_wei.to_string(),
                     worst.to_string(),
@@ -176,7 +179,7 @@ impl Store {
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                 params![
                     id,
-                    replacement.tx_hash,
+                    replacement.tx_hash.text(),
                     replacement.kind.as_str(),
                     replacement.max_fee_wei.to_string(),
                     replacement.priority_fee_wei.to_string(),
@@ -193,7 +196,7 @@ impl Store {
     /// take (refused, underpriced, its nonce already mined): the relay's current transaction is
     /// again the one before it, so no one looks for a hash the node never had. The grown
     /// reservation stays (a worst case, settled to the real cost in the end).
-    pub fn unreplace(&self, id: i64, tx_hash: &str, now: u64) -> Result<()> {
+    pub fn unreplace(&self, id: i64, tx_hash: B256, now: u64) -> Result<()> {
         self.with(|connection| {
             let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let status: String =
@@ -201,7 +204,10 @@ impl Store {
             if !RelayStatus::parse(&status)?.is_open() {
                 return Ok(());
             }
-            tx.execute("DELETE FROM relay_txs WHERE relay = ?1 AND tx_hash = ?2", params![id, tx_hash])?;
+            tx.execute(
+                "DELETE FROM relay_txs WHERE relay = ?1 AND tx_hash = ?2",
+                params![id, tx_hash.text()],
+            )?;
             let remaining: Vec<(String, String, String, String)> = tx
                 .prepare(
                     "SELECT tx_hash, kind, max_fee_wei, priority_fee_wei FROM relay_txs WHERE relay = ?1
@@ -302,7 +308,7 @@ impl Store {
                      WHERE id = ?1",
                     params![
                         id,
-                        mined.tx_hash,
+                        mined.tx_hash.text(),
                         mined.block_number.map(|block| block as i64),
                         mined.gas_used.map(|gas| gas as i64),
                         mined.revert_reason

@@ -145,7 +145,10 @@ async fn a_lost_answer_to_a_send_keeps_the_relay_recorded_and_paid_for() {
     assert_eq!(relayer.client.used_wei_settled().await, super::cost(&mined));
     let records = relayer.relayer.store().records().unwrap();
     assert_eq!(records.len(), 1);
-    assert_eq!((records[0].status.as_str(), records[0].tx_hash.as_deref()), ("mined", Some(hash)));
+    assert_eq!(
+        (records[0].status.as_str(), records[0].tx_hash.map(|hash| hash.to_string())),
+        ("mined", Some(hash.to_owned()))
+    );
     // The client's retry of the request whose answer it lost gets the relay, mined: nothing
     // is sent again.
     let (status, again) = relayer.client.relay(&signed).await;

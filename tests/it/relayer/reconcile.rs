@@ -58,12 +58,12 @@ async fn a_reservation_left_by_a_killed_relayer_is_freed_at_the_next_start() {
     // What a relayer killed between reserving and sending leaves behind.
     let store = Store::open(&db.path().join("relayer.db")).unwrap();
     let reserved = NewRelay {
-        signer: agent.address().to_checksum(None),
-        forwarder_nonce: "0".into(),
-        digest: "0x00".into(),
-        signature: "0x00".into(),
+        signer: agent.address(),
+        forwarder_nonce: alloy::primitives::U256::ZERO,
+        digest: alloy::primitives::B256::ZERO,
+        signature: vec![0].into(),
         deadline: 0,
-        input: "0x".into(),
+        input: Default::default(),
         client_ip: "127.0.0.1".into(),
         gas_limit: 400_000,
         max_fee_wei: 2_000_000_000,
@@ -112,7 +112,7 @@ async fn a_transaction_that_is_never_mined_does_not_hold_shutdown_and_is_dropped
     anvil(&t, "evm_setAutomine", serde_json::json!([true])).await;
     let relayer = InProcessRelayer::start(&eager(&t, db.path())).await;
     let dropped = record_becomes(&relayer, 0, "dropped").await;
-    assert_eq!(dropped.tx_hash, Some(hash.to_string()));
+    assert_eq!(dropped.tx_hash, Some(hash));
     let (_, relay) = relayer.client.get(&format!("/relay/tx/{hash}")).await;
     assert_eq!(
         (relay["status"].as_str(), relay["relayId"].as_str()),
@@ -276,10 +276,13 @@ async fn a_transaction_is_recorded_before_the_node_sees_it() {
             if request.contains("eth_sendRawTransaction") {
                 let call: Value = serde_json::from_str(request).expect("one JSON-RPC call");
                 let raw = hex::decode(call["params"][0].as_str().expect("raw transaction")).unwrap();
-                let hash = keccak256(&raw).to_string();
+                let hash = keccak256(&raw);
                 let records = Store::open(&store_path).unwrap().records().unwrap();
-                let status = records.into_iter().find(|record| record.tx_hash.as_deref() == Some(&*hash));
-                witness.lock().unwrap().push((hash, status.map(|record| record.status.as_str().to_owned())));
+                let status = records.into_iter().find(|record| record.tx_hash == Some(hash));
+                witness
+                    .lock()
+                    .unwrap()
+                    .push((hash.to_string(), status.map(|record| record.status.as_str().to_owned())));
             }
             RpcAction::Forward(request.to_owned())
         }),

@@ -143,12 +143,12 @@ async fn after_a_kill_with_relays_in_flight_every_retry_gets_its_relay_and_never
     let unsent = store
         .reserve(
             &NewRelay {
-                signer: late.address().to_checksum(None),
-                forwarder_nonce: "0".into(),
-                digest: signed.digest.to_string(),
-                signature: signed.signature.to_string(),
+                signer: late.address(),
+                forwarder_nonce: alloy::primitives::U256::ZERO,
+                digest: signed.digest,
+                signature: signed.signature.clone(),
                 deadline: 0,
-                input: "0x".into(),
+                input: Default::default(),
                 client_ip: "127.0.0.1".into(),
                 gas_limit: 400_000,
                 max_fee_wei: 2_000_000_000,
