@@ -280,7 +280,8 @@ async fn a_relay_stuck_at_the_fee_cap_is_cancelled_and_its_signer_relays_again_a
     }
     let last = relay_fees[replacements];
     assert!(last * 11 > cap * 10, "replaced as far as the cap allows: {fees:?}");
-    // The cancellation is not capped: it must outbid the replacement holding the nonce.
+    // The cancellation has its own, higher cap (twice the relays' by default): it outbids the
+    // replacement holding the nonce.
     assert!(cancel_fee * 10 >= last * 11 && cancel_fee > cap, "{fees:?}");
     assert!(tips[replacements + 1] * 10 >= tips[replacements] * 11, "{tips:?}");
 
@@ -349,6 +350,57 @@ async fn a_relay_stuck_at_the_fee_cap_is_cancelled_and_its_signer_relays_again_a
     assert!(metrics.contains(&format!("relayer_replacements_total {replacements}\n")), "{metrics}");
     let cancels = recorded.len() - replacements - 1;
     assert!(metrics.contains(&format!("relayer_cancellations_total {cancels}\n")), "{metrics}");
+    relayer.stop().await;
+}
+
+/// A cancellation has a fee cap of its own (`MAX_CANCEL_FEE_PER_GAS_WEI`): here the same as the
+/// relays', so once the relay is replaced up to the cap nothing within the caps outbids it. The
+/// relay waits at its last replacement, nothing more is sent or reserved, and when mining
+/// resumes that replacement is mined and booked at what it cost.
+#[tokio::test]
+async fn a_relay_whose_cancellation_would_pass_its_cap_waits_and_costs_no_more() {
+    let t = TestChain::start().await;
+    let today = t.chain.provider().estimate_eip1559_fees().await.unwrap().max_fee_per_gas;
+    let cap = (today * 3 / 2).to_string();
+    let mut settings = QUICK_TO_REPLACE.to_vec();
+    settings.extend([
+        ("FEE_BUMP_PERCENT", "10"),
+        ("MAX_FEE_PER_GAS_WEI", cap.as_str()),
+        ("MAX_CANCEL_FEE_PER_GAS_WEI", cap.as_str()),
+    ]);
+    let (_db, relayer) = start_on(&t, &settings).await;
+    let client = &relayer.client;
+    let paying = relayer.relayer.address();
+    let funds = balance(&t, paying).await;
+    let agent = agent_key(440);
+    let request = forward(&t, agent.address(), 0, &register_call(agent.address(), 0));
+    let signed = body(&request, &sign_with_core(&t, &agent, &request).signature);
+
+    let (id, _) = relay_held(&t, client, &signed).await;
+    // Replaced four times (1.1^4 of today's fee fits under the cap), then it waits.
+    let at_the_cap =
+        client.relay_until(&id, |relay| relay["transactions"].as_array().unwrap().len() == 5).await;
+    tokio::time::sleep(std::time::Duration::from_secs(8)).await;
+    let waiting = relay(client, &id).await;
+    assert_eq!(waiting["status"], "replaced", "{waiting}");
+    assert_eq!(waiting["transactions"], at_the_cap["transactions"], "nothing sent past the caps");
+    let kinds: Vec<&str> =
+        waiting["transactions"].as_array().unwrap().iter().map(|tx| tx["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["relay"; 5]);
+    let reserved = waiting["reservedWei"].as_str().unwrap().to_owned();
+    assert_eq!(reserved, at_the_cap["reservedWei"].as_str().unwrap(), "the reservation grew no further");
+    let last_fee = *max_fees(&waiting).last().unwrap();
+    assert!(last_fee * 11 > cap.parse::<u128>().unwrap() * 10, "replaced as far as the cap allows");
+
+    resume_mining(&t).await;
+    let mined = client.relay_until(&id, |relay| relay["settledAt"].is_string()).await;
+    assert_eq!(mined["status"], "mined", "{mined}");
+    let receipt = t.chain.receipt(hash_of(&mined["txHash"])).await.unwrap();
+    assert_eq!(mined["costWei"], cost(&receipt).to_string());
+    assert_eq!(client.used_wei_settled().await, cost(&receipt), "booked at what it cost");
+    assert_eq!(funds - balance(&t, paying).await, U256::from(cost(&receipt)));
+    let (_, metrics) = client.metrics().await;
+    assert!(metrics.contains("relayer_cancellations_total 0\n"), "{metrics}");
     relayer.stop().await;
 }
 
