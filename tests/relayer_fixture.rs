@@ -83,20 +83,7 @@ impl Client {
 
     /// POSTs `body` to `/relay` as if from behind a proxy that says `forwarded_for`.
     pub async fn relay_forwarded(&self, body: &Value, forwarded_for: &str) -> (u16, Value) {
-        let response = self
-            .http
-            .post(format!("{}/relay", self.base))
-            .header("content-type", "application/json")
-            .header("x-forwarded-for", forwarded_for)
-            .body(body.to_string())
-            .send()
-            .await
-            .expect("the relayer answers");
-        let status = response.status().as_u16();
-        let headers = response.headers().clone();
-        let text = response.text().await.expect("a body");
-        conforms("POST", "/relay", status, &headers, &text);
-        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+        self.post("/relay", body.to_string(), &[("x-forwarded-for", forwarded_for)]).await
     }
 
     /// `POST /relay` with a JSON body; returns the status and the JSON answer.
@@ -106,14 +93,17 @@ impl Client {
 
     /// POSTs `body` as is (for malformed bodies).
     pub async fn post_raw(&self, path: &str, body: String) -> (u16, Value) {
-        let response = self
-            .http
-            .post(format!("{}{path}", self.base))
-            .header("content-type", "application/json")
-            .body(body)
-            .send()
-            .await
-            .expect("the relayer answers");
+        self.post(path, body, &[]).await
+    }
+
+    /// POSTs `body` as JSON with extra `headers`; the status and the answer, as JSON if it is.
+    async fn post(&self, path: &str, body: String, headers: &[(&str, &str)]) -> (u16, Value) {
+        let mut request =
+            self.http.post(format!("{}{path}", self.base)).header("content-type", "application/json");
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = request.body(body).send().await.expect("the relayer answers");
         let status = response.status().as_u16();
         let headers = response.headers().clone();
         let text = response.text().await.expect("a body");

@@ -20,7 +20,25 @@ fn corrupt(what: &str, text: &str) -> Error {
     Error::StoreCorrupt(format!("{what} {text:?}"))
 }
 
+/// Types whose `Display` is the text kept and whose `FromStr` reads it back.
+macro_rules! text_as_displayed {
+    ($($type:ty),*) => {$(
+        impl Text for $type {
+            fn text(&self) -> String {
+                self.to_string()
+            }
+
+            fn from_text(text: &str, what: &str) -> Result<Self> {
+                text.parse().map_err(|_| corrupt(what, text))
+            }
+        }
+    )*};
+}
+
+text_as_displayed!(B256, Bytes, u128);
+
 impl Text for Address {
+    /// Checksummed (EIP-55), as the store has always kept signers.
     fn text(&self) -> String {
         self.to_checksum(None)
     }
@@ -40,36 +58,6 @@ impl Text for U256 {
         if text.is_empty() || !text.bytes().all(|byte| byte.is_ascii_digit()) {
             return Err(corrupt(what, text));
         }
-        text.parse().map_err(|_| corrupt(what, text))
-    }
-}
-
-impl Text for B256 {
-    fn text(&self) -> String {
-        self.to_string()
-    }
-
-    fn from_text(text: &str, what: &str) -> Result<Self> {
-        text.parse().map_err(|_| corrupt(what, text))
-    }
-}
-
-impl Text for Bytes {
-    fn text(&self) -> String {
-        self.to_string()
-    }
-
-    fn from_text(text: &str, what: &str) -> Result<Self> {
-        text.parse().map_err(|_| corrupt(what, text))
-    }
-}
-
-impl Text for u128 {
-    fn text(&self) -> String {
-        self.to_string()
-    }
-
-    fn from_text(text: &str, what: &str) -> Result<Self> {
         text.parse().map_err(|_| corrupt(what, text))
     }
 }
