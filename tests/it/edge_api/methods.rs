@@ -1,6 +1,7 @@
 //! HEAD and OPTIONS on every row of the endpoint table: HEAD answers GET's status and headers
 //! without the body, and uses the quota like GET; OPTIONS is the CORS preflight, exact headers,
-//! no body, quota shown and not used. The client checks each answer against the `head` and
+//! no body, quota shown and not used. Every answer, error or not, carries
+//! `X-Content-Type-Options: nosniff`. The client checks each answer against the `head` and
 //! `options` operations of the OpenAPI document as well.
 
 use std::collections::BTreeMap;
@@ -53,6 +54,7 @@ pub(super) async fn head_and_options(api: &EdgeClient, base: &str, demo: &DemoDa
     for path in &paths {
         let methods = on_one_client(api, path, &[]).await;
         assert_eq!(methods.get.status, 200, "{path}: {}", methods.get.text);
+        methods.assert_nosniff(path);
         methods.assert_head_is_get_without_the_body(path);
         methods.assert_preflight(path);
     }
@@ -60,10 +62,12 @@ pub(super) async fn head_and_options(api: &EdgeClient, base: &str, demo: &DemoDa
     let etag = api.get("/api/v1/agent/1").await.header("etag").expect("an ETag").to_owned();
     let unchanged = on_one_client(api, "/api/v1/agent/1", &[("if-none-match", &etag)]).await;
     assert_eq!(unchanged.get.status, 304);
+    unchanged.assert_nosniff("/api/v1/agent/1 (304)");
     unchanged.assert_head_is_get_without_the_body("/api/v1/agent/1 (304)");
     for (path, status) in [("/api/v1/agent/x", 400), ("/api/v1/kya/0xab", 400), ("/api/v1/agent/999", 404)] {
         let methods = on_one_client(api, path, &[]).await;
         assert_eq!(methods.get.status, status, "{path}");
+        methods.assert_nosniff(path);
         methods.assert_head_is_get_without_the_body(path);
         // A malformed parameter is for the request to refuse: the preflight lets it through.
         methods.assert_preflight(path);
@@ -73,6 +77,7 @@ pub(super) async fn head_and_options(api: &EdgeClient, base: &str, demo: &DemoDa
     // HEAD's without the body; none uses the quota but GET and HEAD.
     let unknown = on_one_client(api, "/api/v2/stats", &[]).await;
     assert_eq!(unknown.get.status, 404);
+    unknown.assert_nosniff("/api/v2/stats");
     unknown.assert_head_is_get_without_the_body("/api/v2/stats");
     let message = json!({"error": "Agent not found: no resource at /api/v2/stats"});
     assert_eq!((unknown.options.status, &unknown.options.body), (404, &message));
@@ -120,6 +125,20 @@ fn minute() -> u64 {
 }
 
 impl Methods {
+    /// Every answer of the five says it is what its `Content-Type` says (a browser must not
+    /// sniff a JSON answer into a script or a page).
+    fn assert_nosniff(&self, path: &str) {
+        for (method, answer) in [
+            ("GET", &self.get),
+            ("HEAD", &self.head),
+            ("GET again", &self.again),
+            ("OPTIONS", &self.options),
+            ("GET after OPTIONS", &self.after),
+        ] {
+            assert_eq!(answer.header("x-content-type-options"), Some("nosniff"), "{path}: {method}");
+        }
+    }
+
     /// HEAD: GET's status and headers (but for the count it used and the body's length, which
     /// a HEAD answer may leave out), no body.
     fn assert_head_is_get_without_the_body(&self, path: &str) {
