@@ -10,6 +10,7 @@ use kya_devchain::{
 };
 
 pub mod edge_fixture;
+pub mod op_stack;
 pub mod openapi;
 pub mod provider_shapes;
 pub mod relayer_fixture;

@@ -1,14 +1,25 @@
 //! A JSON-RPC server on loopback in front of a real node, for what a real node cannot be made
-//! to do: lose an answer, answer garbage or an error, close the connection, answer slowly. With
-//! a policy that only forwards, it is a counting proxy ([`crate::edge_fixture::CountingProxy`]).
-//! Plain TCP rather than an HTTP framework, so it can also close a connection without a word.
+//! to do: lose an answer, answer garbage or an error, close the connection, answer slowly, or
+//! answer as other node software does. With a policy that only forwards, it is a counting proxy
+//! ([`crate::edge_fixture::CountingProxy`]). Plain TCP rather than an HTTP framework, so it can
+//! also close a connection without a word.
 
 use std::{sync::Arc, time::Duration};
 
+use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
+/// An answer a policy works out asynchronously ([`RpcAction::Later`]): the body to send.
+pub struct Later(pub BoxFuture<'static, String>);
+
+impl std::fmt::Debug for Later {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Later(..)")
+    }
+}
+
 /// What a misbehaving JSON-RPC server on loopback does with one request body.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub enum RpcAction {
     /// Pass this body on to the upstream node and relay its answer.
     Forward(String),
@@ -31,6 +42,22 @@ pub enum RpcAction {
     /// Forward this batch (a JSON array; not sent when empty) and answer these requests of it
     /// here: the node's answers and these, in one array.
     Partly(String, Vec<Value>),
+    /// Answer 200 with the body this future gives: a stand-in that asks the node itself (with
+    /// [`post`]), or waits for it, before it knows what to answer.
+    Later(Later),
+}
+
+/// POSTs the JSON-RPC `body` to `upstream` and returns the answer's body.
+pub async fn post(http: &reqwest::Client, upstream: &str, body: String) -> String {
+    http.post(upstream)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .expect("the upstream answers")
+        .text()
+        .await
+        .expect("an upstream body")
 }
 
 /// A JSON-RPC server on loopback in front of `upstream` (if any) that does with each request
@@ -70,18 +97,7 @@ pub async fn start(upstream: Option<String>, policy: Arc<dyn Fn(&str) -> RpcActi
                     let body = String::from_utf8_lossy(&body).into_owned();
                     let forward = |body: String| {
                         let (http, upstream) = (http.clone(), upstream.clone());
-                        async move {
-                            let upstream = upstream.expect("an upstream node to forward to");
-                            http.post(&upstream)
-                                .header("content-type", "application/json")
-                                .body(body)
-                                .send()
-                                .await
-                                .expect("the upstream answers")
-                                .text()
-                                .await
-                                .expect("an upstream body")
-                        }
+                        async move { post(&http, &upstream.expect("an upstream node to forward to"), body).await }
                     };
                     let ok = |answer: String| {
                         format!(
@@ -125,6 +141,7 @@ pub async fn start(upstream: Option<String>, policy: Arc<dyn Fn(&str) -> RpcActi
                             }
                             ok(Value::Array(answers).to_string())
                         }
+                        RpcAction::Later(Later(answer)) => ok(answer.await),
                     };
                     if write.write_all(response.as_bytes()).await.is_err() {
                         return;

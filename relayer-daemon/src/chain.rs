@@ -1,5 +1,6 @@
 //! The relayer's view of the chain: reads (balance, forwarder nonce, `verify`, the EIP-712
-//! domain), the `execute` simulation and estimate, fees, raw sends and receipts.
+//! domain), the `execute` simulation and estimate, fees (an OP Stack chain's L1 data fee too),
+//! raw sends and receipts.
 //!
 //! Errors keep the node's message; reverts are read by `kya_core::revert`, the project's one
 //! decoder of every node's and provider's shape, and worded here for the relayer's answers.
@@ -11,10 +12,15 @@ use alloy::{
     primitives::{Address, B256, Bytes, U256},
     providers::{DynProvider, Provider, ProviderBuilder},
     rpc::types::{TransactionInput, TransactionReceipt, TransactionRequest},
+    serde::WithOtherFields,
     sol_types::{SolCall, SolEvent},
     transports::{RpcError, TransportErrorKind, http::reqwest},
 };
-use kya_core::{abi::Forwarder, forward_request::ForwardRequest, revert::RevertReason};
+use kya_core::{
+    abi::{Forwarder, GAS_PRICE_ORACLE, GasPriceOracle},
+    forward_request::ForwardRequest,
+    revert::RevertReason,
+};
 
 use crate::{
     error::{Error, Result},
@@ -64,6 +70,39 @@ pub(crate) struct Fees {
     pub(crate) max_fee_per_gas: u128,
     /// Priority fee per gas.
     pub(crate) max_priority_fee_per_gas: u128,
+}
+
+/// A mined transaction's receipt, with the L1 data fee an OP Stack node reports in it.
+#[derive(Debug, Clone)]
+pub(crate) struct Receipt {
+    /// The receipt as every node gives it.
+    pub(crate) inner: TransactionReceipt,
+    /// The receipt's `l1Fee` (a hex quantity): what an OP Stack chain charged the sender for the
+    /// transaction's data on L1, on top of its gas. Zero where the node reports none.
+    pub(crate) l1_fee_wei: u128,
+}
+
+impl Receipt {
+    /// Reads the `l1Fee` an OP Stack node adds to a receipt. A receipt without one (or with
+    /// `null`) is from a chain that charges none; one the relayer cannot read is the node's
+    /// error, not a fee of zero, so the books are never short.
+    fn read(receipt: WithOtherFields<TransactionReceipt>) -> Result<Self> {
+        let l1_fee_wei = match receipt.other.get("l1Fee") {
+            None | Some(serde_json::Value::Null) => 0,
+            Some(fee) => serde_json::from_value::<U256>(fee.clone())
+                .ok()
+                .and_then(|fee| u128::try_from(fee).ok())
+                .ok_or_else(|| Error::Rpc(format!("a receipt's l1Fee is not a wei amount: {fee}")))?,
+        };
+        Ok(Self { inner: receipt.inner, l1_fee_wei })
+    }
+
+    /// What the transaction cost its sender: `gasUsed × effectiveGasPrice`, plus the L1 data fee.
+    pub(crate) fn cost_wei(&self) -> u128 {
+        u128::from(self.inner.gas_used)
+            .saturating_mul(self.inner.effective_gas_price)
+            .saturating_add(self.l1_fee_wei)
+    }
 }
 
 /// A connection to the chain, bound to one forwarder.
@@ -214,6 +253,24 @@ impl RelayerChain {
         })
     }
 
+    /// Whether the chain is an OP Stack chain, which charges every transaction an L1 data fee on
+    /// top of its gas: the `GasPriceOracle` predeploy has code.
+    pub(crate) async fn is_op_stack(&self) -> Result<bool> {
+        Ok(!self.provider.get_code_at(GAS_PRICE_ORACLE).await.map_err(Error::rpc)?.is_empty())
+    }
+
+    /// The `GasPriceOracle`'s L1 data fee at block `at` for `unsigned`, an unsigned transaction
+    /// as EIP-2718 bytes (the oracle adds the signature's share itself).
+    pub(crate) async fn l1_fee(&self, unsigned: Vec<u8>, at: u64) -> Result<u128> {
+        let call = GasPriceOracle::getL1FeeCall { _data: unsigned.into() };
+        let tx = TransactionRequest::default().with_to(GAS_PRICE_ORACLE).input(call_data(call.abi_encode()));
+        let output = self.provider.call(tx).block(BlockId::number(at)).await.map_err(Error::rpc)?;
+        let fee = GasPriceOracle::getL1FeeCall::abi_decode_returns(&output)
+            .map_err(|error| Error::Rpc(format!("decoding the GasPriceOracle's getL1Fee: {error}")))?;
+        // Beyond u128 no budget could pay it: the reservation refuses it.
+        Ok(fee.try_into().unwrap_or(u128::MAX))
+    }
+
     /// Current EIP-1559 fee suggestion.
     pub(crate) async fn fees(&self) -> Result<Fees> {
         let fees = self.provider.estimate_eip1559_fees().await.map_err(Error::rpc)?;
@@ -233,9 +290,15 @@ impl RelayerChain {
         })
     }
 
-    /// The receipt of `hash`, if mined.
-    pub(crate) async fn receipt(&self, hash: B256) -> Result<Option<TransactionReceipt>> {
-        self.provider.get_transaction_receipt(hash).await.map_err(Error::rpc)
+    /// The receipt of `hash`, if mined, with the fields the Ethereum types leave out kept, so an
+    /// OP Stack node's `l1Fee` is read.
+    pub(crate) async fn receipt(&self, hash: B256) -> Result<Option<Receipt>> {
+        let receipt: Option<WithOtherFields<TransactionReceipt>> = self
+            .provider
+            .raw_request("eth_getTransactionReceipt".into(), (hash,))
+            .await
+            .map_err(Error::rpc)?;
+        receipt.map(Receipt::read).transpose()
     }
 
     /// The registry's revert reason for a relayed call that failed inside a mined `execute`
@@ -262,12 +325,14 @@ impl RelayerChain {
         }
     }
 
-    /// What a mined relay cost (`gasUsed × effectiveGasPrice`) and how it ended. `execute` does
-    /// not revert when the registry call fails, so a successful transaction is only a relayed
-    /// call if the forwarder's `Executed` event says `success`. A successful transaction to the
-    /// relayer itself is the cancellation.
-    pub(crate) fn settlement(&self, receipt: &TransactionReceipt) -> (u128, Outcome) {
-        let cost = u128::from(receipt.gas_used).saturating_mul(receipt.effective_gas_price);
+    /// What a mined relay cost (`gasUsed × effectiveGasPrice` plus any L1 data fee: everything
+    /// the chain took from the relayer) and how it ended. `execute` does not revert when the
+    /// registry call fails, so a successful transaction is only a relayed call if the forwarder's
+    /// `Executed` event says `success`. A successful transaction to the relayer itself is the
+    /// cancellation.
+    pub(crate) fn settlement(&self, receipt: &Receipt) -> (u128, Outcome) {
+        let cost = receipt.cost_wei();
+        let receipt = &receipt.inner;
         if !receipt.status() {
             return (cost, Outcome::Reverted);
         }
@@ -380,6 +445,43 @@ mod tests {
             serde_json::json!({"code": -32005, "message": "limit exceeded"}),
         ] {
             assert_eq!(revert_reason(&RpcError::ErrorResp(serde_json::from_value(other).unwrap())), None);
+        }
+    }
+
+    /// A receipt as anvil or geth gives it, with `extra` fields added.
+    fn receipt_with(extra: serde_json::Value) -> Result<Receipt> {
+        let mut receipt = serde_json::json!({
+            "type": "0x2", "status": "0x1", "cumulativeGasUsed": "0x5208", "logs": [],
+            "logsBloom": format!("0x{}", "00".repeat(256)),
+            "transactionHash": B256::repeat_byte(1), "transactionIndex": "0x0",
+            "blockHash": B256::repeat_byte(2), "blockNumber": "0x7",
+            "gasUsed": "0x5208", "effectiveGasPrice": "0x3b9aca07",
+            "from": Address::repeat_byte(3), "to": Address::repeat_byte(4), "contractAddress": null,
+        });
+        receipt.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        Receipt::read(serde_json::from_value(receipt).unwrap())
+    }
+
+    /// An OP Stack receipt's `l1Fee` is part of the cost, to the wei; a receipt without one (or
+    /// with `null`) costs its gas; an `l1Fee` that is no amount is the node's error, never zero.
+    #[test]
+    fn a_receipts_cost_adds_its_l1_fee() {
+        let gas = 21_000 * 1_000_000_007u128;
+        let plain = receipt_with(serde_json::json!({})).unwrap();
+        assert_eq!((plain.l1_fee_wei, plain.cost_wei()), (0, gas));
+        assert_eq!(plain.inner.block_number, Some(7));
+        let op = receipt_with(serde_json::json!({
+            "l1Fee": "0x2b5e3af16b1880c7", "l1GasPrice": "0x6fc23ac00", "l1GasUsed": "0x640",
+            "l1BaseFeeScalar": "0xf4240", "l1BlobBaseFee": "0x1", "l1BlobBaseFeeScalar": "0x0",
+        }))
+        .unwrap();
+        assert_eq!(op.l1_fee_wei, 0x2b5e3af16b1880c7);
+        assert_eq!(op.cost_wei(), gas + 0x2b5e3af16b1880c7);
+        assert_eq!(receipt_with(serde_json::json!({"l1Fee": null})).unwrap().cost_wei(), gas);
+        for malformed in [serde_json::json!("lots"), serde_json::json!({"fee": 1}), serde_json::json!("-0x1")]
+        {
+            let error = receipt_with(serde_json::json!({ "l1Fee": malformed })).unwrap_err();
+            assert!(error.detail().contains("l1Fee"), "{}", error.detail());
         }
     }
 

@@ -3,6 +3,7 @@
 mod chain;
 mod config;
 mod error;
+mod l1_fee;
 mod metrics;
 mod nonce;
 pub mod openapi;
@@ -21,6 +22,7 @@ mod time;
 
 pub use config::Config;
 pub use error::{Error, Result};
+pub use l1_fee::L1_FEE_HEADROOM;
 pub use relay::{GAS_MARGIN_PERCENT, Relayed};
 pub use relayer::Relayer;
 pub use request::RelayBody;

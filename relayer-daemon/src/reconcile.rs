@@ -13,7 +13,8 @@ use crate::store::Outcome;
 pub(crate) struct Facts {
     /// The relay has a transaction hash (it was, or may have been, sent).
     pub(crate) has_hash: bool,
-    /// The receipt of that hash: `gasUsed × effectiveGasPrice` and how the relay ended.
+    /// The receipt of that hash: `gasUsed × effectiveGasPrice` plus any L1 data fee, and how the
+    /// relay ended.
     pub(crate) receipt: Option<(u128, Outcome)>,
     /// The signer's forwarder nonce is above the request's: the request ran (by us or not).
     pub(crate) request_ran: bool,

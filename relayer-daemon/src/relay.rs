@@ -137,7 +137,7 @@ impl Relayer {
         );
         // From here until this handler ends, the reconciler leaves the record to it.
         let _in_flight = InFlightGuard::new(&self.in_flight, (checked.signer(), checked.nonce()));
-        let reservation = match self.reserve(checked, &client, gas_limit, fees).await? {
+        let reservation = match self.reserve(checked, &client, gas_limit, fees, at).await? {
             Ok(reservation) => reservation,
             Err(held) => return Ok(held),
         };
@@ -318,7 +318,8 @@ impl Relayer {
         }
     }
 
-    /// Stage 12, reserve the worst case (limit × max fee) atomically. A copy of this request reserved
+    /// Stage 12, reserve the worst case (limit × max fee, plus on OP Stack chains the L1 data fee
+    /// quoted at block `at` with its headroom) atomically. A copy of this request reserved
     /// meanwhile is answered with its relay (`Err`); another request with the same nonce is
     /// refused.
     async fn reserve(
@@ -327,12 +328,14 @@ impl Relayer {
         client: &str,
         gas_limit: u64,
         fees: Fees,
+        at: u64,
     ) -> Result<std::result::Result<Reservation, Relayed>> {
         let input = Forwarder::executeCall {
             req: checked.body.request.clone(),
             signature: checked.body.signature.clone(),
         }
         .abi_encode();
+        let l1_fee_wei = self.l1_fee_reserve(&input, gas_limit, fees, at).await?;
         let new_relay = NewRelay {
             signer: checked.signer(),
             forwarder_nonce: checked.nonce(),
@@ -344,6 +347,7 @@ impl Relayer {
             gas_limit,
             max_fee_wei: fees.max_fee_per_gas,
             priority_fee_wei: fees.max_priority_fee_per_gas,
+            l1_fee_wei,
         };
         let (limits, now) = (self.budget_limits(), time::now());
         match self.db(move |store| store.reserve(&new_relay, &limits, now)).await? {

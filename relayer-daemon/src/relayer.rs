@@ -91,12 +91,15 @@ pub struct Relayer {
     /// The balance the metrics show, and when it was read: a scrape reads the chain at most
     /// once per [`crate::queries::BALANCE_CACHE`].
     pub(crate) cached_balance: Mutex<Option<(std::time::Instant, u128)>>,
+    /// Whether the chain charges an OP Stack L1 data fee, once known ([`Relayer::op_stack`]).
+    pub(crate) op_stack: tokio::sync::OnceCell<bool>,
 }
 
 impl Relayer {
     /// Connects to the chain (retrying with backoff for `STARTUP_RETRY_SECS` while the node is
-    /// unreachable), opens the store, resumes following the relays a previous run left with the
-    /// node, and starts the reconciler, whose first pass ends the relays left unfinished.
+    /// unreachable), learns whether it is an OP Stack chain (which charges an L1 data fee), opens
+    /// the store, resumes following the relays a previous run left with the node, and starts the
+    /// reconciler, whose first pass ends the relays left unfinished.
     pub async fn start(config: Config) -> Result<Arc<Self>> {
         let chain = RelayerChain::connect(&config.rpc_url, config.forwarder)?;
         let chain_id = reach(&chain, config.startup_retry).await?;
@@ -125,7 +128,12 @@ impl Relayer {
             in_flight: Arc::default(),
             followed: Mutex::default(),
             cached_balance: Mutex::default(),
+            op_stack: tokio::sync::OnceCell::new(),
         });
+        // Learnt now for the log; a node that cannot tell yet is asked again by the first relay.
+        if let Err(error) = relayer.op_stack().await {
+            tracing::warn!(error = %error.detail(), "could not tell whether the chain is OP Stack; asking again at the first relay");
+        }
         for record in relayer.db(|store| store.in_the_pool()).await? {
             relayer.follow(record.id);
         }

@@ -157,8 +157,16 @@ impl Sender {
         }
     }
 
-    fn sign(&self, outgoing: &Outgoing, nonce: u64) -> Result<(B256, Vec<u8>)> {
-        let mut tx = TxEip1559 {
+    /// `outgoing` as the unsigned transaction an OP Stack `GasPriceOracle` quotes the L1 data fee
+    /// of (EIP-2718: the type byte, then the RLP of the fields). Its nonce is picked only when it
+    /// is signed, so this has the largest, the most bytes a nonce takes: the quote never falls
+    /// short for the nonce's sake.
+    pub(crate) fn unsigned(&self, outgoing: &Outgoing) -> Vec<u8> {
+        self.transaction(outgoing, u64::MAX).encoded_for_signing()
+    }
+
+    fn transaction(&self, outgoing: &Outgoing, nonce: u64) -> TxEip1559 {
+        TxEip1559 {
             chain_id: self.chain_id,
             nonce,
             gas_limit: outgoing.gas_limit,
@@ -168,7 +176,11 @@ impl Sender {
             value: U256::ZERO,
             access_list: Default::default(),
             input: outgoing.input.clone(),
-        };
+        }
+    }
+
+    fn sign(&self, outgoing: &Outgoing, nonce: u64) -> Result<(B256, Vec<u8>)> {
+        let mut tx = self.transaction(outgoing, nonce);
         let signature = self
             .signer
             .sign_transaction_sync(&mut tx)

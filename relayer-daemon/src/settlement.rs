@@ -12,12 +12,10 @@ use std::{
     time::Duration,
 };
 
-use alloy::{
-    primitives::{B256, Bytes},
-    rpc::types::TransactionReceipt,
-};
+use alloy::primitives::{B256, Bytes};
 
 use crate::{
+    chain::Receipt,
     error::Result,
     nonce::AfterReplace,
     reconcile::{self, Decision, Facts},
@@ -133,7 +131,7 @@ impl Relayer {
 
     /// The first of the relay's transactions (newest first: a replacement is the likelier one)
     /// with a receipt.
-    async fn mined(&self, record: &RelayRecord) -> Result<Option<(SentTx, TransactionReceipt)>> {
+    async fn mined(&self, record: &RelayRecord) -> Result<Option<(SentTx, Receipt)>> {
         for tx in record.txs.iter().rev() {
             if let Some(receipt) = self.chain.receipt(tx.hash).await? {
                 return Ok(Some((tx.clone(), receipt)));
@@ -230,16 +228,11 @@ impl Relayer {
         })
     }
 
-    /// Settles the relay from the receipt of its transaction `hash`: the real cost replaces the
-    /// reservation; a failed registry call gets its reason.
-    pub(crate) async fn settle(
-        &self,
-        record: &RelayRecord,
-        hash: B256,
-        receipt: &TransactionReceipt,
-    ) -> Result<()> {
+    /// Settles the relay from the receipt of its transaction `hash`: the real cost (gas and any
+    /// L1 data fee) replaces the reservation; a failed registry call gets its reason.
+    pub(crate) async fn settle(&self, record: &RelayRecord, hash: B256, receipt: &Receipt) -> Result<()> {
         let (cost_wei, outcome) = self.chain.settlement(receipt);
-        let block_number = receipt.block_number;
+        let block_number = receipt.inner.block_number;
         let revert_reason = match (outcome, &record.input, block_number) {
             (Outcome::CallFailed, Some(input), Some(block)) => {
                 self.chain.call_failure(input, block).await.unwrap_or_else(|error| {
@@ -254,7 +247,7 @@ impl Relayer {
             cost_wei,
             outcome,
             block_number,
-            gas_used: Some(receipt.gas_used),
+            gas_used: Some(receipt.inner.gas_used),
             revert_reason,
         };
         let (id, now) = (record.id, time::now());
@@ -262,7 +255,14 @@ impl Relayer {
         if matches!(outcome, Outcome::Mined | Outcome::CallFailed) {
             self.metrics.mined_after(now.saturating_sub(record.created_at));
         }
-        tracing::info!(relay = %record.relay_id, tx = %hash, cost_wei = %cost_wei, ?outcome, "relay settled");
+        tracing::info!(
+            relay = %record.relay_id,
+            tx = %hash,
+            cost_wei = %cost_wei,
+            l1_fee_wei = %receipt.l1_fee_wei,
+            ?outcome,
+            "relay settled"
+        );
         Ok(())
     }
 
@@ -358,7 +358,7 @@ impl Relayer {
         &self,
         record: &RelayRecord,
         mined_nonce: u64,
-    ) -> Result<(Facts, Option<(SentTx, TransactionReceipt)>)> {
+    ) -> Result<(Facts, Option<(SentTx, Receipt)>)> {
         let request_ran = self.chain.forwarder_nonce(record.signer).await? > record.forwarder_nonce;
         let mined = self.mined(record).await?;
         let receipt = mined.as_ref().map(|(_, receipt)| self.chain.settlement(receipt));

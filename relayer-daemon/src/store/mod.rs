@@ -124,6 +124,7 @@ mod tests {
             gas_limit,
             max_fee_wei: 10,
             priority_fee_wei: 1,
+            l1_fee_wei: 0,
         }
     }
 
@@ -314,6 +315,42 @@ mod tests {
             Err(Refusal::Duplicate),
             "closed"
         );
+    }
+
+    /// On an OP Stack chain a relay reserves its L1 data fee beside the gas; every later worst
+    /// case (a fee replacement, the cancellation) keeps it, and the receipt's cost replaces it all.
+    #[test]
+    fn the_l1_fee_reservation_stays_in_every_worst_case() {
+        let (_dir, store) = store();
+        let first = store
+            .reserve(&NewRelay { l1_fee_wei: 77, ..relay("s", 0, 100) }, &BudgetLimits::total(10_000), 5)
+            .unwrap()
+            .unwrap();
+        assert_eq!(first.reserved_wei, 100 * 10 + 77);
+        let record = store.relay(first.id).unwrap().unwrap();
+        assert_eq!((record.l1_fee_wei, record.reserved_wei), (77, 1_077));
+        store.mark_sent(first.id, 0, h(0xaa), 7, 6).unwrap();
+        let bumped = Replacement {
+            tx_hash: h(0xbb),
+            kind: TxKind::Relay,
+            max_fee_wei: 12,
+            priority_fee_wei: 2,
+            sent_block: 9,
+        };
+        assert_eq!(store.replace(first.id, &bumped, 10_000, 8).unwrap(), Ok(100 * 12 + 77));
+        // Over the limit only because of the L1 part: refused like any replacement too dear.
+        let tight = Replacement { tx_hash: h(0xcc), max_fee_wei: 13, ..bumped.clone() };
+        assert_eq!(store.replace(first.id, &tight, 1_300, 8).unwrap(), Err(Refusal::Budget));
+        let cancel = Replacement { tx_hash: h(0xdd), kind: TxKind::Cancel, max_fee_wei: 14, ..bumped };
+        assert_eq!(store.replace(first.id, &cancel, 21_000 * 14 + 77, 9).unwrap(), Ok(21_000 * 14 + 77));
+        assert_eq!(store.budget(9).unwrap().pending_wei, 21_000 * 14 + 77);
+        store.settle(first.id, &Settlement::of(h(0xaa), 1_111, Outcome::Mined), 10).unwrap();
+        assert_eq!(
+            store.budget(10).unwrap(),
+            BudgetState { used_wei: 1_111, pending_wei: 0, window_start: Some(5) }
+        );
+        let record = store.relay(first.id).unwrap().unwrap();
+        assert_eq!((record.cost_wei, record.l1_fee_wei), (Some(1_111), 77));
     }
 
     #[test]

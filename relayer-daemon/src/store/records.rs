@@ -171,6 +171,9 @@ pub struct NewRelay {
     pub max_fee_wei: u128,
     /// Priority fee per gas of that transaction.
     pub priority_fee_wei: u128,
+    /// The L1 data fee the reservation adds to the gas, on OP Stack chains (0 elsewhere): kept
+    /// in every later worst case of the relay, its fee replacements' and its cancellation's.
+    pub l1_fee_wei: u128,
 }
 
 /// A reservation made by [`Store::reserve`].
@@ -180,7 +183,8 @@ pub struct Reservation {
     pub id: i64,
     /// The relay id clients see (random, stable across replacements).
     pub relay_id: String,
-    /// Wei reserved: gas limit × max fee, the most the transaction can cost.
+    /// Wei reserved: gas limit × max fee, plus the L1 data fee reserved, the most the
+    /// transaction can cost.
     pub reserved_wei: u128,
 }
 
@@ -228,7 +232,7 @@ impl Outcome {
 pub struct Settlement {
     /// The mined transaction's hash.
     pub tx_hash: B256,
-    /// `gasUsed × effectiveGasPrice`.
+    /// `gasUsed × effectiveGasPrice`, plus the receipt's L1 data fee on OP Stack chains.
     pub cost_wei: u128,
     /// How the relay ended.
     pub outcome: Outcome,
@@ -282,7 +286,9 @@ pub struct RelayRecord {
     pub priority_fee_wei: u128,
     /// Wei reserved.
     pub reserved_wei: u128,
-    /// Wei actually paid (`gasUsed × effectiveGasPrice`), once settled.
+    /// The part of `reserved_wei` held for the L1 data fee (OP Stack chains; 0 elsewhere).
+    pub l1_fee_wei: u128,
+    /// Wei actually paid (`gasUsed × effectiveGasPrice`, plus any L1 data fee), once settled.
     pub cost_wei: Option<u128>,
     /// The block of the mined transaction.
     pub block_number: Option<u64>,
@@ -319,7 +325,7 @@ pub struct Replacement {
 
 const RECORD_COLUMNS: &str = "id, relay_id, signer, forwarder_nonce, digest, signature, deadline, input,
     status, relayer_nonce, tx_hash, gas_limit, max_fee_wei, priority_fee_wei, reserved_wei, cost_wei,
-    block_number, gas_used, revert_reason, error, created_at, sent_at, updated_at, settled_at";
+    block_number, gas_used, revert_reason, error, created_at, sent_at, updated_at, settled_at, l1_fee_wei";
 
 impl Store {
     /// Relays still open that were created at or before `created_by`: what the reconciler looks
@@ -451,6 +457,7 @@ struct RawRecord {
     sent_at: Option<i64>,
     updated_at: Option<i64>,
     settled_at: Option<i64>,
+    l1_fee_wei: String,
 }
 
 impl RawRecord {
@@ -481,6 +488,7 @@ impl RawRecord {
             sent_at: row.get(21)?,
             updated_at: row.get(22)?,
             settled_at: row.get(23)?,
+            l1_fee_wei: row.get(24)?,
         })
     }
 
@@ -503,6 +511,7 @@ impl RawRecord {
             max_fee_wei: parse_wei(&self.max_fee_wei)?,
             priority_fee_wei: parse_wei(&self.priority_fee_wei)?,
             reserved_wei: parse_wei(&self.reserved_wei)?,
+            l1_fee_wei: parse_wei(&self.l1_fee_wei)?,
             cost_wei: self.cost_wei.as_deref().map(parse_wei).transpose()?,
             block_number: self.block_number.map(unsigned),
             gas_used: self.gas_used.map(unsigned),

@@ -35,7 +35,9 @@ impl Store {
                 return Ok(Err(Refusal::Duplicate));
             }
             let state = current(read_budget(&tx)?, now);
-            let reserved_wei = u128::from(relay.gas_limit).saturating_mul(relay.max_fee_wei);
+            let reserved_wei = u128::from(relay.gas_limit)
+                .saturating_mul(relay.max_fee_wei)
+                .saturating_add(relay.l1_fee_wei);
             if state.used_wei.saturating_add(reserved_wei) > limits.total_wei {
                 return Ok(Err(Refusal::Budget));
             }
@@ -59,9 +61,9 @@ impl Store {
             let (id, relay_id): (i64, String) = tx.query_row(
                 "INSERT INTO relays (relay_id, signer, forwarder_nonce, digest, signature, deadline,
                      input, client_ip, gas_limit, max_fee_wei, priority_fee_wei, reserved_wei,
-                     window_start, status, created_at, updated_at)
+                     window_start, status, created_at, updated_at, l1_fee_wei)
                  VALUES (lower(hex(randomblob(16))), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,
-                     'accepted', ?13, ?13)
+                     'accepted', ?13, ?13, ?14)
                  RETURNING id, relay_id",
                 params![
                     relay.signer.text(),
@@ -76,7 +78,8 @@ impl Store {
                     relay.priority_fee_wei.to_string(),
                     reserved_wei.to_string(),
                     window_start as i64,
-                    now as i64
+                    now as i64,
+                    relay.l1_fee_wei.to_string()
                 ],
                 |row| Ok((row.get(0)?, row.get(1)?)),
             )?;
@@ -113,13 +116,13 @@ impl Store {
     }
 
     /// Records a transaction sent again at the relay's relayer nonce (a fee replacement or the
-    /// cancellation), just before it is submitted. The reservation grows to the new worst case
-    /// (it never shrinks: an earlier, cheaper transaction may still be the one mined), and the
-    /// growth is booked to the budget like any relay's, so is charged to the relay's signer and
-    /// client. A transaction whose growth the budget cannot cover is refused
-    /// ([`Refusal::Budget`]): cancellations too, whose fees are capped, so that stuck relays
-    /// cannot spend past the budget. Returns `Ok(Err(Refusal::Duplicate))` if the relay is no
-    /// longer open.
+    /// cancellation), just before it is submitted. The reservation grows to the new worst case,
+    /// the relay's L1 data fee reservation included (it never shrinks: an earlier, cheaper
+    /// transaction may still be the one mined), and the growth is booked to the budget like any
+    /// relay's, so is charged to the relay's signer and client. A transaction whose growth the
+    /// budget cannot cover is refused ([`Refusal::Budget`]): cancellations too, whose fees are
+    /// capped, so that stuck relays cannot spend past the budget. Returns
+    /// `Ok(Err(Refusal::Duplicate))` if the relay is no longer open.
     pub fn replace(
         &self,
         id: i64,
@@ -129,11 +132,12 @@ impl Store {
     ) -> Result<std::result::Result<u128, Refusal>> {
         self.with(|connection| {
             let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let (status, reserved, window_start, gas_limit): (String, String, i64, i64) = tx.query_row(
-                "SELECT status, reserved_wei, window_start, gas_limit FROM relays WHERE id = ?1",
-                params![id],
-                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
-            )?;
+            let (status, reserved, window_start, gas_limit, l1_fee): (String, String, i64, i64, String) =
+                tx.query_row(
+                    "SELECT status, reserved_wei, window_start, gas_limit, l1_fee_wei FROM relays WHERE id = ?1",
+                    params![id],
+                    |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?)),
+                )?;
             let status = RelayStatus::parse(&status)?;
             if !matches!(status, RelayStatus::Sent | RelayStatus::Replaced | RelayStatus::Cancelling) {
                 return Ok(Err(Refusal::Duplicate));
@@ -143,7 +147,11 @@ impl Store {
                 TxKind::Relay => gas_limit as u64,
                 TxKind::Cancel => TRANSFER_GAS,
             };
-            let worst = u128::from(gas).saturating_mul(replacement.max_fee_wei).max(reserved);
+            // A cancellation carries no calldata, so the relay's L1 reservation covers its L1 fee.
+            let worst = u128::from(gas)
+                .saturating_mul(replacement.max_fee_wei)
+                .saturating_add(parse_wei(&l1_fee)?)
+                .max(reserved);
             let growth = worst - reserved;
             let mut state = read_budget(&tx)?;
             let same_window = state.window_start == Some(window_start as u64);

@@ -49,9 +49,9 @@ CREATE INDEX IF NOT EXISTS relay_txs_by_hash ON relay_txs (tx_hash);
 CREATE INDEX IF NOT EXISTS relay_txs_by_relay ON relay_txs (relay);
 ";
 
-/// Columns added to `relays` by the relay lifecycle (id, retries, replacement, outcome): added
-/// to a store written by an earlier version when it is opened.
-const ADDED_COLUMNS: [(&str, &str); 11] = [
+/// Columns added to `relays` by the relay lifecycle (id, retries, replacement, outcome) and the
+/// L1 data fee: added to a store written by an earlier version when it is opened.
+const ADDED_COLUMNS: [(&str, &str); 12] = [
     ("relay_id", "TEXT"),
     ("digest", "TEXT"),
     ("signature", "TEXT"),
@@ -63,6 +63,7 @@ const ADDED_COLUMNS: [(&str, &str); 11] = [
     ("revert_reason", "TEXT"),
     ("sent_at", "INTEGER"),
     ("updated_at", "INTEGER"),
+    ("l1_fee_wei", "TEXT NOT NULL DEFAULT '0'"),
 ];
 
 /// Run after [`ADDED_COLUMNS`]: ids for earlier records, the old name of `accepted`, the earlier

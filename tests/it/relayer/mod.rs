@@ -7,6 +7,7 @@ mod errors;
 mod flows;
 mod lifecycle;
 mod methods;
+mod op_stack;
 mod providers;
 mod reconcile;
 mod registry_rules;

@@ -68,6 +68,7 @@ async fn a_reservation_left_by_a_killed_relayer_is_freed_at_the_next_start() {
         gas_limit: 400_000,
         max_fee_wei: 2_000_000_000,
         priority_fee_wei: 1_000_000_000,
+        l1_fee_wei: 0,
     };
     store.reserve(&reserved, &kya_relayer::BudgetLimits::total(u128::MAX), now()).unwrap().unwrap();
     assert_eq!(store.budget(now()).unwrap().pending_wei, 800_000_000_000_000);

@@ -153,6 +153,7 @@ async fn after_a_kill_with_relays_in_flight_every_retry_gets_its_relay_and_never
                 gas_limit: 400_000,
                 max_fee_wei: 2_000_000_000,
                 priority_fee_wei: 1_000_000_000,
+                l1_fee_wei: 0,
             },
             &kya_relayer::BudgetLimits::total(u128::MAX),
             now(),
