@@ -262,7 +262,7 @@ function renderUnregistered(kyaView) {
   renderKya(kyaView);
   $('agent-summary').textContent =
     `At block #${kyaView.block.number} this wallet belongs to no registered agent ` +
-    '(revoked and terminated agents are no longer mapped to their wallets).';
+    '(an agent that terminated itself frees its wallet; a revoked agent keeps it).';
   $('agent-record').replaceChildren();
   $('agent-children').replaceChildren();
   $('children-count').textContent = '';

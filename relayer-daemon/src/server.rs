@@ -189,7 +189,7 @@ fn read() -> impl Filter<Extract = (), Error = Rejection> + Copy {
     warp::get().or(warp::head()).unify()
 }
 
-/// What every response gets on its way out. Any origin may read it: nothing here depends on
+/// What every response gets on its way out: `nosniff`, and any origin may read it: nothing here depends on
 /// cookies or credentials (a relay is authorised by its signature alone), and an agent's page
 /// must be able to relay. Warp refuses a method with 405 only on a path some route has (404
 /// elsewhere); there, OPTIONS, which no route takes, is the CORS preflight, and any other
@@ -204,6 +204,8 @@ fn finish(method: &Method, path: &str, mut response: Response) -> Response {
         }
     }
     response.headers_mut().insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+    // Every answer is JSON or plain text: a browser must never sniff it into something it runs.
+    response.headers_mut().insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     response
 }
 

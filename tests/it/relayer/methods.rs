@@ -48,6 +48,7 @@ pub(super) async fn head_and_options(client: &Client, relayed: &Value) {
         let head = client.request("HEAD", path, &[]).await;
         let get = client.request("GET", path, &[]).await;
         assert_eq!(get.status, *status, "{path}: {}", get.text);
+        assert_eq!(get.header("x-content-type-options"), Some("nosniff"), "{path}");
         assert_head_is_get_without_the_body(path, &head, &get);
         let preflight = client.request("OPTIONS", path, &READ_PREFLIGHT).await;
         assert_preflight(path, &preflight, "GET, HEAD, OPTIONS");
@@ -118,6 +119,7 @@ fn assert_preflight(path: &str, preflight: &Reply, methods: &str) {
         ("access-control-allow-methods", Some(methods)),
         ("access-control-allow-headers", Some("Content-Type")),
         ("access-control-max-age", Some("86400")),
+        ("x-content-type-options", Some("nosniff")),
         ("content-type", None),
         ("allow", None),
     ];
