@@ -2,9 +2,13 @@
 //! `../shared/PROVIDERS.md` that anvil cannot show: a policy for [`rpc_proxy`] in front of a real
 //! anvil that rewrites what anvil says into that node's wording, or refuses as that provider does.
 
-use std::sync::{
-    Arc,
-    atomic::{AtomicUsize, Ordering},
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
 };
 
 use kya_core::revert::RevertReason;
@@ -28,17 +32,31 @@ pub enum ProviderShape {
     /// A provider that rate-limits: HTTP 429 with `Retry-After: 1` on the first request and
     /// every fourth after it.
     RateLimited,
+    /// A provider that refuses every third HTTP request (the 3rd, 6th, …) with 429 and
+    /// `Retry-After: 1`.
+    RateLimitedEveryThird,
+    /// A load balancer whose backends lag the head: a read at a block number (`eth_call`,
+    /// `eth_estimateGas`, balances, nonces, code, storage) fails as geth fails it, `header not
+    /// found` (-32000), until [`LAGGING_CATCH_UP`] after the first request that named that
+    /// block, as a backend two blocks behind does until it catches up. Reads at `latest` pass.
+    LaggingBackend,
 }
+
+/// How long after the first request naming a block [`ProviderShape::LaggingBackend`] has seen
+/// it: a read there fails at once, again half a second later, and passes after a second more.
+pub const LAGGING_CATCH_UP: Duration = Duration::from_millis(700);
 
 impl ProviderShape {
     /// Every shape.
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 8] = [
         Self::ReasonInMessageOnly,
         Self::OlderNethermind,
         Self::ReadsDataOnly,
         Self::BatchCap20,
         Self::BatchCap100Http413,
         Self::RateLimited,
+        Self::RateLimitedEveryThird,
+        Self::LaggingBackend,
     ];
 
     /// The shapes of a revert's error object.
@@ -46,10 +64,12 @@ impl ProviderShape {
 }
 
 /// Starts a loopback JSON-RPC server in front of `upstream` answering as `shape` does. Returns
-/// its URL and the number of requests it has refused so far (batches, 429s).
+/// its URL and the number of requests it has refused so far (batches, 429s, reads at a block
+/// its backend had not seen).
 pub async fn start(upstream: &str, shape: ProviderShape) -> (String, Arc<AtomicUsize>) {
     let refused = Arc::new(AtomicUsize::new(0));
     let seen = Arc::new(AtomicUsize::new(0));
+    let blocks = Backend::default();
     let counted = Arc::clone(&refused);
     let policy = move |body: &str| -> RpcAction {
         let batch_len =
@@ -70,16 +90,85 @@ pub async fn start(upstream: &str, shape: ProviderShape) -> (String, Arc<AtomicU
             ProviderShape::BatchCap100Http413 if batch_len.is_some_and(|len| len > 100) => {
                 refuse(RpcAction::Http { status: 413, headers: vec![], body: "Request Entity Too Large".into() })
             }
-            ProviderShape::RateLimited if seen.fetch_add(1, Ordering::SeqCst).is_multiple_of(4) => refuse(RpcAction::Http {
-                status: 429,
-                headers: vec![("retry-after".into(), "1".into())],
-                body: json!({"jsonrpc": "2.0", "id": null, "error": {"code": 429, "message": "Too Many Requests"}})
-                    .to_string(),
-            }),
+            ProviderShape::RateLimited if seen.fetch_add(1, Ordering::SeqCst).is_multiple_of(4) => {
+                refuse(too_many_requests())
+            }
+            ProviderShape::RateLimitedEveryThird if seen.fetch_add(1, Ordering::SeqCst) % 3 == 2 => {
+                refuse(too_many_requests())
+            }
+            ProviderShape::LaggingBackend => blocks.answer(body, &counted),
             _ => RpcAction::Forward(body.to_owned()),
         }
     };
     (rpc_proxy::start(Some(upstream.to_owned()), Arc::new(policy)).await, refused)
+}
+
+/// HTTP 429 with `Retry-After: 1` and a JSON-RPC error body, as hosted providers refuse.
+fn too_many_requests() -> RpcAction {
+    RpcAction::Http {
+        status: 429,
+        headers: vec![("retry-after".into(), "1".into())],
+        body: json!({"jsonrpc": "2.0", "id": null, "error": {"code": 429, "message": "Too Many Requests"}})
+            .to_string(),
+    }
+}
+
+/// The backends of [`ProviderShape::LaggingBackend`]: when each block number was first named.
+#[derive(Debug, Clone, Default)]
+struct Backend {
+    first_named: Arc<Mutex<HashMap<u64, Instant>>>,
+}
+
+impl Backend {
+    /// What the load balancer does with `body`: reads at a block its backend has not seen are
+    /// answered `header not found` here (counted in `refused`), the rest go to the node.
+    fn answer(&self, body: &str, refused: &AtomicUsize) -> RpcAction {
+        let Ok(value) = serde_json::from_str::<Value>(body) else {
+            return RpcAction::Forward(body.to_owned());
+        };
+        let header_not_found = |request: &Value| {
+            json!({"jsonrpc": "2.0", "id": request["id"],
+                   "error": {"code": -32000, "message": "header not found"}})
+        };
+        match value {
+            Value::Array(requests) => {
+                let (unseen, seen): (Vec<Value>, Vec<Value>) =
+                    requests.into_iter().partition(|request| self.unseen(request));
+                if unseen.is_empty() {
+                    return RpcAction::Forward(body.to_owned());
+                }
+                refused.fetch_add(1, Ordering::SeqCst);
+                RpcAction::Partly(
+                    Value::Array(seen).to_string(),
+                    unseen.iter().map(header_not_found).collect(),
+                )
+            }
+            request if self.unseen(&request) => {
+                refused.fetch_add(1, Ordering::SeqCst);
+                RpcAction::Raw(header_not_found(&request).to_string())
+            }
+            _ => RpcAction::Forward(body.to_owned()),
+        }
+    }
+
+    /// True when `request` reads at a block number the backend has not seen yet: one first named
+    /// less than [`LAGGING_CATCH_UP`] ago (now, if never before).
+    fn unseen(&self, request: &Value) -> bool {
+        let at = match request["method"].as_str() {
+            Some(
+                "eth_call" | "eth_estimateGas" | "eth_getBalance" | "eth_getTransactionCount" | "eth_getCode",
+            ) => 1,
+            Some("eth_getStorageAt") => 2,
+            _ => return false,
+        };
+        let number = request["params"][at]
+            .as_str()
+            .and_then(|tag| tag.strip_prefix("0x"))
+            .and_then(|hex| u64::from_str_radix(hex, 16).ok());
+        let Some(number) = number else { return false };
+        let mut first_named = self.first_named.lock().expect("not poisoned");
+        first_named.entry(number).or_insert_with(Instant::now).elapsed() < LAGGING_CATCH_UP
+    }
 }
 
 /// Each error object of an answer (one, or a batch's), rewritten by `rewrite` when it is a revert.

@@ -19,6 +19,7 @@ pub mod record;
 pub mod redact;
 pub mod registry_call;
 pub mod relayer_view;
+pub mod retry;
 pub mod revert;
 pub mod rpc;
 mod snapshot;

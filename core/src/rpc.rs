@@ -126,22 +126,20 @@ pub(crate) fn eth_call_request(id: usize, call: CallObject<'_>, block: BlockTag)
 /// answers HTTP 413, and the batch is split.
 pub const MAX_BATCH_BYTES: usize = 3 << 19;
 
-/// Requests (each a JSON-RPC request object) grouped into batches of at most `batch_size`
-/// requests and [`MAX_BATCH_BYTES`] (a single larger request goes alone).
-pub fn batches(requests: Vec<String>, batch_size: usize) -> Vec<Vec<String>> {
-    let mut batches: Vec<(Vec<String>, usize)> = Vec::new();
+/// Requests (each a JSON-RPC request object, owned or borrowed) grouped into batches of at most
+/// `batch_size` requests and [`MAX_BATCH_BYTES`] (a single larger request goes alone). A reader
+/// that may send a read again (a node behind the block it names: [`crate::retry`]) groups
+/// borrowed requests, and keeps them.
+pub fn batches<S: AsRef<str>>(requests: Vec<S>, batch_size: usize) -> Vec<Vec<S>> {
+    let mut batches: Vec<(Vec<S>, usize)> = Vec::new();
     for request in requests {
+        let len = request.as_ref().len();
         match batches.last_mut() {
-            Some((batch, bytes))
-                if batch.len() < batch_size.max(1) && *bytes + request.len() < MAX_BATCH_BYTES =>
-            {
-                *bytes += request.len() + 1;
+            Some((batch, bytes)) if batch.len() < batch_size.max(1) && *bytes + len < MAX_BATCH_BYTES => {
+                *bytes += len + 1;
                 batch.push(request);
             }
-            _ => {
-                let bytes = request.len() + 2;
-                batches.push((vec![request], bytes));
-            }
+            _ => batches.push((vec![request], len + 2)),
         }
     }
     batches.into_iter().map(|(batch, _)| batch).collect()
@@ -149,8 +147,18 @@ pub fn batches(requests: Vec<String>, batch_size: usize) -> Vec<Vec<String>> {
 
 /// The HTTP body of a batch: a JSON array of its requests (a lone request is sent as an array of
 /// one, which every node answers as a batch).
-pub fn batch_body(requests: &[String]) -> String {
-    format!("[{}]", requests.join(","))
+pub fn batch_body<S: AsRef<str>>(requests: &[S]) -> String {
+    let mut body =
+        String::with_capacity(requests.iter().map(|request| request.as_ref().len() + 1).sum::<usize>() + 1);
+    body.push('[');
+    for (index, request) in requests.iter().enumerate() {
+        if index > 0 {
+            body.push(',');
+        }
+        body.push_str(request.as_ref());
+    }
+    body.push(']');
+    body
 }
 
 impl CallPlan {
@@ -314,6 +322,39 @@ pub fn is_out_of_gas(code: i64, message: &str, data: Option<&str>) -> bool {
     code != 3 && (says_so(message) || data.is_some_and(says_so))
 }
 
+/// True when a JSON-RPC error (that is not a revert) says the node has not seen the block the
+/// request names: a load balancer's backend a block or two behind the head that another backend
+/// pinned. Reading again after a short wait succeeds ([`crate::retry`]). The wordings:
+/// geth, op-geth and reth `header not found` (-32000; geth `header for hash not found` by
+/// hash), as Infura, Alchemy and QuickNode relay them; recent Nethermind `header not found`
+/// (-32001), older Nethermind `<number> could not be found` (-32001); Besu `Block not found`
+/// (-32000) and `Unknown block` (-39001); Erigon `block not found` and `Unknown block`;
+/// OpenEthereum and Hedera `Unknown block number`; reth `request beyond head block: requested
+/// N, head M` (geth and reth `block range extends beyond current head block` for logs); anvil
+/// `BlockOutOfRangeError: block height is N but requested was M` (-32602).
+pub fn is_unseen_block(code: i64, message: &str) -> bool {
+    // Older Nethermind names the block alone: `<number, hash or tag> could not be found`.
+    let nethermind = || {
+        let named = message.trim().strip_suffix("could not be found").map(str::trim);
+        code == NETHERMIND_RESOURCE_NOT_FOUND
+            && named.is_some_and(|block| !block.is_empty() && !block.contains(' '))
+    };
+    code != 3 && (mentions(message, &UNSEEN_BLOCK_SHAPES) || nethermind())
+}
+
+/// How nodes say they have not seen a block, lowercase without spaces or underscores.
+const UNSEEN_BLOCK_SHAPES: [&str; 7] = [
+    "headernotfound",
+    "headerforhashnotfound",
+    "blocknotfound",
+    "unknownblock",
+    "beyondhead",
+    "beyondcurrenthead",
+    "blockoutofrange",
+];
+/// Nethermind's code for a block (or anything else) it does not have.
+const NETHERMIND_RESOURCE_NOT_FOUND: i64 = -32001;
+
 /// How nodes say a call ran out of gas, lowercase without spaces or underscores ([`mentions`]).
 const GAS_SHAPES: [&str; 2] = ["outofgas", "gasrequiredexceedsallowance"];
 /// How nodes say they gave up on a call for time: geth's `execution aborted (timeout = 5s)`.
@@ -331,6 +372,9 @@ pub(crate) fn rpc_error(error: &ErrorPayload) -> Error {
     }
     if is_rate_limit(error.code, &error.message) {
         return Error::RateLimitedByProvider(format!("{} (code {})", error.message, error.code));
+    }
+    if is_unseen_block(error.code, &error.message) {
+        return Error::UnseenBlock(format!("{} (code {})", error.message, error.code));
     }
     Error::Rpc(format!("{} (code {})", error.message, error.code))
 }
@@ -513,6 +557,25 @@ mod tests {
         assert!(matches!(&plan(1).decode(&[reverted.to_owned()]).unwrap()[0], Outcome::Reverted(_)));
         let other = r#"[{"jsonrpc":"2.0","id":0,"error":{"code":-32000,"message":"header not found"}}]"#;
         assert!(plan(1).decode(&[other.to_owned()]).is_err());
+    }
+
+    /// A node behind the block a read names fails the read with its own error, worded as any RPC
+    /// error, so a reader can tell it apart and read again ([`crate::retry`]); in a batch, or as
+    /// the error of a whole batch.
+    #[test]
+    fn unseen_blocks_fail_reads_apart() {
+        let lagging = r#"[{"jsonrpc":"2.0","id":0,"error":{"code":-32000,"message":"header not found"}}]"#;
+        let error = plan(1).decode(&[lagging.to_owned()]).unwrap_err();
+        assert_eq!(error, Error::UnseenBlock("header not found (code -32000)".into()));
+        assert_eq!(error.to_string(), "RPC error: header not found (code -32000)");
+        let besu = r#"{"jsonrpc":"2.0","id":null,"error":{"code":-39001,"message":"Unknown block"}}"#;
+        assert!(matches!(whole_batch_error(besu), Some(Error::UnseenBlock(_))));
+        assert!(is_unseen_block(-32001, "0x5c0f could not be found"));
+        assert!(!is_unseen_block(-32001, "0x5c0f receipt could not be found"));
+        assert!(!is_unseen_block(-32000, "could not be found"));
+        assert!(!is_unseen_block(3, "execution reverted: Block not found"));
+        let down = r#"[{"jsonrpc":"2.0","id":0,"error":{"code":-32000,"message":"missing trie node"}}]"#;
+        assert!(matches!(plan(1).decode(&[down.to_owned()]), Err(Error::Rpc(_))));
     }
 
     proptest! {

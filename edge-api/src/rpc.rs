@@ -2,7 +2,9 @@
 //! hundred calls, the block read with the data) or, without it, at a pinned block in batches;
 //! and the transport under both, which copes with what hosted providers refuse: a batch too
 //! large is split (and the isolate remembers the smaller size), HTTP 429 and 5xx are retried
-//! with backoff within the request's subrequest budget, then answered as a clear 503 or 502.
+//! with backoff within the request's subrequest budget, then answered as a clear 503 or 502; a
+//! read at a block a load balancer's backend has not seen yet (`header not found`) is made again
+//! after a short wait. The waits and bounds are `kya_core::retry`'s, the relayer's too.
 //! Calls that run out of gas inside an `aggregate3` (one call past the provider's `eth_call` gas
 //! cap starves the calls after it) are read again in smaller pieces at the same block, down to
 //! single calls, in the same way.
@@ -19,6 +21,7 @@ use kya_core::{
     BlockRef, Error as CoreError,
     multicall::{Aggregated, CALLS_PER_AGGREGATE, read_again, starved_pieces},
     redact,
+    retry::{self, Effect, Failure},
     rpc::{
         BlockTag, CallPlan, Outcome, batch_body, batches, decode_pinned_block, pin_block_request,
         whole_batch_error,
@@ -29,12 +32,6 @@ use worker::{Delay, Fetch, Headers, Method, Request, RequestInit};
 
 use crate::{Error, Result};
 
-/// Attempts of one HTTP request that the provider answers 429 or 5xx.
-const ATTEMPTS: u32 = 3;
-/// First backoff when the provider names no `Retry-After`; doubled on each retry.
-const FIRST_BACKOFF: Duration = Duration::from_millis(250);
-/// Longest `Retry-After` waited for inside a request; a longer one is passed on to the client.
-const LONGEST_WAIT: Duration = Duration::from_secs(3);
 /// RPC requests one API request may make: Workers Free allows 50 subrequests per request, and
 /// the Cache API takes a few of them.
 pub(crate) const SUBREQUEST_BUDGET: u32 = 40;
@@ -125,8 +122,8 @@ impl Rpc<'_> {
             Some(block) => block,
             None => self.pin().await?,
         };
-        let answers = self.send(plan.requests(BlockTag::Number(block.number))).await?;
-        let mut outcomes = plan.decode(&answers)?;
+        let requests = plan.requests(BlockTag::Number(block.number));
+        let mut outcomes = self.exchange(&requests, |answers| plan.decode(answers)).await?;
         let timed_out: Vec<usize> =
             (0..outcomes.len()).filter(|&index| outcomes[index].timed_out()).collect();
         if !timed_out.is_empty() && self.may_retry_timeouts(timed_out.len().div_ceil(self.batch_limit())) {
@@ -173,9 +170,12 @@ impl Rpc<'_> {
         outcomes: &mut [Outcome],
     ) -> Result<()> {
         while !pieces.is_empty() {
-            let answers = self.send(plan.piece_requests(multicall, block.number, &pieces)).await?;
+            let requests = plan.piece_requests(multicall, block.number, &pieces);
+            let reads = self
+                .exchange(&requests, |answers| plan.decode_pieces(&pieces, block.number, answers))
+                .await?;
             let mut next = Vec::new();
-            for (piece, read) in pieces.iter().zip(plan.decode_pieces(&pieces, block.number, &answers)?) {
+            for (piece, read) in pieces.iter().zip(reads) {
                 next.extend(read_again(piece, &read, &mut retried, self.may_retry_timeouts(1)));
                 for (&index, outcome) in piece.iter().zip(read) {
                     outcomes[index] = outcome;
@@ -202,13 +202,41 @@ impl Rpc<'_> {
     }
 
     async fn aggregate(&self, plan: &CallPlan, multicall: Address, tag: BlockTag) -> Result<Aggregated> {
-        let answers = self.send(plan.aggregate_requests(multicall, tag, CALLS_PER_AGGREGATE)).await?;
-        Ok(plan.decode_aggregates(CALLS_PER_AGGREGATE, &answers)?)
+        let requests = plan.aggregate_requests(multicall, tag, CALLS_PER_AGGREGATE);
+        self.exchange(&requests, |answers| plan.decode_aggregates(CALLS_PER_AGGREGATE, answers)).await
+    }
+
+    /// Sends `requests` and decodes their answers with `decode`. A read at a block the node has
+    /// not seen yet (a load balancer's backend behind the one that named the block: `header not
+    /// found` and the like, [`CoreError::UnseenBlock`]) is sent again after `kya_core::retry`'s
+    /// wait, while its attempts last and this request's subrequest budget can pay for it.
+    async fn exchange<T>(
+        &self,
+        requests: &[String],
+        decode: impl Fn(&[String]) -> kya_core::Result<T>,
+    ) -> Result<T> {
+        let mut attempt = 1;
+        loop {
+            let read = match self.send(requests).await {
+                Ok(answers) => decode(&answers).map_err(Error::from),
+                Err(error) => Err(error),
+            };
+            let Err(Error::Core(CoreError::UnseenBlock(message))) = &read else { return read };
+            let wait = retry::wait_before_retry(Effect::Read, attempt, Failure::UnseenBlock);
+            let affordable = self.budget.get() as usize >= requests.len().div_ceil(self.batch_limit());
+            let Some(wait) = wait.filter(|_| affordable) else { return read };
+            worker::console_warn!(
+                "the RPC provider has not seen the block read ({message}): reading again in {wait:?}"
+            );
+            Delay::from(wait).await;
+            attempt += 1;
+        }
     }
 
     /// Sends `requests` in batches (concurrently) and returns the answer bodies.
-    async fn send(&self, requests: Vec<String>) -> Result<Vec<String>> {
+    async fn send(&self, requests: &[String]) -> Result<Vec<String>> {
         let size = self.batch_limit();
+        let requests = requests.iter().map(String::as_str).collect();
         let answers =
             try_join_all(batches(requests, size).into_iter().map(|batch| self.send_batch(batch))).await?;
         Ok(answers.into_iter().flatten().collect())
@@ -220,7 +248,7 @@ impl Rpc<'_> {
     }
 
     /// One batch; a batch refused for its size is split in halves, each sent on its own.
-    fn send_batch(&self, batch: Vec<String>) -> LocalBoxFuture<'_, Result<Vec<String>>> {
+    fn send_batch<'s>(&'s self, batch: Vec<&'s str>) -> LocalBoxFuture<'s, Result<Vec<String>>> {
         Box::pin(async move {
             let answer = match self.post(batch_body(&batch)).await {
                 Err(Error::Core(CoreError::BatchRefused(_))) if batch.len() > 1 => None,
@@ -237,7 +265,7 @@ impl Rpc<'_> {
             let half = batch.len().div_ceil(2);
             self.learn_batch_size(half);
             let mut second = batch;
-            let first: Vec<String> = second.drain(..half).collect();
+            let first: Vec<&str> = second.drain(..half).collect();
             let (first, second) =
                 futures::future::try_join(self.send_batch(first), self.send_batch(second)).await?;
             Ok(first.into_iter().chain(second).collect())
@@ -257,12 +285,12 @@ impl Rpc<'_> {
         });
     }
 
-    /// One JSON-RPC POST, retried on HTTP 429 and 5xx with backoff (honouring `Retry-After`)
-    /// while attempts and the request's subrequest budget last.
+    /// One JSON-RPC POST, retried on HTTP 429 and 5xx as `kya_core::retry` says (backoff,
+    /// honouring `Retry-After`) while its attempts and the request's subrequest budget last.
     async fn post(&self, body: String) -> Result<String> {
         let shown = redact::url(self.url);
-        let mut backoff = FIRST_BACKOFF;
-        for attempt in 1..=ATTEMPTS {
+        let mut attempt = 1;
+        loop {
             let remaining = self.budget.get();
             if remaining == 0 {
                 return Err(Error::ProviderUnavailable {
@@ -276,12 +304,12 @@ impl Rpc<'_> {
                 200..=299 => return Ok(text),
                 413 => return Err(CoreError::BatchRefused(format!("{shown} answered HTTP 413")).into()),
                 429 | 500..=599 => {
-                    let wait = retry_after.unwrap_or(backoff);
-                    if attempt == ATTEMPTS || wait > LONGEST_WAIT {
-                        return Err(refusal(&shown, status, retry_after, &text));
-                    }
+                    let failure = Failure::Http { status, retry_after };
+                    let Some(wait) = retry::wait_before_retry(Effect::Read, attempt, failure) else {
+                        return Err(refusal(&shown, status, attempt, retry_after, &text));
+                    };
                     Delay::from(wait).await;
-                    backoff *= 2;
+                    attempt += 1;
                 }
                 _ => {
                     let excerpt: String = text.chars().take(120).collect();
@@ -289,7 +317,6 @@ impl Rpc<'_> {
                 }
             }
         }
-        unreachable!("the last attempt returns")
     }
 
     /// One HTTP POST: status, `Retry-After` and body.
@@ -312,16 +339,15 @@ impl Rpc<'_> {
             .get("retry-after")
             .ok()
             .flatten()
-            .and_then(|seconds| seconds.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
+            .and_then(|header| retry::retry_after(&header));
         let text = response.text().await.map_err(|error| Error::RpcUnreachable(redact(error)))?;
         Ok((response.status_code(), retry_after, text))
     }
 }
 
-/// The error for a provider that kept refusing: 503 for a rate limit (with its `Retry-After`),
-/// 502 for a failing upstream.
-fn refusal(shown: &str, status: u16, retry_after: Option<Duration>, text: &str) -> Error {
+/// The error for a provider that kept refusing (`attempts` times): 503 for a rate limit (with
+/// its `Retry-After`), 502 for a failing upstream.
+fn refusal(shown: &str, status: u16, attempts: u32, retry_after: Option<Duration>, text: &str) -> Error {
     let excerpt: String = text.chars().take(120).collect();
     if status == 429 {
         Error::ProviderUnavailable {
@@ -329,6 +355,7 @@ fn refusal(shown: &str, status: u16, retry_after: Option<Duration>, text: &str) 
             retry_after: Some(retry_after.map_or(1, |wait| wait.as_secs().max(1))),
         }
     } else {
-        Error::ProviderFailed(format!("{shown} answered HTTP {status} {ATTEMPTS} times: {excerpt}"))
+        let times = if attempts == 1 { "once".to_owned() } else { format!("{attempts} times") };
+        Error::ProviderFailed(format!("{shown} answered HTTP {status} {times}: {excerpt}"))
     }
 }

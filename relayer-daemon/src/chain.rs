@@ -11,20 +11,25 @@ use alloy::{
     network::TransactionBuilder,
     primitives::{Address, B256, Bytes, U256},
     providers::{DynProvider, Provider, ProviderBuilder},
-    rpc::types::{TransactionInput, TransactionReceipt, TransactionRequest},
+    rpc::{
+        client::RpcClient,
+        types::{TransactionInput, TransactionReceipt, TransactionRequest},
+    },
     serde::WithOtherFields,
     sol_types::{SolCall, SolEvent},
-    transports::{RpcError, TransportErrorKind, http::reqwest},
+    transports::{RpcError, TransportErrorKind, http::reqwest, utils::guess_local_url},
 };
 use kya_core::{
     abi::{Forwarder, GAS_PRICE_ORACLE, GasPriceOracle},
     forward_request::ForwardRequest,
+    retry,
     revert::RevertReason,
 };
 
 use crate::{
     error::{Error, Result},
     store::Outcome,
+    transport::RetryingHttp,
 };
 
 /// Longest wait for one JSON-RPC answer.
@@ -114,7 +119,8 @@ pub(crate) struct RelayerChain {
 
 impl RelayerChain {
     /// Connects over HTTP, with no fillers: the relayer sets nonce, gas and fees itself. Every
-    /// RPC call times out after [`RPC_TIMEOUT`], so a stuck node yields a 500, never a hang.
+    /// RPC request times out after [`RPC_TIMEOUT`], so a stuck node yields a 500, never a hang;
+    /// a refused one is sent again as `kya_core::retry` says ([`RetryingHttp`]).
     pub(crate) fn connect(rpc_url: &str, forwarder: Address) -> Result<Self> {
         let url = rpc_url.parse().map_err(|_| {
             Error::Config(format!("RPC_URL is not a URL: {}", kya_core::redact::url(rpc_url)))
@@ -123,8 +129,8 @@ impl RelayerChain {
             .timeout(RPC_TIMEOUT)
             .build()
             .map_err(|error| Error::Config(format!("building the HTTP client: {error}")))?;
-        let provider =
-            ProviderBuilder::new().disable_recommended_fillers().connect_reqwest(http, url).erased();
+        let client = RpcClient::new(RetryingHttp::new(http, url), guess_local_url(rpc_url));
+        let provider = ProviderBuilder::new().disable_recommended_fillers().connect_client(client).erased();
         Ok(Self { provider, forwarder })
     }
 
@@ -281,12 +287,19 @@ impl RelayerChain {
     }
 
     /// Submits a signed raw transaction. A refusal carries the node's message for the nonce
-    /// handling to classify; a transport failure (timeout, dropped connection) leaves open
-    /// whether the node took the transaction.
+    /// handling to classify; a transport failure (timeout, dropped connection, a gateway's 5xx)
+    /// leaves open whether the node took the transaction. An HTTP 429 that outlasted the
+    /// transport's retries is a refusal: the provider turned it away before processing it.
     pub(crate) async fn send_raw(&self, raw: &[u8]) -> std::result::Result<(), SendFailure> {
-        self.provider.send_raw_transaction(raw).await.map(drop).map_err(|error| SendFailure {
-            node_answered: error.as_error_resp().is_some(),
-            message: kya_core::redact::urls_in(&error.to_string()),
+        self.provider.send_raw_transaction(raw).await.map(drop).map_err(|error| {
+            let refused = error
+                .as_transport_err()
+                .and_then(TransportErrorKind::as_http_error)
+                .is_some_and(|http| retry::refused_unprocessed(http.status));
+            SendFailure {
+                node_answered: error.as_error_resp().is_some() || refused,
+                message: kya_core::redact::urls_in(&error.to_string()),
+            }
         })
     }
 

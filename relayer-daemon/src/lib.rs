@@ -19,6 +19,7 @@ mod settlement;
 mod store;
 mod stuck;
 mod time;
+mod transport;
 
 pub use config::Config;
 pub use error::{Error, Result};
