@@ -76,11 +76,17 @@ fn ended(deliveries: &[Delivery], relays: &[&str], count: usize) -> bool {
 
 /// Every delivery carries what Standard Webhooks asks: the event's id, a timestamp, a `v1`
 /// signature that Python's `standardwebhooks` accepts now, and a JSON body whose `id` is the
-/// header's.
+/// header's, as the relayer's OpenAPI document describes it (its `webhooks`).
 fn assert_signed(secret: &str, deliveries: &[Delivery]) {
     let checks: Vec<_> = deliveries.iter().map(|delivery| (delivery.clone(), None)).collect();
+    let contract = kya_tests::openapi::relayer();
+    let schema = &contract.document()["webhooks"]["relayEvent"]["post"]["requestBody"]["content"]["application/json"]
+        ["schema"];
     for (delivery, verdict) in deliveries.iter().zip(verify(secret, &checks)) {
         assert_eq!(verdict, Ok(()), "{delivery:#?}");
+        contract
+            .validate("RelayEvent", schema, &delivery.json())
+            .unwrap_or_else(|error| panic!("{error}: {delivery:#?}"));
         assert_eq!(delivery.json()["id"], delivery.id);
         assert_eq!(delivery.content_type, "application/json");
         assert!(delivery.signature.starts_with("v1,"), "{}", delivery.signature);
