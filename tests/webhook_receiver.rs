@@ -33,7 +33,7 @@ pub struct Delivery {
     pub content_type: String,
     /// The body, as received.
     pub body: String,
-    /// The status the receiver answered.
+    /// The status the receiver answered (0: none, it hung).
     pub answered: u16,
 }
 
@@ -80,7 +80,8 @@ impl Receiver {
         format!("http://{}/hooks/relays?token=receiver-url-token", self.address)
     }
 
-    /// Makes every later attempt answer `status` (with an empty body).
+    /// Makes every later attempt answer `status` (with an empty body); 0: read the request and
+    /// never answer (a receiver that hangs).
     pub fn answer(&self, status: u16) {
         self.answer.store(status, Ordering::SeqCst);
     }
@@ -178,6 +179,9 @@ async fn receive(
         body: String::from_utf8(body).expect("a UTF-8 body"),
         answered: status,
     });
+    if status == 0 {
+        std::future::pending::<()>().await;
+    }
     write
         .write_all(
             format!("HTTP/1.1 {status} Answer\r\ncontent-length: 0\r\nconnection: close\r\n\r\n").as_bytes(),

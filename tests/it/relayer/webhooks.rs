@@ -3,7 +3,7 @@
 //! delivery verified by Python's `standardwebhooks`, an implementation independent of ours.
 //! Every change of several relays (mined; a call that failed; a stuck one replaced, then mined)
 //! arrives signed, in order per relay, as the relay view at that change; a receiver that is down,
-//! then failing, gets everything once it is back, one relay's events never overtaking each
+//! then failing, then hanging, gets everything once it is back, one relay's events never overtaking each
 //! other; a replayed or altered delivery fails verification; a relayer SIGKILLed with events in
 //! its outbox delivers them after it restarts.
 
@@ -13,7 +13,11 @@ use std::{
 };
 
 use alloy::{
-    network::TransactionBuilder, primitives::U256, rpc::types::TransactionRequest, sol_types::SolCall,
+    network::TransactionBuilder,
+    primitives::{B256, U256},
+    providers::Provider,
+    rpc::types::TransactionRequest,
+    sol_types::SolCall,
 };
 use kya_core::abi::AgentRegistry;
 use kya_devchain::dev_accounts::{self, Role};
@@ -150,7 +154,16 @@ async fn every_status_change_is_delivered_signed_in_order_as_the_relay_view() {
     // Stuck: mining stays paused until the relayer has sent it again with higher fees.
     let stuck = relayed(client, &registration(&t, 602)).await;
     let stuck_id = stuck["relayId"].as_str().unwrap();
-    client.relay_until(stuck_id, |relay| relay["status"] == "replaced").await;
+    let replaced = client.relay_until(stuck_id, |relay| relay["status"] == "replaced").await;
+    // The relayer records a replacement before it submits it: mine once the node has it, or the
+    // block takes the first transaction and the replacement is taken back (a `relay.sent` again).
+    let replacement: B256 = replaced["txHash"].as_str().unwrap().parse().unwrap();
+    for _ in 0..600 {
+        if t.chain.provider().get_transaction_by_hash(replacement).await.unwrap().is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
     anvil(&t, "evm_mine", json!([])).await;
     anvil(&t, "evm_setAutomine", json!([true])).await;
 
@@ -275,7 +288,7 @@ async fn every_status_change_is_delivered_signed_in_order_as_the_relay_view() {
 }
 
 #[tokio::test]
-async fn a_receiver_that_is_down_then_failing_gets_every_event_in_order_once_it_is_back() {
+async fn a_receiver_down_failing_or_hanging_gets_every_event_in_order_once_it_is_back() {
     let t = TestChain::start().await;
     let mut receiver = Receiver::down_from_start().await;
     let url = receiver.url();
@@ -287,6 +300,7 @@ async fn a_receiver_that_is_down_then_failing_gets_every_event_in_order_once_it_
             ("WEBHOOK_RETRY_FIRST_MS", "50"),
             ("WEBHOOK_RETRY_MAX_MS", "400"),
             ("WEBHOOK_CONCURRENCY", "2"),
+            ("WEBHOOK_TIMEOUT_SECS", "1"),
             ("READ_RATE_LIMIT_PER_MINUTE", "100000"),
         ],
     )
@@ -320,6 +334,26 @@ async fn a_receiver_that_is_down_then_failing_gets_every_event_in_order_once_it_
     );
     let (_, metrics) = client.metrics().await;
     assert!(metrics.contains("relayer_webhooks_pending 12\n"), "{metrics}");
+
+    // Then hanging: each attempt ends at WEBHOOK_TIMEOUT_SECS, two at a time (the concurrency).
+    receiver.answer(0);
+    let hanging_from = Instant::now();
+    let hung = receiver
+        .until(Duration::from_secs(30), |seen| seen.iter().filter(|d| d.answered == 0).count() >= 4)
+        .await;
+    let hung_for = hanging_from.elapsed();
+    assert!(hung.iter().all(|delivery| delivery.json()["sequence"] == 1));
+    assert!(
+        hung_for >= Duration::from_secs(1),
+        "the second pair waited for the first to time out: {hung_for:?}"
+    );
+    let timed_out = relayer.relayer.store().events().unwrap();
+    assert!(
+        timed_out
+            .iter()
+            .any(|event| event.last_error.as_deref().is_some_and(|error| error.starts_with("timed out"))),
+        "{timed_out:#?}"
+    );
 
     // Healthy again: everything arrives, each relay's events in order.
     receiver.answer(200);
@@ -355,11 +389,15 @@ async fn a_receiver_that_is_down_then_failing_gets_every_event_in_order_once_it_
     assert!(metrics.contains("relayer_webhooks_delivered_total 12\n"), "{metrics}");
     let failed = failed_attempts(&metrics);
     let answered_500 = deliveries.iter().filter(|delivery| delivery.answered == 500).count() as u64;
-    // Every failed attempt was refused while the receiver was down, or answered 500 after.
-    assert!(failed >= refused + answered_500, "{failed} < {refused} + {answered_500}");
+    let timeouts = deliveries.iter().filter(|delivery| delivery.answered == 0).count() as u64;
+    // Every failed attempt was refused while the receiver was down, answered 500, or timed out.
+    assert!(
+        failed >= refused + answered_500 + timeouts,
+        "{failed} < {refused} + {answered_500} + {timeouts}"
+    );
     eprintln!(
-        "webhooks: receiver down then failing: {failed} failed attempts ({answered_500} answered 500, the rest \
-         refused), 12 events delivered {caught_up:?} after it healed"
+        "webhooks: receiver down, failing, then hanging: {failed} failed attempts ({answered_500} answered 500, \
+         {timeouts} timed out after 1 s, the rest refused), 12 events delivered {caught_up:?} after it healed"
     );
     relayer.stop().await;
 }
@@ -395,11 +433,22 @@ async fn a_relayer_killed_with_events_in_its_outbox_delivers_them_after_it_resta
     for id in &ids {
         first.client.relay_until(id, |relay| relay["status"] == "mined").await;
     }
+    // Killed once each relay's first event has been tried (and refused) at least once.
+    let store_path = db.path().join("relayer.db");
+    for _ in 0..600 {
+        let events = Store::open(&store_path).unwrap().events().unwrap();
+        if events.len() == 9
+            && events.iter().filter(|event| event.sequence == 1).all(|event| event.attempts >= 1)
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
     let log = first.kill();
     assert!(log.contains("webhook delivery failed"), "{log}");
 
     // What the outbox holds after the kill: every event, none delivered.
-    let held = Store::open(&db.path().join("relayer.db")).unwrap().events().unwrap();
+    let held = Store::open(&store_path).unwrap().events().unwrap();
     assert_eq!(held.len(), 9, "{held:#?}");
     for event in &held {
         assert_eq!(event.delivered_at, None, "{event:?}");
