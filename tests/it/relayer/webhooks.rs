@@ -5,7 +5,8 @@
 //! arrives signed, in order per relay, as the relay view at that change; a receiver that is down,
 //! then failing, then hanging, gets everything once it is back, one relay's events never overtaking each
 //! other; a replayed or altered delivery fails verification; a relayer SIGKILLed with events in
-//! its outbox delivers them after it restarts.
+//! its outbox delivers them after it restarts, and one stopped gracefully gives back the leases
+//! of the attempts it cut short.
 
 use std::{
     collections::BTreeMap,
@@ -24,7 +25,9 @@ use kya_devchain::dev_accounts::{self, Role};
 use kya_relayer::Store;
 use kya_tests::{
     TestChain,
-    relayer_fixture::{BinaryRelayer, Client, body, forward, set, settings, sign_with_core},
+    relayer_fixture::{
+        BinaryRelayer, Client, InProcessRelayer, body, forward, set, settings, sign_with_core,
+    },
     webhook_receiver::{Delivery, Receiver, verify},
 };
 use serde_json::{Value, json};
@@ -481,4 +484,45 @@ async fn a_relayer_killed_with_events_in_its_outbox_delivers_them_after_it_resta
     assert!(metrics.contains("relayer_webhooks_pending 0\n"), "{metrics}");
     let (clean, log) = second.terminate();
     assert!(clean, "{log}");
+}
+
+/// Shutdown lets webhook attempts under way finish within its grace, cuts the rest short and
+/// gives back their leases: the next start delivers at once, not after the lease (here 65 s).
+#[tokio::test]
+async fn shutdown_cuts_hanging_attempts_short_and_gives_back_their_leases() {
+    let t = TestChain::start().await;
+    let db = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start().await;
+    receiver.answer(0);
+    let mut env = settings(&t, db.path());
+    set(&mut env, "WEBHOOK_URL", receiver.url());
+    set(&mut env, "WEBHOOK_SECRET", SECRET);
+    set(&mut env, "WEBHOOK_TIMEOUT_SECS", "30");
+    let first = InProcessRelayer::start(&env).await;
+    let answer = relayed(&first.client, &registration(&t, 630)).await;
+    let id = answer["relayId"].as_str().unwrap().to_owned();
+    first.client.relay_until(&id, |relay| relay["status"] == "mined").await;
+    let hung = receiver.until(Duration::from_secs(30), |seen| !seen.is_empty()).await;
+    assert_eq!(hung[0].json()["type"], "relay.accepted");
+
+    let stopping = Instant::now();
+    first.stop().await;
+    let stopped_in = stopping.elapsed();
+    assert!(stopped_in < Duration::from_secs(10), "the 3 s grace, not the 30 s timeout: {stopped_in:?}");
+
+    receiver.answer(200);
+    let starting = Instant::now();
+    let second = InProcessRelayer::start(&env).await;
+    let deliveries = receiver.until(Duration::from_secs(30), |seen| ended(seen, &[id.as_str()], 1)).await;
+    let delivered_in = starting.elapsed();
+    assert!(delivered_in < Duration::from_secs(10), "leases given back at shutdown: {delivered_in:?}");
+    let events = &by_relay(&deliveries)[&id];
+    assert_eq!(types(events), ["relay.accepted", "relay.sent", "relay.mined"]);
+    assert_in_order(events);
+    assert_eq!(events[0]["id"], hung[0].id, "the same event, tried again");
+    assert_signed(SECRET, &deliveries);
+    eprintln!(
+        "webhooks: shutdown with an attempt hanging took {stopped_in:?}; the next start delivered in {delivered_in:?}"
+    );
+    second.stop().await;
 }
