@@ -1,8 +1,8 @@
 //! Signed webhooks end to end: the real relayer (in-process, or its real binary) against a real
 //! anvil, delivering to a real HTTP receiver on loopback (`kya_tests::webhook_receiver`), every
 //! delivery verified by Python's `standardwebhooks`, an implementation independent of ours.
-//! Every change of several relays (mined; a call that failed; a stuck one replaced, then mined)
-//! arrives signed, in order per relay, as the relay view at that change; a receiver that is down,
+//! Every change of several relays (mined; a call that failed; a stuck one replaced, then mined;
+//! one cancelled past its deadline) arrives signed, in order per relay, as the relay view at that change; a receiver that is down,
 //! then failing, then hanging, gets everything once it is back, one relay's events never overtaking each
 //! other; a replayed or altered delivery fails verification; a relayer SIGKILLed with events in
 //! its outbox delivers them after it restarts, and one stopped gracefully gives back the leases
@@ -525,4 +525,80 @@ async fn shutdown_cuts_hanging_attempts_short_and_gives_back_their_leases() {
         "webhooks: shutdown with an attempt hanging took {stopped_in:?}; the next start delivered in {delivered_in:?}"
     );
     second.stop().await;
+}
+
+/// A relay stuck past its deadline: its nonce is cancelled. Clients read `expired` from the
+/// moment the cancellation is sent, so the receiver gets `relay.expired` while it is on its way
+/// (not settled) and again once it is mined (settled, at the cancellation's cost).
+#[tokio::test]
+async fn a_cancelled_relay_is_expired_once_cancelling_and_again_once_settled() {
+    let t = TestChain::start().await;
+    let receiver = Receiver::start().await;
+    let url = receiver.url();
+    let (_db, relayer) = start_on(
+        &t,
+        &[
+            ("WEBHOOK_URL", url.as_str()),
+            ("WEBHOOK_SECRET", SECRET),
+            ("STUCK_AFTER_BLOCKS", "1000"),
+            ("STUCK_AFTER_SECS", "2"),
+            ("DEADLINE_MARGIN_SECS", "1"),
+            ("READ_RATE_LIMIT_PER_MINUTE", "100000"),
+        ],
+    )
+    .await;
+    let client = &relayer.client;
+    let agent = agent_key(640);
+    let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let deadline = t.chain.latest_timestamp().await.unwrap().max(wall) + 3;
+    let mut request = forward(&t, agent.address(), 0, &register_call(agent.address(), 0));
+    request.deadline = alloy::primitives::aliases::U48::from(deadline);
+    let signed = body(&request, &sign_with_core(&t, &agent, &request).signature);
+
+    anvil(&t, "evm_setAutomine", json!([false])).await;
+    let answer = relayed(client, &signed).await;
+    let id = answer["relayId"].as_str().unwrap().to_owned();
+    let cancelling = client
+        .relay_until(&id, |relay| {
+            relay["transactions"].as_array().unwrap().last().unwrap()["kind"] == "cancel"
+        })
+        .await;
+    let cancel: B256 = cancelling["txHash"].as_str().unwrap().parse().unwrap();
+    for _ in 0..600 {
+        if t.chain.provider().get_transaction_by_hash(cancel).await.unwrap().is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    anvil(&t, "evm_mine", json!([])).await;
+    anvil(&t, "evm_setAutomine", json!([true])).await;
+    let settled = client.relay_until(&id, |relay| relay["settledAt"].is_string()).await;
+    assert_eq!(settled["status"], "expired");
+
+    let deliveries = receiver
+        .until(Duration::from_secs(30), |seen| {
+            by_relay(seen)
+                .get(&id)
+                .and_then(|events| events.last())
+                .is_some_and(|event| event["data"] == settled)
+        })
+        .await;
+    assert_signed(SECRET, &deliveries);
+    let events = &by_relay(&deliveries)[&id];
+    assert_in_order(events);
+    let kinds = types(events);
+    assert_eq!(kinds[..2], ["relay.accepted", "relay.sent"], "{kinds:?}");
+    let first_expired = kinds.iter().position(|kind| *kind == "relay.expired").expect("expired");
+    assert!(kinds[2..first_expired].iter().all(|kind| *kind == "relay.replaced"), "{kinds:?}");
+    assert!(kinds[first_expired..].iter().all(|kind| *kind == "relay.expired"), "{kinds:?}");
+    assert!(kinds.len() - first_expired >= 2, "expired while cancelling, and once settled: {kinds:?}");
+    let on_its_way = &events[first_expired]["data"];
+    assert_eq!((&on_its_way["settledAt"], &on_its_way["costWei"]), (&json!(null), &json!(null)));
+    assert_eq!(on_its_way["transactions"].as_array().unwrap().last().unwrap()["kind"], "cancel");
+    let last = &events.last().unwrap()["data"];
+    assert_eq!(*last, settled, "the last event is the settled relay");
+    let mined = t.chain.receipt(last["txHash"].as_str().unwrap().parse().unwrap()).await.unwrap();
+    assert_eq!(last["costWei"], (u128::from(mined.gas_used) * mined.effective_gas_price).to_string());
+    assert_eq!(mined.gas_used, 21_000, "the cancellation was mined");
+    relayer.stop().await;
 }
