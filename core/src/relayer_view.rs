@@ -142,6 +142,25 @@ pub struct RelayView {
     pub settled_at: Option<String>,
 }
 
+/// A webhook delivery's body: one change of a relay's status, with the relay as the lookups
+/// showed it right after the change (`docs/relayer.md`, Webhooks). The same event (same `id`,
+/// same bytes) is delivered again until the receiver answers 2xx.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RelayEvent {
+    /// Unique per event (`evt_` and 32 hex digits); also the `webhook-id` header.
+    pub id: String,
+    /// `relay.` and the relay's status: `relay.accepted`, `relay.sent`, `relay.mined`, …
+    #[serde(rename = "type")]
+    pub event_type: String,
+    /// When the change happened (ISO 8601): the relay's `updatedAt`.
+    pub timestamp: String,
+    /// The event's place among its relay's events, from 1: a receiver that sees a number twice
+    /// has a repeated delivery, one below the last it saw a replay.
+    pub sequence: u64,
+    /// The relay after the change.
+    pub data: RelayView,
+}
+
 /// One transaction sent for a relay.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

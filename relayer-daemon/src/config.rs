@@ -59,6 +59,20 @@ pub(crate) const DEFAULT_METRICS_PORT: u16 = 9464;
 pub(crate) const DEFAULT_CALLDATA_RETENTION_HOURS: u64 = 24;
 /// Default days a finished relay is kept at all (its lookups, a retry answered with it).
 pub(crate) const DEFAULT_RELAY_RETENTION_DAYS: u64 = 30;
+/// Default time one webhook delivery attempt may take, in seconds.
+pub(crate) const DEFAULT_WEBHOOK_TIMEOUT_SECS: u64 = 10;
+/// Default number of webhook deliveries in flight at once (each to a different relay).
+pub(crate) const DEFAULT_WEBHOOK_CONCURRENCY: u64 = 8;
+/// Default pause before the second attempt at a webhook delivery, in milliseconds; it doubles
+/// with every failed attempt, up to the next.
+pub(crate) const DEFAULT_WEBHOOK_RETRY_FIRST_MS: u64 = 1_000;
+/// Default longest pause between two attempts at a webhook delivery: ten minutes.
+pub(crate) const DEFAULT_WEBHOOK_RETRY_MAX_MS: u64 = 600_000;
+/// Fewest bytes a webhook secret may have: HMAC-SHA256's own block of security.
+pub(crate) const MIN_WEBHOOK_SECRET_BYTES: usize = 32;
+/// Standard Webhooks' prefix of a base64 secret.
+const WEBHOOK_SECRET_PREFIX: &str = "whsec_";
+
 /// Default path of the store, under the git-ignored `.relayer/`.
 pub(crate) const DEFAULT_DB_PATH: &str = ".relayer/relayer.db";
 
@@ -129,6 +143,76 @@ pub struct Config {
     pub calldata_retention_secs: u64,
     /// Days a finished relay is kept (`RELAY_RETENTION_DAYS`, default 30, at least 2).
     pub relay_retention_secs: u64,
+    /// Where and how relay events are delivered (`WEBHOOK_URL` and `WEBHOOK_SECRET`); `None`:
+    /// no webhooks.
+    pub webhook: Option<WebhookConfig>,
+}
+
+/// The webhook receiver and the delivery's settings.
+#[derive(Clone)]
+pub struct WebhookConfig {
+    /// The receiver (`WEBHOOK_URL`, http).
+    pub url: String,
+    /// The signing key (`WEBHOOK_SECRET`).
+    pub secret: WebhookSecret,
+    /// Longest time of one attempt (`WEBHOOK_TIMEOUT_SECS`, default 10).
+    pub timeout: std::time::Duration,
+    /// Deliveries in flight at once (`WEBHOOK_CONCURRENCY`, default 8, at least 1).
+    pub concurrency: usize,
+    /// Pause before the second attempt (`WEBHOOK_RETRY_FIRST_MS`, default 1000).
+    pub retry_first: std::time::Duration,
+    /// Longest pause between attempts (`WEBHOOK_RETRY_MAX_MS`, default 600000).
+    pub retry_max: std::time::Duration,
+}
+
+impl std::fmt::Debug for WebhookConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The URL without path or query (receivers put tokens there), the secret not at all.
+        f.debug_struct("WebhookConfig")
+            .field("url", &kya_core::redact::url(&self.url))
+            .field("secret", &self.secret)
+            .field("timeout", &self.timeout)
+            .field("concurrency", &self.concurrency)
+            .field("retry_first", &self.retry_first)
+            .field("retry_max", &self.retry_max)
+            .finish()
+    }
+}
+
+/// The webhook signing key's bytes. Never formatted: `Debug` shows only its length.
+#[derive(Clone, PartialEq, Eq)]
+pub struct WebhookSecret(Vec<u8>);
+
+impl WebhookSecret {
+    /// Reads `WEBHOOK_SECRET`: `whsec_` and base64 (as Standard Webhooks writes secrets), or the
+    /// raw text's bytes; at least [`MIN_WEBHOOK_SECRET_BYTES`]. Errors never quote it.
+    pub fn parse(text: &str) -> Result<Self> {
+        use base64::Engine;
+        let text = text.trim();
+        let bytes = match text.strip_prefix(WEBHOOK_SECRET_PREFIX) {
+            Some(encoded) => base64::engine::general_purpose::STANDARD
+                .decode(encoded)
+                .map_err(|_| Error::Config("WEBHOOK_SECRET: whsec_ must be followed by base64".into()))?,
+            None => text.as_bytes().to_vec(),
+        };
+        if bytes.len() < MIN_WEBHOOK_SECRET_BYTES {
+            return Err(Error::Config(format!(
+                "WEBHOOK_SECRET must be at least {MIN_WEBHOOK_SECRET_BYTES} bytes (after base64 decoding, with whsec_)"
+            )));
+        }
+        Ok(Self(bytes))
+    }
+
+    /// The key's bytes, for the HMAC.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for WebhookSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "WebhookSecret({} bytes, redacted)", self.0.len())
+    }
 }
 
 impl Config {
@@ -181,6 +265,7 @@ impl std::fmt::Debug for Config {
             .field("metrics_address", &self.metrics_address)
             .field("calldata_retention_secs", &self.calldata_retention_secs)
             .field("relay_retention_secs", &self.relay_retention_secs)
+            .field("webhook", &self.webhook)
             .finish()
     }
 }
@@ -297,8 +382,46 @@ impl Config {
                 }
                 days => days.saturating_mul(24 * 60 * 60),
             },
+            webhook: webhook(&lookup, &number)?,
         })
     }
+}
+
+/// `WEBHOOK_URL` and `WEBHOOK_SECRET` (both or neither) and the delivery's settings.
+fn webhook(
+    lookup: &impl Fn(&str) -> Option<String>,
+    number: &impl Fn(&str, u64) -> Result<u64>,
+) -> Result<Option<WebhookConfig>> {
+    let (url, secret) = match (lookup("WEBHOOK_URL"), lookup("WEBHOOK_SECRET")) {
+        (None, None) => return Ok(None),
+        (Some(url), Some(secret)) => (url.trim().to_owned(), WebhookSecret::parse(&secret)?),
+        (Some(_), None) => return Err(Error::Config("WEBHOOK_URL is set without WEBHOOK_SECRET".into())),
+        (None, Some(_)) => return Err(Error::Config("WEBHOOK_SECRET is set without WEBHOOK_URL".into())),
+    };
+    // This build's HTTP client speaks plain HTTP only (no TLS library is linked): an https
+    // receiver would fail every attempt, so it is refused here, where the operator sees it.
+    if !url.starts_with("http://") {
+        return Err(Error::Config(format!(
+            "WEBHOOK_URL must be an http:// URL (TLS is not built in; put a TLS proxy in front): {}",
+            kya_core::redact::url(&url)
+        )));
+    }
+    let millis = |name: &str, default: u64| number(name, default).map(std::time::Duration::from_millis);
+    Ok(Some(WebhookConfig {
+        url,
+        secret,
+        timeout: std::time::Duration::from_secs(
+            number("WEBHOOK_TIMEOUT_SECS", DEFAULT_WEBHOOK_TIMEOUT_SECS)?.max(1),
+        ),
+        concurrency: usize::try_from(
+            number("WEBHOOK_CONCURRENCY", DEFAULT_WEBHOOK_CONCURRENCY)?.clamp(1, 1_000),
+        )
+        .unwrap_or(1),
+        retry_first: millis("WEBHOOK_RETRY_FIRST_MS", DEFAULT_WEBHOOK_RETRY_FIRST_MS)?
+            .max(std::time::Duration::from_millis(1)),
+        retry_max: millis("WEBHOOK_RETRY_MAX_MS", DEFAULT_WEBHOOK_RETRY_MAX_MS)?
+            .max(std::time::Duration::from_millis(1)),
+    }))
 }
 
 /// The relayer's key: `RELAYER_KEY` (hex), or an encrypted JSON keystore. Errors name the
@@ -399,6 +522,55 @@ mod tests {
         let error = Config::from_lookup(lookup(&broken)).unwrap_err().to_string();
         assert!(!error.contains("2a871d07"), "{error}");
         assert!(error.contains("RELAYER_KEY"));
+    }
+
+    #[test]
+    fn webhook_settings_come_in_pairs_and_the_secret_never_shows() {
+        assert!(Config::from_lookup(lookup(&base())).unwrap().webhook.is_none());
+        // 32 bytes as Standard Webhooks writes them, and 40 raw bytes.
+        let encoded = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwg7duQoLFbaY=";
+        let raw = "a-raw-webhook-secret-of-forty-bytes-long";
+        for (secret, bytes) in [(encoded, 32), (raw, 40)] {
+            let mut settings = base();
+            settings.push(("WEBHOOK_URL", "http://hooks.example/relays?token=URLTOKEN"));
+            settings.push(("WEBHOOK_SECRET", secret));
+            let config = Config::from_lookup(lookup(&settings)).unwrap();
+            let webhook = config.webhook.as_ref().unwrap();
+            assert_eq!(webhook.secret.bytes().len(), bytes);
+            assert_eq!((webhook.concurrency, webhook.timeout.as_secs()), (8, 10));
+            let printed = format!("{config:?}");
+            for hidden in [&secret[6..], "URLTOKEN", "MfKQ9r8G", "forty-bytes"] {
+                assert!(!printed.contains(hidden), "{printed}");
+            }
+            assert!(printed.contains(&format!("WebhookSecret({bytes} bytes, redacted)")), "{printed}");
+        }
+        for (pairs, named) in [
+            (vec![("WEBHOOK_URL", "http://hooks.example/")], "WEBHOOK_URL is set without WEBHOOK_SECRET"),
+            (vec![("WEBHOOK_SECRET", raw)], "WEBHOOK_SECRET is set without WEBHOOK_URL"),
+            (
+                vec![("WEBHOOK_URL", "http://hooks.example/"), ("WEBHOOK_SECRET", "whsec_c2hvcnQtU0VDUkVU")],
+                "WEBHOOK_SECRET must be at least 32 bytes",
+            ),
+            (
+                vec![
+                    ("WEBHOOK_URL", "http://hooks.example/"),
+                    ("WEBHOOK_SECRET", "whsec_!!not-base64-SECRET!!"),
+                ],
+                "whsec_ must be followed by base64",
+            ),
+            (
+                vec![("WEBHOOK_URL", "https://hooks.example/"), ("WEBHOOK_SECRET", raw)],
+                "must be an http:// URL",
+            ),
+        ] {
+            let mut settings = base();
+            settings.extend(pairs);
+            let error = Config::from_lookup(lookup(&settings)).unwrap_err().to_string();
+            assert!(error.contains(named), "{error}");
+            for hidden in ["c2hvcnQ", "short-", "forty-bytes", "not-base64"] {
+                assert!(!error.contains(hidden), "{error}");
+            }
+        }
     }
 
     #[test]

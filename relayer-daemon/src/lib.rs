@@ -20,15 +20,17 @@ mod store;
 mod stuck;
 mod time;
 mod transport;
+mod webhooks;
 
-pub use config::Config;
+pub use config::{Config, WebhookConfig, WebhookSecret};
 pub use error::{Error, Result};
 pub use l1_fee::L1_FEE_HEADROOM;
 pub use relay::{GAS_MARGIN_PERCENT, Relayed};
 pub use relayer::Relayer;
 pub use request::RelayBody;
 pub use store::{
-    BUDGET_WINDOW_SECS, BudgetLimits, BudgetState, NewRelay, Outcome, Pruned, RATE_WINDOW_SECS, RateKind,
-    Refusal, RelayRecord, RelayStatus, Replacement, Reservation, SentTx, Settlement, SignerCount, Store,
-    TxKind,
+    BUDGET_WINDOW_SECS, BudgetLimits, BudgetState, DueEvent, NewRelay, OutboxEvent, Outcome, Pruned,
+    RATE_WINDOW_SECS, RateKind, Refusal, RelayRecord, RelayStatus, Replacement, Reservation, SentTx,
+    Settlement, SignerCount, Store, TxKind,
 };
+pub use webhooks::signature as webhook_signature;

@@ -1,5 +1,5 @@
 //! Prometheus metrics: relays accepted, retried and rejected by reason, stuck transactions
-//! replaced and cancelled, the time from acceptance to mining (a histogram), budget, balance and
+//! replaced and cancelled, webhook events delivered, failed and pending, the time from acceptance to mining (a histogram), budget, balance and
 //! waiting gauges, rendered as the text exposition format (no registry crate needed for a
 //! handful of series).
 
@@ -22,6 +22,8 @@ pub(crate) struct Metrics {
     retried: AtomicU64,
     replaced: AtomicU64,
     cancelled: AtomicU64,
+    webhooks_delivered: AtomicU64,
+    webhook_attempts_failed: AtomicU64,
     rejected: Mutex<BTreeMap<&'static str, u64>>,
     /// Count per bucket of [`MINED_AFTER_BUCKETS`] (not cumulative), then the sum and count.
     mined_after: Mutex<([u64; MINED_AFTER_BUCKETS.len()], u64, u64)>,
@@ -40,6 +42,8 @@ pub(crate) struct Gauges {
     pub(crate) balance_wei: Option<u128>,
     /// Relays with the node for longer than the stuck threshold.
     pub(crate) waiting_too_long: usize,
+    /// Webhook events not yet delivered (`None`: webhooks are off).
+    pub(crate) webhooks_pending: Option<u64>,
 }
 
 impl Metrics {
@@ -61,6 +65,16 @@ impl Metrics {
     /// Counts a cancellation sent.
     pub(crate) fn cancelled(&self) {
         self.cancelled.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a webhook event delivered (a 2xx).
+    pub(crate) fn webhook_delivered(&self) {
+        self.webhooks_delivered.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a failed webhook attempt (it is tried again).
+    pub(crate) fn webhook_failed(&self) {
+        self.webhook_attempts_failed.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Records the seconds from a relay's acceptance to its mining.
@@ -89,6 +103,16 @@ impl Metrics {
             ("relayer_relays_retried_total", "Retries answered with the relay they repeat.", &self.retried),
             ("relayer_replacements_total", "Stuck transactions sent again with higher fees.", &self.replaced),
             ("relayer_cancellations_total", "Stuck relays whose nonce was cancelled.", &self.cancelled),
+            (
+                "relayer_webhooks_delivered_total",
+                "Webhook events delivered (a 2xx answer).",
+                &self.webhooks_delivered,
+            ),
+            (
+                "relayer_webhook_attempts_failed_total",
+                "Webhook delivery attempts that failed (tried again later).",
+                &self.webhook_attempts_failed,
+            ),
         ];
         for (name, help, counter) in counters {
             let _ = writeln!(out, "# HELP {name} {help}");
@@ -131,6 +155,11 @@ impl Metrics {
                 "Relays with the node for longer than STUCK_AFTER_SECS.",
                 u128::try_from(gauges.waiting_too_long).ok(),
             ),
+            (
+                "relayer_webhooks_pending",
+                "Webhook events not yet delivered (in the outbox).",
+                gauges.webhooks_pending.map(u128::from),
+            ),
         ];
         for (name, help, value) in gauges_list {
             let Some(value) = value else { continue };
@@ -162,6 +191,7 @@ mod tests {
             budget_pending_wei: 1,
             balance_wei: None,
             waiting_too_long: 2,
+            webhooks_pending: Some(4),
         });
         assert!(text.contains("relayer_relays_accepted_total 1\n"));
         assert!(text.contains("relayer_relays_rejected_total{reason=\"invalid_signature\"} 2\n"));
@@ -170,6 +200,8 @@ mod tests {
         assert!(text.contains("relayer_replacements_total 1\n"));
         assert!(text.contains("relayer_cancellations_total 0\n"));
         assert!(text.contains("relayer_relays_waiting_too_long 2\n"));
+        assert!(text.contains("relayer_webhooks_pending 4\n"), "{text}");
+        assert!(text.contains("relayer_webhooks_delivered_total 0\n"), "{text}");
         assert!(text.contains("relayer_accept_to_mined_seconds_bucket{le=\"1\"} 1\n"), "{text}");
         assert!(text.contains("relayer_accept_to_mined_seconds_bucket{le=\"5\"} 1\n"), "{text}");
         assert!(text.contains("relayer_accept_to_mined_seconds_bucket{le=\"10\"} 2\n"), "{text}");

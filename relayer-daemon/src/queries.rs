@@ -5,7 +5,7 @@
 use alloy::primitives::{Address, B256, U256, utils::format_ether};
 use kya_core::{
     forward_request,
-    relayer_view::{Contracts, Domain, GasBudget, NonceView, RelayView, RelayerStatus, SentTransaction},
+    relayer_view::{Contracts, Domain, GasBudget, NonceView, RelayView, RelayerStatus},
     time::iso8601,
 };
 
@@ -83,12 +83,17 @@ impl Relayer {
         let budget = self.db(|store| store.budget(time::now())).await?;
         let balance = self.balance_for_metrics().await;
         let in_the_pool = self.db(|store| store.in_the_pool()).await?;
+        let webhooks_pending = match self.config.webhook {
+            Some(_) => Some(self.db(|store| store.events_pending()).await?),
+            None => None,
+        };
         Ok(self.metrics.render(&Gauges {
             budget_limit_wei: self.config.daily_gas_budget_wei,
             budget_used_wei: budget.used_wei,
             budget_pending_wei: budget.pending_wei,
             balance_wei: balance,
             waiting_too_long: waiting_too_long(&in_the_pool, self.config.stuck_after_secs, time::now()),
+            webhooks_pending,
         }))
     }
 
@@ -112,7 +117,7 @@ impl Relayer {
             return Err(Error::BadRequest(format!("Invalid relay id: {id:?} (32 hex digits)")));
         }
         let record = self.db(move |store| store.relay_by_id(&id)).await?;
-        record.as_ref().map(relay_view).ok_or(Error::RelayNotFound)
+        record.as_ref().map(RelayRecord::view).ok_or(Error::RelayNotFound)
     }
 
     /// `GET /relay/tx/:hash`: the relay that sent this transaction (any of its hashes).
@@ -122,7 +127,7 @@ impl Relayer {
             .parse()
             .map_err(|_| Error::BadRequest(format!("Invalid transaction hash: {hash:?}")))?;
         let record = self.db(move |store| store.relay_by_hash(hash)).await?;
-        record.as_ref().map(relay_view).ok_or(Error::RelayNotFound)
+        record.as_ref().map(RelayRecord::view).ok_or(Error::RelayNotFound)
     }
 
     /// `GET /relay/signer/:address/:nonce`: the latest relay of that signed request.
@@ -134,45 +139,6 @@ impl Relayer {
             .parse()
             .map_err(|_| Error::BadRequest(format!("Invalid nonce: {nonce:?} (a decimal number)")))?;
         let record = self.db(move |store| store.relay_by_request(signer, nonce)).await?;
-        record.as_ref().map(relay_view).ok_or(Error::RelayNotFound)
-    }
-}
-
-/// A relay as the lookups show it: ids, status, hashes, outcome and times.
-pub(crate) fn relay_view(record: &RelayRecord) -> RelayView {
-    let transactions: Vec<SentTransaction> = record
-        .txs
-        .iter()
-        .map(|tx| SentTransaction {
-            tx_hash: tx.hash,
-            kind: tx.kind.as_str().to_owned(),
-            max_fee_per_gas: U256::from(tx.max_fee_wei),
-            max_priority_fee_per_gas: U256::from(tx.priority_fee_wei),
-            sent_at: iso8601(tx.sent_at),
-        })
-        .collect();
-    let tx_hash = record.tx_hash;
-    let previous_tx_hashes =
-        transactions.iter().map(|tx| tx.tx_hash).filter(|hash| Some(*hash) != tx_hash).collect();
-    RelayView {
-        relay_id: record.relay_id.clone(),
-        status: record.status.public(),
-        from: record.signer,
-        nonce: record.forwarder_nonce,
-        tx_hash,
-        previous_tx_hashes,
-        transactions,
-        relayer_nonce: record.relayer_nonce,
-        block_number: record.block_number,
-        gas_used: record.gas_used.map(U256::from),
-        cost_wei: record.cost_wei.filter(|_| record.settled_at.is_some()).map(U256::from),
-        reserved_wei: Some(U256::from(record.reserved_wei)),
-        revert_reason: record.revert_reason.clone(),
-        error: record.error.clone(),
-        deadline: (record.deadline != 0).then_some(record.deadline),
-        created_at: Some(iso8601(record.created_at)),
-        sent_at: record.sent_at.map(iso8601),
-        updated_at: record.updated_at.map(iso8601),
-        settled_at: record.settled_at.map(iso8601),
+        record.as_ref().map(RelayRecord::view).ok_or(Error::RelayNotFound)
     }
 }

@@ -78,9 +78,10 @@ pub struct Relayer {
     /// Relay handlers: shutdown waits for every one (a relay that reserved budget finishes and
     /// is recorded, even if its client hung up).
     pub(crate) handlers: TaskTracker,
-    /// Followers of sent relays and the reconciler.
+    /// Followers of sent relays, the reconciler and the webhook delivery task.
     pub(crate) background: TaskTracker,
-    /// Cancelled when shutdown begins: the reconciler stops, followers start no replacement.
+    /// Cancelled when shutdown begins: the reconciler stops, followers start no replacement, the
+    /// webhook task claims no more events.
     pub(crate) closing: CancellationToken,
     /// Cancelled when shutdown's grace is over: followers stop (the next start resumes them).
     /// `closing` is its child, so this cancels both.
@@ -104,6 +105,8 @@ impl Relayer {
         let chain = RelayerChain::connect(&config.rpc_url, config.forwarder)?;
         let chain_id = reach(&chain, config.startup_retry).await?;
         let store = Store::open(&config.db_path)?;
+        // With webhooks on, every change of a relay is written to the outbox with the change.
+        let store = if config.webhook.is_some() { store.with_webhook_events() } else { store };
         let sender = Sender::new(chain.clone(), config.signer.clone(), chain_id);
         let stop = CancellationToken::new();
         let stuck = Policy {
@@ -138,6 +141,7 @@ impl Relayer {
             relayer.follow(record.id);
         }
         relayer.spawn_reconciler();
+        relayer.spawn_webhooks();
         tracing::info!(
             relayer = %relayer.address(),
             chain_id,

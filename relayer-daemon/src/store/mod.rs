@@ -12,9 +12,11 @@
 //! - `records`: what a relay record holds, and the reads of records.
 //! - `relays`: a relay's life in the store, from reservation to settlement.
 //! - `retention`: what the store forgets, and when.
+//! - `outbox`: the webhook events written with each change of a relay, and their delivery state.
 
 mod codec;
 mod limits;
+mod outbox;
 mod records;
 mod relays;
 mod retention;
@@ -27,6 +29,7 @@ use codec::Text;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 pub use limits::{BUDGET_WINDOW_SECS, BudgetLimits, BudgetState, RATE_WINDOW_SECS, RateKind, SignerCount};
+pub use outbox::{DueEvent, OutboxEvent};
 pub use records::{
     NewRelay, Outcome, Refusal, RelayRecord, RelayStatus, Replacement, Reservation, SentTx, Settlement,
     TxKind,
@@ -40,6 +43,10 @@ use crate::error::{Error, Result};
 #[derive(Debug)]
 pub struct Store {
     connection: Mutex<Connection>,
+    /// Whether changes of relays are written to the webhook outbox ([`Store::with_webhook_events`]).
+    events: bool,
+    /// Told after a commit that wrote a webhook event: the delivery task wakes at once.
+    event_written: tokio::sync::Notify,
 }
 
 impl Store {
@@ -59,7 +66,46 @@ impl Store {
         let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
         schema::migrate(&tx)?;
         tx.commit()?;
-        Ok(Self { connection: Mutex::new(connection) })
+        Ok(Self { connection: Mutex::new(connection), events: false, event_written: Default::default() })
+    }
+
+    /// The same store, writing a webhook event with every change of a relay that clients see.
+    pub fn with_webhook_events(mut self) -> Self {
+        self.events = true;
+        self
+    }
+
+    /// Completes once a webhook event was written since the last call (or at once, if one was
+    /// written before anyone waited).
+    pub async fn event_written(&self) {
+        self.event_written.notified().await;
+    }
+
+    /// What clients see of relay `id`, before a change (nothing when events are off).
+    fn seen(&self, connection: &Connection, id: i64) -> Result<outbox::Seen> {
+        if self.events { outbox::seen(connection, id) } else { Ok(outbox::Seen::default()) }
+    }
+
+    /// Writes the event of relay `id`'s change since `before`, when events are on and clients
+    /// see a change; in the caller's transaction. Returns whether it wrote one.
+    fn record_change(
+        &self,
+        connection: &Connection,
+        id: i64,
+        before: &outbox::Seen,
+        now: u64,
+    ) -> Result<bool> {
+        if !self.events {
+            return Ok(false);
+        }
+        outbox::record_change(connection, id, before, now)
+    }
+
+    /// After a commit: wakes the delivery task if the transaction wrote an event.
+    fn written(&self, wrote: bool) {
+        if wrote {
+            self.event_written.notify_one();
+        }
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
@@ -468,6 +514,97 @@ mod tests {
         assert_eq!(store.reserve(&from("s", "a", 5, 10), &limits, next).unwrap(), Err(Refusal::SignerShare));
     }
 
+    /// Every change clients see (status or current hash) is one event, written with the change;
+    /// a relay's events are claimed one at a time, in order, under a lease fenced by its owner.
+    #[test]
+    fn every_change_clients_see_is_an_event_and_a_relays_events_go_one_at_a_time_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("relayer.db")).unwrap().with_webhook_events();
+        let limits = BudgetLimits::total(u128::MAX);
+        let a = store.reserve(&relay("a", 0, 100), &limits, 10).unwrap().unwrap();
+        let b = store.reserve(&relay("b", 0, 100), &limits, 10).unwrap().unwrap();
+        store.mark_sent(a.id, 0, h(1), 1, 11).unwrap();
+        store.mark_sent(a.id, 0, h(1), 1, 11).unwrap();
+        store.mark_sent(a.id, 1, h(2), 1, 12).unwrap();
+        let bump = Replacement {
+            tx_hash: h(3),
+            kind: TxKind::Relay,
+            max_fee_wei: 12,
+            priority_fee_wei: 2,
+            sent_block: 2,
+        };
+        store.replace(a.id, &bump, u128::MAX, 13).unwrap().unwrap();
+        store.settle(a.id, &Settlement::of(h(3), 5, Outcome::Mined), 14).unwrap();
+        store.settle(a.id, &Settlement::of(h(3), 6, Outcome::Mined), 15).unwrap();
+        store.release(b.id, "node refused", 16).unwrap();
+        let events = store.events().unwrap();
+        let listed: Vec<_> = events
+            .iter()
+            .map(|event| (event.relay_id.as_str(), event.sequence, event.event_type.as_str()))
+            .collect();
+        let (ra, rb) = (a.relay_id.as_str(), b.relay_id.as_str());
+        assert_eq!(
+            listed,
+            [
+                (ra, 1, "relay.accepted"),
+                (rb, 1, "relay.accepted"),
+                (ra, 2, "relay.sent"),
+                (ra, 3, "relay.sent"),
+                (ra, 4, "relay.replaced"),
+                (ra, 5, "relay.mined"),
+                (rb, 2, "relay.failed"),
+            ],
+            "the same hash twice is no change; a settled relay settles once"
+        );
+        let bodies: Vec<kya_core::relayer_view::RelayEvent> =
+            events.iter().map(|event| serde_json::from_str(&event.body).unwrap()).collect();
+        assert_eq!(bodies[2].data.tx_hash, Some(h(1)));
+        assert_eq!(bodies[3].data.tx_hash, Some(h(2)), "re-signed: the new hash");
+        assert_eq!(bodies[4].data.previous_tx_hashes, [h(2)]);
+        assert_eq!(
+            bodies[5].data,
+            store.relay(a.id).unwrap().unwrap().view(),
+            "the relay as the lookups show it"
+        );
+        assert_eq!((bodies[5].timestamp.as_str(), bodies[5].sequence), ("1970-01-01T00:00:14.000Z", 5));
+        assert_eq!(bodies[5].id, events[5].event_id);
+        assert!(bodies[5].id.starts_with("evt_") && bodies[5].id.len() == 36, "{}", bodies[5].id);
+        assert_eq!(store.events_pending().unwrap(), 7);
+
+        // Only each relay's oldest undelivered event can be claimed, and only by one claimer.
+        let first = store.claim_events("d1", 10, 1_000, 30_000).unwrap();
+        assert_eq!(
+            first.iter().map(|e| (e.relay_id.as_str(), e.attempts)).collect::<Vec<_>>(),
+            [(ra, 1), (rb, 1)]
+        );
+        assert!(store.claim_events("d2", 10, 1_000, 30_000).unwrap().is_empty(), "leased, and the rest wait");
+        store.event_failed(first[0].seq, "d2", 2_000, "not mine").unwrap();
+        store.event_failed(first[0].seq, "d1", 5_000, "HTTP 500").unwrap();
+        store.event_delivered(first[1].seq, 1_001).unwrap();
+        let next = store.claim_events("d2", 10, 1_002, 30_000).unwrap();
+        assert_eq!(
+            next.iter().map(|e| e.event_type.as_str()).collect::<Vec<_>>(),
+            ["relay.failed"],
+            "a waits"
+        );
+        let again = store.claim_events("d2", 10, 5_000, 30_000).unwrap();
+        assert_eq!((again[0].event_id.as_str(), again[0].attempts), (events[0].event_id.as_str(), 2));
+        assert_eq!(store.events().unwrap()[0].last_error.as_deref(), Some("HTTP 500"));
+        // A claimer that died: its lease runs out and another claims the event.
+        let taken = store.claim_events("d3", 10, 31_002, 30_000).unwrap();
+        assert_eq!(taken.iter().map(|e| (e.seq, e.attempts)).collect::<Vec<_>>(), [(next[0].seq, 2)]);
+        assert_eq!(store.release_events("d3").unwrap(), 1);
+        assert_eq!(store.claim_events("d4", 1, 31_003, 30_000).unwrap().len(), 1, "released: due at once");
+        assert_eq!(store.events_pending().unwrap(), 6);
+
+        // The events go with their relay, at the relay retention.
+        assert_eq!(store.prune(u64::MAX, 15, 1_000).unwrap(), Pruned { calldata: 2, relays: 1, events: 5 });
+        assert_eq!(store.events().unwrap().len(), 2);
+        let plain = Store::open(&dir.path().join("plain.db")).unwrap();
+        plain.reserve(&relay("a", 0, 100), &limits, 10).unwrap().unwrap();
+        assert!(plain.events().unwrap().is_empty(), "no webhooks, no events");
+    }
+
     #[test]
     fn retention_drops_call_data_then_records_and_spares_open_relays() {
         let (_dir, store) = store();
@@ -481,14 +618,17 @@ mod tests {
         store.drop_relay(ids[1], "lost", 200).unwrap();
         store.settle(ids[2], &Settlement::of(h(0x3), 1, Outcome::Reverted), 300).unwrap();
         // ids[3] stays open however old it is.
-        assert_eq!(store.prune(200, 100, 1_000).unwrap(), Pruned { calldata: 2, relays: 1 });
+        assert_eq!(store.prune(200, 100, 1_000).unwrap(), Pruned { calldata: 2, relays: 1, events: 0 });
         let records = store.records().unwrap();
         assert_eq!(records.iter().map(|r| r.id).collect::<Vec<_>>(), ids[1..]);
         assert_eq!(records[0].input, None, "dropped at 200: call data gone");
         assert_eq!(records[1].input.as_ref().map(|input| input.len()), Some(30_000), "settled at 300: kept");
         assert!(records[2].input.is_some(), "open: kept");
         assert_eq!(store.prune(200, 100, 1_000).unwrap(), Pruned::default(), "nothing twice");
-        assert_eq!(store.prune(u64::MAX, u64::MAX, 1_000).unwrap(), Pruned { calldata: 1, relays: 2 });
+        assert_eq!(
+            store.prune(u64::MAX, u64::MAX, 1_000).unwrap(),
+            Pruned { calldata: 1, relays: 2, events: 0 }
+        );
         assert_eq!(store.records().unwrap().len(), 1);
         assert!(store.relay_by_hash(h(0x1)).unwrap().is_none(), "its transactions went with it");
     }

@@ -2,8 +2,11 @@
 //! records: by row, by relay id, by request, by any of its hashes, and the retry lookup.
 
 use alloy::primitives::{Address, B256, Bytes, U256};
-use kya_core::relayer_view::RelayStatus as PublicStatus;
-use rusqlite::params;
+use kya_core::{
+    relayer_view::{RelayStatus as PublicStatus, RelayView, SentTransaction},
+    time::iso8601,
+};
+use rusqlite::{Connection, params};
 
 use super::{
     Store,
@@ -308,6 +311,48 @@ pub struct RelayRecord {
     pub settled_at: Option<u64>,
 }
 
+impl RelayRecord {
+    /// The relay as the lookups show it (and the webhooks deliver it): ids, status, hashes,
+    /// outcome and times.
+    pub fn view(&self) -> RelayView {
+        let transactions: Vec<SentTransaction> = self
+            .txs
+            .iter()
+            .map(|tx| SentTransaction {
+                tx_hash: tx.hash,
+                kind: tx.kind.as_str().to_owned(),
+                max_fee_per_gas: U256::from(tx.max_fee_wei),
+                max_priority_fee_per_gas: U256::from(tx.priority_fee_wei),
+                sent_at: iso8601(tx.sent_at),
+            })
+            .collect();
+        let tx_hash = self.tx_hash;
+        let previous_tx_hashes =
+            transactions.iter().map(|tx| tx.tx_hash).filter(|hash| Some(*hash) != tx_hash).collect();
+        RelayView {
+            relay_id: self.relay_id.clone(),
+            status: self.status.public(),
+            from: self.signer,
+            nonce: self.forwarder_nonce,
+            tx_hash,
+            previous_tx_hashes,
+            transactions,
+            relayer_nonce: self.relayer_nonce,
+            block_number: self.block_number,
+            gas_used: self.gas_used.map(U256::from),
+            cost_wei: self.cost_wei.filter(|_| self.settled_at.is_some()).map(U256::from),
+            reserved_wei: Some(U256::from(self.reserved_wei)),
+            revert_reason: self.revert_reason.clone(),
+            error: self.error.clone(),
+            deadline: (self.deadline != 0).then_some(self.deadline),
+            created_at: Some(iso8601(self.created_at)),
+            sent_at: self.sent_at.map(iso8601),
+            updated_at: self.updated_at.map(iso8601),
+            settled_at: self.settled_at.map(iso8601),
+        }
+    }
+}
+
 /// A relay transaction sent again at the same nonce, for [`Store::replace`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Replacement {
@@ -391,44 +436,52 @@ impl Store {
     }
 
     fn records_where(&self, condition: &str, values: impl rusqlite::Params) -> Result<Vec<RelayRecord>> {
-        self.with(|connection| {
-            let mut statement = connection
-                .prepare(&format!("SELECT {RECORD_COLUMNS} FROM relays WHERE {condition} ORDER BY id"))?;
-            let rows = statement.query_map(values, RawRecord::read)?;
-            let mut records = Vec::new();
-            for row in rows {
-                records.push(row?.into_record()?);
-            }
-            let mut txs = connection.prepare(
-                "SELECT tx_hash, kind, max_fee_wei, priority_fee_wei, sent_block, sent_at FROM relay_txs
-                 WHERE relay = ?1 ORDER BY rowid",
-            )?;
-            for record in &mut records {
-                let rows = txs.query_map(params![record.id], |row| {
-                    Ok((
-                        row.get::<_, String>(0)?,
-                        row.get::<_, String>(1)?,
-                        row.get::<_, String>(2)?,
-                        row.get::<_, String>(3)?,
-                        row.get::<_, Option<i64>>(4)?,
-                        row.get::<_, i64>(5)?,
-                    ))
-                })?;
-                for row in rows {
-                    let (hash, kind, max_fee, priority_fee, sent_block, sent_at) = row?;
-                    record.txs.push(SentTx {
-                        hash: B256::from_text(&hash, "transaction hash")?,
-                        kind: if kind == "cancel" { TxKind::Cancel } else { TxKind::Relay },
-                        max_fee_wei: parse_wei(&max_fee)?,
-                        priority_fee_wei: parse_wei(&priority_fee)?,
-                        sent_block: sent_block.map(|block| block as u64),
-                        sent_at: sent_at as u64,
-                    });
-                }
-            }
-            Ok(records)
-        })
+        self.with(|connection| read_records(connection, condition, values))
     }
+}
+
+/// The relays matching `condition`, oldest first, with their transactions, read on `connection`
+/// (or inside a transaction of the caller's).
+pub(super) fn read_records(
+    connection: &Connection,
+    condition: &str,
+    values: impl rusqlite::Params,
+) -> Result<Vec<RelayRecord>> {
+    let mut statement =
+        connection.prepare(&format!("SELECT {RECORD_COLUMNS} FROM relays WHERE {condition} ORDER BY id"))?;
+    let rows = statement.query_map(values, RawRecord::read)?;
+    let mut records = Vec::new();
+    for row in rows {
+        records.push(row?.into_record()?);
+    }
+    let mut txs = connection.prepare(
+        "SELECT tx_hash, kind, max_fee_wei, priority_fee_wei, sent_block, sent_at FROM relay_txs
+         WHERE relay = ?1 ORDER BY rowid",
+    )?;
+    for record in &mut records {
+        let rows = txs.query_map(params![record.id], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, String>(2)?,
+                row.get::<_, String>(3)?,
+                row.get::<_, Option<i64>>(4)?,
+                row.get::<_, i64>(5)?,
+            ))
+        })?;
+        for row in rows {
+            let (hash, kind, max_fee, priority_fee, sent_block, sent_at) = row?;
+            record.txs.push(SentTx {
+                hash: B256::from_text(&hash, "transaction hash")?,
+                kind: if kind == "cancel" { TxKind::Cancel } else { TxKind::Relay },
+                max_fee_wei: parse_wei(&max_fee)?,
+                priority_fee_wei: parse_wei(&priority_fee)?,
+                sent_block: sent_block.map(|block| block as u64),
+                sent_at: sent_at as u64,
+            });
+        }
+    }
+    Ok(records)
 }
 
 /// A `relays` row as SQLite gives it, before its text is parsed.

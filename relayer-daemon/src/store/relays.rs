@@ -83,7 +83,9 @@ impl Store {
                 ],
                 |row| Ok((row.get(0)?, row.get(1)?)),
             )?;
+            let wrote = self.record_change(&tx, id, &Default::default(), now)?;
             tx.commit()?;
+            self.written(wrote);
             Ok(Ok(Reservation { id, relay_id, reserved_wei }))
         })
     }
@@ -94,6 +96,7 @@ impl Store {
     pub fn mark_sent(&self, id: i64, relayer_nonce: u64, tx_hash: B256, block: u64, now: u64) -> Result<()> {
         self.with(|connection| {
             let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let before = self.seen(&tx, id)?;
             let changed = tx.execute(
                 "UPDATE relays SET status = 'sent', relayer_nonce = ?2, tx_hash = ?3, sent_at = ?4,
                      updated_at = ?4
@@ -110,7 +113,9 @@ impl Store {
                     params![id, block as i64, now as i64],
                 )?;
             }
+            let wrote = self.record_change(&tx, id, &before, now)?;
             tx.commit()?;
+            self.written(wrote);
             Ok(())
         })
     }
@@ -142,6 +147,7 @@ impl Store {
             if !matches!(status, RelayStatus::Sent | RelayStatus::Replaced | RelayStatus::Cancelling) {
                 return Ok(Err(Refusal::Duplicate));
             }
+            let before = self.seen(&tx, id)?;
             let reserved = parse_wei(&reserved)?;
             let gas = match replacement.kind {
                 TxKind::Relay => gas_limit as u64,
@@ -195,7 +201,9 @@ impl Store {
                     now as i64
                 ],
             )?;
+            let wrote = self.record_change(&tx, id, &before, now)?;
             tx.commit()?;
+            self.written(wrote);
             Ok(Ok(worst))
         })
     }
@@ -212,6 +220,7 @@ impl Store {
             if !RelayStatus::parse(&status)?.is_open() {
                 return Ok(());
             }
+            let before = self.seen(&tx, id)?;
             tx.execute(
                 "DELETE FROM relay_txs WHERE relay = ?1 AND tx_hash = ?2",
                 params![id, tx_hash.text()],
@@ -239,7 +248,9 @@ impl Store {
                  WHERE id = ?1",
                 params![id, status.as_str(), hash, max_fee, priority_fee, now as i64],
             )?;
+            let wrote = self.record_change(&tx, id, &before, now)?;
             tx.commit()?;
+            self.written(wrote);
             Ok(())
         })
     }
@@ -296,6 +307,7 @@ impl Store {
                 // Already settled (a settlement after a restart racing a live one): once only.
                 return Ok(());
             }
+            let before = self.seen(&tx, id)?;
             let reserved = parse_wei(&reserved)?;
             let cost_wei = cost_wei.unwrap_or(reserved);
             let mut state = read_budget(&tx)?;
@@ -323,7 +335,9 @@ impl Store {
                     ],
                 )?;
             }
+            let wrote = self.record_change(&tx, id, &before, now)?;
             tx.commit()?;
+            self.written(wrote);
             Ok(())
         })
     }

@@ -4,7 +4,8 @@
 //! A finished relay's call data (up to the gas cap's worth, tens of KB) is only needed to send a
 //! stuck relay again, so it goes first; the rest of the record (its lookups, a retry answered
 //! with it) goes later. Open relays are never touched, and a relay is kept at least as long as
-//! the budget window whose shares it counts towards.
+//! the budget window whose shares it counts towards. A relay's webhook events go with it: by then
+//! they are delivered, or the receiver has refused them for the whole retention window.
 
 use rusqlite::{TransactionBehavior, params};
 
@@ -18,6 +19,8 @@ pub struct Pruned {
     pub calldata: usize,
     /// Finished relays deleted, with their transactions.
     pub relays: usize,
+    /// Webhook events deleted with their relays (delivered, or given up undelivered).
+    pub events: usize,
 }
 
 impl Store {
@@ -30,6 +33,12 @@ impl Store {
             let calldata = tx.execute(
                 &format!("UPDATE relays SET input = NULL WHERE {finished} AND settled_at <= ?1 AND input IS NOT NULL"),
                 params![seconds(calldata_before)],
+            )?;
+            let events = tx.execute(
+                &format!(
+                    "DELETE FROM webhook_events WHERE relay IN (SELECT id FROM relays WHERE {finished} AND settled_at <= ?1)"
+                ),
+                params![seconds(relays_before)],
             )?;
             tx.execute(
                 &format!(
@@ -46,7 +55,7 @@ impl Store {
                 params![now.saturating_sub(RATE_WINDOW_SECS) as i64],
             )?;
             tx.commit()?;
-            Ok(Pruned { calldata, relays })
+            Ok(Pruned { calldata, relays, events })
         })
     }
 }

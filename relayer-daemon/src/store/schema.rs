@@ -47,6 +47,25 @@ CREATE TABLE IF NOT EXISTS relay_txs (
 );
 CREATE INDEX IF NOT EXISTS relay_txs_by_hash ON relay_txs (tx_hash);
 CREATE INDEX IF NOT EXISTS relay_txs_by_relay ON relay_txs (relay);
+CREATE TABLE IF NOT EXISTS webhook_events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    event_id TEXT NOT NULL UNIQUE,
+    relay INTEGER NOT NULL,
+    relay_id TEXT NOT NULL,
+    sequence INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    body TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at INTEGER NOT NULL,
+    lease_owner TEXT,
+    lease_until INTEGER,
+    delivered_at INTEGER,
+    last_error TEXT,
+    UNIQUE (relay, sequence)
+);
+CREATE INDEX IF NOT EXISTS webhook_events_pending ON webhook_events (relay, sequence)
+    WHERE delivered_at IS NULL;
 ";
 
 /// Columns added to `relays` by the relay lifecycle (id, retries, replacement, outcome) and the

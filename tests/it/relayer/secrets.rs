@@ -1,6 +1,7 @@
 //! RPC failures never show the RPC URL: hosted nodes carry their API key in its path or query,
 //! and the HTTP client quotes the URL in its errors. Clients get a fixed message, the log gets
-//! the detail with the URL redacted.
+//! the detail with the URL redacted. The webhook secret, and a token in the receiver's URL, are
+//! never logged either.
 
 use std::sync::{
     Arc,
@@ -11,8 +12,9 @@ use alloy::primitives::{Address, U256, aliases::U48};
 use kya_core::forward_request::{self, ForwardRequest};
 use kya_devchain::dev_accounts::{self, Role};
 use kya_tests::{
-    relayer_fixture::{BinaryRelayer, body},
+    relayer_fixture::{BinaryRelayer, body, forward, set, settings, sign_with_core},
     rpc_proxy::{self, RpcAction},
+    webhook_receiver::{Receiver, verify},
 };
 use serde_json::json;
 
@@ -98,4 +100,49 @@ async fn rpc_failures_answer_a_fixed_message_and_the_url_key_reaches_neither_cli
     let host = node.trim_start_matches("http://");
     assert!(log.contains(&format!("http://{host}/…")), "{log}");
     assert!(log.contains("RPC error: "), "{log}");
+}
+
+/// The webhook secret (raw or `whsec_`) and the receiver URL's token reach neither the log nor
+/// an answer of the real binary, while deliveries signed with it go out; the start-up line says
+/// only that a secret of so many bytes is set.
+#[tokio::test]
+async fn the_webhook_secret_and_the_receivers_token_never_reach_the_log_or_an_answer() {
+    let t = kya_tests::TestChain::start().await;
+    let receiver = Receiver::start().await;
+    for (secret, bytes, hidden) in [
+        ("kya-webhook-test-secret-0123456789abcdef", 40, "kya-webhook-test-secret"),
+        ("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwg7duQoLFbaY=", 32, "MfKQ9r8GKYqrTwjUPD8I"),
+    ] {
+        let db = tempfile::tempdir().unwrap();
+        let mut env = settings(&t, db.path());
+        set(&mut env, "WEBHOOK_URL", receiver.url());
+        set(&mut env, "WEBHOOK_SECRET", secret);
+        let relayer = BinaryRelayer::start(BINARY, &env);
+        let agent = agent_key(410 + bytes);
+        let request = forward(&t, agent.address(), 0, &register_call(agent.address(), 0));
+        let (status, answer) =
+            relayer.client.relay(&body(&request, &sign_with_core(&t, &agent, &request).signature)).await;
+        assert_eq!(status, 200, "{answer}");
+        let id = answer["relayId"].as_str().unwrap().to_owned();
+        let relay = relayer.client.relay_until(&id, |relay| relay["status"] == "mined").await;
+        let seen = receiver
+            .until(std::time::Duration::from_secs(30), |seen| {
+                seen.iter()
+                    .any(|delivery| delivery.body.contains(&id) && delivery.body.contains("relay.mined"))
+            })
+            .await;
+        let ours: Vec<_> = seen.into_iter().filter(|delivery| delivery.body.contains(&id)).collect();
+        assert_eq!(ours.len(), 3, "accepted, sent, mined");
+        let checks: Vec<_> = ours.iter().map(|delivery| (delivery.clone(), None)).collect();
+        assert!(verify(secret, &checks).iter().all(Result::is_ok), "signed with this secret");
+        let (_, metrics) = relayer.client.metrics().await;
+        let (clean, log) = relayer.terminate();
+        assert!(clean, "{log}");
+
+        assert!(log.contains(&format!("WebhookSecret({bytes} bytes, redacted)")), "{log}");
+        let everything = format!("{log}\n{answer}\n{relay}\n{metrics}");
+        for secret_part in [hidden, &secret[secret.len() - 12..], "receiver-url-token"] {
+            assert!(!everything.contains(secret_part), "{secret_part} leaked:\n{everything}");
+        }
+    }
 }
