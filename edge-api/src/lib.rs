@@ -3,10 +3,10 @@
 mod answers;
 mod cache;
 mod config;
+mod deps;
 mod error;
 mod health;
 mod http;
-mod memory;
 mod openapi;
 mod rate_limit;
 mod reads;
@@ -21,7 +21,7 @@ use std::cell::Cell;
 
 use worker::{Context, Date, Env, Headers, Method, Request, Response, event};
 
-use crate::{answers::Deps, config::Config, routes::Endpoint, rpc::Rpc};
+use crate::{config::Config, deps::Deps, routes::Endpoint, rpc::Rpc};
 
 #[event(fetch)]
 async fn fetch(request: Request, env: Env, context: Context) -> worker::Result<Response> {
