@@ -56,10 +56,21 @@ impl EdgeWorker {
     /// answering (a port taken between choosing it and binding it) is started again on other
     /// ports, up to three times in all.
     pub async fn start(vars: &[(&str, String)]) -> Self {
+        Self::start_with(vars, false).await
+    }
+
+    /// [`EdgeWorker::start`] with the registry index: its D1 tables created by the project's
+    /// migrations (`wrangler d1 migrations apply INDEX --local`) in the fresh state directory,
+    /// and the scheduled handler reachable through `--test-scheduled` ([`EdgeWorker::run_index`]).
+    pub async fn start_indexed(vars: &[(&str, String)]) -> Self {
+        Self::start_with(vars, true).await
+    }
+
+    async fn start_with(vars: &[(&str, String)], indexed: bool) -> Self {
         build_worker();
         let client = reqwest::Client::new();
         for attempt in 1..=3 {
-            let mut worker = Self::spawn(vars);
+            let mut worker = Self::spawn(vars, indexed);
             let started = Instant::now();
             loop {
                 let probe =
@@ -92,18 +103,31 @@ impl EdgeWorker {
         panic!("wrangler dev exited before answering three times (its output is above)");
     }
 
-    /// One `wrangler dev` on free ports, with a fresh state directory.
-    fn spawn(vars: &[(&str, String)]) -> Self {
+    /// One `wrangler dev` on free ports, with a fresh state directory (the index's tables
+    /// created in it first when `indexed`).
+    fn spawn(vars: &[(&str, String)], indexed: bool) -> Self {
         let root = repo_root();
         let state = tempfile::tempdir().expect("a temporary directory");
+        if indexed {
+            let migrated = wrangler(&root)
+                .args(["d1", "migrations", "apply", "INDEX", "--local", "--persist-to"])
+                .arg(state.path().join("state"))
+                .output()
+                .expect("wrangler runs");
+            assert!(
+                migrated.status.success(),
+                "applying the index's migrations failed:\n{}{}",
+                String::from_utf8_lossy(&migrated.stdout),
+                String::from_utf8_lossy(&migrated.stderr)
+            );
+        }
         let port = free_port();
         // Two ports the system handed out one after the other can be the same one.
         let inspector_port = std::iter::repeat_with(free_port).find(|&other| other != port).expect("a port");
         let log = state.path().join("wrangler.log");
         let output = File::create(&log).expect("log file");
-        let mut command = Command::new(root.join("node_modules/.bin/wrangler"));
+        let mut command = wrangler(&root);
         command
-            .current_dir(&root)
             .args(["dev", "--ip", "127.0.0.1", "--port", &port.to_string()])
             // Concurrent instances would all want the default devtools port 9229.
             .args(["--inspector-port", &inspector_port.to_string(), "--show-interactive-dev-session=false"])
@@ -111,18 +135,42 @@ impl EdgeWorker {
             .arg(state.path().join("state"))
             // `log`: the Worker's own console lines (KV counter writes) are part of what tests read.
             .args(["--log-level", "log"])
-            .env("WRANGLER_SEND_METRICS", "false")
-            .env("WRANGLER_SEND_ERROR_REPORTS", "false")
-            .env("CLOUDFLARE_CF_FETCH_ENABLED", "false")
-            .env("CI", "true")
             .stdin(Stdio::null())
             .stdout(output.try_clone().expect("log handle"))
             .stderr(output);
+        if indexed {
+            command.arg("--test-scheduled");
+        }
         for (name, value) in vars {
             command.arg("--var").arg(format!("{name}:{value}"));
         }
         let child = command.spawn().expect("wrangler starts (run scripts/bootstrap.sh)");
         Self { child, base: format!("http://127.0.0.1:{port}"), log, _state: state }
+    }
+
+    /// Runs the index's scheduled handler once (`/__scheduled`, as a Cron Trigger would) and
+    /// waits for it to end; the Worker needs [`EdgeWorker::start_indexed`].
+    pub async fn run_index(&self) {
+        let response = reqwest::get(format!("{}/__scheduled?cron=*+*+*+*+*", self.base))
+            .await
+            .unwrap_or_else(|error| panic!("/__scheduled: {error}"));
+        assert_eq!(response.status().as_u16(), 200, "/__scheduled:\n{}", self.output());
+    }
+
+    /// The rows `sql` selects from the Worker's local index (`wrangler d1 execute --local` on its
+    /// state directory), as JSON objects.
+    pub fn query_index(&self, sql: &str) -> Vec<Value> {
+        let output = wrangler(&repo_root())
+            .args(["d1", "execute", "INDEX", "--local", "--json", "--persist-to"])
+            .arg(self._state.path().join("state"))
+            .args(["--command", sql])
+            .output()
+            .expect("wrangler runs");
+        let text = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{sql}: {text}{}", String::from_utf8_lossy(&output.stderr));
+        let answer: Value =
+            serde_json::from_str(&text).unwrap_or_else(|error| panic!("{sql}: {error}: {text}"));
+        answer[0]["results"].as_array().cloned().unwrap_or_default()
     }
 
     /// What wrangler printed so far.
@@ -154,6 +202,19 @@ impl Drop for EdgeWorker {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Wrangler from the project's `node_modules`, run from the repository, offline (no telemetry,
+/// no Cloudflare calls).
+fn wrangler(root: &std::path::Path) -> Command {
+    let mut command = Command::new(root.join("node_modules/.bin/wrangler"));
+    command
+        .current_dir(root)
+        .env("WRANGLER_SEND_METRICS", "false")
+        .env("WRANGLER_SEND_ERROR_REPORTS", "false")
+        .env("CLOUDFLARE_CF_FETCH_ENABLED", "false")
+        .env("CI", "true");
+    command
 }
 
 /// One response: status, headers and the body parsed as JSON (`Value::Null` when empty).

@@ -1,7 +1,6 @@
 //! Each `/api/v1` endpoint's answer: what it reads ([`reads`], or the snapshot's answers) and
 //! the JSON it renders with `kya_core`. Handlers stay thin: read, render.
 
-use alloy_primitives::Address;
 use kya_core::{
     BlockRef, KyaResult,
     pagination::window,
@@ -9,29 +8,7 @@ use kya_core::{
 };
 use serde::Serialize;
 
-use crate::{Error, Result, http::Answer, reads, routes::Endpoint, rpc::Rpc, snapshot};
-
-/// What the endpoints need to answer.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Deps<'a> {
-    pub(crate) rpc: Rpc<'a>,
-    pub(crate) registry: Address,
-    /// Scheme and host of the request, the namespace of cache keys.
-    pub(crate) origin: &'a str,
-    /// The request's wall-clock time, Unix seconds.
-    pub(crate) now: u64,
-    /// Bytes the isolate's memory tier may hold.
-    pub(crate) memory_budget: usize,
-    /// The configuration's part of every cache key ([`crate::config::Config::cache_tag`]).
-    pub(crate) cache_tag: &'a str,
-}
-
-impl Deps<'_> {
-    /// The cache key of `path` (starting with `/`).
-    pub(crate) fn cache_key(&self, path: &str) -> String {
-        crate::cache::key(self.origin, self.cache_tag, path)
-    }
-}
+use crate::{Error, Result, deps::Deps, http::Answer, reads, routes::Endpoint, snapshot};
 
 /// The JSON body of `endpoint`'s successful answer, with the block it read.
 pub(crate) async fn answer(endpoint: &Endpoint, deps: &Deps<'_>) -> Result<Answer> {

@@ -17,6 +17,10 @@ pub const DEFAULT_BATCH_SIZE: usize = 500;
 /// registry snapshots of 10,000 agents, well within an isolate's 128 MB.
 pub const DEFAULT_MEMORY_CACHE_BYTES: usize = 32 << 20;
 
+/// Agents the index's scheduled run reads at most when `INDEX_AGENTS_PER_RUN` is not set: one
+/// `aggregate3` of records and histories.
+pub const DEFAULT_INDEX_AGENTS_PER_RUN: u64 = 200;
+
 /// What the Worker reads from its environment on every request (vars are free to read).
 #[derive(Debug, Clone)]
 pub(crate) struct Config {
@@ -31,6 +35,8 @@ pub(crate) struct Config {
     multicall: Option<String>,
     /// Bytes the isolate's memory tier may hold (`MEMORY_CACHE_BYTES`; 0 turns it off).
     pub(crate) memory_cache_bytes: usize,
+    /// Agents the index's scheduled run reads at most (`INDEX_AGENTS_PER_RUN`, at least 1).
+    pub(crate) index_agents_per_run: u64,
     /// A short hash of the registry and the RPC endpoint, part of every cache key, so a changed
     /// configuration never serves what the old one answered.
     pub(crate) cache_tag: String,
@@ -42,8 +48,8 @@ thread_local! {
 }
 
 impl Config {
-    /// Reads `RPC_URL`, `REGISTRY_ADDRESS`, `RPC_BATCH_SIZE`, `MEMORY_CACHE_BYTES` and
-    /// `MULTICALL_ADDRESS`; empty values count as unset, except `MULTICALL_ADDRESS`, which
+    /// Reads `RPC_URL`, `REGISTRY_ADDRESS`, `RPC_BATCH_SIZE`, `MEMORY_CACHE_BYTES`,
+    /// `INDEX_AGENTS_PER_RUN` and `MULTICALL_ADDRESS`; empty values count as unset, except `MULTICALL_ADDRESS`, which
     /// empty turns Multicall3 off.
     pub(crate) fn from_env(env: &Env) -> Rc<Self> {
         CONFIG.with(|config| Rc::clone(config.get_or_init(|| Rc::new(Self::read(env)))))
@@ -66,6 +72,10 @@ impl Config {
             memory_cache_bytes: var("MEMORY_CACHE_BYTES")
                 .and_then(|bytes| bytes.parse().ok())
                 .unwrap_or(DEFAULT_MEMORY_CACHE_BYTES),
+            index_agents_per_run: var("INDEX_AGENTS_PER_RUN")
+                .and_then(|agents| agents.parse().ok())
+                .filter(|agents| *agents > 0)
+                .unwrap_or(DEFAULT_INDEX_AGENTS_PER_RUN),
             multicall: match raw("MULTICALL_ADDRESS") {
                 None => Some(MULTICALL3_ADDRESS.to_string()),
                 Some(text) if text.is_empty() => None,

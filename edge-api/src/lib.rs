@@ -3,10 +3,11 @@
 mod answers;
 mod cache;
 mod config;
+mod deps;
 mod error;
 mod health;
 mod http;
-mod memory;
+mod index;
 mod openapi;
 mod rate_limit;
 mod reads;
@@ -14,14 +15,18 @@ mod routes;
 mod rpc;
 mod snapshot;
 
-pub use config::{DEFAULT_BATCH_SIZE, DEFAULT_MEMORY_CACHE_BYTES, DEFAULT_RPC_URL};
+pub use config::{
+    DEFAULT_BATCH_SIZE, DEFAULT_INDEX_AGENTS_PER_RUN, DEFAULT_MEMORY_CACHE_BYTES, DEFAULT_RPC_URL,
+};
 pub use error::{Error, Result};
 
 use std::cell::Cell;
 
-use worker::{Context, Date, Env, Headers, Method, Request, Response, event};
+use worker::{
+    Context, Date, Env, Headers, Method, Request, Response, ScheduleContext, ScheduledEvent, event,
+};
 
-use crate::{answers::Deps, config::Config, routes::Endpoint, rpc::Rpc};
+use crate::{config::Config, deps::Deps, routes::Endpoint, rpc::Rpc};
 
 #[event(fetch)]
 async fn fetch(request: Request, env: Env, context: Context) -> worker::Result<Response> {
@@ -40,6 +45,12 @@ async fn fetch(request: Request, env: Env, context: Context) -> worker::Result<R
             Ok(Response::ok(body)?.with_status(500).with_headers(headers))
         }
     }
+}
+
+/// A Cron Trigger (`wrangler.toml`): one bounded step of the registry index.
+#[event(scheduled)]
+async fn scheduled(_event: ScheduledEvent, env: Env, _context: ScheduleContext) {
+    index::run(&env).await;
 }
 
 async fn respond(request: Request, env: Env, context: Context) -> Result<Response> {
@@ -85,7 +96,7 @@ async fn serve(request: &Request, env: &Env, now: u64) -> Result<Response> {
     let budget = Cell::new(rpc::SUBREQUEST_BUDGET);
     let rpc = Rpc { url: &config.rpc_url, batch_size: config.batch_size, multicall: None, budget: &budget };
     match endpoint {
-        Endpoint::Health => return health::answer(&config, &rpc).await,
+        Endpoint::Health => return health::answer(&config, &rpc, index::Store::open(env)).await,
         Endpoint::OpenApi => return http::json(200, openapi::DOCUMENT, openapi::CACHE_CONTROL),
         _ => {}
     }

@@ -2,12 +2,13 @@
 //! [`Rpc::read`] (through Multicall3: one round trip that also says which block it read),
 //! decoded by `kya_core`.
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, ops::RangeInclusive};
 
 use alloy_primitives::{Address, U256};
 use kya_core::{
     Agent, BlockRef, Error as CoreError, Revenue, Snapshot,
     abi::AgentRegistry,
+    index::{AgentRevenue, IndexedAgent, RevenueSums},
     lineage::{self, LineageNode, NodeData, shown_children},
     multicall::CALLS_PER_AGGREGATE,
     record::small,
@@ -94,6 +95,36 @@ fn add_history(snapshot: &mut Snapshot, agent_id: u64, outcome: &Outcome) -> Res
     }
     snapshot.revenue.extend(decode_histories(std::slice::from_ref(outcome))?);
     Ok(())
+}
+
+/// The registry's `nextAgentId` at the latest block, and that block.
+pub(crate) async fn next_agent_id(rpc: &Rpc<'_>, registry: Address) -> Result<(BlockRef, u64)> {
+    let calls = plan(registry, |plan| {
+        plan.push(&AgentRegistry::nextAgentIdCall {});
+    });
+    let (block, outcomes) = rpc.read(&calls, None).await?;
+    Ok((block, small(outcomes[0].decode::<AgentRegistry::nextAgentIdCall>()?, "nextAgentId")?))
+}
+
+/// The agents `ids` as the index holds them (record and revenue sums), read at `at`. A history
+/// past the provider's `eth_call` gas cap is [`AgentRevenue::Unreadable`], as in [`snapshot`].
+pub(crate) async fn indexed_agents(
+    rpc: &Rpc<'_>,
+    registry: Address,
+    ids: RangeInclusive<u64>,
+    at: BlockRef,
+) -> Result<Vec<IndexedAgent>> {
+    let (_, outcomes) = rpc.read(&plan(registry, |plan| push_agents(plan, ids)), Some(at)).await?;
+    let mut agents = Vec::with_capacity(outcomes.len() / 2);
+    for pair in outcomes.chunks(2) {
+        let record = decode_record(&pair[0])?;
+        let revenue = match &pair[1] {
+            Outcome::OutOfGas(_) => AgentRevenue::Unreadable,
+            history => AgentRevenue::Read(RevenueSums::of(&decode_histories(std::slice::from_ref(history))?)),
+        };
+        agents.push(IndexedAgent { record, revenue });
+    }
+    Ok(agents)
 }
 
 /// One agent and its direct children, at the latest block.

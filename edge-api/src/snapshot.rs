@@ -8,9 +8,8 @@ use kya_core::{SnapshotAnswers, redact};
 
 use crate::{
     Result,
-    answers::Deps,
-    cache,
-    memory::{self, ByteSize, Held},
+    cache::{self, memory},
+    deps::Deps,
     reads,
     routes::AGENT_DATA_TTL,
 };
@@ -25,16 +24,10 @@ pub(crate) struct LoadedSnapshot {
     pub(crate) read_at: u64,
 }
 
-impl ByteSize for LoadedSnapshot {
-    fn size(&self) -> usize {
-        self.answers.size()
-    }
-}
-
 /// The snapshot's answers, younger than five minutes at `deps.now`.
 pub(crate) async fn load(deps: &Deps<'_>) -> Result<Rc<LoadedSnapshot>> {
     let key = deps.cache_key("/snapshot");
-    if let Some(loaded) = memory::snapshot(&key, deps.now) {
+    if let Some(loaded) = memory::get::<LoadedSnapshot>(&key, deps.now) {
         return Ok(loaded);
     }
     if let Some(loaded) = from_cache_api(&key, deps.now).await {
@@ -65,5 +58,5 @@ async fn from_cache_api(key: &str, now: u64) -> Option<LoadedSnapshot> {
 
 fn remember(key: &str, loaded: &Rc<LoadedSnapshot>, budget: usize) {
     let expires_at = loaded.read_at.saturating_add(AGENT_DATA_TTL);
-    memory::keep(key, Held::Snapshot(Rc::clone(loaded)), expires_at, budget);
+    memory::keep(key, Rc::clone(loaded), loaded.answers.size(), expires_at, budget);
 }

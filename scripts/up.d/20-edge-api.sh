@@ -1,23 +1,36 @@
 # shellcheck shell=bash
 # The edge API Worker under `wrangler dev` on PORT (default 3000, as SPEC.md says) against the
-# local chain, offline (no telemetry, no Cloudflare calls). Its Cache API and KV state start
+# local chain, offline (no telemetry, no Cloudflare calls). Its Cache API, KV and D1 state start
 # empty: every `scripts/up.sh` deploys a fresh chain at the same addresses, so old cached answers
-# would otherwise describe the previous chain.
+# would otherwise describe the previous chain. The registry index's tables are created by the
+# project's migrations (edge-api/migrations/), and its scheduled handler is run every
+# INDEX_EVERY seconds (default 5) through --test-scheduled, as a Cron Trigger would run it.
 bash scripts/build-worker.sh
 edge_port=${PORT:-3000}
 rm -rf .wrangler/state
+export WRANGLER_SEND_METRICS=false WRANGLER_SEND_ERROR_REPORTS=false CLOUDFLARE_CF_FETCH_ENABLED=false
+CI=true node_modules/.bin/wrangler d1 migrations apply INDEX --local --persist-to .wrangler/state >/dev/null
 
 # wrangler stops cleanly (with workerd) on SIGINT; up.sh stops services with SIGTERM, so this
 # wrapper turns one into the other.
 run_edge_api() {
-  WRANGLER_SEND_METRICS=false WRANGLER_SEND_ERROR_REPORTS=false CLOUDFLARE_CF_FETCH_ENABLED=false \
-    node_modules/.bin/wrangler dev --ip 127.0.0.1 --port "$edge_port" --persist-to .wrangler/state \
-    --var "RPC_URL:$RPC_URL" --var "REGISTRY_ADDRESS:$REGISTRY_ADDRESS" </dev/null &
+  node_modules/.bin/wrangler dev --ip 127.0.0.1 --port "$edge_port" --persist-to .wrangler/state \
+    --test-scheduled --var "RPC_URL:$RPC_URL" --var "REGISTRY_ADDRESS:$REGISTRY_ADDRESS" </dev/null &
   local wrangler=$!
   trap 'kill -INT "$wrangler" 2>/dev/null; wait "$wrangler"' TERM
   wait "$wrangler"
 }
 start_service "edge API" run_edge_api
 wait_until 90 "the edge API" curl -fsS "http://127.0.0.1:$edge_port/health"
+
+# The index's runs: what a Cron Trigger does in a deployment, every few seconds here.
+run_index() {
+  while true; do
+    curl -fsS -o /dev/null "http://127.0.0.1:$edge_port/__scheduled?cron=*+*+*+*+*" || true
+    sleep "${INDEX_EVERY:-5}"
+  done
+}
+start_service "index runs" run_index
 summary+=("edge API   http://127.0.0.1:$edge_port (GET /health, /api/v1/stats, /agents, /agent/:id, /kya/:wallet, ...)")
+summary+=("index      D1 under wrangler dev, run every ${INDEX_EVERY:-5} s (GET /health shows it)")
 summary+=("explorer   http://127.0.0.1:$edge_port/ (the registry explorer page, served with the Worker)")

@@ -11,5 +11,6 @@ mod demo;
 mod expect;
 mod failures;
 mod hostile;
+mod index;
 mod methods;
 mod providers;

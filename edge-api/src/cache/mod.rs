@@ -16,8 +16,10 @@ use worker::{Cache, Response};
 use crate::{
     Result,
     http::{self, Answer},
-    memory::{self, ByteSize, Held},
 };
+
+mod lru;
+pub(crate) mod memory;
 
 /// When (Unix seconds) a cached answer's data reaches its TTL; sent along as a diagnostic.
 const EXPIRES_AT: &str = "x-expires-at";
@@ -50,13 +52,12 @@ pub(crate) struct CachedAnswer {
     pub(crate) expires_at: u64,
 }
 
-impl ByteSize for CachedAnswer {
+impl CachedAnswer {
+    /// Bytes held, for the memory tier's budget.
     fn size(&self) -> usize {
         self.answer.body.len() + self.etag.len() + 64
     }
-}
 
-impl CachedAnswer {
     /// The 200 response at `now`: `Cache-Control` with what is left of the TTL, `ETag`,
     /// `X-Expires-At` and the block headers.
     pub(crate) fn response(&self, now: u64) -> Result<Response> {
@@ -85,7 +86,7 @@ pub(crate) fn etag(body: &str) -> String {
 
 /// The cached answer under `key` if still fresh at `now`, and the tier that had it.
 pub(crate) async fn lookup(key: &str, now: u64, memory_budget: usize) -> Option<(Rc<CachedAnswer>, Tier)> {
-    if let Some(hit) = memory::answer(key, now) {
+    if let Some(hit) = memory::get::<CachedAnswer>(key, now) {
         return Some((hit, Tier::Memory));
     }
     let mut response = get(key).await?;
@@ -97,7 +98,7 @@ pub(crate) async fn lookup(key: &str, now: u64, memory_budget: usize) -> Option<
     let etag = response.headers().get("etag").ok().flatten()?;
     let body = response.text().await.ok()?;
     let cached = Rc::new(CachedAnswer { answer: Answer { body, block, read_at: 0 }, etag, expires_at });
-    memory::keep(key, Held::Answer(Rc::clone(&cached)), expires_at, memory_budget);
+    memory::keep(key, Rc::clone(&cached), cached.size(), expires_at, memory_budget);
     Some((cached, Tier::CacheApi))
 }
 
@@ -112,7 +113,7 @@ pub(crate) async fn store(
     let expires_at = answer.read_at.saturating_add(ttl);
     let cached = Rc::new(CachedAnswer { etag: etag(&answer.body), expires_at, answer });
     if expires_at > now {
-        memory::keep(key, Held::Answer(Rc::clone(&cached)), expires_at, memory_budget);
+        memory::keep(key, Rc::clone(&cached), cached.size(), expires_at, memory_budget);
         match cached.response(now) {
             Ok(response) => put(key, response).await,
             Err(error) => worker::console_warn!("caching {key} failed: {error}"),

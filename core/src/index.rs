@@ -1,0 +1,614 @@
+//! The registry index's model: what an index of the registry keeps per agent ([`IndexedAgent`])
+//! and in total ([`Totals`]) so that the five registry-wide endpoints (`/stats`,
+//! `/stats/detailed`, `/agents`, `/agents/compliance`, `/revenue/aggregate`) answer with work
+//! that does not grow with the registry, kept exact as agents change one by one, and rendered
+//! byte for byte as [`crate::SnapshotAnswers`] renders them from a whole snapshot.
+//!
+//! Compliance depends on time: an attestation lapses 7 days after it was made, without any write.
+//! The index's compliant count is exact at its block's time; moving to a later block's time,
+//! the agents whose attestation lapsed in between are counted out ([`lapsing`] names the range
+//! of `lastAttestation` to count), before the agents the new block changed are applied at the new
+//! time ([`Totals::apply`]).
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    ops::Range,
+};
+
+use alloy_primitives::{Address, U256, U512};
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    ATTESTATION_VALIDITY_SECS, Agent, AgentStatus, Cents, Compliance, Revenue,
+    pagination::Page,
+    query::AgentsQuery,
+    stats::{ComplianceItem, DetailedStats, RevenueAggregate, Stats, StatusDistribution, percentage},
+    view::{AgentListItem, RecentRegistration},
+};
+
+/// An agent as the index holds it: its record, and its revenue history summed (exactly).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexedAgent {
+    pub record: Agent,
+    pub revenue: AgentRevenue,
+}
+
+/// An agent's revenue history as the index holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AgentRevenue {
+    /// The history's sums.
+    Read(RevenueSums),
+    /// The history needs more gas than the provider's `eth_call` gas cap: left out of the sums,
+    /// and the agent named in `revenueUnreadable`.
+    Unreadable,
+}
+
+/// Revenue reports summed exactly (512 bits hold any number of `uint256` amounts the registry
+/// can hold), so a report can be taken out again; rendered saturating at `uint256`, which is
+/// what summing with saturation gives.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RevenueSums {
+    pub reports: u64,
+    pub total: U512,
+    /// Per currency: reports and their sum.
+    pub by_currency: BTreeMap<String, (u64, U512)>,
+    /// Per category: reports and their sum.
+    pub by_category: BTreeMap<String, (u64, U512)>,
+}
+
+impl RevenueSums {
+    /// The sums of `reports`.
+    pub fn of(reports: &[Revenue]) -> Self {
+        let mut sums = Self::default();
+        for report in reports {
+            let amount = U512::from(report.amount);
+            sums.reports += 1;
+            sums.total += amount;
+            for (map, key) in
+                [(&mut sums.by_currency, &report.currency), (&mut sums.by_category, &report.category)]
+            {
+                let entry = map.entry(key.clone()).or_default();
+                entry.0 += 1;
+                entry.1 += amount;
+            }
+        }
+        sums
+    }
+
+    /// Adds `other`'s reports (`sign` 1) or takes them out again (`sign` -1); a key left with no
+    /// report is removed, as if it had never been summed.
+    fn add(&mut self, other: &Self, sign: Sign) {
+        self.reports = sign.apply(self.reports, other.reports);
+        self.total = sign.apply_wide(self.total, other.total);
+        for (map, others) in
+            [(&mut self.by_currency, &other.by_currency), (&mut self.by_category, &other.by_category)]
+        {
+            for (key, (count, sum)) in others {
+                let entry = map.entry(key.clone()).or_default();
+                entry.0 = sign.apply(entry.0, *count);
+                entry.1 = sign.apply_wide(entry.1, *sum);
+                if entry.0 == 0 {
+                    map.remove(key);
+                }
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sign {
+    Add,
+    Remove,
+}
+
+impl Sign {
+    fn apply(self, value: u64, by: u64) -> u64 {
+        match self {
+            Self::Add => value.saturating_add(by),
+            Self::Remove => value.saturating_sub(by),
+        }
+    }
+
+    fn apply_wide(self, value: U512, by: U512) -> U512 {
+        match self {
+            Self::Add => value.saturating_add(by),
+            Self::Remove => value.saturating_sub(by),
+        }
+    }
+}
+
+/// A sum shown as the API shows sums: saturating at `uint256`.
+fn cents(sum: U512) -> Cents {
+    Cents(U256::saturating_from(sum))
+}
+
+/// What the five endpoints need in total, exact at the index's block.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Totals {
+    pub agents: u64,
+    pub status: StatusDistribution,
+    pub generations: BTreeMap<u64, u64>,
+    /// Active agents attested within the validity period at the index's block's time.
+    pub compliant: u64,
+    pub revenue: RevenueSums,
+    /// Agents whose revenue history is unreadable (ascending).
+    pub unreadable: BTreeSet<u64>,
+}
+
+/// The `lastAttestation` values at or above which an attestation is current at `now`.
+pub const fn current_from(now: u64) -> u64 {
+    now.saturating_sub(ATTESTATION_VALIDITY_SECS)
+}
+
+/// How moving the index's time from `from` to `to` changes which attestations are current:
+/// Active agents whose `lastAttestation` lies in the range stop being compliant (`Lapsed`), or,
+/// for a move back in time (a reorganisation onto a chain with an earlier timestamp), become
+/// compliant again (`Renewed`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lapse {
+    Lapsed(Range<u64>),
+    Renewed(Range<u64>),
+}
+
+/// The `lastAttestation` range whose Active agents change compliance between `from` and `to`.
+pub const fn lapsing(from: u64, to: u64) -> Lapse {
+    let (from, to) = (current_from(from), current_from(to));
+    if to >= from { Lapse::Lapsed(from..to) } else { Lapse::Renewed(to..from) }
+}
+
+impl Totals {
+    /// Moves the compliant count from one time to another: `changed` is the number of Active
+    /// agents (as held before this block's changes) in [`lapsing`]'s range.
+    pub fn shift_time(&mut self, lapse: &Lapse, changed: u64) {
+        match lapse {
+            Lapse::Lapsed(_) => self.compliant = self.compliant.saturating_sub(changed),
+            Lapse::Renewed(_) => self.compliant = self.compliant.saturating_add(changed),
+        }
+    }
+
+    /// Replaces an agent's `old` state by its `new` one (`None`: not in the index, such as an
+    /// agent a reorganisation removed), with compliance at `now`, the index's new time.
+    pub fn apply(&mut self, old: Option<&IndexedAgent>, new: Option<&IndexedAgent>, now: u64) {
+        if let Some(old) = old {
+            self.count(old, now, Sign::Remove);
+        }
+        if let Some(new) = new {
+            self.count(new, now, Sign::Add);
+        }
+    }
+
+    fn count(&mut self, agent: &IndexedAgent, now: u64, sign: Sign) {
+        let record = &agent.record;
+        self.agents = sign.apply(self.agents, 1);
+        let status = status_mut(&mut self.status, record.status);
+        *status = sign.apply(*status, 1);
+        let generation = self.generations.entry(record.generation).or_default();
+        *generation = sign.apply(*generation, 1);
+        if *generation == 0 {
+            self.generations.remove(&record.generation);
+        }
+        if Compliance::of(record, 0, now).is_compliant() {
+            self.compliant = sign.apply(self.compliant, 1);
+        }
+        match (&agent.revenue, sign) {
+            (AgentRevenue::Read(sums), _) => self.revenue.add(sums, sign),
+            (AgentRevenue::Unreadable, Sign::Add) => {
+                self.unreadable.insert(record.agent_id);
+            }
+            (AgentRevenue::Unreadable, Sign::Remove) => {
+                self.unreadable.remove(&record.agent_id);
+            }
+        }
+    }
+
+    /// `/stats`.
+    pub fn stats(&self, registry: &Address, chain: &str) -> Stats {
+        Stats { total_agents: self.agents, registry_address: *registry, chain: chain.to_owned() }
+    }
+
+    /// `/stats` as JSON.
+    pub fn stats_body(&self, registry: &Address, chain: &str) -> String {
+        json(&self.stats(registry, chain))
+    }
+
+    /// `/stats/detailed` as JSON; `recent` are the newest registrations (by `registeredAt`, then
+    /// id, descending, [`crate::stats::RECENT_REGISTRATIONS`] of them).
+    pub fn detailed_body(&self, registry: &Address, chain: &str, recent: &[Agent]) -> String {
+        let stats = self.stats(registry, chain);
+        json(&DetailedStats {
+            compliance_rate: percentage(self.compliant, stats.total_agents),
+            stats,
+            status_distribution: self.status,
+            generation_distribution: self.generations.clone(),
+            compliant_count: self.compliant,
+            total_revenue: sums(&self.revenue.by_currency),
+            recent_registrations: recent.iter().map(RecentRegistration::from).collect(),
+            revenue_unreadable: self.unreadable.iter().copied().collect(),
+        })
+    }
+
+    /// `/revenue/aggregate` as JSON.
+    pub fn aggregate_body(&self) -> String {
+        json(&RevenueAggregate {
+            total_reports: self.revenue.reports,
+            total_amount: cents(self.revenue.total),
+            by_currency: sums(&self.revenue.by_currency),
+            by_category: sums(&self.revenue.by_category),
+            revenue_unreadable: self.unreadable.iter().copied().collect(),
+        })
+    }
+}
+
+fn sums(map: &BTreeMap<String, (u64, U512)>) -> BTreeMap<String, Cents> {
+    map.iter().map(|(key, (_, sum))| (key.clone(), cents(*sum))).collect()
+}
+
+fn status_mut(distribution: &mut StatusDistribution, status: AgentStatus) -> &mut u64 {
+    match status {
+        AgentStatus::Active => &mut distribution.active,
+        AgentStatus::Suspended => &mut distribution.suspended,
+        AgentStatus::Revoked => &mut distribution.revoked,
+        AgentStatus::Terminated => &mut distribution.terminated,
+    }
+}
+
+/// Changes to parents' child counts when an agent's `old` state becomes `new`: the registry
+/// never moves a child, so only an agent that appears or disappears (a reorganisation) counts.
+pub fn child_change(old: Option<&Agent>, new: Option<&Agent>) -> Option<(u64, i64)> {
+    match (old, new) {
+        (None, Some(agent)) if agent.parent_agent_id != 0 => Some((agent.parent_agent_id, 1)),
+        (Some(agent), None) if agent.parent_agent_id != 0 => Some((agent.parent_agent_id, -1)),
+        _ => None,
+    }
+}
+
+/// An agent's `/agents` item as JSON, rendered once when it is indexed.
+pub fn list_item(agent: &Agent) -> String {
+    json(&AgentListItem::from(agent))
+}
+
+/// The `/agents` answer from `total` (agents matching the query's status) and the page's items
+/// as [`list_item`] rendered them: the same JSON as [`crate::stats::agents_page`].
+pub fn agents_page_body(total: u64, query: &AgentsQuery, items: &[&str]) -> String {
+    let limit = query.limit.max(1);
+    let data: Vec<&serde_json::value::RawValue> =
+        items.iter().map(|item| serde_json::from_str(item).expect("items are list_item's JSON")).collect();
+    json(&Page { total, page: query.page, limit, total_pages: total.div_ceil(limit), data })
+}
+
+/// The first `id`s of an unfiltered `/agents` page and how many: ids run from 1 without gaps
+/// (the registry counts agents one by one and never removes one), so a page is a range of ids.
+pub fn unfiltered_page_ids(total: u64, query: &AgentsQuery) -> Range<u64> {
+    let limit = query.limit.max(1);
+    let start = query.page.max(1).saturating_sub(1).saturating_mul(limit);
+    let first = start.saturating_add(1).min(total.saturating_add(1));
+    first..start.saturating_add(limit).min(total).saturating_add(1).max(first)
+}
+
+/// What `/agents/compliance` needs of an agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ComplianceRow {
+    pub agent_id: u64,
+    pub creator: Address,
+    pub status: AgentStatus,
+    pub last_attestation: u64,
+    pub child_count: u64,
+}
+
+/// `/agents/compliance` in parts, for a body streamed in order of ascending `lastAttestation`,
+/// then ascending id (stalest first: at a block no attestation is later than its time): the
+/// head, each item (joined by [`COMPLIANCE_SEPARATOR`]), then [`COMPLIANCE_TAIL`]. Together
+/// they are the JSON of [`crate::stats::compliance_list`].
+pub fn compliance_head(total: u64) -> String {
+    format!("{{\"total\":{total},\"data\":[")
+}
+
+/// Between two items of `/agents/compliance`.
+pub const COMPLIANCE_SEPARATOR: &str = ",";
+/// The end of `/agents/compliance`.
+pub const COMPLIANCE_TAIL: &str = "]}";
+
+/// One item of `/agents/compliance`, at `now`.
+pub fn compliance_item(row: &ComplianceRow, now: u64) -> String {
+    json(&ComplianceItem {
+        agent_id: row.agent_id,
+        creator: row.creator,
+        status: row.status,
+        compliance: Compliance::at(row.status, row.last_attestation, row.child_count, now),
+    })
+}
+
+fn json<T: Serialize>(value: &T) -> String {
+    serde_json::to_string(value).expect("answers serialise")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{BlockRef, Snapshot, SnapshotAnswers, pagination::AGENTS_MAX_LIMIT, stats};
+    use alloy_primitives::B256;
+    use proptest::prelude::*;
+    use std::collections::HashMap;
+
+    const WEEK: u64 = ATTESTATION_VALIDITY_SECS;
+
+    /// The whole index, held in memory as the edge holds it in its store.
+    #[derive(Default)]
+    struct Index {
+        agents: BTreeMap<u64, IndexedAgent>,
+        child_counts: HashMap<u64, i64>,
+        totals: Totals,
+        now: u64,
+    }
+
+    impl Index {
+        /// Moves to `snapshot` as an indexer does: the time first, counted on the agents as held,
+        /// then only the agents that differ.
+        fn follow(&mut self, snapshot: &Snapshot) {
+            let now = snapshot.block.timestamp;
+            let lapse = lapsing(self.now, now);
+            let range = match &lapse {
+                Lapse::Lapsed(range) | Lapse::Renewed(range) => range.clone(),
+            };
+            let changed = self
+                .agents
+                .values()
+                .filter(|agent| {
+                    agent.record.status == AgentStatus::Active
+                        && range.contains(&agent.record.last_attestation)
+                })
+                .count() as u64;
+            self.totals.shift_time(&lapse, changed);
+            self.now = now;
+            let new = indexed(snapshot);
+            let ids: BTreeSet<u64> = self.agents.keys().chain(new.keys()).copied().collect();
+            for id in ids {
+                let (old, fresh) = (self.agents.get(&id), new.get(&id));
+                if old == fresh {
+                    continue;
+                }
+                self.totals.apply(old, fresh, now);
+                if let Some((parent, change)) =
+                    child_change(old.map(|agent| &agent.record), fresh.map(|agent| &agent.record))
+                {
+                    *self.child_counts.entry(parent).or_default() += change;
+                }
+                match fresh {
+                    Some(agent) => self.agents.insert(id, agent.clone()),
+                    None => self.agents.remove(&id),
+                };
+            }
+        }
+
+        fn compliance_body(&self) -> String {
+            let mut rows: Vec<ComplianceRow> = self
+                .agents
+                .values()
+                .map(|agent| ComplianceRow {
+                    agent_id: agent.record.agent_id,
+                    creator: agent.record.creator,
+                    status: agent.record.status,
+                    last_attestation: agent.record.last_attestation,
+                    child_count: self.child_counts.get(&agent.record.agent_id).copied().unwrap_or(0) as u64,
+                })
+                .collect();
+            rows.sort_by_key(|row| (row.last_attestation, row.agent_id));
+            let items: Vec<String> = rows.iter().map(|row| compliance_item(row, self.now)).collect();
+            compliance_head(self.totals.agents) + &items.join(COMPLIANCE_SEPARATOR) + COMPLIANCE_TAIL
+        }
+
+        fn recent(&self) -> Vec<Agent> {
+            let mut newest: Vec<&Agent> = self.agents.values().map(|agent| &agent.record).collect();
+            newest.sort_by_key(|agent| core::cmp::Reverse((agent.registered_at, agent.agent_id)));
+            newest.into_iter().take(stats::RECENT_REGISTRATIONS).cloned().collect()
+        }
+
+        fn page(&self, query: &AgentsQuery) -> String {
+            let matching: Vec<&IndexedAgent> = self
+                .agents
+                .values()
+                .filter(|agent| query.status.is_none_or(|status| agent.record.status == status))
+                .collect();
+            let total = matching.len() as u64;
+            let items: Vec<String> = if query.status.is_none() {
+                unfiltered_page_ids(total, query).map(|id| list_item(&self.agents[&id].record)).collect()
+            } else {
+                let limit = query.limit.max(1);
+                let start = query.page.max(1).saturating_sub(1).saturating_mul(limit);
+                matching
+                    .iter()
+                    .skip(usize::try_from(start).unwrap_or(usize::MAX))
+                    .take(limit as usize)
+                    .map(|agent| list_item(&agent.record))
+                    .collect()
+            };
+            agents_page_body(total, query, &items.iter().map(String::as_str).collect::<Vec<_>>())
+        }
+    }
+
+    fn indexed(snapshot: &Snapshot) -> BTreeMap<u64, IndexedAgent> {
+        snapshot
+            .agents
+            .iter()
+            .map(|agent| {
+                let revenue = if snapshot.revenue_unreadable.contains(&agent.agent_id) {
+                    AgentRevenue::Unreadable
+                } else {
+                    let history: Vec<Revenue> = snapshot
+                        .revenue
+                        .iter()
+                        .filter(|report| report.agent_id == agent.agent_id)
+                        .cloned()
+                        .collect();
+                    AgentRevenue::Read(RevenueSums::of(&history))
+                };
+                (agent.agent_id, IndexedAgent { record: agent.clone(), revenue })
+            })
+            .collect()
+    }
+
+    fn agent(id: u64, status: u8, attested: u64, registered: u64) -> Agent {
+        Agent {
+            agent_id: id,
+            creator: Address::with_last_byte(id as u8),
+            haftungsperson: Address::with_last_byte(7),
+            agent_wallet: Address::with_last_byte(id as u8 ^ 0xff),
+            constitution_hash: B256::repeat_byte(1),
+            capability_hash: B256::repeat_byte(2),
+            operational_scope: format!("scope {id}"),
+            parent_agent_id: id / 3,
+            generation: u64::from(id >= 3) + id / 9,
+            self_modifying: id.is_multiple_of(2),
+            registered_at: registered,
+            last_attestation: attested,
+            last_revenue_report: 0,
+            status: AgentStatus::try_from(status).unwrap(),
+        }
+    }
+
+    /// One version of the registry: `agents` of (status, attestation age, registration age)
+    /// at `now`, and revenue reports of (agent index, amount, currency, category).
+    #[allow(clippy::type_complexity)]
+    fn registry(
+        now: u64,
+        agents: &[(u8, u64, u64)],
+        reports: &[(usize, u128, u8, u8)],
+        unreadable: &[usize],
+    ) -> Snapshot {
+        let agents: Vec<Agent> = agents
+            .iter()
+            .enumerate()
+            .map(|(index, &(status, age, registered))| {
+                agent(index as u64 + 1, status, now.saturating_sub(age), now.saturating_sub(registered))
+            })
+            .collect();
+        let unreadable: BTreeSet<u64> =
+            unreadable.iter().filter(|&&index| index < agents.len()).map(|&index| index as u64 + 1).collect();
+        let revenue = reports
+            .iter()
+            .filter(|(index, ..)| *index < agents.len() && !unreadable.contains(&(*index as u64 + 1)))
+            .map(|&(index, amount, currency, category)| Revenue {
+                agent_id: index as u64 + 1,
+                // Some amounts near the top of uint256, so sums saturate.
+                amount: if amount.is_multiple_of(7) {
+                    U256::MAX - U256::from(amount)
+                } else {
+                    U256::from(amount)
+                },
+                currency: ["EUR", "USD", "€"][usize::from(currency % 3)].into(),
+                category: ["api", "compute"][usize::from(category % 2)].into(),
+                period_start: 1,
+                period_end: 2,
+                reported_at: 3,
+            })
+            .collect();
+        let mut revenue: Vec<Revenue> = revenue;
+        revenue.sort_by_key(|report| report.agent_id);
+        Snapshot {
+            block: BlockRef { number: 1, timestamp: now },
+            agents,
+            revenue,
+            revenue_unreadable: unreadable.into_iter().collect(),
+        }
+    }
+
+    fn check(index: &Index, snapshot: &Snapshot, queries: &[AgentsQuery]) -> Result<(), TestCaseError> {
+        let registry = Address::with_last_byte(0xaa);
+        let answers = SnapshotAnswers::render(snapshot, &registry, "http://node");
+        let recent = index.recent();
+        prop_assert_eq!(&index.totals.stats_body(&registry, "http://node"), &answers.stats);
+        prop_assert_eq!(&index.totals.detailed_body(&registry, "http://node", &recent), &answers.detailed);
+        prop_assert_eq!(&index.totals.aggregate_body(), &answers.aggregate);
+        prop_assert_eq!(&index.compliance_body(), &answers.compliance);
+        for query in queries {
+            prop_assert_eq!(index.page(query), answers.agents_page(query), "{:?}", query);
+        }
+        Ok(())
+    }
+
+    fn agents_strategy() -> impl Strategy<Value = Vec<(u8, u64, u64)>> {
+        // Ages around the 7-day boundary, so time moves lapse and renew attestations.
+        prop::collection::vec((0u8..4, 0u64..3 * WEEK, 0u64..4 * WEEK), 0..40)
+    }
+
+    fn query_strategy() -> impl Strategy<Value = AgentsQuery> {
+        (1u64..6, 1u64..=AGENTS_MAX_LIMIT.min(12), prop::option::of(0u8..4)).prop_map(
+            |(page, limit, status)| AgentsQuery {
+                page,
+                limit,
+                status: status.map(|status| AgentStatus::try_from(status).unwrap()),
+            },
+        )
+    }
+
+    proptest! {
+        /// An index filled from nothing, then moved through later (and, after a reorganisation,
+        /// earlier) versions of the registry by applying only what changed, answers every
+        /// endpoint exactly as a whole snapshot of the same version does.
+        #[test]
+        fn an_index_kept_incrementally_answers_as_the_snapshot_does(
+            versions in prop::collection::vec(
+                (
+                    0u64..2 * WEEK,
+                    agents_strategy(),
+                    prop::collection::vec((0usize..40, 0u128..1_000_000, 0u8..3, 0u8..2), 0..30),
+                    prop::collection::vec(0usize..40, 0..2),
+                ),
+                1..5,
+            ),
+            queries in prop::collection::vec(query_strategy(), 1..6),
+        ) {
+            let mut index = Index::default();
+            let mut now = 1_800_000_000u64;
+            for (step, (moved, agents, reports, unreadable)) in versions.iter().enumerate() {
+                // Mostly forward, sometimes back (another chain after a reorganisation).
+                now = if step % 3 == 2 { now - moved / 4 } else { now + moved };
+                let snapshot = registry(now, agents, reports, unreadable);
+                index.follow(&snapshot);
+                check(&index, &snapshot, &queries)?;
+            }
+        }
+    }
+
+    #[test]
+    fn lapsing_ranges() {
+        assert_eq!(lapsing(10, 20), Lapse::Lapsed(0..0), "nothing lapses in the first week");
+        assert_eq!(lapsing(WEEK + 5, WEEK + 9), Lapse::Lapsed(5..9));
+        assert_eq!(lapsing(WEEK + 9, WEEK + 5), Lapse::Renewed(5..9));
+        // An attestation exactly a week old is current: it lapses one second later.
+        let attested = 1_000;
+        let Lapse::Lapsed(range) = lapsing(attested + WEEK, attested + WEEK + 1) else { panic!("forward") };
+        assert_eq!(range, attested..attested + 1);
+    }
+
+    #[test]
+    fn unfiltered_pages_are_id_ranges() {
+        let query = |page, limit| AgentsQuery { page, limit, status: None };
+        assert_eq!(unfiltered_page_ids(25, &query(1, 10)), 1..11);
+        assert_eq!(unfiltered_page_ids(25, &query(3, 10)), 21..26);
+        assert_eq!(unfiltered_page_ids(25, &query(4, 10)), 26..26);
+        assert_eq!(unfiltered_page_ids(0, &query(1, 10)), 1..1);
+        assert!(unfiltered_page_ids(25, &query(u64::MAX, 100)).is_empty());
+    }
+
+    #[test]
+    fn sums_taken_out_leave_no_key() {
+        let report = |amount: u64, currency: &str| Revenue {
+            agent_id: 1,
+            amount: U256::from(amount),
+            currency: currency.into(),
+            category: "api".into(),
+            period_start: 0,
+            period_end: 0,
+            reported_at: 0,
+        };
+        let first = RevenueSums::of(&[report(5, "EUR")]);
+        let second = RevenueSums::of(&[report(0, "USD"), report(7, "EUR")]);
+        let mut total = RevenueSums::default();
+        total.add(&first, Sign::Add);
+        total.add(&second, Sign::Add);
+        assert_eq!(total.by_currency["USD"], (1, U512::ZERO), "a zero report still names its currency");
+        total.add(&second, Sign::Remove);
+        assert_eq!(total, first);
+    }
+}
