@@ -57,7 +57,7 @@ impl EdgeWorker {
     /// ports, up to three times in all.
     pub async fn start(vars: &[(&str, String)]) -> Self {
         build_worker();
-        let client = reqwest::Client::new();
+        let client = crate::http_client();
         for attempt in 1..=3 {
             let mut worker = Self::spawn(vars);
             let started = Instant::now();
@@ -191,7 +191,7 @@ pub struct EdgeClient {
 
 impl EdgeClient {
     fn new(base: &str) -> Self {
-        Self { base: base.to_owned(), http: reqwest::Client::new() }
+        Self { base: base.to_owned(), http: crate::http_client() }
     }
 
     /// GET `path` from a fresh client IP.

@@ -56,6 +56,13 @@ impl TestChain {
     }
 }
 
+/// An HTTP client (HTTPS through rustls with ring, the process's provider installed first: see
+/// the client's `tls.rs`).
+pub fn http_client() -> reqwest::Client {
+    kya_client::install_crypto_provider();
+    reqwest::Client::new()
+}
+
 /// The workspace root (the tests crate is one level below it).
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()

@@ -168,6 +168,7 @@ mod tests {
     }
 
     fn provider(url: reqwest::Url) -> impl Provider {
+        crate::tls::install_crypto_provider();
         let client = RpcClient::new(RetryingHttp::new(reqwest::Client::new(), url), true);
         ProviderBuilder::new().disable_recommended_fillers().connect_client(client)
     }
