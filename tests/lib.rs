@@ -15,6 +15,7 @@ pub mod openapi;
 pub mod provider_shapes;
 pub mod relayer_fixture;
 pub mod rpc_proxy;
+pub mod tls_proxy;
 
 /// A fresh anvil with the forwarder and the registry deployed; anvil stops when this drops.
 #[derive(Debug)]

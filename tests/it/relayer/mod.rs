@@ -16,6 +16,7 @@ mod restart;
 mod secrets;
 mod startup;
 mod stuck;
+mod tls;
 
 use alloy::{
     primitives::{Address, B256, U256},
