@@ -68,7 +68,7 @@ impl EdgeWorker {
 
     async fn start_with(vars: &[(&str, String)], indexed: bool) -> Self {
         build_worker();
-        let client = reqwest::Client::new();
+        let client = crate::http_client();
         for attempt in 1..=3 {
             let mut worker = Self::spawn(vars, indexed);
             let started = Instant::now();
@@ -151,7 +151,9 @@ impl EdgeWorker {
     /// Runs the index's scheduled handler once (`/__scheduled`, as a Cron Trigger would) and
     /// waits for it to end; the Worker needs [`EdgeWorker::start_indexed`].
     pub async fn run_index(&self) {
-        let response = reqwest::get(format!("{}/__scheduled?cron=*+*+*+*+*", self.base))
+        let response = crate::http_client()
+            .get(format!("{}/__scheduled?cron=*+*+*+*+*", self.base))
+            .send()
             .await
             .unwrap_or_else(|error| panic!("/__scheduled: {error}"));
         assert_eq!(response.status().as_u16(), 200, "/__scheduled:\n{}", self.output());
@@ -252,7 +254,7 @@ pub struct EdgeClient {
 
 impl EdgeClient {
     fn new(base: &str) -> Self {
-        Self { base: base.to_owned(), http: reqwest::Client::new() }
+        Self { base: base.to_owned(), http: crate::http_client() }
     }
 
     /// GET `path` from a fresh client IP.

@@ -15,6 +15,7 @@ pub mod openapi;
 pub mod provider_shapes;
 pub mod relayer_fixture;
 pub mod rpc_proxy;
+pub mod tls_proxy;
 pub mod webhook_receiver;
 
 /// A fresh anvil with the forwarder and the registry deployed; anvil stops when this drops.
@@ -55,6 +56,13 @@ impl TestChain {
     pub fn rpc_url(&self) -> String {
         self.anvil.rpc_url()
     }
+}
+
+/// An HTTP client (HTTPS through rustls with ring, the process's provider installed first: see
+/// the client's `tls.rs`).
+pub fn http_client() -> reqwest::Client {
+    kya_client::install_crypto_provider();
+    reqwest::Client::new()
 }
 
 /// The workspace root (the tests crate is one level below it).

@@ -99,7 +99,7 @@ impl OpStackNode {
         let ledger = Arc::new(Mutex::new(Ledger::default()));
         let node = Node {
             upstream: upstream.to_owned(),
-            http: reqwest::Client::new(),
+            http: crate::http_client(),
             ledger: Arc::clone(&ledger),
             chain: Arc::new(tokio::sync::Mutex::new(())),
         };

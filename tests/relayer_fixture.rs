@@ -65,7 +65,7 @@ impl Client {
         Self {
             base: format!("http://{address}"),
             metrics_base: format!("http://{metrics}"),
-            http: reqwest::Client::new(),
+            http: crate::http_client(),
         }
     }
 

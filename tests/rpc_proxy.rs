@@ -67,7 +67,7 @@ pub async fn start(upstream: Option<String>, policy: Arc<dyn Fn(&str) -> RpcActi
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a free port");
     let address = listener.local_addr().expect("bound");
     tokio::spawn(async move {
-        let http = reqwest::Client::new();
+        let http = crate::http_client();
         while let Ok((socket, _)) = listener.accept().await {
             let (http, upstream, policy) = (http.clone(), upstream.clone(), Arc::clone(&policy));
             tokio::spawn(async move {

@@ -24,10 +24,12 @@ pub struct ApiClient {
 impl ApiClient {
     /// A client of the API at `base_url`.
     pub fn new(base_url: &str) -> Result<Self> {
+        crate::install_crypto_provider();
         Self::with_http(base_url, reqwest::Client::new())
     }
 
     /// A client sharing an existing `reqwest` client (its pool, timeouts and proxy settings).
+    /// Building a `reqwest` client needs rustls' process provider: [`crate::install_crypto_provider`].
     pub fn with_http(base_url: &str, http: reqwest::Client) -> Result<Self> {
         Ok(Self { service: Service::new("API", base_url, http)? })
     }

@@ -29,6 +29,7 @@ pub struct Rpc {
 impl Rpc {
     /// Connects (lazily: nothing is sent yet) to `url`.
     pub fn new(url: &str) -> Result<Self> {
+        crate::install_crypto_provider();
         let parsed = url
             .trim()
             .parse()

@@ -122,6 +122,7 @@ mod tests {
 
     #[test]
     fn base_urls_are_checked() {
+        crate::install_crypto_provider();
         let http = reqwest::Client::new();
         assert_eq!(
             Service::new("API", "http://127.0.0.1:3000/", http.clone()).unwrap().base(),

@@ -10,6 +10,7 @@ mod http;
 mod outcome;
 mod preset;
 mod relayer;
+mod tls;
 mod write;
 
 pub use api::{ApiClient, MAX_PAGE_SIZE};
@@ -31,4 +32,5 @@ pub use relayer::{
     Contracts, Domain, GasBudget, NonceView, RelayStatus, RelayView, Relayed, RelayerClient, RelayerStatus,
     SentTransaction, Submitted,
 };
+pub use tls::install_crypto_provider;
 pub use write::{Registration, RevenueReport, Write, capability_hash, cents, constitution_hash};

@@ -28,10 +28,12 @@ pub struct Submitted {
 impl RelayerClient {
     /// A client of the relayer at `base_url`.
     pub fn new(base_url: &str) -> Result<Self> {
+        crate::install_crypto_provider();
         Self::with_http(base_url, reqwest::Client::new())
     }
 
-    /// A client sharing an existing `reqwest` client.
+    /// A client sharing an existing `reqwest` client (built after
+    /// [`crate::install_crypto_provider`]).
     pub fn with_http(base_url: &str, http: reqwest::Client) -> Result<Self> {
         Ok(Self { service: Service::new("relayer", base_url, http)? })
     }

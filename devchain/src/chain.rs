@@ -60,6 +60,7 @@ pub struct Chain {
 impl Chain {
     /// Connects over HTTP. No fillers: the node fills nonce, gas and fees of each transaction.
     pub fn connect(rpc_url: &str) -> anyhow::Result<Self> {
+        crate::tls::install_crypto_provider();
         let provider =
             ProviderBuilder::new().disable_recommended_fillers().connect_http(rpc_url.parse()?).erased();
         Ok(Self { provider, rpc_url: rpc_url.to_owned() })
@@ -146,7 +147,9 @@ impl Chain {
         call: &C,
     ) -> Result<C::Return, TxError> {
         let request = TransactionRequest::default().with_from(from).with_to(to).with_input(call.abi_encode());
-        let output = self.provider.call(request).await?;
+        // alloy calls at `pending` unless told: anvil stamps a pending block with the clock, so
+        // a time-dependent view (compliance) read twice could straddle a second.
+        let output = self.provider.call(request).block(alloy::eips::BlockId::latest()).await?;
         Ok(C::abi_decode_returns(&output)?)
     }
 

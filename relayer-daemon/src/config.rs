@@ -398,11 +398,10 @@ fn webhook(
         (Some(_), None) => return Err(Error::Config("WEBHOOK_URL is set without WEBHOOK_SECRET".into())),
         (None, Some(_)) => return Err(Error::Config("WEBHOOK_SECRET is set without WEBHOOK_URL".into())),
     };
-    // This build's HTTP client speaks plain HTTP only (no TLS library is linked): an https
-    // receiver would fail every attempt, so it is refused here, where the operator sees it.
-    if !url.starts_with("http://") {
+    // Any other scheme would fail every attempt: refused here, where the operator sees it.
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
         return Err(Error::Config(format!(
-            "WEBHOOK_URL must be an http:// URL (TLS is not built in; put a TLS proxy in front): {}",
+            "WEBHOOK_URL must be an http:// or https:// URL: {}",
             kya_core::redact::url(&url)
         )));
     }
@@ -559,8 +558,8 @@ mod tests {
                 "whsec_ must be followed by base64",
             ),
             (
-                vec![("WEBHOOK_URL", "https://hooks.example/"), ("WEBHOOK_SECRET", raw)],
-                "must be an http:// URL",
+                vec![("WEBHOOK_URL", "ftp://hooks.example/"), ("WEBHOOK_SECRET", raw)],
+                "must be an http:// or https:// URL",
             ),
         ] {
             let mut settings = base();

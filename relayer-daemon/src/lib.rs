@@ -19,6 +19,7 @@ mod settlement;
 mod store;
 mod stuck;
 mod time;
+mod tls;
 mod transport;
 mod webhooks;
 

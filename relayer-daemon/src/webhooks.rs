@@ -86,6 +86,8 @@ impl Relayer {
     /// leases of those cut short.
     async fn deliver_events(self: Arc<Self>, config: WebhookConfig) {
         let owner = format!("{}-{:016x}", std::process::id(), (jitter() * (1u64 << 53) as f64) as u64);
+        // reqwest panics building a client before a TLS crypto provider is installed.
+        crate::tls::install_crypto_provider();
         let http = match reqwest::Client::builder().timeout(config.timeout).build() {
             Ok(http) => http,
             Err(error) => {

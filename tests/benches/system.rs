@@ -144,7 +144,7 @@ async fn hot_path(chain: &TestChain) -> String {
 
 /// Median time of each case, sent round by round ([`HOT_REPEATS`] rounds) from `client`s.
 async fn interleaved(cases: &[HotCase<'_>], client: Client) -> Vec<Duration> {
-    let http = reqwest::Client::new();
+    let http = kya_tests::http_client();
     let returning_ips: Vec<String> = cases.iter().map(|_| fresh_ip()).collect();
     let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(HOT_REPEATS); cases.len()];
     for _ in 0..HOT_REPEATS {

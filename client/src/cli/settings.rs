@@ -38,6 +38,7 @@ pub(crate) struct Settings {
 
 impl Settings {
     pub(crate) fn resolve(global: &Global) -> Result<Self> {
+        crate::install_crypto_provider();
         let devchain = find_devchain_env(&std::env::current_dir().unwrap_or_default());
         let chain = match &global.chain {
             Some(name) => name.parse::<ChainPreset>()?,

@@ -15,6 +15,7 @@ use kya_tests::{
     TestChain,
     edge_fixture::{EdgeWorker, chain_vars},
     relayer_fixture::{self, InProcessRelayer},
+    tls_proxy,
 };
 use serde_json::Value;
 
@@ -212,6 +213,33 @@ async fn reads(t: &Setup) {
     assert_eq!(status["contracts"]["registry"], t.chain.registry().to_checksum(None));
     assert_eq!(status["contracts"]["forwarder"], t.chain.forwarder().to_checksum(None));
     assert_eq!(status["relayer"], dev_accounts::address(Role::Relayer).to_checksum(None));
+
+    // The same reads through `https://` URLs (a TLS terminator on loopback in front of the Worker
+    // and the relayer, its CA given as SSL_CERT_FILE) answer the same.
+    let (api, relayer) = (env_of(t, "KYA_API_URL"), env_of(t, "RELAYER_URL"));
+    let (api_tls, relayer_tls) = (tls_proxy::start(&api).await, tls_proxy::start(&relayer).await);
+    let ca = api_tls.ca_file().display().to_string();
+    let https = [("KYA_API_URL", api_tls.url.as_str()), ("SSL_CERT_FILE", ca.as_str())];
+    assert_eq!(t.ok_json(&["agent", &root.to_string(), "--json"], &https).await, agent);
+    let ca = relayer_tls.ca_file().display().to_string();
+    let https = [("RELAYER_URL", relayer_tls.url.as_str()), ("SSL_CERT_FILE", ca.as_str())];
+    assert_eq!(t.ok_json(&["relayer", "status", "--json"], &https).await, status);
+    // A certificate the roots do not vouch for (the other terminator's CA) is an error that says
+    // so, exit 1, no panic, and the URL's path and query (where a key would be) are not shown.
+    let secret_url = format!("{}/v1/PathKeyS3cret?key=QueryKeyS3cret", api_tls.url);
+    let run =
+        t.kya(&["agent", &root.to_string()], &[("KYA_API_URL", &secret_url), ("SSL_CERT_FILE", &ca)]).await;
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("invalid peer certificate: UnknownIssuer"), "{}", run.stderr);
+    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+    for secret in ["PathKeyS3cret", "QueryKeyS3cret"] {
+        assert!(!run.stderr.contains(secret) && !run.stdout.contains(secret), "{secret}: {}", run.stderr);
+    }
+}
+
+/// A setting of every run.
+fn env_of(t: &Setup, name: &str) -> String {
+    t.env.iter().find(|(key, _)| key == name).map(|(_, value)| value.clone()).expect("a setting")
 }
 
 /// Bad input is refused before anything is sent, with a message; exit code 1.

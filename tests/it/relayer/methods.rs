@@ -60,7 +60,11 @@ pub(super) async fn head_and_options(client: &Client, relayed: &Value) {
     assert_eq!((public.status, public.text.as_str()), (404, r#"{"error":"Not found"}"#));
     let (status, metrics) = client.metrics().await;
     assert!(status == 200 && metrics.contains("relayer_relays_accepted_total "), "{status} {metrics}");
-    let elsewhere = reqwest::get(format!("{}/status", client.metrics_base)).await.expect("an answer");
+    let elsewhere = kya_tests::http_client()
+        .get(format!("{}/status", client.metrics_base))
+        .send()
+        .await
+        .expect("an answer");
     assert_eq!(elsewhere.status(), 404);
 
     // `/relay` takes POST, and its preflight says so; HEAD and GET are refused, naming them.

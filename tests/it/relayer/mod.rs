@@ -16,6 +16,7 @@ mod restart;
 mod secrets;
 mod startup;
 mod stuck;
+mod tls;
 mod webhooks;
 
 use alloy::{
