@@ -25,9 +25,13 @@ wait_until 90 "the edge API" curl -fsS "http://127.0.0.1:$edge_port/health"
 
 # The index's runs: what a Cron Trigger does in a deployment, every few seconds here.
 run_index() {
+  # Ends at once on the SIGTERM of up.sh's stop (or a Ctrl-C): the pause runs in the background
+  # so that the trap is not held up behind it.
+  trap 'exit 0' TERM INT
   while true; do
     curl -fsS -o /dev/null "http://127.0.0.1:$edge_port/__scheduled?cron=*+*+*+*+*" || true
-    sleep "${INDEX_EVERY:-5}"
+    sleep "${INDEX_EVERY:-5}" &
+    wait $!
   done
 }
 start_service "index runs" run_index
