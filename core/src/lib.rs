@@ -11,6 +11,7 @@ mod compliance;
 mod error;
 pub mod forward_request;
 pub mod index;
+pub mod index_plan;
 mod kya;
 pub mod lineage;
 pub mod logs;

@@ -15,7 +15,12 @@ use crate::{BlockRef, Error, Result, revert::RevertReason};
 /// The body asking for the latest block (header only): its number pins the block every later
 /// call reads, its timestamp is "now" for compliance.
 pub fn pin_block_request() -> String {
-    let request = Request::new("eth_getBlockByNumber", Id::Number(0), ("latest", false));
+    block_request(BlockTag::Latest)
+}
+
+/// The body asking for the header of the block `tag` names (decoded by [`decode_pinned_block`]).
+pub fn block_request(tag: BlockTag) -> String {
+    let request = Request::new("eth_getBlockByNumber", Id::Number(0), (tag.param(), false));
     serde_json::to_string(&request).expect("a request of strings serialises")
 }
 
@@ -27,7 +32,7 @@ pub fn decode_pinned_block(body: &str) -> Result<BlockRef> {
         timestamp: U64,
     }
     let header: Option<Header> = single_success(body)?;
-    let header = header.ok_or_else(|| Error::Rpc("the node has no latest block".into()))?;
+    let header = header.ok_or_else(|| Error::Rpc("the node does not have the block".into()))?;
     Ok(BlockRef { number: header.number.to(), timestamp: header.timestamp.to() })
 }
 

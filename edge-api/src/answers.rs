@@ -1,5 +1,6 @@
-//! Each `/api/v1` endpoint's answer: what it reads ([`reads`], or the snapshot's answers) and
-//! the JSON it renders with `kya_core`. Handlers stay thin: read, render.
+//! Each `/api/v1` endpoint's answer: what it reads ([`reads`], the registry index, or the
+//! snapshot's answers when the index cannot answer) and the JSON it renders with `kya_core`.
+//! Handlers stay thin: read, render.
 
 use kya_core::{
     BlockRef, KyaResult,
@@ -8,11 +9,27 @@ use kya_core::{
 };
 use serde::Serialize;
 
-use crate::{Error, Result, deps::Deps, http::Answer, reads, routes::Endpoint, snapshot};
+use worker::Response;
 
-/// The JSON body of `endpoint`'s successful answer, with the block it read.
-pub(crate) async fn answer(endpoint: &Endpoint, deps: &Deps<'_>) -> Result<Answer> {
-    Ok(match endpoint {
+use crate::{
+    Error, Result,
+    deps::Deps,
+    http::{Answer, Source},
+    index::{self, Served},
+    reads,
+    routes::Endpoint,
+    snapshot,
+};
+
+/// A successful answer: a JSON body with the block it read, or a body streamed as it is read.
+pub(crate) enum Reply {
+    Answer(Answer),
+    Stream(Response),
+}
+
+/// `endpoint`'s successful answer.
+pub(crate) async fn answer(endpoint: &Endpoint, deps: &Deps<'_>) -> Result<Reply> {
+    Ok(Reply::Answer(match endpoint {
         // Answered in `serve`, without the chain's registry.
         Endpoint::Health => return Err(Error::NoRoute("/health".into())),
         Endpoint::OpenApi => return Err(Error::NoRoute("/openapi.json".into())),
@@ -22,6 +39,11 @@ pub(crate) async fn answer(endpoint: &Endpoint, deps: &Deps<'_>) -> Result<Answe
         | Endpoint::Agents(_)
         | Endpoint::AgentsCompliance
         | Endpoint::RevenueAggregate => {
+            let reason = match index::answer(endpoint, deps).await? {
+                Served::Answer(answer) => return Ok(Reply::Answer(answer)),
+                Served::Stream(response) => return Ok(Reply::Stream(response)),
+                Served::Fallback(reason) => reason,
+            };
             let loaded = snapshot::load(deps).await?;
             let answers = &loaded.answers;
             let body = match endpoint {
@@ -31,7 +53,7 @@ pub(crate) async fn answer(endpoint: &Endpoint, deps: &Deps<'_>) -> Result<Answe
                 Endpoint::AgentsCompliance => answers.compliance.clone(),
                 _ => answers.aggregate.clone(),
             };
-            Answer { body, block: answers.block, read_at: loaded.read_at }
+            Answer { body, block: answers.block, read_at: loaded.read_at, source: Source::Fallback(reason) }
         }
         Endpoint::Agent(id) => {
             let (block, agent, children) = reads::agent(&deps.rpc, deps.registry, *id).await?;
@@ -51,10 +73,10 @@ pub(crate) async fn answer(endpoint: &Endpoint, deps: &Deps<'_>) -> Result<Answe
             let (block, agent) = reads::kya(&deps.rpc, deps.registry, *wallet).await?;
             render(block, deps.now, &KyaResult::of(*wallet, agent.as_ref(), block.timestamp))?
         }
-    })
+    }))
 }
 
 fn render<T: Serialize>(block: BlockRef, read_at: u64, value: &T) -> Result<Answer> {
     let body = serde_json::to_string(value).map_err(|error| Error::Runtime(error.into()))?;
-    Ok(Answer { body, block, read_at })
+    Ok(Answer { body, block, read_at, source: Source::Chain })
 }

@@ -20,6 +20,23 @@ pub const DEFAULT_MEMORY_CACHE_BYTES: usize = 32 << 20;
 /// Agents the index's scheduled run reads at most when `INDEX_AGENTS_PER_RUN` is not set: one
 /// `aggregate3` of records and histories.
 pub const DEFAULT_INDEX_AGENTS_PER_RUN: u64 = 200;
+/// Agents of the safety-net sweep a run reads (within `INDEX_AGENTS_PER_RUN`) when
+/// `INDEX_SWEEP_PER_RUN` is not set: 100,000 agents are all read again in about 3.5 days of
+/// runs once a minute. With `INDEX_EVENTS = "off"` the sweep takes all the room a run has.
+pub const DEFAULT_INDEX_SWEEP_PER_RUN: u64 = 20;
+/// Blocks before the index's block each run reads the logs of again when
+/// `INDEX_REORG_WINDOW` is not set: a reorganisation within them is undone by the next run
+/// (on Base, 64 blocks are two minutes).
+pub const DEFAULT_INDEX_REORG_WINDOW: u64 = 64;
+/// Blocks of logs a run follows at most when `INDEX_BLOCKS_PER_RUN` is not set: a provider's
+/// narrower cap is found by splitting.
+pub const DEFAULT_INDEX_BLOCKS_PER_RUN: u64 = 10_000;
+/// Seconds an answer from the index is cached when `INDEX_ANSWER_TTL_SECS` is not set: runs
+/// come once a minute, so a write shows in answers within two.
+pub const DEFAULT_INDEX_ANSWER_TTL_SECS: u64 = 30;
+/// Seconds after its last run the index stops answering when `INDEX_MAX_AGE_SECS` is not set:
+/// the endpoints read the chain directly instead, and say so.
+pub const DEFAULT_INDEX_MAX_AGE_SECS: u64 = 600;
 
 /// What the Worker reads from its environment on every request (vars are free to read).
 #[derive(Debug, Clone)]
@@ -35,11 +52,39 @@ pub(crate) struct Config {
     multicall: Option<String>,
     /// Bytes the isolate's memory tier may hold (`MEMORY_CACHE_BYTES`; 0 turns it off).
     pub(crate) memory_cache_bytes: usize,
-    /// Agents the index's scheduled run reads at most (`INDEX_AGENTS_PER_RUN`, at least 1).
-    pub(crate) index_agents_per_run: u64,
+    /// The registry index's settings.
+    pub(crate) index: IndexConfig,
     /// A short hash of the registry and the RPC endpoint, part of every cache key, so a changed
     /// configuration never serves what the old one answered.
     pub(crate) cache_tag: String,
+}
+
+/// The registry index's settings (`INDEX_*`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct IndexConfig {
+    /// Agents a run reads at most (`INDEX_AGENTS_PER_RUN`, at least 1).
+    pub(crate) agents_per_run: u64,
+    /// Agents of the safety-net sweep a run reads (`INDEX_SWEEP_PER_RUN`).
+    pub(crate) sweep_per_run: u64,
+    /// Whether runs follow the registry's events (`INDEX_EVENTS`, "off" for a registry whose
+    /// events are unknown: the sweep is then the only source).
+    pub(crate) events: bool,
+    /// Blocks re-scanned for reorganisations (`INDEX_REORG_WINDOW`).
+    pub(crate) reorg_window: u64,
+    /// Blocks of logs a run follows at most (`INDEX_BLOCKS_PER_RUN`, at least 1).
+    pub(crate) blocks_per_run: u64,
+    /// Seconds after its last run the index stops answering (`INDEX_MAX_AGE_SECS`).
+    pub(crate) max_age_secs: u64,
+    /// Seconds an answer from the index is cached (`INDEX_ANSWER_TTL_SECS`; 0 turns caching
+    /// of them off).
+    pub(crate) answer_ttl_secs: u64,
+}
+
+impl IndexConfig {
+    /// Sweep agents a run reads: all its room without events.
+    pub(crate) fn sweep_quota(&self) -> u64 {
+        if self.events { self.sweep_per_run } else { self.agents_per_run }
+    }
 }
 
 thread_local! {
@@ -48,9 +93,9 @@ thread_local! {
 }
 
 impl Config {
-    /// Reads `RPC_URL`, `REGISTRY_ADDRESS`, `RPC_BATCH_SIZE`, `MEMORY_CACHE_BYTES`,
-    /// `INDEX_AGENTS_PER_RUN` and `MULTICALL_ADDRESS`; empty values count as unset, except `MULTICALL_ADDRESS`, which
-    /// empty turns Multicall3 off.
+    /// Reads `RPC_URL`, `REGISTRY_ADDRESS`, `RPC_BATCH_SIZE`, `MEMORY_CACHE_BYTES`, the `INDEX_*`
+    /// settings and `MULTICALL_ADDRESS`; empty values count as unset, except `MULTICALL_ADDRESS`,
+    /// which empty turns Multicall3 off.
     pub(crate) fn from_env(env: &Env) -> Rc<Self> {
         CONFIG.with(|config| Rc::clone(config.get_or_init(|| Rc::new(Self::read(env)))))
     }
@@ -58,6 +103,10 @@ impl Config {
     fn read(env: &Env) -> Self {
         let raw = |name: &str| env.var(name).map(|value| value.to_string().trim().to_owned()).ok();
         let var = |name: &str| raw(name).filter(|value| !value.is_empty());
+        // A count that must be at least 1.
+        let count = |name: &str, default: u64| {
+            var(name).and_then(|value| value.parse().ok()).filter(|value| *value > 0).unwrap_or(default)
+        };
         let rpc_url = var("RPC_URL").unwrap_or_else(|| DEFAULT_RPC_URL.to_owned());
         let registry = var("REGISTRY_ADDRESS").unwrap_or_default();
         let tag = keccak256(format!("{} {rpc_url}", registry.to_lowercase()));
@@ -72,10 +121,21 @@ impl Config {
             memory_cache_bytes: var("MEMORY_CACHE_BYTES")
                 .and_then(|bytes| bytes.parse().ok())
                 .unwrap_or(DEFAULT_MEMORY_CACHE_BYTES),
-            index_agents_per_run: var("INDEX_AGENTS_PER_RUN")
-                .and_then(|agents| agents.parse().ok())
-                .filter(|agents| *agents > 0)
-                .unwrap_or(DEFAULT_INDEX_AGENTS_PER_RUN),
+            index: IndexConfig {
+                agents_per_run: count("INDEX_AGENTS_PER_RUN", DEFAULT_INDEX_AGENTS_PER_RUN),
+                sweep_per_run: var("INDEX_SWEEP_PER_RUN")
+                    .and_then(|agents| agents.parse().ok())
+                    .unwrap_or(DEFAULT_INDEX_SWEEP_PER_RUN),
+                events: var("INDEX_EVENTS").is_none_or(|value| value != "off"),
+                reorg_window: var("INDEX_REORG_WINDOW")
+                    .and_then(|blocks| blocks.parse().ok())
+                    .unwrap_or(DEFAULT_INDEX_REORG_WINDOW),
+                blocks_per_run: count("INDEX_BLOCKS_PER_RUN", DEFAULT_INDEX_BLOCKS_PER_RUN),
+                max_age_secs: count("INDEX_MAX_AGE_SECS", DEFAULT_INDEX_MAX_AGE_SECS),
+                answer_ttl_secs: var("INDEX_ANSWER_TTL_SECS")
+                    .and_then(|secs| secs.parse().ok())
+                    .unwrap_or(DEFAULT_INDEX_ANSWER_TTL_SECS),
+            },
             multicall: match raw("MULTICALL_ADDRESS") {
                 None => Some(MULTICALL3_ADDRESS.to_string()),
                 Some(text) if text.is_empty() => None,

@@ -1,7 +1,8 @@
 //! What the `/api/v1` answers need from the request: the chain's endpoint and registry, the
-//! request's time, and the cache's namespace.
+//! request's time, the cache's namespace, and the Worker's bindings.
 
 use alloy_primitives::Address;
+use worker::Env;
 
 use crate::rpc::Rpc;
 
@@ -18,6 +19,12 @@ pub(crate) struct Deps<'a> {
     pub(crate) memory_budget: usize,
     /// The configuration's part of every cache key ([`crate::config::Config::cache_tag`]).
     pub(crate) cache_tag: &'a str,
+    /// The Worker's bindings (the registry index's D1 database).
+    pub(crate) env: &'a Env,
+    /// Seconds after its last run the index stops answering (`INDEX_MAX_AGE_SECS`).
+    pub(crate) index_max_age_secs: u64,
+    /// Seconds an answer from the index is cached (`INDEX_ANSWER_TTL_SECS`).
+    pub(crate) index_answer_ttl_secs: u64,
 }
 
 impl Deps<'_> {

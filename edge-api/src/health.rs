@@ -47,17 +47,22 @@ pub(crate) async fn answer(config: &Config, rpc: &Rpc<'_>, index: Option<Store>)
     http::json(status, &body.to_string(), "no-store")
 }
 
-/// The index as `/health` reports it: the block it is complete at (`null` while the first sweep
-/// runs) and how many blocks behind `head` that is, the agents indexed, a sweep under way, and
-/// the last run's outcome.
+/// The index as `/health` reports it: the block it reflects and how many blocks behind `head`
+/// that is, whether it holds every agent (`complete`: only then do answers come from it), the
+/// agents it holds and the registry's count at its block, the fill's and the sweep's cursors,
+/// when it was last written, and the last run's outcome.
 fn report(state: &State, head: Option<u64>) -> Value {
     let run = state.last_run.as_ref().map(|run| json!({"at": run.at, "ok": run.ok, "message": run.message}));
     json!({
         "block": state.block.map(|block| block.number),
         "blockTimestamp": state.block.map(|block| block.timestamp),
         "lagBlocks": state.block.zip(head).map(|(block, head)| head.saturating_sub(block.number)),
+        "complete": state.complete_at().is_some(),
         "agents": state.totals.agents,
-        "sweep": state.sweep.map(|sweep| json!({"block": sweep.block.number, "nextId": sweep.next_id, "agents": sweep.agents})),
+        "registryAgents": state.chain_next.saturating_sub(1),
+        "fillNextId": state.cursor.filled,
+        "sweepNextId": state.cursor.sweep,
+        "updatedAt": state.block.map(|_| state.updated_at),
         "lastRun": run,
     })
 }

@@ -14,6 +14,64 @@ pub(crate) struct Answer {
     pub(crate) block: BlockRef,
     /// When (Unix seconds, wall clock) its chain data was read: the start of its TTL.
     pub(crate) read_at: u64,
+    /// Where a registry-wide answer came from (sent, and cached, as `X-Index-*` headers).
+    pub(crate) source: Source,
+}
+
+/// Where an answer came from.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) enum Source {
+    /// The chain, for this answer (point reads).
+    #[default]
+    Chain,
+    /// The registry index, `lag_blocks` behind the chain's head when its last run (at `run_at`,
+    /// Unix seconds) began.
+    Index { lag_blocks: u64, run_at: u64 },
+    /// The chain, read whole because the index could not answer, for the reason given.
+    Fallback(String),
+}
+
+/// `X-Index-Lag-Blocks`: how many blocks the index was behind the chain's head at its last run.
+pub(crate) const INDEX_LAG_BLOCKS: &str = "x-index-lag-blocks";
+/// `X-Index-Run-At`: when (Unix seconds) that run began.
+pub(crate) const INDEX_RUN_AT: &str = "x-index-run-at";
+/// `X-Index-Fallback`: why a registry-wide answer was read from the chain, not the index.
+pub(crate) const INDEX_FALLBACK: &str = "x-index-fallback";
+
+impl Source {
+    /// The source an answer's headers name.
+    pub(crate) fn from_headers(headers: &Headers) -> Self {
+        let header = |name: &str| headers.get(name).ok().flatten();
+        let number = |name: &str| header(name).and_then(|text| text.parse::<u64>().ok());
+        if let Some(reason) = header(INDEX_FALLBACK) {
+            return Self::Fallback(reason);
+        }
+        match (number(INDEX_LAG_BLOCKS), number(INDEX_RUN_AT)) {
+            (Some(lag_blocks), Some(run_at)) => Self::Index { lag_blocks, run_at },
+            _ => Self::Chain,
+        }
+    }
+
+    /// Seconds the answer may be cached: an endpoint's `ttl`, but an answer from the index only
+    /// `index_ttl` (`INDEX_ANSWER_TTL_SECS`), until the next runs may have changed it.
+    pub(crate) fn ttl(&self, ttl: u64, index_ttl: u64) -> u64 {
+        match self {
+            Self::Index { .. } => ttl.min(index_ttl),
+            _ => ttl,
+        }
+    }
+
+    pub(crate) fn set_headers(&self, headers: &Headers) -> Result<()> {
+        match self {
+            Self::Chain => {}
+            Self::Index { lag_blocks, run_at } => {
+                headers.set(INDEX_LAG_BLOCKS, &lag_blocks.to_string())?;
+                headers.set(INDEX_RUN_AT, &run_at.to_string())?;
+            }
+            Self::Fallback(reason) => headers.set(INDEX_FALLBACK, reason)?,
+        }
+        Ok(())
+    }
 }
 
 /// The methods every path of the API serves: `Allow` of a 405 and the preflight's
@@ -29,7 +87,8 @@ pub(crate) const PREFLIGHT_MAX_AGE: &str = "86400";
 
 /// Headers a browser may read from a cross-origin response.
 pub(crate) const EXPOSED_HEADERS: &str = "X-RateLimit-Remaining, ETag, Retry-After, Cache-Control, X-Cache, X-Cache-Tier, \
-                               X-Expires-At, X-Block-Number, X-Block-Timestamp";
+                               X-Expires-At, X-Block-Number, X-Block-Timestamp, X-Index-Lag-Blocks, X-Index-Run-At, \
+                               X-Index-Fallback";
 
 /// `X-Content-Type-Options` of every answer.
 pub(crate) const NOSNIFF: &str = "nosniff";
@@ -47,10 +106,11 @@ pub(crate) fn json(status: u16, body: &str, cache_control: &str) -> Result<Respo
 pub(crate) fn answer(answer: &Answer, cache_control: &str) -> Result<Response> {
     let response = json(200, &answer.body, cache_control)?;
     set_block(response.headers(), answer.block)?;
+    answer.source.set_headers(response.headers())?;
     Ok(response)
 }
 
-fn set_block(headers: &Headers, block: BlockRef) -> Result<()> {
+pub(crate) fn set_block(headers: &Headers, block: BlockRef) -> Result<()> {
     headers.set("x-block-number", &block.number.to_string())?;
     headers.set("x-block-timestamp", &block.timestamp.to_string())?;
     Ok(())

@@ -16,7 +16,9 @@ mod rpc;
 mod snapshot;
 
 pub use config::{
-    DEFAULT_BATCH_SIZE, DEFAULT_INDEX_AGENTS_PER_RUN, DEFAULT_MEMORY_CACHE_BYTES, DEFAULT_RPC_URL,
+    DEFAULT_BATCH_SIZE, DEFAULT_INDEX_AGENTS_PER_RUN, DEFAULT_INDEX_ANSWER_TTL_SECS,
+    DEFAULT_INDEX_BLOCKS_PER_RUN, DEFAULT_INDEX_MAX_AGE_SECS, DEFAULT_INDEX_REORG_WINDOW,
+    DEFAULT_INDEX_SWEEP_PER_RUN, DEFAULT_MEMORY_CACHE_BYTES, DEFAULT_RPC_URL,
 };
 pub use error::{Error, Result};
 
@@ -26,7 +28,7 @@ use worker::{
     Context, Date, Env, Headers, Method, Request, Response, ScheduleContext, ScheduledEvent, event,
 };
 
-use crate::{config::Config, deps::Deps, routes::Endpoint, rpc::Rpc};
+use crate::{answers::Reply, config::Config, deps::Deps, routes::Endpoint, rpc::Rpc};
 
 #[event(fetch)]
 async fn fetch(request: Request, env: Env, context: Context) -> worker::Result<Response> {
@@ -110,20 +112,33 @@ async fn serve(request: &Request, env: &Env, now: u64) -> Result<Response> {
             now,
             memory_budget: config.memory_cache_bytes,
             cache_tag: &config.cache_tag,
+            env,
+            index_max_age_secs: config.index.max_age_secs,
+            index_answer_ttl_secs: config.index.answer_ttl_secs,
         })
     };
 
     let Some(policy) = endpoint.cache_policy() else {
-        return http::answer(&answers::answer(&endpoint, &deps()?).await?, "no-store");
+        return match answers::answer(&endpoint, &deps()?).await? {
+            Reply::Answer(answer) => http::answer(&answer, "no-store"),
+            Reply::Stream(response) => Ok(response),
+        };
     };
     let key = cache::key(&origin, &config.cache_tag, &policy.path);
     let memory_budget = config.memory_cache_bytes;
     let (cached, tier) = match cache::lookup(&key, now, memory_budget).await {
         Some((cached, tier)) => (cached, Some(tier)),
-        None => {
-            let answer = answers::answer(&endpoint, &deps()?).await?;
-            (cache::store(&key, answer, policy.ttl, now, memory_budget).await, None)
-        }
+        None => match answers::answer(&endpoint, &deps()?).await? {
+            Reply::Answer(answer) => {
+                let ttl = answer.source.ttl(policy.ttl, config.index.answer_ttl_secs);
+                (cache::store(&key, answer, ttl, now, memory_budget).await, None)
+            }
+            // Streamed from the index, not cached here: it is never held whole.
+            Reply::Stream(response) => {
+                response.headers().set("x-cache", "MISS")?;
+                return Ok(response);
+            }
+        },
     };
     let if_none_match = request.headers().get("if-none-match")?;
     let response = match if_none_match {

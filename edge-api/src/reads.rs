@@ -2,7 +2,7 @@
 //! [`Rpc::read`] (through Multicall3: one round trip that also says which block it read),
 //! decoded by `kya_core`.
 
-use std::{collections::BTreeMap, ops::RangeInclusive};
+use std::collections::BTreeMap;
 
 use alloy_primitives::{Address, U256};
 use kya_core::{
@@ -97,12 +97,16 @@ fn add_history(snapshot: &mut Snapshot, agent_id: u64, outcome: &Outcome) -> Res
     Ok(())
 }
 
-/// The registry's `nextAgentId` at the latest block, and that block.
-pub(crate) async fn next_agent_id(rpc: &Rpc<'_>, registry: Address) -> Result<(BlockRef, u64)> {
+/// The registry's `nextAgentId` at `at` (the latest block when `None`), and that block.
+pub(crate) async fn next_agent_id(
+    rpc: &Rpc<'_>,
+    registry: Address,
+    at: Option<BlockRef>,
+) -> Result<(BlockRef, u64)> {
     let calls = plan(registry, |plan| {
         plan.push(&AgentRegistry::nextAgentIdCall {});
     });
-    let (block, outcomes) = rpc.read(&calls, None).await?;
+    let (block, outcomes) = rpc.read(&calls, at).await?;
     Ok((block, small(outcomes[0].decode::<AgentRegistry::nextAgentIdCall>()?, "nextAgentId")?))
 }
 
@@ -111,10 +115,11 @@ pub(crate) async fn next_agent_id(rpc: &Rpc<'_>, registry: Address) -> Result<(B
 pub(crate) async fn indexed_agents(
     rpc: &Rpc<'_>,
     registry: Address,
-    ids: RangeInclusive<u64>,
+    ids: &[u64],
     at: BlockRef,
 ) -> Result<Vec<IndexedAgent>> {
-    let (_, outcomes) = rpc.read(&plan(registry, |plan| push_agents(plan, ids)), Some(at)).await?;
+    let (_, outcomes) =
+        rpc.read(&plan(registry, |plan| push_agents(plan, ids.iter().copied())), Some(at)).await?;
     let mut agents = Vec::with_capacity(outcomes.len() / 2);
     for pair in outcomes.chunks(2) {
         let record = decode_record(&pair[0])?;

@@ -23,8 +23,8 @@ use kya_core::{
     redact,
     retry::{self, Effect, Failure},
     rpc::{
-        BlockTag, CallPlan, Outcome, batch_body, batches, decode_pinned_block, pin_block_request,
-        whole_batch_error,
+        BlockTag, CallPlan, Outcome, batch_body, batches, block_request, decode_pinned_block,
+        pin_block_request, whole_batch_error,
     },
 };
 use wasm_bindgen::JsValue;
@@ -64,6 +64,18 @@ impl Rpc<'_> {
     pub(crate) async fn pin(&self) -> Result<BlockRef> {
         let answer = self.post(pin_block_request()).await?;
         Ok(decode_pinned_block(&answer)?)
+    }
+
+    /// Number and timestamp of block `number`.
+    pub(crate) async fn block(&self, number: u64) -> Result<BlockRef> {
+        let answer = self.post(block_request(BlockTag::Number(number))).await?;
+        Ok(decode_pinned_block(&answer)?)
+    }
+
+    /// One JSON-RPC request's answer, through the same transport as every read (retries,
+    /// budget); the caller decodes it.
+    pub(crate) async fn request(&self, body: String) -> Result<String> {
+        self.post(body).await
     }
 
     /// Runs every call of `plan` at one block: `at`, or the latest one. Returns that block and

@@ -15,14 +15,14 @@ use worker::{Cache, Response};
 
 use crate::{
     Result,
-    http::{self, Answer},
+    http::{self, Answer, Source},
 };
 
 mod lru;
 pub(crate) mod memory;
 
 /// When (Unix seconds) a cached answer's data reaches its TTL; sent along as a diagnostic.
-const EXPIRES_AT: &str = "x-expires-at";
+pub(crate) const EXPIRES_AT: &str = "x-expires-at";
 
 /// Which tier answered (`X-Cache-Tier`): diagnostics for operators, tests and benchmarks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,7 +97,9 @@ pub(crate) async fn lookup(key: &str, now: u64, memory_budget: usize) -> Option<
     let block = BlockRef { number: header("x-block-number")?, timestamp: header("x-block-timestamp")? };
     let etag = response.headers().get("etag").ok().flatten()?;
     let body = response.text().await.ok()?;
-    let cached = Rc::new(CachedAnswer { answer: Answer { body, block, read_at: 0 }, etag, expires_at });
+    let source = Source::from_headers(response.headers());
+    let cached =
+        Rc::new(CachedAnswer { answer: Answer { body, block, read_at: 0, source }, etag, expires_at });
     memory::keep(key, Rc::clone(&cached), cached.size(), expires_at, memory_budget);
     Some((cached, Tier::CacheApi))
 }

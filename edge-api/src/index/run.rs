@@ -1,19 +1,38 @@
-//! The scheduled run of the registry index: one bounded step per Cron Trigger. The first fill
-//! is a sweep of every agent by id at one pinned block, `INDEX_AGENTS_PER_RUN` agents a run,
-//! resumed from the cursor stored with the rows after a run that was killed or failed.
+//! One run of the registry index, on a Cron Trigger: a bounded step that leaves the index whole
+//! at one block, committed in one D1 batch with its state (a run killed midway leaves the index
+//! as the last one left it; the next starts from there).
+//!
+//! A run pins the chain's head and, with events on, follows the registry's logs from a window
+//! of blocks before the index's block (re-scanned: a reorganisation there shows as logs that
+//! are gone or new) up to a block whose touched agents fit the run. At that block it reads, in
+//! one Multicall3 round trip, the agents the logs touched now or touched in the window before
+//! (a write a reorganisation took away left no log), the next ids of the fill, and a slice of
+//! the sweep (`kya_core::index_plan`). The totals move to the block's time (attestations that
+//! lapsed meanwhile, counted in D1), then take each changed agent out as it was and in as it is.
 
-use std::cell::Cell;
+use std::{
+    cell::Cell,
+    collections::{BTreeMap, BTreeSet},
+};
 
-use kya_core::index::child_change;
+use kya_core::{
+    BlockRef,
+    index::{IndexedAgent, Lapse, child_change, lapsing},
+    index_plan::{bounded_end, plan},
+    logs::{Touch, follow_range},
+};
 use worker::{Date, Env};
 
-use super::{RunOutcome, State, Store, Sweep};
+use super::{RunOutcome, State, Store, follow, store::Held};
 use crate::{
     Result,
     config::Config,
     reads,
     rpc::{Rpc, SUBREQUEST_BUDGET},
 };
+
+/// Seconds a superseded row is kept for answers that still read its block.
+const SUPERSEDED_KEEP_SECS: u64 = 600;
 
 /// One run: a step of the index, and its outcome recorded for `/health`.
 pub(crate) async fn run(env: &Env) {
@@ -31,14 +50,27 @@ pub(crate) async fn run(env: &Env) {
     } else {
         worker::console_error!("index run failed: {message}");
     }
-    let at = Date::now().as_millis() / 1000;
-    if let Err(error) = store.record_run(RunOutcome { at, ok, message }).await {
+    if let Err(error) = store.record_run(RunOutcome { at: now(), ok, message }).await {
         worker::console_error!("recording the index run failed: {error}");
     }
 }
 
+fn now() -> u64 {
+    Date::now().as_millis() / 1000
+}
+
+/// The logs a run followed: the blocks, and the agents they touched.
+struct Followed {
+    /// The first block re-scanned: touches stored from here on are replaced.
+    from: u64,
+    touches: Vec<Touch>,
+    /// `eth_getLogs` requests it took (more than one: a provider refused a range).
+    requests: u32,
+}
+
 async fn step(store: &Store, config: &Config) -> Result<String> {
     let registry = config.registry()?;
+    let settings = config.index;
     let budget = Cell::new(SUBREQUEST_BUDGET);
     let rpc = Rpc {
         url: &config.rpc_url,
@@ -47,41 +79,139 @@ async fn step(store: &Store, config: &Config) -> Result<String> {
         budget: &budget,
     };
     let mut state: State = store.state().await?;
-    let sweep = match state.sweep {
-        Some(sweep) => sweep,
-        None if state.block.is_none() => {
-            let (block, next) = reads::next_agent_id(&rpc, registry).await?;
-            Sweep { block, agents: next.saturating_sub(1), next_id: 1 }
-        }
-        None => return Ok("the index is complete; following the registry's events is not built yet".into()),
-    };
-    let last = sweep.next_id.saturating_add(config.index_agents_per_run - 1).min(sweep.agents);
-    let fresh = if sweep.next_id <= last {
-        reads::indexed_agents(&rpc, registry, sweep.next_id..=last, sweep.block).await?
-    } else {
-        Vec::new()
-    };
-    let mut statements = Vec::with_capacity(fresh.len() + 2);
-    for agent in &fresh {
-        // A first fill: no agent is in the index yet.
-        state.totals.apply(None, Some(agent), sweep.block.timestamp);
-        statements.push(store.upsert(agent)?);
-        if let Some((parent, change)) = child_change(None, Some(&agent.record)) {
-            statements.push(store.add_children(parent, change)?);
-        }
+    let (head, head_next) = reads::next_agent_id(&rpc, registry, None).await?;
+    if let Some(indexed) = state.block.filter(|indexed| head.number < indexed.number) {
+        return Ok(format!(
+            "the chain's head {} is behind the index's block {}: waiting for the chain to pass it",
+            head.number, indexed.number
+        ));
     }
-    let message = if last >= sweep.agents {
-        state.block = Some(sweep.block);
-        state.sweep = None;
-        format!("sweep complete: {} agents at block {}", sweep.agents, sweep.block.number)
+
+    // The logs since the index's block (and the window before it), up to a block whose changes
+    // fit the run; the agents earlier runs saw touched in the window are read again too.
+    let mut carried = BTreeSet::new();
+    let mut followed = None;
+    let mut end = head.number;
+    if let (true, Some(indexed)) = (settings.events, state.block)
+        && let Some(range) =
+            follow_range(indexed.number, head.number, settings.reorg_window, settings.blocks_per_run)
+    {
+        let (touches, requests) = follow::touches(&rpc, registry, range.clone()).await?;
+        carried = store.touched_since(*range.start()).await?;
+        end = bounded_end(&touches, &carried, indexed.number + 1, *range.end(), settings.agents_per_run);
+        let touches = touches.into_iter().filter(|touch| touch.block <= end).collect();
+        followed = Some(Followed { from: *range.start(), touches, requests });
+    }
+    let (at, chain_next) = if end == head.number {
+        (head, head_next)
     } else {
-        state.sweep = Some(Sweep { next_id: last + 1, ..sweep });
-        format!(
-            "sweep at block {}: agents {} to {last} of {}",
-            sweep.block.number, sweep.next_id, sweep.agents
-        )
+        let block = rpc.block(end).await?;
+        reads::next_agent_id(&rpc, registry, Some(block)).await?
     };
+
+    let mut touched = carried;
+    touched.extend(followed.iter().flat_map(|followed| followed.touches.iter().map(|touch| touch.agent_id)));
+    let planned = plan(&touched, state.cursor, chain_next, settings.agents_per_run, settings.sweep_quota());
+    let fresh = reads::indexed_agents(&rpc, registry, &planned.read, at).await?;
+
+    // Time first: attestations that lapsed between the index's block and this one, counted on
+    // the agents as the index holds them.
+    if let Some(indexed) = state.block {
+        let lapse = lapsing(indexed.timestamp, at.timestamp);
+        let (Lapse::Lapsed(range) | Lapse::Renewed(range)) = &lapse;
+        let changed = store.active_attested_in(range).await?;
+        state.totals.shift_time(&lapse, changed);
+    }
+    let mut new: BTreeMap<u64, Option<IndexedAgent>> =
+        fresh.into_iter().map(|agent| (agent.record.agent_id, Some(agent))).collect();
+    new.extend(planned.gone.clone().map(|id| (id, None)));
+    let changes = apply(store, &mut state, &new, at).await?;
+
+    let now = now();
+    let ids: BTreeSet<u64> = changes.keys().copied().collect();
+    let rows: Vec<(&IndexedAgent, u64)> = changes
+        .values()
+        .filter_map(|held| held.as_ref().map(|held| (&held.agent, held.child_count)))
+        .collect();
+    let mut statements = store.write_versions(&ids, &rows, at.number, now)?;
+    if let Some(followed) = &followed {
+        let keep_from = at.number.saturating_sub(settings.reorg_window);
+        statements.extend(store.replace_touches(followed.from, &followed.touches, keep_from)?);
+    }
+    statements.push(store.collect_garbage(now.saturating_sub(SUPERSEDED_KEEP_SECS))?);
+    let read = planned.read.len();
+    state.block = Some(at);
+    state.head = head.number;
+    state.updated_at = now;
+    state.chain_next = chain_next;
+    state.cursor = planned.next;
     statements.push(store.save_state(&state)?);
     store.commit(statements).await?;
-    Ok(message)
+
+    let logs = followed.as_ref().map_or(String::from("no logs followed"), |followed| {
+        let (logs, requests) = (followed.touches.len(), followed.requests);
+        format!("{logs} logs of blocks {} to {} in {requests} eth_getLogs", followed.from, at.number)
+    });
+    let fill = if state.complete_at().is_some() {
+        format!("{} agents", state.totals.agents)
+    } else {
+        format!(
+            "first fill: {} of {} agents",
+            planned.next.filled.saturating_sub(1),
+            chain_next.saturating_sub(1)
+        )
+    };
+    Ok(format!("block {}: {logs}; {read} agents read, {} changed; {fill}", at.number, changes.len()))
+}
+
+/// Moves the totals from each agent as the index holds it to `new` (`None`: gone) at `at`'s
+/// time, and the child counts of parents whose children appeared or disappeared. Returns every
+/// agent whose row changes: its new state with its child count, or `None` to leave the index.
+async fn apply(
+    store: &Store,
+    state: &mut State,
+    new: &BTreeMap<u64, Option<IndexedAgent>>,
+    at: BlockRef,
+) -> Result<BTreeMap<u64, Option<Held>>> {
+    let ids: BTreeSet<u64> = new.keys().copied().collect();
+    let mut held = store.held(&ids).await?;
+    let mut children: BTreeMap<u64, i64> = BTreeMap::new();
+    let mut changes = BTreeMap::new();
+    for (&id, fresh) in new {
+        let old = held.get(&id);
+        if old.map(|old| &old.agent) == fresh.as_ref() {
+            continue;
+        }
+        state.totals.apply(old.map(|old| &old.agent), fresh.as_ref(), at.timestamp);
+        if let Some((parent, change)) =
+            child_change(old.map(|old| &old.agent.record), fresh.as_ref().map(|agent| &agent.record))
+        {
+            *children.entry(parent).or_default() += change;
+        }
+        let child_count = old.map_or(0, |old| old.child_count);
+        changes.insert(id, fresh.clone().map(|agent| Held { agent, child_count }));
+    }
+    // Parents whose child count moved, read when the run did not already have them.
+    let missing: BTreeSet<u64> =
+        children.keys().filter(|parent| !held.contains_key(parent)).copied().collect();
+    if !missing.is_empty() {
+        held.extend(store.held(&missing).await?);
+    }
+    for (parent, change) in children.into_iter().filter(|(_, change)| *change != 0) {
+        let entry = match changes.get_mut(&parent) {
+            Some(Some(changed)) => changed,
+            // A parent that left the index in this run keeps no count.
+            Some(None) => continue,
+            None => match held.get(&parent) {
+                Some(parent_row) => {
+                    changes.entry(parent).or_insert(Some(parent_row.clone())).as_mut().expect("just set")
+                }
+                // A child's parent the index does not hold yet (the fill reads ids in order, and
+                // a parent's id is lower): nothing to count.
+                None => continue,
+            },
+        };
+        entry.child_count = entry.child_count.saturating_add_signed(change);
+    }
+    Ok(changes)
 }

@@ -1,128 +1,381 @@
 //! The registry index (D1 under `wrangler dev`, its tables from the project's migrations, the
-//! scheduled handler run through `--test-scheduled`): the first fill sweeps every agent at one
-//! pinned block over several bounded runs, a failed run leaves the index as it was and the next
-//! one resumes from the stored cursor, `/health` reports it, and what it stores renders, with
-//! `kya_core`'s answer code, exactly the Worker's direct answers at the index's block.
+//! scheduled handler run through `--test-scheduled`), on one Worker and one chain, in order:
+//!
+//! - the first fill reads every agent over several bounded runs; until it is complete the five
+//!   endpoints read the chain and say so (`X-Index-Fallback`); a run that fails midway leaves
+//!   the index as it was, and the next resumes from the stored cursor;
+//! - then the five endpoints answer from the index (`X-Index-Lag-Blocks`), each equal to a
+//!   direct read of the chain at the index's block, after each kind of write;
+//! - a reorganisation that takes a write away is undone by the next run;
+//! - logs withheld by the provider: the safety-net sweep alone brings the index right;
+//! - a provider that caps `eth_getLogs` by range and by results: the ranges are split.
+//!
+//! "A direct read" is the registry read whole at the block (alloy, here in the test) and
+//! rendered by `kya_core::SnapshotAnswers`, which is what the Worker's direct path renders.
 
 use std::sync::{
     Arc,
-    atomic::{AtomicBool, Ordering},
+    atomic::{AtomicBool, AtomicUsize, Ordering},
 };
 
-use alloy::providers::Provider;
-use kya_core::index::{ComplianceRow, IndexedAgent, Totals, compliance_head, compliance_item};
-use kya_devchain::seed;
+use alloy::{
+    eips::BlockId,
+    primitives::{Address, Bytes, U256, keccak256},
+    providers::Provider,
+    rpc::types::TransactionRequest,
+    sol_types::SolCall,
+};
+use kya_core::{Agent, BlockRef, Revenue, Snapshot, SnapshotAnswers, abi::AgentRegistry, query::AgentsQuery};
+use kya_devchain::{
+    dev_accounts::{self, Role},
+    seed,
+};
 use kya_tests::{
     TestChain,
-    edge_fixture::{EdgeWorker, chain_vars},
+    edge_fixture::{EdgeClient, EdgeWorker, chain_vars},
     rpc_proxy::{self, RpcAction},
 };
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// Agents a run reads: the demo's 66 take three runs.
 const PER_RUN: u64 = 25;
+/// Blocks re-scanned by each run.
+const WINDOW: u64 = 8;
+/// The provider's caps while they are on: blocks per `eth_getLogs`, and logs per answer.
+const RANGE_CAP: u64 = 3;
+const RESULT_CAP: usize = 2;
+
+/// What the stand-in provider does, switched by the test as it goes.
+#[derive(Default)]
+struct Faults {
+    /// Fail every `eth_call` but the first of a run (the head's `nextAgentId`): a run that
+    /// dies after it began.
+    fail_midway: AtomicBool,
+    calls_while_failing: AtomicUsize,
+    /// Answer every `eth_getLogs` with no logs.
+    withhold_logs: AtomicBool,
+    /// Refuse `eth_getLogs` over more than [`RANGE_CAP`] blocks or with more than [`RESULT_CAP`]
+    /// logs, as hosted providers do.
+    cap_logs: AtomicBool,
+    /// `eth_getLogs` requests seen, and those refused.
+    log_requests: AtomicUsize,
+    log_refusals: AtomicUsize,
+}
+
+fn refusal(code: i64, message: &str) -> RpcAction {
+    RpcAction::Raw(
+        json!({"jsonrpc": "2.0", "id": 0, "error": {"code": code, "message": message}}).to_string(),
+    )
+}
+
+/// A result cap as Infura words it, applied to the node's answer.
+fn cap_results(answer: &str) -> String {
+    let parsed: Value = serde_json::from_str(answer).expect("the node answers JSON");
+    match parsed["result"].as_array() {
+        Some(logs) if logs.len() > RESULT_CAP => json!({"jsonrpc": "2.0", "id": parsed["id"], "error": {
+            "code": -32005, "message": format!("query returned more than {RESULT_CAP} results")}})
+        .to_string(),
+        _ => answer.to_owned(),
+    }
+}
+
+fn policy(faults: Arc<Faults>) -> Arc<dyn Fn(&str) -> RpcAction + Send + Sync> {
+    Arc::new(move |body: &str| {
+        let parsed: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+        // A batch is judged by its first request (the Worker batches one kind at a time).
+        let request = if parsed.is_array() { parsed[0].clone() } else { parsed };
+        match request["method"].as_str() {
+            Some("eth_call") if faults.fail_midway.load(Ordering::SeqCst) => {
+                if faults.calls_while_failing.fetch_add(1, Ordering::SeqCst) == 0 {
+                    RpcAction::Forward(body.to_owned())
+                } else {
+                    RpcAction::Http { status: 400, headers: vec![], body: "refused".into() }
+                }
+            }
+            Some("eth_getLogs") => {
+                faults.log_requests.fetch_add(1, Ordering::SeqCst);
+                if faults.withhold_logs.load(Ordering::SeqCst) {
+                    return RpcAction::Answer("[]".into());
+                }
+                if !faults.cap_logs.load(Ordering::SeqCst) {
+                    return RpcAction::Forward(body.to_owned());
+                }
+                let filter = &request["params"][0];
+                let block = |name: &str| {
+                    u64::from_str_radix(filter[name].as_str().unwrap().trim_start_matches("0x"), 16).unwrap()
+                };
+                if block("toBlock") - block("fromBlock") + 1 > RANGE_CAP {
+                    faults.log_refusals.fetch_add(1, Ordering::SeqCst);
+                    return refusal(-32614, &format!("eth_getLogs is limited to a {RANGE_CAP} range"));
+                }
+                RpcAction::Rewrite(body.to_owned(), cap_results)
+            }
+            _ => RpcAction::Forward(body.to_owned()),
+        }
+    })
+}
+
+/// The registry read whole at `block`, straight from the node.
+async fn snapshot_at(chain: &TestChain, block: u64) -> Snapshot {
+    let provider = chain.chain.provider();
+    let registry = chain.registry();
+    let call = |data: Vec<u8>| {
+        let request = TransactionRequest::default().to(registry).input(Bytes::from(data).into());
+        async move { provider.call(request).block(BlockId::number(block)).await.expect("a read at the block") }
+    };
+    let next = AgentRegistry::nextAgentIdCall::abi_decode_returns(
+        &call(AgentRegistry::nextAgentIdCall {}.abi_encode()).await,
+    )
+    .unwrap();
+    let mut snapshot = Snapshot {
+        block: BlockRef { number: block, timestamp: timestamp(chain, block).await },
+        agents: Vec::new(),
+        revenue: Vec::new(),
+        revenue_unreadable: Vec::new(),
+    };
+    for id in 1..next.to::<u64>() {
+        let agent_id = U256::from(id);
+        let record = AgentRegistry::getAgentCall::abi_decode_returns(
+            &call(AgentRegistry::getAgentCall { agentId: agent_id }.abi_encode()).await,
+        )
+        .unwrap();
+        snapshot.agents.push(Agent::try_from(record).unwrap());
+        let history = AgentRegistry::getRevenueHistoryCall::abi_decode_returns(
+            &call(AgentRegistry::getRevenueHistoryCall { agentId: agent_id }.abi_encode()).await,
+        )
+        .unwrap();
+        snapshot.revenue.extend(history.into_iter().map(|report| Revenue::try_from(report).unwrap()));
+    }
+    snapshot
+}
+
+async fn timestamp(chain: &TestChain, block: u64) -> u64 {
+    let header = chain.chain.provider().get_block_by_number(block.into()).await.unwrap().expect("the block");
+    header.header.timestamp
+}
+
+/// `/agents` queries compared: pages of every status, past the end, and of one status.
+fn agent_queries() -> Vec<String> {
+    let mut queries = vec!["/api/v1/agents".to_owned(), "/api/v1/agents?page=2&limit=7".into()];
+    queries.push("/api/v1/agents?page=40&limit=100".into());
+    for status in ["Active", "Suspended", "Revoked", "Terminated"] {
+        queries.push(format!("/api/v1/agents?status={status}&limit=5&page=2"));
+        queries.push(format!("/api/v1/agents?status={status}"));
+    }
+    queries
+}
+
+fn query_of(path: &str) -> AgentsQuery {
+    let query = path.split_once('?').map_or("", |(_, query)| query);
+    AgentsQuery::parse(
+        query.split('&').filter(|pair| !pair.is_empty()).map(|pair| pair.split_once('=').unwrap()),
+    )
+    .unwrap()
+}
+
+/// Every registry-wide endpoint answers from the index (no fallback), at the index's block, with
+/// exactly the bodies of a direct read of the chain at that block. Returns that block.
+async fn assert_index_answers_as_the_chain(
+    api: &EdgeClient,
+    chain: &TestChain,
+    rpc: &str,
+    step: &str,
+) -> u64 {
+    let stats = api.get("/api/v1/stats").await;
+    assert_eq!(stats.status, 200, "{step}: {}", stats.text);
+    assert_eq!(stats.header("x-index-fallback"), None, "{step}: answered from the index");
+    assert!(stats.header("x-index-lag-blocks").is_some(), "{step}: names the index's lag");
+    let block: u64 = stats.header("x-block-number").unwrap().parse().unwrap();
+    let direct = SnapshotAnswers::render(&snapshot_at(chain, block).await, &chain.registry(), rpc);
+    assert_eq!(stats.text, direct.stats, "{step}: /stats");
+    let mut expected: Vec<(String, String)> = vec![
+        ("/api/v1/stats/detailed".into(), direct.detailed.clone()),
+        ("/api/v1/revenue/aggregate".into(), direct.aggregate.clone()),
+        ("/api/v1/agents/compliance".into(), direct.compliance.clone()),
+    ];
+    expected.extend(agent_queries().into_iter().map(|path| {
+        let body = direct.agents_page(&query_of(&path));
+        (path, body)
+    }));
+    for (path, body) in expected {
+        let answer = api.get(&path).await;
+        assert_eq!(answer.status, 200, "{step}: {path}: {}", answer.text);
+        assert_eq!(answer.header("x-block-number"), Some(block.to_string().as_str()), "{step}: {path}");
+        assert_eq!(answer.header("x-index-fallback"), None, "{step}: {path}");
+        assert_eq!(answer.text, body, "{step}: {path}");
+    }
+    block
+}
+
+async fn health_index(api: &EdgeClient) -> Value {
+    api.get("/health").await.body["index"].clone()
+}
+
+/// A registry write from `from`, mined in its own block.
+async fn write<C: SolCall>(chain: &TestChain, from: Address, call: &C) {
+    chain.chain.send(from, chain.registry(), call).await.expect("the write is mined");
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_first_fill_sweeps_in_bounded_resumable_runs_and_matches_the_direct_answers() {
+async fn the_index_fills_follows_every_write_undoes_reorganisations_and_survives_its_provider() {
     let chain = TestChain::start().await;
     let demo = seed::seed_demo(&chain.chain, &chain.deployment).await.expect("demo seeds");
     let agents = demo.agents.len() as u64;
-    // A provider that fails every request while `failing` is set: a run that fails midway.
-    let failing = Arc::new(AtomicBool::new(false));
-    let fail = failing.clone();
-    let proxy = rpc_proxy::start(
-        Some(chain.rpc_url()),
-        Arc::new(move |body: &str| {
-            if fail.load(Ordering::SeqCst) {
-                RpcAction::Http { status: 400, headers: vec![], body: "refused".into() }
-            } else {
-                RpcAction::Forward(body.to_owned())
-            }
-        }),
-    )
-    .await;
+    let faults = Arc::new(Faults::default());
+    let proxy = rpc_proxy::start(Some(chain.rpc_url()), policy(faults.clone())).await;
     let mut vars = chain_vars(&proxy, chain.registry());
-    vars.push(("INDEX_AGENTS_PER_RUN", PER_RUN.to_string()));
+    vars.extend([
+        ("INDEX_AGENTS_PER_RUN", PER_RUN.to_string()),
+        ("INDEX_REORG_WINDOW", WINDOW.to_string()),
+        ("INDEX_SWEEP_PER_RUN", PER_RUN.to_string()),
+        // Answers are not cached here: each check sees the index as the last run left it.
+        ("INDEX_ANSWER_TTL_SECS", "0".into()),
+        ("MEMORY_CACHE_BYTES", "0".into()),
+    ]);
     let worker = EdgeWorker::start_indexed(&vars).await;
     let api = worker.client();
+    let rpc = kya_core::redact::url(&proxy);
     let head = chain.chain.provider().get_block_number().await.unwrap();
 
-    let health = api.get("/health").await;
-    assert_eq!((health.status, &health.body["index"]), (200, &Value::Null), "no run yet");
+    // Before any run: no index, and the endpoints read the chain, saying why (a query the
+    // checks below do not make: a fallback answer is cached like any direct one).
+    assert_eq!(health_index(&api).await, Value::Null, "no run yet");
+    let page = api.get("/api/v1/agents?limit=3").await;
+    assert_eq!(page.header("x-index-fallback"), Some("the index is not filled yet"));
+    assert_eq!(page.body["total"], agents);
 
+    // The first fill, 25 agents a run; a run that dies after it began changes nothing.
     worker.run_index().await;
-    let index = api.get("/health").await.body["index"].clone();
-    assert_eq!(index["block"], Value::Null, "not complete: {index}");
-    assert_eq!(index["agents"], PER_RUN);
-    assert_eq!(index["sweep"], serde_json::json!({"block": head, "nextId": PER_RUN + 1, "agents": agents}));
-    assert_eq!(index["lastRun"]["ok"], true);
+    let index = health_index(&api).await;
+    assert_eq!((index["block"].as_u64(), index["complete"].as_bool()), (Some(head), Some(false)), "{index}");
+    assert_eq!((index["agents"].as_u64(), index["fillNextId"].as_u64()), (Some(PER_RUN), Some(PER_RUN + 1)));
+    assert_eq!(index["registryAgents"], agents);
     assert_eq!(
         index["lastRun"]["message"],
-        format!("sweep at block {head}: agents 1 to {PER_RUN} of {agents}")
+        format!(
+            "block {head}: no logs followed; 25 agents read, 25 changed; first fill: 25 of {agents} agents"
+        )
     );
-
-    // A run whose reads fail stores nothing but its outcome; the next resumes where the
-    // cursor stands.
-    failing.store(true, Ordering::SeqCst);
+    faults.fail_midway.store(true, Ordering::SeqCst);
     worker.run_index().await;
-    failing.store(false, Ordering::SeqCst);
-    let index = api.get("/health").await.body["index"].clone();
-    assert_eq!((index["agents"].as_u64(), index["lastRun"]["ok"].as_bool()), (Some(PER_RUN), Some(false)));
-    assert_eq!(index["sweep"]["nextId"], PER_RUN + 1, "the cursor did not move");
-    let rows = worker.query_index("SELECT count(*) AS n FROM agents");
-    assert_eq!(rows[0]["n"], PER_RUN);
-
+    faults.fail_midway.store(false, Ordering::SeqCst);
+    let index = health_index(&api).await;
+    assert_eq!(index["lastRun"]["ok"], false, "{index}");
+    assert_eq!((index["agents"].as_u64(), index["fillNextId"].as_u64()), (Some(PER_RUN), Some(PER_RUN + 1)));
+    assert_eq!(worker.query_index("SELECT count(*) AS n FROM agents")[0]["n"], PER_RUN, "nothing written");
     worker.run_index().await;
     worker.run_index().await;
-    let index = api.get("/health").await.body["index"].clone();
-    assert_eq!(index["block"], head, "complete at the sweep's pinned block: {index}");
-    assert_eq!((index["agents"].as_u64(), index["lagBlocks"].as_u64()), (Some(agents), Some(0)));
-    assert_eq!(index["sweep"], Value::Null);
-    assert_eq!(index["lastRun"]["message"], format!("sweep complete: {agents} agents at block {head}"));
+    let index = health_index(&api).await;
+    assert_eq!(
+        (index["complete"].as_bool(), index["agents"].as_u64()),
+        (Some(true), Some(agents)),
+        "{index}"
+    );
+    assert_eq!(index["lagBlocks"], 0);
+    let block = assert_index_answers_as_the_chain(&api, &chain, &rpc, "first fill").await;
+    assert_eq!(block, head);
 
-    // What the index holds renders the Worker's direct answers at the same block (the chain has
-    // not moved since the sweep pinned it).
-    let state: Value =
-        serde_json::from_str(worker.query_index("SELECT value FROM state")[0]["value"].as_str().unwrap())
-            .unwrap();
-    let totals: Totals = serde_json::from_value(state["totals"].clone()).unwrap();
-    let timestamp = state["block"]["timestamp"].as_u64().unwrap();
-    let registry = chain.registry();
-    // `/stats` names the endpoint as `kya_core::redact` shows it.
-    let rpc = kya_core::redact::url(&proxy);
-    let direct = |path: &'static str| {
-        let api = api.clone();
-        async move {
-            let answer = api.get(path).await;
-            assert_eq!(answer.status, 200, "{path}: {}", answer.text);
-            assert_eq!(answer.header("x-block-number"), Some(head.to_string().as_str()), "{path}");
-            answer.text
-        }
+    // Each kind of write, followed by the next run.
+    let creator_a = dev_accounts::address(Role::CreatorA);
+    let regulator = chain.deployment.regulator;
+    let root = demo.roles.lineage[0];
+    let id = |agent_id: u64| U256::from(agent_id);
+    let scope = "a child registered after the fill";
+    let register = AgentRegistry::registerAgentCall {
+        haftungsperson: creator_a,
+        agentWallet: dev_accounts::agent_wallet(agents + 1).address(),
+        constitutionHash: keccak256(scope),
+        capabilityHash: keccak256(scope),
+        operationalScope: scope.into(),
+        parentAgentId: id(root),
+        selfModifying: false,
     };
-    assert_eq!(totals.stats_body(&registry, &rpc), direct("/api/v1/stats").await);
-    let recent: Vec<kya_core::Agent> = worker
-        .query_index("SELECT indexed FROM agents ORDER BY registered_at DESC, id DESC LIMIT 10")
-        .iter()
-        .map(|row| serde_json::from_str::<IndexedAgent>(row["indexed"].as_str().unwrap()).unwrap().record)
-        .collect();
-    assert_eq!(totals.detailed_body(&registry, &rpc, &recent), direct("/api/v1/stats/detailed").await);
-    assert_eq!(totals.aggregate_body(), direct("/api/v1/revenue/aggregate").await);
-    let rows = worker.query_index(
-        "SELECT id, creator, status, last_attestation, child_count FROM agents ORDER BY last_attestation, id",
-    );
-    let items: Vec<String> = rows
-        .iter()
-        .map(|row| {
-            let row = ComplianceRow {
-                agent_id: row["id"].as_u64().unwrap(),
-                creator: row["creator"].as_str().unwrap().parse().unwrap(),
-                status: kya_core::AgentStatus::try_from(row["status"].as_u64().unwrap() as u8).unwrap(),
-                last_attestation: row["last_attestation"].as_u64().unwrap(),
-                child_count: row["child_count"].as_u64().unwrap(),
-            };
-            compliance_item(&row, timestamp)
-        })
-        .collect();
-    let compliance = compliance_head(totals.agents) + &items.join(",") + "]}";
-    assert_eq!(compliance, direct("/api/v1/agents/compliance").await);
+    write(&chain, creator_a, &register).await;
+    let child = agents + 1;
+    worker.run_index().await;
+    assert_index_answers_as_the_chain(&api, &chain, &rpc, "register").await;
+    write(&chain, creator_a, &AgentRegistry::attestComplianceCall { agentId: id(child) }).await;
+    worker.run_index().await;
+    assert_index_answers_as_the_chain(&api, &chain, &rpc, "attest").await;
+    let report = AgentRegistry::reportRevenueCall {
+        agentId: id(child),
+        amount: U256::from(123_456u64),
+        currency: "CHF".into(),
+        category: "indexing".into(),
+        periodStart: 1,
+        periodEnd: 2,
+    };
+    write(&chain, creator_a, &report).await;
+    worker.run_index().await;
+    assert_index_answers_as_the_chain(&api, &chain, &rpc, "report revenue").await;
+    write(&chain, regulator, &AgentRegistry::suspendAgentCall { agentId: id(child) }).await;
+    worker.run_index().await;
+    assert_index_answers_as_the_chain(&api, &chain, &rpc, "suspend").await;
+    write(&chain, regulator, &AgentRegistry::reactivateAgentCall { agentId: id(child) }).await;
+    worker.run_index().await;
+    assert_index_answers_as_the_chain(&api, &chain, &rpc, "reactivate").await;
+    write(&chain, regulator, &AgentRegistry::revokeAgentCall { agentId: id(demo.roles.hive) }).await;
+    worker.run_index().await;
+    assert_index_answers_as_the_chain(&api, &chain, &rpc, "revoke").await;
+    write(&chain, creator_a, &AgentRegistry::terminateSelfCall { agentId: id(child) }).await;
+    worker.run_index().await;
+    assert_index_answers_as_the_chain(&api, &chain, &rpc, "terminate").await;
+    let rows =
+        worker.query_index(&format!("SELECT child_count FROM agents WHERE id = {root} AND until IS NULL"));
+    assert_eq!(rows[0]["child_count"], 2, "the root's child count: its lineage child and the new one");
+
+    // A reorganisation takes a registration and an attestation away: the next run undoes both.
+    let snapshot: String = chain.chain.provider().raw_request("evm_snapshot".into(), ()).await.unwrap();
+    let scope = "a registration a reorganisation takes away";
+    let doomed = AgentRegistry::registerAgentCall {
+        agentWallet: dev_accounts::agent_wallet(agents + 2).address(),
+        constitutionHash: keccak256(scope),
+        capabilityHash: keccak256(scope),
+        operationalScope: scope.into(),
+        parentAgentId: id(root),
+        ..register.clone()
+    };
+    write(&chain, creator_a, &doomed).await;
+    write(&chain, creator_a, &AgentRegistry::attestComplianceCall { agentId: id(demo.roles.lapsed) }).await;
+    worker.run_index().await;
+    let before =
+        assert_index_answers_as_the_chain(&api, &chain, &rpc, "writes a reorganisation takes away").await;
+    assert_eq!(health_index(&api).await["agents"], agents + 2);
+    let reverted: bool = chain.chain.provider().raw_request("evm_revert".into(), (snapshot,)).await.unwrap();
+    assert!(reverted);
+    let _: Value = chain.chain.provider().raw_request("anvil_mine".into(), ("0x3",)).await.unwrap();
+    assert!(chain.chain.provider().get_block_number().await.unwrap() > before);
+    worker.run_index().await;
+    assert_index_answers_as_the_chain(&api, &chain, &rpc, "after the reorganisation").await;
+    assert_eq!(health_index(&api).await["agents"], agents + 1, "the registration is gone");
+
+    // Logs withheld: the sweep alone brings every agent right, a run's room at a time.
+    faults.withhold_logs.store(true, Ordering::SeqCst);
+    write(&chain, creator_a, &AgentRegistry::attestComplianceCall { agentId: id(demo.roles.lapsed) }).await;
+    write(&chain, regulator, &AgentRegistry::suspendAgentCall { agentId: id(root) }).await;
+    for _ in 0..6 {
+        worker.run_index().await;
+    }
+    faults.withhold_logs.store(false, Ordering::SeqCst);
+    assert_index_answers_as_the_chain(&api, &chain, &rpc, "logs withheld").await;
+
+    // A provider capping eth_getLogs at 3 blocks and 2 logs: ranges are split until they pass.
+    faults.cap_logs.store(true, Ordering::SeqCst);
+    let requests_before = faults.log_requests.load(Ordering::SeqCst);
+    for agent_id in demo.roles.lineage.iter().skip(1).take(4) {
+        write(&chain, creator_a, &AgentRegistry::attestComplianceCall { agentId: id(*agent_id) }).await;
+    }
+    worker.run_index().await;
+    faults.cap_logs.store(false, Ordering::SeqCst);
+    assert_eq!(health_index(&api).await["lastRun"]["ok"], true);
+    assert!(faults.log_refusals.load(Ordering::SeqCst) >= 1, "the range cap refused a range");
+    assert!(faults.log_requests.load(Ordering::SeqCst) - requests_before > 4, "split into several requests");
+    assert_index_answers_as_the_chain(&api, &chain, &rpc, "capped logs").await;
+
+    // Over all of it, the index kept no more than its current rows and those superseded lately.
+    let current = worker.query_index("SELECT count(*) AS n FROM agents WHERE until IS NULL");
+    assert_eq!(current[0]["n"], agents + 1);
+    let touches = worker.query_index("SELECT min(block) AS low FROM touches");
+    let head = chain.chain.provider().get_block_number().await.unwrap();
+    assert!(touches[0]["low"].as_u64().is_none_or(|low| low + WINDOW >= head), "old touches are forgotten");
 }
