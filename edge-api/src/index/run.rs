@@ -42,7 +42,12 @@ pub(crate) async fn run(env: &Env) {
     };
     let config = Config::from_env(env);
     let (ok, message) = match step(&store, &config).await {
-        Ok(message) => (true, message),
+        // Committed with the rows: nothing more to write.
+        Ok(Step::Committed(message)) => {
+            worker::console_log!("index run: {message}");
+            return;
+        }
+        Ok(Step::Idle(message)) => (true, message),
         Err(error) => (false, error.to_string()),
     };
     if ok {
@@ -53,6 +58,14 @@ pub(crate) async fn run(env: &Env) {
     if let Err(error) = store.record_run(RunOutcome { at: now(), ok, message }).await {
         worker::console_error!("recording the index run failed: {error}");
     }
+}
+
+/// How a run that did not fail ended.
+enum Step {
+    /// It moved the index; its outcome went into the same commit.
+    Committed(String),
+    /// It had nothing to do; its outcome is still to record.
+    Idle(String),
 }
 
 fn now() -> u64 {
@@ -68,7 +81,7 @@ struct Followed {
     requests: u32,
 }
 
-async fn step(store: &Store, config: &Config) -> Result<String> {
+async fn step(store: &Store, config: &Config) -> Result<Step> {
     let registry = config.registry()?;
     let settings = config.index;
     let budget = Cell::new(SUBREQUEST_BUDGET);
@@ -81,10 +94,10 @@ async fn step(store: &Store, config: &Config) -> Result<String> {
     let mut state: State = store.state().await?;
     let (head, head_next) = reads::next_agent_id(&rpc, registry, None).await?;
     if let Some(indexed) = state.block.filter(|indexed| head.number < indexed.number) {
-        return Ok(format!(
+        return Ok(Step::Idle(format!(
             "the chain's head {} is behind the index's block {}: waiting for the chain to pass it",
             head.number, indexed.number
-        ));
+        )));
     }
 
     // The logs since the index's block (and the window before it), up to a block whose changes
@@ -145,9 +158,6 @@ async fn step(store: &Store, config: &Config) -> Result<String> {
     state.updated_at = now;
     state.chain_next = chain_next;
     state.cursor = planned.next;
-    statements.push(store.save_state(&state)?);
-    store.commit(statements).await?;
-
     let logs = followed.as_ref().map_or(String::from("no logs followed"), |followed| {
         let (logs, requests) = (followed.touches.len(), followed.requests);
         format!("{logs} logs of blocks {} to {} in {requests} eth_getLogs", followed.from, at.number)
@@ -161,7 +171,11 @@ async fn step(store: &Store, config: &Config) -> Result<String> {
             chain_next.saturating_sub(1)
         )
     };
-    Ok(format!("block {}: {logs}; {read} agents read, {} changed; {fill}", at.number, changes.len()))
+    let message = format!("block {}: {logs}; {read} agents read, {} changed; {fill}", at.number, changes.len());
+    state.last_run = Some(RunOutcome { at: now, ok: true, message: message.clone() });
+    statements.push(store.save_state(&state)?);
+    store.commit(statements).await?;
+    Ok(Step::Committed(message))
 }
 
 /// Moves the totals from each agent as the index holds it to `new` (`None`: gone) at `at`'s
