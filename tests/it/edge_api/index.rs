@@ -8,7 +8,9 @@
 //!   direct read of the chain at the index's block, after each kind of write;
 //! - a reorganisation that takes a write away is undone by the next run;
 //! - logs withheld by the provider: the safety-net sweep alone brings the index right;
-//! - a provider that caps `eth_getLogs` by range and by results: the ranges are split.
+//! - a provider that caps `eth_getLogs` by range and by results: the ranges are split;
+//! - and, on Workers of their own: through a load balancer whose backends lag and a provider
+//!   that answers 429, and with events off (the sweep alone).
 //!
 //! "A direct read" is the registry read whole at the block (alloy, here in the test) and
 //! rendered by `kya_core::SnapshotAnswers`, which is what the Worker's direct path renders.
@@ -33,6 +35,7 @@ use kya_devchain::{
 use kya_tests::{
     TestChain,
     edge_fixture::{EdgeClient, EdgeWorker, chain_vars},
+    provider_shapes::{self, ProviderShape},
     rpc_proxy::{self, RpcAction},
 };
 use serde_json::{Value, json};
@@ -378,4 +381,52 @@ async fn the_index_fills_follows_every_write_undoes_reorganisations_and_survives
     let touches = worker.query_index("SELECT min(block) AS low FROM touches");
     let head = chain.chain.provider().get_block_number().await.unwrap();
     assert!(touches[0]["low"].as_u64().is_none_or(|low| low + WINDOW >= head), "old touches are forgotten");
+}
+
+/// Through a load balancer whose backends lag the head, and a provider that refuses every third
+/// request with 429, the index fills and follows a write, and its answers equal the chain's;
+/// with `INDEX_EVENTS = "off"` (a registry whose events are unknown) no log is asked for, and
+/// the sweep alone brings the write in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_index_runs_through_lagging_and_rate_limiting_providers_and_on_the_sweep_alone() {
+    let chain = TestChain::start().await;
+    let demo = seed::seed_demo(&chain.chain, &chain.deployment).await.expect("demo seeds");
+    let creator_a = dev_accounts::address(Role::CreatorA);
+    for (shape, events) in
+        [(ProviderShape::LaggingBackend, true), (ProviderShape::RateLimitedEveryThird, false)]
+    {
+        // Behind the stand-in (which answers with its own HTTP statuses): counts the eth_getLogs
+        // the runs send.
+        let faults = Arc::new(Faults::default());
+        let counter = rpc_proxy::start(Some(chain.rpc_url()), policy(faults.clone())).await;
+        let (proxy, refused) = provider_shapes::start(&counter, shape).await;
+        let started = std::time::Instant::now();
+        let mut vars = chain_vars(&proxy, chain.registry());
+        vars.extend([
+            ("INDEX_EVENTS", if events { "on" } else { "off" }.to_owned()),
+            ("INDEX_ANSWER_TTL_SECS", "0".into()),
+            ("MEMORY_CACHE_BYTES", "0".into()),
+        ]);
+        let worker = EdgeWorker::start_indexed(&vars).await;
+        let api = worker.client();
+        let rpc = kya_core::redact::url(&proxy);
+        worker.run_index().await;
+        let index = health_index(&api).await;
+        assert_eq!(index["complete"], true, "{shape:?}: one run fills the demo: {index}");
+        assert_index_answers_as_the_chain(&api, &chain, &rpc, &format!("{shape:?}: filled")).await;
+        let agent_id = U256::from(demo.roles.lineage[1]);
+        write(&chain, creator_a, &AgentRegistry::attestComplianceCall { agentId: agent_id }).await;
+        worker.run_index().await;
+        let index = health_index(&api).await;
+        assert_eq!(index["lastRun"]["ok"], true, "{shape:?}: {index}");
+        assert_index_answers_as_the_chain(&api, &chain, &rpc, &format!("{shape:?}: after a write")).await;
+        assert!(refused.load(Ordering::SeqCst) > 0, "{shape:?}: the stand-in refused nothing");
+        let logs = faults.log_requests.load(Ordering::SeqCst);
+        if events {
+            assert!(logs > 0, "{shape:?}: the run followed the logs");
+        } else {
+            assert_eq!(logs, 0, "{shape:?}: events off, no eth_getLogs");
+        }
+        eprintln!("{shape:?}: {:?}", started.elapsed());
+    }
 }
