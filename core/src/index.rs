@@ -326,7 +326,6 @@ fn json<T: Serialize>(value: &T) -> String {
 mod tests {
     use super::*;
     use crate::{BlockRef, Snapshot, SnapshotAnswers, pagination::AGENTS_MAX_LIMIT, stats};
-    use alloy_primitives::B256;
     use proptest::prelude::*;
     use std::collections::HashMap;
 
@@ -448,21 +447,10 @@ mod tests {
     }
 
     fn agent(id: u64, status: u8, attested: u64, registered: u64) -> Agent {
+        let status = AgentStatus::try_from(status).unwrap();
         Agent {
-            agent_id: id,
-            creator: Address::with_last_byte(id as u8),
-            haftungsperson: Address::with_last_byte(7),
-            agent_wallet: Address::with_last_byte(id as u8 ^ 0xff),
-            constitution_hash: B256::repeat_byte(1),
-            capability_hash: B256::repeat_byte(2),
-            operational_scope: format!("scope {id}"),
-            parent_agent_id: id / 3,
             generation: u64::from(id >= 3) + id / 9,
-            self_modifying: id.is_multiple_of(2),
-            registered_at: registered,
-            last_attestation: attested,
-            last_revenue_report: 0,
-            status: AgentStatus::try_from(status).unwrap(),
+            ..crate::test_support::sample_agent(id, status, attested, registered)
         }
     }
 

@@ -29,6 +29,8 @@ mod snapshot;
 mod snapshot_answers;
 pub mod stats;
 mod status;
+#[cfg(test)]
+mod test_support;
 pub mod time;
 pub mod view;
 

@@ -155,7 +155,7 @@ const _: () = assert!((AgentStatus::Terminated as u8) < 10);
 mod tests {
     use super::*;
     use crate::{Agent, Revenue, pagination::AGENTS_MAX_LIMIT};
-    use alloy_primitives::{B256, U256};
+    use alloy_primitives::U256;
     use proptest::prelude::*;
 
     fn snapshot(agents: u64) -> Snapshot {
@@ -163,20 +163,14 @@ mod tests {
             [AgentStatus::Active, AgentStatus::Suspended, AgentStatus::Revoked, AgentStatus::Terminated];
         let agents: Vec<Agent> = (1..=agents)
             .map(|id| Agent {
-                agent_id: id,
-                creator: Address::with_last_byte(id as u8),
-                haftungsperson: Address::with_last_byte(7),
-                agent_wallet: Address::with_last_byte(id as u8 ^ 0xff),
-                constitution_hash: B256::repeat_byte(1),
-                capability_hash: B256::repeat_byte(2),
                 operational_scope: format!("scope \"{id}\" ünïcode"),
-                parent_agent_id: id / 3,
                 generation: u64::from(id >= 3),
-                self_modifying: id % 2 == 0,
-                registered_at: 1_700_000_000 + id,
-                last_attestation: 1_700_000_000 + id * 1_000,
-                last_revenue_report: 0,
-                status: statuses[(id % 7 % 4) as usize],
+                ..crate::test_support::sample_agent(
+                    id,
+                    statuses[(id % 7 % 4) as usize],
+                    1_700_000_000 + id * 1_000,
+                    1_700_000_000 + id,
+                )
             })
             .collect();
         let revenue = vec![Revenue {

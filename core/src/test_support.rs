@@ -1,0 +1,27 @@
+//! Fixtures the unit tests of several modules share.
+
+use alloy_primitives::{Address, B256};
+
+use crate::{Agent, AgentStatus};
+
+/// A well-formed agent `id`: its creator and wallet derived from the id, a parent a third of
+/// it, every third agent and later a child, hashes and scope fixed. Tests override the fields
+/// they vary.
+pub(crate) fn sample_agent(id: u64, status: AgentStatus, attested: u64, registered: u64) -> Agent {
+    Agent {
+        agent_id: id,
+        creator: Address::with_last_byte(id as u8),
+        haftungsperson: Address::with_last_byte(7),
+        agent_wallet: Address::with_last_byte(id as u8 ^ 0xff),
+        constitution_hash: B256::repeat_byte(1),
+        capability_hash: B256::repeat_byte(2),
+        operational_scope: format!("scope {id}"),
+        parent_agent_id: id / 3,
+        generation: u64::from(id >= 3),
+        self_modifying: id.is_multiple_of(2),
+        registered_at: registered,
+        last_attestation: attested,
+        last_revenue_report: 0,
+        status,
+    }
+}
