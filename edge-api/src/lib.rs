@@ -68,7 +68,7 @@ async fn respond(request: Request, env: Env, context: Context) -> Result<Respons
         return http::finish(response, rate_limit::peek(&ip, now).remaining);
     }
     let (remaining, outcome) = match rate_limit::admit(&env, &context, &ip, now_ms) {
-        Ok(quota) => (quota.remaining, serve(&request, &env, now).await),
+        Ok(quota) => (quota.remaining, serve(&request, &env, &context, now).await),
         Err(limited) => (0, Err(limited)),
     };
     let response = match outcome {
@@ -85,7 +85,7 @@ async fn respond(request: Request, env: Env, context: Context) -> Result<Respons
 
 /// Everything after the rate limit, at wall-clock time `now` (Unix seconds); errors become
 /// `{"error": ...}` in [`respond`].
-async fn serve(request: &Request, env: &Env, now: u64) -> Result<Response> {
+async fn serve(request: &Request, env: &Env, context: &Context, now: u64) -> Result<Response> {
     // By name: workers-rs reads a method it has no variant for (QUERY, PROPFIND, ...) as GET.
     let method = request.inner().method();
     if method != "GET" && method != "HEAD" {
@@ -126,6 +126,13 @@ async fn serve(request: &Request, env: &Env, now: u64) -> Result<Response> {
     };
     let key = cache::key(&origin, &config.cache_tag, &policy.path);
     let memory_budget = config.memory_cache_bytes;
+    if endpoint == Endpoint::AgentsCompliance
+        && let Some(response) = cache::lookup_streamed(&key, now).await
+    {
+        response.headers().set("x-cache", "HIT")?;
+        response.headers().set("x-cache-tier", cache::Tier::CacheApi.name())?;
+        return Ok(response);
+    }
     let (cached, tier) = match cache::lookup(&key, now, memory_budget).await {
         Some((cached, tier)) => (cached, Some(tier)),
         None => match answers::answer(&endpoint, &deps()?).await? {
@@ -133,8 +140,12 @@ async fn serve(request: &Request, env: &Env, now: u64) -> Result<Response> {
                 let ttl = answer.source.ttl(policy.ttl, config.index.answer_ttl_secs);
                 (cache::store(&key, answer, ttl, now, memory_budget).await, None)
             }
-            // Streamed from the index, not cached here: it is never held whole.
-            Reply::Stream(response) => {
+            // Streamed from the index: never held whole, so kept in the Cache API only, as a
+            // stream teed off the one sent.
+            Reply::Stream(mut response) => {
+                if config.index.answer_ttl_secs > 0 {
+                    cache::keep_streamed(key, &mut response, context)?;
+                }
                 response.headers().set("x-cache", "MISS")?;
                 return Ok(response);
             }

@@ -11,7 +11,7 @@ use std::rc::Rc;
 
 use alloy_primitives::keccak256;
 use kya_core::BlockRef;
-use worker::{Cache, Response};
+use worker::{Cache, Context, Response};
 
 use crate::{
     Result,
@@ -122,6 +122,29 @@ pub(crate) async fn store(
         }
     }
     cached
+}
+
+/// A streamed answer (`/agents/compliance` from the index: no `ETag`, never held whole) under
+/// `key` in the Cache API while fresh at `now`, its body streamed on as the Cache API gives it,
+/// its `Cache-Control` counting down.
+pub(crate) async fn lookup_streamed(key: &str, now: u64) -> Option<Response> {
+    let mut cached = get(key).await?;
+    let headers = cached.headers().clone();
+    let expires_at: u64 = headers.get(EXPIRES_AT).ok().flatten()?.parse().ok()?;
+    if expires_at <= now || headers.has("etag").unwrap_or(true) {
+        return None;
+    }
+    let response = Response::from_stream(cached.stream().ok()?).ok()?;
+    headers.set("cache-control", &cache_control(expires_at - now)).ok()?;
+    Some(response.with_headers(headers))
+}
+
+/// Keeps a copy of the streamed `response` in the Cache API under `key`: the body is teed, and
+/// the copy stored once the response is sent (`wait_until`), so neither is held whole.
+pub(crate) fn keep_streamed(key: String, response: &mut Response, context: &Context) -> Result<()> {
+    let copy = response.cloned()?;
+    context.wait_until(async move { put(&key, copy).await });
+    Ok(())
 }
 
 /// The body of the Cache API entry under `key` and the value of its `header`.

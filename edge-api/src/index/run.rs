@@ -171,7 +171,8 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
             chain_next.saturating_sub(1)
         )
     };
-    let message = format!("block {}: {logs}; {read} agents read, {} changed; {fill}", at.number, changes.len());
+    let message =
+        format!("block {}: {logs}; {read} agents read, {} changed; {fill}", at.number, changes.len());
     state.last_run = Some(RunOutcome { at: now, ok: true, message: message.clone() });
     statements.push(store.save_state(&state)?);
     store.commit(statements).await?;

@@ -429,4 +429,27 @@ async fn the_index_runs_through_lagging_and_rate_limiting_providers_and_on_the_s
         }
         eprintln!("{shape:?}: {:?}", started.elapsed());
     }
+
+    // With answers cached (the default 30 s), the streamed compliance list is kept in the Cache
+    // API as it streams: the next request is a hit with the same body, and the same block.
+    let worker = EdgeWorker::start_indexed(&chain_vars(&chain.rpc_url(), chain.registry())).await;
+    let api = worker.client();
+    worker.run_index().await;
+    let first = api.get("/api/v1/agents/compliance").await;
+    let second = api.get("/api/v1/agents/compliance").await;
+    assert_eq!((first.status, first.header("x-cache")), (200, Some("MISS")), "{}", first.text);
+    assert_eq!((second.header("x-cache"), second.header("x-cache-tier")), (Some("HIT"), Some("cache-api")));
+    assert_eq!(second.text, first.text);
+    assert_eq!(second.header("x-block-number"), first.header("x-block-number"));
+    assert!(second.header("x-index-lag-blocks").is_some(), "the index's headers are kept");
+    let max_age: u64 =
+        second.header("cache-control").unwrap().trim_start_matches("public, max-age=").parse().unwrap();
+    assert!(max_age <= 30, "counts down from the index's TTL: {max_age}");
+    let block: u64 = first.header("x-block-number").unwrap().parse().unwrap();
+    let direct = SnapshotAnswers::render(
+        &snapshot_at(&chain, block).await,
+        &chain.registry(),
+        &kya_core::redact::url(&chain.rpc_url()),
+    );
+    assert_eq!(first.text, direct.compliance);
 }
