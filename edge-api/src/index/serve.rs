@@ -49,8 +49,10 @@ pub(crate) async fn answer(endpoint: &Endpoint, deps: &Deps<'_>) -> Result<Serve
     let state = match store.state().await {
         Ok(state) => state,
         Err(error) => {
+            // The error itself goes to the log only: a header carries one short line, and D1's
+            // messages are neither.
             worker::console_warn!("reading the index's state failed: {error}");
-            return Ok(Served::Fallback(format!("the index could not be read: {error}")));
+            return Ok(Served::Fallback("the index could not be read (its tables missing?)".into()));
         }
     };
     let Some(block) = state.complete_at() else {

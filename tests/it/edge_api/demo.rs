@@ -488,6 +488,9 @@ async fn cors(t: &Demo) {
         "x-expires-at",
         "x-block-number",
         "x-block-timestamp",
+        "x-index-lag-blocks",
+        "x-index-run-at",
+        "x-index-fallback",
     ];
     assert_eq!(exposed, expected.into_iter().map(str::to_owned).collect());
     // `/health` is rate-limited and CORS-enabled like every endpoint.

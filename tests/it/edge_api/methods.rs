@@ -29,7 +29,7 @@ const PREFLIGHT_HEADERS: [(&str, &str); 5] = [
     (
         "access-control-expose-headers",
         "X-RateLimit-Remaining, ETag, Retry-After, Cache-Control, X-Cache, X-Cache-Tier, X-Expires-At, \
-         X-Block-Number, X-Block-Timestamp",
+         X-Block-Number, X-Block-Timestamp, X-Index-Lag-Blocks, X-Index-Run-At, X-Index-Fallback",
     ),
 ];
 
