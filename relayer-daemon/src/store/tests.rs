@@ -499,6 +499,92 @@ fn retention_drops_call_data_then_records_and_spares_open_relays(engine: Engine)
     assert!(store.relay_by_hash(h(0x1)).unwrap().is_none(), "its transactions went with it");
 }
 
+/// Two stores on one database, as two daemons would open it, each written from several threads
+/// at once: the reservations of both never pass the one budget, a rate window counts exactly
+/// across them, a signed request is accepted once and found through either, and an outbox event
+/// is leased to one claimer only.
+fn two_stores_on_one_database_keep_one_budget_one_count_and_one_book(engine: Engine) {
+    const THREADS: usize = 3;
+    const ATTEMPTS: u64 = 8;
+    let place = Place::new(engine);
+    let daemons = [place.open().with_webhook_events(), place.open().with_webhook_events()];
+    // 100 wei per relay (10 gas at 10 wei): room for 20 of the 48 attempts.
+    let limits = BudgetLimits::total(2_000);
+    let outcomes: Vec<_> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..daemons.len() * THREADS)
+            .map(|worker| {
+                let store = &daemons[worker % daemons.len()];
+                scope.spawn(move || {
+                    (0..ATTEMPTS)
+                        .map(|nonce| {
+                            let counted = store.hit(RateKind::Ip, "one client", 7, 5).unwrap();
+                            let reserved =
+                                store.reserve(&relay(&format!("w{worker}"), nonce, 10), &limits, 5);
+                            (counted, reserved.unwrap())
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers.into_iter().flat_map(|worker| worker.join().unwrap()).collect()
+    });
+    let accepted: Vec<&Reservation> =
+        outcomes.iter().filter_map(|(_, reserved)| reserved.as_ref().ok()).collect();
+    assert_eq!(accepted.len(), 20, "exactly what the budget covers");
+    assert!(outcomes.iter().all(|(_, reserved)| matches!(reserved, Ok(_) | Err(Refusal::Budget))));
+    assert_eq!(outcomes.iter().filter(|(counted, _)| *counted).count(), 7, "the limit across both");
+    for store in &daemons {
+        let state = store.budget(6).unwrap();
+        assert_eq!((state.used_wei, state.pending_wei), (2_000, 2_000));
+        assert_eq!(store.records().unwrap().len(), 20);
+        assert_eq!(store.hits(RateKind::Ip, "one client", 6).unwrap(), 7);
+    }
+
+    // The same signed request from both at once: one relay, a duplicate for the other.
+    let same = relay("same", 0, 1);
+    let both = std::thread::scope(|scope| {
+        let racing: Vec<_> = daemons
+            .iter()
+            .map(|store| scope.spawn(|| store.reserve(&same, &BudgetLimits::total(u128::MAX), 7).unwrap()))
+            .collect();
+        racing.into_iter().map(|racer| racer.join().unwrap()).collect::<Vec<_>>()
+    });
+    let won: Vec<_> = both.iter().filter_map(|outcome| outcome.as_ref().ok()).collect();
+    assert_eq!(won.len(), 1, "{both:?}");
+    assert!(both.contains(&Err(Refusal::Duplicate)), "{both:?}");
+    for store in &daemons {
+        let held =
+            store.held(same.signer, same.forwarder_nonce, same.digest, &same.signature).unwrap().unwrap();
+        assert_eq!(held.relay_id, won[0].relay_id, "one book");
+        assert_eq!(store.relay_by_id(&won[0].relay_id).unwrap().unwrap().id, won[0].id);
+    }
+
+    // Every relay's first event, claimed from both at once: each leased once.
+    let claimed = std::thread::scope(|scope| {
+        let claimers: Vec<_> = daemons
+            .iter()
+            .enumerate()
+            .map(|(n, store)| {
+                scope.spawn(move || {
+                    let owner = format!("daemon {n}");
+                    (0..4)
+                        .flat_map(|_| store.claim_events(&owner, 3, 1_000, 30_000).unwrap())
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        claimers.into_iter().flat_map(|claimer| claimer.join().unwrap()).collect::<Vec<_>>()
+    });
+    // A claim that lost its race takes nothing (the other holds the lease); what the racing
+    // claims left is still there for the next.
+    let rest = daemons[0].claim_events("later", 100, 1_000, 30_000).unwrap();
+    let mut seqs: Vec<i64> = claimed.iter().chain(&rest).map(|event| event.seq).collect();
+    seqs.sort_unstable();
+    seqs.dedup();
+    assert_eq!(seqs.len(), claimed.len() + rest.len(), "no event leased twice");
+    assert_eq!(seqs.len(), 21, "every relay's head, once");
+}
+
 /// Each test above as `sqlite::<name>` and `postgres::<name>`.
 macro_rules! on_both_engines {
     ($($name:ident),* $(,)?) => {
@@ -531,4 +617,5 @@ on_both_engines!(
     a_signer_and_a_client_spend_at_most_their_share,
     every_change_clients_see_is_an_event_and_a_relays_events_go_one_at_a_time_in_order,
     retention_drops_call_data_then_records_and_spares_open_relays,
+    two_stores_on_one_database_keep_one_budget_one_count_and_one_book,
 );
