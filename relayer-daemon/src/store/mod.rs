@@ -188,7 +188,7 @@ impl Store {
     /// outage fails the operations during it, not every one after it.
     fn reconnect_if_closed(&self, connection: &mut Connection) -> Result<()> {
         if let (Connection::Postgres(current), Location::Postgres(url)) = (&*connection, &self.location)
-            && current.client.is_closed()
+            && current.is_closed()
         {
             tracing::warn!(store = %self.location, "the database connection was closed; connecting again");
             *connection = Connection::Postgres(url.connect()?);

@@ -76,7 +76,7 @@ impl std::fmt::Debug for DatabaseUrl {
 /// Brings the database up to date: every migration not yet recorded, in one transaction under
 /// [`MIGRATION_LOCK`].
 pub(super) fn migrate(connection: &mut PgConnection) -> Result<()> {
-    let mut tx = connection.client.transaction()?;
+    let mut tx = connection.client().transaction()?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
     tx.batch_execute(
         "CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",

@@ -199,22 +199,46 @@ impl std::fmt::Debug for Connection {
 /// A PostgreSQL client with its prepared statements: each statement of the store is parsed
 /// once per connection, not at every call (which would double the round trips).
 pub(crate) struct PgConnection {
-    pub(super) client: postgres::Client,
+    /// Always `Some` but while dropping (see [`Drop`]).
+    client: Option<postgres::Client>,
     statements: HashMap<String, postgres::Statement>,
 }
 
 impl PgConnection {
     pub(super) fn new(client: postgres::Client) -> Self {
-        Self { client, statements: HashMap::new() }
+        Self { client: Some(client), statements: HashMap::new() }
+    }
+
+    pub(super) fn client(&mut self) -> &mut postgres::Client {
+        self.client.as_mut().expect("the client is only taken when dropped")
+    }
+
+    /// Whether the server closed the connection.
+    pub(super) fn is_closed(&self) -> bool {
+        self.client.as_ref().is_none_or(postgres::Client::is_closed)
     }
 
     fn statement(&mut self, sql: &str) -> Result<postgres::Statement> {
         if let Some(statement) = self.statements.get(sql) {
             return Ok(statement.clone());
         }
-        let statement = self.client.prepare(&placeholders(sql))?;
+        let statement = self.client().prepare(&placeholders(sql))?;
         self.statements.insert(sql.to_owned(), statement.clone());
         Ok(statement)
+    }
+}
+
+impl Drop for PgConnection {
+    /// The client says goodbye to the server and drops its runtime, both blocking: on a thread
+    /// of its own when the store is dropped on an async one (a test's body, the daemon's exit).
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take() {
+            if tokio::runtime::Handle::try_current().is_ok() {
+                let _ = std::thread::spawn(move || drop(client)).join();
+            } else {
+                drop(client);
+            }
+        }
     }
 }
 
@@ -230,7 +254,7 @@ impl Connection {
             // READ COMMITTED (the default): each statement sees every transaction committed
             // before it, so once the lock is held the checks read what the lock's last holder
             // wrote. REPEATABLE READ would read a snapshot older than the lock.
-            Self::Postgres(connection) => connection.client.batch_execute("BEGIN")?,
+            Self::Postgres(connection) => connection.client().batch_execute("BEGIN")?,
         }
         let mut transaction = Transaction { connection: self, done: false };
         if let Connection::Postgres(_) = transaction.connection {
@@ -265,7 +289,7 @@ impl Sql for Connection {
             }
             Self::Postgres(connection) => {
                 let statement = connection.statement(sql)?;
-                let changed = connection.client.execute(&statement, &pg_args(args))?;
+                let changed = connection.client().execute(&statement, &pg_args(args))?;
                 Ok(usize::try_from(changed).unwrap_or(usize::MAX))
             }
         }
@@ -288,7 +312,7 @@ impl Sql for Connection {
             Self::Postgres(connection) => {
                 let statement = connection.statement(sql)?;
                 connection
-                    .client
+                    .client()
                     .query(&statement, &pg_args(args))?
                     .iter()
                     .map(|row| {
@@ -313,7 +337,7 @@ impl Transaction<'_> {
         self.done = true;
         match self.connection {
             Connection::Sqlite(connection) => connection.execute_batch("COMMIT")?,
-            Connection::Postgres(connection) => connection.client.batch_execute("COMMIT")?,
+            Connection::Postgres(connection) => connection.client().batch_execute("COMMIT")?,
         }
         Ok(())
     }
@@ -327,7 +351,7 @@ impl Drop for Transaction<'_> {
             let _ = match self.connection {
                 Connection::Sqlite(connection) => connection.execute_batch("ROLLBACK").map_err(Error::from),
                 Connection::Postgres(connection) => {
-                    connection.client.batch_execute("ROLLBACK").map_err(Error::from)
+                    connection.client().batch_execute("ROLLBACK").map_err(Error::from)
                 }
             };
         }
