@@ -1,6 +1,7 @@
 //! Fixtures of the relayer's end-to-end tests: the relayer in-process on port 0 (with the test's
-//! own shutdown) or as the real binary, an HTTP client, and two independent EIP-712 signers
-//! (Python eth-account in `.tools/venv`, and kya-core).
+//! own shutdown) or as the real binary, its store on either engine (an SQLite file, or a
+//! PostgreSQL database of its own on the test server), an HTTP client, and two independent
+//! EIP-712 signers (Python eth-account in `.tools/venv`, and kya-core).
 
 use std::{
     io::{BufRead, BufReader, Write},
@@ -18,23 +19,90 @@ use alloy::{
 };
 use kya_core::forward_request::{self, ForwardRequest};
 use kya_devchain::dev_accounts::{self, Role};
-use kya_relayer::{Config, Relayer, server};
+use kya_relayer::{Config, DatabaseUrl, Location, Relayer, Store, server};
 use serde_json::{Value, json};
 use tokio::{sync::oneshot, task::JoinHandle};
 
 use crate::{TestChain, openapi, register_call, repo_root};
 
+/// The store engine a relayer under test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// The embedded SQLite file (`RELAYER_DB`), the default.
+    Sqlite,
+    /// A PostgreSQL database (`DATABASE_URL`) on the test server.
+    Postgres,
+}
+
+/// A store for relayers under test, gone when dropped: an SQLite file in a folder of its own,
+/// or a database of its own on the PostgreSQL test server. Relayers started with the same
+/// `TestStore` share it, as a restarted daemon (or a second one) would.
+#[derive(Debug)]
+pub struct TestStore {
+    engine: Engine,
+    dir: tempfile::TempDir,
+    database: Option<kya_test_postgres::TestDatabase>,
+}
+
+impl TestStore {
+    /// A fresh, empty store on `engine`.
+    pub fn new(engine: Engine) -> Self {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let database = (engine == Engine::Postgres).then(kya_test_postgres::TestDatabase::create);
+        Self { engine, dir, database }
+    }
+
+    /// The engine it is on.
+    pub fn engine(&self) -> Engine {
+        self.engine
+    }
+
+    /// The setting that points a relayer at it: `RELAYER_DB` or `DATABASE_URL`.
+    pub fn setting(&self) -> (&'static str, String) {
+        match &self.database {
+            None => ("RELAYER_DB", self.sqlite_path().display().to_string()),
+            Some(database) => ("DATABASE_URL", database.url().to_owned()),
+        }
+    }
+
+    /// The password in `DATABASE_URL`, on PostgreSQL (to check it is never shown).
+    pub fn password(&self) -> Option<&str> {
+        self.database.as_ref().map(|database| database.password())
+    }
+
+    /// A store of its own on it, as the daemon opens it (tests read and write records with it).
+    pub fn open(&self) -> Store {
+        let location = match &self.database {
+            None => Location::Sqlite(self.sqlite_path()),
+            Some(database) => {
+                Location::Postgres(DatabaseUrl::parse(database.url()).expect("the test URL parses"))
+            }
+        };
+        Store::open_at(&location).expect("the test store opens")
+    }
+
+    /// A folder of the test's own, beside the store.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn sqlite_path(&self) -> std::path::PathBuf {
+        self.dir.path().join("relayer.db")
+    }
+}
+
 /// Environment settings for a relayer against `chain`, with the spec's defaults, anvil's funded
-/// account 9 as the relayer key and a fresh store in `db`. Every test client sends from
-/// 127.0.0.1 and many of them from one signer, at anvil's gwei fees (a thousand times Base's):
-/// the budget shares are whole here, and the abuse tests (`relayer::abuse`) use the defaults.
-pub fn settings(chain: &TestChain, db: &Path) -> Vec<(String, String)> {
+/// account 9 as the relayer key and the store `store`. Every test client sends from 127.0.0.1
+/// and many of them from one signer, at anvil's gwei fees (a thousand times Base's): the budget
+/// shares are whole here, and the abuse tests (`relayer::abuse`) use the defaults.
+pub fn settings(chain: &TestChain, store: &TestStore) -> Vec<(String, String)> {
+    let (store_name, store_value) = store.setting();
     [
         ("RPC_URL", chain.rpc_url()),
         ("REGISTRY_ADDRESS", chain.registry().to_string()),
         ("FORWARDER_ADDRESS", chain.forwarder().to_string()),
         ("RELAYER_KEY", dev_accounts::key_hex(Role::Relayer).to_owned()),
-        ("RELAYER_DB", db.join("relayer.db").display().to_string()),
+        (store_name, store_value),
         ("SIGNER_BUDGET_SHARE_PERCENT", "100".to_owned()),
         ("CLIENT_BUDGET_SHARE_PERCENT", "100".to_owned()),
     ]

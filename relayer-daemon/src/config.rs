@@ -10,6 +10,7 @@ use alloy::{
 
 use crate::{
     error::{Error, Result},
+    store::{DatabaseUrl, Location},
     stuck::MIN_BUMP_PERCENT,
 };
 
@@ -104,8 +105,12 @@ pub struct Config {
     pub min_balance_wei: u128,
     /// Largest `request.gas` accepted (`MAX_REQUEST_GAS`, default 1,000,000).
     pub max_request_gas: u64,
-    /// Path of the embedded store (`RELAYER_DB`, default `.relayer/relayer.db`).
+    /// Path of the embedded store (`RELAYER_DB`, default `.relayer/relayer.db`), used when
+    /// `database_url` is not set.
     pub db_path: PathBuf,
+    /// The shared store on PostgreSQL (`DATABASE_URL`, `postgres://…` or `postgresql://…`);
+    /// `None`: the SQLite file at `db_path`. Its `Debug` shows no password.
+    pub database_url: Option<DatabaseUrl>,
     /// Pause between reconciler passes (`RECONCILE_INTERVAL_SECS`, default 30, at least 1).
     pub reconcile_interval: std::time::Duration,
     /// Age before the reconciler looks at an unfinished relay (`RECONCILE_GRACE_SECS`,
@@ -216,6 +221,14 @@ impl std::fmt::Debug for WebhookSecret {
 }
 
 impl Config {
+    /// Where the store is: PostgreSQL when `DATABASE_URL` is set, else the SQLite file.
+    pub fn store_location(&self) -> Location {
+        match &self.database_url {
+            Some(url) => Location::Postgres(url.clone()),
+            None => Location::Sqlite(self.db_path.clone()),
+        }
+    }
+
     /// The most one signer may spend in a budget window, in wei.
     pub fn signer_share_wei(&self) -> u128 {
         share(self.daily_gas_budget_wei, self.signer_budget_share_percent)
@@ -250,6 +263,7 @@ impl std::fmt::Debug for Config {
             .field("min_balance_wei", &self.min_balance_wei)
             .field("max_request_gas", &self.max_request_gas)
             .field("db_path", &self.db_path)
+            .field("database_url", &self.database_url)
             .field("reconcile_interval", &self.reconcile_interval)
             .field("reconcile_grace_secs", &self.reconcile_grace_secs)
             .field("stuck_after_blocks", &self.stuck_after_blocks)
@@ -328,6 +342,7 @@ impl Config {
             min_balance_wei: ether("MIN_BALANCE", DEFAULT_MIN_BALANCE)?,
             max_request_gas: number("MAX_REQUEST_GAS", DEFAULT_MAX_REQUEST_GAS)?,
             db_path: lookup("RELAYER_DB").map_or_else(|| DEFAULT_DB_PATH.into(), PathBuf::from),
+            database_url: lookup("DATABASE_URL").map(|url| DatabaseUrl::parse(&url)).transpose()?,
             reconcile_interval: std::time::Duration::from_secs(
                 number("RECONCILE_INTERVAL_SECS", DEFAULT_RECONCILE_INTERVAL_SECS)?.max(1),
             ),
@@ -570,6 +585,31 @@ mod tests {
                 assert!(!error.contains(hidden), "{error}");
             }
         }
+    }
+
+    #[test]
+    fn database_url_picks_postgres_and_never_shows_its_password() {
+        let config = Config::from_lookup(lookup(&base())).unwrap();
+        assert!(
+            matches!(config.store_location(), Location::Sqlite(path) if path == std::path::Path::new(DEFAULT_DB_PATH))
+        );
+        for scheme in ["postgres", "postgresql"] {
+            let mut settings = base();
+            let url = format!("{scheme}://kya:PG-SECRET@db.internal:5432/relayer");
+            settings.push(("DATABASE_URL", &url));
+            let config = Config::from_lookup(lookup(&settings)).unwrap();
+            let location = config.store_location();
+            assert!(matches!(&location, Location::Postgres(_)), "{location:?}");
+            assert_eq!(location.to_string(), format!("PostgreSQL {scheme}://db.internal:5432/…"));
+            let printed = format!("{config:?}");
+            assert!(!printed.contains("PG-SECRET") && !printed.contains("kya:"), "{printed}");
+            assert!(printed.contains(&format!("DatabaseUrl({scheme}://db.internal:5432/…)")), "{printed}");
+        }
+        let mut settings = base();
+        settings.push(("DATABASE_URL", "sqlite://kya:PG-SECRET@relayer.db"));
+        let error = Config::from_lookup(lookup(&settings)).unwrap_err().to_string();
+        assert!(error.contains("DATABASE_URL must be a postgres:// or postgresql:// URL"), "{error}");
+        assert!(!error.contains("PG-SECRET"), "{error}");
     }
 
     #[test]

@@ -88,9 +88,9 @@ pub enum Error {
         /// The transport's message, redacted like [`Error::Rpc`]'s; logged, never answered.
         message: String,
     },
-    /// The embedded store failed.
+    /// The store failed (SQLite, or PostgreSQL: its SQLSTATE and message, never the URL).
     #[error("storage error: {0}")]
-    Store(#[from] rusqlite::Error),
+    Store(String),
     /// The store holds something this version cannot read (a wei amount or a status that does
     /// not parse): a damaged file, not a configuration mistake.
     #[error("corrupt store: {0}")]
@@ -113,6 +113,29 @@ pub enum Error {
     /// A body sent without `Content-Length` (chunked): the size cap needs it up front.
     #[error("Content-Length header required")]
     LengthRequired,
+}
+
+impl From<rusqlite::Error> for Error {
+    fn from(error: rusqlite::Error) -> Self {
+        Self::Store(error.to_string())
+    }
+}
+
+impl From<postgres::Error> for Error {
+    fn from(error: postgres::Error) -> Self {
+        Self::Store(postgres_detail(&error))
+    }
+}
+
+/// A PostgreSQL error as told: the server's own words when it sent any (`40P01: deadlock
+/// detected`), else the driver's with its cause (`error connecting to server: Connection
+/// refused`). Neither holds the connection's password: the driver never formats its settings.
+pub(crate) fn postgres_detail(error: &postgres::Error) -> String {
+    match (error.as_db_error(), std::error::Error::source(error)) {
+        (Some(db), _) => format!("{}: {}", db.code().code(), db.message()),
+        (None, Some(cause)) => format!("{error}: {cause}"),
+        (None, None) => error.to_string(),
+    }
 }
 
 /// `Result` with [`Error`] as the default error.

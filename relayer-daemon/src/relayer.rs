@@ -104,7 +104,12 @@ impl Relayer {
     pub async fn start(config: Config) -> Result<Arc<Self>> {
         let chain = RelayerChain::connect(&config.rpc_url, config.forwarder)?;
         let chain_id = reach(&chain, config.startup_retry).await?;
-        let store = Store::open(&config.db_path)?;
+        let location = config.store_location();
+        // The store's own blocking work (PostgreSQL connects and migrates) off the async threads.
+        let store = tokio::task::spawn_blocking(move || Store::open_at(&location))
+            .await
+            .map_err(|error| Error::Internal(format!("opening the store failed: {error}")))??;
+        tracing::info!(store = %store.location(), "store open");
         // With webhooks on, every change of a relay is written to the outbox with the change.
         let store = if config.webhook.is_some() { store.with_webhook_events() } else { store };
         let sender = Sender::new(chain.clone(), config.signer.clone(), chain_id);

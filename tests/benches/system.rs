@@ -245,8 +245,8 @@ async fn edge_api(chain: &TestChain, agents: u64) -> String {
 /// `POST /relay`: refusals off chain and on chain, sequential relays, and a burst from many
 /// signers at once.
 async fn relayer(chain: &TestChain) -> String {
-    let db = tempfile::tempdir().expect("a temporary directory");
-    let mut settings = relayer_fixture::settings(chain, db.path());
+    let db = relayer_fixture::TestStore::new(relayer_fixture::Engine::Sqlite);
+    let mut settings = relayer_fixture::settings(chain, &db);
     // The benchmark sends everything from one IP, and the point is speed, not the limits.
     relayer_fixture::set(&mut settings, "RATE_LIMIT_PER_IP", "100000");
     relayer_fixture::set(&mut settings, "RATE_LIMIT_PER_SIGNER", "100000");

@@ -1,10 +1,13 @@
 //! Rate windows (per IP, per signer) and the daily gas budget.
 
-use alloy::primitives::{Address, U256};
-use rusqlite::{Connection, TransactionBehavior, params};
-
-use super::{Store, codec::Text, is_taken, parse_wei};
+use super::{
+    Store,
+    codec::Text,
+    is_taken, parse_wei,
+    sql::{Lock, Sql, args},
+};
 use crate::error::Result;
+use alloy::primitives::{Address, U256};
 
 /// How long a gas budget lasts after its first use.
 pub const BUDGET_WINDOW_SECS: u64 = 24 * 60 * 60;
@@ -82,13 +85,18 @@ impl Store {
     /// is let in again an hour after its earlier requests.
     pub fn hit(&self, kind: RateKind, key: &str, limit: u32, now: u64) -> Result<bool> {
         self.with(|connection| {
-            let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let mut tx = connection.transaction(&[rate_lock(kind, key)])?;
+            // Only this key's expired events: under its lock no other writer touches them, where
+            // a sweep of every key's could deadlock with another daemon's. `prune` sweeps the rest.
             let horizon = now.saturating_sub(RATE_WINDOW_SECS) as i64;
-            tx.execute("DELETE FROM rate_events WHERE at <= ?1", params![horizon])?;
-            if count_in_window(&tx, kind, key, now)? >= limit {
+            tx.execute(
+                "DELETE FROM rate_events WHERE kind = ?1 AND key = ?2 AND at <= ?3",
+                args![kind.as_str(), key, horizon],
+            )?;
+            if count_in_window(&mut tx, kind, key, now)? >= limit {
                 return Ok(false);
             }
-            record_event(&tx, kind, key, now)?;
+            record_event(&mut tx, kind, key, now)?;
             tx.commit()?;
             Ok(true)
         })
@@ -103,16 +111,16 @@ impl Store {
     /// transaction with the re-check: concurrent requests that passed the read-only check
     /// cannot together exceed the limit. A request already accepted is not counted again.
     pub fn count_signer(&self, signer: Address, nonce: U256, limit: u32, now: u64) -> Result<SignerCount> {
+        let key = signer.text();
         self.with(|connection| {
-            let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            if is_taken(&tx, signer, nonce)? {
+            let mut tx = connection.transaction(&[rate_lock(RateKind::Signer, &key)])?;
+            if is_taken(&mut tx, signer, nonce)? {
                 return Ok(SignerCount::Duplicate);
             }
-            let key = signer.text();
-            if count_in_window(&tx, RateKind::Signer, &key, now)? >= limit {
+            if count_in_window(&mut tx, RateKind::Signer, &key, now)? >= limit {
                 return Ok(SignerCount::Limited);
             }
-            record_event(&tx, RateKind::Signer, &key, now)?;
+            record_event(&mut tx, RateKind::Signer, &key, now)?;
             tx.commit()?;
             Ok(SignerCount::Counted)
         })
@@ -148,24 +156,23 @@ impl Store {
 /// `window_start`: settled relays at their cost, open ones at their reservation (a worst case).
 /// Summed here, not in SQL: wei amounts are decimal text beyond SQLite's 64-bit integers.
 pub(super) fn spent_by(
-    connection: &Connection,
+    sql: &mut impl Sql,
     column: ShareOf,
     key: &str,
     window_start: Option<u64>,
 ) -> Result<u128> {
     let Some(window_start) = window_start else { return Ok(0) };
-    let mut statement = connection.prepare_cached(match column {
+    let amounts = sql.query(match column {
         ShareOf::Signer => {
             "SELECT COALESCE(cost_wei, reserved_wei) FROM relays WHERE signer = ?1 AND window_start = ?2"
         }
         ShareOf::Client => {
             "SELECT COALESCE(cost_wei, reserved_wei) FROM relays WHERE client_ip = ?1 AND window_start = ?2"
         }
-    })?;
-    let amounts = statement.query_map(params![key, window_start as i64], |row| row.get::<_, String>(0))?;
+    }, args![key, window_start as i64])?;
     let mut spent = 0u128;
     for amount in amounts {
-        spent = spent.saturating_add(parse_wei(&amount?)?);
+        spent = spent.saturating_add(parse_wei(&amount.get::<String>(0)?)?);
     }
     Ok(spent)
 }
@@ -178,41 +185,42 @@ pub(super) enum ShareOf {
 }
 
 /// Requests of `kind` counted for `key` in the hour before `now`.
-fn count_in_window(connection: &Connection, kind: RateKind, key: &str, now: u64) -> Result<u32> {
+fn count_in_window(sql: &mut impl Sql, kind: RateKind, key: &str, now: u64) -> Result<u32> {
     let horizon = now.saturating_sub(RATE_WINDOW_SECS) as i64;
-    Ok(connection.query_row(
+    sql.query_one(
         "SELECT COUNT(*) FROM rate_events WHERE kind = ?1 AND key = ?2 AND at > ?3",
-        params![kind.as_str(), key, horizon],
-        |row| row.get(0),
-    )?)
+        args![kind.as_str(), key, horizon],
+    )?
+    .get(0)
+}
+
+/// The lock of one rate-window key: its count and its new event are one step.
+fn rate_lock(kind: RateKind, key: &str) -> Lock {
+    Lock::Key(format!("rate:{}:{key}", kind.as_str()))
 }
 
 /// Counts one request of `kind` for `key` at `now`.
-fn record_event(connection: &Connection, kind: RateKind, key: &str, now: u64) -> Result<()> {
-    connection.execute(
+fn record_event(sql: &mut impl Sql, kind: RateKind, key: &str, now: u64) -> Result<()> {
+    sql.execute(
         "INSERT INTO rate_events (kind, key, at) VALUES (?1, ?2, ?3)",
-        params![kind.as_str(), key, now as i64],
+        args![kind.as_str(), key, now as i64],
     )?;
     Ok(())
 }
 
-pub(super) fn read_budget(connection: &Connection) -> Result<BudgetState> {
-    let (window_start, used, pending): (Option<i64>, String, String) = connection.query_row(
-        "SELECT window_start, used_wei, pending_wei FROM budget WHERE id = 1",
-        [],
-        |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
-    )?;
+pub(super) fn read_budget(sql: &mut impl Sql) -> Result<BudgetState> {
+    let row = sql.query_one("SELECT window_start, used_wei, pending_wei FROM budget WHERE id = 1", &[])?;
     Ok(BudgetState {
-        used_wei: parse_wei(&used)?,
-        pending_wei: parse_wei(&pending)?,
-        window_start: window_start.map(|start| start as u64),
+        used_wei: parse_wei(&row.get::<String>(1)?)?,
+        pending_wei: parse_wei(&row.get::<String>(2)?)?,
+        window_start: row.get::<Option<i64>>(0)?.map(|start| start as u64),
     })
 }
 
-pub(super) fn write_budget(connection: &Connection, state: &BudgetState) -> Result<()> {
-    connection.execute(
+pub(super) fn write_budget(sql: &mut impl Sql, state: &BudgetState) -> Result<()> {
+    sql.execute(
         "UPDATE budget SET window_start = ?1, used_wei = ?2, pending_wei = ?3 WHERE id = 1",
-        params![
+        args![
             state.window_start.map(|start| start as i64),
             state.used_wei.to_string(),
             state.pending_wei.to_string()

@@ -1,12 +1,17 @@
-//! The embedded on-disk store (SQLite): the daily gas budget and its reset time, the per-IP and
-//! per-signer request windows, and a record of every accepted relay with every transaction sent
-//! for it.
+//! The store: the daily gas budget and its reset time, the per-IP and per-signer request
+//! windows, and a record of every accepted relay with every transaction sent for it. On one
+//! machine an embedded SQLite file (`RELAYER_DB`); shared by several daemons, a PostgreSQL
+//! database (`DATABASE_URL`). The same SQL runs on both.
 //!
-//! Every operation is one SQLite transaction behind one mutex, so checks and updates are atomic
-//! against concurrent requests and survive a restart. Times are Unix seconds passed in by the
-//! caller (no clock in here), which keeps the windows testable.
+//! Every operation is one transaction behind one mutex (one connection per store), so checks
+//! and updates are atomic against concurrent requests and survive a restart; on PostgreSQL each
+//! write also takes the row or advisory lock that makes it atomic against other daemons
+//! ([`sql::Lock`]). Times are Unix seconds passed in by the caller (no clock in here), which
+//! keeps the windows testable.
 //!
-//! - `schema`: the tables, and bringing a store of an earlier version up to date.
+//! - `sql`: the one query layer over SQLite and PostgreSQL, and the locks of writes.
+//! - `schema`: SQLite's tables, and bringing a store of an earlier version up to date.
+//! - `postgres`: `DATABASE_URL`, connecting, and PostgreSQL's migrations.
 //! - `codec`: how addresses, nonces, hashes and wei are kept as text and read back.
 //! - `limits`: rate windows and the budget.
 //! - `records`: what a relay record holds, and the reads of records.
@@ -17,19 +22,23 @@
 mod codec;
 mod limits;
 mod outbox;
+mod postgres;
 mod records;
 mod relays;
 mod retention;
 mod schema;
+pub(crate) mod sql;
 
 use std::{path::Path, sync::Mutex};
 
 use alloy::primitives::{Address, U256};
 use codec::Text;
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::TransactionBehavior;
+use sql::{Connection, Sql, args};
 
 pub use limits::{BUDGET_WINDOW_SECS, BudgetLimits, BudgetState, RATE_WINDOW_SECS, RateKind, SignerCount};
 pub use outbox::{DueEvent, OutboxEvent};
+pub use postgres::DatabaseUrl;
 pub use records::{
     NewRelay, Outcome, Refusal, RelayRecord, RelayStatus, Replacement, Reservation, SentTx, Settlement,
     TxKind,
@@ -39,34 +48,90 @@ pub use retention::Pruned;
 
 use crate::error::{Error, Result};
 
-/// The store: one SQLite connection behind a mutex.
+/// The store: one connection (SQLite or PostgreSQL) behind a mutex.
 #[derive(Debug)]
 pub struct Store {
     connection: Mutex<Connection>,
+    /// Where it is, for reconnecting (PostgreSQL) and for the log.
+    location: Location,
     /// Whether changes of relays are written to the webhook outbox ([`Store::with_webhook_events`]).
     events: bool,
     /// Told after a commit that wrote a webhook event: the delivery task wakes at once.
     event_written: tokio::sync::Notify,
 }
 
+/// Where a store is kept.
+#[derive(Debug, Clone)]
+pub enum Location {
+    /// An SQLite file (`RELAYER_DB`).
+    Sqlite(std::path::PathBuf),
+    /// A PostgreSQL database (`DATABASE_URL`).
+    Postgres(DatabaseUrl),
+}
+
+impl std::fmt::Display for Location {
+    /// As it may be logged: the file's path, or the URL without user info or path.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Sqlite(path) => write!(f, "SQLite {}", path.display()),
+            Self::Postgres(url) => write!(f, "PostgreSQL {}", url.shown()),
+        }
+    }
+}
+
 impl Store {
-    /// Opens (creating when needed) the store at `path`, creating its folder too, and brings a
-    /// store of an earlier version up to date.
+    /// Opens the store at `location` (see [`Store::open`] and [`Store::connect`]).
+    pub fn open_at(location: &Location) -> Result<Self> {
+        match location {
+            Location::Sqlite(path) => Self::open(path),
+            Location::Postgres(url) => Self::connect(url),
+        }
+    }
+
+    /// Opens (creating when needed) the SQLite store at `path`, creating its folder too, and
+    /// brings a store of an earlier version up to date.
     pub fn open(path: &Path) -> Result<Self> {
         if let Some(parent) = path.parent().filter(|parent| !parent.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent)
                 .map_err(|error| Error::Config(format!("creating {}: {error}", parent.display())))?;
         }
-        let mut connection = Connection::open(path)?;
+        let mut connection = rusqlite::Connection::open(path)?;
         // WAL keeps readers off the writer's lock; FULL sync so an accepted relay is on disk
         // before its answer leaves.
         connection.pragma_update(None, "journal_mode", "WAL")?;
         connection.pragma_update(None, "synchronous", "FULL")?;
         connection.busy_timeout(std::time::Duration::from_secs(5))?;
+        // Every statement of the store stays prepared (a few dozen).
+        connection.set_prepared_statement_cache_capacity(64);
         let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
         schema::migrate(&tx)?;
         tx.commit()?;
-        Ok(Self { connection: Mutex::new(connection), events: false, event_written: Default::default() })
+        Ok(Self::with_connection(Connection::Sqlite(connection), Location::Sqlite(path.to_owned())))
+    }
+
+    /// Connects to the PostgreSQL database at `url` and runs its migrations (the tables are
+    /// created by the first daemon that starts; the others find them).
+    pub fn connect(url: &DatabaseUrl) -> Result<Self> {
+        let connection = off_runtime(|| {
+            let mut connection = url.connect()?;
+            postgres::migrate(&mut connection)?;
+            Ok::<_, Error>(connection)
+        })?;
+        Ok(Self::with_connection(Connection::Postgres(connection), Location::Postgres(url.clone())))
+    }
+
+    fn with_connection(connection: Connection, location: Location) -> Self {
+        Self {
+            connection: Mutex::new(connection),
+            location,
+            events: false,
+            event_written: Default::default(),
+        }
+    }
+
+    /// Where the store is.
+    pub fn location(&self) -> &Location {
+        &self.location
     }
 
     /// The same store, writing a webhook event with every change of a relay that clients see.
@@ -82,23 +147,17 @@ impl Store {
     }
 
     /// What clients see of relay `id`, before a change (nothing when events are off).
-    fn seen(&self, connection: &Connection, id: i64) -> Result<outbox::Seen> {
-        if self.events { outbox::seen(connection, id) } else { Ok(outbox::Seen::default()) }
+    fn seen(&self, sql: &mut impl Sql, id: i64) -> Result<outbox::Seen> {
+        if self.events { outbox::seen(sql, id) } else { Ok(outbox::Seen::default()) }
     }
 
     /// Writes the event of relay `id`'s change since `before`, when events are on and clients
     /// see a change; in the caller's transaction. Returns whether it wrote one.
-    fn record_change(
-        &self,
-        connection: &Connection,
-        id: i64,
-        before: &outbox::Seen,
-        now: u64,
-    ) -> Result<bool> {
+    fn record_change(&self, sql: &mut impl Sql, id: i64, before: &outbox::Seen, now: u64) -> Result<bool> {
         if !self.events {
             return Ok(false);
         }
-        outbox::record_change(connection, id, before, now)
+        outbox::record_change(sql, id, before, now)
     }
 
     /// After a commit: wakes the delivery task if the transaction wrote an event.
@@ -108,27 +167,58 @@ impl Store {
         }
     }
 
-    fn with<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
-        // A panic while holding the lock cannot leave SQLite half-written (transactions roll
+    /// Runs `f` on the connection, alone. PostgreSQL's blocking client runs a runtime of its
+    /// own, which may not block a thread of another runtime: its work goes to a thread of its
+    /// own when called from one (a test's async body; the daemon calls from the blocking pool).
+    fn with<T: Send>(&self, f: impl FnOnce(&mut Connection) -> Result<T> + Send) -> Result<T> {
+        // A panic while holding the lock cannot leave the store half-written (transactions roll
         // back on drop), so a poisoned mutex is safe to reuse.
         let mut connection = self.connection.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        f(&mut connection)
+        let connection = &mut *connection;
+        if matches!(connection, Connection::Sqlite(_)) {
+            return f(connection);
+        }
+        off_runtime(|| {
+            self.reconnect_if_closed(connection)?;
+            f(connection)
+        })
     }
+
+    /// A PostgreSQL connection the server closed (a restart, a failover) is opened again, so one
+    /// outage fails the operations during it, not every one after it.
+    fn reconnect_if_closed(&self, connection: &mut Connection) -> Result<()> {
+        if let (Connection::Postgres(current), Location::Postgres(url)) = (&*connection, &self.location)
+            && current.is_closed()
+        {
+            tracing::warn!(store = %self.location, "the database connection was closed; connecting again");
+            *connection = Connection::Postgres(url.connect()?);
+        }
+        Ok(())
+    }
+}
+
+/// Runs `f` on a thread outside any async runtime when called from inside one (see
+/// [`Store::with`]); directly otherwise.
+fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return f();
+    }
+    std::thread::scope(|scope| match scope.spawn(f).join() {
+        Ok(value) => value,
+        Err(panic) => std::panic::resume_unwind(panic),
+    })
 }
 
 /// True when the signed request (`signer`, forwarder `nonce`) already has a live relay: a
 /// replay, which is neither counted nor reserved for again.
-fn is_taken(connection: &Connection, signer: Address, nonce: U256) -> Result<bool> {
-    let live: Option<i64> = connection
-        .query_row(
-            &format!(
-                "SELECT id FROM relays WHERE signer = ?1 AND forwarder_nonce = ?2 AND status IN {}",
-                schema::LIVE
-            ),
-            params![signer.text(), nonce.text()],
-            |row| row.get(0),
-        )
-        .optional()?;
+fn is_taken(sql: &mut impl Sql, signer: Address, nonce: U256) -> Result<bool> {
+    let live = sql.query_opt(
+        &format!(
+            "SELECT id FROM relays WHERE signer = ?1 AND forwarder_nonce = ?2 AND status IN {}",
+            schema::LIVE
+        ),
+        args![signer.text(), nonce.text()],
+    )?;
     Ok(live.is_some())
 }
 
@@ -136,500 +226,14 @@ fn parse_wei(text: &str) -> Result<u128> {
     u128::from_text(text, "wei amount")
 }
 
-#[cfg(test)]
-mod tests {
-    use alloy::primitives::{B256, Bytes, keccak256};
-
-    use super::*;
-
-    /// The address standing for a signer named `name`.
-    fn who(name: &str) -> Address {
-        Address::from_word(keccak256(name))
-    }
-
-    /// A transaction hash, told apart by `n`.
-    fn h(n: u16) -> B256 {
-        B256::left_padding_from(&n.to_be_bytes())
-    }
-
-    fn store() -> (tempfile::TempDir, Store) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("nested/relayer.db")).unwrap();
-        (dir, store)
-    }
-
-    fn relay(signer: &str, nonce: u64, gas_limit: u64) -> NewRelay {
-        NewRelay {
-            signer: who(signer),
-            forwarder_nonce: U256::from(nonce),
-            digest: keccak256(format!("digest-{signer}-{nonce}")),
-            signature: Bytes::from(vec![1]),
-            deadline: 0,
-            input: Bytes::new(),
-            client_ip: "127.0.0.1".into(),
-            gas_limit,
-            max_fee_wei: 10,
-            priority_fee_wei: 1,
-            l1_fee_wei: 0,
-        }
-    }
-
-    #[test]
-    fn rate_windows_slide_and_refusals_do_not_count() {
-        let (_dir, store) = store();
-        for second in 0..3 {
-            assert!(store.hit(RateKind::Ip, "a", 3, 1_000 + second).unwrap());
-        }
-        assert!(!store.hit(RateKind::Ip, "a", 3, 1_100).unwrap());
-        assert!(store.hit(RateKind::Ip, "b", 3, 1_100).unwrap(), "keys are separate");
-        assert!(store.hit(RateKind::Signer, "a", 3, 1_100).unwrap(), "kinds are separate");
-        assert_eq!(store.hits(RateKind::Ip, "a", 1_100).unwrap(), 3);
-        // The first event leaves the window exactly one hour later.
-        assert!(!store.hit(RateKind::Ip, "a", 3, 1_000 + RATE_WINDOW_SECS - 1).unwrap());
-        assert!(store.hit(RateKind::Ip, "a", 3, 1_000 + RATE_WINDOW_SECS).unwrap());
-        assert!(!store.hit(RateKind::Ip, "a", 3, 1_000 + RATE_WINDOW_SECS).unwrap());
-    }
-
-    #[test]
-    fn reservations_cannot_overdraw_and_settle_to_the_real_cost() {
-        let (_dir, store) = store();
-        let first = store.reserve(&relay("s1", 0, 50), &BudgetLimits::total(1_000), 100).unwrap().unwrap();
-        assert_eq!(first.reserved_wei, 500);
-        assert_eq!(
-            store.reserve(&relay("s2", 0, 51), &BudgetLimits::total(1_000), 101).unwrap(),
-            Err(Refusal::Budget),
-            "500 + 510 > 1000"
-        );
-        let second = store.reserve(&relay("s2", 0, 50), &BudgetLimits::total(1_000), 101).unwrap().unwrap();
-        let state = store.budget(102).unwrap();
-        assert_eq!((state.used_wei, state.pending_wei), (1_000, 1_000));
-        assert_eq!(state.resets_at(), Some(100 + BUDGET_WINDOW_SECS));
-
-        store.mark_sent(first.id, 7, h(0xabc), 1, 102).unwrap();
-        store.settle(first.id, &Settlement::of(h(0xabc), 123, Outcome::Mined), 103).unwrap();
-        store.settle(first.id, &Settlement::of(h(0xabc), 999, Outcome::Mined), 104).unwrap();
-        store.release(second.id, "node refused", 104).unwrap();
-        let state = store.budget(105).unwrap();
-        assert_eq!((state.used_wei, state.pending_wei), (123, 0));
-
-        let records = store.records().unwrap();
-        assert_eq!(records[0].status, RelayStatus::Mined);
-        assert_eq!(records[0].cost_wei, Some(123));
-        assert_eq!(records[0].tx_hash, Some(h(0xabc)));
-        assert_eq!(records[1].status, RelayStatus::Failed);
-    }
-
-    #[test]
-    fn the_same_request_is_reserved_once_unless_it_failed() {
-        let (_dir, store) = store();
-        let first = store.reserve(&relay("s", 3, 1), &BudgetLimits::total(1_000), 0).unwrap().unwrap();
-        assert_eq!(
-            store.reserve(&relay("s", 3, 1), &BudgetLimits::total(1_000), 0).unwrap(),
-            Err(Refusal::Duplicate)
-        );
-        store.release(first.id, "node refused", 0).unwrap();
-        assert!(store.reserve(&relay("s", 3, 1), &BudgetLimits::total(1_000), 0).unwrap().is_ok());
-    }
-
-    #[test]
-    fn signer_counts_recheck_the_limit_and_skip_requests_already_accepted() {
-        let (_dir, store) = store();
-        // Two requests passed the read-only check at 1 of 2; only one more may be counted.
-        assert_eq!(store.count_signer(who("s"), U256::from(0), 2, 10).unwrap(), SignerCount::Counted);
-        assert_eq!(store.hits(RateKind::Signer, &who("s").to_checksum(None), 10).unwrap(), 1);
-        assert_eq!(store.count_signer(who("s"), U256::from(1), 2, 10).unwrap(), SignerCount::Counted);
-        assert_eq!(store.count_signer(who("s"), U256::from(2), 2, 10).unwrap(), SignerCount::Limited);
-        assert_eq!(store.hits(RateKind::Signer, &who("s").to_checksum(None), 10).unwrap(), 2);
-        // A copy of a request already accepted is not counted, even with quota left.
-        store.reserve(&relay("t", 4, 1), &BudgetLimits::total(1_000), 10).unwrap().unwrap();
-        assert_eq!(store.count_signer(who("t"), U256::from(4), 2, 10).unwrap(), SignerCount::Duplicate);
-        assert_eq!(store.hits(RateKind::Signer, &who("t").to_checksum(None), 10).unwrap(), 0);
-        assert_eq!(
-            store.count_signer(who("s"), U256::from(0), 2, 10 + RATE_WINDOW_SECS).unwrap(),
-            SignerCount::Counted
-        );
-    }
-
-    #[test]
-    fn dropped_relays_free_their_request_and_executed_ones_keep_the_worst_case() {
-        let (_dir, store) = store();
-        let dropped = store.reserve(&relay("s", 0, 10), &BudgetLimits::total(1_000), 5).unwrap().unwrap();
-        let executed = store.reserve(&relay("t", 0, 20), &BudgetLimits::total(1_000), 5).unwrap().unwrap();
-        assert_eq!(store.open_since(4).unwrap().len(), 0, "newer than the horizon");
-        assert_eq!(store.open_since(5).unwrap().len(), 2);
-        store.drop_relay(dropped.id, "never sent", 6).unwrap();
-        store.mark_executed(executed.id, 6).unwrap();
-        // A late mark_sent does not reopen a closed relay.
-        store.mark_sent(dropped.id, 3, h(0x1), 1, 6).unwrap();
-        let state = store.budget(7).unwrap();
-        assert_eq!((state.used_wei, state.pending_wei), (200, 0));
-        let statuses: Vec<_> = store.records().unwrap().into_iter().map(|r| (r.status, r.cost_wei)).collect();
-        assert_eq!(statuses, [(RelayStatus::Dropped, Some(0)), (RelayStatus::Executed, Some(200))]);
-        assert!(store.open_since(10).unwrap().is_empty());
-        assert!(
-            store.reserve(&relay("s", 0, 10), &BudgetLimits::total(1_000), 8).unwrap().is_ok(),
-            "the slot is free again"
-        );
-        assert_eq!(
-            store.reserve(&relay("t", 0, 10), &BudgetLimits::total(1_000), 8).unwrap(),
-            Err(Refusal::Duplicate)
-        );
-    }
-
-    #[test]
-    fn the_budget_resets_a_day_after_first_use_and_persists() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("relayer.db");
-        {
-            let store = Store::open(&path).unwrap();
-            let reservation =
-                store.reserve(&relay("s", 0, 10), &BudgetLimits::total(1_000), 50).unwrap().unwrap();
-            store.mark_sent(reservation.id, 0, h(0x1), 1, 50).unwrap();
-            assert!(store.hit(RateKind::Signer, "s", 1, 50).unwrap());
-        }
-        let store = Store::open(&path).unwrap();
-        assert_eq!(store.budget(60).unwrap().used_wei, 100, "survives reopening");
-        assert!(!store.hit(RateKind::Signer, "s", 1, 60).unwrap());
-        assert_eq!(store.open_since(60).unwrap().len(), 1, "the sent relay is still open");
-
-        let later = 50 + BUDGET_WINDOW_SECS;
-        assert_eq!(store.budget(later - 1).unwrap().used_wei, 100);
-        assert_eq!(
-            store.budget(later).unwrap(),
-            BudgetState { used_wei: 0, pending_wei: 0, window_start: None }
-        );
-        // The old window's reservation settling late leaves the new window alone.
-        let fresh = store.reserve(&relay("t", 0, 1), &BudgetLimits::total(1_000), later).unwrap().unwrap();
-        store.settle(1, &Settlement::of(h(0x1), 40, Outcome::Mined), later).unwrap();
-        assert_eq!(store.budget(later).unwrap().used_wei, fresh.reserved_wei);
-    }
-
-    #[test]
-    fn a_replacement_grows_the_reservation_and_keeps_every_hash() {
-        let (_dir, store) = store();
-        let first = store.reserve(&relay("s", 0, 100), &BudgetLimits::total(10_000), 5).unwrap().unwrap();
-        assert_eq!(first.reserved_wei, 1_000);
-        assert_eq!(first.relay_id.len(), 32);
-        store.mark_sent(first.id, 4, h(0xaa), 7, 6).unwrap();
-        let bumped = Replacement {
-            tx_hash: h(0xbb),
-            kind: TxKind::Relay,
-            max_fee_wei: 12,
-            priority_fee_wei: 2,
-            sent_block: 9,
-        };
-        assert_eq!(store.replace(first.id, &bumped, 10_000, 8).unwrap(), Ok(1_200));
-        assert_eq!(store.budget(8).unwrap().pending_wei, 1_200);
-        let too_dear = Replacement { tx_hash: h(0xcc), max_fee_wei: 1_000, ..bumped.clone() };
-        assert_eq!(store.replace(first.id, &too_dear, 10_000, 8).unwrap(), Err(Refusal::Budget));
-        // A replacement the node did not take leaves no trace but the grown reservation.
-        let refused = Replacement { tx_hash: h(0xee), max_fee_wei: 13, ..bumped.clone() };
-        assert_eq!(store.replace(first.id, &refused, 10_000, 8).unwrap(), Ok(1_300));
-        store.unreplace(first.id, h(0xee), 8).unwrap();
-        let record = store.relay(first.id).unwrap().unwrap();
-        assert_eq!(
-            (record.status, record.tx_hash, record.max_fee_wei),
-            (RelayStatus::Replaced, Some(h(0xbb)), 12)
-        );
-        assert_eq!((record.txs.len(), record.reserved_wei), (2, 1_300));
-        assert!(store.relay_by_hash(h(0xee)).unwrap().is_none());
-        // A cancellation is booked like any transaction: it reserves its own worst case when that
-        // is the larger, and is refused when the budget cannot cover the growth.
-        let cancel = Replacement { tx_hash: h(0xdd), kind: TxKind::Cancel, max_fee_wei: 14, ..bumped };
-        assert_eq!(store.replace(first.id, &cancel, 21_000 * 14 - 1, 9).unwrap(), Err(Refusal::Budget));
-        assert_eq!(store.replace(first.id, &cancel, 21_000 * 14, 9).unwrap(), Ok(21_000 * 14));
-        let record = store.relay_by_hash(h(0xaa)).unwrap().unwrap();
-        assert_eq!(record.relay_id, first.relay_id);
-        assert_eq!(record.status, RelayStatus::Cancelling);
-        assert_eq!(record.status.public().as_str(), "expired");
-        let hashes: Vec<_> = record.txs.iter().map(|tx| (tx.hash, tx.kind)).collect();
-        assert_eq!(hashes, [(h(0xaa), TxKind::Relay), (h(0xbb), TxKind::Relay), (h(0xdd), TxKind::Cancel)]);
-        assert_eq!(record.txs[1].sent_block, Some(9));
-        // The original transaction wins the race after all: the relay is mined, at its cost.
-        store.settle(first.id, &Settlement::of(h(0xaa), 300, Outcome::Mined), 10).unwrap();
-        let record = store.relay_by_id(&first.relay_id).unwrap().unwrap();
-        assert_eq!(
-            (record.status, record.tx_hash, record.cost_wei),
-            (RelayStatus::Mined, Some(h(0xaa)), Some(300))
-        );
-        assert_eq!(
-            store.budget(10).unwrap(),
-            BudgetState { used_wei: 300, pending_wei: 0, window_start: Some(5) }
-        );
-        assert_eq!(
-            store.replace(first.id, &cancel, u128::MAX, 11).unwrap(),
-            Err(Refusal::Duplicate),
-            "closed"
-        );
-    }
-
-    /// On an OP Stack chain a relay reserves its L1 data fee beside the gas; every later worst
-    /// case (a fee replacement, the cancellation) keeps it, and the receipt's cost replaces it all.
-    #[test]
-    fn the_l1_fee_reservation_stays_in_every_worst_case() {
-        let (_dir, store) = store();
-        let first = store
-            .reserve(&NewRelay { l1_fee_wei: 77, ..relay("s", 0, 100) }, &BudgetLimits::total(10_000), 5)
-            .unwrap()
-            .unwrap();
-        assert_eq!(first.reserved_wei, 100 * 10 + 77);
-        let record = store.relay(first.id).unwrap().unwrap();
-        assert_eq!((record.l1_fee_wei, record.reserved_wei), (77, 1_077));
-        store.mark_sent(first.id, 0, h(0xaa), 7, 6).unwrap();
-        let bumped = Replacement {
-            tx_hash: h(0xbb),
-            kind: TxKind::Relay,
-            max_fee_wei: 12,
-            priority_fee_wei: 2,
-            sent_block: 9,
-        };
-        assert_eq!(store.replace(first.id, &bumped, 10_000, 8).unwrap(), Ok(100 * 12 + 77));
-        // Over the limit only because of the L1 part: refused like any replacement too dear.
-        let tight = Replacement { tx_hash: h(0xcc), max_fee_wei: 13, ..bumped.clone() };
-        assert_eq!(store.replace(first.id, &tight, 1_300, 8).unwrap(), Err(Refusal::Budget));
-        let cancel = Replacement { tx_hash: h(0xdd), kind: TxKind::Cancel, max_fee_wei: 14, ..bumped };
-        assert_eq!(store.replace(first.id, &cancel, 21_000 * 14 + 77, 9).unwrap(), Ok(21_000 * 14 + 77));
-        assert_eq!(store.budget(9).unwrap().pending_wei, 21_000 * 14 + 77);
-        store.settle(first.id, &Settlement::of(h(0xaa), 1_111, Outcome::Mined), 10).unwrap();
-        assert_eq!(
-            store.budget(10).unwrap(),
-            BudgetState { used_wei: 1_111, pending_wei: 0, window_start: Some(5) }
-        );
-        let record = store.relay(first.id).unwrap().unwrap();
-        assert_eq!((record.cost_wei, record.l1_fee_wei), (Some(1_111), 77));
-    }
-
-    #[test]
-    fn a_retry_finds_the_held_relay_by_its_exact_signed_request() {
-        let (_dir, store) = store();
-        let new = relay("s", 2, 10);
-        let reservation = store.reserve(&new, &BudgetLimits::total(1_000), 5).unwrap().unwrap();
-        let held = store.held(who("s"), U256::from(2), new.digest, &Bytes::from(vec![1])).unwrap().unwrap();
-        assert_eq!(
-            (held.relay_id.as_str(), held.status),
-            (reservation.relay_id.as_str(), RelayStatus::Accepted)
-        );
-        assert!(
-            store.held(who("s"), U256::from(2), new.digest, &Bytes::from(vec![2])).unwrap().is_none(),
-            "another signature"
-        );
-        assert!(
-            store.held(who("s"), U256::from(2), B256::ZERO, &Bytes::from(vec![1])).unwrap().is_none(),
-            "another request"
-        );
-        assert_eq!(store.relay_by_request(who("s"), U256::from(2)).unwrap().unwrap().id, reservation.id);
-        store.drop_relay(reservation.id, "the node lost it", 6).unwrap();
-        assert!(
-            store.held(who("s"), U256::from(2), new.digest, &Bytes::from(vec![1])).unwrap().is_none(),
-            "dropped: relay it again"
-        );
-        let again = store.reserve(&new, &BudgetLimits::total(1_000), 7).unwrap().unwrap();
-        assert_ne!(again.relay_id, reservation.relay_id);
-        assert_eq!(
-            store.relay_by_request(who("s"), U256::from(2)).unwrap().unwrap().relay_id,
-            again.relay_id,
-            "the latest"
-        );
-    }
-
-    #[test]
-    fn a_damaged_store_is_its_own_error() {
-        let (_dir, store) = store();
-        store.reserve(&relay("s", 0, 10), &BudgetLimits::total(1_000), 5).unwrap().unwrap();
-        store
-            .with(|connection| Ok(connection.execute("UPDATE relays SET reserved_wei = 'lots'", [])?))
-            .unwrap();
-        let error = store.records().unwrap_err();
-        assert!(matches!(&error, Error::StoreCorrupt(detail) if detail.contains("lots")), "{error:?}");
-        store
-            .with(|connection| {
-                Ok(connection.execute("UPDATE relays SET reserved_wei = '1', status = 'lost'", [])?)
-            })
-            .unwrap();
-        assert!(matches!(store.records(), Err(Error::StoreCorrupt(detail)) if detail.contains("lost")));
-    }
-
-    #[test]
-    fn a_store_of_the_earlier_version_is_brought_up_to_date() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("relayer.db");
-        {
-            let connection = Connection::open(&path).unwrap();
-            // The earlier version's text: checksummed signers, decimal nonces, 0x hashes.
-            let (s, t, hash) = (who("s").to_checksum(None), who("t").to_checksum(None), h(0xaa));
-            connection
-                .execute_batch(&format!(
-                    "CREATE TABLE relays (id INTEGER PRIMARY KEY, signer TEXT NOT NULL,
-                         forwarder_nonce TEXT NOT NULL, client_ip TEXT NOT NULL, gas_limit INTEGER NOT NULL,
-                         max_fee_wei TEXT NOT NULL, reserved_wei TEXT NOT NULL, window_start INTEGER NOT NULL,
-                         status TEXT NOT NULL, relayer_nonce INTEGER, tx_hash TEXT, cost_wei TEXT, error TEXT,
-                         created_at INTEGER NOT NULL, settled_at INTEGER);
-                     CREATE UNIQUE INDEX relays_live_request_v2 ON relays (signer, forwarder_nonce)
-                         WHERE status IN ('reserved', 'sent', 'mined', 'executed');
-                     INSERT INTO relays VALUES (1, '{s}', '0', 'ip', 10, '5', '50', 1, 'sent', 3, '{hash}', NULL, NULL, 1, NULL);
-                     INSERT INTO relays VALUES (2, '{t}', '0', 'ip', 10, '5', '50', 1, 'reserved', NULL, NULL, NULL, NULL, 1, NULL);",
-                ))
-                .unwrap();
-        }
-        let store = Store::open(&path).unwrap();
-        let records = store.records().unwrap();
-        assert_eq!(records[0].status, RelayStatus::Sent);
-        assert_eq!(records[0].txs.len(), 1);
-        assert_eq!(store.relay_by_hash(h(0xaa)).unwrap().unwrap().id, 1);
-        assert_eq!(records[1].status, RelayStatus::Accepted);
-        assert_ne!(records[0].relay_id, records[1].relay_id);
-        assert_eq!(
-            store.reserve(&relay("t", 0, 1), &BudgetLimits::total(1_000), 2).unwrap(),
-            Err(Refusal::Duplicate)
-        );
-        drop(store);
-        assert_eq!(Store::open(&path).unwrap().records().unwrap(), records, "opening again changes nothing");
-    }
-
-    fn from(signer: &str, client: &str, nonce: u64, gas_limit: u64) -> NewRelay {
-        NewRelay { client_ip: client.into(), ..relay(signer, nonce, gas_limit) }
-    }
-
-    #[test]
-    fn a_signer_and_a_client_spend_at_most_their_share() {
-        let (_dir, store) = store();
-        let limits = BudgetLimits { total_wei: 10_000, signer_wei: 250, client_wei: 400 };
-        // 100 wei each (10 gas × 10 wei): a signer's third relay would pass 250.
-        assert!(store.reserve(&from("s", "a", 0, 10), &limits, 5).unwrap().is_ok());
-        let second = store.reserve(&from("s", "a", 1, 10), &limits, 5).unwrap().unwrap();
-        assert_eq!(store.reserve(&from("s", "b", 2, 10), &limits, 5).unwrap(), Err(Refusal::SignerShare));
-        // A relay that cost less than its reservation leaves room for more.
-        store.settle(second.id, &Settlement::of(h(0x2), 40, Outcome::Mined), 6).unwrap();
-        assert!(store.reserve(&from("s", "b", 2, 10), &limits, 6).unwrap().is_ok());
-        // Client "a" has spent 100 + 40; other signers from it get 400 − 140 in all.
-        assert!(store.reserve(&from("t", "a", 0, 10), &limits, 6).unwrap().is_ok());
-        assert!(store.reserve(&from("u", "a", 0, 10), &limits, 6).unwrap().is_ok());
-        assert_eq!(store.reserve(&from("v", "a", 0, 10), &limits, 6).unwrap(), Err(Refusal::ClientShare));
-        // A dropped relay costs nothing; reverted ones cost what the chain charged.
-        assert!(store.reserve(&from("v", "c", 0, 10), &limits, 6).unwrap().is_ok());
-        // The next window starts every share afresh.
-        let next = 5 + BUDGET_WINDOW_SECS;
-        assert!(store.reserve(&from("s", "a", 3, 10), &limits, next).unwrap().is_ok());
-        assert!(store.reserve(&from("s", "a", 4, 10), &limits, next).unwrap().is_ok());
-        assert_eq!(store.reserve(&from("s", "a", 5, 10), &limits, next).unwrap(), Err(Refusal::SignerShare));
-    }
-
-    /// Every change clients see (status or current hash) is one event, written with the change;
-    /// a relay's events are claimed one at a time, in order, under a lease fenced by its owner.
-    #[test]
-    fn every_change_clients_see_is_an_event_and_a_relays_events_go_one_at_a_time_in_order() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("relayer.db")).unwrap().with_webhook_events();
-        let limits = BudgetLimits::total(u128::MAX);
-        let a = store.reserve(&relay("a", 0, 100), &limits, 10).unwrap().unwrap();
-        let b = store.reserve(&relay("b", 0, 100), &limits, 10).unwrap().unwrap();
-        store.mark_sent(a.id, 0, h(1), 1, 11).unwrap();
-        store.mark_sent(a.id, 0, h(1), 1, 11).unwrap();
-        store.mark_sent(a.id, 1, h(2), 1, 12).unwrap();
-        let bump = Replacement {
-            tx_hash: h(3),
-            kind: TxKind::Relay,
-            max_fee_wei: 12,
-            priority_fee_wei: 2,
-            sent_block: 2,
-        };
-        store.replace(a.id, &bump, u128::MAX, 13).unwrap().unwrap();
-        store.settle(a.id, &Settlement::of(h(3), 5, Outcome::Mined), 14).unwrap();
-        store.settle(a.id, &Settlement::of(h(3), 6, Outcome::Mined), 15).unwrap();
-        store.release(b.id, "node refused", 16).unwrap();
-        let events = store.events().unwrap();
-        let listed: Vec<_> = events
-            .iter()
-            .map(|event| (event.relay_id.as_str(), event.sequence, event.event_type.as_str()))
-            .collect();
-        let (ra, rb) = (a.relay_id.as_str(), b.relay_id.as_str());
-        assert_eq!(
-            listed,
-            [
-                (ra, 1, "relay.accepted"),
-                (rb, 1, "relay.accepted"),
-                (ra, 2, "relay.sent"),
-                (ra, 3, "relay.sent"),
-                (ra, 4, "relay.replaced"),
-                (ra, 5, "relay.mined"),
-                (rb, 2, "relay.failed"),
-            ],
-            "the same hash twice is no change; a settled relay settles once"
-        );
-        let bodies: Vec<kya_core::relayer_view::RelayEvent> =
-            events.iter().map(|event| serde_json::from_str(&event.body).unwrap()).collect();
-        assert_eq!(bodies[2].data.tx_hash, Some(h(1)));
-        assert_eq!(bodies[3].data.tx_hash, Some(h(2)), "re-signed: the new hash");
-        assert_eq!(bodies[4].data.previous_tx_hashes, [h(2)]);
-        assert_eq!(
-            bodies[5].data,
-            store.relay(a.id).unwrap().unwrap().view(),
-            "the relay as the lookups show it"
-        );
-        assert_eq!((bodies[5].timestamp.as_str(), bodies[5].sequence), ("1970-01-01T00:00:14.000Z", 5));
-        assert_eq!(bodies[5].id, events[5].event_id);
-        assert!(bodies[5].id.starts_with("evt_") && bodies[5].id.len() == 36, "{}", bodies[5].id);
-        assert_eq!(store.events_pending().unwrap(), 7);
-
-        // Only each relay's oldest undelivered event can be claimed, and only by one claimer.
-        let first = store.claim_events("d1", 10, 1_000, 30_000).unwrap();
-        assert_eq!(
-            first.iter().map(|e| (e.relay_id.as_str(), e.attempts)).collect::<Vec<_>>(),
-            [(ra, 1), (rb, 1)]
-        );
-        assert!(store.claim_events("d2", 10, 1_000, 30_000).unwrap().is_empty(), "leased, and the rest wait");
-        store.event_failed(first[0].seq, "d2", 2_000, "not mine").unwrap();
-        store.event_failed(first[0].seq, "d1", 5_000, "HTTP 500").unwrap();
-        store.event_delivered(first[1].seq, 1_001).unwrap();
-        let next = store.claim_events("d2", 10, 1_002, 30_000).unwrap();
-        assert_eq!(
-            next.iter().map(|e| e.event_type.as_str()).collect::<Vec<_>>(),
-            ["relay.failed"],
-            "a waits"
-        );
-        let again = store.claim_events("d2", 10, 5_000, 30_000).unwrap();
-        assert_eq!((again[0].event_id.as_str(), again[0].attempts), (events[0].event_id.as_str(), 2));
-        assert_eq!(store.events().unwrap()[0].last_error.as_deref(), Some("HTTP 500"));
-        // A claimer that died: its lease runs out and another claims the event.
-        let taken = store.claim_events("d3", 10, 31_002, 30_000).unwrap();
-        assert_eq!(taken.iter().map(|e| (e.seq, e.attempts)).collect::<Vec<_>>(), [(next[0].seq, 2)]);
-        assert_eq!(store.release_events("d3").unwrap(), 1);
-        assert_eq!(store.claim_events("d4", 1, 31_003, 30_000).unwrap().len(), 1, "released: due at once");
-        assert_eq!(store.events_pending().unwrap(), 6);
-
-        // The events go with their relay, at the relay retention.
-        assert_eq!(store.prune(u64::MAX, 15, 1_000).unwrap(), Pruned { calldata: 2, relays: 1, events: 5 });
-        assert_eq!(store.events().unwrap().len(), 2);
-        let plain = Store::open(&dir.path().join("plain.db")).unwrap();
-        plain.reserve(&relay("a", 0, 100), &limits, 10).unwrap().unwrap();
-        assert!(plain.events().unwrap().is_empty(), "no webhooks, no events");
-    }
-
-    #[test]
-    fn retention_drops_call_data_then_records_and_spares_open_relays() {
-        let (_dir, store) = store();
-        let limits = BudgetLimits::total(u128::MAX);
-        let mut ids = Vec::new();
-        for nonce in 0..4 {
-            let new = NewRelay { input: Bytes::from(vec![0xab; 30_000]), ..relay("s", nonce, 10) };
-            ids.push(store.reserve(&new, &limits, 10).unwrap().unwrap().id);
-        }
-        store.settle(ids[0], &Settlement::of(h(0x1), 1, Outcome::Mined), 100).unwrap();
-        store.drop_relay(ids[1], "lost", 200).unwrap();
-        store.settle(ids[2], &Settlement::of(h(0x3), 1, Outcome::Reverted), 300).unwrap();
-        // ids[3] stays open however old it is.
-        assert_eq!(store.prune(200, 100, 1_000).unwrap(), Pruned { calldata: 2, relays: 1, events: 0 });
-        let records = store.records().unwrap();
-        assert_eq!(records.iter().map(|r| r.id).collect::<Vec<_>>(), ids[1..]);
-        assert_eq!(records[0].input, None, "dropped at 200: call data gone");
-        assert_eq!(records[1].input.as_ref().map(|input| input.len()), Some(30_000), "settled at 300: kept");
-        assert!(records[2].input.is_some(), "open: kept");
-        assert_eq!(store.prune(200, 100, 1_000).unwrap(), Pruned::default(), "nothing twice");
-        assert_eq!(
-            store.prune(u64::MAX, u64::MAX, 1_000).unwrap(),
-            Pruned { calldata: 1, relays: 2, events: 0 }
-        );
-        assert_eq!(store.records().unwrap().len(), 1);
-        assert!(store.relay_by_hash(h(0x1)).unwrap().is_none(), "its transactions went with it");
-    }
+/// A fresh relay (or event) id: 32 lowercase hex digits from the system's randomness, made
+/// here rather than by SQL so that both engines make them alike.
+fn new_relay_id() -> Result<String> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes)
+        .map_err(|error| Error::Internal(format!("no randomness for an id: {error}")))?;
+    Ok(alloy::primitives::hex::encode(bytes))
 }
+
+#[cfg(test)]
+mod tests;

@@ -10,9 +10,12 @@
 //! owner) work unchanged for several daemons on one database.
 
 use kya_core::{relayer_view::RelayEvent, time::iso8601};
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use super::{Store, records::read_records};
+use super::{
+    Store, new_relay_id,
+    records::read_records,
+    sql::{Lock, Sql, args},
+};
 use crate::error::{Error, Result};
 
 /// A relay's status and current hash before a change: what tells whether clients see it.
@@ -23,33 +26,30 @@ pub(super) struct Seen {
 }
 
 /// What a client sees of the relay `id` now (nothing, for a relay not yet recorded).
-pub(super) fn seen(connection: &Connection, id: i64) -> Result<Seen> {
-    Ok(connection
-        .query_row("SELECT status, tx_hash FROM relays WHERE id = ?1", params![id], |row| {
-            Ok(Seen { status: Some(row.get(0)?), tx_hash: row.get(1)? })
-        })
-        .optional()?
-        .unwrap_or_default())
+pub(super) fn seen(sql: &mut impl Sql, id: i64) -> Result<Seen> {
+    match sql.query_opt("SELECT status, tx_hash FROM relays WHERE id = ?1", args![id])? {
+        Some(row) => Ok(Seen { status: Some(row.get(0)?), tx_hash: row.get(1)? }),
+        None => Ok(Seen::default()),
+    }
 }
 
 /// Writes an event for the relay `id` if what clients see of it changed since `before`, in the
 /// caller's transaction. Returns whether it wrote one.
-pub(super) fn record_change(connection: &Connection, id: i64, before: &Seen, now: u64) -> Result<bool> {
-    if seen(connection, id)? == *before {
+pub(super) fn record_change(sql: &mut impl Sql, id: i64, before: &Seen, now: u64) -> Result<bool> {
+    if seen(sql, id)? == *before {
         return Ok(false);
     }
-    let Some(record) = read_records(connection, "id = ?1", params![id])?.pop() else {
+    let Some(record) = read_records(sql, "id = ?1", args![id])?.pop() else {
         return Ok(false);
     };
     let view = record.view();
-    let (random, sequence): (String, i64) = connection.query_row(
-        "SELECT lower(hex(randomblob(16))),
-             (SELECT COALESCE(MAX(sequence), 0) + 1 FROM webhook_events WHERE relay = ?1)",
-        params![id],
-        |row| Ok((row.get(0)?, row.get(1)?)),
-    )?;
+    // The relay's lock (every change of a relay holds it) keeps two writers from taking the
+    // same next sequence.
+    let sequence: i64 = sql
+        .query_one("SELECT COALESCE(MAX(sequence), 0) + 1 FROM webhook_events WHERE relay = ?1", args![id])?
+        .get(0)?;
     let event = RelayEvent {
-        id: format!("evt_{random}"),
+        id: format!("evt_{}", new_relay_id()?),
         event_type: format!("relay.{}", view.status.as_str()),
         timestamp: iso8601(now),
         sequence: sequence as u64,
@@ -57,11 +57,11 @@ pub(super) fn record_change(connection: &Connection, id: i64, before: &Seen, now
     };
     let body = serde_json::to_string(&event)
         .map_err(|error| Error::Internal(format!("writing a webhook event: {error}")))?;
-    connection.execute(
+    sql.execute(
         "INSERT INTO webhook_events (event_id, relay, relay_id, sequence, type, body, created_at,
              next_attempt_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0)",
-        params![event.id, id, record.relay_id, sequence, event.event_type, body, now as i64],
+        args![&event.id, id, &record.relay_id, sequence, &event.event_type, body, now as i64],
     )?;
     Ok(true)
 }
@@ -117,33 +117,38 @@ impl Store {
         lease_ms: u64,
     ) -> Result<Vec<DueEvent>> {
         self.with(|connection| {
-            let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let due: Vec<DueEvent> = tx
-                .prepare(
-                    "SELECT seq, event_id, relay_id, type, body, attempts FROM webhook_events head
-                     WHERE delivered_at IS NULL AND next_attempt_at <= ?1
-                         AND (lease_until IS NULL OR lease_until <= ?1)
-                         AND sequence = (SELECT MIN(sequence) FROM webhook_events earlier
-                             WHERE earlier.relay = head.relay AND earlier.delivered_at IS NULL)
-                     ORDER BY next_attempt_at, seq LIMIT ?2",
-                )?
-                .query_map(params![ms(now_ms), limit as i64], |row| {
-                    Ok(DueEvent {
-                        seq: row.get(0)?,
-                        event_id: row.get(1)?,
-                        relay_id: row.get(2)?,
-                        event_type: row.get(3)?,
-                        body: row.get(4)?,
-                        attempts: row.get::<_, u32>(5)? + 1,
-                    })
-                })?
-                .collect::<rusqlite::Result<_>>()?;
-            for event in &due {
-                tx.execute(
+            // No lock: each claim is a conditional update that only a free lease passes, so of
+            // two claimers (two daemons) of one event the second changes nothing and leaves it.
+            // Several daemons would add `FOR UPDATE SKIP LOCKED` to the head query, to pass over
+            // heads another is claiming rather than wait for it.
+            let mut tx = connection.transaction(&[Lock::Rows])?;
+            let candidates = tx.query(
+                "SELECT seq, event_id, relay_id, type, body, attempts FROM webhook_events head
+                 WHERE delivered_at IS NULL AND next_attempt_at <= ?1
+                     AND (lease_until IS NULL OR lease_until <= ?1)
+                     AND sequence = (SELECT MIN(sequence) FROM webhook_events earlier
+                         WHERE earlier.relay = head.relay AND earlier.delivered_at IS NULL)
+                 ORDER BY next_attempt_at, seq LIMIT ?2",
+                args![ms(now_ms), limit as i64],
+            )?;
+            let mut due = Vec::with_capacity(candidates.len());
+            for row in candidates {
+                let event = DueEvent {
+                    seq: row.get(0)?,
+                    event_id: row.get(1)?,
+                    relay_id: row.get(2)?,
+                    event_type: row.get(3)?,
+                    body: row.get(4)?,
+                    attempts: row.get::<u32>(5)? + 1,
+                };
+                let claimed = tx.execute(
                     "UPDATE webhook_events SET lease_owner = ?2, lease_until = ?3, attempts = attempts + 1
-                     WHERE seq = ?1",
-                    params![event.seq, owner, ms(now_ms.saturating_add(lease_ms))],
+                     WHERE seq = ?1 AND delivered_at IS NULL AND (lease_until IS NULL OR lease_until <= ?4)",
+                    args![event.seq, owner, ms(now_ms.saturating_add(lease_ms)), ms(now_ms)],
                 )?;
+                if claimed == 1 {
+                    due.push(event);
+                }
             }
             tx.commit()?;
             Ok(due)
@@ -158,7 +163,7 @@ impl Store {
                 "UPDATE webhook_events SET delivered_at = ?2, lease_owner = NULL, lease_until = NULL,
                      last_error = NULL
                  WHERE seq = ?1 AND delivered_at IS NULL",
-                params![seq, ms(now_ms)],
+                args![seq, ms(now_ms)],
             )?;
             Ok(())
         })
@@ -172,7 +177,7 @@ impl Store {
                 "UPDATE webhook_events SET lease_owner = NULL, lease_until = NULL, next_attempt_at = ?3,
                      last_error = ?4
                  WHERE seq = ?1 AND lease_owner = ?2 AND delivered_at IS NULL",
-                params![seq, owner, ms(retry_at_ms), error],
+                args![seq, owner, ms(retry_at_ms), error],
             )?;
             Ok(())
         })
@@ -182,22 +187,20 @@ impl Store {
     /// due again at once, for the next claimer.
     pub fn release_events(&self, owner: &str) -> Result<usize> {
         self.with(|connection| {
-            Ok(connection.execute(
+            connection.execute(
                 "UPDATE webhook_events SET lease_owner = NULL, lease_until = NULL
                  WHERE lease_owner = ?1 AND delivered_at IS NULL",
-                params![owner],
-            )?)
+                args![owner],
+            )
         })
     }
 
     /// Events not yet delivered.
     pub fn events_pending(&self) -> Result<u64> {
         self.with(|connection| {
-            let count: i64 = connection.query_row(
-                "SELECT COUNT(*) FROM webhook_events WHERE delivered_at IS NULL",
-                [],
-                |row| row.get(0),
-            )?;
+            let count: i64 = connection
+                .query_one("SELECT COUNT(*) FROM webhook_events WHERE delivered_at IS NULL", &[])?
+                .get(0)?;
             Ok(count as u64)
         })
     }
@@ -206,29 +209,30 @@ impl Store {
     pub fn events(&self) -> Result<Vec<OutboxEvent>> {
         self.with(|connection| {
             connection
-                .prepare(
+                .query(
                     "SELECT event_id, relay_id, sequence, type, body, attempts, delivered_at, last_error
                      FROM webhook_events ORDER BY seq",
+                    &[],
                 )?
-                .query_map([], |row| {
+                .into_iter()
+                .map(|row| {
                     Ok(OutboxEvent {
                         event_id: row.get(0)?,
                         relay_id: row.get(1)?,
-                        sequence: row.get::<_, i64>(2)? as u64,
+                        sequence: row.get::<i64>(2)? as u64,
                         event_type: row.get(3)?,
                         body: row.get(4)?,
                         attempts: row.get(5)?,
-                        delivered_at: row.get::<_, Option<i64>>(6)?.map(|at| at as u64),
+                        delivered_at: row.get::<Option<i64>>(6)?.map(|at| at as u64),
                         last_error: row.get(7)?,
                     })
-                })?
-                .collect::<rusqlite::Result<Vec<_>>>()
-                .map_err(Error::from)
+                })
+                .collect()
         })
     }
 }
 
-/// Unix milliseconds as SQLite stores them; far-future times clamp rather than wrap negative.
+/// Unix milliseconds as the store keeps them (64-bit integers); far-future times clamp rather than wrap negative.
 fn ms(time: u64) -> i64 {
     i64::try_from(time).unwrap_or(i64::MAX)
 }

@@ -1,20 +1,19 @@
 //! What a relay record holds (its status, its transactions, its outcome) and the reads of
 //! records: by row, by relay id, by request, by any of its hashes, and the retry lookup.
 
-use alloy::primitives::{Address, B256, Bytes, U256};
-use kya_core::{
-    relayer_view::{RelayStatus as PublicStatus, RelayView, SentTransaction},
-    time::iso8601,
-};
-use rusqlite::{Connection, params};
-
 use super::{
     Store,
     codec::{Text, optional},
     parse_wei,
     schema::OPEN,
+    sql::{Row, Sql, Value, args},
 };
 use crate::error::{Error, Result};
+use alloy::primitives::{Address, B256, Bytes, U256};
+use kya_core::{
+    relayer_view::{RelayStatus as PublicStatus, RelayView, SentTransaction},
+    time::iso8601,
+};
 
 /// Where a relay stands. Stored as [`RelayStatus::as_str`]; clients see [`RelayStatus::public`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -376,29 +375,29 @@ impl Store {
     /// Relays still open that were created at or before `created_by`: what the reconciler looks
     /// at.
     pub fn open_since(&self, created_by: u64) -> Result<Vec<RelayRecord>> {
-        self.records_where(&format!("status IN {OPEN} AND created_at <= ?1"), params![created_by as i64])
+        self.records_where(&format!("status IN {OPEN} AND created_at <= ?1"), args![created_by as i64])
     }
 
     /// Relays whose transaction is with the node (sent, replaced or being cancelled): what the
     /// follower watches.
     pub fn in_the_pool(&self) -> Result<Vec<RelayRecord>> {
-        self.records_where("status IN ('sent', 'replaced', 'cancelling')", [])
+        self.records_where("status IN ('sent', 'replaced', 'cancelling')", &[])
     }
 
     /// The relay with row id `id`.
     pub fn relay(&self, id: i64) -> Result<Option<RelayRecord>> {
-        Ok(self.records_where("id = ?1", params![id])?.pop())
+        Ok(self.records_where("id = ?1", args![id])?.pop())
     }
 
     /// The relay clients know as `relay_id`.
     pub fn relay_by_id(&self, relay_id: &str) -> Result<Option<RelayRecord>> {
-        Ok(self.records_where("relay_id = ?1", params![relay_id])?.pop())
+        Ok(self.records_where("relay_id = ?1", args![relay_id])?.pop())
     }
 
     /// The latest relay of the request (`signer`, forwarder `nonce`).
     pub fn relay_by_request(&self, signer: Address, nonce: U256) -> Result<Option<RelayRecord>> {
         Ok(self
-            .records_where("signer = ?1 AND forwarder_nonce = ?2", params![signer.text(), nonce.text()])?
+            .records_where("signer = ?1 AND forwarder_nonce = ?2", args![signer.text(), nonce.text()])?
             .pop())
     }
 
@@ -407,7 +406,7 @@ impl Store {
         Ok(self
             .records_where(
                 "tx_hash = ?1 OR id IN (SELECT relay FROM relay_txs WHERE tx_hash = ?1)",
-                params![tx_hash.text()],
+                args![tx_hash.text()],
             )?
             .pop())
     }
@@ -424,7 +423,7 @@ impl Store {
         Ok(self
             .records_where(
                 "signer = ?1 AND forwarder_nonce = ?2 AND digest = ?3 AND signature = ?4",
-                params![signer.text(), nonce.text(), digest.text(), signature.text()],
+                args![signer.text(), nonce.text(), digest.text(), signature.text()],
             )?
             .pop()
             .filter(|record| record.status.is_held()))
@@ -432,10 +431,10 @@ impl Store {
 
     /// Every relay record, oldest first.
     pub fn records(&self) -> Result<Vec<RelayRecord>> {
-        self.records_where("1 = 1", [])
+        self.records_where("1 = 1", &[])
     }
 
-    fn records_where(&self, condition: &str, values: impl rusqlite::Params) -> Result<Vec<RelayRecord>> {
+    fn records_where(&self, condition: &str, values: &[Value]) -> Result<Vec<RelayRecord>> {
         self.with(|connection| read_records(connection, condition, values))
     }
 }
@@ -443,48 +442,39 @@ impl Store {
 /// The relays matching `condition`, oldest first, with their transactions, read on `connection`
 /// (or inside a transaction of the caller's).
 pub(super) fn read_records(
-    connection: &Connection,
+    sql: &mut impl Sql,
     condition: &str,
-    values: impl rusqlite::Params,
+    values: &[Value],
 ) -> Result<Vec<RelayRecord>> {
-    let mut statement =
-        connection.prepare(&format!("SELECT {RECORD_COLUMNS} FROM relays WHERE {condition} ORDER BY id"))?;
-    let rows = statement.query_map(values, RawRecord::read)?;
-    let mut records = Vec::new();
+    let rows =
+        sql.query(&format!("SELECT {RECORD_COLUMNS} FROM relays WHERE {condition} ORDER BY id"), values)?;
+    let mut records = Vec::with_capacity(rows.len());
     for row in rows {
-        records.push(row?.into_record()?);
+        records.push(RawRecord::read(&row)?.into_record()?);
     }
-    let mut txs = connection.prepare(
-        "SELECT tx_hash, kind, max_fee_wei, priority_fee_wei, sent_block, sent_at FROM relay_txs
-         WHERE relay = ?1 ORDER BY rowid",
-    )?;
     for record in &mut records {
-        let rows = txs.query_map(params![record.id], |row| {
-            Ok((
-                row.get::<_, String>(0)?,
-                row.get::<_, String>(1)?,
-                row.get::<_, String>(2)?,
-                row.get::<_, String>(3)?,
-                row.get::<_, Option<i64>>(4)?,
-                row.get::<_, i64>(5)?,
-            ))
-        })?;
+        let rows = sql.query(
+            "SELECT tx_hash, kind, max_fee_wei, priority_fee_wei, sent_block, sent_at FROM relay_txs
+             WHERE relay = ?1 ORDER BY rowid",
+            args![record.id],
+        )?;
         for row in rows {
-            let (hash, kind, max_fee, priority_fee, sent_block, sent_at) = row?;
+            let (hash, kind, max_fee, priority_fee): (String, String, String, String) =
+                (row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?);
             record.txs.push(SentTx {
                 hash: B256::from_text(&hash, "transaction hash")?,
                 kind: if kind == "cancel" { TxKind::Cancel } else { TxKind::Relay },
                 max_fee_wei: parse_wei(&max_fee)?,
                 priority_fee_wei: parse_wei(&priority_fee)?,
-                sent_block: sent_block.map(|block| block as u64),
-                sent_at: sent_at as u64,
+                sent_block: row.get::<Option<i64>>(4)?.map(|block| block as u64),
+                sent_at: row.get::<i64>(5)? as u64,
             });
         }
     }
     Ok(records)
 }
 
-/// A `relays` row as SQLite gives it, before its text is parsed.
+/// A `relays` row as the database gives it, before its text is parsed.
 struct RawRecord {
     id: i64,
     relay_id: String,
@@ -515,7 +505,7 @@ struct RawRecord {
 
 impl RawRecord {
     /// Reads the columns of [`RECORD_COLUMNS`], in its order.
-    fn read(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+    fn read(row: &Row) -> Result<Self> {
         Ok(Self {
             id: row.get(0)?,
             relay_id: row.get(1)?,

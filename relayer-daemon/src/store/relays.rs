@@ -3,15 +3,15 @@
 //! dropped).
 
 use alloy::primitives::B256;
-use rusqlite::{TransactionBehavior, params};
 
 use super::{
     Store,
     codec::Text,
     is_taken,
     limits::{BudgetLimits, BudgetState, ShareOf, current, read_budget, spent_by, write_budget},
-    parse_wei,
+    new_relay_id, parse_wei,
     records::{NewRelay, Refusal, RelayStatus, Replacement, Reservation, Settlement, TxKind},
+    sql::{Lock, Sql, args},
 };
 use crate::error::Result;
 
@@ -30,60 +30,63 @@ impl Store {
         now: u64,
     ) -> Result<std::result::Result<Reservation, Refusal>> {
         self.with(|connection| {
-            let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            if is_taken(&tx, relay.signer, relay.forwarder_nonce)? {
+            // The budget's lock: the budget, both shares and the request's uniqueness are read
+            // and booked by one reservation at a time, across every daemon on the database.
+            let mut tx = connection.transaction(&[Lock::Budget])?;
+            if is_taken(&mut tx, relay.signer, relay.forwarder_nonce)? {
                 return Ok(Err(Refusal::Duplicate));
             }
-            let state = current(read_budget(&tx)?, now);
+            let state = current(read_budget(&mut tx)?, now);
             let reserved_wei = u128::from(relay.gas_limit)
                 .saturating_mul(relay.max_fee_wei)
                 .saturating_add(relay.l1_fee_wei);
             if state.used_wei.saturating_add(reserved_wei) > limits.total_wei {
                 return Ok(Err(Refusal::Budget));
             }
-            let by_signer = spent_by(&tx, ShareOf::Signer, &relay.signer.text(), state.window_start)?;
+            let by_signer = spent_by(&mut tx, ShareOf::Signer, &relay.signer.text(), state.window_start)?;
             if by_signer.saturating_add(reserved_wei) > limits.signer_wei {
                 return Ok(Err(Refusal::SignerShare));
             }
-            let by_client = spent_by(&tx, ShareOf::Client, &relay.client_ip, state.window_start)?;
+            let by_client = spent_by(&mut tx, ShareOf::Client, &relay.client_ip, state.window_start)?;
             if by_client.saturating_add(reserved_wei) > limits.client_wei {
                 return Ok(Err(Refusal::ClientShare));
             }
             let window_start = state.window_start.unwrap_or(now);
             write_budget(
-                &tx,
+                &mut tx,
                 &BudgetState {
                     used_wei: state.used_wei + reserved_wei,
                     pending_wei: state.pending_wei + reserved_wei,
                     window_start: Some(window_start),
                 },
             )?;
-            let (id, relay_id): (i64, String) = tx.query_row(
+            let row = tx.query_one(
                 "INSERT INTO relays (relay_id, signer, forwarder_nonce, digest, signature, deadline,
                      input, client_ip, gas_limit, max_fee_wei, priority_fee_wei, reserved_wei,
                      window_start, status, created_at, updated_at, l1_fee_wei)
-                 VALUES (lower(hex(randomblob(16))), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,
+                 VALUES (?15, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,
                      'accepted', ?13, ?13, ?14)
                  RETURNING id, relay_id",
-                params![
+                args![
                     relay.signer.text(),
                     relay.forwarder_nonce.text(),
                     relay.digest.text(),
                     relay.signature.text(),
                     relay.deadline as i64,
                     relay.input.text(),
-                    relay.client_ip,
+                    &relay.client_ip,
                     relay.gas_limit as i64,
                     relay.max_fee_wei.to_string(),
                     relay.priority_fee_wei.to_string(),
                     reserved_wei.to_string(),
                     window_start as i64,
                     now as i64,
-                    relay.l1_fee_wei.to_string()
+                    relay.l1_fee_wei.to_string(),
+                    new_relay_id()?
                 ],
-                |row| Ok((row.get(0)?, row.get(1)?)),
             )?;
-            let wrote = self.record_change(&tx, id, &Default::default(), now)?;
+            let (id, relay_id): (i64, String) = (row.get(0)?, row.get(1)?);
+            let wrote = self.record_change(&mut tx, id, &Default::default(), now)?;
             tx.commit()?;
             self.written(wrote);
             Ok(Ok(Reservation { id, relay_id, reserved_wei }))
@@ -95,25 +98,28 @@ impl Store {
     /// refused hash leaves the history). A closed relay is never reopened.
     pub fn mark_sent(&self, id: i64, relayer_nonce: u64, tx_hash: B256, block: u64, now: u64) -> Result<()> {
         self.with(|connection| {
-            let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let before = self.seen(&tx, id)?;
+            let mut tx = connection.transaction(&[Lock::Relay(id)])?;
+            let before = self.seen(&mut tx, id)?;
             let changed = tx.execute(
                 "UPDATE relays SET status = 'sent', relayer_nonce = ?2, tx_hash = ?3, sent_at = ?4,
                      updated_at = ?4
                  WHERE id = ?1 AND status IN ('accepted', 'sent')",
-                params![id, relayer_nonce as i64, tx_hash.text(), now as i64],
+                args![id, relayer_nonce as i64, tx_hash.text(), now as i64],
             )?;
             if changed == 1 {
-                tx.execute("DELETE FROM relay_txs WHERE relay = ?1", params![id])?;
+                tx.execute("DELETE FROM relay_txs WHERE relay = ?1", args![id])?;
+                // Typed by CAST: in a SELECT list PostgreSQL would take a bare placeholder for
+                // text, whatever the column it goes to.
                 tx.execute(
                     "INSERT INTO relay_txs (relay, tx_hash, kind, max_fee_wei, priority_fee_wei,
                          sent_block, sent_at)
-                     SELECT id, tx_hash, 'relay', max_fee_wei, priority_fee_wei, ?2, ?3
+                     SELECT id, tx_hash, 'relay', max_fee_wei, priority_fee_wei, CAST(?2 AS BIGINT),
+                         CAST(?3 AS BIGINT)
                      FROM relays WHERE id = ?1",
-                    params![id, block as i64, now as i64],
+                    args![id, block as i64, now as i64],
                 )?;
             }
-            let wrote = self.record_change(&tx, id, &before, now)?;
+            let wrote = self.record_change(&mut tx, id, &before, now)?;
             tx.commit()?;
             self.written(wrote);
             Ok(())
@@ -136,18 +142,19 @@ impl Store {
         now: u64,
     ) -> Result<std::result::Result<u128, Refusal>> {
         self.with(|connection| {
-            let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            // The budget's lock (the growth is booked like a reservation), and then the relay's.
+            let mut tx = connection.transaction(&[Lock::Budget, Lock::Relay(id)])?;
+            let row = tx.query_one(
+                "SELECT status, reserved_wei, window_start, gas_limit, l1_fee_wei FROM relays WHERE id = ?1",
+                args![id],
+            )?;
             let (status, reserved, window_start, gas_limit, l1_fee): (String, String, i64, i64, String) =
-                tx.query_row(
-                    "SELECT status, reserved_wei, window_start, gas_limit, l1_fee_wei FROM relays WHERE id = ?1",
-                    params![id],
-                    |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?)),
-                )?;
+                (row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?);
             let status = RelayStatus::parse(&status)?;
             if !matches!(status, RelayStatus::Sent | RelayStatus::Replaced | RelayStatus::Cancelling) {
                 return Ok(Err(Refusal::Duplicate));
             }
-            let before = self.seen(&tx, id)?;
+            let before = self.seen(&mut tx, id)?;
             let reserved = parse_wei(&reserved)?;
             let gas = match replacement.kind {
                 TxKind::Relay => gas_limit as u64,
@@ -159,7 +166,7 @@ impl Store {
                 .saturating_add(parse_wei(&l1_fee)?)
                 .max(reserved);
             let growth = worst - reserved;
-            let mut state = read_budget(&tx)?;
+            let mut state = read_budget(&mut tx)?;
             let same_window = state.window_start == Some(window_start as u64);
             if growth > 0 && same_window && state.used_wei.saturating_add(growth) > limit_wei {
                 return Ok(Err(Refusal::Budget));
@@ -167,7 +174,7 @@ impl Store {
             if same_window {
                 state.used_wei = state.used_wei.saturating_add(growth);
                 state.pending_wei = state.pending_wei.saturating_add(growth);
-                write_budget(&tx, &state)?;
+                write_budget(&mut tx, &state)?;
             }
             let next = match replacement.kind {
                 TxKind::Relay => RelayStatus::Replaced,
@@ -177,7 +184,7 @@ impl Store {
                 "UPDATE relays SET status = ?2, tx_hash = ?3, max_fee_wei = ?4, priority_fee_wei = ?5,
                      reserved_wei = ?6, updated_at = ?7
                  WHERE id = ?1",
-                params![
+                args![
                     id,
                     next.as_str(),
                     replacement.tx_hash.text(),
@@ -191,7 +198,7 @@ impl Store {
                 "INSERT INTO relay_txs (relay, tx_hash, kind, max_fee_wei, priority_fee_wei, sent_block,
                      sent_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![
+                args![
                     id,
                     replacement.tx_hash.text(),
                     replacement.kind.as_str(),
@@ -201,7 +208,7 @@ impl Store {
                     now as i64
                 ],
             )?;
-            let wrote = self.record_change(&tx, id, &before, now)?;
+            let wrote = self.record_change(&mut tx, id, &before, now)?;
             tx.commit()?;
             self.written(wrote);
             Ok(Ok(worst))
@@ -214,24 +221,23 @@ impl Store {
     /// reservation stays (a worst case, settled to the real cost in the end).
     pub fn unreplace(&self, id: i64, tx_hash: B256, now: u64) -> Result<()> {
         self.with(|connection| {
-            let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let mut tx = connection.transaction(&[Lock::Relay(id)])?;
             let status: String =
-                tx.query_row("SELECT status FROM relays WHERE id = ?1", params![id], |row| row.get(0))?;
+                tx.query_one("SELECT status FROM relays WHERE id = ?1", args![id])?.get(0)?;
             if !RelayStatus::parse(&status)?.is_open() {
                 return Ok(());
             }
-            let before = self.seen(&tx, id)?;
-            tx.execute(
-                "DELETE FROM relay_txs WHERE relay = ?1 AND tx_hash = ?2",
-                params![id, tx_hash.text()],
-            )?;
+            let before = self.seen(&mut tx, id)?;
+            tx.execute("DELETE FROM relay_txs WHERE relay = ?1 AND tx_hash = ?2", args![id, tx_hash.text()])?;
             let remaining: Vec<(String, String, String, String)> = tx
-                .prepare(
+                .query(
                     "SELECT tx_hash, kind, max_fee_wei, priority_fee_wei FROM relay_txs WHERE relay = ?1
                      ORDER BY rowid",
+                    args![id],
                 )?
-                .query_map(params![id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)))?
-                .collect::<rusqlite::Result<_>>()?;
+                .into_iter()
+                .map(|row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)))
+                .collect::<Result<_>>()?;
             let Some((hash, kind, max_fee, priority_fee)) = remaining.last() else {
                 return Ok(());
             };
@@ -246,9 +252,9 @@ impl Store {
                 "UPDATE relays SET status = ?2, tx_hash = ?3, max_fee_wei = ?4, priority_fee_wei = ?5,
                      updated_at = ?6
                  WHERE id = ?1",
-                params![id, status.as_str(), hash, max_fee, priority_fee, now as i64],
+                args![id, status.as_str(), hash, max_fee, priority_fee, now as i64],
             )?;
-            let wrote = self.record_change(&tx, id, &before, now)?;
+            let wrote = self.record_change(&mut tx, id, &before, now)?;
             tx.commit()?;
             self.written(wrote);
             Ok(())
@@ -297,45 +303,47 @@ impl Store {
         mined: Option<&Settlement>,
     ) -> Result<()> {
         self.with(|connection| {
-            let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let (reserved, window_start, previous): (String, i64, String) = tx.query_row(
+            // The budget's lock (the cost replaces the reservation in it), and then the relay's.
+            let mut tx = connection.transaction(&[Lock::Budget, Lock::Relay(id)])?;
+            let row = tx.query_one(
                 "SELECT reserved_wei, window_start, status FROM relays WHERE id = ?1",
-                params![id],
-                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+                args![id],
             )?;
+            let (reserved, window_start, previous): (String, i64, String) =
+                (row.get(0)?, row.get(1)?, row.get(2)?);
             if !RelayStatus::parse(&previous)?.is_open() {
                 // Already settled (a settlement after a restart racing a live one): once only.
                 return Ok(());
             }
-            let before = self.seen(&tx, id)?;
+            let before = self.seen(&mut tx, id)?;
             let reserved = parse_wei(&reserved)?;
             let cost_wei = cost_wei.unwrap_or(reserved);
-            let mut state = read_budget(&tx)?;
+            let mut state = read_budget(&mut tx)?;
             // A reservation from a window that has since reset belongs to that old window.
             if state.window_start == Some(window_start as u64) {
                 state.used_wei = state.used_wei.saturating_sub(reserved).saturating_add(cost_wei);
                 state.pending_wei = state.pending_wei.saturating_sub(reserved);
-                write_budget(&tx, &state)?;
+                write_budget(&mut tx, &state)?;
             }
             tx.execute(
                 "UPDATE relays SET status = ?2, cost_wei = ?3, error = ?4, settled_at = ?5, updated_at = ?5
                  WHERE id = ?1",
-                params![id, status.as_str(), cost_wei.to_string(), error, now as i64],
+                args![id, status.as_str(), cost_wei.to_string(), error, now as i64],
             )?;
             if let Some(mined) = mined {
                 tx.execute(
                     "UPDATE relays SET tx_hash = ?2, block_number = ?3, gas_used = ?4, revert_reason = ?5
                      WHERE id = ?1",
-                    params![
+                    args![
                         id,
                         mined.tx_hash.text(),
                         mined.block_number.map(|block| block as i64),
                         mined.gas_used.map(|gas| gas as i64),
-                        mined.revert_reason
+                        &mined.revert_reason
                     ],
                 )?;
             }
-            let wrote = self.record_change(&tx, id, &before, now)?;
+            let wrote = self.record_change(&mut tx, id, &before, now)?;
             tx.commit()?;
             self.written(wrote);
             Ok(())

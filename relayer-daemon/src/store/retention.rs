@@ -7,9 +7,11 @@
 //! the budget window whose shares it counts towards. A relay's webhook events go with it: by then
 //! they are delivered, or the receiver has refused them for the whole retention window.
 
-use rusqlite::{TransactionBehavior, params};
-
-use super::{RATE_WINDOW_SECS, Store, schema::OPEN};
+use super::{
+    RATE_WINDOW_SECS, Store,
+    schema::OPEN,
+    sql::{Lock, Sql, args},
+};
 use crate::error::Result;
 
 /// What one [`Store::prune`] removed.
@@ -28,31 +30,32 @@ impl Store {
     /// finished at or before `relays_before`, and rate events older than the rate window.
     pub fn prune(&self, calldata_before: u64, relays_before: u64, now: u64) -> Result<Pruned> {
         self.with(|connection| {
-            let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            // Finished relays and expired rate events: rows no other writer changes any more.
+            let mut tx = connection.transaction(&[Lock::Rows])?;
             let finished = format!("settled_at IS NOT NULL AND status NOT IN {OPEN}");
             let calldata = tx.execute(
                 &format!("UPDATE relays SET input = NULL WHERE {finished} AND settled_at <= ?1 AND input IS NOT NULL"),
-                params![seconds(calldata_before)],
+                args![seconds(calldata_before)],
             )?;
             let events = tx.execute(
                 &format!(
                     "DELETE FROM webhook_events WHERE relay IN (SELECT id FROM relays WHERE {finished} AND settled_at <= ?1)"
                 ),
-                params![seconds(relays_before)],
+                args![seconds(relays_before)],
             )?;
             tx.execute(
                 &format!(
                     "DELETE FROM relay_txs WHERE relay IN (SELECT id FROM relays WHERE {finished} AND settled_at <= ?1)"
                 ),
-                params![seconds(relays_before)],
+                args![seconds(relays_before)],
             )?;
             let relays = tx.execute(
                 &format!("DELETE FROM relays WHERE {finished} AND settled_at <= ?1"),
-                params![seconds(relays_before)],
+                args![seconds(relays_before)],
             )?;
             tx.execute(
                 "DELETE FROM rate_events WHERE at <= ?1",
-                params![now.saturating_sub(RATE_WINDOW_SECS) as i64],
+                args![now.saturating_sub(RATE_WINDOW_SECS) as i64],
             )?;
             tx.commit()?;
             Ok(Pruned { calldata, relays, events })

@@ -85,8 +85,8 @@ async fn kya_command_line_end_to_end() {
     let chain = TestChain::start().await;
     let demo = seed::seed_demo(&chain.chain, &chain.deployment).await.expect("demo seeds");
     let worker = EdgeWorker::start(&chain_vars(&chain.rpc_url(), chain.registry())).await;
-    let db = tempfile::tempdir().expect("a temp dir");
-    let relayer = InProcessRelayer::start(&relayer_fixture::settings(&chain, db.path())).await;
+    let db = relayer_fixture::TestStore::new(relayer_fixture::Engine::Sqlite);
+    let relayer = InProcessRelayer::start(&relayer_fixture::settings(&chain, &db)).await;
     let env = vec![
         ("REGISTRY_CHAIN".to_owned(), "localhost".to_owned()),
         ("KYA_API_URL".to_owned(), worker.base.clone()),

@@ -3,7 +3,7 @@
 use kya_devchain::seed;
 use kya_tests::{
     TestChain,
-    relayer_fixture::{InProcessRelayer, set, settings},
+    relayer_fixture::{Engine, InProcessRelayer, TestStore, set, settings},
     repo_root,
 };
 
@@ -23,8 +23,8 @@ const RAISED_LIMITS: [(&str, &str); 3] = [
 async fn relayer_serves_its_document_and_schemathesis_finds_nothing() {
     let chain = TestChain::start().await;
     seed::seed_demo(&chain.chain, &chain.deployment).await.expect("demo seeds");
-    let store = tempfile::tempdir().expect("a temporary directory");
-    let mut settings = settings(&chain, store.path());
+    let store = TestStore::new(Engine::Sqlite);
+    let mut settings = settings(&chain, &store);
     for (name, value) in RAISED_LIMITS {
         set(&mut settings, name, value);
     }

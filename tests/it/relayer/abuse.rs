@@ -4,6 +4,7 @@
 //! re-signed again and again, clients hiding behind a proxy or spread over an IPv6 /48, and the
 //! most one signer, one IPv4 address and one IPv6 /48 can spend in a day.
 
+use super::Engine;
 use alloy::{
     primitives::{Address, Bytes, U256, aliases::U48},
     signers::local::PrivateKeySigner,
@@ -36,9 +37,8 @@ fn error_of(answer: &(u16, Value)) -> &str {
     answer.1["error"].as_str().unwrap_or_default()
 }
 
-#[tokio::test]
-async fn padded_call_data_views_and_unknown_functions_are_refused_before_anything_is_paid() {
-    let (t, _db, relayer) = start(&[]).await;
+async fn padded_call_data_views_and_unknown_functions_are_refused_before_anything_is_paid(engine: Engine) {
+    let (t, _db, relayer) = start(engine, &[]).await;
     let client = &relayer.client;
     let agent = agent_key(900);
     let paying = relayer.relayer.address();
@@ -101,9 +101,8 @@ async fn padded_call_data_views_and_unknown_functions_are_refused_before_anythin
     relayer.stop().await;
 }
 
-#[tokio::test]
-async fn a_deadline_without_room_is_refused_by_the_head_blocks_clock_not_the_wall_clock() {
-    let (t, _db, relayer) = start(&[]).await;
+async fn a_deadline_without_room_is_refused_by_the_head_blocks_clock_not_the_wall_clock(engine: Engine) {
+    let (t, _db, relayer) = start(engine, &[]).await;
     let client = &relayer.client;
     // The chain's clock runs a day ahead of the wall clock, as a long-lived local chain does.
     let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
@@ -141,17 +140,19 @@ async fn a_deadline_without_room_is_refused_by_the_head_blocks_clock_not_the_wal
 /// chain with a deadline at the head: on a chain with 2-second blocks it passes every check at
 /// the head and reverts on inclusion, its forwarder nonce unspent, so it can be signed again and
 /// again. Each is charged to its signer like any relay, and the signer's share stops it.
-#[tokio::test]
-async fn a_relay_reverting_on_inclusion_is_charged_to_its_signer_until_its_share_is_spent() {
+async fn a_relay_reverting_on_inclusion_is_charged_to_its_signer_until_its_share_is_spent(engine: Engine) {
     // A share of 0.0005 ETH: an attestation reserves about 80,000 gas at 3 gwei (0.00024 ETH),
     // and a reverted one costs about 34,000 gas at 2 gwei, so four or five get through.
-    let (t, _db, relayer) = start(&[
-        ("DEADLINE_MARGIN_SECS", "0"),
-        ("DAILY_GAS_BUDGET", "0.01"),
-        ("SIGNER_BUDGET_SHARE_PERCENT", "5"),
-        ("RATE_LIMIT_PER_SIGNER", "1000"),
-        ("READ_RATE_LIMIT_PER_MINUTE", "100000"),
-    ])
+    let (t, _db, relayer) = start(
+        engine,
+        &[
+            ("DEADLINE_MARGIN_SECS", "0"),
+            ("DAILY_GAS_BUDGET", "0.01"),
+            ("SIGNER_BUDGET_SHARE_PERCENT", "5"),
+            ("RATE_LIMIT_PER_SIGNER", "1000"),
+            ("READ_RATE_LIMIT_PER_MINUTE", "100000"),
+        ],
+    )
     .await;
     let client = &relayer.client;
     let share = 10_000_000_000_000_000u128 * 5 / 100;
@@ -230,10 +231,9 @@ async fn forged_from(t: &TestChain, client: &Client, forwarded_for: &str, count:
     statuses
 }
 
-#[tokio::test]
-async fn clients_behind_a_trusted_proxy_are_counted_apart_and_an_ipv6_48_as_one() {
+async fn clients_behind_a_trusted_proxy_are_counted_apart_and_an_ipv6_48_as_one(engine: Engine) {
     let limited = [("RATE_LIMIT_PER_IP", "2"), ("TRUSTED_PROXIES", "127.0.0.1/32, 10.0.0.0/8")];
-    let (t, _db, relayer) = start(&limited).await;
+    let (t, _db, relayer) = start(engine, &limited).await;
     let client = &relayer.client;
     // Two clients behind the proxy: each has its own 2 an hour.
     assert_eq!(forged_from(&t, client, "203.0.113.1", 3).await, [401, 401, 429]);
@@ -249,7 +249,7 @@ async fn clients_behind_a_trusted_proxy_are_counted_apart_and_an_ipv6_48_as_one(
     relayer.stop().await;
 
     // Without TRUSTED_PROXIES the header is ignored: everyone is the TCP peer.
-    let (t, _db, relayer) = start(&limited[..1]).await;
+    let (t, _db, relayer) = start(engine, &limited[..1]).await;
     assert_eq!(forged_from(&t, &relayer.client, "203.0.113.1", 2).await, [401, 401]);
     assert_eq!(forged_from(&t, &relayer.client, "203.0.113.2", 1).await, [429]);
     relayer.stop().await;
@@ -302,16 +302,18 @@ async fn drain(
 /// signer, one IPv4 address and one IPv6 /48 can spend in a day. The hourly limits are lifted, to
 /// stand for the day's 24 windows (20 relays an hour per client, 10 per signer, would otherwise
 /// stop each attacker first), and the relays come through a trusted proxy that names the client.
-#[tokio::test]
-async fn one_signer_one_ipv4_address_and_one_ipv6_48_spend_at_most_their_share_of_the_day() {
-    let (t, _db, relayer) = start(&[
-        ("SIGNER_BUDGET_SHARE_PERCENT", "5"),
-        ("CLIENT_BUDGET_SHARE_PERCENT", "10"),
-        ("RATE_LIMIT_PER_IP", "100000"),
-        ("RATE_LIMIT_PER_SIGNER", "100000"),
-        ("READ_RATE_LIMIT_PER_MINUTE", "1000000"),
-        ("TRUSTED_PROXIES", "127.0.0.1"),
-    ])
+async fn one_signer_one_ipv4_address_and_one_ipv6_48_spend_at_most_their_share_of_the_day(engine: Engine) {
+    let (t, _db, relayer) = start(
+        engine,
+        &[
+            ("SIGNER_BUDGET_SHARE_PERCENT", "5"),
+            ("CLIENT_BUDGET_SHARE_PERCENT", "10"),
+            ("RATE_LIMIT_PER_IP", "100000"),
+            ("RATE_LIMIT_PER_SIGNER", "100000"),
+            ("READ_RATE_LIMIT_PER_MINUTE", "1000000"),
+            ("TRUSTED_PROXIES", "127.0.0.1"),
+        ],
+    )
     .await;
     let client = &relayer.client;
     let budget = 50_000_000_000_000_000u128;
@@ -376,3 +378,11 @@ async fn one_signer_one_ipv4_address_and_one_ipv6_48_spend_at_most_their_share_o
     assert!(used <= budget / 4, "{used}");
     relayer.stop().await;
 }
+
+super::on_both_stores!(
+    padded_call_data_views_and_unknown_functions_are_refused_before_anything_is_paid,
+    a_deadline_without_room_is_refused_by_the_head_blocks_clock_not_the_wall_clock,
+    a_relay_reverting_on_inclusion_is_charged_to_its_signer_until_its_share_is_spent,
+    clients_behind_a_trusted_proxy_are_counted_apart_and_an_ipv6_48_as_one,
+    one_signer_one_ipv4_address_and_one_ipv6_48_spend_at_most_their_share_of_the_day,
+);

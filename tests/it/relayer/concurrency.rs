@@ -1,6 +1,7 @@
 //! Thirty signers relaying at once: all mined with consecutive relayer nonces, and the budget
 //! used is exactly the sum of the receipts' costs.
 
+use super::Engine;
 use std::collections::BTreeSet;
 
 use futures::future::join_all;
@@ -10,10 +11,9 @@ use super::{agent_key, agent_of, balance, cost, receipt, start};
 
 const SIGNERS: u64 = 30;
 
-#[tokio::test]
-async fn thirty_signers_at_once_are_all_mined_without_nonce_trouble_or_budget_drift() {
+async fn thirty_signers_at_once_are_all_mined_without_nonce_trouble_or_budget_drift(engine: Engine) {
     // All requests come from 127.0.0.1: lift the per-IP limit, keep everything else default.
-    let (t, _db, relayer) = start(&[("RATE_LIMIT_PER_IP", "1000")]).await;
+    let (t, _db, relayer) = start(engine, &[("RATE_LIMIT_PER_IP", "1000")]).await;
     let agents: Vec<_> = (0..SIGNERS).map(|n| agent_key(100 + n)).collect();
     let bodies = signed_registrations(&t, &agents);
     let before = balance(&t, relayer.relayer.address()).await;
@@ -50,3 +50,5 @@ async fn thirty_signers_at_once_are_all_mined_without_nonce_trouble_or_budget_dr
     assert!(records.iter().all(|record| record.status == kya_relayer::RelayStatus::Mined));
     relayer.stop().await;
 }
+
+super::on_both_stores!(thirty_signers_at_once_are_all_mined_without_nonce_trouble_or_budget_drift,);

@@ -1,6 +1,7 @@
 //! Every relayer error row of SPEC.md section 7, provoked against the real daemon: exact status
 //! and message, and nothing sent or paid for a refused request.
 
+use super::Engine;
 use alloy::{
     primitives::{Bytes, U256},
     providers::Provider,
@@ -19,9 +20,8 @@ fn assert_error(answer: (u16, Value), status: u16, message: &str) {
     assert_eq!(answer.1, json!({ "error": message }));
 }
 
-#[tokio::test]
-async fn malformed_bodies_policy_breaches_bad_signatures_and_reverts_are_refused() {
-    let (t, _db, relayer) = start(&[]).await;
+async fn malformed_bodies_policy_breaches_bad_signatures_and_reverts_are_refused(engine: Engine) {
+    let (t, _db, relayer) = start(engine, &[]).await;
     let client = &relayer.client;
     let agent = agent_key(10);
     let request = forward(&t, agent.address(), 0, &register_call(agent.address(), 0));
@@ -152,9 +152,8 @@ async fn valid_body(t: &kya_tests::TestChain, client: &Client, agent: &PrivateKe
     body(&request, &sign_with_core(t, agent, &request).signature)
 }
 
-#[tokio::test]
-async fn more_than_20_requests_per_ip_per_hour_are_refused() {
-    let (t, _db, relayer) = start(&[]).await;
+async fn more_than_20_requests_per_ip_per_hour_are_refused(engine: Engine) {
+    let (t, _db, relayer) = start(engine, &[]).await;
     let client = &relayer.client;
     let victim = agent_key(20);
     for _ in 0..20 {
@@ -175,10 +174,11 @@ async fn more_than_20_requests_per_ip_per_hour_are_refused() {
     relayer.stop().await;
 }
 
-#[tokio::test]
-async fn more_than_10_requests_per_signer_per_hour_are_refused_and_nobody_else_can_spend_the_quota() {
+async fn more_than_10_requests_per_signer_per_hour_are_refused_and_nobody_else_can_spend_the_quota(
+    engine: Engine,
+) {
     // The IP limit is raised: every request here comes from 127.0.0.1.
-    let (t, _db, relayer) = start(&[("RATE_LIMIT_PER_IP", "100")]).await;
+    let (t, _db, relayer) = start(engine, &[("RATE_LIMIT_PER_IP", "100")]).await;
     let client = &relayer.client;
     let agent = agent_key(30);
     // Forged requests in the agent's name do not count against the agent.
@@ -238,10 +238,9 @@ async fn more_than_10_requests_per_signer_per_hour_are_refused_and_nobody_else_c
     relayer.stop().await;
 }
 
-#[tokio::test]
-async fn a_body_without_content_length_gets_a_clear_411() {
+async fn a_body_without_content_length_gets_a_clear_411(engine: Engine) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let (_t, _db, relayer) = start(&[]).await;
+    let (_t, _db, relayer) = start(engine, &[]).await;
     let address = relayer.client.base.trim_start_matches("http://").to_owned();
     let mut socket = tokio::net::TcpStream::connect(&address).await.unwrap();
     socket
@@ -258,11 +257,10 @@ async fn a_body_without_content_length_gets_a_clear_411() {
     relayer.stop().await;
 }
 
-#[tokio::test]
-async fn an_exhausted_daily_budget_refuses_relays() {
+async fn an_exhausted_daily_budget_refuses_relays(engine: Engine) {
     // A budget that one registration fits in but not two: measured from a first relay, then a
     // relayer restarted on the same store with the budget set just above what was used.
-    let (t, db, relayer) = start(&[]).await;
+    let (t, db, relayer) = start(engine, &[]).await;
     let first = agent_key(40);
     let first_body = valid_body(&t, &relayer.client, &first).await;
     let unix_now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
@@ -272,7 +270,7 @@ async fn an_exhausted_daily_budget_refuses_relays() {
     let used = relayer.client.used_wei_settled().await;
     relayer.stop().await;
 
-    let mut settings = kya_tests::relayer_fixture::settings(&t, db.path());
+    let mut settings = kya_tests::relayer_fixture::settings(&t, &db);
     let budget = alloy::primitives::utils::format_ether(U256::from(used + 1));
     kya_tests::relayer_fixture::set(&mut settings, "DAILY_GAS_BUDGET", budget);
     let relayer = kya_tests::relayer_fixture::InProcessRelayer::start(&settings).await;
@@ -297,14 +295,13 @@ async fn an_exhausted_daily_budget_refuses_relays() {
     relayer.stop().await;
 }
 
-#[tokio::test]
-async fn a_relayer_below_0_001_eth_answers_503() {
+async fn a_relayer_below_0_001_eth_answers_503(engine: Engine) {
     // A budget of 1 wei: a request that gets past the balance check is refused by the next one
     // (429), which shows where the balance boundary lies without sending anything.
     let unfunded = PrivateKeySigner::random();
     let key = format!("0x{}", alloy::primitives::hex::encode(unfunded.to_bytes()));
     let (t, _db, relayer) =
-        start(&[("RELAYER_KEY", &key), ("DAILY_GAS_BUDGET", "0.000000000000000001")]).await;
+        start(engine, &[("RELAYER_KEY", &key), ("DAILY_GAS_BUDGET", "0.000000000000000001")]).await;
     let agent = agent_key(50);
     let signed = valid_body(&t, &relayer.client, &agent).await;
     let too_low = "Relayer balance too low. Please try again later or use direct mode.";
@@ -323,9 +320,8 @@ async fn a_relayer_below_0_001_eth_answers_503() {
     relayer.stop().await;
 }
 
-#[tokio::test]
-async fn read_endpoints_are_rate_limited_per_ip_without_touching_relays() {
-    let (_t, _db, relayer) = start(&[("READ_RATE_LIMIT_PER_MINUTE", "3")]).await;
+async fn read_endpoints_are_rate_limited_per_ip_without_touching_relays(engine: Engine) {
+    let (_t, _db, relayer) = start(engine, &[("READ_RATE_LIMIT_PER_MINUTE", "3")]).await;
     let client = &relayer.client;
     let address = relayer.relayer.address().to_string();
     // Preflights, which a browser sends on its own, use none of the limit.
@@ -358,3 +354,13 @@ async fn read_endpoints_are_rate_limited_per_ip_without_touching_relays() {
     assert_eq!(client.metrics().await.0, 200);
     assert_error(client.relay(&json!({})).await, 400, "Missing request or signature");
 }
+
+super::on_both_stores!(
+    malformed_bodies_policy_breaches_bad_signatures_and_reverts_are_refused,
+    more_than_20_requests_per_ip_per_hour_are_refused,
+    more_than_10_requests_per_signer_per_hour_are_refused_and_nobody_else_can_spend_the_quota,
+    a_body_without_content_length_gets_a_clear_411,
+    an_exhausted_daily_budget_refuses_relays,
+    a_relayer_below_0_001_eth_answers_503,
+    read_endpoints_are_rate_limited_per_ip_without_touching_relays,
+);

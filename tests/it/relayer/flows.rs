@@ -1,15 +1,15 @@
 //! Register, attest and report revenue through `POST /relay` with eth-account signatures, the
 //! same requests signed by kya-core, and the read endpoints (with HEAD and OPTIONS).
 
+use super::Engine;
 use alloy::{primitives::U256, providers::Provider};
 use kya_core::abi::{AgentRegistry, Forwarder};
 use kya_tests::relayer_fixture::{body, forward, sign_with_core, sign_with_eth_account, wei};
 
 use super::{agent_key, agent_of, balance, cost, forwarder_nonce, receipt, register_call, start};
 
-#[tokio::test]
-async fn an_agent_registers_attests_and_reports_through_the_relay() {
-    let (t, _db, relayer) = start(&[]).await;
+async fn an_agent_registers_attests_and_reports_through_the_relay(engine: Engine) {
+    let (t, _db, relayer) = start(engine, &[]).await;
     let client = &relayer.client;
     let agent = agent_key(1);
     let relayer_before = balance(&t, relayer.relayer.address()).await;
@@ -112,9 +112,8 @@ async fn an_agent_registers_attests_and_reports_through_the_relay() {
     relayer.stop().await;
 }
 
-#[tokio::test]
-async fn status_domain_nonce_and_metrics_describe_the_relayer() {
-    let (t, _db, relayer) = start(&[]).await;
+async fn status_domain_nonce_and_metrics_describe_the_relayer(engine: Engine) {
+    let (t, _db, relayer) = start(engine, &[]).await;
     let client = &relayer.client;
 
     let (status, domain) = client.get("/domain").await;
@@ -195,3 +194,8 @@ async fn status_domain_nonce_and_metrics_describe_the_relayer() {
     super::methods::head_and_options(client, &relayed).await;
     relayer.stop().await;
 }
+
+super::on_both_stores!(
+    an_agent_registers_attests_and_reports_through_the_relay,
+    status_domain_nonce_and_metrics_describe_the_relayer,
+);

@@ -1,6 +1,7 @@
 //! The relayer's own account and process: a transaction sent from its wallet behind its back
 //! does not break its nonce, and shutdown finishes relays already in flight.
 
+use super::{Engine, TestStore};
 use futures::future::join_all;
 use kya_devchain::dev_accounts::{self, Role};
 use kya_relayer::RateKind;
@@ -17,9 +18,8 @@ async fn nonce_of(t: &kya_tests::TestChain, hash: alloy::primitives::B256) -> u6
     t.chain.provider().get_transaction_by_hash(hash).await.unwrap().expect("a known transaction").nonce()
 }
 
-#[tokio::test]
-async fn a_transaction_sent_behind_the_relayers_back_is_recovered_from() {
-    let (t, _db, relayer) = start(&[]).await;
+async fn a_transaction_sent_behind_the_relayers_back_is_recovered_from(engine: Engine) {
+    let (t, _db, relayer) = start(engine, &[]).await;
     let first = agent_key(200);
     let request = forward(&t, first.address(), 0, &register_call(first.address(), 0));
     let (status, answer) =
@@ -49,11 +49,10 @@ async fn a_transaction_sent_behind_the_relayers_back_is_recovered_from() {
     relayer.stop().await;
 }
 
-#[tokio::test]
-async fn shutdown_finishes_relays_in_flight_and_settles_them() {
+async fn shutdown_finishes_relays_in_flight_and_settles_them(engine: Engine) {
     // A node slow to estimate gas: every relay is still being checked when the stop comes.
     let t = kya_tests::TestChain::start().await;
-    let db = tempfile::tempdir().unwrap();
+    let db = TestStore::new(engine);
     let slow = rpc_proxy::start(
         Some(t.rpc_url()),
         std::sync::Arc::new(|request: &str| {
@@ -65,7 +64,7 @@ async fn shutdown_finishes_relays_in_flight_and_settles_them() {
         }),
     )
     .await;
-    let mut settings = kya_tests::relayer_fixture::settings(&t, db.path());
+    let mut settings = kya_tests::relayer_fixture::settings(&t, &db);
     kya_tests::relayer_fixture::set(&mut settings, "RPC_URL", slow);
     let relayer = kya_tests::relayer_fixture::InProcessRelayer::start(&settings).await;
     let agents: Vec<_> = (0..6).map(|n| agent_key(210 + n)).collect();
@@ -122,11 +121,10 @@ async fn lossy_proxy(upstream: String) -> String {
     .await
 }
 
-#[tokio::test]
-async fn a_lost_answer_to_a_send_keeps_the_relay_recorded_and_paid_for() {
+async fn a_lost_answer_to_a_send_keeps_the_relay_recorded_and_paid_for(engine: Engine) {
     let t = kya_tests::TestChain::start().await;
-    let db = tempfile::tempdir().unwrap();
-    let mut settings = kya_tests::relayer_fixture::settings(&t, db.path());
+    let db = TestStore::new(engine);
+    let mut settings = kya_tests::relayer_fixture::settings(&t, &db);
     kya_tests::relayer_fixture::set(&mut settings, "RPC_URL", lossy_proxy(t.rpc_url()).await);
     let relayer = kya_tests::relayer_fixture::InProcessRelayer::start(&settings).await;
     let agent = agent_key(220);
@@ -158,3 +156,9 @@ async fn a_lost_answer_to_a_send_keeps_the_relay_recorded_and_paid_for() {
     assert_eq!(relayer.relayer.store().records().unwrap().len(), 1);
     relayer.stop().await;
 }
+
+super::on_both_stores!(
+    a_transaction_sent_behind_the_relayers_back_is_recovered_from,
+    shutdown_finishes_relays_in_flight_and_settles_them,
+    a_lost_answer_to_a_send_keeps_the_relay_recorded_and_paid_for,
+);

@@ -1,5 +1,29 @@
 //! The relayer end to end: the real daemon (in-process on port 0, or the real binary) against a
 //! real anvil with the real contracts, fed requests signed by eth-account and by kya-core.
+//!
+//! Every suite that touches the store runs on both engines: each test is written once, as an
+//! `async fn(engine)`, and [`on_both_stores!`] makes it `<suite>::sqlite::<test>` and
+//! `<suite>::postgres::<test>` (a database of its own on the PostgreSQL test server).
+
+/// The listed tests (`name` or `name(<tokio::test arguments>)`) as `sqlite::name` and
+/// `postgres::name`.
+macro_rules! on_both_stores {
+    ($($name:ident $(($($flavor:tt)*))?),* $(,)?) => {
+        mod sqlite {
+            $(#[tokio::test$(($($flavor)*))?]
+            async fn $name() {
+                super::$name(kya_tests::relayer_fixture::Engine::Sqlite).await;
+            })*
+        }
+        mod postgres {
+            $(#[tokio::test$(($($flavor)*))?]
+            async fn $name() {
+                super::$name(kya_tests::relayer_fixture::Engine::Postgres).await;
+            })*
+        }
+    };
+}
+use on_both_stores;
 
 mod abuse;
 mod concurrency;
@@ -27,7 +51,10 @@ use alloy::{
 };
 use kya_core::abi::AgentRegistry;
 use kya_devchain::dev_accounts;
-use kya_tests::{TestChain, register_call, relayer_fixture::InProcessRelayer};
+use kya_tests::{
+    TestChain, register_call,
+    relayer_fixture::{Engine, InProcessRelayer, TestStore},
+};
 use serde_json::Value;
 
 /// Calls one of anvil's own methods (mining controls, fees, time).
@@ -40,17 +67,23 @@ fn agent_key(n: u64) -> PrivateKeySigner {
     dev_accounts::agent_wallet(3_000_000 + n)
 }
 
-/// A chain, a store folder and an in-process relayer with `overrides` on top of the defaults.
-async fn start(overrides: &[(&str, &str)]) -> (TestChain, tempfile::TempDir, InProcessRelayer) {
+/// A chain, a store on `engine` and an in-process relayer with `overrides` on top of the
+/// defaults.
+async fn start(engine: Engine, overrides: &[(&str, &str)]) -> (TestChain, TestStore, InProcessRelayer) {
     let t = TestChain::start().await;
-    let (db, relayer) = start_on(&t, overrides).await;
+    let (db, relayer) = start_on(&t, engine, overrides).await;
     (t, db, relayer)
 }
 
-/// A store folder and an in-process relayer on the chain `t`, for settings that depend on it.
-async fn start_on(t: &TestChain, overrides: &[(&str, &str)]) -> (tempfile::TempDir, InProcessRelayer) {
-    let db = tempfile::tempdir().expect("a temp dir");
-    let mut settings = kya_tests::relayer_fixture::settings(t, db.path());
+/// A store on `engine` and an in-process relayer on the chain `t`, for settings that depend on
+/// it.
+async fn start_on(
+    t: &TestChain,
+    engine: Engine,
+    overrides: &[(&str, &str)],
+) -> (TestStore, InProcessRelayer) {
+    let db = TestStore::new(engine);
+    let mut settings = kya_tests::relayer_fixture::settings(t, &db);
     for (name, value) in overrides {
         kya_tests::relayer_fixture::set(&mut settings, name, *value);
     }

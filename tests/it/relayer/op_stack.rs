@@ -4,6 +4,7 @@
 //! with its headroom and books each receipt's `gasUsed × effectiveGasPrice + l1Fee`, so its
 //! books equal what its balance lost, to the wei. Elsewhere nothing is reserved for L1.
 
+use super::Engine;
 use alloy::{
     consensus::{SignableTransaction, TxEip1559},
     network::TransactionBuilder,
@@ -52,11 +53,10 @@ fn quantity(value: &Value) -> u128 {
     u128::from_str_radix(text.trim_start_matches("0x"), 16).expect("hex")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_an_op_stack_chain_the_l1_fee_is_reserved_and_booked_to_the_wei() {
+async fn on_an_op_stack_chain_the_l1_fee_is_reserved_and_booked_to_the_wei(engine: Engine) {
     let t = TestChain::start().await;
     let node = OpStackNode::start(&t.rpc_url()).await;
-    let (_db, relayer) = start_on(&t, &[("RPC_URL", &node.url)]).await;
+    let (_db, relayer) = start_on(&t, engine, &[("RPC_URL", &node.url)]).await;
     let client = &relayer.client;
     let payer = relayer.relayer.address();
     let before = balance(&t, payer).await;
@@ -165,9 +165,8 @@ async fn on_an_op_stack_chain_the_l1_fee_is_reserved_and_booked_to_the_wei() {
 
 /// Without the `GasPriceOracle` predeploy (plain anvil) nothing is reserved for L1, and the cost
 /// is the receipt's gas alone.
-#[tokio::test]
-async fn elsewhere_nothing_is_reserved_for_l1() {
-    let (t, _db, relayer) = start(&[]).await;
+async fn elsewhere_nothing_is_reserved_for_l1(engine: Engine) {
+    let (t, _db, relayer) = start(engine, &[]).await;
     let agent = agent_key(502);
     let request = forward(&t, agent.address(), 0, &register_call(agent.address(), 0));
     let answer = relayed(&relayer.client, &t, &agent, &request).await;
@@ -182,3 +181,11 @@ async fn elsewhere_nothing_is_reserved_for_l1() {
     assert_eq!(wei(&relay["costWei"]), cost(&mined));
     relayer.stop().await;
 }
+
+super::on_both_stores!(
+    on_an_op_stack_chain_the_l1_fee_is_reserved_and_booked_to_the_wei(
+        flavor = "multi_thread",
+        worker_threads = 2
+    ),
+    elsewhere_nothing_is_reserved_for_l1,
+);

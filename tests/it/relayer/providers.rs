@@ -13,7 +13,7 @@ use kya_tests::{
 };
 use serde_json::{Value, json};
 
-use super::{agent_key, agent_of, forwarder_nonce, receipt, register_call};
+use super::{Engine, TestStore, agent_key, agent_of, forwarder_nonce, receipt, register_call};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_relayers_checks_answer_alike_through_every_provider_shape() {
@@ -29,8 +29,8 @@ async fn the_relayers_checks_answer_alike_through_every_provider_shape() {
             None => t.rpc_url(),
             Some(shape) => provider_shapes::start(&t.rpc_url(), shape).await.0,
         };
-        let db = tempfile::tempdir().expect("a temporary directory");
-        let mut env = settings(&t, db.path());
+        let db = TestStore::new(Engine::Sqlite);
+        let mut env = settings(&t, &db);
         set(&mut env, "RPC_URL", rpc_url);
         let relayer = InProcessRelayer::start(&env).await;
         let client = &relayer.client;
@@ -113,8 +113,8 @@ async fn session(shape: Option<ProviderShape>) -> (Vec<(&'static str, u16, Value
             (url, Some(refused))
         }
     };
-    let db = tempfile::tempdir().expect("a temporary directory");
-    let mut env = settings(&t, db.path());
+    let db = TestStore::new(Engine::Sqlite);
+    let mut env = settings(&t, &db);
     set(&mut env, "RPC_URL", rpc_url);
     let relayer = InProcessRelayer::start(&env).await;
     let client = &relayer.client;

@@ -3,6 +3,7 @@
 //! lags. Shutdown does not wait for receipts that are not coming. A relay whose registry call
 //! fails after its simulation is recorded as such.
 
+use super::{Engine, TestStore};
 use std::{sync::Arc, time::Duration};
 
 use alloy::{
@@ -15,7 +16,7 @@ use alloy::{
 };
 use kya_core::abi::AgentRegistry;
 use kya_devchain::dev_accounts::{self, Role};
-use kya_relayer::{NewRelay, RelayRecord, Store};
+use kya_relayer::{NewRelay, RelayRecord};
 use kya_tests::{
     TestChain,
     provider_shapes::{self, ProviderShape},
@@ -27,7 +28,7 @@ use serde_json::Value;
 use super::{agent_key, agent_of, anvil, cost, receipt, register_call};
 
 /// Settings with a reconciler that looks at every relay at once, every second.
-fn eager(t: &TestChain, db: &std::path::Path) -> Vec<(String, String)> {
+fn eager(t: &TestChain, db: &TestStore) -> Vec<(String, String)> {
     let mut env = settings(t, db);
     set(&mut env, "RECONCILE_GRACE_SECS", "0");
     set(&mut env, "RECONCILE_INTERVAL_SECS", "1");
@@ -50,13 +51,12 @@ fn now() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
 }
 
-#[tokio::test]
-async fn a_reservation_left_by_a_killed_relayer_is_freed_at_the_next_start() {
+async fn a_reservation_left_by_a_killed_relayer_is_freed_at_the_next_start(engine: Engine) {
     let t = TestChain::start().await;
-    let db = tempfile::tempdir().unwrap();
+    let db = TestStore::new(engine);
     let agent = agent_key(300);
     // What a relayer killed between reserving and sending leaves behind.
-    let store = Store::open(&db.path().join("relayer.db")).unwrap();
+    let store = db.open();
     let reserved = NewRelay {
         signer: agent.address(),
         forwarder_nonce: alloy::primitives::U256::ZERO,
@@ -74,7 +74,7 @@ async fn a_reservation_left_by_a_killed_relayer_is_freed_at_the_next_start() {
     assert_eq!(store.budget(now()).unwrap().pending_wei, 800_000_000_000_000);
     drop(store);
 
-    let relayer = InProcessRelayer::start(&eager(&t, db.path())).await;
+    let relayer = InProcessRelayer::start(&eager(&t, &db)).await;
     let dropped = record_becomes(&relayer, 0, "dropped").await;
     assert_eq!(dropped.cost_wei, Some(0));
     // The signer can relay with that nonce, and only the real transaction is paid for.
@@ -88,16 +88,15 @@ async fn a_reservation_left_by_a_killed_relayer_is_freed_at_the_next_start() {
     relayer.stop().await;
 }
 
-#[tokio::test]
-async fn a_transaction_that_is_never_mined_does_not_hold_shutdown_and_is_dropped_later() {
+async fn a_transaction_that_is_never_mined_does_not_hold_shutdown_and_is_dropped_later(engine: Engine) {
     let t = TestChain::start().await;
-    let db = tempfile::tempdir().unwrap();
+    let db = TestStore::new(engine);
     let agent = agent_key(310);
     let request = forward(&t, agent.address(), 0, &register_call(agent.address(), 0));
     let signed = body(&request, &sign_with_core(&t, &agent, &request).signature);
 
     // Mining stops: the relay is sent and waits in the pool.
-    let relayer = InProcessRelayer::start(&eager(&t, db.path())).await;
+    let relayer = InProcessRelayer::start(&eager(&t, &db)).await;
     anvil(&t, "evm_setAutomine", serde_json::json!([false])).await;
     let (status, answer) = relayer.client.relay(&signed).await;
     assert_eq!(status, 200, "{answer}");
@@ -105,13 +104,13 @@ async fn a_transaction_that_is_never_mined_does_not_hold_shutdown_and_is_dropped
     // Shutdown does not wait for its receipt (the timeout only keeps a hang from stalling the
     // suite): the relay is left sent and unsettled for the next start.
     tokio::time::timeout(Duration::from_secs(120), relayer.stop()).await.expect("shutdown returns");
-    let left = Store::open(&db.path().join("relayer.db")).unwrap().records().unwrap();
+    let left = db.open().records().unwrap();
     assert_eq!((left[0].status.as_str(), left[0].cost_wei), ("sent", None), "{left:?}");
 
     // The node forgets the transaction; the next run drops the relay and frees the request.
     anvil(&t, "anvil_dropTransaction", serde_json::json!([hash])).await;
     anvil(&t, "evm_setAutomine", serde_json::json!([true])).await;
-    let relayer = InProcessRelayer::start(&eager(&t, db.path())).await;
+    let relayer = InProcessRelayer::start(&eager(&t, &db)).await;
     let dropped = record_becomes(&relayer, 0, "dropped").await;
     assert_eq!(dropped.tx_hash, Some(hash));
     let (_, relay) = relayer.client.get(&format!("/relay/tx/{hash}")).await;
@@ -132,12 +131,13 @@ async fn a_transaction_that_is_never_mined_does_not_hold_shutdown_and_is_dropped
     relayer.stop().await;
 }
 
-#[tokio::test]
-async fn after_a_lost_send_answer_the_next_relay_continues_after_the_transaction_the_node_has() {
+async fn after_a_lost_send_answer_the_next_relay_continues_after_the_transaction_the_node_has(
+    engine: Engine,
+) {
     // A node behind a proxy that loses the answer to the first send and whose pending count
     // lags (it reports the mined count), as load-balanced endpoints do.
     let t = TestChain::start().await;
-    let db = tempfile::tempdir().unwrap();
+    let db = TestStore::new(engine);
     let sends = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counter = Arc::clone(&sends);
     let node = rpc_proxy::start(
@@ -155,7 +155,7 @@ async fn after_a_lost_send_answer_the_next_relay_continues_after_the_transaction
         }),
     )
     .await;
-    let mut env = settings(&t, db.path());
+    let mut env = settings(&t, &db);
     set(&mut env, "RPC_URL", node);
     let relayer = InProcessRelayer::start(&env).await;
     anvil(&t, "evm_setAutomine", serde_json::json!([false])).await;
@@ -191,27 +191,25 @@ async fn after_a_lost_send_answer_the_next_relay_continues_after_the_transaction
 /// `execute` does not revert when the registry call fails. A request whose simulation passed but
 /// whose agent is suspended before it is mined still costs its gas and uses up its nonce: the
 /// record says `call_failed` (from the forwarder's `Executed` event), not `mined`.
-#[tokio::test]
-async fn a_registry_call_that_fails_after_its_simulation_is_recorded_as_call_failed() {
+async fn a_registry_call_that_fails_after_its_simulation_is_recorded_as_call_failed(engine: Engine) {
     let t = TestChain::start().await;
-    call_failed_through(&t, t.rpc_url(), 330).await;
+    call_failed_through(&t, engine, t.rpc_url(), 330).await;
 }
 
 /// The failed call's reason reads the same whichever way the node words its reverts
 /// (`kya_core::revert`, PROVIDERS.md): hosted providers' reason-only messages, older Nethermind.
-#[tokio::test]
-async fn a_failed_calls_reason_reads_the_same_in_every_providers_revert_shape() {
+async fn a_failed_calls_reason_reads_the_same_in_every_providers_revert_shape(engine: Engine) {
     let t = TestChain::start().await;
     for (n, shape) in ProviderShape::ERROR_SHAPES.into_iter().enumerate() {
         let (node, _) = provider_shapes::start(&t.rpc_url(), shape).await;
-        call_failed_through(&t, node, 332 + n as u64).await;
+        call_failed_through(&t, engine, node, 332 + n as u64).await;
     }
 }
 
 /// A relay sent while its agent is Active and mined after the agent's suspension, by a relayer
 /// reading the chain at `rpc_url`: `call_failed`, with the registry's reason.
-async fn call_failed_through(t: &TestChain, rpc_url: String, agent_number: u64) {
-    let db = tempfile::tempdir().unwrap();
+async fn call_failed_through(t: &TestChain, engine: Engine, rpc_url: String, agent_number: u64) {
+    let db = TestStore::new(engine);
     let agent = agent_key(agent_number);
     let creator = dev_accounts::address(Role::CreatorA);
     t.chain.send(creator, t.registry(), &register_call(agent.address(), 0)).await.unwrap();
@@ -219,7 +217,7 @@ async fn call_failed_through(t: &TestChain, rpc_url: String, agent_number: u64) 
     let attest = AgentRegistry::attestComplianceCall { agentId: U256::from(id) };
     let request = forward(t, agent.address(), 0, &attest);
     let signed = body(&request, &sign_with_core(t, &agent, &request).signature);
-    let mut env = settings(t, db.path());
+    let mut env = settings(t, &db);
     set(&mut env, "RPC_URL", rpc_url);
     let relayer = InProcessRelayer::start(&env).await;
 
@@ -262,11 +260,11 @@ async fn call_failed_through(t: &TestChain, rpc_url: String, agent_number: u64) 
 
 /// Each transaction is on disk, by its hash, before the node can see it: a crash at any point
 /// after signing leaves a record the reconciler can settle or drop by that hash.
-#[tokio::test]
-async fn a_transaction_is_recorded_before_the_node_sees_it() {
+async fn a_transaction_is_recorded_before_the_node_sees_it(engine: Engine) {
     let t = TestChain::start().await;
-    let db = tempfile::tempdir().unwrap();
-    let store_path = db.path().join("relayer.db");
+    let db = TestStore::new(engine);
+    // A store of the test's own on the relayer's database, as a second daemon would read it.
+    let store = Arc::new(db.open());
     /// Each hash the node is sent, with the store's status for that hash at that moment.
     type Seen = Vec<(String, Option<String>)>;
     let seen: Arc<std::sync::Mutex<Seen>> = Arc::default();
@@ -278,7 +276,7 @@ async fn a_transaction_is_recorded_before_the_node_sees_it() {
                 let call: Value = serde_json::from_str(request).expect("one JSON-RPC call");
                 let raw = hex::decode(call["params"][0].as_str().expect("raw transaction")).unwrap();
                 let hash = keccak256(&raw);
-                let records = Store::open(&store_path).unwrap().records().unwrap();
+                let records = store.records().unwrap();
                 let status = records.into_iter().find(|record| record.tx_hash == Some(hash));
                 witness
                     .lock()
@@ -289,7 +287,7 @@ async fn a_transaction_is_recorded_before_the_node_sees_it() {
         }),
     )
     .await;
-    let mut env = settings(&t, db.path());
+    let mut env = settings(&t, &db);
     set(&mut env, "RPC_URL", node);
     let relayer = InProcessRelayer::start(&env).await;
 
@@ -307,3 +305,12 @@ async fn a_transaction_is_recorded_before_the_node_sees_it() {
     assert_eq!(seen, expected, "each hash was recorded as sent before its submission");
     relayer.stop().await;
 }
+
+super::on_both_stores!(
+    a_reservation_left_by_a_killed_relayer_is_freed_at_the_next_start,
+    a_transaction_that_is_never_mined_does_not_hold_shutdown_and_is_dropped_later,
+    after_a_lost_send_answer_the_next_relay_continues_after_the_transaction_the_node_has,
+    a_registry_call_that_fails_after_its_simulation_is_recorded_as_call_failed,
+    a_failed_calls_reason_reads_the_same_in_every_providers_revert_shape,
+    a_transaction_is_recorded_before_the_node_sees_it,
+);

@@ -2,6 +2,7 @@
 //! registration and a re-registration of a revoked agent's wallet are simulated, refused with
 //! the registry's reason (500, docs/relayer.md), and never sent nor paid for.
 
+use super::Engine;
 use alloy::{primitives::U256, providers::Provider};
 use kya_core::abi::AgentRegistry;
 use kya_tests::relayer_fixture::{body, forward, sign_with_core, sign_with_eth_account};
@@ -11,7 +12,7 @@ use super::{agent_key, agent_of, balance, forwarder_nonce, receipt, register_cal
 
 #[tokio::test]
 async fn a_strangers_child_and_a_revoked_wallet_are_refused_and_nothing_is_paid() {
-    let (t, _db, relayer) = start(&[]).await;
+    let (t, _db, relayer) = start(Engine::Sqlite, &[]).await;
     let client = &relayer.client;
     let relayer_address = relayer.relayer.address();
     let (parent, stranger, revoked) = (agent_key(80), agent_key(81), agent_key(82));

@@ -1,15 +1,17 @@
 //! Retries: the same signed request again is answered with its relay (its id and status) and
 //! costs nothing, before and after mining; a different request with a used nonce is refused.
 
+use super::Engine;
 use alloy::primitives::U256;
 use kya_core::abi::AgentRegistry;
 use kya_tests::relayer_fixture::{body, forward, sign_with_eth_account};
 
 use super::{agent_key, balance, forwarder_nonce, receipt, register_call, start};
 
-#[tokio::test]
-async fn a_retry_after_mining_gets_its_relay_and_a_different_request_with_a_used_nonce_is_refused() {
-    let (t, _db, relayer) = start(&[]).await;
+async fn a_retry_after_mining_gets_its_relay_and_a_different_request_with_a_used_nonce_is_refused(
+    engine: Engine,
+) {
+    let (t, _db, relayer) = start(engine, &[]).await;
     let client = &relayer.client;
     let agent = agent_key(60);
     let register = forward(&t, agent.address(), 0, &register_call(agent.address(), 0));
@@ -53,9 +55,10 @@ async fn a_retry_after_mining_gets_its_relay_and_a_different_request_with_a_used
     relayer.stop().await;
 }
 
-#[tokio::test]
-async fn the_same_request_sent_four_times_at_once_is_relayed_once_and_each_copy_gets_the_relay() {
-    let (t, _db, relayer) = start(&[]).await;
+async fn the_same_request_sent_four_times_at_once_is_relayed_once_and_each_copy_gets_the_relay(
+    engine: Engine,
+) {
+    let (t, _db, relayer) = start(engine, &[]).await;
     let client = &relayer.client;
     let agent = agent_key(61);
     let register = forward(&t, agent.address(), 0, &register_call(agent.address(), 0));
@@ -84,3 +87,8 @@ async fn the_same_request_sent_four_times_at_once_is_relayed_once_and_each_copy_
     assert_eq!(before - balance(&t, relayer.relayer.address()).await, U256::from(paid), "paid once");
     relayer.stop().await;
 }
+
+super::on_both_stores!(
+    a_retry_after_mining_gets_its_relay_and_a_different_request_with_a_used_nonce_is_refused,
+    the_same_request_sent_four_times_at_once_is_relayed_once_and_each_copy_gets_the_relay,
+);

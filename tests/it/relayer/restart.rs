@@ -3,11 +3,12 @@
 //! in a log line or a response. After a kill with relays in flight, every client's retry gets
 //! its relay.
 
+use super::{Engine, TestStore};
 use alloy::primitives::U256;
 use futures::future::join_all;
 use kya_core::abi::AgentRegistry;
 use kya_devchain::dev_accounts::{self, Role};
-use kya_relayer::{NewRelay, Store};
+use kya_relayer::NewRelay;
 use kya_tests::{
     TestChain,
     relayer_fixture::{
@@ -26,11 +27,10 @@ fn now() -> u64 {
 /// The daemon's own `main.rs`, built as a binary of the tests package (see tests/Cargo.toml).
 const BINARY: &str = env!("CARGO_BIN_EXE_kya-relayer-under-test");
 
-#[tokio::test]
-async fn budget_use_and_signer_limits_survive_a_restart_and_the_key_never_leaks() {
+async fn budget_use_and_signer_limits_survive_a_restart_and_the_key_never_leaks(engine: Engine) {
     let t = TestChain::start().await;
-    let db = tempfile::tempdir().unwrap();
-    let mut env = settings(&t, db.path());
+    let db = TestStore::new(engine);
+    let mut env = settings(&t, &db);
     set(&mut env, "RATE_LIMIT_PER_SIGNER", "3");
     let agent = agent_key(70);
     let mut answers = String::new();
@@ -116,11 +116,10 @@ async fn budget_use_and_signer_limits_survive_a_restart_and_the_key_never_leaks(
 /// restarted on its store; every client retries its same signed request. Each retry gets its
 /// relay's id and status (202 for one reserved but never sent, 200 for the others, before and
 /// after mining), never the 401 that tells an agent to re-sign.
-#[tokio::test]
-async fn after_a_kill_with_relays_in_flight_every_retry_gets_its_relay_and_never_401() {
+async fn after_a_kill_with_relays_in_flight_every_retry_gets_its_relay_and_never_401(engine: Engine) {
     let t = TestChain::start().await;
-    let db = tempfile::tempdir().unwrap();
-    let mut env = settings(&t, db.path());
+    let db = TestStore::new(engine);
+    let mut env = settings(&t, &db);
     set(&mut env, "RATE_LIMIT_PER_IP", "1000");
     set(&mut env, "READ_RATE_LIMIT_PER_MINUTE", "100000");
     let agents: Vec<_> = (0..8).map(|n| agent_key(80 + n)).collect();
@@ -139,7 +138,7 @@ async fn after_a_kill_with_relays_in_flight_every_retry_gets_its_relay_and_never
     let late = agent_key(88);
     let request = forward(&t, late.address(), 0, &register_call(late.address(), 0));
     let signed = sign_with_core(&t, &late, &request);
-    let store = Store::open(&db.path().join("relayer.db")).unwrap();
+    let store = db.open();
     let unsent = store
         .reserve(
             &NewRelay {
@@ -202,3 +201,8 @@ async fn after_a_kill_with_relays_in_flight_every_retry_gets_its_relay_and_never
     let (clean, log) = second.terminate();
     assert!(clean, "{log}");
 }
+
+super::on_both_stores!(
+    budget_use_and_signer_limits_survive_a_restart_and_the_key_never_leaks,
+    after_a_kill_with_relays_in_flight_every_retry_gets_its_relay_and_never_401,
+);

@@ -3,6 +3,7 @@
 //! the detail with the URL redacted. The webhook secret, and a token in the receiver's URL, are
 //! never logged either.
 
+use super::{Engine, TestStore};
 use std::sync::{
     Arc,
     atomic::{AtomicUsize, Ordering},
@@ -23,8 +24,7 @@ use super::{agent_key, register_call};
 const BINARY: &str = env!("CARGO_BIN_EXE_kya-relayer-under-test");
 
 // Multi-threaded: the fake node must answer while the binary's start blocks this thread.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rpc_failures_answer_a_fixed_message_and_the_url_key_reaches_neither_client_nor_log() {
+async fn rpc_failures_answer_a_fixed_message_and_the_url_key_reaches_neither_client_nor_log(engine: Engine) {
     // A node that knows its chain id, then closes connections or answers garbage, in turn.
     let calls = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&calls);
@@ -47,13 +47,14 @@ async fn rpc_failures_answer_a_fixed_message_and_the_url_key_reaches_neither_cli
         node.replace("://", "://rpcuser:UserKeyS3cret@")
     );
     let (registry, forwarder) = (Address::repeat_byte(0x11), Address::repeat_byte(0x22));
-    let db = tempfile::tempdir().unwrap();
+    let db = TestStore::new(engine);
+    let (store_name, store_value) = db.setting();
     let settings: Vec<(String, String)> = [
         ("RPC_URL", rpc_url),
         ("REGISTRY_ADDRESS", registry.to_string()),
         ("FORWARDER_ADDRESS", forwarder.to_string()),
         ("RELAYER_KEY", dev_accounts::key_hex(Role::Relayer).to_owned()),
-        ("RELAYER_DB", db.path().join("relayer.db").display().to_string()),
+        (store_name, store_value),
     ]
     .into_iter()
     .map(|(name, value)| (name.to_owned(), value))
@@ -105,16 +106,15 @@ async fn rpc_failures_answer_a_fixed_message_and_the_url_key_reaches_neither_cli
 /// The webhook secret (raw or `whsec_`) and the receiver URL's token reach neither the log nor
 /// an answer of the real binary, while deliveries signed with it go out; the start-up line says
 /// only that a secret of so many bytes is set.
-#[tokio::test]
-async fn the_webhook_secret_and_the_receivers_token_never_reach_the_log_or_an_answer() {
+async fn the_webhook_secret_and_the_receivers_token_never_reach_the_log_or_an_answer(engine: Engine) {
     let t = kya_tests::TestChain::start().await;
     let receiver = Receiver::start().await;
     for (secret, bytes, hidden) in [
         ("kya-webhook-test-secret-0123456789abcdef", 40, "kya-webhook-test-secret"),
         ("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwg7duQoLFbaY=", 32, "MfKQ9r8GKYqrTwjUPD8I"),
     ] {
-        let db = tempfile::tempdir().unwrap();
-        let mut env = settings(&t, db.path());
+        let db = TestStore::new(engine);
+        let mut env = settings(&t, &db);
         set(&mut env, "WEBHOOK_URL", receiver.url());
         set(&mut env, "WEBHOOK_SECRET", secret);
         let relayer = BinaryRelayer::start(BINARY, &env);
@@ -144,5 +144,19 @@ async fn the_webhook_secret_and_the_receivers_token_never_reach_the_log_or_an_an
         for secret_part in [hidden, &secret[secret.len() - 12..], "receiver-url-token"] {
             assert!(!everything.contains(secret_part), "{secret_part} leaked:\n{everything}");
         }
+        // On PostgreSQL the log names the database by host and port, never its password.
+        if let Some(password) = db.password() {
+            assert!(!everything.contains(password), "the database password leaked:\n{everything}");
+            assert!(log.contains("store=PostgreSQL postgres://127.0.0.1:"), "{log}");
+            assert!(log.contains("database_url: Some(DatabaseUrl(postgres://127.0.0.1:"), "{log}");
+        }
     }
 }
+
+super::on_both_stores!(
+    rpc_failures_answer_a_fixed_message_and_the_url_key_reaches_neither_client_nor_log(
+        flavor = "multi_thread",
+        worker_threads = 2
+    ),
+    the_webhook_secret_and_the_receivers_token_never_reach_the_log_or_an_answer,
+);

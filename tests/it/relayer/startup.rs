@@ -1,6 +1,7 @@
 //! Start-up while the node is briefly unreachable: the relayer retries with backoff instead of
 //! exiting, and gives up once `STARTUP_RETRY_SECS` is over.
 
+use super::{Engine, TestStore};
 use std::sync::{
     Arc,
     atomic::{AtomicUsize, Ordering},
@@ -38,9 +39,9 @@ const BINARY: &str = env!("CARGO_BIN_EXE_kya-relayer-under-test");
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_daemon_waits_for_a_node_that_is_briefly_unreachable_and_says_so() {
     let t = TestChain::start().await;
-    let db = tempfile::tempdir().unwrap();
+    let db = TestStore::new(Engine::Sqlite);
     let (url, calls) = unreachable_at_first(&t, 3).await;
-    let mut env = settings(&t, db.path());
+    let mut env = settings(&t, &db);
     set(&mut env, "RPC_URL", url);
     let relayer = BinaryRelayer::start(BINARY, &env);
     assert!(calls.load(Ordering::SeqCst) >= 4, "three refused attempts, then the one that worked");
@@ -56,9 +57,9 @@ async fn the_daemon_waits_for_a_node_that_is_briefly_unreachable_and_says_so() {
 #[tokio::test]
 async fn the_relayer_gives_up_on_a_node_unreachable_past_its_patience() {
     let t = TestChain::start().await;
-    let db = tempfile::tempdir().unwrap();
+    let db = TestStore::new(Engine::Sqlite);
     let (url, calls) = unreachable_at_first(&t, usize::MAX).await;
-    let mut env = settings(&t, db.path());
+    let mut env = settings(&t, &db);
     set(&mut env, "RPC_URL", url);
     set(&mut env, "STARTUP_RETRY_SECS", "1");
     let config =

@@ -6,6 +6,7 @@
 //! relay reads `expired`, and the next relay uses the next nonce). A relay still stuck when the
 //! next rise would pass `MAX_FEE_PER_GAS_WEI` is cancelled alike.
 
+use super::{Engine, TestStore};
 use alloy::{
     consensus::Transaction,
     primitives::{Address, B256, U256, aliases::U48, hex, keccak256},
@@ -35,9 +36,10 @@ const QUICK_TO_REPLACE: [(&str, &str); 4] = [
 ];
 
 /// A relayer quick to replace: [`QUICK_TO_REPLACE`].
-async fn relayer_quick_to_replace()
--> (TestChain, tempfile::TempDir, kya_tests::relayer_fixture::InProcessRelayer) {
-    start(&QUICK_TO_REPLACE).await
+async fn relayer_quick_to_replace(
+    engine: Engine,
+) -> (TestChain, TestStore, kya_tests::relayer_fixture::InProcessRelayer) {
+    start(engine, &QUICK_TO_REPLACE).await
 }
 
 /// Pauses mining and relays `signed`, whose transaction then waits in the pool. Returns the
@@ -110,9 +112,10 @@ async fn relay(client: &Client, id: &str) -> Value {
     relay
 }
 
-#[tokio::test]
-async fn a_stuck_transaction_is_replaced_with_higher_fees_mined_and_reported_with_both_hashes() {
-    let (t, _db, relayer) = relayer_quick_to_replace().await;
+async fn a_stuck_transaction_is_replaced_with_higher_fees_mined_and_reported_with_both_hashes(
+    engine: Engine,
+) {
+    let (t, _db, relayer) = relayer_quick_to_replace(engine).await;
     let client = &relayer.client;
     let agent = agent_key(400);
     let request = forward(&t, agent.address(), 0, &register_call(agent.address(), 0));
@@ -190,9 +193,10 @@ async fn a_stuck_transaction_is_replaced_with_higher_fees_mined_and_reported_wit
     relayer.stop().await;
 }
 
-#[tokio::test]
-async fn a_relay_stuck_past_its_deadline_is_cancelled_and_the_next_relay_takes_the_next_nonce() {
-    let (t, _db, relayer) = relayer_quick_to_replace().await;
+async fn a_relay_stuck_past_its_deadline_is_cancelled_and_the_next_relay_takes_the_next_nonce(
+    engine: Engine,
+) {
+    let (t, _db, relayer) = relayer_quick_to_replace(engine).await;
     let client = &relayer.client;
     let agent = agent_key(410);
     // A deadline a few seconds ahead, by the chain's clock and the wall clock.
@@ -240,8 +244,9 @@ async fn a_relay_stuck_past_its_deadline_is_cancelled_and_the_next_relay_takes_t
     relayer.stop().await;
 }
 
-#[tokio::test]
-async fn a_relay_stuck_at_the_fee_cap_is_cancelled_and_its_signer_relays_again_at_the_next_nonce() {
+async fn a_relay_stuck_at_the_fee_cap_is_cancelled_and_its_signer_relays_again_at_the_next_nonce(
+    engine: Engine,
+) {
     let t = TestChain::start().await;
     // The cap a few 10% rises above today's fee: 1.1^4 ≈ 1.46 times it fits, 1.1^5 ≈ 1.61 does not.
     let today = t.chain.provider().estimate_eip1559_fees().await.unwrap().max_fee_per_gas;
@@ -249,7 +254,7 @@ async fn a_relay_stuck_at_the_fee_cap_is_cancelled_and_its_signer_relays_again_a
     let cap_setting = cap.to_string();
     let mut settings = QUICK_TO_REPLACE.to_vec();
     settings.extend([("FEE_BUMP_PERCENT", "10"), ("MAX_FEE_PER_GAS_WEI", cap_setting.as_str())]);
-    let (_db, relayer) = start_on(&t, &settings).await;
+    let (_db, relayer) = start_on(&t, engine, &settings).await;
     let client = &relayer.client;
     let paying = relayer.relayer.address();
     let funds = balance(&t, paying).await;
@@ -342,6 +347,9 @@ async fn a_relay_stuck_at_the_fee_cap_is_cancelled_and_its_signer_relays_again_a
     assert_ne!(again["relayId"], json!(id), "a new relay");
     assert_ne!(agent_of(&t, agent.address()).await, 0);
     assert_eq!(forwarder_nonce(&t, agent.address()).await, 1);
+    // Mined on chain already; the relayer records it once it has the receipt.
+    let again_id = again["relayId"].as_str().unwrap();
+    client.relay_until(again_id, |relay| relay["status"] == "mined").await;
     let signer_path = format!("/relay/signer/{}/0", agent.address());
     let (_, latest) = client.get(&signer_path).await;
     assert_eq!((&latest["relayId"], &latest["status"]), (&again["relayId"], &json!("mined")), "{latest}");
@@ -357,8 +365,7 @@ async fn a_relay_stuck_at_the_fee_cap_is_cancelled_and_its_signer_relays_again_a
 /// relays', so once the relay is replaced up to the cap nothing within the caps outbids it. The
 /// relay waits at its last replacement, nothing more is sent or reserved, and when mining
 /// resumes that replacement is mined and booked at what it cost.
-#[tokio::test]
-async fn a_relay_whose_cancellation_would_pass_its_cap_waits_and_costs_no_more() {
+async fn a_relay_whose_cancellation_would_pass_its_cap_waits_and_costs_no_more(engine: Engine) {
     let t = TestChain::start().await;
     let today = t.chain.provider().estimate_eip1559_fees().await.unwrap().max_fee_per_gas;
     let cap = (today * 3 / 2).to_string();
@@ -368,7 +375,7 @@ async fn a_relay_whose_cancellation_would_pass_its_cap_waits_and_costs_no_more()
         ("MAX_FEE_PER_GAS_WEI", cap.as_str()),
         ("MAX_CANCEL_FEE_PER_GAS_WEI", cap.as_str()),
     ]);
-    let (_db, relayer) = start_on(&t, &settings).await;
+    let (_db, relayer) = start_on(&t, engine, &settings).await;
     let client = &relayer.client;
     let paying = relayer.relayer.address();
     let funds = balance(&t, paying).await;
@@ -407,9 +414,8 @@ async fn a_relay_whose_cancellation_would_pass_its_cap_waits_and_costs_no_more()
 /// A replacement the node refuses ("replacement transaction underpriced", as a node answers
 /// when its pool holds a dearer transaction at that nonce) leaves no trace: the relay's current
 /// transaction stays the one the node has, and the next replacement goes through.
-#[tokio::test]
-async fn a_refused_replacement_leaves_the_relay_on_the_transaction_the_node_has() {
-    replacement_not_taken(|call| {
+async fn a_refused_replacement_leaves_the_relay_on_the_transaction_the_node_has(engine: Engine) {
+    replacement_not_taken(engine, |call| {
         RpcAction::Raw(
             json!({"jsonrpc": "2.0", "id": call["id"],
                    "error": {"code": -32000, "message": "replacement transaction underpriced"}})
@@ -422,14 +428,13 @@ async fn a_refused_replacement_leaves_the_relay_on_the_transaction_the_node_has(
 /// A replacement whose answer is lost and that never reaches the node (the connection closes
 /// first) is taken back once it is overdue: the relay is sent again from the transaction the
 /// node has.
-#[tokio::test]
-async fn a_lost_replacement_the_node_never_got_is_taken_back_and_sent_again() {
-    replacement_not_taken(|_| RpcAction::Close).await;
+async fn a_lost_replacement_the_node_never_got_is_taken_back_and_sent_again(engine: Engine) {
+    replacement_not_taken(engine, |_| RpcAction::Close).await;
 }
 
 /// A relay whose first replacement (the second raw transaction) the node answers with `not_taken`
 /// is mined all the same as a later replacement, and its history lists only hashes the node took.
-async fn replacement_not_taken(not_taken: fn(&Value) -> RpcAction) {
+async fn replacement_not_taken(engine: Engine, not_taken: fn(&Value) -> RpcAction) {
     let t = TestChain::start().await;
     // Every raw transaction the relayer submits, by hash, and whether the node did not take it
     // (the second: the first replacement).
@@ -455,6 +460,7 @@ async fn replacement_not_taken(not_taken: fn(&Value) -> RpcAction) {
     .await;
     let (_db, relayer) = start_on(
         &t,
+        engine,
         &[
             ("RPC_URL", node.as_str()),
             ("STUCK_AFTER_BLOCKS", "1000"),
@@ -492,3 +498,12 @@ async fn replacement_not_taken(not_taken: fn(&Value) -> RpcAction) {
     );
     relayer.stop().await;
 }
+
+super::on_both_stores!(
+    a_stuck_transaction_is_replaced_with_higher_fees_mined_and_reported_with_both_hashes,
+    a_relay_stuck_past_its_deadline_is_cancelled_and_the_next_relay_takes_the_next_nonce,
+    a_relay_stuck_at_the_fee_cap_is_cancelled_and_its_signer_relays_again_at_the_next_nonce,
+    a_relay_whose_cancellation_would_pass_its_cap_waits_and_costs_no_more,
+    a_refused_replacement_leaves_the_relay_on_the_transaction_the_node_has,
+    a_lost_replacement_the_node_never_got_is_taken_back_and_sent_again,
+);

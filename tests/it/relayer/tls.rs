@@ -2,6 +2,7 @@
 //! default, `https://sepolia.base.org`): a TLS terminator on loopback in front of anvil, its
 //! certificate issued by a CA made at test time and given to the binary as `SSL_CERT_FILE`.
 
+use super::{Engine, TestStore};
 use std::process::{Command, Stdio};
 
 use kya_tests::{
@@ -19,9 +20,9 @@ const BINARY: &str = env!("CARGO_BIN_EXE_kya-relayer-under-test");
 async fn the_relayer_binary_relays_through_an_https_rpc_endpoint() {
     let t = TestChain::start().await;
     let tls = tls_proxy::start(&t.rpc_url()).await;
-    let (plain_db, tls_db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let plain = BinaryRelayer::start(BINARY, &settings(&t, plain_db.path()));
-    let mut env = settings(&t, tls_db.path());
+    let (plain_db, tls_db) = (TestStore::new(Engine::Sqlite), TestStore::new(Engine::Sqlite));
+    let plain = BinaryRelayer::start(BINARY, &settings(&t, &plain_db));
+    let mut env = settings(&t, &tls_db);
     set(&mut env, "RPC_URL", tls.url.clone());
     set(&mut env, "SSL_CERT_FILE", tls.ca_file().display().to_string());
     let relayer = BinaryRelayer::start(BINARY, &env);
@@ -58,8 +59,8 @@ async fn the_relayer_binary_relays_through_an_https_rpc_endpoint() {
 async fn an_unverified_certificate_is_a_clear_error_without_secrets() {
     let t = TestChain::start().await;
     let (tls, stranger) = (tls_proxy::start(&t.rpc_url()).await, tls_proxy::start(&t.rpc_url()).await);
-    let db = tempfile::tempdir().unwrap();
-    let mut env = settings(&t, db.path());
+    let db = TestStore::new(Engine::Sqlite);
+    let mut env = settings(&t, &db);
     let rpc_url = format!("{}/v2/PathKeyS3cret?apikey=QueryKeyS3cret", tls.url)
         .replace("://", "://rpcuser:UserKeyS3cret@");
     set(&mut env, "RPC_URL", rpc_url);

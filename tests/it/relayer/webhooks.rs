@@ -8,6 +8,7 @@
 //! its outbox delivers them after it restarts, and one stopped gracefully gives back the leases
 //! of the attempts it cut short.
 
+use super::{Engine, TestStore};
 use std::{
     collections::BTreeMap,
     time::{Duration, Instant},
@@ -22,7 +23,6 @@ use alloy::{
 };
 use kya_core::abi::AgentRegistry;
 use kya_devchain::dev_accounts::{self, Role};
-use kya_relayer::Store;
 use kya_tests::{
     TestChain,
     relayer_fixture::{
@@ -112,13 +112,13 @@ fn assert_in_order(events: &[Value]) {
     }
 }
 
-#[tokio::test]
-async fn every_status_change_is_delivered_signed_in_order_as_the_relay_view() {
+async fn every_status_change_is_delivered_signed_in_order_as_the_relay_view(engine: Engine) {
     let t = TestChain::start().await;
     let receiver = Receiver::start().await;
     let url = receiver.url();
     let (_db, relayer) = start_on(
         &t,
+        engine,
         &[
             ("WEBHOOK_URL", url.as_str()),
             ("WEBHOOK_SECRET", SECRET),
@@ -290,13 +290,13 @@ async fn every_status_change_is_delivered_signed_in_order_as_the_relay_view() {
     relayer.stop().await;
 }
 
-#[tokio::test]
-async fn a_receiver_down_failing_or_hanging_gets_every_event_in_order_once_it_is_back() {
+async fn a_receiver_down_failing_or_hanging_gets_every_event_in_order_once_it_is_back(engine: Engine) {
     let t = TestChain::start().await;
     let mut receiver = Receiver::down_from_start().await;
     let url = receiver.url();
     let (_db, relayer) = start_on(
         &t,
+        engine,
         &[
             ("WEBHOOK_URL", url.as_str()),
             ("WEBHOOK_SECRET", RAW_SECRET),
@@ -414,12 +414,11 @@ fn failed_attempts(metrics: &str) -> u64 {
         .unwrap_or_else(|| panic!("no failed-attempts counter: {metrics}"))
 }
 
-#[tokio::test]
-async fn a_relayer_killed_with_events_in_its_outbox_delivers_them_after_it_restarts() {
+async fn a_relayer_killed_with_events_in_its_outbox_delivers_them_after_it_restarts(engine: Engine) {
     let t = TestChain::start().await;
-    let db = tempfile::tempdir().unwrap();
+    let db = TestStore::new(engine);
     let mut receiver = Receiver::down_from_start().await;
-    let mut env = settings(&t, db.path());
+    let mut env = settings(&t, &db);
     set(&mut env, "WEBHOOK_URL", receiver.url());
     set(&mut env, "WEBHOOK_SECRET", SECRET);
     set(&mut env, "WEBHOOK_RETRY_FIRST_MS", "100");
@@ -437,9 +436,8 @@ async fn a_relayer_killed_with_events_in_its_outbox_delivers_them_after_it_resta
         first.client.relay_until(id, |relay| relay["status"] == "mined").await;
     }
     // Killed once each relay's first event has been tried (and refused) at least once.
-    let store_path = db.path().join("relayer.db");
     for _ in 0..600 {
-        let events = Store::open(&store_path).unwrap().events().unwrap();
+        let events = db.open().events().unwrap();
         if events.len() == 9
             && events.iter().filter(|event| event.sequence == 1).all(|event| event.attempts >= 1)
         {
@@ -451,7 +449,7 @@ async fn a_relayer_killed_with_events_in_its_outbox_delivers_them_after_it_resta
     assert!(log.contains("webhook delivery failed"), "{log}");
 
     // What the outbox holds after the kill: every event, none delivered.
-    let held = Store::open(&store_path).unwrap().events().unwrap();
+    let held = db.open().events().unwrap();
     assert_eq!(held.len(), 9, "{held:#?}");
     for event in &held {
         assert_eq!(event.delivered_at, None, "{event:?}");
@@ -488,13 +486,12 @@ async fn a_relayer_killed_with_events_in_its_outbox_delivers_them_after_it_resta
 
 /// Shutdown lets webhook attempts under way finish within its grace, cuts the rest short and
 /// gives back their leases: the next start delivers at once, not after the lease (here 65 s).
-#[tokio::test]
-async fn shutdown_cuts_hanging_attempts_short_and_gives_back_their_leases() {
+async fn shutdown_cuts_hanging_attempts_short_and_gives_back_their_leases(engine: Engine) {
     let t = TestChain::start().await;
-    let db = tempfile::tempdir().unwrap();
+    let db = TestStore::new(engine);
     let receiver = Receiver::start().await;
     receiver.answer(0);
-    let mut env = settings(&t, db.path());
+    let mut env = settings(&t, &db);
     set(&mut env, "WEBHOOK_URL", receiver.url());
     set(&mut env, "WEBHOOK_SECRET", SECRET);
     set(&mut env, "WEBHOOK_TIMEOUT_SECS", "30");
@@ -530,13 +527,13 @@ async fn shutdown_cuts_hanging_attempts_short_and_gives_back_their_leases() {
 /// A relay stuck past its deadline: its nonce is cancelled. Clients read `expired` from the
 /// moment the cancellation is sent, so the receiver gets `relay.expired` while it is on its way
 /// (not settled) and again once it is mined (settled, at the cancellation's cost).
-#[tokio::test]
-async fn a_cancelled_relay_is_expired_once_cancelling_and_again_once_settled() {
+async fn a_cancelled_relay_is_expired_once_cancelling_and_again_once_settled(engine: Engine) {
     let t = TestChain::start().await;
     let receiver = Receiver::start().await;
     let url = receiver.url();
     let (_db, relayer) = start_on(
         &t,
+        engine,
         &[
             ("WEBHOOK_URL", url.as_str()),
             ("WEBHOOK_SECRET", SECRET),
@@ -602,3 +599,11 @@ async fn a_cancelled_relay_is_expired_once_cancelling_and_again_once_settled() {
     assert_eq!(mined.gas_used, 21_000, "the cancellation was mined");
     relayer.stop().await;
 }
+
+super::on_both_stores!(
+    every_status_change_is_delivered_signed_in_order_as_the_relay_view,
+    a_receiver_down_failing_or_hanging_gets_every_event_in_order_once_it_is_back,
+    a_relayer_killed_with_events_in_its_outbox_delivers_them_after_it_restarts,
+    shutdown_cuts_hanging_attempts_short_and_gives_back_their_leases,
+    a_cancelled_relay_is_expired_once_cancelling_and_again_once_settled,
+);

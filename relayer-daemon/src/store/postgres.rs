@@ -1,0 +1,126 @@
+//! The store on PostgreSQL (`DATABASE_URL`): the URL, never shown with its password; the
+//! connection; and the migrations in `migrations/postgres/`, run at start.
+
+use std::{str::FromStr, time::Duration};
+
+use postgres::{NoTls, config::SslMode};
+
+use super::sql::PgConnection;
+use crate::error::{Error, Result, postgres_detail};
+
+/// The migrations, in order: each runs once per database, recorded in `schema_migrations`.
+const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("migrations/postgres/0001_initial.sql"))];
+
+/// A lock key of our own (an arbitrary constant: "kya" in ASCII) under which migrations run, so
+/// daemons starting together on a fresh database do not create the tables twice.
+const MIGRATION_LOCK: i64 = 0x006b_7961;
+
+/// How long connecting may take before start-up fails with the reason.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A `postgres://` or `postgresql://` URL (`DATABASE_URL`). Its `Debug` and [`DatabaseUrl::shown`]
+/// keep only scheme, host and port: the user info holds the password.
+#[derive(Clone)]
+pub struct DatabaseUrl {
+    // Boxed: the driver's settings are large, and configurations are moved about.
+    config: Box<postgres::Config>,
+    shown: String,
+}
+
+impl DatabaseUrl {
+    /// Reads a URL; errors name what is wrong and show the URL redacted.
+    pub fn parse(text: &str) -> Result<Self> {
+        let text = text.trim();
+        let shown = kya_core::redact::url(text);
+        if !(text.starts_with("postgres://") || text.starts_with("postgresql://")) {
+            return Err(Error::Config(format!(
+                "DATABASE_URL must be a postgres:// or postgresql:// URL (unset: the SQLite file RELAYER_DB): {shown}"
+            )));
+        }
+        // The driver's parse error quotes no part of the URL we could not show, but it may name
+        // a value: only its kind is passed on.
+        let mut config = postgres::Config::from_str(text)
+            .map_err(|_| Error::Config(format!("DATABASE_URL is not a valid PostgreSQL URL: {shown}")))?;
+        if config.get_ssl_mode() == SslMode::Require {
+            return Err(Error::Config(format!(
+                "DATABASE_URL asks for sslmode=require, and the relayer connects without TLS (a loopback or private network): {shown}"
+            )));
+        }
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        config.application_name("kya-relayer");
+        Ok(Self { config: Box::new(config), shown })
+    }
+
+    /// The URL as it may be logged: `postgres://host:port/…`.
+    pub fn shown(&self) -> &str {
+        &self.shown
+    }
+
+    /// Opens a connection.
+    pub(super) fn connect(&self) -> Result<Box<PgConnection>> {
+        let client = self.config.connect(NoTls).map_err(|error| {
+            Error::Store(format!("connecting to {}: {}", self.shown, postgres_detail(&error)))
+        })?;
+        Ok(Box::new(PgConnection::new(client)))
+    }
+}
+
+impl std::fmt::Debug for DatabaseUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DatabaseUrl({})", self.shown)
+    }
+}
+
+/// Brings the database up to date: every migration not yet recorded, in one transaction under
+/// [`MIGRATION_LOCK`].
+pub(super) fn migrate(connection: &mut PgConnection) -> Result<()> {
+    let mut tx = connection.client().transaction()?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+    )?;
+    for (version, sql) in MIGRATIONS {
+        let applied = tx.query_opt("SELECT version FROM schema_migrations WHERE version = $1", &[version])?;
+        if applied.is_none() {
+            tx.batch_execute(sql)?;
+            tx.execute("INSERT INTO schema_migrations (version) VALUES ($1)", &[version])?;
+        }
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_password_never_shows_and_bad_urls_are_named() {
+        let url = DatabaseUrl::parse("postgres://kya:SECRET-PW@db.internal:5433/relayer?connect_timeout=3")
+            .unwrap();
+        assert_eq!(url.shown(), "postgres://db.internal:5433/…");
+        assert!(!format!("{url:?}").contains("SECRET"), "{url:?}");
+        assert_eq!(url.config.get_connect_timeout(), Some(&Duration::from_secs(3)));
+        for (bad, named) in [
+            ("mysql://kya:SECRET-PW@db/relayer", "must be a postgres:// or postgresql:// URL"),
+            ("postgresql://kya:SECRET-PW@db/relayer?sslmode=require", "sslmode=require"),
+            ("postgres://kya:SECRET-PW@db:notaport/relayer", "not a valid PostgreSQL URL"),
+        ] {
+            let error = DatabaseUrl::parse(bad).unwrap_err().to_string();
+            assert!(error.contains(named), "{error}");
+            assert!(!error.contains("SECRET"), "{error}");
+        }
+    }
+
+    #[test]
+    fn a_server_that_is_not_there_is_a_clear_error_without_the_password() {
+        // A loopback port nobody listens on: refused at once.
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let url = DatabaseUrl::parse(&format!("postgres://kya:SECRET-PW@127.0.0.1:{port}/relayer")).unwrap();
+        let error = url.connect().err().expect("nobody listens").to_string();
+        assert!(error.contains(&format!("connecting to postgres://127.0.0.1:{port}/…")), "{error}");
+        assert!(!error.contains("SECRET"), "{error}");
+    }
+}

@@ -1,0 +1,446 @@
+//! One query layer over both engines: the store's SQL is written once (SQLite's `?1`
+//! placeholders, read as `$1` on PostgreSQL), its values are 64-bit integers and text on both,
+//! and rows come back owned, read by column index as on either driver.
+//!
+//! A write goes through [`Connection::transaction`], named with the [`Lock`] it needs. SQLite
+//! takes its one database write lock (`BEGIN IMMEDIATE`) whatever the lock; PostgreSQL takes
+//! just that lock, so several daemons on one database stay exact where one daemon on SQLite is.
+
+use std::collections::HashMap;
+
+use postgres::types::ToSql;
+
+use crate::error::{Error, Result};
+
+/// A value bound to a placeholder: every column of the store is an integer or text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Value {
+    Int(Option<i64>),
+    Text(Option<String>),
+}
+
+impl From<i64> for Value {
+    fn from(value: i64) -> Self {
+        Self::Int(Some(value))
+    }
+}
+
+impl From<Option<i64>> for Value {
+    fn from(value: Option<i64>) -> Self {
+        Self::Int(value)
+    }
+}
+
+impl From<&str> for Value {
+    fn from(value: &str) -> Self {
+        Self::Text(Some(value.to_owned()))
+    }
+}
+
+impl From<&String> for Value {
+    fn from(value: &String) -> Self {
+        Self::Text(Some(value.clone()))
+    }
+}
+
+impl From<String> for Value {
+    fn from(value: String) -> Self {
+        Self::Text(Some(value))
+    }
+}
+
+impl From<Option<&str>> for Value {
+    fn from(value: Option<&str>) -> Self {
+        Self::Text(value.map(str::to_owned))
+    }
+}
+
+impl From<&Option<String>> for Value {
+    fn from(value: &Option<String>) -> Self {
+        Self::Text(value.clone())
+    }
+}
+
+impl rusqlite::ToSql for Value {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        match self {
+            Self::Int(value) => rusqlite::ToSql::to_sql(value),
+            Self::Text(value) => rusqlite::ToSql::to_sql(value),
+        }
+    }
+}
+
+/// The placeholders' values of one statement: `args![a, b]`.
+macro_rules! args {
+    ($($value:expr),* $(,)?) => {
+        &[$($crate::store::sql::Value::from($value)),*] as &[$crate::store::sql::Value]
+    };
+}
+pub(crate) use args;
+
+/// A column's value as read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Cell {
+    Null,
+    Int(i64),
+    Text(String),
+}
+
+/// One row, owned: its cells in the order of the query's columns.
+#[derive(Debug, Clone)]
+pub(crate) struct Row(Vec<Cell>);
+
+impl Row {
+    /// Column `index` as `T`; a column of another type is a damaged store.
+    pub(crate) fn get<T: FromCell>(&self, index: usize) -> Result<T> {
+        let cell = self.0.get(index).unwrap_or(&Cell::Null);
+        T::from_cell(cell)
+            .ok_or_else(|| Error::StoreCorrupt(format!("column {index} holds {cell:?}, not {}", T::WHAT)))
+    }
+}
+
+/// A Rust type a cell reads as.
+pub(crate) trait FromCell: Sized {
+    /// Named in the error of a cell that does not read.
+    const WHAT: &'static str;
+    fn from_cell(cell: &Cell) -> Option<Self>;
+}
+
+impl FromCell for i64 {
+    const WHAT: &'static str = "an integer";
+    fn from_cell(cell: &Cell) -> Option<Self> {
+        match cell {
+            Cell::Int(value) => Some(*value),
+            _ => None,
+        }
+    }
+}
+
+impl FromCell for u32 {
+    const WHAT: &'static str = "a count";
+    fn from_cell(cell: &Cell) -> Option<Self> {
+        i64::from_cell(cell).and_then(|value| u32::try_from(value).ok())
+    }
+}
+
+impl FromCell for String {
+    const WHAT: &'static str = "text";
+    fn from_cell(cell: &Cell) -> Option<Self> {
+        match cell {
+            Cell::Text(value) => Some(value.clone()),
+            _ => None,
+        }
+    }
+}
+
+impl<T: FromCell> FromCell for Option<T> {
+    const WHAT: &'static str = T::WHAT;
+    fn from_cell(cell: &Cell) -> Option<Self> {
+        match cell {
+            Cell::Null => Some(None),
+            cell => T::from_cell(cell).map(Some),
+        }
+    }
+}
+
+/// What a write transaction must hold so that its checks and its updates are one step against
+/// every other writer, in this process or another daemon on the same database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Lock {
+    /// The budget row (`SELECT … FOR UPDATE`): everything that reads or changes the budget or a
+    /// share of it (reservations, replacements, settlements) runs one at a time.
+    Budget,
+    /// One rate-window key (a transaction-scoped advisory lock on its hash): counts of one IP
+    /// or one signer are exact; other keys go on at once.
+    Key(String),
+    /// One relay's row (`SELECT … FOR UPDATE`): its before-and-after (and so its webhook
+    /// event's sequence) is not interleaved with another change of it.
+    Relay(i64),
+    /// Nothing beyond the statements' own row locks: single conditional updates (the outbox's
+    /// leases, fenced by their `WHERE`) and deletions of what nobody changes any more.
+    Rows,
+}
+
+/// Statements the store runs: on a connection (each its own transaction) or in a
+/// [`Transaction`].
+pub(crate) trait Sql {
+    /// Runs `sql` with `args`; returns the number of rows it changed.
+    fn execute(&mut self, sql: &str, args: &[Value]) -> Result<usize>;
+    /// The rows `sql` returns.
+    fn query(&mut self, sql: &str, args: &[Value]) -> Result<Vec<Row>>;
+
+    /// The first row `sql` returns, if any.
+    fn query_opt(&mut self, sql: &str, args: &[Value]) -> Result<Option<Row>> {
+        Ok(self.query(sql, args)?.into_iter().next())
+    }
+
+    /// The row `sql` returns; none is an error (an id that is not in the store).
+    fn query_one(&mut self, sql: &str, args: &[Value]) -> Result<Row> {
+        self.query_opt(sql, args)?.ok_or_else(|| Error::Store("no row where one was expected".into()))
+    }
+}
+
+/// One connection of the store, to either engine.
+pub(crate) enum Connection {
+    Sqlite(rusqlite::Connection),
+    // Boxed: one per store, and the client with its runtime is three times SQLite's handle.
+    Postgres(Box<PgConnection>),
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Sqlite(_) => "Connection::Sqlite",
+            Self::Postgres(_) => "Connection::Postgres",
+        })
+    }
+}
+
+/// A PostgreSQL client with its prepared statements: each statement of the store is parsed
+/// once per connection, not at every call (which would double the round trips).
+pub(crate) struct PgConnection {
+    /// Always `Some` but while dropping (see [`Drop`]).
+    client: Option<postgres::Client>,
+    statements: HashMap<String, postgres::Statement>,
+}
+
+impl PgConnection {
+    pub(super) fn new(client: postgres::Client) -> Self {
+        Self { client: Some(client), statements: HashMap::new() }
+    }
+
+    pub(super) fn client(&mut self) -> &mut postgres::Client {
+        self.client.as_mut().expect("the client is only taken when dropped")
+    }
+
+    /// Whether the server closed the connection.
+    pub(super) fn is_closed(&self) -> bool {
+        self.client.as_ref().is_none_or(postgres::Client::is_closed)
+    }
+
+    fn statement(&mut self, sql: &str) -> Result<postgres::Statement> {
+        if let Some(statement) = self.statements.get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = self.client().prepare(&placeholders(sql))?;
+        self.statements.insert(sql.to_owned(), statement.clone());
+        Ok(statement)
+    }
+}
+
+impl Drop for PgConnection {
+    /// The client says goodbye to the server and drops its runtime, both blocking: on a thread
+    /// of its own when the store is dropped on an async one (a test's body, the daemon's exit).
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take() {
+            if tokio::runtime::Handle::try_current().is_ok() {
+                let _ = std::thread::spawn(move || drop(client)).join();
+            } else {
+                drop(client);
+            }
+        }
+    }
+}
+
+impl Connection {
+    /// Begins a write transaction holding `locks`, taken in their order (always the budget's
+    /// before a relay's, so two writers never wait on each other). It rolls back when dropped
+    /// uncommitted, so an early return (a refusal, an error) leaves nothing behind.
+    pub(crate) fn transaction(&mut self, locks: &[Lock]) -> Result<Transaction<'_>> {
+        match self {
+            // The database's one write lock, taken now rather than at the first write, so a
+            // read-then-write cannot meet a writer in between.
+            Self::Sqlite(connection) => connection.execute_batch("BEGIN IMMEDIATE")?,
+            // READ COMMITTED (the default): each statement sees every transaction committed
+            // before it, so once the lock is held the checks read what the lock's last holder
+            // wrote. REPEATABLE READ would read a snapshot older than the lock.
+            Self::Postgres(connection) => connection.client().batch_execute("BEGIN")?,
+        }
+        let mut transaction = Transaction { connection: self, done: false };
+        if let Connection::Postgres(_) = transaction.connection {
+            // A lock's statement's rows say nothing: it is run for the lock it takes.
+            for lock in locks {
+                match lock {
+                    Lock::Budget => {
+                        transaction.execute("SELECT id FROM budget WHERE id = 1 FOR UPDATE", &[])?;
+                    }
+                    Lock::Key(key) => {
+                        transaction.execute(
+                            "SELECT pg_advisory_xact_lock(hashtextextended(?1, 0))",
+                            args![key.as_str()],
+                        )?;
+                    }
+                    Lock::Relay(id) => {
+                        transaction.execute("SELECT id FROM relays WHERE id = ?1 FOR UPDATE", args![*id])?;
+                    }
+                    Lock::Rows => {}
+                }
+            }
+        }
+        Ok(transaction)
+    }
+}
+
+impl Sql for Connection {
+    fn execute(&mut self, sql: &str, args: &[Value]) -> Result<usize> {
+        match self {
+            Self::Sqlite(connection) => {
+                Ok(connection.prepare_cached(sql)?.execute(rusqlite::params_from_iter(args))?)
+            }
+            Self::Postgres(connection) => {
+                let statement = connection.statement(sql)?;
+                let changed = connection.client().execute(&statement, &pg_args(args))?;
+                Ok(usize::try_from(changed).unwrap_or(usize::MAX))
+            }
+        }
+    }
+
+    fn query(&mut self, sql: &str, args: &[Value]) -> Result<Vec<Row>> {
+        match self {
+            Self::Sqlite(connection) => {
+                let mut statement = connection.prepare_cached(sql)?;
+                let columns = statement.column_count();
+                let mut rows = statement.query(rusqlite::params_from_iter(args))?;
+                let mut read = Vec::new();
+                while let Some(row) = rows.next()? {
+                    read.push(Row((0..columns)
+                        .map(|index| sqlite_cell(row, index))
+                        .collect::<Result<_>>()?));
+                }
+                Ok(read)
+            }
+            Self::Postgres(connection) => {
+                let statement = connection.statement(sql)?;
+                connection
+                    .client()
+                    .query(&statement, &pg_args(args))?
+                    .iter()
+                    .map(|row| {
+                        (0..row.len()).map(|index| pg_cell(row, index)).collect::<Result<_>>().map(Row)
+                    })
+                    .collect()
+            }
+        }
+    }
+}
+
+/// A write transaction (see [`Connection::transaction`]).
+pub(crate) struct Transaction<'c> {
+    connection: &'c mut Connection,
+    done: bool,
+}
+
+impl Transaction<'_> {
+    /// Commits: durable before this returns (SQLite's `synchronous=FULL`, PostgreSQL's
+    /// `synchronous_commit=on`), so an answer given after it survives a crash.
+    pub(crate) fn commit(mut self) -> Result<()> {
+        self.done = true;
+        match self.connection {
+            Connection::Sqlite(connection) => connection.execute_batch("COMMIT")?,
+            Connection::Postgres(connection) => connection.client().batch_execute("COMMIT")?,
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Transaction<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            // Nothing to report to: the transaction's work is undone either way (a failed
+            // rollback means a broken connection, whose transaction the server drops).
+            let _ = match self.connection {
+                Connection::Sqlite(connection) => connection.execute_batch("ROLLBACK").map_err(Error::from),
+                Connection::Postgres(connection) => {
+                    connection.client().batch_execute("ROLLBACK").map_err(Error::from)
+                }
+            };
+        }
+    }
+}
+
+impl Sql for Transaction<'_> {
+    fn execute(&mut self, sql: &str, args: &[Value]) -> Result<usize> {
+        self.connection.execute(sql, args)
+    }
+
+    fn query(&mut self, sql: &str, args: &[Value]) -> Result<Vec<Row>> {
+        self.connection.query(sql, args)
+    }
+}
+
+/// `sql` with SQLite's numbered placeholders (`?1`) written as PostgreSQL's (`$1`). The store's
+/// SQL has no `?` inside a string literal, so every `?` followed by a digit is a placeholder.
+fn placeholders(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len());
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '?' && chars.peek().is_some_and(char::is_ascii_digit) {
+            out.push('$');
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn pg_args(args: &[Value]) -> Vec<&(dyn ToSql + Sync)> {
+    args.iter()
+        .map(|value| match value {
+            Value::Int(value) => value as &(dyn ToSql + Sync),
+            Value::Text(value) => value as &(dyn ToSql + Sync),
+        })
+        .collect()
+}
+
+fn sqlite_cell(row: &rusqlite::Row<'_>, index: usize) -> Result<Cell> {
+    use rusqlite::types::ValueRef;
+    Ok(match row.get_ref(index)? {
+        ValueRef::Null => Cell::Null,
+        ValueRef::Integer(value) => Cell::Int(value),
+        ValueRef::Text(text) => Cell::Text(
+            String::from_utf8(text.to_vec())
+                .map_err(|_| Error::StoreCorrupt(format!("column {index} is not UTF-8")))?,
+        ),
+        other => return Err(Error::StoreCorrupt(format!("column {index} holds a {:?}", other.data_type()))),
+    })
+}
+
+fn pg_cell(row: &postgres::Row, index: usize) -> Result<Cell> {
+    use postgres::types::Type;
+    let ty = row.columns()[index].type_().clone();
+    let cell = if ty == Type::INT8 {
+        row.try_get::<_, Option<i64>>(index)?.map(Cell::Int)
+    } else if ty == Type::INT4 {
+        row.try_get::<_, Option<i32>>(index)?.map(|value| Cell::Int(value.into()))
+    } else if ty == Type::TEXT || ty == Type::VARCHAR {
+        row.try_get::<_, Option<String>>(index)?.map(Cell::Text)
+    } else {
+        return Err(Error::StoreCorrupt(format!("column {index} is of type {ty}")));
+    };
+    Ok(cell.unwrap_or(Cell::Null))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbered_placeholders_become_postgres_ones() {
+        assert_eq!(
+            placeholders("a = ?1 AND b IN (?2, ?13) AND c = '?'"),
+            "a = $1 AND b IN ($2, $13) AND c = '?'"
+        );
+    }
+
+    #[test]
+    fn cells_read_as_their_type_and_refuse_another() {
+        let row = Row(vec![Cell::Int(7), Cell::Text("x".into()), Cell::Null, Cell::Int(-1)]);
+        assert_eq!(row.get::<i64>(0).unwrap(), 7);
+        assert_eq!(row.get::<String>(1).unwrap(), "x");
+        assert_eq!(row.get::<Option<i64>>(2).unwrap(), None);
+        assert_eq!(row.get::<Option<String>>(1).unwrap().as_deref(), Some("x"));
+        assert!(matches!(row.get::<i64>(1), Err(Error::StoreCorrupt(_))));
+        assert!(matches!(row.get::<u32>(3), Err(Error::StoreCorrupt(_))), "a negative count");
+        assert!(matches!(row.get::<String>(2), Err(Error::StoreCorrupt(_))), "NULL where text must be");
+    }
+}

@@ -1,0 +1,621 @@
+//! The store's tests, each run on both engines (SQLite in a temporary folder, and a database of
+//! its own on the PostgreSQL test server) except where one engine's own behaviour is tested.
+
+use alloy::primitives::{B256, Bytes, keccak256};
+use kya_test_postgres::TestDatabase;
+use rusqlite::Connection as SqliteConnection;
+
+use super::*;
+
+/// The address standing for a signer named `name`.
+fn who(name: &str) -> Address {
+    Address::from_word(keccak256(name))
+}
+
+/// A transaction hash, told apart by `n`.
+fn h(n: u16) -> B256 {
+    B256::left_padding_from(&n.to_be_bytes())
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Engine {
+    Sqlite,
+    Postgres,
+}
+
+/// A place for a store, gone when this drops: an SQLite file in a folder of its own, or a
+/// PostgreSQL database of its own.
+struct Place {
+    location: Location,
+    _dir: Option<tempfile::TempDir>,
+    _database: Option<TestDatabase>,
+}
+
+impl Place {
+    fn new(engine: Engine) -> Self {
+        match engine {
+            Engine::Sqlite => {
+                let dir = tempfile::tempdir().unwrap();
+                let path = dir.path().join("nested/relayer.db");
+                Self { location: Location::Sqlite(path), _dir: Some(dir), _database: None }
+            }
+            Engine::Postgres => {
+                let database = TestDatabase::create();
+                let url = DatabaseUrl::parse(database.url()).unwrap();
+                Self { location: Location::Postgres(url), _dir: None, _database: Some(database) }
+            }
+        }
+    }
+
+    /// A store on it (another, for each call: as another daemon, or the same one restarted).
+    fn open(&self) -> Store {
+        Store::open_at(&self.location).unwrap()
+    }
+}
+
+fn store(engine: Engine) -> (Place, Store) {
+    let place = Place::new(engine);
+    let store = place.open();
+    (place, store)
+}
+
+fn relay(signer: &str, nonce: u64, gas_limit: u64) -> NewRelay {
+    NewRelay {
+        signer: who(signer),
+        forwarder_nonce: U256::from(nonce),
+        digest: keccak256(format!("digest-{signer}-{nonce}")),
+        signature: Bytes::from(vec![1]),
+        deadline: 0,
+        input: Bytes::new(),
+        client_ip: "127.0.0.1".into(),
+        gas_limit,
+        max_fee_wei: 10,
+        priority_fee_wei: 1,
+        l1_fee_wei: 0,
+    }
+}
+
+fn rate_windows_slide_and_refusals_do_not_count(engine: Engine) {
+    let (_place, store) = store(engine);
+    for second in 0..3 {
+        assert!(store.hit(RateKind::Ip, "a", 3, 1_000 + second).unwrap());
+    }
+    assert!(!store.hit(RateKind::Ip, "a", 3, 1_100).unwrap());
+    assert!(store.hit(RateKind::Ip, "b", 3, 1_100).unwrap(), "keys are separate");
+    assert!(store.hit(RateKind::Signer, "a", 3, 1_100).unwrap(), "kinds are separate");
+    assert_eq!(store.hits(RateKind::Ip, "a", 1_100).unwrap(), 3);
+    // The first event leaves the window exactly one hour later.
+    assert!(!store.hit(RateKind::Ip, "a", 3, 1_000 + RATE_WINDOW_SECS - 1).unwrap());
+    assert!(store.hit(RateKind::Ip, "a", 3, 1_000 + RATE_WINDOW_SECS).unwrap());
+    assert!(!store.hit(RateKind::Ip, "a", 3, 1_000 + RATE_WINDOW_SECS).unwrap());
+}
+
+fn reservations_cannot_overdraw_and_settle_to_the_real_cost(engine: Engine) {
+    let (_place, store) = store(engine);
+    let first = store.reserve(&relay("s1", 0, 50), &BudgetLimits::total(1_000), 100).unwrap().unwrap();
+    assert_eq!(first.reserved_wei, 500);
+    assert_eq!(
+        store.reserve(&relay("s2", 0, 51), &BudgetLimits::total(1_000), 101).unwrap(),
+        Err(Refusal::Budget),
+        "500 + 510 > 1000"
+    );
+    let second = store.reserve(&relay("s2", 0, 50), &BudgetLimits::total(1_000), 101).unwrap().unwrap();
+    let state = store.budget(102).unwrap();
+    assert_eq!((state.used_wei, state.pending_wei), (1_000, 1_000));
+    assert_eq!(state.resets_at(), Some(100 + BUDGET_WINDOW_SECS));
+
+    store.mark_sent(first.id, 7, h(0xabc), 1, 102).unwrap();
+    store.settle(first.id, &Settlement::of(h(0xabc), 123, Outcome::Mined), 103).unwrap();
+    store.settle(first.id, &Settlement::of(h(0xabc), 999, Outcome::Mined), 104).unwrap();
+    store.release(second.id, "node refused", 104).unwrap();
+    let state = store.budget(105).unwrap();
+    assert_eq!((state.used_wei, state.pending_wei), (123, 0));
+
+    let records = store.records().unwrap();
+    assert_eq!(records[0].status, RelayStatus::Mined);
+    assert_eq!(records[0].cost_wei, Some(123));
+    assert_eq!(records[0].tx_hash, Some(h(0xabc)));
+    assert_eq!(records[1].status, RelayStatus::Failed);
+}
+
+fn the_same_request_is_reserved_once_unless_it_failed(engine: Engine) {
+    let (_place, store) = store(engine);
+    let first = store.reserve(&relay("s", 3, 1), &BudgetLimits::total(1_000), 0).unwrap().unwrap();
+    assert_eq!(
+        store.reserve(&relay("s", 3, 1), &BudgetLimits::total(1_000), 0).unwrap(),
+        Err(Refusal::Duplicate)
+    );
+    store.release(first.id, "node refused", 0).unwrap();
+    assert!(store.reserve(&relay("s", 3, 1), &BudgetLimits::total(1_000), 0).unwrap().is_ok());
+}
+
+fn signer_counts_recheck_the_limit_and_skip_requests_already_accepted(engine: Engine) {
+    let (_place, store) = store(engine);
+    // Two requests passed the read-only check at 1 of 2; only one more may be counted.
+    assert_eq!(store.count_signer(who("s"), U256::from(0), 2, 10).unwrap(), SignerCount::Counted);
+    assert_eq!(store.hits(RateKind::Signer, &who("s").to_checksum(None), 10).unwrap(), 1);
+    assert_eq!(store.count_signer(who("s"), U256::from(1), 2, 10).unwrap(), SignerCount::Counted);
+    assert_eq!(store.count_signer(who("s"), U256::from(2), 2, 10).unwrap(), SignerCount::Limited);
+    assert_eq!(store.hits(RateKind::Signer, &who("s").to_checksum(None), 10).unwrap(), 2);
+    // A copy of a request already accepted is not counted, even with quota left.
+    store.reserve(&relay("t", 4, 1), &BudgetLimits::total(1_000), 10).unwrap().unwrap();
+    assert_eq!(store.count_signer(who("t"), U256::from(4), 2, 10).unwrap(), SignerCount::Duplicate);
+    assert_eq!(store.hits(RateKind::Signer, &who("t").to_checksum(None), 10).unwrap(), 0);
+    assert_eq!(
+        store.count_signer(who("s"), U256::from(0), 2, 10 + RATE_WINDOW_SECS).unwrap(),
+        SignerCount::Counted
+    );
+}
+
+fn dropped_relays_free_their_request_and_executed_ones_keep_the_worst_case(engine: Engine) {
+    let (_place, store) = store(engine);
+    let dropped = store.reserve(&relay("s", 0, 10), &BudgetLimits::total(1_000), 5).unwrap().unwrap();
+    let executed = store.reserve(&relay("t", 0, 20), &BudgetLimits::total(1_000), 5).unwrap().unwrap();
+    assert_eq!(store.open_since(4).unwrap().len(), 0, "newer than the horizon");
+    assert_eq!(store.open_since(5).unwrap().len(), 2);
+    store.drop_relay(dropped.id, "never sent", 6).unwrap();
+    store.mark_executed(executed.id, 6).unwrap();
+    // A late mark_sent does not reopen a closed relay.
+    store.mark_sent(dropped.id, 3, h(0x1), 1, 6).unwrap();
+    let state = store.budget(7).unwrap();
+    assert_eq!((state.used_wei, state.pending_wei), (200, 0));
+    let statuses: Vec<_> = store.records().unwrap().into_iter().map(|r| (r.status, r.cost_wei)).collect();
+    assert_eq!(statuses, [(RelayStatus::Dropped, Some(0)), (RelayStatus::Executed, Some(200))]);
+    assert!(store.open_since(10).unwrap().is_empty());
+    assert!(
+        store.reserve(&relay("s", 0, 10), &BudgetLimits::total(1_000), 8).unwrap().is_ok(),
+        "the slot is free again"
+    );
+    assert_eq!(
+        store.reserve(&relay("t", 0, 10), &BudgetLimits::total(1_000), 8).unwrap(),
+        Err(Refusal::Duplicate)
+    );
+}
+
+fn the_budget_resets_a_day_after_first_use_and_persists(engine: Engine) {
+    let place = Place::new(engine);
+    {
+        let store = place.open();
+        let reservation =
+            store.reserve(&relay("s", 0, 10), &BudgetLimits::total(1_000), 50).unwrap().unwrap();
+        store.mark_sent(reservation.id, 0, h(0x1), 1, 50).unwrap();
+        assert!(store.hit(RateKind::Signer, "s", 1, 50).unwrap());
+    }
+    let store = place.open();
+    assert_eq!(store.budget(60).unwrap().used_wei, 100, "survives reopening");
+    assert!(!store.hit(RateKind::Signer, "s", 1, 60).unwrap());
+    assert_eq!(store.open_since(60).unwrap().len(), 1, "the sent relay is still open");
+
+    let later = 50 + BUDGET_WINDOW_SECS;
+    assert_eq!(store.budget(later - 1).unwrap().used_wei, 100);
+    assert_eq!(store.budget(later).unwrap(), BudgetState { used_wei: 0, pending_wei: 0, window_start: None });
+    // The old window's reservation settling late leaves the new window alone.
+    let fresh = store.reserve(&relay("t", 0, 1), &BudgetLimits::total(1_000), later).unwrap().unwrap();
+    store.settle(1, &Settlement::of(h(0x1), 40, Outcome::Mined), later).unwrap();
+    assert_eq!(store.budget(later).unwrap().used_wei, fresh.reserved_wei);
+}
+
+fn a_replacement_grows_the_reservation_and_keeps_every_hash(engine: Engine) {
+    let (_place, store) = store(engine);
+    let first = store.reserve(&relay("s", 0, 100), &BudgetLimits::total(10_000), 5).unwrap().unwrap();
+    assert_eq!(first.reserved_wei, 1_000);
+    assert_eq!(first.relay_id.len(), 32);
+    store.mark_sent(first.id, 4, h(0xaa), 7, 6).unwrap();
+    let bumped = Replacement {
+        tx_hash: h(0xbb),
+        kind: TxKind::Relay,
+        max_fee_wei: 12,
+        priority_fee_wei: 2,
+        sent_block: 9,
+    };
+    assert_eq!(store.replace(first.id, &bumped, 10_000, 8).unwrap(), Ok(1_200));
+    assert_eq!(store.budget(8).unwrap().pending_wei, 1_200);
+    let too_dear = Replacement { tx_hash: h(0xcc), max_fee_wei: 1_000, ..bumped.clone() };
+    assert_eq!(store.replace(first.id, &too_dear, 10_000, 8).unwrap(), Err(Refusal::Budget));
+    // A replacement the node did not take leaves no trace but the grown reservation.
+    let refused = Replacement { tx_hash: h(0xee), max_fee_wei: 13, ..bumped.clone() };
+    assert_eq!(store.replace(first.id, &refused, 10_000, 8).unwrap(), Ok(1_300));
+    store.unreplace(first.id, h(0xee), 8).unwrap();
+    let record = store.relay(first.id).unwrap().unwrap();
+    assert_eq!(
+        (record.status, record.tx_hash, record.max_fee_wei),
+        (RelayStatus::Replaced, Some(h(0xbb)), 12)
+    );
+    assert_eq!((record.txs.len(), record.reserved_wei), (2, 1_300));
+    assert!(store.relay_by_hash(h(0xee)).unwrap().is_none());
+    // A cancellation is booked like any transaction: it reserves its own worst case when that
+    // is the larger, and is refused when the budget cannot cover the growth.
+    let cancel = Replacement { tx_hash: h(0xdd), kind: TxKind::Cancel, max_fee_wei: 14, ..bumped };
+    assert_eq!(store.replace(first.id, &cancel, 21_000 * 14 - 1, 9).unwrap(), Err(Refusal::Budget));
+    assert_eq!(store.replace(first.id, &cancel, 21_000 * 14, 9).unwrap(), Ok(21_000 * 14));
+    let record = store.relay_by_hash(h(0xaa)).unwrap().unwrap();
+    assert_eq!(record.relay_id, first.relay_id);
+    assert_eq!(record.status, RelayStatus::Cancelling);
+    assert_eq!(record.status.public().as_str(), "expired");
+    let hashes: Vec<_> = record.txs.iter().map(|tx| (tx.hash, tx.kind)).collect();
+    assert_eq!(hashes, [(h(0xaa), TxKind::Relay), (h(0xbb), TxKind::Relay), (h(0xdd), TxKind::Cancel)]);
+    assert_eq!(record.txs[1].sent_block, Some(9));
+    // The original transaction wins the race after all: the relay is mined, at its cost.
+    store.settle(first.id, &Settlement::of(h(0xaa), 300, Outcome::Mined), 10).unwrap();
+    let record = store.relay_by_id(&first.relay_id).unwrap().unwrap();
+    assert_eq!(
+        (record.status, record.tx_hash, record.cost_wei),
+        (RelayStatus::Mined, Some(h(0xaa)), Some(300))
+    );
+    assert_eq!(
+        store.budget(10).unwrap(),
+        BudgetState { used_wei: 300, pending_wei: 0, window_start: Some(5) }
+    );
+    assert_eq!(store.replace(first.id, &cancel, u128::MAX, 11).unwrap(), Err(Refusal::Duplicate), "closed");
+}
+
+/// On an OP Stack chain a relay reserves its L1 data fee beside the gas; every later worst
+/// case (a fee replacement, the cancellation) keeps it, and the receipt's cost replaces it all.
+fn the_l1_fee_reservation_stays_in_every_worst_case(engine: Engine) {
+    let (_place, store) = store(engine);
+    let first = store
+        .reserve(&NewRelay { l1_fee_wei: 77, ..relay("s", 0, 100) }, &BudgetLimits::total(10_000), 5)
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.reserved_wei, 100 * 10 + 77);
+    let record = store.relay(first.id).unwrap().unwrap();
+    assert_eq!((record.l1_fee_wei, record.reserved_wei), (77, 1_077));
+    store.mark_sent(first.id, 0, h(0xaa), 7, 6).unwrap();
+    let bumped = Replacement {
+        tx_hash: h(0xbb),
+        kind: TxKind::Relay,
+        max_fee_wei: 12,
+        priority_fee_wei: 2,
+        sent_block: 9,
+    };
+    assert_eq!(store.replace(first.id, &bumped, 10_000, 8).unwrap(), Ok(100 * 12 + 77));
+    // Over the limit only because of the L1 part: refused like any replacement too dear.
+    let tight = Replacement { tx_hash: h(0xcc), max_fee_wei: 13, ..bumped.clone() };
+    assert_eq!(store.replace(first.id, &tight, 1_300, 8).unwrap(), Err(Refusal::Budget));
+    let cancel = Replacement { tx_hash: h(0xdd), kind: TxKind::Cancel, max_fee_wei: 14, ..bumped };
+    assert_eq!(store.replace(first.id, &cancel, 21_000 * 14 + 77, 9).unwrap(), Ok(21_000 * 14 + 77));
+    assert_eq!(store.budget(9).unwrap().pending_wei, 21_000 * 14 + 77);
+    store.settle(first.id, &Settlement::of(h(0xaa), 1_111, Outcome::Mined), 10).unwrap();
+    assert_eq!(
+        store.budget(10).unwrap(),
+        BudgetState { used_wei: 1_111, pending_wei: 0, window_start: Some(5) }
+    );
+    let record = store.relay(first.id).unwrap().unwrap();
+    assert_eq!((record.cost_wei, record.l1_fee_wei), (Some(1_111), 77));
+}
+
+fn a_retry_finds_the_held_relay_by_its_exact_signed_request(engine: Engine) {
+    let (_place, store) = store(engine);
+    let new = relay("s", 2, 10);
+    let reservation = store.reserve(&new, &BudgetLimits::total(1_000), 5).unwrap().unwrap();
+    let held = store.held(who("s"), U256::from(2), new.digest, &Bytes::from(vec![1])).unwrap().unwrap();
+    assert_eq!((held.relay_id.as_str(), held.status), (reservation.relay_id.as_str(), RelayStatus::Accepted));
+    assert!(
+        store.held(who("s"), U256::from(2), new.digest, &Bytes::from(vec![2])).unwrap().is_none(),
+        "another signature"
+    );
+    assert!(
+        store.held(who("s"), U256::from(2), B256::ZERO, &Bytes::from(vec![1])).unwrap().is_none(),
+        "another request"
+    );
+    assert_eq!(store.relay_by_request(who("s"), U256::from(2)).unwrap().unwrap().id, reservation.id);
+    store.drop_relay(reservation.id, "the node lost it", 6).unwrap();
+    assert!(
+        store.held(who("s"), U256::from(2), new.digest, &Bytes::from(vec![1])).unwrap().is_none(),
+        "dropped: relay it again"
+    );
+    let again = store.reserve(&new, &BudgetLimits::total(1_000), 7).unwrap().unwrap();
+    assert_ne!(again.relay_id, reservation.relay_id);
+    assert_eq!(
+        store.relay_by_request(who("s"), U256::from(2)).unwrap().unwrap().relay_id,
+        again.relay_id,
+        "the latest"
+    );
+}
+
+fn a_damaged_store_is_its_own_error(engine: Engine) {
+    let (_place, store) = store(engine);
+    store.reserve(&relay("s", 0, 10), &BudgetLimits::total(1_000), 5).unwrap().unwrap();
+    store.with(|connection| connection.execute("UPDATE relays SET reserved_wei = 'lots'", &[])).unwrap();
+    let error = store.records().unwrap_err();
+    assert!(matches!(&error, Error::StoreCorrupt(detail) if detail.contains("lots")), "{error:?}");
+    store
+        .with(|connection| connection.execute("UPDATE relays SET reserved_wei = '1', status = 'lost'", &[]))
+        .unwrap();
+    assert!(matches!(store.records(), Err(Error::StoreCorrupt(detail)) if detail.contains("lost")));
+}
+
+#[test]
+fn a_store_of_the_earlier_version_is_brought_up_to_date() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("relayer.db");
+    {
+        let connection = SqliteConnection::open(&path).unwrap();
+        // The earlier version's text: checksummed signers, decimal nonces, 0x hashes.
+        let (s, t, hash) = (who("s").to_checksum(None), who("t").to_checksum(None), h(0xaa));
+        connection
+            .execute_batch(&format!(
+                "CREATE TABLE relays (id INTEGER PRIMARY KEY, signer TEXT NOT NULL,
+                     forwarder_nonce TEXT NOT NULL, client_ip TEXT NOT NULL, gas_limit INTEGER NOT NULL,
+                     max_fee_wei TEXT NOT NULL, reserved_wei TEXT NOT NULL, window_start INTEGER NOT NULL,
+                     status TEXT NOT NULL, relayer_nonce INTEGER, tx_hash TEXT, cost_wei TEXT, error TEXT,
+                     created_at INTEGER NOT NULL, settled_at INTEGER);
+                 CREATE UNIQUE INDEX relays_live_request_v2 ON relays (signer, forwarder_nonce)
+                     WHERE status IN ('reserved', 'sent', 'mined', 'executed');
+                 INSERT INTO relays VALUES (1, '{s}', '0', 'ip', 10, '5', '50', 1, 'sent', 3, '{hash}', NULL, NULL, 1, NULL);
+                 INSERT INTO relays VALUES (2, '{t}', '0', 'ip', 10, '5', '50', 1, 'reserved', NULL, NULL, NULL, NULL, 1, NULL);",
+            ))
+            .unwrap();
+    }
+    let store = Store::open(&path).unwrap();
+    let records = store.records().unwrap();
+    assert_eq!(records[0].status, RelayStatus::Sent);
+    assert_eq!(records[0].txs.len(), 1);
+    assert_eq!(store.relay_by_hash(h(0xaa)).unwrap().unwrap().id, 1);
+    assert_eq!(records[1].status, RelayStatus::Accepted);
+    assert_ne!(records[0].relay_id, records[1].relay_id);
+    assert_eq!(
+        store.reserve(&relay("t", 0, 1), &BudgetLimits::total(1_000), 2).unwrap(),
+        Err(Refusal::Duplicate)
+    );
+    drop(store);
+    assert_eq!(Store::open(&path).unwrap().records().unwrap(), records, "opening again changes nothing");
+}
+
+fn from(signer: &str, client: &str, nonce: u64, gas_limit: u64) -> NewRelay {
+    NewRelay { client_ip: client.into(), ..relay(signer, nonce, gas_limit) }
+}
+
+fn a_signer_and_a_client_spend_at_most_their_share(engine: Engine) {
+    let (_place, store) = store(engine);
+    let limits = BudgetLimits { total_wei: 10_000, signer_wei: 250, client_wei: 400 };
+    // 100 wei each (10 gas × 10 wei): a signer's third relay would pass 250.
+    assert!(store.reserve(&from("s", "a", 0, 10), &limits, 5).unwrap().is_ok());
+    let second = store.reserve(&from("s", "a", 1, 10), &limits, 5).unwrap().unwrap();
+    assert_eq!(store.reserve(&from("s", "b", 2, 10), &limits, 5).unwrap(), Err(Refusal::SignerShare));
+    // A relay that cost less than its reservation leaves room for more.
+    store.settle(second.id, &Settlement::of(h(0x2), 40, Outcome::Mined), 6).unwrap();
+    assert!(store.reserve(&from("s", "b", 2, 10), &limits, 6).unwrap().is_ok());
+    // Client "a" has spent 100 + 40; other signers from it get 400 − 140 in all.
+    assert!(store.reserve(&from("t", "a", 0, 10), &limits, 6).unwrap().is_ok());
+    assert!(store.reserve(&from("u", "a", 0, 10), &limits, 6).unwrap().is_ok());
+    assert_eq!(store.reserve(&from("v", "a", 0, 10), &limits, 6).unwrap(), Err(Refusal::ClientShare));
+    // A dropped relay costs nothing; reverted ones cost what the chain charged.
+    assert!(store.reserve(&from("v", "c", 0, 10), &limits, 6).unwrap().is_ok());
+    // The next window starts every share afresh.
+    let next = 5 + BUDGET_WINDOW_SECS;
+    assert!(store.reserve(&from("s", "a", 3, 10), &limits, next).unwrap().is_ok());
+    assert!(store.reserve(&from("s", "a", 4, 10), &limits, next).unwrap().is_ok());
+    assert_eq!(store.reserve(&from("s", "a", 5, 10), &limits, next).unwrap(), Err(Refusal::SignerShare));
+}
+
+/// Every change clients see (status or current hash) is one event, written with the change;
+/// a relay's events are claimed one at a time, in order, under a lease fenced by its owner.
+fn every_change_clients_see_is_an_event_and_a_relays_events_go_one_at_a_time_in_order(engine: Engine) {
+    let (_place, store) = store(engine);
+    let store = store.with_webhook_events();
+    let limits = BudgetLimits::total(u128::MAX);
+    let a = store.reserve(&relay("a", 0, 100), &limits, 10).unwrap().unwrap();
+    let b = store.reserve(&relay("b", 0, 100), &limits, 10).unwrap().unwrap();
+    store.mark_sent(a.id, 0, h(1), 1, 11).unwrap();
+    store.mark_sent(a.id, 0, h(1), 1, 11).unwrap();
+    store.mark_sent(a.id, 1, h(2), 1, 12).unwrap();
+    let bump = Replacement {
+        tx_hash: h(3),
+        kind: TxKind::Relay,
+        max_fee_wei: 12,
+        priority_fee_wei: 2,
+        sent_block: 2,
+    };
+    store.replace(a.id, &bump, u128::MAX, 13).unwrap().unwrap();
+    store.settle(a.id, &Settlement::of(h(3), 5, Outcome::Mined), 14).unwrap();
+    store.settle(a.id, &Settlement::of(h(3), 6, Outcome::Mined), 15).unwrap();
+    store.release(b.id, "node refused", 16).unwrap();
+    let events = store.events().unwrap();
+    let listed: Vec<_> = events
+        .iter()
+        .map(|event| (event.relay_id.as_str(), event.sequence, event.event_type.as_str()))
+        .collect();
+    let (ra, rb) = (a.relay_id.as_str(), b.relay_id.as_str());
+    assert_eq!(
+        listed,
+        [
+            (ra, 1, "relay.accepted"),
+            (rb, 1, "relay.accepted"),
+            (ra, 2, "relay.sent"),
+            (ra, 3, "relay.sent"),
+            (ra, 4, "relay.replaced"),
+            (ra, 5, "relay.mined"),
+            (rb, 2, "relay.failed"),
+        ],
+        "the same hash twice is no change; a settled relay settles once"
+    );
+    let bodies: Vec<kya_core::relayer_view::RelayEvent> =
+        events.iter().map(|event| serde_json::from_str(&event.body).unwrap()).collect();
+    assert_eq!(bodies[2].data.tx_hash, Some(h(1)));
+    assert_eq!(bodies[3].data.tx_hash, Some(h(2)), "re-signed: the new hash");
+    assert_eq!(bodies[4].data.previous_tx_hashes, [h(2)]);
+    assert_eq!(
+        bodies[5].data,
+        store.relay(a.id).unwrap().unwrap().view(),
+        "the relay as the lookups show it"
+    );
+    assert_eq!((bodies[5].timestamp.as_str(), bodies[5].sequence), ("1970-01-01T00:00:14.000Z", 5));
+    assert_eq!(bodies[5].id, events[5].event_id);
+    assert!(bodies[5].id.starts_with("evt_") && bodies[5].id.len() == 36, "{}", bodies[5].id);
+    assert_eq!(store.events_pending().unwrap(), 7);
+
+    // Only each relay's oldest undelivered event can be claimed, and only by one claimer.
+    let first = store.claim_events("d1", 10, 1_000, 30_000).unwrap();
+    assert_eq!(
+        first.iter().map(|e| (e.relay_id.as_str(), e.attempts)).collect::<Vec<_>>(),
+        [(ra, 1), (rb, 1)]
+    );
+    assert!(store.claim_events("d2", 10, 1_000, 30_000).unwrap().is_empty(), "leased, and the rest wait");
+    store.event_failed(first[0].seq, "d2", 2_000, "not mine").unwrap();
+    store.event_failed(first[0].seq, "d1", 5_000, "HTTP 500").unwrap();
+    store.event_delivered(first[1].seq, 1_001).unwrap();
+    let next = store.claim_events("d2", 10, 1_002, 30_000).unwrap();
+    assert_eq!(next.iter().map(|e| e.event_type.as_str()).collect::<Vec<_>>(), ["relay.failed"], "a waits");
+    let again = store.claim_events("d2", 10, 5_000, 30_000).unwrap();
+    assert_eq!((again[0].event_id.as_str(), again[0].attempts), (events[0].event_id.as_str(), 2));
+    assert_eq!(store.events().unwrap()[0].last_error.as_deref(), Some("HTTP 500"));
+    // A claimer that died: its lease runs out and another claims the event.
+    let taken = store.claim_events("d3", 10, 31_002, 30_000).unwrap();
+    assert_eq!(taken.iter().map(|e| (e.seq, e.attempts)).collect::<Vec<_>>(), [(next[0].seq, 2)]);
+    assert_eq!(store.release_events("d3").unwrap(), 1);
+    assert_eq!(store.claim_events("d4", 1, 31_003, 30_000).unwrap().len(), 1, "released: due at once");
+    assert_eq!(store.events_pending().unwrap(), 6);
+
+    // The events go with their relay, at the relay retention.
+    assert_eq!(store.prune(u64::MAX, 15, 1_000).unwrap(), Pruned { calldata: 2, relays: 1, events: 5 });
+    assert_eq!(store.events().unwrap().len(), 2);
+    let (_other, plain) = self::store(engine);
+    plain.reserve(&relay("a", 0, 100), &limits, 10).unwrap().unwrap();
+    assert!(plain.events().unwrap().is_empty(), "no webhooks, no events");
+}
+
+fn retention_drops_call_data_then_records_and_spares_open_relays(engine: Engine) {
+    let (_place, store) = store(engine);
+    let limits = BudgetLimits::total(u128::MAX);
+    let mut ids = Vec::new();
+    for nonce in 0..4 {
+        let new = NewRelay { input: Bytes::from(vec![0xab; 30_000]), ..relay("s", nonce, 10) };
+        ids.push(store.reserve(&new, &limits, 10).unwrap().unwrap().id);
+    }
+    store.settle(ids[0], &Settlement::of(h(0x1), 1, Outcome::Mined), 100).unwrap();
+    store.drop_relay(ids[1], "lost", 200).unwrap();
+    store.settle(ids[2], &Settlement::of(h(0x3), 1, Outcome::Reverted), 300).unwrap();
+    // ids[3] stays open however old it is.
+    assert_eq!(store.prune(200, 100, 1_000).unwrap(), Pruned { calldata: 2, relays: 1, events: 0 });
+    let records = store.records().unwrap();
+    assert_eq!(records.iter().map(|r| r.id).collect::<Vec<_>>(), ids[1..]);
+    assert_eq!(records[0].input, None, "dropped at 200: call data gone");
+    assert_eq!(records[1].input.as_ref().map(|input| input.len()), Some(30_000), "settled at 300: kept");
+    assert!(records[2].input.is_some(), "open: kept");
+    assert_eq!(store.prune(200, 100, 1_000).unwrap(), Pruned::default(), "nothing twice");
+    assert_eq!(store.prune(u64::MAX, u64::MAX, 1_000).unwrap(), Pruned { calldata: 1, relays: 2, events: 0 });
+    assert_eq!(store.records().unwrap().len(), 1);
+    assert!(store.relay_by_hash(h(0x1)).unwrap().is_none(), "its transactions went with it");
+}
+
+/// Two stores on one database, as two daemons would open it, each written from several threads
+/// at once: the reservations of both never pass the one budget, a rate window counts exactly
+/// across them, a signed request is accepted once and found through either, and an outbox event
+/// is leased to one claimer only.
+fn two_stores_on_one_database_keep_one_budget_one_count_and_one_book(engine: Engine) {
+    const THREADS: usize = 3;
+    const ATTEMPTS: u64 = 8;
+    let place = Place::new(engine);
+    let daemons = [place.open().with_webhook_events(), place.open().with_webhook_events()];
+    // 100 wei per relay (10 gas at 10 wei): room for 20 of the 48 attempts.
+    let limits = BudgetLimits::total(2_000);
+    let outcomes: Vec<_> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..daemons.len() * THREADS)
+            .map(|worker| {
+                let store = &daemons[worker % daemons.len()];
+                scope.spawn(move || {
+                    (0..ATTEMPTS)
+                        .map(|nonce| {
+                            let counted = store.hit(RateKind::Ip, "one client", 7, 5).unwrap();
+                            let reserved =
+                                store.reserve(&relay(&format!("w{worker}"), nonce, 10), &limits, 5);
+                            (counted, reserved.unwrap())
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers.into_iter().flat_map(|worker| worker.join().unwrap()).collect()
+    });
+    let accepted: Vec<&Reservation> =
+        outcomes.iter().filter_map(|(_, reserved)| reserved.as_ref().ok()).collect();
+    assert_eq!(accepted.len(), 20, "exactly what the budget covers");
+    assert!(outcomes.iter().all(|(_, reserved)| matches!(reserved, Ok(_) | Err(Refusal::Budget))));
+    assert_eq!(outcomes.iter().filter(|(counted, _)| *counted).count(), 7, "the limit across both");
+    for store in &daemons {
+        let state = store.budget(6).unwrap();
+        assert_eq!((state.used_wei, state.pending_wei), (2_000, 2_000));
+        assert_eq!(store.records().unwrap().len(), 20);
+        assert_eq!(store.hits(RateKind::Ip, "one client", 6).unwrap(), 7);
+    }
+
+    // The same signed request from both at once: one relay, a duplicate for the other.
+    let same = relay("same", 0, 1);
+    let both = std::thread::scope(|scope| {
+        let racing: Vec<_> = daemons
+            .iter()
+            .map(|store| scope.spawn(|| store.reserve(&same, &BudgetLimits::total(u128::MAX), 7).unwrap()))
+            .collect();
+        racing.into_iter().map(|racer| racer.join().unwrap()).collect::<Vec<_>>()
+    });
+    let won: Vec<_> = both.iter().filter_map(|outcome| outcome.as_ref().ok()).collect();
+    assert_eq!(won.len(), 1, "{both:?}");
+    assert!(both.contains(&Err(Refusal::Duplicate)), "{both:?}");
+    for store in &daemons {
+        let held =
+            store.held(same.signer, same.forwarder_nonce, same.digest, &same.signature).unwrap().unwrap();
+        assert_eq!(held.relay_id, won[0].relay_id, "one book");
+        assert_eq!(store.relay_by_id(&won[0].relay_id).unwrap().unwrap().id, won[0].id);
+    }
+
+    // Every relay's first event, claimed from both at once: each leased once.
+    let claimed = std::thread::scope(|scope| {
+        let claimers: Vec<_> = daemons
+            .iter()
+            .enumerate()
+            .map(|(n, store)| {
+                scope.spawn(move || {
+                    let owner = format!("daemon {n}");
+                    (0..4)
+                        .flat_map(|_| store.claim_events(&owner, 3, 1_000, 30_000).unwrap())
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        claimers.into_iter().flat_map(|claimer| claimer.join().unwrap()).collect::<Vec<_>>()
+    });
+    // A claim that lost its race takes nothing (the other holds the lease); what the racing
+    // claims left is still there for the next.
+    let rest = daemons[0].claim_events("later", 100, 1_000, 30_000).unwrap();
+    let mut seqs: Vec<i64> = claimed.iter().chain(&rest).map(|event| event.seq).collect();
+    seqs.sort_unstable();
+    seqs.dedup();
+    assert_eq!(seqs.len(), claimed.len() + rest.len(), "no event leased twice");
+    assert_eq!(seqs.len(), 21, "every relay's head, once");
+}
+
+/// Each test above as `sqlite::<name>` and `postgres::<name>`.
+macro_rules! on_both_engines {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(#[test]
+            fn $name() {
+                super::$name(super::Engine::Sqlite);
+            })*
+        }
+        mod postgres {
+            $(#[test]
+            fn $name() {
+                super::$name(super::Engine::Postgres);
+            })*
+        }
+    };
+}
+
+on_both_engines!(
+    rate_windows_slide_and_refusals_do_not_count,
+    reservations_cannot_overdraw_and_settle_to_the_real_cost,
+    the_same_request_is_reserved_once_unless_it_failed,
+    signer_counts_recheck_the_limit_and_skip_requests_already_accepted,
+    dropped_relays_free_their_request_and_executed_ones_keep_the_worst_case,
+    the_budget_resets_a_day_after_first_use_and_persists,
+    a_replacement_grows_the_reservation_and_keeps_every_hash,
+    the_l1_fee_reservation_stays_in_every_worst_case,
+    a_retry_finds_the_held_relay_by_its_exact_signed_request,
+    a_damaged_store_is_its_own_error,
+    a_signer_and_a_client_spend_at_most_their_share,
+    every_change_clients_see_is_an_event_and_a_relays_events_go_one_at_a_time_in_order,
+    retention_drops_call_data_then_records_and_spares_open_relays,
+    two_stores_on_one_database_keep_one_budget_one_count_and_one_book,
+);
