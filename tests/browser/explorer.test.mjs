@@ -138,8 +138,10 @@ before(async () => {
   page.on('console', (message) => {
     if (message.type() === 'error') pageErrors.push(`console: ${message.text()}`);
   });
-  await page.goto(`${base}/`);
-  await page.waitForSelector('body[data-ready="true"]');
+  // A cold browser compiling the kya-core wasm and a cold Worker reading the chain: on a busy
+  // two-core machine that has taken longer than the default 30 s.
+  await page.goto(`${base}/`, { timeout: 90_000 });
+  await page.waitForSelector('body[data-ready="true"]', { timeout: 90_000 });
 });
 
 after(async () => {

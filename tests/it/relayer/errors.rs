@@ -114,8 +114,9 @@ async fn malformed_bodies_policy_breaches_bad_signatures_and_reverts_are_refused
 
     // 500 with the registry's reason: the wallet already belongs to an agent. Nothing is sent.
     assert_eq!(client.relay(&good).await.0, 200);
-    assert_eq!(agent_of(&t, agent.address()).await, 1);
+    // Mined before it is read: the answer comes when the node took the transaction.
     client.settled().await;
+    assert_eq!(agent_of(&t, agent.address()).await, 1);
     let paid_so_far = balance(&t, relayer.relayer.address()).await;
     let other = agent_key(11);
     let taken = forward(&t, other.address(), 0, &register_call(agent.address(), 0));
