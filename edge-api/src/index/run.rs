@@ -5,8 +5,9 @@
 //! A run pins the chain's head and, with events on, follows the registry's logs from a window
 //! of blocks before the index's block (re-scanned: a reorganisation there shows as logs that
 //! are gone or new) up to a block whose touched agents fit the run. At that block it reads, in
-//! one Multicall3 round trip, the agents the logs touched now or touched in the window before
-//! (a write a reorganisation took away left no log), the next ids of the fill, and a slice of
+//! one Multicall3 round trip, the agents the new blocks' logs touched, the agents whose logs in
+//! the window differ from what earlier runs recorded (a write a reorganisation took away left
+//! no log; a lagging backend's missed one shows now), the next ids of the fill, and a slice of
 //! the sweep (`kya_core::index_plan`). The totals move to the block's time (attestations that
 //! lapsed meanwhile, counted in D1), then take each changed agent out as it was and in as it is.
 
@@ -18,7 +19,7 @@ use std::{
 use kya_core::{
     BlockRef,
     index::{IndexedAgent, Lapse, child_change, lapsing},
-    index_plan::{bounded_end, plan},
+    index_plan::{bounded_end, changed_in_window, plan},
     logs::{Touch, follow_range},
 };
 use worker::{Date, Env};
@@ -74,9 +75,14 @@ fn now() -> u64 {
 
 /// The logs a run followed: the blocks, and the agents they touched.
 struct Followed {
-    /// The first block re-scanned: touches stored from here on are replaced.
+    /// The first block re-scanned.
     from: u64,
-    touches: Vec<Touch>,
+    /// Touches recorded in the re-scanned blocks that the logs no longer show, and touches the
+    /// logs show that are not recorded yet.
+    gone: Vec<Touch>,
+    added: Vec<Touch>,
+    /// Logs of the blocks followed.
+    logs: usize,
     /// `eth_getLogs` requests it took (more than one: a provider refused a range).
     requests: u32,
 }
@@ -101,8 +107,10 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
     }
 
     // The logs since the index's block (and the window before it), up to a block whose changes
-    // fit the run; the agents earlier runs saw touched in the window are read again too.
+    // fit the run; agents whose logs in the window changed since earlier runs saw them are read
+    // again too.
     let mut carried = BTreeSet::new();
+    let mut fresh_touches = BTreeSet::new();
     let mut followed = None;
     let mut end = head.number;
     if let (true, Some(indexed)) = (settings.events, state.block)
@@ -110,10 +118,20 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
             follow_range(indexed.number, head.number, settings.reorg_window, settings.blocks_per_run)
     {
         let (touches, requests) = follow::touches(&rpc, registry, range.clone()).await?;
-        carried = store.touched_since(*range.start()).await?;
-        end = bounded_end(&touches, &carried, indexed.number + 1, *range.end(), settings.agents_per_run);
-        let touches = touches.into_iter().filter(|touch| touch.block <= end).collect();
-        followed = Some(Followed { from: *range.start(), touches, requests });
+        let recorded = store.touches_since(*range.start()).await?;
+        carried = changed_in_window(&recorded, &touches, indexed.number);
+        let new: Vec<Touch> = touches.iter().filter(|touch| touch.block > indexed.number).copied().collect();
+        end = bounded_end(&new, &carried, indexed.number + 1, *range.end(), settings.agents_per_run);
+        let touches: BTreeSet<Touch> = touches.into_iter().filter(|touch| touch.block <= end).collect();
+        fresh_touches =
+            touches.iter().filter(|touch| touch.block > indexed.number).map(|touch| touch.agent_id).collect();
+        followed = Some(Followed {
+            from: *range.start(),
+            gone: recorded.difference(&touches).copied().collect(),
+            added: touches.difference(&recorded).copied().collect(),
+            logs: touches.len(),
+            requests,
+        });
     }
     let (at, chain_next) = if end == head.number {
         (head, head_next)
@@ -123,7 +141,7 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
     };
 
     let mut touched = carried;
-    touched.extend(followed.iter().flat_map(|followed| followed.touches.iter().map(|touch| touch.agent_id)));
+    touched.extend(fresh_touches);
     let planned = plan(&touched, state.cursor, chain_next, settings.agents_per_run, settings.sweep_quota());
     let fresh = reads::indexed_agents(&rpc, registry, &planned.read, at).await?;
 
@@ -149,7 +167,7 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
     let mut statements = store.write_versions(&ids, &rows, at.number, now)?;
     if let Some(followed) = &followed {
         let keep_from = at.number.saturating_sub(settings.reorg_window);
-        statements.extend(store.replace_touches(followed.from, &followed.touches, keep_from)?);
+        statements.extend(store.update_touches(&followed.gone, &followed.added, keep_from)?);
     }
     statements.push(store.collect_garbage(now.saturating_sub(SUPERSEDED_KEEP_SECS))?);
     let read = planned.read.len();
@@ -159,7 +177,7 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
     state.chain_next = chain_next;
     state.cursor = planned.next;
     let logs = followed.as_ref().map_or(String::from("no logs followed"), |followed| {
-        let (logs, requests) = (followed.touches.len(), followed.requests);
+        let (logs, requests) = (followed.logs, followed.requests);
         format!("{logs} logs of blocks {} to {} in {requests} eth_getLogs", followed.from, at.number)
     });
     let fill = if state.complete_at().is_some() {

@@ -138,46 +138,62 @@ impl Store {
         Ok(count.unwrap_or(0))
     }
 
-    /// The agents earlier runs saw touched at or after `block`.
-    pub(super) async fn touched_since(&self, block: u64) -> Result<BTreeSet<u64>> {
+    /// The touches earlier runs recorded at or after `block`.
+    pub(super) async fn touches_since(&self, block: u64) -> Result<BTreeSet<Touch>> {
         #[derive(Deserialize)]
         struct Row {
+            block: u64,
             agent_id: u64,
         }
         let rows: Vec<Row> = self
             .db
-            .prepare("SELECT DISTINCT agent_id FROM touches WHERE block >= ?1")
+            .prepare("SELECT block, agent_id FROM touches WHERE block >= ?1")
             .bind(&[number(block)])?
             .all()
             .await?
             .results()?;
-        Ok(rows.into_iter().map(|row| row.agent_id).collect())
+        Ok(rows.into_iter().map(|row| Touch { block: row.block, agent_id: row.agent_id }).collect())
     }
 
-    /// The statements replacing the touches of blocks `from` on by `touches`, and forgetting
-    /// those before `keep_from`.
-    pub(super) fn replace_touches(
+    /// The statements bringing the recorded touches up to date: `gone` deleted, `new` inserted,
+    /// and those before `keep_from` forgotten. Only what changed is written: the window's
+    /// touches that the logs still show stay as they are.
+    pub(super) fn update_touches(
         &self,
-        from: u64,
-        touches: &[Touch],
+        gone: &[Touch],
+        new: &[Touch],
         keep_from: u64,
     ) -> Result<Vec<D1PreparedStatement>> {
-        let pairs: Vec<(u64, u64)> = touches
-            .iter()
-            .filter(|touch| touch.block >= keep_from)
-            .map(|touch| (touch.block, touch.agent_id))
-            .collect();
-        Ok(vec![
-            self.db
-                .prepare("DELETE FROM touches WHERE block >= ?1 OR block < ?2")
-                .bind(&[number(from), number(keep_from)])?,
-            self.db
-                .prepare(
-                    "INSERT OR IGNORE INTO touches (block, agent_id) \
-                     SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?1)",
-                )
-                .bind(&[json_param(&pairs)?])?,
-        ])
+        let pairs = |touches: &[Touch]| -> Vec<(u64, u64)> {
+            touches
+                .iter()
+                .filter(|touch| touch.block >= keep_from)
+                .map(|touch| (touch.block, touch.agent_id))
+                .collect()
+        };
+        let mut statements =
+            vec![self.db.prepare("DELETE FROM touches WHERE block < ?1").bind(&[number(keep_from)])?];
+        if !gone.is_empty() {
+            statements.push(
+                self.db
+                    .prepare(
+                        "DELETE FROM touches WHERE (block, agent_id) IN \
+                         (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?1))",
+                    )
+                    .bind(&[json_param(&pairs(gone))?])?,
+            );
+        }
+        if !new.is_empty() {
+            statements.push(
+                self.db
+                    .prepare(
+                        "INSERT OR IGNORE INTO touches (block, agent_id) \
+                         SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?1)",
+                    )
+                    .bind(&[json_param(&pairs(new))?])?,
+            );
+        }
+        Ok(statements)
     }
 
     /// The statements that end the current rows of `ids` at index block `block` (wall-clock
