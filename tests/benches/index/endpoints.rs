@@ -8,7 +8,8 @@
 //! - Direct: a Worker whose index was never run, so it answers as today's direct path does
 //!   (`X-Index-Fallback: the index is not filled yet`), after one read of the index's state
 //!   row. (A Worker started without `start_indexed` still has wrangler.toml's D1 binding but no
-//!   tables, and answers 500: see the report.) Its cold request is the one that reads the
+//!   tables, and answers these endpoints 500 `worker runtime: TypeError: Invalid header value.`
+//!   after reading the chain: D1's error text does not pass as an `X-Index-Fallback` value.) Its cold request is the one that reads the
 //!   registry's snapshot from the chain, and the isolate caches it after: so each sample is a
 //!   fresh Worker (new isolate, empty Cache API), warmed by one request that reads one agent
 //!   through the same RPC, Multicall3 and decoding code (`/api/v1/agent/1`), then the endpoint,
