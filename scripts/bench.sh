@@ -7,8 +7,14 @@
 #                     Worker under wrangler dev, the relayer (cargo bench -p kya-tests --bench system)
 #   rpc-cost.md       RPC round trips and billed calls per endpoint, with and without Multicall3,
 #                     at 1,000 and 10,000 agents (cargo bench -p kya-tests --bench rpc_cost)
+#   index-<N>.md      the registry index against the direct path at N agents: the five endpoints
+#                     cold (time, CPU, D1 rows), the indexer's first fill and steady state, a
+#                     write's way to the answers (cargo bench -p kya-tests --bench index); the
+#                     cost model in docs/index-cost.md is built on these reports
 # BENCH_AGENTS=N sets the registry size of the system benchmark (default 1000; 10000 takes a
-# minute more to seed). Compare ratios within one run: machines here are noisy.
+# minute more to seed). BENCH_INDEX_AGENTS lists the index benchmark's sizes (default 1000; the
+# committed reports are 1000 and 10000, about 20 minutes together; seed_bulk does not yet get
+# through 100000: see docs/index-cost.md). Compare ratios within one run: machines here are noisy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,3 +28,5 @@ printf '\n==> the system on loopback (%s agents)\n' "${BENCH_AGENTS:-1000}" >&2
 cargo bench -p kya-tests --locked --bench system
 printf '\n==> RPC cost per endpoint (%s agents)\n' "${BENCH_RPC_AGENTS:-1000,10000}" >&2
 cargo bench -p kya-tests --locked --bench rpc_cost
+printf '\n==> the registry index against the direct path (%s agents)\n' "${BENCH_INDEX_AGENTS:-1000}" >&2
+cargo bench -p kya-tests --locked --bench index

@@ -162,6 +162,12 @@ impl EdgeWorker {
     /// The rows `sql` selects from the Worker's local index (`wrangler d1 execute --local` on its
     /// state directory), as JSON objects.
     pub fn query_index(&self, sql: &str) -> Vec<Value> {
+        self.execute_index(sql)["results"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// What `sql` gives on the Worker's local index: its `results` and D1's `meta` (`rows_read`,
+    /// `rows_written`, as D1 counts them for billing).
+    pub fn execute_index(&self, sql: &str) -> Value {
         let output = wrangler(&repo_root())
             .args(["d1", "execute", "INDEX", "--local", "--json", "--persist-to"])
             .arg(self._state.path().join("state"))
@@ -172,7 +178,17 @@ impl EdgeWorker {
         assert!(output.status.success(), "{sql}: {text}{}", String::from_utf8_lossy(&output.stderr));
         let answer: Value =
             serde_json::from_str(&text).unwrap_or_else(|error| panic!("{sql}: {error}: {text}"));
-        answer[0]["results"].as_array().cloned().unwrap_or_default()
+        answer[0].clone()
+    }
+
+    /// The folder wrangler keeps the Worker's local state in (KV, Cache API, the index's D1).
+    pub fn state_dir(&self) -> PathBuf {
+        self._state.path().join("state")
+    }
+
+    /// The wrangler process's id (the Worker's runtime, workerd, runs below it).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// What wrangler printed so far.

@@ -1,0 +1,178 @@
+//! The report of one size, in Markdown, and the figures it needs beside the measurements: the
+//! machine's load, and the index's size on disk.
+
+use std::fmt::Write as _;
+
+use crate::{Measured, timing::ms};
+
+/// The machine's load averages when a size started (`/proc/loadavg`): the cores are shared.
+pub(crate) fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|text| text.split_whitespace().take(3).collect::<Vec<_>>().join(", "))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+pub(crate) fn render(m: &Measured) -> String {
+    let agents = m.agents;
+    let mut out = format!(
+        "# Registry index at {agents} agents\n\n\
+         Measured by `cargo bench -p kya-tests --bench index` (tests/benches/index/) with \
+         `BENCH_INDEX_AGENTS={agents}`: anvil with the registry seeded by `seed_bulk` ({:.0?}), the \
+         Worker under `wrangler dev` with local D1, behind a JSON-RPC proxy that counts its \
+         requests. Load averages at the start: {} (2 shared cores). The cost model built on these \
+         figures is [docs/index-cost.md](../index-cost.md).\n\n\
+         **CPU** is the on-CPU time the kernel accounts to the main thread of the workerd process \
+         that runs the Worker (its `schedstat`), before and after the requests, after their \
+         `wait_until` work: see `tests/benches/index/cpu.rs`. That thread also runs local D1's \
+         SQLite, KV and the Cache API, which on Cloudflare run elsewhere and are not the Worker's \
+         CPU, so it is an upper bound of the Worker's own, and it grows with the rows D1 reads. \
+         Warm code: the isolate had answered the same request before (index), or read one agent \
+         through the same RPC and decoding code (direct).\n",
+        m.seeding, m.load,
+    );
+    endpoints(&mut out, m);
+    indexer(&mut out, m);
+    out
+}
+
+fn endpoints(out: &mut String, m: &Measured) {
+    out.push_str(
+        "\n## The endpoints cold: index against direct\n\n\
+         Index: every request reads D1 (`INDEX_ANSWER_TTL_SECS=0`, `MEMORY_CACHE_BYTES=0`), median \
+         of 9, CPU the mean of the same 9. Direct: a Worker whose index never ran, so \
+         it answers as today's direct path (`X-Index-Fallback`, after reading the index's state \
+         row): its cold request reads the registry from the chain (the snapshot; the other \
+         endpoints would then answer from it), each on a fresh Worker, median of 3 (1 past 10,000 \
+         agents). `/agents/compliance` is \
+         streamed from the index: first byte, then last.\n\n\
+         | Endpoint | index: time | index: CPU | direct: time | direct: CPU | direct: RPC requests (calls) | bytes |\n\
+         |---|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for e in &m.endpoints {
+        let time = |side: &crate::endpoints::Side| {
+            if side.status != 200 {
+                return format!("{} after {}", side.status, ms(side.last_byte));
+            }
+            if e.path.ends_with("/compliance") {
+                format!("{} first byte, {} last", ms(side.first_byte), ms(side.last_byte))
+            } else {
+                ms(side.last_byte)
+            }
+        };
+        let fallback = e.index.fallback.as_ref().map_or(String::new(), |why| format!(" (fallback: {why})"));
+        writeln!(
+            out,
+            "| `{}` | {}{fallback} | {} | {} | {} | {} ({}) | {} |",
+            e.path,
+            time(&e.index),
+            ms(e.index.cpu),
+            time(&e.direct),
+            ms(e.direct.cpu),
+            e.direct.rpc.0,
+            e.direct.rpc.1,
+            e.index.bytes,
+        )
+        .expect("writing to a String");
+    }
+    let storage = &m.storage;
+    writeln!(
+        out,
+        "\nThe index on disk after the first fill: {:.1} MB for {} rows ({:.0} bytes an agent; \
+         the rows' text columns {:.0} bytes an agent).",
+        storage.file_bytes as f64 / 1e6,
+        storage.rows,
+        storage.file_bytes as f64 / m.agents as f64,
+        storage.text_bytes as f64 / m.agents as f64,
+    )
+    .expect("writing to a String");
+}
+
+fn indexer(out: &mut String, m: &Measured) {
+    out.push_str(
+        "\n## The indexer\n\n\
+         ### First fill\n\n\
+         Runs driven back to back through `/__scheduled` (a Cron Trigger runs one a minute: the \
+         minutes column is what the fill takes in production). Per run: median wall time, median \
+         and most CPU.\n\n\
+         | `INDEX_AGENTS_PER_RUN` | runs | wall time here | minutes in production | per run: wall | per run: CPU (most) | RPC requests (calls) in all |\n\
+         |---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for fill in &m.fills {
+        writeln!(
+            out,
+            "| {} | {} | {:.1} s | {} | {} | {} ({}) | {} ({}) |",
+            fill.per_run,
+            fill.runs,
+            fill.wall.as_secs_f64(),
+            fill.runs,
+            ms(fill.run_wall),
+            ms(fill.run_cpu),
+            ms(fill.run_cpu_max),
+            fill.rpc.0,
+            fill.rpc.1,
+        )
+        .expect("writing to a String");
+    }
+    out.push_str(
+        "\n### Steady state\n\n\
+         Each run follows a simulated minute of Base: the writes (attestations, every tenth a \
+         revenue report, to distinct agents), then 30 empty blocks 2 s apart. Medians of 5 runs. \
+         RPC requests are the run's subrequests to the provider; D1 is reached by 7 more (state, \
+         touches of the window, lapsing attestations, the changed agents' rows, one batch of 7 \
+         statements, and the run's outcome: read and saved), by the code of \
+         `edge-api/src/index/run.rs`. Rows written are table rows (D1 also bills one write per \
+         index entry a write changes).\n\n\
+         | agents changed a minute | wall | CPU (most) | RPC requests (calls) | lag after the run (blocks) | rows written: superseded + inserted + collected + touches + state = total | the last run's message |\n\
+         |---:|---:|---:|---:|---:|---|---|\n",
+    );
+    for s in &m.steady {
+        let r = &s.rows;
+        writeln!(
+            out,
+            "| {} | {} | {} ({}) | {} ({}) | {} | {} + {} + {} + {} + {} = {} | {} |",
+            s.changes,
+            ms(s.wall),
+            ms(s.cpu),
+            ms(s.cpu_max),
+            s.rpc.0,
+            s.rpc.1,
+            s.lag,
+            r.superseded,
+            r.inserted,
+            r.collected,
+            r.touches,
+            r.state,
+            r.total(),
+            s.message,
+        )
+        .expect("writing to a String");
+    }
+    out.push_str(
+        "\n### From a write to the answers\n\n\
+         A registration, then a run at once (a Cron Trigger firing just after its block), then \
+         `/api/v1/stats` until it counts the new agent from the index; while it does not, the \
+         minutes go on (the same rate of other writes, a run after each). Median of 3 \
+         registrations. In production the first run waits for the next Cron Trigger (up to 60 s), \
+         each further run is a minute, and a cached answer may be `INDEX_ANSWER_TTL_SECS` (30 s) \
+         old: at most 60 s × runs + the last run's wall time + 30 s.\n\n\
+         | agents changed a minute | runs until shown | wall time here | at most in production | fallback seen meanwhile |\n\
+         |---:|---:|---:|---:|---|\n",
+    );
+    for f in &m.freshness {
+        let (runs, bound) = match f.runs {
+            Some(runs) => (
+                runs.to_string(),
+                format!("{:.0} s", 60.0 * runs as f64 + 30.0 + f.wall.as_secs_f64() / runs as f64),
+            ),
+            None => ("not within 5".into(), "more than 5 minutes".into()),
+        };
+        writeln!(
+            out,
+            "| {} | {runs} | {} | {bound} | {} |",
+            f.changes,
+            ms(f.wall),
+            f.fallback.as_deref().unwrap_or("none"),
+        )
+        .expect("writing to a String");
+    }
+}
