@@ -59,6 +59,9 @@ fn store(engine: Engine) -> (Place, Store) {
     (place, store)
 }
 
+/// The one lane of most tests: a relayer with one key.
+const LANE: Address = Address::repeat_byte(0x1a);
+
 fn relay(signer: &str, nonce: u64, gas_limit: u64) -> NewRelay {
     NewRelay {
         signer: who(signer),
@@ -72,6 +75,7 @@ fn relay(signer: &str, nonce: u64, gas_limit: u64) -> NewRelay {
         max_fee_wei: 10,
         priority_fee_wei: 1,
         l1_fee_wei: 0,
+        lanes: vec![LANE],
     }
 }
 
