@@ -37,6 +37,16 @@ async fn pool_relayer(
     engine: Engine,
     keys: &[PrivateKeySigner],
 ) -> (TestStore, InProcessRelayer) {
+    pool_relayer_with(t, engine, keys, &[]).await
+}
+
+/// [`pool_relayer`] with `overrides` on top.
+async fn pool_relayer_with(
+    t: &TestChain,
+    engine: Engine,
+    keys: &[PrivateKeySigner],
+    overrides: &[(&str, &str)],
+) -> (TestStore, InProcessRelayer) {
     for key in keys {
         anvil(t, "anvil_setBalance", json!([key.address(), "0x8ac7230489e80000"])).await; // 10 ETH
     }
@@ -51,6 +61,9 @@ async fn pool_relayer(
         ("READ_RATE_LIMIT_PER_MINUTE", "100000"),
     ] {
         kya_tests::relayer_fixture::set(&mut settings, name, value);
+    }
+    for (name, value) in overrides {
+        kya_tests::relayer_fixture::set(&mut settings, name, *value);
     }
     (db, InProcessRelayer::start(&settings).await)
 }
@@ -198,4 +211,116 @@ async fn a_stuck_transaction_delays_only_its_own_lane(engine: Engine) {
     relayer.stop().await;
 }
 
-super::on_both_stores!(a_stuck_transaction_delays_only_its_own_lane);
+/// Half of the default `MIN_BALANCE` (0.001 ETH), in wei (hex for `anvil_setBalance`).
+const BELOW_MINIMUM: &str = "0x1c6bf52634000";
+
+/// `/status`'s lanes: address, balance (`balanceWei` as a number), below the minimum, depth and
+/// holder.
+async fn lanes_of(relayer: &InProcessRelayer) -> (Value, Vec<(String, u128, bool, u64, String)>) {
+    let (status, report) = relayer.client.get("/status").await;
+    assert_eq!(status, 200, "{report}");
+    let lanes = report["lanes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|lane| {
+            (
+                lane["address"].as_str().unwrap().to_owned(),
+                lane["balanceWei"].as_str().unwrap().parse().unwrap(),
+                lane["belowMinBalance"].as_bool().unwrap(),
+                lane["depth"].as_u64().unwrap(),
+                lane["holder"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    (report, lanes)
+}
+
+async fn wei_of(t: &TestChain, account: Address) -> u128 {
+    balance(t, account).await.to()
+}
+
+async fn the_status_shows_every_key_and_a_key_below_the_minimum_gets_no_relay(engine: Engine) {
+    let t = TestChain::start().await;
+    let keys = lane_keys();
+    let [a, b, c] = [keys[0].address(), keys[1].address(), keys[2].address()];
+    let (_db, relayer) = pool_relayer_with(&t, engine, &keys, &[("RELAYER_ID", "lanes-test-1")]).await;
+    anvil(&t, "anvil_setBalance", json!([c, BELOW_MINIMUM])).await;
+    let held = |lane: Address, balance: u128, below: bool, depth: u64| {
+        (lane.to_checksum(None), balance, below, depth, "lanes-test-1".to_owned())
+    };
+
+    let (report, lanes) = lanes_of(&relayer).await;
+    let ten_eth = 10_000_000_000_000_000_000u128;
+    assert_eq!(
+        lanes,
+        [held(a, ten_eth, false, 0), held(b, ten_eth, false, 0), held(c, 500_000_000_000_000, true, 0)]
+    );
+    assert_eq!(report["lanes"][2]["balance"], "0.000500000000000000");
+    // The fields of one key stay the first key's.
+    assert_eq!(
+        (&report["relayer"], &report["balanceWei"]),
+        (&json!(a.to_checksum(None)), &json!(ten_eth.to_string()))
+    );
+
+    // Four relays while mining is paused: the key below the minimum gets none; the other two
+    // take turns (the least busy, ties to the earlier key).
+    anvil(&t, "evm_setAutomine", json!([false])).await;
+    let ids = relay_all(&relayer, &(0..4).map(|n| registration(&t, 600 + n)).collect::<Vec<_>>()).await;
+    let mut taken: Vec<Address> = ids.iter().map(|id| lane(&relayer, id)).collect();
+    taken.sort();
+    let mut expected = vec![a, a, b, b];
+    expected.sort();
+    assert_eq!(taken, expected);
+    let (_, lanes) = lanes_of(&relayer).await;
+    assert_eq!(lanes.iter().map(|lane| lane.3).collect::<Vec<_>>(), [2, 2, 0], "depth: open relays per key");
+    let mut done = mine_all(&t, &relayer, &ids).await;
+    anvil(&t, "evm_setAutomine", json!([true])).await;
+    let (_, lanes) = lanes_of(&relayer).await;
+    assert_eq!(
+        lanes,
+        [
+            held(a, wei_of(&t, a).await, false, 0),
+            held(b, wei_of(&t, b).await, false, 0),
+            held(c, 500_000_000_000_000, true, 0)
+        ]
+    );
+
+    // Every key below the minimum: 503, nothing reserved or sent.
+    anvil(&t, "anvil_setBalance", json!([a, BELOW_MINIMUM])).await;
+    anvil(&t, "anvil_setBalance", json!([b, BELOW_MINIMUM])).await;
+    let late = registration(&t, 610);
+    let (status, refused) = relayer.client.relay(&late).await;
+    assert_eq!(
+        (status, &refused),
+        (503, &json!({"error": "Relayer balance too low. Please try again later or use direct mode."}))
+    );
+    let (_, lanes) = lanes_of(&relayer).await;
+    assert!(lanes.iter().all(|lane| lane.2), "{lanes:?}");
+
+    // One key funded again: the same request goes to it.
+    anvil(&t, "anvil_setBalance", json!([c, "0x8ac7230489e80000"])).await;
+    let (status, answer) = relayer.client.relay(&late).await;
+    assert_eq!(status, 200, "{answer}");
+    let id = answer["relayId"].as_str().unwrap();
+    assert_eq!(lane(&relayer, id), c);
+    done.push(relayer.client.relay_until(id, |relay| relay["status"] == "mined").await);
+
+    let mut books = 0;
+    for relay in &done {
+        let receipt = t.chain.receipt(hash_of(&relay["txHash"])).await.unwrap();
+        assert_eq!(Some(receipt.from), record(&relayer, relay["relayId"].as_str().unwrap()).lane);
+        books += cost(&receipt);
+    }
+    assert_eq!(
+        relayer.client.used_wei_settled().await,
+        books,
+        "the budget's books equal the fees, to the wei"
+    );
+    relayer.stop().await;
+}
+
+super::on_both_stores!(
+    a_stuck_transaction_delays_only_its_own_lane,
+    the_status_shows_every_key_and_a_key_below_the_minimum_gets_no_relay,
+);
