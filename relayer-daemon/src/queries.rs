@@ -34,8 +34,7 @@ impl Relayer {
             self.db(|store| Ok((store.budget(time::now())?, store.lane_depths()?))).await?;
         let minimum = U256::from(self.config.min_balance_wei);
         let mut lanes = Vec::new();
-        for address in self.pool.addresses() {
-            let balance = self.chain.balance(address).await?;
+        for (address, balance) in self.balances().await? {
             lanes.push(LaneStatus {
                 address,
                 balance: format_ether(balance),
@@ -62,6 +61,14 @@ impl Relayer {
             contracts: Contracts { registry: self.config.registry, forwarder: self.config.forwarder },
             lanes,
         })
+    }
+
+    /// Every key's balance, in pool order, read at once (one RPC call per key, side by side).
+    pub(crate) async fn balances(&self) -> Result<Vec<(Address, U256)>> {
+        let addresses = self.pool.addresses();
+        let balances =
+            futures::future::try_join_all(addresses.iter().map(|lane| self.chain.balance(*lane))).await?;
+        Ok(addresses.into_iter().zip(balances).collect())
     }
 
     /// `GET /nonce/:address`.

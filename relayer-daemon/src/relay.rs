@@ -227,12 +227,9 @@ impl Relayer {
     /// is passed over (the relay goes to another lane); only when none can pay is the answer 503.
     async fn lanes_that_can_pay(&self) -> Result<Vec<Address>> {
         let minimum = U256::from(self.config.min_balance_wei);
-        let mut lanes = Vec::new();
-        for lane in self.pool.addresses() {
-            if self.chain.balance(lane).await? >= minimum {
-                lanes.push(lane);
-            }
-        }
+        let balances = self.balances().await?;
+        let lanes: Vec<Address> =
+            balances.into_iter().filter(|(_, balance)| *balance >= minimum).map(|(lane, _)| lane).collect();
         if lanes.is_empty() {
             return Err(Error::BalanceTooLow);
         }
