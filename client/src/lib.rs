@@ -29,8 +29,8 @@ pub use kya_core::{
 pub use outcome::{Outcome, RegistryResult};
 pub use preset::{ChainPreset, PresetSettings};
 pub use relayer::{
-    Contracts, Domain, GasBudget, NonceView, RelayStatus, RelayView, Relayed, RelayerClient, RelayerStatus,
-    SentTransaction, Submitted,
+    Contracts, Domain, GasBudget, LaneStatus, NonceView, RelayStatus, RelayView, Relayed, RelayerClient,
+    RelayerStatus, SentTransaction, Submitted,
 };
 pub use tls::install_crypto_provider;
 pub use write::{Registration, RevenueReport, Write, capability_hash, cents, constitution_hash};

@@ -4,7 +4,8 @@
 use alloy::primitives::{Address, B256, Bytes, U256};
 use kya_core::forward_request::ForwardRequest;
 pub use kya_core::relayer_view::{
-    Contracts, Domain, GasBudget, NonceView, RelayStatus, RelayView, Relayed, RelayerStatus, SentTransaction,
+    Contracts, Domain, GasBudget, LaneStatus, NonceView, RelayStatus, RelayView, Relayed, RelayerStatus,
+    SentTransaction,
 };
 use serde_json::json;
 

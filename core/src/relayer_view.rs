@@ -9,20 +9,44 @@
 use alloy_primitives::{Address, B256, U256};
 use serde::{Deserialize, Serialize};
 
-/// `GET /status`: the paying account, its balance and the day's gas budget.
+/// `GET /status`: the paying accounts (the first in `relayer`, every one in `lanes`), their
+/// balances and the day's gas budget.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RelayerStatus {
-    /// The relayer's paying account.
+    /// The relayer's paying account: its first key's.
     #[serde(serialize_with = "crate::checksum::serialize")]
     pub relayer: Address,
-    /// In ETH, as a decimal string (`"1.5"`).
+    /// That key's balance in ETH, as a decimal string (`"1.5"`).
     pub balance: String,
     #[serde(with = "decimal")]
     pub balance_wei: U256,
     pub chain_id: u64,
     pub daily_gas_budget: GasBudget,
     pub contracts: Contracts,
+    /// Every key of the pool (one nonce lane each), in the configured order (relayers before
+    /// the key pool: absent, read as empty).
+    #[serde(default)]
+    pub lanes: Vec<LaneStatus>,
+}
+
+/// One key of `/status`'s pool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LaneStatus {
+    /// The key's account.
+    #[serde(serialize_with = "crate::checksum::serialize")]
+    pub address: Address,
+    /// In ETH, as a decimal string.
+    pub balance: String,
+    #[serde(with = "decimal")]
+    pub balance_wei: U256,
+    /// Below the relayer's minimum balance: no new relay goes to this key.
+    pub below_min_balance: bool,
+    /// Relays on this key not yet ended (accepted, sent, replaced, being cancelled).
+    pub depth: u64,
+    /// The daemon that sends on this key (its `RELAYER_ID`, or host and process id).
+    pub holder: String,
 }
 
 /// The daily gas budget of `/status`, in wei.

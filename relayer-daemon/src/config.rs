@@ -86,8 +86,12 @@ pub struct Config {
     pub registry: Address,
     /// The forwarder the relayer calls (`FORWARDER_ADDRESS`).
     pub forwarder: Address,
-    /// The relayer's hot wallet (`RELAYER_KEY`, or `RELAYER_KEYSTORE` + `RELAYER_KEYSTORE_PASSWORD`).
-    pub signer: PrivateKeySigner,
+    /// The relayer's hot wallets, one nonce lane each, in the order given (`RELAYER_KEYS`, or
+    /// `RELAYER_KEY`, or `RELAYER_KEYSTORE` + `RELAYER_KEYSTORE_PASSWORD`): never empty, no key
+    /// twice.
+    pub signers: Vec<PrivateKeySigner>,
+    /// This daemon's name in `/status` (`RELAYER_ID`, default `<hostname>:<pid>`).
+    pub relayer_id: String,
     /// Listening address (`RELAYER_HOST`, default 127.0.0.1).
     pub host: IpAddr,
     /// Listening port (`RELAYER_PORT`, default 3001).
@@ -253,7 +257,8 @@ impl std::fmt::Debug for Config {
             .field("rpc_url", &kya_core::redact::url(&self.rpc_url))
             .field("registry", &self.registry)
             .field("forwarder", &self.forwarder)
-            .field("relayer", &self.signer.address())
+            .field("relayers", &self.signers.iter().map(PrivateKeySigner::address).collect::<Vec<_>>())
+            .field("relayer_id", &self.relayer_id)
             .field("host", &self.host)
             .field("port", &self.port)
             .field("daily_gas_budget_wei", &self.daily_gas_budget_wei)
@@ -325,7 +330,8 @@ impl Config {
             rpc_url: lookup("RPC_URL").unwrap_or_else(|| DEFAULT_RPC_URL.to_owned()),
             registry: address("REGISTRY_ADDRESS")?,
             forwarder: address("FORWARDER_ADDRESS")?,
-            signer: signer(&lookup)?,
+            signers: signers(&lookup)?,
+            relayer_id: relayer_id(&lookup)?,
             host: lookup("RELAYER_HOST")
                 .map_or(Ok(IpAddr::from([127, 0, 0, 1])), |host| host.trim().parse())
                 .map_err(|_| Error::Config("RELAYER_HOST is not an IP address".into()))?,
@@ -438,25 +444,80 @@ fn webhook(
     }))
 }
 
-/// The relayer's key: `RELAYER_KEY` (hex), or an encrypted JSON keystore. Errors name the
-/// variable, never its value.
-fn signer(lookup: &impl Fn(&str) -> Option<String>) -> Result<PrivateKeySigner> {
-    if let Some(key) = lookup("RELAYER_KEY") {
-        return key
-            .trim()
-            .parse()
-            .map_err(|_| Error::Config("RELAYER_KEY is not a valid private key".into()));
+/// The relayer's keys: `RELAYER_KEYS` (hex, comma-separated), `RELAYER_KEY` (one), or encrypted
+/// JSON keystores (`RELAYER_KEYSTORE`, comma-separated paths, one `RELAYER_KEYSTORE_PASSWORD`).
+/// Errors name the variable and the entry's position, never a key. A key given twice would be
+/// two lanes handing out one account's nonces: refused.
+fn signers(lookup: &impl Fn(&str) -> Option<String>) -> Result<Vec<PrivateKeySigner>> {
+    let signers = match (lookup("RELAYER_KEYS"), lookup("RELAYER_KEY")) {
+        (Some(_), Some(_)) => {
+            return Err(Error::Config("set RELAYER_KEYS or RELAYER_KEY, not both".into()));
+        }
+        (Some(keys), None) => keys
+            .split(',')
+            .enumerate()
+            .map(|(index, key)| {
+                key.trim().parse().map_err(|_| {
+                    Error::Config(format!("RELAYER_KEYS entry {} is not a valid private key", index + 1))
+                })
+            })
+            .collect::<Result<Vec<PrivateKeySigner>>>()?,
+        (None, Some(key)) => vec![
+            key.trim().parse().map_err(|_| Error::Config("RELAYER_KEY is not a valid private key".into()))?,
+        ],
+        (None, None) => keystores(lookup)?,
+    };
+    for (index, signer) in signers.iter().enumerate() {
+        if signers[..index].iter().any(|earlier| earlier.address() == signer.address()) {
+            return Err(Error::Config(format!(
+                "relayer key {} ({}) is given twice: each key is one nonce lane",
+                index + 1,
+                signer.address()
+            )));
+        }
     }
-    let Some(path) = lookup("RELAYER_KEYSTORE") else {
+    Ok(signers)
+}
+
+/// The keys of `RELAYER_KEYSTORE` (comma-separated paths), all under `RELAYER_KEYSTORE_PASSWORD`.
+fn keystores(lookup: &impl Fn(&str) -> Option<String>) -> Result<Vec<PrivateKeySigner>> {
+    let Some(paths) = lookup("RELAYER_KEYSTORE") else {
         return Err(Error::Config(
-            "set RELAYER_KEY, or RELAYER_KEYSTORE and RELAYER_KEYSTORE_PASSWORD".into(),
+            "set RELAYER_KEYS, RELAYER_KEY, or RELAYER_KEYSTORE and RELAYER_KEYSTORE_PASSWORD".into(),
         ));
     };
     let password = lookup("RELAYER_KEYSTORE_PASSWORD")
         .ok_or_else(|| Error::Config("RELAYER_KEYSTORE_PASSWORD is not set".into()))?;
-    PrivateKeySigner::decrypt_keystore(&path, password).map_err(|_| {
-        Error::Config(format!("RELAYER_KEYSTORE {path}: cannot decrypt (wrong password or not a keystore)"))
-    })
+    paths
+        .split(',')
+        .map(str::trim)
+        .map(|path| {
+            PrivateKeySigner::decrypt_keystore(path, &password).map_err(|_| {
+                Error::Config(format!(
+                    "RELAYER_KEYSTORE {path}: cannot decrypt (wrong password or not a keystore)"
+                ))
+            })
+        })
+        .collect()
+}
+
+/// `RELAYER_ID`, or the host's name and the process id: how `/status` names the daemon holding
+/// each lane. Shown to anyone, so a configured one is checked to be short and printable.
+fn relayer_id(lookup: &impl Fn(&str) -> Option<String>) -> Result<String> {
+    if let Some(id) = lookup("RELAYER_ID") {
+        let id = id.trim();
+        if id.is_empty() || id.len() > 64 || !id.chars().all(|c| c.is_ascii_graphic()) {
+            return Err(Error::Config("RELAYER_ID must be 1 to 64 printable ASCII characters".into()));
+        }
+        return Ok(id.to_owned());
+    }
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|host| host.trim().to_owned())
+        .filter(|host| !host.is_empty())
+        .unwrap_or_else(|| "relayer".to_owned());
+    Ok(format!("{host}:{}", std::process::id()))
 }
 
 #[cfg(test)]
@@ -490,7 +551,7 @@ mod tests {
         assert_eq!(config.daily_gas_budget_wei, 50_000_000_000_000_000);
         assert_eq!(config.min_balance_wei, 1_000_000_000_000_000);
         assert_eq!(config.rpc_url, DEFAULT_RPC_URL);
-        assert_eq!(config.signer.address().to_string(), "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720");
+        assert_eq!(config.signers[0].address().to_string(), "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720");
         assert_eq!(config.signer_share_wei(), 2_500_000_000_000_000, "5% of 0.05 ETH");
         assert_eq!(config.client_share_wei(), 5_000_000_000_000_000, "10% of 0.05 ETH");
         assert_eq!(config.deadline_margin_secs, 120);
@@ -627,6 +688,56 @@ mod tests {
     }
 
     #[test]
+    fn relayer_keys_give_a_pool_in_order_and_errors_name_the_entry_never_the_key() {
+        const SECOND: &str = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
+        let mut settings = base();
+        settings.retain(|(name, _)| *name != "RELAYER_KEY");
+        let both = format!("{KEY}, {SECOND}");
+        settings.push(("RELAYER_KEYS", &both));
+        let config = Config::from_lookup(lookup(&settings)).unwrap();
+        let addresses: Vec<String> = config.signers.iter().map(|s| s.address().to_string()).collect();
+        assert_eq!(
+            addresses,
+            ["0xa0Ee7A142d267C1f36714E4a8F75612F20a79720", "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"]
+        );
+        let printed = format!("{config:?}");
+        assert!(!printed.contains(&KEY[2..]) && !printed.contains(&SECOND[2..]), "{printed}");
+        assert!(printed.contains("0x70997970c51812dc3a010c7d01b50e0d17dc79c8"), "{printed}");
+
+        let broken = format!("{KEY},{}", &SECOND[..60]);
+        settings.retain(|(name, _)| *name != "RELAYER_KEYS");
+        settings.push(("RELAYER_KEYS", &broken));
+        let error = Config::from_lookup(lookup(&settings)).unwrap_err().to_string();
+        assert_eq!(error, "configuration: RELAYER_KEYS entry 2 is not a valid private key");
+
+        let twice = format!("{KEY},{SECOND},{}", KEY.to_uppercase().replace("0X", "0x"));
+        settings.retain(|(name, _)| *name != "RELAYER_KEYS");
+        settings.push(("RELAYER_KEYS", &twice));
+        let error = Config::from_lookup(lookup(&settings)).unwrap_err().to_string();
+        assert!(
+            error.contains("relayer key 3 (0xa0Ee7A142d267C1f36714E4a8F75612F20a79720) is given twice"),
+            "{error}"
+        );
+        assert!(!error.contains("2a871d07"), "{error}");
+
+        settings.push(("RELAYER_KEY", KEY));
+        let error = Config::from_lookup(lookup(&settings)).unwrap_err().to_string();
+        assert!(error.contains("RELAYER_KEYS or RELAYER_KEY, not both"), "{error}");
+    }
+
+    #[test]
+    fn relayer_id_is_configured_or_host_and_pid() {
+        let config = Config::from_lookup(lookup(&base())).unwrap();
+        assert!(config.relayer_id.ends_with(&format!(":{}", std::process::id())), "{}", config.relayer_id);
+        let mut settings = base();
+        settings.push(("RELAYER_ID", " relayer-eu-1 "));
+        assert_eq!(Config::from_lookup(lookup(&settings)).unwrap().relayer_id, "relayer-eu-1");
+        settings.pop();
+        settings.push(("RELAYER_ID", "two words"));
+        assert!(Config::from_lookup(lookup(&settings)).is_err());
+    }
+
+    #[test]
     fn a_keystore_file_works_instead_of_a_key() {
         // Anvil's account 9 encrypted by eth-account (pbkdf2, few iterations: a test fixture).
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/relayer-keystore.json");
@@ -635,7 +746,7 @@ mod tests {
         settings.push(("RELAYER_KEYSTORE", path));
         settings.push(("RELAYER_KEYSTORE_PASSWORD", "relayer-test-password"));
         let config = Config::from_lookup(lookup(&settings)).unwrap();
-        assert_eq!(config.signer.address().to_string(), "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720");
+        assert_eq!(config.signers[0].address().to_string(), "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720");
         settings.pop();
         settings.push(("RELAYER_KEYSTORE_PASSWORD", "wrong"));
         let error = Config::from_lookup(lookup(&settings)).unwrap_err().to_string();

@@ -4,6 +4,7 @@ mod chain;
 mod config;
 mod error;
 mod l1_fee;
+mod lanes;
 mod metrics;
 mod nonce;
 pub mod openapi;

@@ -5,7 +5,7 @@
 use alloy::primitives::{Address, B256, U256, utils::format_ether};
 use kya_core::{
     forward_request,
-    relayer_view::{Contracts, Domain, GasBudget, NonceView, RelayView, RelayerStatus},
+    relayer_view::{Contracts, Domain, GasBudget, LaneStatus, NonceView, RelayView, RelayerStatus},
     time::iso8601,
 };
 
@@ -27,15 +27,29 @@ pub(crate) const BALANCE_CACHE: std::time::Duration = std::time::Duration::from_
 const RELAY_ID_LENGTH: usize = 32;
 
 impl Relayer {
-    /// `GET /status`. Addresses are EIP-55 checksummed, as everywhere in the API.
+    /// `GET /status`. Addresses are EIP-55 checksummed, as everywhere in the API. `relayer` and
+    /// `balance` are the first key's (what they were with one key); `lanes` shows every key.
     pub async fn status(&self) -> Result<RelayerStatus> {
-        let balance = self.chain.balance(self.address()).await?;
-        let budget = self.db(|store| store.budget(time::now())).await?;
+        let (budget, depths) =
+            self.db(|store| Ok((store.budget(time::now())?, store.lane_depths()?))).await?;
+        let minimum = U256::from(self.config.min_balance_wei);
+        let mut lanes = Vec::new();
+        for (address, balance) in self.balances().await? {
+            lanes.push(LaneStatus {
+                address,
+                balance: format_ether(balance),
+                balance_wei: balance,
+                below_min_balance: balance < minimum,
+                depth: depths.iter().find(|(lane, _)| *lane == address).map_or(0, |(_, depth)| *depth),
+                holder: self.config.relayer_id.clone(),
+            });
+        }
+        let first = &lanes[0];
         let limit = self.config.daily_gas_budget_wei;
         Ok(RelayerStatus {
-            relayer: self.address(),
-            balance: format_ether(balance),
-            balance_wei: balance,
+            relayer: first.address,
+            balance: first.balance.clone(),
+            balance_wei: first.balance_wei,
             chain_id: self.chain_id,
             daily_gas_budget: GasBudget {
                 limit_wei: U256::from(limit),
@@ -45,7 +59,16 @@ impl Relayer {
                 resets_at: budget.resets_at().map(iso8601),
             },
             contracts: Contracts { registry: self.config.registry, forwarder: self.config.forwarder },
+            lanes,
         })
+    }
+
+    /// Every key's balance, in pool order, read at once (one RPC call per key, side by side).
+    pub(crate) async fn balances(&self) -> Result<Vec<(Address, U256)>> {
+        let addresses = self.pool.addresses();
+        let balances =
+            futures::future::try_join_all(addresses.iter().map(|lane| self.chain.balance(*lane))).await?;
+        Ok(addresses.into_iter().zip(balances).collect())
     }
 
     /// `GET /nonce/:address`.

@@ -121,7 +121,7 @@ impl Relayer {
         self.ip_limit(&client).await?;
         self.off_chain_signature(checked)?;
         self.signer_limit_read_only(checked).await?;
-        self.balance().await?;
+        let lanes = self.lanes_that_can_pay().await?;
         let fees = self.budget_left(checked, &client).await?;
         let (at, head_time) = self.chain.head().await?;
         self.deadline_room(checked, head_time)?;
@@ -137,7 +137,7 @@ impl Relayer {
         );
         // From here until this handler ends, the reconciler leaves the record to it.
         let _in_flight = InFlightGuard::new(&self.in_flight, (checked.signer(), checked.nonce()));
-        let reservation = match self.reserve(checked, &client, gas_limit, fees, at).await? {
+        let reservation = match self.reserve(checked, &client, lanes, gas_limit, fees, at).await? {
             Ok(reservation) => reservation,
             Err(held) => return Ok(held),
         };
@@ -223,12 +223,17 @@ impl Relayer {
         Ok(())
     }
 
-    /// Stage 7, balance.
-    async fn balance(&self) -> Result<()> {
-        if self.chain.balance(self.address()).await? < U256::from(self.config.min_balance_wei) {
+    /// Stage 7, balance: the keys holding at least `MIN_BALANCE`, in pool order. A key below it
+    /// is passed over (the relay goes to another lane); only when none can pay is the answer 503.
+    async fn lanes_that_can_pay(&self) -> Result<Vec<Address>> {
+        let minimum = U256::from(self.config.min_balance_wei);
+        let balances = self.balances().await?;
+        let lanes: Vec<Address> =
+            balances.into_iter().filter(|(_, balance)| *balance >= minimum).map(|(lane, _)| lane).collect();
+        if lanes.is_empty() {
             return Err(Error::BalanceTooLow);
         }
-        Ok(())
+        Ok(lanes)
     }
 
     /// Stage 8, budget: is any transaction still affordable at today's fee, in the budget and in
@@ -319,13 +324,14 @@ impl Relayer {
     }
 
     /// Stage 12, reserve the worst case (limit × max fee, plus on OP Stack chains the L1 data fee
-    /// quoted at block `at` with its headroom) atomically. A copy of this request reserved
+    /// quoted at block `at` with its headroom) atomically, on the least busy of `lanes`. A copy of this request reserved
     /// meanwhile is answered with its relay (`Err`); another request with the same nonce is
     /// refused.
     async fn reserve(
         &self,
         checked: &Checked,
         client: &str,
+        lanes: Vec<Address>,
         gas_limit: u64,
         fees: Fees,
         at: u64,
@@ -348,6 +354,7 @@ impl Relayer {
             max_fee_wei: fees.max_fee_per_gas,
             priority_fee_wei: fees.max_priority_fee_per_gas,
             l1_fee_wei,
+            lanes,
         };
         let (limits, now) = (self.budget_limits(), time::now());
         match self.db(move |store| store.reserve(&new_relay, &limits, now)).await? {
@@ -386,7 +393,10 @@ impl Relayer {
                 relayer.db(move |store| store.mark_sent(id, signed.nonce, signed.hash, at, time::now())).await
             }
         };
-        let sent = match self.sender.send(&outgoing, record).await {
+        let sender = self.pool.lane(reservation.lane).ok_or_else(|| {
+            Error::Internal(format!("lane {} is not one of this relayer's keys", reservation.lane))
+        })?;
+        let sent = match sender.send(&outgoing, record).await {
             Ok(sent) => sent,
             Err(error @ Error::Unconfirmed { .. }) => {
                 // Kept on the books as sent: its follower finds the receipt if the node did
@@ -407,6 +417,7 @@ impl Relayer {
             signer = %checked.signer(),
             forwarder_nonce = %checked.nonce(),
             relay = %reservation.relay_id,
+            lane = %reservation.lane,
             tx = %hash,
             relayer_nonce = sent.nonce,
             gas_limit,

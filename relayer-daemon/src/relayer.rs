@@ -16,8 +16,8 @@ use crate::{
     chain::RelayerChain,
     config::Config,
     error::{Error, Result},
+    lanes::Pool,
     metrics::Metrics,
-    sender::Sender,
     store::Store,
     stuck::Policy,
 };
@@ -71,7 +71,8 @@ pub struct Relayer {
     pub(crate) config: Config,
     pub(crate) chain: RelayerChain,
     pub(crate) chain_id: u64,
-    pub(crate) sender: Sender,
+    /// The relayer's keys, one nonce lane each.
+    pub(crate) pool: Pool,
     pub(crate) store: Arc<Store>,
     pub(crate) metrics: Metrics,
     pub(crate) stuck: Policy,
@@ -112,7 +113,7 @@ impl Relayer {
         tracing::info!(store = %store.location(), "store open");
         // With webhooks on, every change of a relay is written to the outbox with the change.
         let store = if config.webhook.is_some() { store.with_webhook_events() } else { store };
-        let sender = Sender::new(chain.clone(), config.signer.clone(), chain_id);
+        let pool = Pool::new(&chain, &config.signers, chain_id);
         let stop = CancellationToken::new();
         let stuck = Policy {
             after_blocks: config.stuck_after_blocks,
@@ -125,7 +126,7 @@ impl Relayer {
             config,
             chain,
             chain_id,
-            sender,
+            pool,
             store: Arc::new(store),
             metrics: Metrics::default(),
             stuck,
@@ -142,13 +143,18 @@ impl Relayer {
         if let Err(error) = relayer.op_stack().await {
             tracing::warn!(error = %error.detail(), "could not tell whether the chain is OP Stack; asking again at the first relay");
         }
+        let first = relayer.address();
+        let adopted = relayer.db(move |store| store.adopt_unlaned(first)).await?;
+        if adopted > 0 {
+            tracing::info!(relays = adopted, lane = %first, "relays recorded before lanes given to the first key");
+        }
         for record in relayer.db(|store| store.in_the_pool()).await? {
             relayer.follow(record.id);
         }
         relayer.spawn_reconciler();
         relayer.spawn_webhooks();
         tracing::info!(
-            relayer = %relayer.address(),
+            relayers = ?relayer.pool.addresses(),
             chain_id,
             registry = %relayer.config.registry,
             forwarder = %relayer.config.forwarder,
@@ -172,9 +178,14 @@ impl Relayer {
         self.config.metrics_address
     }
 
-    /// The relayer wallet's address.
+    /// The first key's address: with one key, the relayer wallet's.
     pub fn address(&self) -> Address {
-        self.sender.address()
+        self.pool.first().address()
+    }
+
+    /// Every key's address (one nonce lane each), in the configured order.
+    pub fn addresses(&self) -> Vec<Address> {
+        self.pool.addresses()
     }
 
     /// The store (tests read its records).

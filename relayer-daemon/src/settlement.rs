@@ -5,6 +5,7 @@
 //! applies its decision.
 
 use std::{
+    collections::{HashMap, hash_map::Entry},
     sync::{
         Arc,
         atomic::{AtomicBool, Ordering},
@@ -12,7 +13,7 @@ use std::{
     time::Duration,
 };
 
-use alloy::primitives::{B256, Bytes};
+use alloy::primitives::{Address, B256, Bytes};
 
 use crate::{
     chain::Receipt,
@@ -20,7 +21,7 @@ use crate::{
     nonce::AfterReplace,
     reconcile::{self, Decision, Facts},
     relayer::{InFlightGuard, Relayer, lock},
-    sender::Outgoing,
+    sender::{Outgoing, Sender},
     store::{
         Outcome, Pruned, Refusal, RelayRecord, RelayStatus, Replacement, SentTx, Settlement, TRANSFER_GAS,
         TxKind,
@@ -153,10 +154,15 @@ impl Relayer {
             }
         };
         let Some(nonce) = record.relayer_nonce else { return Ok(Look::Waiting) };
+        let Some(sender) = self.lane_of(record) else {
+            // Its key left the configuration: it can still be settled, not sent again.
+            tracing::warn!(relay = %record.relay_id, lane = ?record.lane, "stuck on a key this relayer no longer has");
+            return Ok(Look::Waiting);
+        };
         // The reconciler leaves the record alone while its new hash is recorded and submitted.
         let _in_flight = InFlightGuard::new(&self.in_flight, (record.signer, record.forwarder_nonce));
         loop {
-            let outgoing = self.outgoing(record, kind, fees)?;
+            let outgoing = self.outgoing(record, sender.address(), kind, fees);
             let (id, limit) = (record.id, self.config.daily_gas_budget_wei);
             let refused_by_budget = AtomicBool::new(false);
             let recorded = |hash: B256| {
@@ -180,7 +186,7 @@ impl Relayer {
                     }
                 }
             };
-            let (hash, step) = self.sender.replace(&outgoing, nonce, recorded).await?;
+            let (hash, step) = sender.replace(&outgoing, nonce, recorded).await?;
             if refused_by_budget.load(Ordering::Relaxed) {
                 if kind == TxKind::Relay {
                     tracing::warn!(relay = %record.relay_id, "the budget cannot cover higher fees; cancelling instead");
@@ -203,6 +209,7 @@ impl Relayer {
                 tracing::info!(
                     relay = %record.relay_id,
                     tx = %hash,
+                    lane = %sender.address(),
                     relayer_nonce = nonce,
                     max_fee_wei = fees.max_fee_per_gas,
                     ?kind,
@@ -213,19 +220,33 @@ impl Relayer {
         }
     }
 
-    /// The transaction that sends `record` again as `kind` with `fees`.
-    fn outgoing(&self, record: &RelayRecord, kind: TxKind, fees: crate::chain::Fees) -> Result<Outgoing> {
-        Ok(match kind {
+    /// The key that sends `record`'s transactions: its lane's (a record written before lanes is
+    /// the first key's); `None` if that key is no longer configured.
+    pub(crate) fn lane_of(&self, record: &RelayRecord) -> Option<&Sender> {
+        match record.lane {
+            Some(lane) => self.pool.lane(lane),
+            None => Some(self.pool.first()),
+        }
+    }
+
+    /// The transaction that sends `record` again as `kind` with `fees`, from `lane` (a
+    /// cancellation is `lane`'s self-transfer at the relay's nonce).
+    fn outgoing(
+        &self,
+        record: &RelayRecord,
+        lane: Address,
+        kind: TxKind,
+        fees: crate::chain::Fees,
+    ) -> Outgoing {
+        match kind {
             TxKind::Relay => Outgoing {
                 to: self.config.forwarder,
                 gas_limit: record.gas_limit,
                 fees,
                 input: record.input.clone().unwrap_or_default(),
             },
-            TxKind::Cancel => {
-                Outgoing { to: self.address(), gas_limit: TRANSFER_GAS, fees, input: Bytes::new() }
-            }
-        })
+            TxKind::Cancel => Outgoing { to: lane, gas_limit: TRANSFER_GAS, fees, input: Bytes::new() },
+        }
     }
 
     /// Settles the relay from the receipt of its transaction `hash`: the real cost (gas and any
@@ -315,10 +336,18 @@ impl Relayer {
         if open.is_empty() {
             return Ok(());
         }
-        // Read first: a nonce seen mined here is mined before any receipt read below.
-        let mined_nonce = self.chain.mined_nonce(self.address()).await?;
+        // Each lane's mined nonce is read before any receipt of its relays below: a nonce seen
+        // mined here is mined before those reads.
+        let mut mined_nonces: HashMap<Address, u64> = HashMap::new();
+        for record in &open {
+            let lane = record.lane.unwrap_or_else(|| self.address());
+            if let Entry::Vacant(entry) = mined_nonces.entry(lane) {
+                entry.insert(self.chain.mined_nonce(lane).await?);
+            }
+        }
         for record in open {
             let id = record.id;
+            let mined_nonce = mined_nonces[&record.lane.unwrap_or_else(|| self.address())];
             let (facts, mined) = self.facts(&record, mined_nonce).await?;
             let decision = reconcile::decide(&facts);
             let now = time::now();
@@ -334,8 +363,8 @@ impl Relayer {
                 }
                 Decision::Executed => self.db(move |store| store.mark_executed(id, now)).await?,
                 Decision::Drop { reason, resync } => {
-                    if resync {
-                        self.sender.resync().await;
+                    if resync && let Some(sender) = self.lane_of(&record) {
+                        sender.resync().await;
                     }
                     self.db(move |store| store.drop_relay(id, reason, now)).await?;
                 }
@@ -343,6 +372,7 @@ impl Relayer {
             tracing::info!(
                 id,
                 relay = %record.relay_id,
+                lane = ?record.lane,
                 signer = %record.signer,
                 forwarder_nonce = %record.forwarder_nonce,
                 tx = ?record.tx_hash,

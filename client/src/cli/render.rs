@@ -245,7 +245,22 @@ pub(crate) fn relayer_status(status: &RelayerStatus) -> String {
         budget.resets_at.as_deref().map(|at| format!(" (resets {at})")).unwrap_or_default(),
         status.contracts.registry,
         status.contracts.forwarder,
-    )
+    ) + &lanes(status)
+}
+
+/// One line per key of the pool: address, balance, open relays and the daemon sending on it.
+fn lanes(status: &RelayerStatus) -> String {
+    status
+        .lanes
+        .iter()
+        .map(|lane| {
+            let low = if lane.below_min_balance { ", below the minimum" } else { "" };
+            format!(
+                "\n  key          {}  {} ETH{low}, {} open, held by {}",
+                lane.address, lane.balance, lane.depth, lane.holder
+            )
+        })
+        .collect()
 }
 
 pub(crate) fn relay(style: Style, view: &RelayView) -> String {
@@ -350,6 +365,33 @@ mod tests {
             r#""totalRevenue":{"EUR":1,"USD":123456},"recentRegistrations":[]}"#,
         ))
         .expect("the API's shape")
+    }
+
+    #[test]
+    fn the_relayer_status_lists_every_key() {
+        let status: RelayerStatus = serde_json::from_str(concat!(
+            r#"{"relayer":"0xa0Ee7A142d267C1f36714E4a8F75612F20a79720","balance":"1.5","balanceWei":"1500000000000000000","#,
+            r#""chainId":84532,"dailyGasBudget":{"limitWei":"10","usedWei":"4","remainingWei":"6","pendingWei":"0","resetsAt":null},"#,
+            r#""contracts":{"registry":"0x5FbDB2315678afecb367f032d93F642f64180aa3","forwarder":"0xe7f1725E7734CE288F8367e1Bb143E90bb3F0512"},"#,
+            r#""lanes":[{"address":"0xa0Ee7A142d267C1f36714E4a8F75612F20a79720","balance":"1.5","balanceWei":"1500000000000000000","#,
+            r#""belowMinBalance":false,"depth":2,"holder":"eu-1"},"#,
+            r#"{"address":"0x14dC79964da2C08b23698B3D3cc7Ca32193d9955","balance":"0.0005","balanceWei":"500000000000000","#,
+            r#""belowMinBalance":true,"depth":0,"holder":"eu-1"}]}"#,
+        ))
+        .expect("the relayer's shape");
+        let text = relayer_status(&status);
+        assert!(
+            text.ends_with(concat!(
+                "\n  key          0xa0Ee7A142d267C1f36714E4a8F75612F20a79720  1.5 ETH, 2 open, held by eu-1",
+                "\n  key          0x14dC79964da2C08b23698B3D3cc7Ca32193d9955  0.0005 ETH, below the minimum, 0 open, held by eu-1",
+            )),
+            "{text}"
+        );
+        // A relayer before the key pool sends no lanes: read as none.
+        let mut older = serde_json::to_value(&status).unwrap();
+        older.as_object_mut().unwrap().remove("lanes");
+        let older: RelayerStatus = serde_json::from_value(older).unwrap();
+        assert!(older.lanes.is_empty() && !relayer_status(&older).contains("key "));
     }
 
     #[test]

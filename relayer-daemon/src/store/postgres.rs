@@ -9,7 +9,10 @@ use super::sql::PgConnection;
 use crate::error::{Error, Result, postgres_detail};
 
 /// The migrations, in order: each runs once per database, recorded in `schema_migrations`.
-const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("migrations/postgres/0001_initial.sql"))];
+const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("migrations/postgres/0001_initial.sql")),
+    (2, include_str!("migrations/postgres/0002_lanes.sql")),
+];
 
 /// A lock key of our own (an arbitrary constant: "kya" in ASCII) under which migrations run, so
 /// daemons starting together on a fresh database do not create the tables twice.

@@ -176,6 +176,9 @@ pub struct NewRelay {
     /// The L1 data fee the reservation adds to the gas, on OP Stack chains (0 elsewhere): kept
     /// in every later worst case of the relay, its fee replacements' and its cancellation's.
     pub l1_fee_wei: u128,
+    /// The lanes (relayer keys) it may go to, in pool order: [`Store::reserve`] picks the one with
+    /// the fewest open relays ([`crate::lanes::least_busy`]).
+    pub lanes: Vec<Address>,
 }
 
 /// A reservation made by [`Store::reserve`].
@@ -188,6 +191,8 @@ pub struct Reservation {
     /// Wei reserved: gas limit × max fee, plus the L1 data fee reserved, the most the
     /// transaction can cost.
     pub reserved_wei: u128,
+    /// The lane (relayer key) that sends it.
+    pub lane: Address,
 }
 
 /// Why a reservation was refused.
@@ -274,7 +279,10 @@ pub struct RelayRecord {
     pub input: Option<Bytes>,
     /// Where the relay stands.
     pub status: RelayStatus,
-    /// The relayer-account nonce of its transactions.
+    /// The lane (relayer key) that sends its transactions; `None` only in a store written before
+    /// lanes, until a daemon gives it its first key.
+    pub lane: Option<Address>,
+    /// The relayer-account nonce of its transactions (on its lane's key).
     pub relayer_nonce: Option<u64>,
     /// The current transaction hash (the latest sent, or the one mined).
     pub tx_hash: Option<B256>,
@@ -369,7 +377,8 @@ pub struct Replacement {
 
 const RECORD_COLUMNS: &str = "id, relay_id, signer, forwarder_nonce, digest, signature, deadline, input,
     status, relayer_nonce, tx_hash, gas_limit, max_fee_wei, priority_fee_wei, reserved_wei, cost_wei,
-    block_number, gas_used, revert_reason, error, created_at, sent_at, updated_at, settled_at, l1_fee_wei";
+    block_number, gas_used, revert_reason, error, created_at, sent_at, updated_at, settled_at, l1_fee_wei,
+    lane";
 
 impl Store {
     /// Relays still open that were created at or before `created_by`: what the reconciler looks
@@ -501,6 +510,7 @@ struct RawRecord {
     updated_at: Option<i64>,
     settled_at: Option<i64>,
     l1_fee_wei: String,
+    lane: Option<String>,
 }
 
 impl RawRecord {
@@ -532,6 +542,7 @@ impl RawRecord {
             updated_at: row.get(22)?,
             settled_at: row.get(23)?,
             l1_fee_wei: row.get(24)?,
+            lane: row.get(25)?,
         })
     }
 
@@ -547,6 +558,7 @@ impl RawRecord {
             deadline: unsigned(self.deadline),
             input: optional(self.input.as_deref(), "calldata")?,
             status: RelayStatus::parse(&self.status)?,
+            lane: optional(self.lane.as_deref(), "lane")?,
             relayer_nonce: self.relayer_nonce.map(unsigned),
             tx_hash: optional(self.tx_hash.as_deref(), "transaction hash")?,
             txs: Vec::new(),

@@ -2,7 +2,7 @@
 //! first, replacements, the cancellation), and how it ends (settled, released, executed,
 //! dropped).
 
-use alloy::primitives::B256;
+use alloy::primitives::{Address, B256};
 
 use super::{
     Store,
@@ -11,14 +11,34 @@ use super::{
     limits::{BudgetLimits, BudgetState, ShareOf, current, read_budget, spent_by, write_budget},
     new_relay_id, parse_wei,
     records::{NewRelay, Refusal, RelayStatus, Replacement, Reservation, Settlement, TxKind},
+    schema::OPEN,
     sql::{Lock, Sql, args},
 };
-use crate::error::Result;
+use crate::{
+    error::{Error, Result},
+    lanes::least_busy,
+};
 
 /// Gas of a plain transfer: what a cancellation (a zero-value self-transfer) uses.
 pub(crate) const TRANSFER_GAS: u64 = 21_000;
 
 impl Store {
+    /// Gives the relays recorded before lanes existed (no `lane`) to `lane`: the one key of the
+    /// version that wrote them, which a pool keeps as its first key. Returns how many.
+    pub fn adopt_unlaned(&self, lane: Address) -> Result<usize> {
+        self.with(|connection| {
+            let mut tx = connection.transaction(&[])?;
+            let adopted = tx.execute("UPDATE relays SET lane = ?1 WHERE lane IS NULL", args![lane.text()])?;
+            tx.commit()?;
+            Ok(adopted)
+        })
+    }
+
+    /// Open relays per lane: how busy each key is.
+    pub fn lane_depths(&self) -> Result<Vec<(Address, u64)>> {
+        self.with(lane_depths)
+    }
+
     /// Reserves the worst-case cost of a relay against the budget and against its signer's and
     /// its client's shares, and records the relay, in one transaction: concurrent reservations
     /// cannot together exceed any of `limits`, and the same signed request cannot be accepted
@@ -51,6 +71,11 @@ impl Store {
             if by_client.saturating_add(reserved_wei) > limits.client_wei {
                 return Ok(Err(Refusal::ClientShare));
             }
+            // Counted under the budget's lock, which every reservation takes: two reservations at
+            // once cannot both see a lane as the idle one.
+            let Some(lane) = least_busy(&relay.lanes, &lane_depths(&mut tx)?) else {
+                return Err(Error::Internal("a reservation without a lane to send it".into()));
+            };
             let window_start = state.window_start.unwrap_or(now);
             write_budget(
                 &mut tx,
@@ -63,9 +88,9 @@ impl Store {
             let row = tx.query_one(
                 "INSERT INTO relays (relay_id, signer, forwarder_nonce, digest, signature, deadline,
                      input, client_ip, gas_limit, max_fee_wei, priority_fee_wei, reserved_wei,
-                     window_start, status, created_at, updated_at, l1_fee_wei)
+                     window_start, status, created_at, updated_at, l1_fee_wei, lane)
                  VALUES (?15, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,
-                     'accepted', ?13, ?13, ?14)
+                     'accepted', ?13, ?13, ?14, ?16)
                  RETURNING id, relay_id",
                 args![
                     relay.signer.text(),
@@ -82,14 +107,15 @@ impl Store {
                     window_start as i64,
                     now as i64,
                     relay.l1_fee_wei.to_string(),
-                    new_relay_id()?
+                    new_relay_id()?,
+                    lane.text()
                 ],
             )?;
             let (id, relay_id): (i64, String) = (row.get(0)?, row.get(1)?);
             let wrote = self.record_change(&mut tx, id, &Default::default(), now)?;
             tx.commit()?;
             self.written(wrote);
-            Ok(Ok(Reservation { id, relay_id, reserved_wei }))
+            Ok(Ok(Reservation { id, relay_id, reserved_wei, lane }))
         })
     }
 
@@ -349,4 +375,17 @@ impl Store {
             Ok(())
         })
     }
+}
+
+/// Open relays (accepted and not yet ended) per lane, read on `sql`.
+fn lane_depths(sql: &mut impl Sql) -> Result<Vec<(Address, u64)>> {
+    let rows = sql.query(
+        &format!(
+            "SELECT lane, COUNT(*) FROM relays WHERE status IN {OPEN} AND lane IS NOT NULL GROUP BY lane"
+        ),
+        &[],
+    )?;
+    rows.iter()
+        .map(|row| Ok((Address::from_text(&row.get::<String>(0)?, "lane")?, row.get::<i64>(1)? as u64)))
+        .collect()
 }

@@ -69,8 +69,8 @@ CREATE INDEX IF NOT EXISTS webhook_events_pending ON webhook_events (relay, sequ
 ";
 
 /// Columns added to `relays` by the relay lifecycle (id, retries, replacement, outcome) and the
-/// L1 data fee: added to a store written by an earlier version when it is opened.
-const ADDED_COLUMNS: [(&str, &str); 12] = [
+/// L1 data fee and the lane: added to a store written by an earlier version when it is opened.
+const ADDED_COLUMNS: [(&str, &str); 13] = [
     ("relay_id", "TEXT"),
     ("digest", "TEXT"),
     ("signature", "TEXT"),
@@ -83,6 +83,9 @@ const ADDED_COLUMNS: [(&str, &str); 12] = [
     ("sent_at", "INTEGER"),
     ("updated_at", "INTEGER"),
     ("l1_fee_wei", "TEXT NOT NULL DEFAULT '0'"),
+    // The key (nonce lane) that sends the relay; earlier records are the single key's
+    // (`Store::adopt_unlaned`, at start).
+    ("lane", "TEXT"),
 ];
 
 /// Run after [`ADDED_COLUMNS`]: ids for earlier records, the old name of `accepted`, the earlier
@@ -103,6 +106,7 @@ CREATE INDEX IF NOT EXISTS relays_by_request ON relays (signer, forwarder_nonce)
 CREATE INDEX IF NOT EXISTS relays_by_signer_window ON relays (signer, window_start);
 CREATE INDEX IF NOT EXISTS relays_by_client_window ON relays (client_ip, window_start);
 CREATE INDEX IF NOT EXISTS relays_settled ON relays (settled_at);
+CREATE INDEX IF NOT EXISTS relays_by_lane ON relays (lane, status);
 ";
 
 /// Statuses of a relay that hold its (signer, forwarder nonce): the request is in flight or ran.

@@ -59,6 +59,9 @@ fn store(engine: Engine) -> (Place, Store) {
     (place, store)
 }
 
+/// The one lane of most tests: a relayer with one key.
+const LANE: Address = Address::repeat_byte(0x1a);
+
 fn relay(signer: &str, nonce: u64, gas_limit: u64) -> NewRelay {
     NewRelay {
         signer: who(signer),
@@ -72,6 +75,7 @@ fn relay(signer: &str, nonce: u64, gas_limit: u64) -> NewRelay {
         max_fee_wei: 10,
         priority_fee_wei: 1,
         l1_fee_wei: 0,
+        lanes: vec![LANE],
     }
 }
 
@@ -358,8 +362,46 @@ fn a_store_of_the_earlier_version_is_brought_up_to_date() {
         store.reserve(&relay("t", 0, 1), &BudgetLimits::total(1_000), 2).unwrap(),
         Err(Refusal::Duplicate)
     );
+    // The one key of that version takes its relays: both still open, so its lane is two deep.
+    assert_eq!(records.iter().map(|record| record.lane).collect::<Vec<_>>(), [None, None]);
+    assert_eq!(store.adopt_unlaned(LANE).unwrap(), 2);
+    assert_eq!(store.adopt_unlaned(who("other key")).unwrap(), 0, "once");
+    assert_eq!(store.lane_depths().unwrap(), [(LANE, 2)]);
+    let records: Vec<RelayRecord> = store.records().unwrap();
+    assert!(records.iter().all(|record| record.lane == Some(LANE)));
     drop(store);
     assert_eq!(Store::open(&path).unwrap().records().unwrap(), records, "opening again changes nothing");
+}
+
+fn a_relay_goes_to_the_candidate_lane_with_the_fewest_open_relays(engine: Engine) {
+    let (_place, store) = store(engine);
+    let (a, b, c) = (who("lane a"), who("lane b"), who("lane c"));
+    let limits = BudgetLimits::total(1_000_000);
+    let on = |signer: &str, lanes: &[Address]| {
+        let new = NewRelay { lanes: lanes.to_vec(), ..relay(signer, 0, 10) };
+        store.reserve(&new, &limits, 5).unwrap().unwrap()
+    };
+    // Each reservation sees the ones before it: one per lane, ties to the earlier candidate.
+    let first: Vec<Reservation> = ["s1", "s2", "s3"].iter().map(|signer| on(signer, &[a, b, c])).collect();
+    assert_eq!(first.iter().map(|r| r.lane).collect::<Vec<_>>(), [a, b, c]);
+    let fourth = on("s4", &[a, b, c]);
+    assert_eq!(fourth.lane, a);
+    let mut depths = store.lane_depths().unwrap();
+    depths.sort();
+    let mut expected = vec![(a, 2), (b, 1), (c, 1)];
+    expected.sort();
+    assert_eq!(depths, expected);
+    // An ended relay no longer counts: b's settles, its released one is gone, so b is the idlest.
+    store.mark_sent(first[1].id, 0, h(0xb0), 1, 6).unwrap();
+    store.settle(first[1].id, &Settlement::of(h(0xb0), 10, Outcome::Mined), 7).unwrap();
+    store.release(first[2].id, "node refused", 7).unwrap();
+    assert_eq!(on("s5", &[a, b, c]).lane, b);
+    // c is idle but not a candidate (below the minimum balance): the least busy of the others.
+    assert_eq!(on("s6", &[a, b]).lane, b);
+    assert_eq!(on("s7", &[a, b]).lane, a);
+    assert_eq!(store.relay(first[0].id).unwrap().unwrap().lane, Some(a), "recorded with the relay");
+    let no_lane = NewRelay { lanes: Vec::new(), ..relay("s8", 0, 10) };
+    assert!(matches!(store.reserve(&no_lane, &limits, 5), Err(Error::Internal(_))));
 }
 
 fn from(signer: &str, client: &str, nonce: u64, gas_limit: u64) -> NewRelay {
@@ -618,4 +660,5 @@ on_both_engines!(
     every_change_clients_see_is_an_event_and_a_relays_events_go_one_at_a_time_in_order,
     retention_drops_call_data_then_records_and_spares_open_relays,
     two_stores_on_one_database_keep_one_budget_one_count_and_one_book,
+    a_relay_goes_to_the_candidate_lane_with_the_fewest_open_relays,
 );

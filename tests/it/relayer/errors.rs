@@ -12,7 +12,7 @@ use kya_relayer::RateKind;
 use kya_tests::relayer_fixture::{Client, body, forward, sign_with_core, sign_with_eth_account};
 use serde_json::{Value, json};
 
-use super::{agent_key, agent_of, balance, forwarder_nonce, register_call, start};
+use super::{agent_key, agent_of, balance, forwarder_nonce, receipt, register_call, start};
 
 #[track_caller]
 fn assert_error(answer: (u16, Value), status: u16, message: &str) {
@@ -113,8 +113,10 @@ async fn malformed_bodies_policy_breaches_bad_signatures_and_reverts_are_refused
     );
 
     // 500 with the registry's reason: the wallet already belongs to an agent. Nothing is sent.
-    assert_eq!(client.relay(&good).await.0, 200);
-    // Mined before it is read: the answer comes when the node took the transaction.
+    let (status, answer) = client.relay(&good).await;
+    assert_eq!(status, 200, "{answer}");
+    // Answered once the node has it; anvil's automine may still be mining it.
+    receipt(&t, &answer).await;
     client.settled().await;
     assert_eq!(agent_of(&t, agent.address()).await, 1);
     let paid_so_far = balance(&t, relayer.relayer.address()).await;

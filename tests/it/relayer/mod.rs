@@ -29,6 +29,7 @@ mod abuse;
 mod concurrency;
 mod errors;
 mod flows;
+mod lanes;
 mod lifecycle;
 mod methods;
 mod op_stack;
@@ -60,6 +61,12 @@ use serde_json::Value;
 /// Calls one of anvil's own methods (mining controls, fees, time).
 async fn anvil(t: &TestChain, method: &'static str, params: Value) {
     let _: Value = t.chain.provider().raw_request(method.into(), params).await.expect(method);
+}
+
+/// The address of the fixture's one relayer key (anvil's account 9): the lane of a relay a test
+/// writes into the store itself.
+fn relayer_address() -> Address {
+    dev_accounts::address(dev_accounts::Role::Relayer)
 }
 
 /// A fresh agent wallet with a key and no ETH: it can only act through the relayer.

@@ -3,7 +3,7 @@
 //! lags. Shutdown does not wait for receipts that are not coming. A relay whose registry call
 //! fails after its simulation is recorded as such.
 
-use super::{Engine, TestStore};
+use super::{Engine, TestStore, relayer_address};
 use std::{sync::Arc, time::Duration};
 
 use alloy::{
@@ -69,6 +69,7 @@ async fn a_reservation_left_by_a_killed_relayer_is_freed_at_the_next_start(engin
         max_fee_wei: 2_000_000_000,
         priority_fee_wei: 1_000_000_000,
         l1_fee_wei: 0,
+        lanes: vec![relayer_address()],
     };
     store.reserve(&reserved, &kya_relayer::BudgetLimits::total(u128::MAX), now()).unwrap().unwrap();
     assert_eq!(store.budget(now()).unwrap().pending_wei, 800_000_000_000_000);

@@ -3,7 +3,7 @@
 //! in a log line or a response. After a kill with relays in flight, every client's retry gets
 //! its relay.
 
-use super::{Engine, TestStore};
+use super::{Engine, TestStore, relayer_address};
 use alloy::primitives::U256;
 use futures::future::join_all;
 use kya_core::abi::AgentRegistry;
@@ -153,6 +153,7 @@ async fn after_a_kill_with_relays_in_flight_every_retry_gets_its_relay_and_never
                 max_fee_wei: 2_000_000_000,
                 priority_fee_wei: 1_000_000_000,
                 l1_fee_wei: 0,
+                lanes: vec![relayer_address()],
             },
             &kya_relayer::BudgetLimits::total(u128::MAX),
             now(),

@@ -1,7 +1,7 @@
 //! RPC failures never show the RPC URL: hosted nodes carry their API key in its path or query,
 //! and the HTTP client quotes the URL in its errors. Clients get a fixed message, the log gets
 //! the detail with the URL redacted. The webhook secret, and a token in the receiver's URL, are
-//! never logged either.
+//! never logged either, nor any of several relayer keys.
 
 use super::{Engine, TestStore};
 use std::sync::{
@@ -19,7 +19,7 @@ use kya_tests::{
 };
 use serde_json::json;
 
-use super::{agent_key, register_call};
+use super::{agent_key, anvil, register_call};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_kya-relayer-under-test");
 
@@ -153,10 +153,74 @@ async fn the_webhook_secret_and_the_receivers_token_never_reach_the_log_or_an_an
     }
 }
 
+/// Three relayer keys (`RELAYER_KEYS`) in the real binary: relays go out on every one of them,
+/// and no key (with or without `0x`, in either case) reaches the log, an answer, `/status` or
+/// the metrics, while every key's address does reach the log.
+async fn several_relayer_keys_never_reach_the_log_or_an_answer(engine: Engine) {
+    let t = kya_tests::TestChain::start().await;
+    let keys: Vec<_> = (0..3).map(|n| dev_accounts::agent_wallet(5_100_000 + n)).collect();
+    for key in &keys {
+        anvil(&t, "anvil_setBalance", json!([key.address(), "0x8ac7230489e80000"])).await;
+    }
+    let hex_keys: Vec<String> =
+        keys.iter().map(|key| alloy::primitives::hex::encode(key.to_bytes())).collect();
+    let db = TestStore::new(engine);
+    let mut env = settings(&t, &db);
+    env.retain(|(name, _)| name != "RELAYER_KEY");
+    let listed = hex_keys.iter().map(|key| format!("0x{key}")).collect::<Vec<_>>().join(", ");
+    set(&mut env, "RELAYER_KEYS", listed);
+    let relayer = BinaryRelayer::start(BINARY, &env);
+
+    // Accepted while mining is paused, the three spread over the three keys.
+    anvil(&t, "evm_setAutomine", json!([false])).await;
+    let bodies: Vec<_> = (0..3)
+        .map(|n| {
+            let agent = agent_key(450 + n);
+            let request = forward(&t, agent.address(), 0, &register_call(agent.address(), 0));
+            body(&request, &sign_with_core(&t, &agent, &request).signature)
+        })
+        .collect();
+    let answers = futures::future::join_all(bodies.iter().map(|signed| relayer.client.relay(signed))).await;
+    anvil(&t, "evm_mine", json!([])).await;
+    anvil(&t, "evm_setAutomine", json!([true])).await;
+    let mut everything = String::new();
+    let mut senders = Vec::new();
+    for (status, answer) in &answers {
+        assert_eq!(*status, 200, "{answer}");
+        let id = answer["relayId"].as_str().unwrap();
+        let relay = relayer.client.relay_until(id, |relay| relay["status"] == "mined").await;
+        let hash = relay["txHash"].as_str().unwrap().parse().unwrap();
+        senders.push(t.chain.receipt(hash).await.unwrap().from);
+        everything.push_str(&format!("{answer}\n{relay}\n"));
+    }
+    senders.sort();
+    let mut addresses: Vec<Address> = keys.iter().map(|key| key.address()).collect();
+    addresses.sort();
+    assert_eq!(senders, addresses, "one relay per key");
+    let (_, status) = relayer.client.get_text("/status").await;
+    let (_, metrics) = relayer.client.metrics().await;
+    let (clean, log) = relayer.terminate();
+    assert!(clean, "{log}");
+    everything.push_str(&format!("{status}\n{metrics}\n{log}"));
+    let everything = everything.to_lowercase();
+    for (key, address) in hex_keys.iter().zip(&addresses) {
+        assert!(!everything.contains(key.as_str()), "a relayer key leaked:\n{everything}");
+        // Any 16 hex digits of it would do to narrow a search: none appear either.
+        for start in (0..key.len() - 16).step_by(8) {
+            assert!(!everything.contains(&key[start..start + 16]), "part of a relayer key leaked");
+        }
+        assert!(
+            log.to_lowercase().contains(&address.to_string().to_lowercase()),
+            "{address} named in the log"
+        );
+    }
+}
+
 super::on_both_stores!(
     rpc_failures_answer_a_fixed_message_and_the_url_key_reaches_neither_client_nor_log(
         flavor = "multi_thread",
         worker_threads = 2
     ),
     the_webhook_secret_and_the_receivers_token_never_reach_the_log_or_an_answer,
+    several_relayer_keys_never_reach_the_log_or_an_answer,
 );

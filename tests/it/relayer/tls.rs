@@ -21,8 +21,12 @@ async fn the_relayer_binary_relays_through_an_https_rpc_endpoint() {
     let t = TestChain::start().await;
     let tls = tls_proxy::start(&t.rpc_url()).await;
     let (plain_db, tls_db) = (TestStore::new(Engine::Sqlite), TestStore::new(Engine::Sqlite));
-    let plain = BinaryRelayer::start(BINARY, &settings(&t, &plain_db));
+    // One name for both daemons: `/status` names its holder, and the bodies are compared.
+    let mut plain_env = settings(&t, &plain_db);
+    set(&mut plain_env, "RELAYER_ID", "tls-test");
+    let plain = BinaryRelayer::start(BINARY, &plain_env);
     let mut env = settings(&t, &tls_db);
+    set(&mut env, "RELAYER_ID", "tls-test");
     set(&mut env, "RPC_URL", tls.url.clone());
     set(&mut env, "SSL_CERT_FILE", tls.ca_file().display().to_string());
     let relayer = BinaryRelayer::start(BINARY, &env);
