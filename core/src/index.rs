@@ -180,7 +180,7 @@ impl Totals {
     fn count(&mut self, agent: &IndexedAgent, now: u64, sign: Sign) {
         let record = &agent.record;
         self.agents = sign.apply(self.agents, 1);
-        let status = status_mut(&mut self.status, record.status);
+        let status = self.status.get_mut(record.status);
         *status = sign.apply(*status, 1);
         let generation = self.generations.entry(record.generation).or_default();
         *generation = sign.apply(*generation, 1);
@@ -241,15 +241,6 @@ impl Totals {
 
 fn sums(map: &BTreeMap<String, (u64, U512)>) -> BTreeMap<String, Cents> {
     map.iter().map(|(key, (_, sum))| (key.clone(), cents(*sum))).collect()
-}
-
-fn status_mut(distribution: &mut StatusDistribution, status: AgentStatus) -> &mut u64 {
-    match status {
-        AgentStatus::Active => &mut distribution.active,
-        AgentStatus::Suspended => &mut distribution.suspended,
-        AgentStatus::Revoked => &mut distribution.revoked,
-        AgentStatus::Terminated => &mut distribution.terminated,
-    }
 }
 
 /// Changes to parents' child counts when an agent's `old` state becomes `new`: the registry

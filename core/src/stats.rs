@@ -48,7 +48,7 @@ impl StatusDistribution {
         }
     }
 
-    fn get_mut(&mut self, status: AgentStatus) -> &mut u64 {
+    pub(crate) fn get_mut(&mut self, status: AgentStatus) -> &mut u64 {
         match status {
             AgentStatus::Active => &mut self.active,
             AgentStatus::Suspended => &mut self.suspended,

@@ -82,7 +82,7 @@ pub(crate) async fn answer(endpoint: &Endpoint, deps: &Deps<'_>) -> Result<Serve
                     (total, store.items_by_id(block.number, &unfiltered_page_ids(total, query)).await?)
                 }
                 Some(status) => {
-                    let total = status_count(&state, status);
+                    let total = totals.status.get(status);
                     let limit = query.limit.max(1);
                     let offset = query.page.max(1).saturating_sub(1).saturating_mul(limit);
                     let items = if offset >= total {
@@ -109,16 +109,6 @@ pub(crate) async fn answer(endpoint: &Endpoint, deps: &Deps<'_>) -> Result<Serve
         _ => unreachable!("only the registry-wide endpoints are answered from the index"),
     };
     Ok(Served::Answer(Answer { body, block, read_at: deps.now, source }))
-}
-
-fn status_count(state: &State, status: kya_core::AgentStatus) -> u64 {
-    let distribution = &state.totals.status;
-    match status {
-        kya_core::AgentStatus::Active => distribution.active,
-        kya_core::AgentStatus::Suspended => distribution.suspended,
-        kya_core::AgentStatus::Revoked => distribution.revoked,
-        kya_core::AgentStatus::Terminated => distribution.terminated,
-    }
 }
 
 /// `/agents/compliance` streamed: the head, then each slice of rows rendered as it arrives.
