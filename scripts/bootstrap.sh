@@ -7,6 +7,17 @@ cd "$(dirname "$0")/.."
 
 log() { printf 'bootstrap: %s\n' "$*" >&2; }
 
+# Installs Debian packages quietly, through sudo when not root (the steps in bootstrap.d/ that
+# need a system package call it after checking the package is missing).
+apt_install() {
+  local apt_get=(apt-get)
+  if [ "$(id -u)" -ne 0 ]; then
+    apt_get=(sudo apt-get)
+  fi
+  "${apt_get[@]}" update -qq
+  DEBIAN_FRONTEND=noninteractive "${apt_get[@]}" install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
 # The Worker and the browser package build for wasm. RUSTUP_AUTO_INSTALL=0 is set on these
 # machines, so a rust-toolchain file alone would not install the target: add it explicitly.
 if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then

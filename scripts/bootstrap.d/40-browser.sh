@@ -5,10 +5,5 @@
 # Instant when /usr/bin/chromium is already there.
 if [ ! -x /usr/bin/chromium ]; then
   log "installing Debian's chromium (headless browser for tests/browser/)"
-  apt_get=(apt-get)
-  if [ "$(id -u)" -ne 0 ]; then
-    apt_get=(sudo apt-get)
-  fi
-  "${apt_get[@]}" update -qq
-  DEBIAN_FRONTEND=noninteractive "${apt_get[@]}" install -y -qq --no-install-recommends chromium >/dev/null
+  apt_install chromium
 fi

@@ -6,10 +6,5 @@
 # create and start Debian's default cluster; the tests do not use it.
 if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
   log "installing Debian's postgresql (the relayer's store tests run a server of their own)"
-  apt_get=(apt-get)
-  if [ "$(id -u)" -ne 0 ]; then
-    apt_get=(sudo apt-get)
-  fi
-  "${apt_get[@]}" update -qq
-  DEBIAN_FRONTEND=noninteractive "${apt_get[@]}" install -y -qq --no-install-recommends postgresql >/dev/null
+  apt_install postgresql
 fi
