@@ -199,19 +199,19 @@ fn the_budget_resets_a_day_after_first_use_and_persists(engine: Engine) {
     assert_eq!(store.budget(later).unwrap().used_wei, fresh.reserved_wei);
 }
 
+/// The relay's transaction sent again as `tx_hash` at `sent_block`, paying 12 wei a gas (2 of
+/// them to the block's producer).
+fn fee_bump(tx_hash: B256, sent_block: u64) -> Replacement {
+    Replacement { tx_hash, kind: TxKind::Relay, max_fee_wei: 12, priority_fee_wei: 2, sent_block }
+}
+
 fn a_replacement_grows_the_reservation_and_keeps_every_hash(engine: Engine) {
     let (_place, store) = store(engine);
     let first = store.reserve(&relay("s", 0, 100), &BudgetLimits::total(10_000), 5).unwrap().unwrap();
     assert_eq!(first.reserved_wei, 1_000);
     assert_eq!(first.relay_id.len(), 32);
     store.mark_sent(first.id, 4, h(0xaa), 7, 6).unwrap();
-    let bumped = Replacement {
-        tx_hash: h(0xbb),
-        kind: TxKind::Relay,
-        max_fee_wei: 12,
-        priority_fee_wei: 2,
-        sent_block: 9,
-    };
+    let bumped = fee_bump(h(0xbb), 9);
     assert_eq!(store.replace(first.id, &bumped, 10_000, 8).unwrap(), Ok(1_200));
     assert_eq!(store.budget(8).unwrap().pending_wei, 1_200);
     let too_dear = Replacement { tx_hash: h(0xcc), max_fee_wei: 1_000, ..bumped.clone() };
@@ -265,13 +265,7 @@ fn the_l1_fee_reservation_stays_in_every_worst_case(engine: Engine) {
     let record = store.relay(first.id).unwrap().unwrap();
     assert_eq!((record.l1_fee_wei, record.reserved_wei), (77, 1_077));
     store.mark_sent(first.id, 0, h(0xaa), 7, 6).unwrap();
-    let bumped = Replacement {
-        tx_hash: h(0xbb),
-        kind: TxKind::Relay,
-        max_fee_wei: 12,
-        priority_fee_wei: 2,
-        sent_block: 9,
-    };
+    let bumped = fee_bump(h(0xbb), 9);
     assert_eq!(store.replace(first.id, &bumped, 10_000, 8).unwrap(), Ok(100 * 12 + 77));
     // Over the limit only because of the L1 part: refused like any replacement too dear.
     let tight = Replacement { tx_hash: h(0xcc), max_fee_wei: 13, ..bumped.clone() };
@@ -442,13 +436,7 @@ fn every_change_clients_see_is_an_event_and_a_relays_events_go_one_at_a_time_in_
     store.mark_sent(a.id, 0, h(1), 1, 11).unwrap();
     store.mark_sent(a.id, 0, h(1), 1, 11).unwrap();
     store.mark_sent(a.id, 1, h(2), 1, 12).unwrap();
-    let bump = Replacement {
-        tx_hash: h(3),
-        kind: TxKind::Relay,
-        max_fee_wei: 12,
-        priority_fee_wei: 2,
-        sent_block: 2,
-    };
+    let bump = fee_bump(h(3), 2);
     store.replace(a.id, &bump, u128::MAX, 13).unwrap().unwrap();
     store.settle(a.id, &Settlement::of(h(3), 5, Outcome::Mined), 14).unwrap();
     store.settle(a.id, &Settlement::of(h(3), 6, Outcome::Mined), 15).unwrap();
