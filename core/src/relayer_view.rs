@@ -45,8 +45,9 @@ pub struct LaneStatus {
     pub below_min_balance: bool,
     /// Relays on this key not yet ended (accepted, sent, replaced, being cancelled).
     pub depth: u64,
-    /// The daemon that sends on this key (its `RELAYER_ID`, or host and process id).
-    pub holder: String,
+    /// The daemon whose lease lets it send on this key (its `RELAYER_ID`); `null` while no daemon
+    /// holds the key (its holder stopped, or died and its lease has not yet run out).
+    pub holder: Option<String>,
 }
 
 /// The daily gas budget of `/status`, in wei.

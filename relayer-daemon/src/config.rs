@@ -26,6 +26,11 @@ pub(crate) const DEFAULT_MAX_REQUEST_GAS: u64 = 1_000_000;
 /// Default per-IP limit of the read endpoints: generous for a client polling its nonce, small
 /// enough that one caller cannot flood the node through the relayer.
 pub(crate) const DEFAULT_READ_RATE_LIMIT_PER_MINUTE: u32 = 120;
+/// Default length of a daemon's lease on a key: renewed every third of it, taken over by
+/// another daemon this long after its holder stopped renewing (died, or lost the database).
+pub(crate) const DEFAULT_LEASE_SECS: u64 = 30;
+/// Shortest lease: renewals every second.
+const MIN_LEASE_SECS: u64 = 3;
 /// Default pause between two passes of the reconciler over unfinished relays.
 pub(crate) const DEFAULT_RECONCILE_INTERVAL_SECS: u64 = 30;
 /// Default age below which the reconciler leaves an unfinished relay alone: long enough for a
@@ -90,8 +95,13 @@ pub struct Config {
     /// `RELAYER_KEY`, or `RELAYER_KEYSTORE` + `RELAYER_KEYSTORE_PASSWORD`): never empty, no key
     /// twice.
     pub signers: Vec<PrivateKeySigner>,
-    /// This daemon's name in `/status` (`RELAYER_ID`, default `<hostname>:<pid>`).
+    /// This daemon's name in the lane leases and in `/status` (`RELAYER_ID`, default the host's
+    /// name): unique per daemon of a cluster, and kept across restarts, so a restarted daemon
+    /// takes back at once the keys its killed run still held.
     pub relayer_id: String,
+    /// How long a lease on a key lasts without renewal (`RELAYER_LEASE_SECS`, default 30, at
+    /// least 3).
+    pub lease_secs: u64,
     /// Listening address (`RELAYER_HOST`, default 127.0.0.1).
     pub host: IpAddr,
     /// Listening port (`RELAYER_PORT`, default 3001).
@@ -259,6 +269,7 @@ impl std::fmt::Debug for Config {
             .field("forwarder", &self.forwarder)
             .field("relayers", &self.signers.iter().map(PrivateKeySigner::address).collect::<Vec<_>>())
             .field("relayer_id", &self.relayer_id)
+            .field("lease_secs", &self.lease_secs)
             .field("host", &self.host)
             .field("port", &self.port)
             .field("daily_gas_budget_wei", &self.daily_gas_budget_wei)
@@ -332,6 +343,7 @@ impl Config {
             forwarder: address("FORWARDER_ADDRESS")?,
             signers: signers(&lookup)?,
             relayer_id: relayer_id(&lookup)?,
+            lease_secs: number("RELAYER_LEASE_SECS", DEFAULT_LEASE_SECS)?.max(MIN_LEASE_SECS),
             host: lookup("RELAYER_HOST")
                 .map_or(Ok(IpAddr::from([127, 0, 0, 1])), |host| host.trim().parse())
                 .map_err(|_| Error::Config("RELAYER_HOST is not an IP address".into()))?,
@@ -501,8 +513,9 @@ fn keystores(lookup: &impl Fn(&str) -> Option<String>) -> Result<Vec<PrivateKeyS
         .collect()
 }
 
-/// `RELAYER_ID`, or the host's name and the process id: how `/status` names the daemon holding
-/// each lane. Shown to anyone, so a configured one is checked to be short and printable.
+/// `RELAYER_ID`, or the host's name: how the lane leases and `/status` name the daemon holding
+/// each lane. Shown to anyone, so a configured one is checked to be short and printable. Not
+/// the process id: a restarted daemon is the same daemon, and takes back its keys at once.
 fn relayer_id(lookup: &impl Fn(&str) -> Option<String>) -> Result<String> {
     if let Some(id) = lookup("RELAYER_ID") {
         let id = id.trim();
@@ -517,7 +530,7 @@ fn relayer_id(lookup: &impl Fn(&str) -> Option<String>) -> Result<String> {
         .map(|host| host.trim().to_owned())
         .filter(|host| !host.is_empty())
         .unwrap_or_else(|| "relayer".to_owned());
-    Ok(format!("{host}:{}", std::process::id()))
+    Ok(host)
 }
 
 #[cfg(test)]
@@ -726,9 +739,11 @@ mod tests {
     }
 
     #[test]
-    fn relayer_id_is_configured_or_host_and_pid() {
+    fn relayer_id_is_configured_or_the_host_name() {
         let config = Config::from_lookup(lookup(&base())).unwrap();
-        assert!(config.relayer_id.ends_with(&format!(":{}", std::process::id())), "{}", config.relayer_id);
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+        assert_eq!(config.relayer_id, host.trim());
+        assert_eq!(config.lease_secs, DEFAULT_LEASE_SECS);
         let mut settings = base();
         settings.push(("RELAYER_ID", " relayer-eu-1 "));
         assert_eq!(Config::from_lookup(lookup(&settings)).unwrap().relayer_id, "relayer-eu-1");

@@ -42,6 +42,16 @@ pub enum Error {
     /// The relayer's wallet holds less than the minimum balance.
     #[error("Relayer balance too low. Please try again later or use direct mode.")]
     BalanceTooLow,
+    /// This daemon holds no lease on any key that can pay: the keys are leased to other daemons
+    /// of the cluster (more daemons run than there are keys), or its leases were just lost. Another
+    /// daemon, or this one shortly, can relay.
+    #[error("No relayer key is free on this relayer right now. Please try again later or use direct mode.")]
+    NoFreeLane,
+    /// The lease on a key was lost between choosing it and recording the transaction: nothing was
+    /// sent on it. Handled inside (the relay moves to another key); a client that meets it is
+    /// told [`Error::NoFreeLane`]'s words.
+    #[error("No relayer key is free on this relayer right now. Please try again later or use direct mode.")]
+    LaneLost(alloy::primitives::Address),
     /// The daily gas budget cannot cover this relay.
     #[error("Daily gas budget exhausted. Try again tomorrow.")]
     BudgetExhausted,
@@ -160,7 +170,7 @@ impl Error {
             | Self::SignerShareExhausted(_)
             | Self::ClientShareExhausted(_)
             | Self::ReadRateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
-            Self::BalanceTooLow => StatusCode::SERVICE_UNAVAILABLE,
+            Self::BalanceTooLow | Self::NoFreeLane | Self::LaneLost(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Reverted(_)
             | Self::Rpc(_)
             | Self::Unconfirmed { .. }
@@ -184,6 +194,7 @@ impl Error {
             Self::ReadRateLimited(_) => "read_rate_limit",
             Self::InvalidSignature => "invalid_signature",
             Self::BalanceTooLow => "balance_too_low",
+            Self::NoFreeLane | Self::LaneLost(_) => "no_free_lane",
             Self::BudgetExhausted => "budget_exhausted",
             Self::NotExactCall(_) => "not_exact_call",
             Self::DeadlineTooNear { .. } => "deadline_too_near",

@@ -4,7 +4,7 @@
 
 use alloy::{primitives::Address, signers::local::PrivateKeySigner};
 
-use crate::{chain::RelayerChain, sender::Sender};
+use crate::{chain::RelayerChain, sender::Sender, store::Lease};
 
 /// The relayer's keys, in the configured order (the first is the one a single-key relayer had).
 #[derive(Debug)]
@@ -39,6 +39,30 @@ impl Pool {
     pub(crate) fn lane(&self, address: Address) -> Option<&Sender> {
         self.senders.iter().find(|sender| sender.address() == address)
     }
+
+    /// Every lane, in the configured order.
+    pub(crate) fn senders(&self) -> &[Sender] {
+        &self.senders
+    }
+
+    /// The leases this daemon holds, in pool order.
+    pub(crate) fn held(&self) -> Vec<Lease> {
+        self.senders.iter().filter_map(Sender::lease).collect()
+    }
+
+    /// Whether this daemon should look after a relay on `lane` (follow it, reconcile it): it
+    /// holds the lane's lease, or the key is not in this pool at all (removed from the
+    /// configuration: its relays are still settled from their receipts). A lane of the pool
+    /// that another daemon holds is that daemon's to look after.
+    pub(crate) fn looks_after(&self, lane: Address) -> bool {
+        self.lane(lane).is_none_or(|sender| sender.lease().is_some())
+    }
+}
+
+/// How many keys each of `daemons` live daemons takes: an even share, rounded up, so that every
+/// key has a holder (with more daemons than keys, some hold none and stand by).
+pub(crate) fn fair_share(keys: usize, daemons: usize) -> usize {
+    keys.div_ceil(daemons.max(1))
 }
 
 /// The lane a new relay goes to: of `candidates` (in pool order), the one with the fewest live
@@ -66,6 +90,16 @@ mod tests {
         assert_eq!(least_busy(&[A, B, C], &[(A, 1), (B, 1)]), Some(C));
         assert_eq!(least_busy(&[A, B, C], &[(A, 2), (B, 1), (C, 1)]), Some(B));
         assert_eq!(least_busy(&[A, B, C], &[(C, 0), (A, 3), (B, 3)]), Some(C));
+    }
+
+    #[test]
+    fn every_key_has_a_holder_and_shares_are_even() {
+        assert_eq!(fair_share(3, 1), 3);
+        assert_eq!(fair_share(3, 2), 2);
+        assert_eq!(fair_share(4, 2), 2);
+        assert_eq!(fair_share(1, 4), 1);
+        assert_eq!(fair_share(4, 3), 2);
+        assert_eq!(fair_share(2, 0), 2, "no daemon counted (this one is): all keys");
     }
 
     #[test]

@@ -5,6 +5,7 @@ mod config;
 mod error;
 mod l1_fee;
 mod lanes;
+mod leasing;
 mod metrics;
 mod nonce;
 pub mod openapi;
@@ -31,8 +32,9 @@ pub use relay::{GAS_MARGIN_PERCENT, Relayed};
 pub use relayer::Relayer;
 pub use request::RelayBody;
 pub use store::{
-    BUDGET_WINDOW_SECS, BudgetLimits, BudgetState, DatabaseUrl, DueEvent, Location, NewRelay, OutboxEvent,
+    BUDGET_WINDOW_SECS, BudgetLimits, BudgetState, DatabaseUrl, DueEvent, LaneHolder, Lease, Location, NewRelay,
+    OutboxEvent,
     Outcome, Pruned, RATE_WINDOW_SECS, RateKind, Refusal, RelayRecord, RelayStatus, Replacement, Reservation,
-    SentTx, Settlement, SignerCount, Store, TxKind,
+    SentTx, Settlement, SignerCount, Store, Taking, TxKind,
 };
 pub use webhooks::signature as webhook_signature;

@@ -30,8 +30,12 @@ impl Relayer {
     /// `GET /status`. Addresses are EIP-55 checksummed, as everywhere in the API. `relayer` and
     /// `balance` are the first key's (what they were with one key); `lanes` shows every key.
     pub async fn status(&self) -> Result<RelayerStatus> {
-        let (budget, depths) =
-            self.db(|store| Ok((store.budget(time::now())?, store.lane_depths()?))).await?;
+        let (addresses, now) = (self.pool.addresses(), time::now());
+        let (budget, depths, holders) = self
+            .db(move |store| {
+                Ok((store.budget(now)?, store.lane_depths()?, store.lane_holders(&addresses, now)?))
+            })
+            .await?;
         let minimum = U256::from(self.config.min_balance_wei);
         let mut lanes = Vec::new();
         for (address, balance) in self.balances().await? {
@@ -41,7 +45,7 @@ impl Relayer {
                 balance_wei: balance,
                 below_min_balance: balance < minimum,
                 depth: depths.iter().find(|(lane, _)| *lane == address).map_or(0, |(_, depth)| *depth),
-                holder: self.config.relayer_id.clone(),
+                holder: holders.iter().find(|held| held.lane == address).and_then(|held| held.holder.clone()),
             });
         }
         let first = &lanes[0];

@@ -13,10 +13,13 @@ use kya_core::{abi::Forwarder, client_ip::relay_client_of, forward_request, regi
 use crate::{
     chain::{Fees, Simulation, forwarder_refusal},
     error::{Error, Result},
+    lanes::least_busy,
     relayer::{InFlightGuard, Relayer},
     request::RelayBody,
     sender::{Outgoing, Sent},
-    store::{BudgetLimits, NewRelay, RateKind, Refusal, RelayRecord, RelayStatus, Reservation, SignerCount},
+    store::{
+        BudgetLimits, Lease, NewRelay, RateKind, Refusal, RelayRecord, RelayStatus, Reservation, SignerCount,
+    },
     time,
 };
 
@@ -223,13 +226,23 @@ impl Relayer {
         Ok(())
     }
 
-    /// Stage 7, balance: the keys holding at least `MIN_BALANCE`, in pool order. A key below it
-    /// is passed over (the relay goes to another lane); only when none can pay is the answer 503.
+    /// Stage 7, balance: the keys this daemon holds the lease of that hold at least
+    /// `MIN_BALANCE`, in pool order. A key below it is passed over (the relay goes to another
+    /// lane); only when none can pay is the answer 503, and 503 too when this daemon holds no
+    /// key (the cluster's keys are all leased to other daemons).
     async fn lanes_that_can_pay(&self) -> Result<Vec<Address>> {
+        let held: Vec<Address> = self.pool.held().iter().map(|lease| lease.lane).collect();
+        if held.is_empty() {
+            return Err(Error::NoFreeLane);
+        }
         let minimum = U256::from(self.config.min_balance_wei);
-        let balances = self.balances().await?;
-        let lanes: Vec<Address> =
-            balances.into_iter().filter(|(_, balance)| *balance >= minimum).map(|(lane, _)| lane).collect();
+        let balances = futures::future::try_join_all(held.iter().map(|lane| self.chain.balance(*lane))).await?;
+        let lanes: Vec<Address> = held
+            .into_iter()
+            .zip(balances)
+            .filter(|(_, balance)| *balance >= minimum)
+            .map(|(lane, _)| lane)
+            .collect();
         if lanes.is_empty() {
             return Err(Error::BalanceTooLow);
         }
@@ -370,6 +383,19 @@ impl Relayer {
         }
     }
 
+    /// Moves the accepted relay `id` off `lost` to the least busy key this daemon still holds.
+    /// `None` when it holds no other, or the relay is no longer waiting to be sent.
+    async fn another_lane(&self, id: i64, lost: Address) -> Result<Option<Address>> {
+        let held: Vec<Address> =
+            self.pool.held().iter().map(|lease| lease.lane).filter(|lane| *lane != lost).collect();
+        let now = time::now();
+        self.db(move |store| {
+            let Some(next) = least_busy(&held, &store.lane_depths()?) else { return Ok(None) };
+            Ok(store.move_to_lane(id, next, now)?.then_some(next))
+        })
+        .await
+    }
+
     /// Stage 13, send. The signed transaction's hash is on disk before the node can see it: after a
     /// crash or a lost answer, the follower and the reconciler find it by that hash.
     async fn send(
@@ -387,28 +413,46 @@ impl Relayer {
         .abi_encode();
         let outgoing = Outgoing { to: self.config.forwarder, gas_limit, fees, input: input.into() };
         let (id, relayer) = (reservation.id, Arc::clone(self));
-        let record = move |signed: Sent| {
+        let record = move |signed: Sent, lease: Lease| {
             let relayer = Arc::clone(&relayer);
             async move {
-                relayer.db(move |store| store.mark_sent(id, signed.nonce, signed.hash, at, time::now())).await
+                relayer
+                    .db(move |store| store.mark_sent(id, signed.nonce, signed.hash, at, time::now(), &lease))
+                    .await
             }
         };
-        let sender = self.pool.lane(reservation.lane).ok_or_else(|| {
-            Error::Internal(format!("lane {} is not one of this relayer's keys", reservation.lane))
-        })?;
-        let sent = match sender.send(&outgoing, record).await {
-            Ok(sent) => sent,
-            Err(error @ Error::Unconfirmed { .. }) => {
-                // Kept on the books as sent: its follower finds the receipt if the node did
-                // take it, and until then the worst case stays reserved; the reconciler drops
-                // it if the node never had it.
-                self.follow(id);
-                return Err(error);
-            }
-            Err(error) => {
-                let reason = error.to_string();
-                self.db(move |store| store.release(id, &reason, time::now())).await?;
-                return Err(error);
+        let mut lane = reservation.lane;
+        let sent = loop {
+            let sender = self.pool.lane(lane).ok_or_else(|| {
+                Error::Internal(format!("lane {lane} is not one of this relayer's keys"))
+            })?;
+            match sender.send(&outgoing, &record).await {
+                Ok(sent) => break sent,
+                Err(error @ Error::Unconfirmed { .. }) => {
+                    // Kept on the books as sent: its follower finds the receipt if the node did
+                    // take it, and until then the worst case stays reserved; the reconciler drops
+                    // it if the node never had it.
+                    self.follow(id);
+                    return Err(error);
+                }
+                // The key's lease went (to another daemon, or given back) before anything was
+                // recorded on it: nothing was sent, so the relay moves to a key still held.
+                Err(Error::LaneLost(lost)) => match self.another_lane(id, lost).await? {
+                    Some(next) => {
+                        tracing::info!(relay = %reservation.relay_id, from = %lost, to = %next, "the key's lease was lost before sending; moved the relay");
+                        lane = next;
+                    }
+                    None => {
+                        let reason = Error::NoFreeLane.to_string();
+                        self.db(move |store| store.release(id, &reason, time::now())).await?;
+                        return Err(Error::NoFreeLane);
+                    }
+                },
+                Err(error) => {
+                    let reason = error.to_string();
+                    self.db(move |store| store.release(id, &reason, time::now())).await?;
+                    return Err(error);
+                }
             }
         };
         let hash: B256 = sent.hash;
@@ -417,7 +461,7 @@ impl Relayer {
             signer = %checked.signer(),
             forwarder_nonce = %checked.nonce(),
             relay = %reservation.relay_id,
-            lane = %reservation.lane,
+            %lane,
             tx = %hash,
             relayer_nonce = sent.nonce,
             gas_limit,

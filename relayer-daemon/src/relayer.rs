@@ -148,13 +148,20 @@ impl Relayer {
         if adopted > 0 {
             tracing::info!(relays = adopted, lane = %first, "relays recorded before lanes given to the first key");
         }
+        // The keys first: only a key this daemon holds is sent on, and its relays followed.
+        relayer.take_lanes_at_start().await?;
         for record in relayer.db(|store| store.in_the_pool()).await? {
-            relayer.follow(record.id);
+            if relayer.pool.looks_after(record.lane.unwrap_or(first)) {
+                relayer.follow(record.id);
+            }
         }
+        relayer.spawn_lease_keeper();
         relayer.spawn_reconciler();
         relayer.spawn_webhooks();
         tracing::info!(
             relayers = ?relayer.pool.addresses(),
+            held = ?relayer.pool.held().iter().map(|lease| lease.lane).collect::<Vec<_>>(),
+            relayer_id = %relayer.config.relayer_id,
             chain_id,
             registry = %relayer.config.registry,
             forwarder = %relayer.config.forwarder,
@@ -206,8 +213,10 @@ impl Relayer {
     }
 
     /// Graceful shutdown: waits for relay handlers (a relay that reserved budget finishes and
-    /// is recorded), stops the reconciler, gives followers a short grace to see their receipts,
-    /// then stops them. Nothing is lost: the next start follows and reconciles what is left.
+    /// is recorded), stops the reconciler and the lease keeper, gives followers a short grace to
+    /// see their receipts, then stops them and gives the keys' leases back, so another daemon
+    /// takes them at once. Nothing is lost: whoever holds a key next follows and reconciles what
+    /// is left on it.
     pub async fn drain(&self) {
         self.closing.cancel();
         self.handlers.close();
@@ -217,6 +226,7 @@ impl Relayer {
             self.stop.cancel();
             self.background.wait().await;
         }
+        self.release_lanes().await;
     }
 }
 

@@ -9,6 +9,9 @@
 //! answer was lost, it first asks the node for that transaction (the rules are
 //! [`crate::nonce`]'s). Fee replacements and cancellations reuse a relay's nonce under the same
 //! lock.
+//!
+//! A sender sends only while its daemon holds the key's lease ([`Lease`]): each record is made
+//! under it, and a lease that is gone refuses the record, so nothing is submitted.
 
 use alloy::{
     consensus::{SignableTransaction, TxEip1559, TxEnvelope},
@@ -21,6 +24,8 @@ use tokio::sync::Mutex;
 
 use crate::{
     chain::{Fees, RelayerChain},
+    relayer::lock,
+    store::Lease,
     error::{Error, Result},
     nonce::{self, AfterReplace, AfterSend, Answer, NextNonce, Question},
 };
@@ -55,12 +60,47 @@ pub(crate) struct Sender {
     chain_id: u64,
     /// The next nonce to use.
     next_nonce: Mutex<NextNonce>,
+    /// This daemon's lease on the key, while it holds one.
+    lease: std::sync::Mutex<Option<Lease>>,
 }
 
 impl Sender {
     /// A sender for `signer` on `chain_id`.
     pub(crate) fn new(chain: RelayerChain, signer: PrivateKeySigner, chain_id: u64) -> Self {
-        Self { chain, signer, chain_id, next_nonce: Mutex::new(NextNonce::Unknown) }
+        Self {
+            chain,
+            signer,
+            chain_id,
+            next_nonce: Mutex::new(NextNonce::Unknown),
+            lease: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// The lease this daemon holds on the key, if any.
+    pub(crate) fn lease(&self) -> Option<Lease> {
+        *lock(&self.lease)
+    }
+
+    /// Starts sending under `lease`, just taken. The next nonce is read from the node again:
+    /// another daemon may have sent on the key since this one last did.
+    pub(crate) async fn hold(&self, lease: Lease) {
+        let mut next = self.next_nonce.lock().await;
+        *next = NextNonce::Unknown;
+        *lock(&self.lease) = Some(lease);
+    }
+
+    /// Stops sending at once: the lease was lost (another daemon holds the key now).
+    pub(crate) fn lose(&self) {
+        *lock(&self.lease) = None;
+    }
+
+    /// Stops sending and waits for a send or replacement under way to finish (it was recorded
+    /// under the lease, so it must reach the node before the lease is given back); returns the
+    /// lease to give back.
+    pub(crate) async fn give_up(&self) -> Option<Lease> {
+        let lease = lock(&self.lease).take();
+        let _sends_done = self.next_nonce.lock().await;
+        lease
     }
 
     /// The relayer's address.
@@ -68,17 +108,19 @@ impl Sender {
         self.signer.address()
     }
 
-    /// Signs `outgoing` with the next nonce, has `record` store its hash and nonce, then submits
-    /// it (nothing is submitted if `record` fails). A "nonce too low" answer means another
+    /// Signs `outgoing` with the next nonce, has `record` store its hash and nonce under the
+    /// key's lease, then submits it (nothing is submitted if `record` fails, nor without a lease:
+    /// [`Error::LaneLost`]). A "nonce too low" answer means another
     /// transaction took the nonce: the nonce is re-read from the node and the transaction
     /// re-signed (and recorded again) once with it. [`Error::Unconfirmed`] means the node may or
     /// may not have the transaction.
     pub(crate) async fn send<Recorded: Future<Output = Result<()>>>(
         &self,
         outgoing: &Outgoing,
-        record: impl Fn(Sent) -> Recorded,
+        record: impl Fn(Sent, Lease) -> Recorded,
     ) -> Result<Sent> {
         let mut next = self.next_nonce.lock().await;
+        let lease = self.lease().ok_or(Error::LaneLost(self.address()))?;
         let mut nonce = match next.question() {
             Question::None(nonce) => nonce,
             Question::PendingCount => self.chain.pending_nonce(self.address()).await?,
@@ -93,7 +135,7 @@ impl Sender {
         let mut resigned = false;
         loop {
             let (hash, raw) = self.sign(outgoing, nonce)?;
-            record(Sent { hash, nonce }).await?;
+            record(Sent { hash, nonce }, lease).await?;
             let (answer, message) = self.submit(&raw).await;
             let (state, step) = nonce::after_send(nonce, hash, answer, resigned);
             *next = state;
@@ -119,17 +161,19 @@ impl Sender {
     }
 
     /// Signs `outgoing` with the relayer nonce `nonce` that an earlier transaction of a relay
-    /// holds (a fee replacement or a cancellation), has `record` store it, and submits it. The
-    /// next nonce does not move; the sender's lock keeps this from interleaving with a send.
+    /// holds (a fee replacement or a cancellation), has `record` store it under the key's lease,
+    /// and submits it. The next nonce does not move; the sender's lock keeps this from
+    /// interleaving with a send.
     pub(crate) async fn replace<Recorded: Future<Output = Result<bool>>>(
         &self,
         outgoing: &Outgoing,
         nonce: u64,
-        record: impl FnOnce(B256) -> Recorded,
+        record: impl FnOnce(B256, Lease) -> Recorded,
     ) -> Result<(B256, AfterReplace)> {
         let _next = self.next_nonce.lock().await;
+        let lease = self.lease().ok_or(Error::LaneLost(self.address()))?;
         let (hash, raw) = self.sign(outgoing, nonce)?;
-        if !record(hash).await? {
+        if !record(hash, lease).await? {
             // The relay closed meanwhile, or the budget cannot cover the higher fees: nothing
             // is submitted.
             return Ok((hash, AfterReplace::Refused));

@@ -23,8 +23,8 @@ use crate::{
     relayer::{InFlightGuard, Relayer, lock},
     sender::{Outgoing, Sender},
     store::{
-        Outcome, Pruned, Refusal, RelayRecord, RelayStatus, Replacement, SentTx, Settlement, TRANSFER_GAS,
-        TxKind,
+        Lease, Outcome, Pruned, Refusal, RelayRecord, RelayStatus, Replacement, SentTx, Settlement,
+        TRANSFER_GAS, TxKind,
     },
     stuck::{Latest, Plan},
     time,
@@ -97,6 +97,10 @@ impl Relayer {
         if !record.status.is_open() {
             return Ok(Look::Closed);
         }
+        if !self.pool.looks_after(record.lane.unwrap_or_else(|| self.address())) {
+            // Its key's lease went to another daemon, which follows the key's relays from now on.
+            return Ok(Look::Closed);
+        }
         if let Some((tx, receipt)) = self.mined(&record).await? {
             self.settle(&record, tx.hash, &receipt).await?;
             return Ok(Look::Closed);
@@ -165,7 +169,7 @@ impl Relayer {
             let outgoing = self.outgoing(record, sender.address(), kind, fees);
             let (id, limit) = (record.id, self.config.daily_gas_budget_wei);
             let refused_by_budget = AtomicBool::new(false);
-            let recorded = |hash: B256| {
+            let recorded = |hash: B256, lease: Lease| {
                 let replacement = Replacement {
                     tx_hash: hash,
                     kind,
@@ -176,7 +180,7 @@ impl Relayer {
                 let refused_by_budget = &refused_by_budget;
                 async move {
                     let now = time::now();
-                    match self.db(move |store| store.replace(id, &replacement, limit, now)).await? {
+                    match self.db(move |store| store.replace(id, &replacement, limit, now, &lease)).await? {
                         Ok(_) => Ok(true),
                         Err(Refusal::Budget) => {
                             refused_by_budget.store(true, Ordering::Relaxed);
@@ -327,10 +331,13 @@ impl Relayer {
     async fn reconcile(self: &Arc<Self>) -> Result<()> {
         let horizon = time::now().saturating_sub(self.config.reconcile_grace_secs);
         let open = self.db(move |store| store.open_since(horizon)).await?;
+        // Relays on a key another daemon holds are that daemon's: only it knows which it is
+        // sending right now.
         let open: Vec<RelayRecord> = {
             let in_flight = lock(&self.in_flight);
             open.into_iter()
                 .filter(|record| !in_flight.contains_key(&(record.signer, record.forwarder_nonce)))
+                .filter(|record| self.pool.looks_after(record.lane.unwrap_or_else(|| self.address())))
                 .collect()
         };
         if open.is_empty() {

@@ -256,8 +256,11 @@ fn lanes(status: &RelayerStatus) -> String {
         .map(|lane| {
             let low = if lane.below_min_balance { ", below the minimum" } else { "" };
             format!(
-                "\n  key          {}  {} ETH{low}, {} open, held by {}",
-                lane.address, lane.balance, lane.depth, lane.holder
+                "\n  key          {}  {} ETH{low}, {} open, {}",
+                lane.address,
+                lane.balance,
+                lane.depth,
+                lane.holder.as_ref().map_or_else(|| "held by no daemon".to_owned(), |holder| format!("held by {holder}"))
             )
         })
         .collect()

@@ -17,9 +17,12 @@
 //! - `records`: what a relay record holds, and the reads of records.
 //! - `relays`: a relay's life in the store, from reservation to settlement.
 //! - `retention`: what the store forgets, and when.
+//! - `leases`: which daemon may send on which key (lane leases with fences), and which daemons
+//!   are alive.
 //! - `outbox`: the webhook events written with each change of a relay, and their delivery state.
 
 mod codec;
+mod leases;
 mod limits;
 mod outbox;
 mod postgres;
@@ -36,6 +39,7 @@ use codec::Text;
 use rusqlite::TransactionBehavior;
 use sql::{Connection, Sql, args};
 
+pub use leases::{LaneHolder, Lease, Taking};
 pub use limits::{BUDGET_WINDOW_SECS, BudgetLimits, BudgetState, RATE_WINDOW_SECS, RateKind, SignerCount};
 pub use outbox::{DueEvent, OutboxEvent};
 pub use postgres::DatabaseUrl;

@@ -8,6 +8,7 @@ use super::{
     Store,
     codec::Text,
     is_taken,
+    leases::{self, Lease},
     limits::{BudgetLimits, BudgetState, ShareOf, current, read_budget, spent_by, write_budget},
     new_relay_id, parse_wei,
     records::{NewRelay, Refusal, RelayStatus, Replacement, Reservation, Settlement, TxKind},
@@ -31,6 +32,21 @@ impl Store {
             let adopted = tx.execute("UPDATE relays SET lane = ?1 WHERE lane IS NULL", args![lane.text()])?;
             tx.commit()?;
             Ok(adopted)
+        })
+    }
+
+    /// Moves the relay `id`, accepted but not yet sent, to `lane`: the lease on the key it was
+    /// reserved on was lost before its transaction could be recorded. Returns whether it moved
+    /// (a relay sent meanwhile, or closed, stays where it is).
+    pub fn move_to_lane(&self, id: i64, lane: Address, now: u64) -> Result<bool> {
+        self.with(|connection| {
+            let mut tx = connection.transaction(&[Lock::Relay(id)])?;
+            let moved = tx.execute(
+                "UPDATE relays SET lane = ?2, updated_at = ?3 WHERE id = ?1 AND status = 'accepted'",
+                args![id, lane.text(), now as i64],
+            )?;
+            tx.commit()?;
+            Ok(moved == 1)
         })
     }
 
@@ -121,10 +137,21 @@ impl Store {
 
     /// Records the relay's first signed transaction, just before it is submitted (again, with
     /// its new nonce and hash, should it be re-signed after the node refused the first: the
-    /// refused hash leaves the history). A closed relay is never reopened.
-    pub fn mark_sent(&self, id: i64, relayer_nonce: u64, tx_hash: B256, block: u64, now: u64) -> Result<()> {
+    /// refused hash leaves the history). A closed relay is never reopened. Only under `lease`,
+    /// current with its margin left: else [`Error::LaneLost`] and nothing is recorded (so
+    /// nothing may be submitted).
+    pub fn mark_sent(
+        &self,
+        id: i64,
+        relayer_nonce: u64,
+        tx_hash: B256,
+        block: u64,
+        now: u64,
+        lease: &Lease,
+    ) -> Result<()> {
         self.with(|connection| {
-            let mut tx = connection.transaction(&[Lock::Relay(id)])?;
+            let mut tx = connection.transaction(&[Lock::Relay(id), Lock::Lane(lease.lane.text())])?;
+            leases::holds(&mut tx, lease, now)?;
             let before = self.seen(&mut tx, id)?;
             let changed = tx.execute(
                 "UPDATE relays SET status = 'sent', relayer_nonce = ?2, tx_hash = ?3, sent_at = ?4,
@@ -159,17 +186,22 @@ impl Store {
     /// relay's, so is charged to the relay's signer and client. A transaction whose growth the
     /// budget cannot cover is refused ([`Refusal::Budget`]): cancellations too, whose fees are
     /// capped, so that stuck relays cannot spend past the budget. Returns
-    /// `Ok(Err(Refusal::Duplicate))` if the relay is no longer open.
+    /// `Ok(Err(Refusal::Duplicate))` if the relay is no longer open, and [`Error::LaneLost`]
+    /// (recording nothing) unless `lease` is current with its margin left.
     pub fn replace(
         &self,
         id: i64,
         replacement: &Replacement,
         limit_wei: u128,
         now: u64,
+        lease: &Lease,
     ) -> Result<std::result::Result<u128, Refusal>> {
         self.with(|connection| {
-            // The budget's lock (the growth is booked like a reservation), and then the relay's.
-            let mut tx = connection.transaction(&[Lock::Budget, Lock::Relay(id)])?;
+            // The budget's lock (the growth is booked like a reservation), the relay's, then the
+            // lane's.
+            let mut tx = connection
+                .transaction(&[Lock::Budget, Lock::Relay(id), Lock::Lane(lease.lane.text())])?;
+            leases::holds(&mut tx, lease, now)?;
             let row = tx.query_one(
                 "SELECT status, reserved_wei, window_start, gas_limit, l1_fee_wei FROM relays WHERE id = ?1",
                 args![id],

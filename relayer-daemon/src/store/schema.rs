@@ -66,6 +66,16 @@ CREATE TABLE IF NOT EXISTS webhook_events (
 );
 CREATE INDEX IF NOT EXISTS webhook_events_pending ON webhook_events (relay, sequence)
     WHERE delivered_at IS NULL;
+CREATE TABLE IF NOT EXISTS lanes (
+    address TEXT PRIMARY KEY,
+    holder TEXT,
+    fence INTEGER NOT NULL DEFAULT 0,
+    lease_until INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS relayer_daemons (
+    id TEXT PRIMARY KEY,
+    seen_at INTEGER NOT NULL
+);
 ";
 
 /// Columns added to `relays` by the relay lifecycle (id, retries, replacement, outcome) and the

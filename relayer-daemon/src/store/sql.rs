@@ -156,6 +156,9 @@ pub(crate) enum Lock {
     /// One relay's row (`SELECT … FOR UPDATE`): its before-and-after (and so its webhook
     /// event's sequence) is not interleaved with another change of it.
     Relay(i64),
+    /// One lane's lease row (`SELECT … FOR UPDATE`): a transaction recorded under the lease is
+    /// not interleaved with a takeover, a renewal or a release of it.
+    Lane(String),
     /// Nothing beyond the statements' own row locks: single conditional updates (the outbox's
     /// leases, fenced by their `WHERE`) and deletions of what nobody changes any more.
     Rows,
@@ -244,7 +247,7 @@ impl Drop for PgConnection {
 
 impl Connection {
     /// Begins a write transaction holding `locks`, taken in their order (always the budget's
-    /// before a relay's, so two writers never wait on each other). It rolls back when dropped
+    /// before a relay's, and a lane's last, so two writers never wait on each other). It rolls back when dropped
     /// uncommitted, so an early return (a refusal, an error) leaves nothing behind.
     pub(crate) fn transaction(&mut self, locks: &[Lock]) -> Result<Transaction<'_>> {
         match self {
@@ -272,6 +275,12 @@ impl Connection {
                     }
                     Lock::Relay(id) => {
                         transaction.execute("SELECT id FROM relays WHERE id = ?1 FOR UPDATE", args![*id])?;
+                    }
+                    Lock::Lane(address) => {
+                        transaction.execute(
+                            "SELECT address FROM lanes WHERE address = ?1 FOR UPDATE",
+                            args![address.as_str()],
+                        )?;
                     }
                     Lock::Rows => {}
                 }

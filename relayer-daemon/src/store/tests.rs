@@ -62,6 +62,13 @@ fn store(engine: Engine) -> (Place, Store) {
 /// The one lane of most tests: a relayer with one key.
 const LANE: Address = Address::repeat_byte(0x1a);
 
+/// A lease on [`LANE`] that lasts for every time the tests use: the one daemon of most tests.
+fn leased(store: &Store) -> Lease {
+    let taken = store.take_lanes("daemon", &[LANE], 1, Taking::AtStart, 0, 1 << 40).unwrap();
+    assert_eq!(taken.len(), 1, "the lane is free or this daemon's");
+    taken[0]
+}
+
 fn relay(signer: &str, nonce: u64, gas_limit: u64) -> NewRelay {
     NewRelay {
         signer: who(signer),
@@ -108,7 +115,7 @@ fn reservations_cannot_overdraw_and_settle_to_the_real_cost(engine: Engine) {
     assert_eq!((state.used_wei, state.pending_wei), (1_000, 1_000));
     assert_eq!(state.resets_at(), Some(100 + BUDGET_WINDOW_SECS));
 
-    store.mark_sent(first.id, 7, h(0xabc), 1, 102).unwrap();
+    store.mark_sent(first.id, 7, h(0xabc), 1, 102, &leased(&store)).unwrap();
     store.settle(first.id, &Settlement::of(h(0xabc), 123, Outcome::Mined), 103).unwrap();
     store.settle(first.id, &Settlement::of(h(0xabc), 999, Outcome::Mined), 104).unwrap();
     store.release(second.id, "node refused", 104).unwrap();
@@ -160,7 +167,7 @@ fn dropped_relays_free_their_request_and_executed_ones_keep_the_worst_case(engin
     store.drop_relay(dropped.id, "never sent", 6).unwrap();
     store.mark_executed(executed.id, 6).unwrap();
     // A late mark_sent does not reopen a closed relay.
-    store.mark_sent(dropped.id, 3, h(0x1), 1, 6).unwrap();
+    store.mark_sent(dropped.id, 3, h(0x1), 1, 6, &leased(&store)).unwrap();
     let state = store.budget(7).unwrap();
     assert_eq!((state.used_wei, state.pending_wei), (200, 0));
     let statuses: Vec<_> = store.records().unwrap().into_iter().map(|r| (r.status, r.cost_wei)).collect();
@@ -182,7 +189,7 @@ fn the_budget_resets_a_day_after_first_use_and_persists(engine: Engine) {
         let store = place.open();
         let reservation =
             store.reserve(&relay("s", 0, 10), &BudgetLimits::total(1_000), 50).unwrap().unwrap();
-        store.mark_sent(reservation.id, 0, h(0x1), 1, 50).unwrap();
+        store.mark_sent(reservation.id, 0, h(0x1), 1, 50, &leased(&store)).unwrap();
         assert!(store.hit(RateKind::Signer, "s", 1, 50).unwrap());
     }
     let store = place.open();
@@ -207,18 +214,19 @@ fn fee_bump(tx_hash: B256, sent_block: u64) -> Replacement {
 
 fn a_replacement_grows_the_reservation_and_keeps_every_hash(engine: Engine) {
     let (_place, store) = store(engine);
+    let lease = leased(&store);
     let first = store.reserve(&relay("s", 0, 100), &BudgetLimits::total(10_000), 5).unwrap().unwrap();
     assert_eq!(first.reserved_wei, 1_000);
     assert_eq!(first.relay_id.len(), 32);
-    store.mark_sent(first.id, 4, h(0xaa), 7, 6).unwrap();
+    store.mark_sent(first.id, 4, h(0xaa), 7, 6, &lease).unwrap();
     let bumped = fee_bump(h(0xbb), 9);
-    assert_eq!(store.replace(first.id, &bumped, 10_000, 8).unwrap(), Ok(1_200));
+    assert_eq!(store.replace(first.id, &bumped, 10_000, 8, &lease).unwrap(), Ok(1_200));
     assert_eq!(store.budget(8).unwrap().pending_wei, 1_200);
     let too_dear = Replacement { tx_hash: h(0xcc), max_fee_wei: 1_000, ..bumped.clone() };
-    assert_eq!(store.replace(first.id, &too_dear, 10_000, 8).unwrap(), Err(Refusal::Budget));
+    assert_eq!(store.replace(first.id, &too_dear, 10_000, 8, &lease).unwrap(), Err(Refusal::Budget));
     // A replacement the node did not take leaves no trace but the grown reservation.
     let refused = Replacement { tx_hash: h(0xee), max_fee_wei: 13, ..bumped.clone() };
-    assert_eq!(store.replace(first.id, &refused, 10_000, 8).unwrap(), Ok(1_300));
+    assert_eq!(store.replace(first.id, &refused, 10_000, 8, &lease).unwrap(), Ok(1_300));
     store.unreplace(first.id, h(0xee), 8).unwrap();
     let record = store.relay(first.id).unwrap().unwrap();
     assert_eq!(
@@ -230,8 +238,8 @@ fn a_replacement_grows_the_reservation_and_keeps_every_hash(engine: Engine) {
     // A cancellation is booked like any transaction: it reserves its own worst case when that
     // is the larger, and is refused when the budget cannot cover the growth.
     let cancel = Replacement { tx_hash: h(0xdd), kind: TxKind::Cancel, max_fee_wei: 14, ..bumped };
-    assert_eq!(store.replace(first.id, &cancel, 21_000 * 14 - 1, 9).unwrap(), Err(Refusal::Budget));
-    assert_eq!(store.replace(first.id, &cancel, 21_000 * 14, 9).unwrap(), Ok(21_000 * 14));
+    assert_eq!(store.replace(first.id, &cancel, 21_000 * 14 - 1, 9, &lease).unwrap(), Err(Refusal::Budget));
+    assert_eq!(store.replace(first.id, &cancel, 21_000 * 14, 9, &lease).unwrap(), Ok(21_000 * 14));
     let record = store.relay_by_hash(h(0xaa)).unwrap().unwrap();
     assert_eq!(record.relay_id, first.relay_id);
     assert_eq!(record.status, RelayStatus::Cancelling);
@@ -250,13 +258,14 @@ fn a_replacement_grows_the_reservation_and_keeps_every_hash(engine: Engine) {
         store.budget(10).unwrap(),
         BudgetState { used_wei: 300, pending_wei: 0, window_start: Some(5) }
     );
-    assert_eq!(store.replace(first.id, &cancel, u128::MAX, 11).unwrap(), Err(Refusal::Duplicate), "closed");
+    assert_eq!(store.replace(first.id, &cancel, u128::MAX, 11, &lease).unwrap(), Err(Refusal::Duplicate), "closed");
 }
 
 /// On an OP Stack chain a relay reserves its L1 data fee beside the gas; every later worst
 /// case (a fee replacement, the cancellation) keeps it, and the receipt's cost replaces it all.
 fn the_l1_fee_reservation_stays_in_every_worst_case(engine: Engine) {
     let (_place, store) = store(engine);
+    let lease = leased(&store);
     let first = store
         .reserve(&NewRelay { l1_fee_wei: 77, ..relay("s", 0, 100) }, &BudgetLimits::total(10_000), 5)
         .unwrap()
@@ -264,14 +273,14 @@ fn the_l1_fee_reservation_stays_in_every_worst_case(engine: Engine) {
     assert_eq!(first.reserved_wei, 100 * 10 + 77);
     let record = store.relay(first.id).unwrap().unwrap();
     assert_eq!((record.l1_fee_wei, record.reserved_wei), (77, 1_077));
-    store.mark_sent(first.id, 0, h(0xaa), 7, 6).unwrap();
+    store.mark_sent(first.id, 0, h(0xaa), 7, 6, &lease).unwrap();
     let bumped = fee_bump(h(0xbb), 9);
-    assert_eq!(store.replace(first.id, &bumped, 10_000, 8).unwrap(), Ok(100 * 12 + 77));
+    assert_eq!(store.replace(first.id, &bumped, 10_000, 8, &lease).unwrap(), Ok(100 * 12 + 77));
     // Over the limit only because of the L1 part: refused like any replacement too dear.
     let tight = Replacement { tx_hash: h(0xcc), max_fee_wei: 13, ..bumped.clone() };
-    assert_eq!(store.replace(first.id, &tight, 1_300, 8).unwrap(), Err(Refusal::Budget));
+    assert_eq!(store.replace(first.id, &tight, 1_300, 8, &lease).unwrap(), Err(Refusal::Budget));
     let cancel = Replacement { tx_hash: h(0xdd), kind: TxKind::Cancel, max_fee_wei: 14, ..bumped };
-    assert_eq!(store.replace(first.id, &cancel, 21_000 * 14 + 77, 9).unwrap(), Ok(21_000 * 14 + 77));
+    assert_eq!(store.replace(first.id, &cancel, 21_000 * 14 + 77, 9, &lease).unwrap(), Ok(21_000 * 14 + 77));
     assert_eq!(store.budget(9).unwrap().pending_wei, 21_000 * 14 + 77);
     store.settle(first.id, &Settlement::of(h(0xaa), 1_111, Outcome::Mined), 10).unwrap();
     assert_eq!(
@@ -386,7 +395,7 @@ fn a_relay_goes_to_the_candidate_lane_with_the_fewest_open_relays(engine: Engine
     expected.sort();
     assert_eq!(depths, expected);
     // An ended relay no longer counts: b's settles, its released one is gone, so b is the idlest.
-    store.mark_sent(first[1].id, 0, h(0xb0), 1, 6).unwrap();
+    store.mark_sent(first[1].id, 0, h(0xb0), 1, 6, &leased(&store)).unwrap();
     store.settle(first[1].id, &Settlement::of(h(0xb0), 10, Outcome::Mined), 7).unwrap();
     store.release(first[2].id, "node refused", 7).unwrap();
     assert_eq!(on("s5", &[a, b, c]).lane, b);
@@ -429,15 +438,16 @@ fn a_signer_and_a_client_spend_at_most_their_share(engine: Engine) {
 /// a relay's events are claimed one at a time, in order, under a lease fenced by its owner.
 fn every_change_clients_see_is_an_event_and_a_relays_events_go_one_at_a_time_in_order(engine: Engine) {
     let (_place, store) = store(engine);
+    let lease = leased(&store);
     let store = store.with_webhook_events();
     let limits = BudgetLimits::total(u128::MAX);
     let a = store.reserve(&relay("a", 0, 100), &limits, 10).unwrap().unwrap();
     let b = store.reserve(&relay("b", 0, 100), &limits, 10).unwrap().unwrap();
-    store.mark_sent(a.id, 0, h(1), 1, 11).unwrap();
-    store.mark_sent(a.id, 0, h(1), 1, 11).unwrap();
-    store.mark_sent(a.id, 1, h(2), 1, 12).unwrap();
+    store.mark_sent(a.id, 0, h(1), 1, 11, &lease).unwrap();
+    store.mark_sent(a.id, 0, h(1), 1, 11, &lease).unwrap();
+    store.mark_sent(a.id, 1, h(2), 1, 12, &lease).unwrap();
     let bump = fee_bump(h(3), 2);
-    store.replace(a.id, &bump, u128::MAX, 13).unwrap().unwrap();
+    store.replace(a.id, &bump, u128::MAX, 13, &lease).unwrap().unwrap();
     store.settle(a.id, &Settlement::of(h(3), 5, Outcome::Mined), 14).unwrap();
     store.settle(a.id, &Settlement::of(h(3), 6, Outcome::Mined), 15).unwrap();
     store.release(b.id, "node refused", 16).unwrap();
@@ -615,6 +625,84 @@ fn two_stores_on_one_database_keep_one_budget_one_count_and_one_book(engine: Eng
     assert_eq!(seqs.len(), 21, "every relay's head, once");
 }
 
+/// Two daemons on one store share the keys by leases: a held key cannot be taken until its
+/// lease runs out; the taker's fence is higher; the loser learns it at its next renewal, and
+/// nothing it records under its old lease is accepted (so nothing is sent). A key given back
+/// is free at once; a daemon's own id takes its keys back at start.
+fn a_key_is_leased_to_one_daemon_at_a_time_and_a_lost_lease_records_nothing(engine: Engine) {
+    let place = Place::new(engine);
+    let (one, two) = (place.open(), place.open());
+    const B: Address = Address::repeat_byte(0x1b);
+    let lanes = [LANE, B];
+    // 10 s leases from t = 100: the margin is 3 s.
+    let held = one.take_lanes("one", &lanes, 1, Taking::Free, 100, 10).unwrap();
+    assert_eq!(held.iter().map(|lease| lease.lane).collect::<Vec<_>>(), [LANE], "one key wanted");
+    assert_eq!(held[0].margin_secs, 3);
+    let other = two.take_lanes("two", &lanes, 2, Taking::Free, 101, 10).unwrap();
+    assert_eq!(other.iter().map(|lease| lease.lane).collect::<Vec<_>>(), [B], "LANE is one's");
+    assert_eq!(
+        two.lane_holders(&lanes, 101).unwrap(),
+        [
+            LaneHolder { lane: LANE, holder: Some("one".into()) },
+            LaneHolder { lane: B, holder: Some("two".into()) }
+        ]
+    );
+
+    // One records under its lease while the lease has its margin left, not after.
+    let first = one.reserve(&relay("s1", 0, 10), &BudgetLimits::total(u128::MAX), 102).unwrap().unwrap();
+    one.mark_sent(first.id, 0, h(1), 1, 107, &held[0]).unwrap();
+    let late = one.mark_sent(first.id, 0, h(2), 1, 108, &held[0]).unwrap_err();
+    assert!(matches!(late, Error::LaneLost(lane) if lane == LANE), "{late:?}");
+    assert_eq!(one.relay(first.id).unwrap().unwrap().tx_hash, Some(h(1)), "nothing recorded");
+
+    // One renews in time and keeps it; once it stops renewing, two takes it after it runs out.
+    assert!(one.renew_lanes(&held, 108, 10).unwrap().is_empty());
+    assert!(two.take_lanes("two", &[LANE], 1, Taking::Free, 117, 10).unwrap().is_empty(), "until 118");
+    let taken = two.take_lanes("two", &[LANE], 1, Taking::Free, 118, 10).unwrap();
+    assert_eq!(taken.len(), 1);
+    assert!(taken[0].fence > held[0].fence, "{taken:?} after {held:?}");
+    assert_eq!(two.lane_holders(&[LANE], 118).unwrap()[0].holder.as_deref(), Some("two"));
+
+    // One, back after a stall: its record is refused whatever the time, its renewal says lost.
+    let bump = fee_bump(h(3), 2);
+    let refused = one.replace(first.id, &bump, u128::MAX, 118, &held[0]).unwrap_err();
+    assert!(matches!(refused, Error::LaneLost(_)), "{refused:?}");
+    assert_eq!(one.relay(first.id).unwrap().unwrap().txs.len(), 1, "the replacement was not recorded");
+    assert_eq!(one.renew_lanes(&held, 119, 10).unwrap(), held, "lost");
+    // Two sends the relay again under its own lease.
+    assert_eq!(two.replace(first.id, &bump, u128::MAX, 119, &taken[0]).unwrap().map(|_| ()), Ok(()));
+
+    // Given back, a key is free at once; a lost lease gives back nothing.
+    one.release_lanes(&held).unwrap();
+    assert_eq!(two.lane_holders(&[LANE], 119).unwrap()[0].holder.as_deref(), Some("two"));
+    two.release_lanes(&taken).unwrap();
+    assert_eq!(two.lane_holders(&[LANE], 119).unwrap()[0].holder, None);
+    let again = one.take_lanes("one", &[LANE], 1, Taking::Free, 120, 10).unwrap();
+    assert!(again[0].fence > taken[0].fence);
+
+    // A daemon restarted under its id takes its own keys back at start, not someone else's.
+    let restarted = place.open();
+    assert!(two.renew_lanes(&other, 119, 10).unwrap().is_empty(), "B stays two's until 129");
+    assert!(restarted.take_lanes("one", &[B], 1, Taking::AtStart, 121, 10).unwrap().is_empty(), "two's");
+    let back = restarted.take_lanes("one", &[LANE], 1, Taking::AtStart, 121, 10).unwrap();
+    assert!(back[0].fence > again[0].fence);
+    assert_eq!(one.renew_lanes(&again, 122, 10).unwrap(), again, "the killed run's lease is gone");
+}
+
+/// Daemons are counted alive from their heartbeats within a lease; one gone quiet, or gone with
+/// a farewell, is counted out.
+fn the_daemons_alive_are_those_heard_from_within_a_lease(engine: Engine) {
+    let place = Place::new(engine);
+    let (one, two) = (place.open(), place.open());
+    assert_eq!(one.heartbeat("one", 100, 90).unwrap(), 1);
+    assert_eq!(two.heartbeat("two", 101, 91).unwrap(), 2);
+    assert_eq!(one.heartbeat("one", 105, 95).unwrap(), 2, "a heartbeat again is the same daemon");
+    assert_eq!(one.heartbeat("one", 112, 102).unwrap(), 1, "two went quiet at 101");
+    assert_eq!(two.heartbeat("two", 113, 103).unwrap(), 2, "and came back");
+    two.farewell("two").unwrap();
+    assert_eq!(one.heartbeat("one", 114, 104).unwrap(), 1);
+}
+
 /// Each test above as `sqlite::<name>` and `postgres::<name>`.
 macro_rules! on_both_engines {
     ($($name:ident),* $(,)?) => {
@@ -649,4 +737,6 @@ on_both_engines!(
     retention_drops_call_data_then_records_and_spares_open_relays,
     two_stores_on_one_database_keep_one_budget_one_count_and_one_book,
     a_relay_goes_to_the_candidate_lane_with_the_fewest_open_relays,
+    a_key_is_leased_to_one_daemon_at_a_time_and_a_lost_lease_records_nothing,
+    the_daemons_alive_are_those_heard_from_within_a_lease,
 );
