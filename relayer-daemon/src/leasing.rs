@@ -1,5 +1,5 @@
 //! This daemon's leases on the keys: taken at start, then kept by a background task that every
-//! third of a lease says the daemon is alive, renews what it holds, stops at once on a key whose
+//! third of a lease (at most 5 s) says the daemon is alive, renews what it holds, stops at once on a key whose
 //! lease another daemon took, gives back keys beyond its fair share, and takes free or expired
 //! ones up to it. A key taken over is followed from its open relays, as after a restart. At
 //! shutdown the keys are given back, so another daemon takes them at once. The rules of the
@@ -17,6 +17,13 @@ use crate::{
     time,
 };
 
+/// How often the keeper runs: every third of a lease (so a renewal can fail twice before the
+/// lease's margin is reached), and at least every 5 s, so that keys given back at another
+/// daemon's shutdown, and a new daemon's share, are taken within seconds whatever the lease.
+fn keeper_pause(lease_secs: u64) -> Duration {
+    Duration::from_secs((lease_secs / 3).clamp(1, 5))
+}
+
 impl Relayer {
     /// Takes this daemon's share of the keys at start, before anything is followed or sent:
     /// keys free or expired, and those its own previous run (same `RELAYER_ID`) still holds.
@@ -27,7 +34,7 @@ impl Relayer {
     /// Starts the task that keeps the leases, until shutdown begins.
     pub(crate) fn spawn_lease_keeper(self: &Arc<Self>) {
         let relayer = Arc::clone(self);
-        let pause = Duration::from_secs((self.config.lease_secs / 3).max(1));
+        let pause = keeper_pause(self.config.lease_secs);
         self.background.spawn(async move {
             loop {
                 tokio::select! {

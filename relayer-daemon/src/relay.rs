@@ -236,7 +236,8 @@ impl Relayer {
             return Err(Error::NoFreeLane);
         }
         let minimum = U256::from(self.config.min_balance_wei);
-        let balances = futures::future::try_join_all(held.iter().map(|lane| self.chain.balance(*lane))).await?;
+        let balances =
+            futures::future::try_join_all(held.iter().map(|lane| self.chain.balance(*lane))).await?;
         let lanes: Vec<Address> = held
             .into_iter()
             .zip(balances)
@@ -423,9 +424,10 @@ impl Relayer {
         };
         let mut lane = reservation.lane;
         let sent = loop {
-            let sender = self.pool.lane(lane).ok_or_else(|| {
-                Error::Internal(format!("lane {lane} is not one of this relayer's keys"))
-            })?;
+            let sender = self
+                .pool
+                .lane(lane)
+                .ok_or_else(|| Error::Internal(format!("lane {lane} is not one of this relayer's keys")))?;
             match sender.send(&outgoing, &record).await {
                 Ok(sent) => break sent,
                 Err(error @ Error::Unconfirmed { .. }) => {

@@ -24,10 +24,10 @@ use tokio::sync::Mutex;
 
 use crate::{
     chain::{Fees, RelayerChain},
-    relayer::lock,
-    store::Lease,
     error::{Error, Result},
     nonce::{self, AfterReplace, AfterSend, Answer, NextNonce, Question},
+    relayer::lock,
+    store::Lease,
 };
 
 /// A transaction of the relayer, before nonce and signature.

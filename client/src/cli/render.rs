@@ -260,7 +260,9 @@ fn lanes(status: &RelayerStatus) -> String {
                 lane.address,
                 lane.balance,
                 lane.depth,
-                lane.holder.as_ref().map_or_else(|| "held by no daemon".to_owned(), |holder| format!("held by {holder}"))
+                lane.holder
+                    .as_ref()
+                    .map_or_else(|| "held by no daemon".to_owned(), |holder| format!("held by {holder}"))
             )
         })
         .collect()

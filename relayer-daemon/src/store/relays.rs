@@ -199,8 +199,8 @@ impl Store {
         self.with(|connection| {
             // The budget's lock (the growth is booked like a reservation), the relay's, then the
             // lane's.
-            let mut tx = connection
-                .transaction(&[Lock::Budget, Lock::Relay(id), Lock::Lane(lease.lane.text())])?;
+            let mut tx =
+                connection.transaction(&[Lock::Budget, Lock::Relay(id), Lock::Lane(lease.lane.text())])?;
             leases::holds(&mut tx, lease, now)?;
             let row = tx.query_one(
                 "SELECT status, reserved_wei, window_start, gas_limit, l1_fee_wei FROM relays WHERE id = ?1",

@@ -258,7 +258,11 @@ fn a_replacement_grows_the_reservation_and_keeps_every_hash(engine: Engine) {
         store.budget(10).unwrap(),
         BudgetState { used_wei: 300, pending_wei: 0, window_start: Some(5) }
     );
-    assert_eq!(store.replace(first.id, &cancel, u128::MAX, 11, &lease).unwrap(), Err(Refusal::Duplicate), "closed");
+    assert_eq!(
+        store.replace(first.id, &cancel, u128::MAX, 11, &lease).unwrap(),
+        Err(Refusal::Duplicate),
+        "closed"
+    );
 }
 
 /// On an OP Stack chain a relay reserves its L1 data fee beside the gas; every later worst

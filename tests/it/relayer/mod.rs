@@ -26,6 +26,7 @@ macro_rules! on_both_stores {
 use on_both_stores;
 
 mod abuse;
+mod cluster;
 mod concurrency;
 mod errors;
 mod flows;

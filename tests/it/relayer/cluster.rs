@@ -1,0 +1,393 @@
+//! Several daemons on one PostgreSQL database, sharing three keys by leases: the real binary,
+//! twice, against a real anvil. Each key is leased to one daemon at a time (an even share
+//! each); a daemon killed mid-burst loses nothing (its keys are taken over once their leases
+//! run out, its sent relays followed to the end, its unsent ones freed for the retry); the IP
+//! limit is exact across daemons; SIGTERM hands the keys over at once, and a rolling restart
+//! loses nothing.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    time::{Duration, Instant},
+};
+
+use alloy::{
+    primitives::{Address, U256, hex},
+    providers::Provider,
+    signers::local::PrivateKeySigner,
+};
+use futures::future::join_all;
+use kya_devchain::dev_accounts;
+use kya_relayer::RelayStatus;
+use kya_tests::{
+    TestChain,
+    relayer_fixture::{
+        BinaryRelayer, Client, Engine, TestStore, body, forward, set, settings, sign_with_core,
+    },
+};
+use serde_json::{Value, json};
+
+use super::{agent_key, agent_of, anvil, balance, cost, forwarder_nonce, register_call};
+
+const BINARY: &str = env!("CARGO_BIN_EXE_kya-relayer-under-test");
+
+/// The 503 of a daemon holding no key.
+const NO_FREE_KEY: &str =
+    "No relayer key is free on this relayer right now. Please try again later or use direct mode.";
+
+/// The cluster's keys: fresh wallets, 10 ETH each.
+async fn cluster_keys(t: &TestChain) -> Vec<PrivateKeySigner> {
+    let keys: Vec<PrivateKeySigner> = (0..3).map(|n| dev_accounts::agent_wallet(7_000_000 + n)).collect();
+    for key in &keys {
+        anvil(t, "anvil_setBalance", json!([key.address(), "0x8ac7230489e80000"])).await;
+    }
+    keys
+}
+
+/// A daemon's settings: every key, its own `RELAYER_ID`, leases of `lease_secs`, a reconciler
+/// that looks every second at relays older than 3 s, and limits no test here reaches unless
+/// it sets them.
+fn daemon_env(
+    t: &TestChain,
+    db: &TestStore,
+    keys: &[PrivateKeySigner],
+    id: &str,
+    lease_secs: u64,
+) -> Vec<(String, String)> {
+    let mut env = settings(t, db);
+    env.retain(|(name, _)| name != "RELAYER_KEY");
+    let keys = keys.iter().map(|key| hex::encode_prefixed(key.to_bytes())).collect::<Vec<_>>().join(",");
+    for (name, value) in [
+        ("RELAYER_KEYS", keys),
+        ("RELAYER_ID", id.to_owned()),
+        ("RELAYER_LEASE_SECS", lease_secs.to_string()),
+        ("RECONCILE_INTERVAL_SECS", "1".to_owned()),
+        ("RECONCILE_GRACE_SECS", "3".to_owned()),
+        ("RATE_LIMIT_PER_IP", "1000".to_owned()),
+        ("READ_RATE_LIMIT_PER_MINUTE", "100000".to_owned()),
+    ] {
+        set(&mut env, name, value);
+    }
+    env
+}
+
+/// Each key's holder as `/status` shows it, in key order.
+async fn holders(client: &Client) -> Vec<Option<String>> {
+    let (status, report) = client.get("/status").await;
+    assert_eq!(status, 200, "{report}");
+    report["lanes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|lane| lane["holder"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Waits (up to `patience`) until the holders satisfy `done`; them, and how long it took.
+async fn holders_until(
+    client: &Client,
+    patience: Duration,
+    done: impl Fn(&[Option<String>]) -> bool,
+) -> (Vec<Option<String>>, Duration) {
+    let started = Instant::now();
+    loop {
+        let seen = holders(client).await;
+        if done(&seen) {
+            return (seen, started.elapsed());
+        }
+        assert!(started.elapsed() < patience, "the keys' holders stayed {seen:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn count(holders: &[Option<String>], id: &str) -> usize {
+    holders.iter().filter(|holder| holder.as_deref() == Some(id)).count()
+}
+
+/// A registration of agent `n`, signed.
+fn registration(t: &TestChain, n: u64) -> Value {
+    let agent = agent_key(n);
+    let request = forward(t, agent.address(), 0, &register_call(agent.address(), 0));
+    body(&request, &sign_with_core(t, &agent, &request).signature)
+}
+
+/// `POST /relay` to the daemon at `base`, as a client would: `None` when the daemon is gone
+/// (connection refused or cut).
+async fn try_relay(http: &reqwest::Client, base: &str, body: &Value) -> Option<(u16, Value)> {
+    let response = http.post(format!("{base}/relay")).json(body).send().await.ok()?;
+    let status = response.status().as_u16();
+    Some((status, response.json().await.ok()?))
+}
+
+/// Relays `body` through `client` until it is mined, as a client retries: a request whose
+/// relay ended without running (never sent by a daemon that died) is sent again, and so is one
+/// refused with 503 by a daemon that holds no key yet (just started: its share comes within
+/// seconds). Returns the mined relay.
+async fn relay_until_mined(client: &Client, body: &Value) -> Value {
+    for _ in 0..100 {
+        let (status, answer) = client.relay(body).await;
+        if status == 503 {
+            assert_eq!(answer, json!({"error": NO_FREE_KEY}));
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        }
+        // 202: a relay of this request accepted but not yet sent (by a daemon that died before
+        // sending it): it ends dropped once the key's new holder reconciles it.
+        assert!(status == 200 || (status == 202 && answer["status"] == "accepted"), "{status} {answer}");
+        let id = answer["relayId"].as_str().unwrap().to_owned();
+        let ended = client
+            .relay_until(&id, |relay| {
+                !["accepted", "sent", "replaced"].contains(&relay["status"].as_str().unwrap())
+            })
+            .await;
+        if ended["status"] == "mined" {
+            return ended;
+        }
+        assert!(["dropped", "failed"].contains(&ended["status"].as_str().unwrap()), "{ended}");
+    }
+    panic!("{body} was never mined");
+}
+
+/// The books of the cluster, checked against the chain: every request of `signers` ran exactly
+/// once; on each key every nonce went to exactly one mined relay (no gap, nothing twice), each
+/// sent by the key its record names; the budget used equals the fees paid, to the wei, and each
+/// key's balance fell by its own relays' fees.
+async fn assert_books_exact(
+    t: &TestChain,
+    db: &TestStore,
+    client: &Client,
+    keys: &[PrivateKeySigner],
+    funded: &[U256],
+    signers: &[Address],
+) {
+    let settled = client.settled().await;
+    let store = db.open();
+    let records = store.records().unwrap();
+    let mut by_key: HashMap<Address, (Vec<u64>, u128)> = HashMap::new();
+    let mut mined_per_signer: BTreeMap<Address, usize> = BTreeMap::new();
+    let mut fees = 0u128;
+    for record in records.iter().filter(|record| record.status == RelayStatus::Mined) {
+        let receipt = t.chain.receipt(record.tx_hash.unwrap()).await.unwrap();
+        assert!(receipt.status());
+        assert_eq!(Some(receipt.from), record.lane, "{} sent by the key it names", record.relay_id);
+        let entry = by_key.entry(receipt.from).or_default();
+        entry.0.push(record.relayer_nonce.unwrap());
+        entry.1 += cost(&receipt);
+        fees += cost(&receipt);
+        *mined_per_signer.entry(record.signer).or_default() += 1;
+    }
+    for signer in signers {
+        assert_eq!(mined_per_signer.get(signer), Some(&1), "{signer}: one mined relay");
+        assert_eq!(forwarder_nonce(t, *signer).await, 1, "{signer}: its request ran once");
+        assert_ne!(agent_of(t, *signer).await, 0, "{signer} is registered");
+    }
+    assert_eq!(mined_per_signer.len(), signers.len(), "no other request ran");
+    for (key, funds) in keys.iter().zip(funded) {
+        let (mut nonces, paid) = by_key.remove(&key.address()).unwrap_or_default();
+        nonces.sort_unstable();
+        let used = t.chain.provider().get_transaction_count(key.address()).await.unwrap();
+        assert_eq!(nonces, (0..used).collect::<Vec<_>>(), "{}: every nonce to one relay", key.address());
+        assert_eq!(*funds - balance(t, key.address()).await, U256::from(paid), "{}", key.address());
+    }
+    assert!(
+        records.iter().all(|record| !record.status.is_open()),
+        "every relay ended: {:?}",
+        records
+            .iter()
+            .filter(|record| record.status.is_open())
+            .map(|record| &record.relay_id)
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(kya_tests::relayer_fixture::wei(&settled["dailyGasBudget"]["usedWei"]), fees, "books = fees");
+}
+
+/// Two daemons and three keys: two keys for the first, one for the second. A burst of 30
+/// registrations from 30 signers goes to both; the first daemon is SIGKILLed while it has
+/// relays in hand. Clients retry on the second: every retry of a request the first answered
+/// is answered with its relay; the second takes the first's keys once their leases run out,
+/// follows what it sent, frees what it never sent; every request runs exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_daemons_share_three_keys_and_one_killed_mid_burst_loses_nothing() {
+    let t = TestChain::start().await;
+    let keys = cluster_keys(&t).await;
+    let funded: Vec<U256> = join_all(keys.iter().map(|key| balance(&t, key.address()))).await;
+    let db = TestStore::new(Engine::Postgres);
+    let first = BinaryRelayer::start(BINARY, &daemon_env(&t, &db, &keys, "daemon-a", 3));
+    holders_until(&first.client, Duration::from_secs(10), |seen| count(seen, "daemon-a") == 3).await;
+    let second = BinaryRelayer::start(BINARY, &daemon_env(&t, &db, &keys, "daemon-b", 3));
+    let (shared, _) = holders_until(&second.client, Duration::from_secs(15), |seen| {
+        count(seen, "daemon-a") == 2 && count(seen, "daemon-b") == 1
+    })
+    .await;
+    eprintln!("cluster: keys held {shared:?}");
+
+    let bodies: Vec<Value> = (0..30).map(|n| registration(&t, 900 + n)).collect();
+    let signers: Vec<Address> = (0..30).map(|n| agent_key(900 + n).address()).collect();
+    let http = kya_tests::http_client();
+    let (base_a, base_b) = (first.client.base.clone(), second.client.base.clone());
+    let answered_by_a = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let burst = tokio::spawn({
+        let (bodies, answered_by_a) = (bodies.clone(), std::sync::Arc::clone(&answered_by_a));
+        async move {
+            join_all(bodies.iter().enumerate().map(|(n, body)| {
+                let (http, base) = (&http, if n % 2 == 0 { &base_a } else { &base_b });
+                let answered_by_a = &answered_by_a;
+                async move {
+                    let answer = try_relay(http, base, body).await;
+                    if n % 2 == 0 && answer.as_ref().is_some_and(|(status, _)| *status == 200) {
+                        answered_by_a.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                    answer
+                }
+            }))
+            .await
+        }
+    });
+    // Killed once it answered a few, with the rest of its share in hand.
+    while answered_by_a.load(std::sync::atomic::Ordering::SeqCst) < 3 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let log_a = first.kill();
+    let answers = burst.await.unwrap();
+    let before_kill: Vec<(usize, String)> = answers
+        .iter()
+        .enumerate()
+        .filter(|(n, answer)| n % 2 == 0 && answer.as_ref().is_some_and(|(status, _)| *status == 200))
+        .map(|(n, answer)| (n, answer.as_ref().unwrap().1["relayId"].as_str().unwrap().to_owned()))
+        .collect();
+    let cut_off = answers.iter().enumerate().filter(|(n, answer)| n % 2 == 0 && answer.is_none()).count();
+    eprintln!(
+        "cluster: the killed daemon answered {} relays and was cut off from {cut_off}",
+        before_kill.len()
+    );
+    assert!(before_kill.len() >= 3, "{log_a}");
+    for (n, answer) in answers.iter().enumerate().filter(|(n, _)| n % 2 == 1) {
+        assert_eq!(answer.as_ref().map(|(status, _)| *status), Some(200), "to the second, {n}: {answer:?}");
+    }
+
+    // Every retry of a request the first daemon answered is answered with that relay.
+    for (n, id) in &before_kill {
+        let (status, again) = second.client.relay(&bodies[*n]).await;
+        assert_eq!((status, again["relayId"].as_str()), (200, Some(id.as_str())), "{again}");
+    }
+    // The second takes the first's keys once their leases run out (3 s).
+    let (_, took) =
+        holders_until(&second.client, Duration::from_secs(20), |seen| count(seen, "daemon-b") == 3).await;
+    eprintln!("cluster: the survivor held every key {took:?} after the kill");
+    // Clients retry until their request is mined.
+    let mined = join_all(bodies.iter().map(|body| relay_until_mined(&second.client, body))).await;
+    assert_eq!(mined.len(), 30);
+    assert_books_exact(&t, &db, &second.client, &keys, &funded, &signers).await;
+    // What the kill left in hand: relays the first daemon recorded beyond those it answered
+    // (accepted or sent when it died), ended by the second.
+    let mut ended: BTreeMap<String, usize> = BTreeMap::new();
+    for record in db.open().records().unwrap() {
+        *ended.entry(record.status.as_str().to_owned()).or_default() += 1;
+    }
+    eprintln!("cluster: the relays ended {ended:?}");
+    let (clean, log) = second.terminate();
+    assert!(clean, "{log}");
+}
+
+/// 61 requests from one IP address at once, spread over two daemons with a limit of 60 an
+/// hour: exactly 60 are let through (here to the signature check, which refuses them), one is
+/// refused by the limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ip_limit_is_exact_across_two_daemons() {
+    let t = TestChain::start().await;
+    let keys = cluster_keys(&t).await;
+    let db = TestStore::new(Engine::Postgres);
+    let mut env = daemon_env(&t, &db, &keys, "limit-a", 3);
+    set(&mut env, "RATE_LIMIT_PER_IP", "60");
+    let first = BinaryRelayer::start(BINARY, &env);
+    set(&mut env, "RELAYER_ID", "limit-b");
+    let second = BinaryRelayer::start(BINARY, &env);
+    // Signed by another key than `from`: counted against the IP, then refused as unsigned.
+    let forged: Vec<Value> = (0..61)
+        .map(|n| {
+            let agent = agent_key(1_000 + n);
+            let request = forward(&t, agent.address(), 0, &register_call(agent.address(), 0));
+            body(&request, &sign_with_core(&t, &agent_key(2_000 + n), &request).signature)
+        })
+        .collect();
+    let answers = join_all(forged.iter().enumerate().map(|(n, body)| {
+        let client = if n % 2 == 0 { &first.client } else { &second.client };
+        client.relay(body)
+    }))
+    .await;
+    let mut by_status: BTreeMap<u16, Vec<Value>> = BTreeMap::new();
+    for (status, answer) in answers {
+        by_status.entry(status).or_default().push(answer);
+    }
+    assert_eq!(by_status.get(&401).map(Vec::len), Some(60), "{by_status:?}");
+    assert_eq!(by_status.get(&429), Some(&vec![json!({"error": "IP rate limit exceeded (60/hour)"})]));
+    assert_eq!(by_status.len(), 2, "{by_status:?}");
+    for daemon in [first, second] {
+        let (clean, log) = daemon.terminate();
+        assert!(clean, "{log}");
+    }
+}
+
+/// With 30 s leases: SIGTERM lets the relay in hand finish and gives the keys back, so the
+/// other daemon holds them within seconds, not after the lease; the daemon restarted under the
+/// same id gets its share back; relays sent to whichever daemon is up through the rolling
+/// restart all run, with the books exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_hands_the_keys_over_at_once_and_a_rolling_restart_loses_nothing() {
+    let t = TestChain::start().await;
+    let keys = cluster_keys(&t).await;
+    let funded: Vec<U256> = join_all(keys.iter().map(|key| balance(&t, key.address()))).await;
+    let db = TestStore::new(Engine::Postgres);
+    let (env_a, env_b) = (daemon_env(&t, &db, &keys, "roll-a", 30), daemon_env(&t, &db, &keys, "roll-b", 30));
+    let first = BinaryRelayer::start(BINARY, &env_a);
+    holders_until(&first.client, Duration::from_secs(10), |seen| count(seen, "roll-a") == 3).await;
+    let second = BinaryRelayer::start(BINARY, &env_b);
+    holders_until(&second.client, Duration::from_secs(20), |seen| count(seen, "roll-b") == 1).await;
+
+    let bodies: Vec<Value> = (0..12).map(|n| registration(&t, 1_100 + n)).collect();
+    let signers: Vec<Address> = (0..12).map(|n| agent_key(1_100 + n).address()).collect();
+    let mut mined = Vec::new();
+    mined.push(relay_until_mined(&first.client, &bodies[0]).await);
+    mined.push(relay_until_mined(&second.client, &bodies[1]).await);
+
+    // A relay in hand when SIGTERM comes is answered; then the keys go to the other at once.
+    let in_hand = tokio::spawn({
+        let (client, body) = (first.client.clone(), bodies[2].clone());
+        async move { client.relay(&body).await }
+    });
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let (clean, log) = first.terminate();
+    assert!(clean, "{log}");
+    let (status, answer) = in_hand.await.unwrap();
+    assert_eq!(status, 200, "the relay in hand was finished: {answer}\n{log}");
+    let (_, handed_over_in) =
+        holders_until(&second.client, Duration::from_secs(25), |seen| count(seen, "roll-b") == 3).await;
+    assert!(handed_over_in < Duration::from_secs(15), "given back, not run out: {handed_over_in:?}");
+    eprintln!("cluster: after SIGTERM the other daemon held every key in {handed_over_in:?}");
+    for body in &bodies[2..6] {
+        mined.push(relay_until_mined(&second.client, body).await);
+    }
+
+    // Back under the same id: its share again (the other gives one key back).
+    let first = BinaryRelayer::start(BINARY, &env_a);
+    holders_until(&first.client, Duration::from_secs(20), |seen| {
+        count(seen, "roll-a") == 1 && count(seen, "roll-b") == 2
+    })
+    .await;
+    // Then the other rolls: its keys come over, and relays go on through whichever is up.
+    let (clean, log) = second.terminate();
+    assert!(clean, "{log}");
+    for body in &bodies[6..9] {
+        mined.push(relay_until_mined(&first.client, body).await);
+    }
+    let second = BinaryRelayer::start(BINARY, &env_b);
+    for (n, body) in bodies[9..].iter().enumerate() {
+        let client = if n % 2 == 0 { &first.client } else { &second.client };
+        mined.push(relay_until_mined(client, body).await);
+    }
+    assert_eq!(mined.len(), 12);
+    assert_books_exact(&t, &db, &first.client, &keys, &funded, &signers).await;
+    for daemon in [first, second] {
+        let (clean, log) = daemon.terminate();
+        assert!(clean, "{log}");
+    }
+}
