@@ -29,8 +29,22 @@ pub(crate) struct Metrics {
     mined_after: Mutex<([u64; MINED_AFTER_BUCKETS.len()], u64, u64)>,
 }
 
+/// How a per-key gauge reads its value off a [`KeyGauge`] (none: not shown for that key).
+type KeyValue = fn(&KeyGauge) -> Option<u128>;
+
+/// One key of the pool as the metrics show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct KeyGauge {
+    /// The key's account.
+    pub(crate) address: alloy::primitives::Address,
+    /// Its balance in wei, if the node answered.
+    pub(crate) balance_wei: Option<u128>,
+    /// Whether this daemon holds the key's lease (sends on it).
+    pub(crate) held: bool,
+}
+
 /// Point-in-time values read when the metrics are scraped.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Gauges {
     /// Budget limit in wei.
     pub(crate) budget_limit_wei: u128,
@@ -38,8 +52,10 @@ pub(crate) struct Gauges {
     pub(crate) budget_used_wei: u128,
     /// Outstanding reservations in wei.
     pub(crate) budget_pending_wei: u128,
-    /// Relayer balance in wei, if the node answered.
+    /// The first key's balance in wei, if the node answered (what one key's relayer showed).
     pub(crate) balance_wei: Option<u128>,
+    /// Every key, in pool order.
+    pub(crate) keys: Vec<KeyGauge>,
     /// Relays with the node for longer than the stuck threshold.
     pub(crate) waiting_too_long: usize,
     /// Webhook events not yet delivered (`None`: webhooks are off).
@@ -167,6 +183,23 @@ impl Metrics {
             let _ = writeln!(out, "# TYPE {name} gauge");
             let _ = writeln!(out, "{name} {value}");
         }
+        let keyed: [(&str, &str, KeyValue); 2] = [
+            ("relayer_key_balance_wei", "Each relayer key's balance in wei.", |key| key.balance_wei),
+            (
+                "relayer_key_held",
+                "1 for each key this daemon holds the lease of (sends on), else 0.",
+                |key| Some(u128::from(key.held)),
+            ),
+        ];
+        for (name, help, value) in keyed {
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} gauge");
+            for key in &gauges.keys {
+                if let Some(value) = value(key) {
+                    let _ = writeln!(out, "{name}{{key=\"{}\"}} {value}", key.address.to_checksum(None));
+                }
+            }
+        }
         out
     }
 }
@@ -190,9 +223,27 @@ mod tests {
             budget_used_wei: 3,
             budget_pending_wei: 1,
             balance_wei: None,
+            keys: vec![
+                KeyGauge {
+                    address: alloy::primitives::Address::repeat_byte(0xaa),
+                    balance_wei: Some(9),
+                    held: true,
+                },
+                KeyGauge {
+                    address: alloy::primitives::Address::repeat_byte(0xbb),
+                    balance_wei: None,
+                    held: false,
+                },
+            ],
             waiting_too_long: 2,
             webhooks_pending: Some(4),
         });
+        let (a, b) =
+            ("0xaAaAaAaaAaAaAaaAaAAAAAAAAaaaAaAaAaaAaaAa", "0xbBbBBBBbbBBBbbbBbbBbbbbBBbBbbbbBbBbbBBbB");
+        assert!(text.contains(&format!("relayer_key_balance_wei{{key=\"{a}\"}} 9\n")), "{text}");
+        assert!(!text.contains(&format!("relayer_key_balance_wei{{key=\"{b}\"}}")), "unread: not shown");
+        assert!(text.contains(&format!("relayer_key_held{{key=\"{a}\"}} 1\n")), "{text}");
+        assert!(text.contains(&format!("relayer_key_held{{key=\"{b}\"}} 0\n")), "{text}");
         assert!(text.contains("relayer_relays_accepted_total 1\n"));
         assert!(text.contains("relayer_relays_rejected_total{reason=\"invalid_signature\"} 2\n"));
         assert!(text.contains("relayer_budget_used_wei 3\n"));

@@ -11,7 +11,7 @@ use kya_core::{
 
 use crate::{
     error::{Error, Result},
-    metrics::Gauges,
+    metrics::{Gauges, KeyGauge},
     relayer::{Relayer, lock},
     settlement::waiting_too_long,
     store::RelayRecord,
@@ -108,7 +108,17 @@ impl Relayer {
     /// `GET /metrics`.
     pub async fn metrics(&self) -> Result<String> {
         let budget = self.db(|store| store.budget(time::now())).await?;
-        let balance = self.balance_for_metrics().await;
+        let balances = self.balances_for_metrics().await;
+        let keys: Vec<KeyGauge> = self
+            .pool
+            .senders()
+            .iter()
+            .map(|sender| KeyGauge {
+                address: sender.address(),
+                balance_wei: balances.iter().find(|(key, _)| *key == sender.address()).map(|(_, wei)| *wei),
+                held: sender.lease().is_some(),
+            })
+            .collect();
         let in_the_pool = self.db(|store| store.in_the_pool()).await?;
         let webhooks_pending = match self.config.webhook {
             Some(_) => Some(self.db(|store| store.events_pending()).await?),
@@ -118,23 +128,29 @@ impl Relayer {
             budget_limit_wei: self.config.daily_gas_budget_wei,
             budget_used_wei: budget.used_wei,
             budget_pending_wei: budget.pending_wei,
-            balance_wei: balance,
+            balance_wei: keys[0].balance_wei,
+            keys,
             waiting_too_long: waiting_too_long(&in_the_pool, self.config.stuck_after_secs, time::now()),
             webhooks_pending,
         }))
     }
 
-    /// The relayer's balance as the metrics show it: read from the node at most once per
-    /// [`BALANCE_CACHE`], however often the metrics are scraped.
-    async fn balance_for_metrics(&self) -> Option<u128> {
-        if let Some((read_at, balance)) = *lock(&self.cached_balance)
+    /// The keys' balances as the metrics show them: read from the node at most once per
+    /// [`BALANCE_CACHE`], however often the metrics are scraped; empty when the node did not
+    /// answer.
+    async fn balances_for_metrics(&self) -> Vec<(Address, u128)> {
+        if let Some((read_at, balances)) = &*lock(&self.cached_balances)
             && read_at.elapsed() < BALANCE_CACHE
         {
-            return Some(balance);
+            return balances.clone();
         }
-        let balance = u128::try_from(self.chain.balance(self.address()).await.ok()?).ok()?;
-        *lock(&self.cached_balance) = Some((std::time::Instant::now(), balance));
-        Some(balance)
+        let Ok(balances) = self.balances().await else { return Vec::new() };
+        let balances: Vec<(Address, u128)> = balances
+            .into_iter()
+            .filter_map(|(key, balance)| u128::try_from(balance).ok().map(|wei| (key, wei)))
+            .collect();
+        *lock(&self.cached_balances) = Some((std::time::Instant::now(), balances.clone()));
+        balances
     }
 
     /// `GET /relay/:id`.

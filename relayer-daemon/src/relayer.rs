@@ -65,6 +65,9 @@ impl Drop for InFlightGuard {
     }
 }
 
+/// The keys' balances in wei, and when they were read.
+pub(crate) type BalancesRead = (std::time::Instant, Vec<(Address, u128)>);
+
 /// The relayer's shared state.
 #[derive(Debug)]
 pub struct Relayer {
@@ -90,9 +93,9 @@ pub struct Relayer {
     pub(crate) in_flight: InFlight,
     /// Relays (row ids) a follower of this process watches.
     pub(crate) followed: Mutex<HashSet<i64>>,
-    /// The balance the metrics show, and when it was read: a scrape reads the chain at most
-    /// once per [`crate::queries::BALANCE_CACHE`].
-    pub(crate) cached_balance: Mutex<Option<(std::time::Instant, u128)>>,
+    /// The keys' balances the metrics show, and when they were read: a scrape reads the chain
+    /// at most once per [`crate::queries::BALANCE_CACHE`].
+    pub(crate) cached_balances: Mutex<Option<BalancesRead>>,
     /// Whether the chain charges an OP Stack L1 data fee, once known ([`Relayer::op_stack`]).
     pub(crate) op_stack: tokio::sync::OnceCell<bool>,
 }
@@ -136,7 +139,7 @@ impl Relayer {
             stop,
             in_flight: Arc::default(),
             followed: Mutex::default(),
-            cached_balance: Mutex::default(),
+            cached_balances: Mutex::default(),
             op_stack: tokio::sync::OnceCell::new(),
         });
         // Learnt now for the log; a node that cannot tell yet is asked again by the first relay.

@@ -273,6 +273,10 @@ async fn two_daemons_share_three_keys_and_one_killed_mid_burst_loses_nothing() {
     let (_, took) =
         holders_until(&second.client, Duration::from_secs(20), |seen| count(seen, "daemon-b") == 3).await;
     eprintln!("cluster: the survivor held every key {took:?} after the kill");
+    let (_, metrics) = second.client.metrics().await;
+    for key in &keys {
+        assert!(metrics.contains(&format!("relayer_key_held{{key=\"{}\"}} 1\n", key.address())), "{metrics}");
+    }
     // Clients retry until their request is mined.
     let mined = join_all(bodies.iter().map(|body| relay_until_mined(&second.client, body))).await;
     assert_eq!(mined.len(), 30);
