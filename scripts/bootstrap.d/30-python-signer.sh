@@ -13,7 +13,7 @@ if [ "$(cat "$signer_stamp" 2>/dev/null)" != "$(sha256sum < "$signer_requirement
     if ! python3 -m venv "$signer_venv" 2>/dev/null; then
       log "python3 cannot create a venv; installing Debian's python3-venv"
       rm -rf "$signer_venv"
-      apt-get install -y -qq python3-venv >/dev/null
+      apt_install python3-venv
       python3 -m venv "$signer_venv"
     fi
   fi
