@@ -70,6 +70,30 @@ pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
 }
 
+/// Runs the Python script `tests/<script>` in `.tools/venv` (installed by `scripts/bootstrap.sh`)
+/// with `job` as JSON on its standard input; its standard output read as JSON. `what` names it
+/// in a failure, with the script's standard error.
+pub fn run_python(script: &str, job: &serde_json::Value, what: &str) -> serde_json::Value {
+    use std::{
+        io::Write,
+        process::{Command, Stdio},
+    };
+    let root = repo_root();
+    let python = root.join(".tools/venv/bin/python");
+    assert!(python.exists(), "{} is missing: run scripts/bootstrap.sh", python.display());
+    let mut child = Command::new(python)
+        .arg(root.join("tests").join(script))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python starts");
+    child.stdin.take().expect("stdin").write_all(job.to_string().as_bytes()).expect("writing the job");
+    let output = child.wait_with_output().expect("python ends");
+    assert!(output.status.success(), "{what} failed: {}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|error| panic!("JSON from {what}: {error}"))
+}
+
 /// Runs `scripts/<name>` from the workspace root (the build scripts are quick when nothing
 /// changed), so `cargo test` alone never runs a stale or missing build.
 pub fn run_script(name: &str) {

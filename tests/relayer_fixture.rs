@@ -4,7 +4,7 @@
 //! EIP-712 signers (Python eth-account in `.tools/venv`, and kya-core).
 
 use std::{
-    io::{BufRead, BufReader, Write},
+    io::{BufRead, BufReader},
     net::SocketAddr,
     path::Path,
     process::{Child, Command, Stdio},
@@ -23,7 +23,7 @@ use kya_relayer::{Config, DatabaseUrl, Location, Relayer, Store, server};
 use serde_json::{Value, json};
 use tokio::{sync::oneshot, task::JoinHandle};
 
-use crate::{TestChain, openapi, register_call, repo_root};
+use crate::{TestChain, openapi, register_call};
 
 /// The store engine a relayer under test runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -506,26 +506,13 @@ pub fn sign_with_eth_account(
     signer: &PrivateKeySigner,
     request: &ForwardRequest,
 ) -> Signed {
-    let root = repo_root();
-    let python = root.join(".tools/venv/bin/python");
-    assert!(python.exists(), "{} is missing: run scripts/bootstrap.sh", python.display());
     let job = json!({
         "key": format!("0x{}", alloy::primitives::hex::encode(signer.to_bytes())),
         "chainId": chain.chain_id(),
         "verifyingContract": chain.forwarder(),
         "request": request_json(request),
     });
-    let mut child = Command::new(python)
-        .arg(root.join("tests/signers/sign_forward_request.py"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python starts");
-    child.stdin.take().expect("stdin").write_all(job.to_string().as_bytes()).expect("writing the job");
-    let output = child.wait_with_output().expect("python ends");
-    assert!(output.status.success(), "eth-account failed: {}", String::from_utf8_lossy(&output.stderr));
-    let answer: Value = serde_json::from_slice(&output.stdout).expect("JSON from the signer");
+    let answer = crate::run_python("signers/sign_forward_request.py", &job, "eth-account");
     Signed {
         digest: answer["digest"].as_str().and_then(|d| d.parse().ok()).expect("a digest"),
         signature: answer["signature"].as_str().and_then(|s| s.parse().ok()).expect("a signature"),

@@ -5,9 +5,7 @@
 //! (`tests/webhooks/verify.py` in `.tools/venv`), an implementation independent of ours.
 
 use std::{
-    io::Write,
     net::SocketAddr,
-    process::{Command, Stdio},
     sync::{
         Arc, Mutex,
         atomic::{AtomicU16, Ordering},
@@ -17,8 +15,6 @@ use std::{
 
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
-
-use crate::repo_root;
 
 /// One attempt the receiver saw.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -192,9 +188,6 @@ async fn receive(
 /// What Python's `standardwebhooks` says of `delivery` under `secret` (as `WEBHOOK_SECRET` is
 /// written), checked at Unix time `at` (`None`: now): `Ok` or its error.
 pub fn verify(secret: &str, deliveries: &[(Delivery, Option<u64>)]) -> Vec<Result<(), String>> {
-    let root = repo_root();
-    let python = root.join(".tools/venv/bin/python");
-    assert!(python.exists(), "{} is missing: run scripts/bootstrap.sh", python.display());
     let job = json!({
         "secret": secret,
         "deliveries": deliveries.iter().map(|(delivery, at)| json!({
@@ -207,17 +200,9 @@ pub fn verify(secret: &str, deliveries: &[(Delivery, Option<u64>)]) -> Vec<Resul
             "at": at,
         })).collect::<Vec<_>>(),
     });
-    let mut child = Command::new(python)
-        .arg(root.join("tests/webhooks/verify.py"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python starts");
-    child.stdin.take().expect("stdin").write_all(job.to_string().as_bytes()).expect("writing the job");
-    let output = child.wait_with_output().expect("python ends");
-    assert!(output.status.success(), "the verifier failed: {}", String::from_utf8_lossy(&output.stderr));
-    let answers: Vec<Value> = serde_json::from_slice(&output.stdout).expect("JSON from the verifier");
+    let answers: Vec<Value> =
+        serde_json::from_value(crate::run_python("webhooks/verify.py", &job, "the verifier"))
+            .expect("a list");
     answers
         .into_iter()
         .map(|answer| match answer["error"].as_str() {

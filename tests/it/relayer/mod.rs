@@ -99,6 +99,22 @@ async fn start_on(
     (db, relayer)
 }
 
+/// The regulator suspends agent `agent_id` in the next block, ahead of whatever waits in the
+/// pool (mining paused: it pays far more), and that block is mined: a relayed call on the agent
+/// that waits behind it then fails on chain after its simulation passed.
+async fn suspend_ahead_of_the_pool(t: &TestChain, agent_id: U256) {
+    use alloy::{network::TransactionBuilder, rpc::types::TransactionRequest, sol_types::SolCall};
+    let suspend = TransactionRequest::default()
+        .with_from(t.deployment.regulator)
+        .with_to(t.registry())
+        .with_input(AgentRegistry::suspendAgentCall { agentId: agent_id }.abi_encode())
+        .with_gas_limit(200_000)
+        .with_max_fee_per_gas(200_000_000_000)
+        .with_max_priority_fee_per_gas(100_000_000_000);
+    t.chain.submit(suspend).await.expect("the regulator's suspension is taken");
+    anvil(t, "evm_mine", serde_json::json!([])).await;
+}
+
 /// The receipt of a relayed transaction (anvil mines on submission).
 async fn receipt(t: &TestChain, answer: &Value) -> TransactionReceipt {
     let hash: B256 = answer["txHash"].as_str().and_then(|hash| hash.parse().ok()).expect("a txHash");

@@ -7,12 +7,9 @@
 use super::Engine;
 use alloy::{
     consensus::{SignableTransaction, TxEip1559},
-    network::TransactionBuilder,
     primitives::{B256, TxKind, U256},
     providers::{Provider, ProviderBuilder},
-    rpc::types::TransactionRequest,
     signers::local::PrivateKeySigner,
-    sol_types::SolCall,
 };
 use kya_core::{abi::AgentRegistry, forward_request::ForwardRequest};
 use kya_devchain::dev_accounts::{self, Role};
@@ -91,15 +88,7 @@ async fn on_an_op_stack_chain_the_l1_fee_is_reserved_and_booked_to_the_wei(engin
     anvil(&t, "evm_setAutomine", json!([false])).await;
     let late_attest = AgentRegistry::attestComplianceCall { agentId: late_id };
     answers.push(relayed(client, &t, &late, &forward(&t, late.address(), 0, &late_attest)).await);
-    let suspend = TransactionRequest::default()
-        .with_from(t.deployment.regulator)
-        .with_to(t.registry())
-        .with_input(AgentRegistry::suspendAgentCall { agentId: late_id }.abi_encode())
-        .with_gas_limit(200_000)
-        .with_max_fee_per_gas(200_000_000_000)
-        .with_max_priority_fee_per_gas(100_000_000_000);
-    t.chain.submit(suspend).await.unwrap();
-    anvil(&t, "evm_mine", json!([])).await;
+    super::suspend_ahead_of_the_pool(&t, late_id).await;
     anvil(&t, "evm_setAutomine", json!([true])).await;
 
     let outcomes = ["mined", "mined", "mined", "call_failed"];

@@ -8,11 +8,8 @@ use std::{sync::Arc, time::Duration};
 
 use alloy::{
     consensus::Transaction,
-    network::TransactionBuilder,
     primitives::{B256, U256, hex, keccak256},
     providers::Provider,
-    rpc::types::TransactionRequest,
-    sol_types::SolCall,
 };
 use kya_core::abi::AgentRegistry;
 use kya_devchain::dev_accounts::{self, Role};
@@ -227,15 +224,7 @@ async fn call_failed_through(t: &TestChain, engine: Engine, rpc_url: String, age
     let (status, answer) = relayer.client.relay(&signed).await;
     assert_eq!(status, 200, "{answer}");
     // The regulator's suspension pays a higher tip, so the block runs it first.
-    let suspend = TransactionRequest::default()
-        .with_from(t.deployment.regulator)
-        .with_to(t.registry())
-        .with_input(AgentRegistry::suspendAgentCall { agentId: attest.agentId }.abi_encode())
-        .with_gas_limit(200_000)
-        .with_max_fee_per_gas(200_000_000_000)
-        .with_max_priority_fee_per_gas(100_000_000_000);
-    t.chain.submit(suspend).await.unwrap();
-    anvil(t, "evm_mine", serde_json::json!([])).await;
+    super::suspend_ahead_of_the_pool(t, attest.agentId).await;
     anvil(t, "evm_setAutomine", serde_json::json!([true])).await;
 
     let mined = receipt(t, &answer).await;

@@ -15,11 +15,8 @@ use std::{
 };
 
 use alloy::{
-    network::TransactionBuilder,
     primitives::{B256, U256},
     providers::Provider,
-    rpc::types::TransactionRequest,
-    sol_types::SolCall,
 };
 use kya_core::abi::AgentRegistry;
 use kya_devchain::dev_accounts::{self, Role};
@@ -144,15 +141,7 @@ async fn every_status_change_is_delivered_signed_in_order_as_the_relay_view(engi
     anvil(&t, "evm_setAutomine", json!([false])).await;
     let attest = forward(&t, late.address(), 0, &AgentRegistry::attestComplianceCall { agentId: late_id });
     let failed = relayed(client, &body(&attest, &sign_with_core(&t, &late, &attest).signature)).await;
-    let suspend = TransactionRequest::default()
-        .with_from(t.deployment.regulator)
-        .with_to(t.registry())
-        .with_input(AgentRegistry::suspendAgentCall { agentId: late_id }.abi_encode())
-        .with_gas_limit(200_000)
-        .with_max_fee_per_gas(200_000_000_000)
-        .with_max_priority_fee_per_gas(100_000_000_000);
-    t.chain.submit(suspend).await.unwrap();
-    anvil(&t, "evm_mine", json!([])).await;
+    super::suspend_ahead_of_the_pool(&t, late_id).await;
 
     // Stuck: mining stays paused until the relayer has sent it again with higher fees.
     let stuck = relayed(client, &registration(&t, 602)).await;
