@@ -1,8 +1,10 @@
 # shellcheck shell=bash
 # The gasless relayer on RELAYER_PORT (default 3001) against the local chain, paying gas from
 # RELAYER_KEY of .devchain/env (anvil's funded account 9), with its Prometheus metrics on
-# METRICS_PORT (default 9464, loopback only). Its store starts empty with the chain, since every
-# `scripts/up.sh` deploys a fresh chain.
+# METRICS_PORT (default 9464, loopback only). One daemon on an SQLite store, which starts empty
+# with the chain, since every `scripts/up.sh` deploys a fresh chain; with DATABASE_URL set in the
+# environment, on that PostgreSQL database instead (more daemons can then join it with their own
+# RELAYER_ID and ports: docs/relayer.md, "Running a cluster").
 cargo build --locked -p kya-relayer
 relayer_port=${RELAYER_PORT:-3001}
 metrics_port=${METRICS_PORT:-9464}
