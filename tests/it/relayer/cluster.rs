@@ -292,6 +292,56 @@ async fn two_daemons_share_three_keys_and_one_killed_mid_burst_loses_nothing() {
     assert!(clean, "{log}");
 }
 
+/// A relay waiting in the pool when its daemon is SIGKILLed (mining paused) is the key's next
+/// holder's to finish: it takes the key once the lease runs out, finds the relay stuck and sends
+/// it again with higher fees at the same nonce; the replacement is what is mined, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_daemons_stuck_relay_is_replaced_by_its_keys_next_holder() {
+    let t = TestChain::start().await;
+    let keys = cluster_keys(&t).await;
+    let funded: Vec<U256> = join_all(keys.iter().map(|key| balance(&t, key.address()))).await;
+    let db = TestStore::new(Engine::Postgres);
+    let stuck_soon = |id: &str| {
+        let mut env = daemon_env(&t, &db, &keys, id, 3);
+        set(&mut env, "STUCK_AFTER_BLOCKS", "1000");
+        set(&mut env, "STUCK_AFTER_SECS", "2");
+        env
+    };
+    let first = BinaryRelayer::start(BINARY, &stuck_soon("stuck-a"));
+    holders_until(&first.client, Duration::from_secs(10), |seen| count(seen, "stuck-a") == 3).await;
+    let second = BinaryRelayer::start(BINARY, &stuck_soon("stuck-b"));
+    holders_until(&second.client, Duration::from_secs(15), |seen| count(seen, "stuck-b") == 1).await;
+
+    anvil(&t, "evm_setAutomine", json!([false])).await;
+    let registration = registration(&t, 1_200);
+    let (status, sent) = first.client.relay(&registration).await;
+    assert_eq!(status, 200, "{sent}");
+    let id = sent["relayId"].as_str().unwrap().to_owned();
+    let log = first.kill();
+
+    let replaced = second.client.relay_until(&id, |relay| relay["status"] == "replaced").await;
+    let lane = db.open().relay_by_id(&id).unwrap().unwrap().lane.unwrap();
+    assert!(
+        holders(&second.client).await[keys.iter().position(|key| key.address() == lane).unwrap()].as_deref()
+            == Some("stuck-b"),
+        "the key's next holder sent it again\n{log}"
+    );
+    assert_eq!(replaced["relayerNonce"], sent_nonce(&db, &id), "at the relay's own nonce");
+    assert_eq!(replaced["transactions"].as_array().unwrap().len(), 2, "{replaced}");
+    anvil(&t, "evm_setAutomine", json!([true])).await;
+    anvil(&t, "evm_mine", json!([])).await;
+    let mined = second.client.relay_until(&id, |relay| relay["status"] == "mined").await;
+    assert_eq!(mined["txHash"], replaced["txHash"], "the replacement is the one mined: {mined}");
+    assert_books_exact(&t, &db, &second.client, &keys, &funded, &[agent_key(1_200).address()]).await;
+    let (clean, log) = second.terminate();
+    assert!(clean, "{log}");
+}
+
+/// The relayer nonce the store gave relay `id`.
+fn sent_nonce(db: &TestStore, id: &str) -> Value {
+    json!(db.open().relay_by_id(id).unwrap().unwrap().relayer_nonce.unwrap())
+}
+
 /// 61 requests from one IP address at once, spread over two daemons with a limit of 60 an
 /// hour: exactly 60 are let through (here to the signature check, which refuses them), one is
 /// refused by the limit.
