@@ -84,6 +84,18 @@ pub(crate) async fn sender_and_nonce(chain: &TestChain, hash: B256) -> Option<(A
     Some((tx.from(), tx.nonce()))
 }
 
+/// A block's gas used and gas limit.
+pub(crate) async fn block_gas(chain: &TestChain, number: u64) -> (u64, u64) {
+    let block = chain
+        .chain
+        .provider()
+        .get_block_by_number(number.into())
+        .await
+        .expect("eth_getBlockByNumber")
+        .expect("a mined block");
+    (block.header.gas_used, block.header.gas_limit)
+}
+
 async fn rpc(chain: &TestChain, method: &'static str, params: Value) -> Value {
     chain
         .chain

@@ -25,6 +25,8 @@ pub(crate) struct Checks {
     pub(crate) refused_registered: usize,
     /// Per relayer key, in configured order.
     pub(crate) keys: Vec<KeyNonces>,
+    /// The gas used and the gas limit of the block holding the most of the row's relays.
+    pub(crate) fullest_block_gas: Option<(u64, u64)>,
 }
 
 /// One relayer key's nonces at the end (its keys are fresh: they start at 0).
@@ -94,7 +96,20 @@ pub(crate) async fn check(
         let nonces = by_key.remove(&key.address()).unwrap_or_default();
         key_nonces.push(KeyNonces { mined_nonce, pending_nonce, nonces });
     }
+    let mut per_block: BTreeMap<u64, usize> = BTreeMap::new();
+    for view in outcomes.iter().filter(|outcome| outcome.mined()).filter_map(|outcome| outcome.view.as_ref())
+    {
+        if let Some(block) = view["blockNumber"].as_u64() {
+            *per_block.entry(block).or_default() += 1;
+        }
+    }
+    let fullest = per_block.iter().max_by_key(|(block, count)| (**count, std::cmp::Reverse(**block)));
+    let fullest_block_gas = match fullest {
+        Some((block, _)) => Some(chain::block_gas(chain, *block).await),
+        None => None,
+    };
     Checks {
+        fullest_block_gas,
         accepted: outcomes.iter().filter(|outcome| outcome.accepted()).count(),
         mined: outcomes.iter().filter(|outcome| outcome.mined()).count(),
         registrations,

@@ -27,6 +27,10 @@ const UNLIMITED: [(&str, &str); 6] = [
     ("CLIENT_BUDGET_SHARE_PERCENT", "100"),
 ];
 
+/// The fixture's `info`, without warp's two lines per request: the bench reads every relay ten
+/// times a second, and logging those reads would be most of the daemons' output and work.
+const LOG_FILTER: &str = "info,warp::filters::trace=warn";
+
 /// Seconds a daemon's lease on a key lasts, once daemons lease keys (issue 18's lane leases):
 /// a setting the daemon ignores until then.
 const LEASE_SECS: &str = "6";
@@ -65,6 +69,7 @@ impl Cluster {
         env.retain(|(name, _)| name != "RELAYER_KEY");
         set(&mut env, "RELAYER_KEYS", chain::keys_setting(keys));
         set(&mut env, "RELAYER_LEASE_SECS", LEASE_SECS);
+        set(&mut env, "RUST_LOG", LOG_FILTER);
         for (name, value) in UNLIMITED {
             set(&mut env, name, value);
         }

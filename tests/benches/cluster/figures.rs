@@ -21,6 +21,13 @@ pub(crate) struct Figures {
     pub(crate) errors: BTreeMap<String, usize>,
     /// One message per refused status, as the daemon wrote it.
     pub(crate) messages: BTreeMap<String, String>,
+    /// Blocks that hold the mined relays, and the most relays one of them holds.
+    pub(crate) blocks: usize,
+    pub(crate) most_in_a_block: usize,
+    /// The bench's `GET /relay/:id` requests, and their rate over the row (first send to last
+    /// look).
+    pub(crate) looks: usize,
+    pub(crate) looks_per_sec: f64,
 }
 
 pub(crate) fn of(outcomes: &[Outcome]) -> Figures {
@@ -48,6 +55,14 @@ pub(crate) fn of(outcomes: &[Outcome]) -> Figures {
         }
         *errors.entry(kind).or_default() += 1;
     }
+    let mut per_block: BTreeMap<u64, usize> = BTreeMap::new();
+    for outcome in &mined {
+        if let Some(block) = outcome.view.as_ref().and_then(|view| view["blockNumber"].as_u64()) {
+            *per_block.entry(block).or_default() += 1;
+        }
+    }
+    let looks = outcomes.iter().map(|outcome| outcome.looks).sum();
+    let last_look = outcomes.iter().filter_map(|outcome| outcome.last_look).max();
     Figures {
         requests: outcomes.len(),
         accepted_per_sec,
@@ -56,6 +71,10 @@ pub(crate) fn of(outcomes: &[Outcome]) -> Figures {
         p99: percentile(&latencies, 99),
         errors,
         messages,
+        blocks: per_block.len(),
+        most_in_a_block: per_block.values().copied().max().unwrap_or(0),
+        looks,
+        looks_per_sec: rate(looks, last_look),
     }
 }
 

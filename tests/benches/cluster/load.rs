@@ -33,6 +33,9 @@ pub(crate) struct Outcome {
     pub(crate) ended: Option<Duration>,
     /// The relay's last view (for the checks: its mined transaction).
     pub(crate) view: Option<Value>,
+    /// `GET /relay/:id` requests it took, and when the last one was answered.
+    pub(crate) looks: usize,
+    pub(crate) last_look: Option<Duration>,
 }
 
 impl Outcome {
@@ -138,7 +141,19 @@ impl Burst<'_> {
             json => json["error"].as_str().map_or_else(|| json.to_string(), str::to_owned),
         });
         let final_status = json["status"].as_str().map(str::to_owned);
-        Outcome { daemon, sent, answered, status, error, relay_id, final_status, ended: None, view: None }
+        Outcome {
+            daemon,
+            sent,
+            answered,
+            status,
+            error,
+            relay_id,
+            final_status,
+            ended: None,
+            view: None,
+            looks: 0,
+            last_look: None,
+        }
     }
 
     /// Looks at the relay every `poll` until it ends or the patience after the last answer runs
@@ -151,6 +166,8 @@ impl Burst<'_> {
                 self.look(&url).await
             };
             let seen = self.started.elapsed();
+            outcome.looks += 1;
+            outcome.last_look = Some(seen);
             if let Some(view) = view {
                 let status = view["status"].as_str().unwrap_or("unknown").to_owned();
                 let open = is_open(&status);

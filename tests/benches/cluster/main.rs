@@ -24,6 +24,7 @@ mod daemons;
 mod figures;
 mod load;
 mod plan;
+mod reading;
 mod report;
 
 use std::time::{Duration, Instant};
@@ -47,6 +48,8 @@ pub(crate) struct Measured {
     pub(crate) leased: bool,
     /// The row's wall time, from starting its daemons to their exit.
     pub(crate) took: Duration,
+    /// The machine's one-minute load average when the row ended.
+    pub(crate) load: String,
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -98,7 +101,8 @@ async fn measure(
     keep_logs(&configuration, &logs);
     let took = started.elapsed();
     drop(store);
-    Measured { configuration, figures: figures::of(&outcomes), checks, logs, holders, leased, took }
+    let load = load_averages().split(", ").next().unwrap_or_default().to_owned();
+    Measured { configuration, figures: figures::of(&outcomes), checks, logs, holders, leased, took, load }
 }
 
 /// Writes the daemons' logs to `BENCH_CLUSTER_LOGS`, if set.
@@ -149,12 +153,18 @@ fn machine() -> String {
             line.strip_prefix("MemTotal:")?.trim().strip_suffix("kB")?.trim().parse::<f64>().ok()
         })
         .map_or(0.0, |kib| kib / 1024.0 / 1024.0);
-    let load = read("/proc/loadavg").split_whitespace().take(3).collect::<Vec<_>>().join(", ");
+    let load = load_averages();
     format!(
         "Machine: {cores} cores ({model}), {memory_gib:.0} GiB, shared with anvil, PostgreSQL, the \
          daemons and the bench client alike; load averages at the start: {load}. Absolute rates \
          depend on it: compare rows within this report."
     )
+}
+
+/// `/proc/loadavg`'s three load averages, `0.52, 0.80, 1.10`.
+fn load_averages() -> String {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    text.split_whitespace().take(3).collect::<Vec<_>>().join(", ")
 }
 
 /// The command that reruns this report, with the run's `BENCH_CLUSTER_*` settings.

@@ -1,5 +1,5 @@
-//! `docs/bench/relayer-cluster.md`: the table, the details behind its checks and errors, the
-//! machine, the command, and a reading of the figures computed from them.
+//! `docs/bench/relayer-cluster.md`: the method, the machine, the command, the table and the
+//! details behind its checks and errors (the reading between them is `reading.rs`).
 
 use std::{fmt::Write as _, time::Duration};
 
@@ -44,7 +44,7 @@ pub(crate) fn render(plan: &Plan, machine: &str, command: &str, rows: &[Measured
         settle = plan.settle.as_secs(),
     );
     table(&mut out, rows);
-    reading(&mut out, rows);
+    crate::reading::write(&mut out, rows);
     details(&mut out, rows);
     out
 }
@@ -92,81 +92,7 @@ fn verdict(checks: &Checks) -> String {
     format!("{once}, {nonces}")
 }
 
-/// A few sentences computed from the rows: which rows are faster, by how much, and what the
-/// multi-daemon rows can and cannot say.
-fn reading(out: &mut String, rows: &[Measured]) {
-    out.push_str("\n## Reading\n\n");
-    let find = |store: &str, daemons: usize, keys: usize| {
-        rows.iter().find(|row| {
-            row.configuration.store() == store
-                && row.configuration.daemons == daemons
-                && row.configuration.keys == keys
-        })
-    };
-    let mut lines = Vec::new();
-    if let Some(best) = rows
-        .iter()
-        .filter(|row| row.checks.ok())
-        .max_by(|a, b| a.figures.mined_per_sec.total_cmp(&b.figures.mined_per_sec))
-    {
-        lines.push(format!(
-            "Of the rows whose checks pass, {} mined the most: {:.1} relays/s ({:.1} accepted/s).",
-            describe(&best.configuration),
-            best.figures.mined_per_sec,
-            best.figures.accepted_per_sec,
-        ));
-    }
-    if let (Some(sqlite), Some(postgres)) = (find("sqlite", 1, 1), find("postgres", 1, 1)) {
-        lines.push(format!(
-            "One daemon with one key accepts {:.1} relays/s on SQLite and {:.1} on PostgreSQL ({:.2}×).",
-            sqlite.figures.accepted_per_sec,
-            postgres.figures.accepted_per_sec,
-            postgres.figures.accepted_per_sec / sqlite.figures.accepted_per_sec.max(1e-9),
-        ));
-    }
-    for store in ["sqlite", "postgres"] {
-        if let (Some(one), Some(four)) = (find(store, 1, 1), find(store, 1, 4)) {
-            lines.push(format!(
-                "On {store}, one daemon with 4 keys instead of 1: accepted/s {:.2}×, mined/s {:.2}×, p50 {} → {}.",
-                four.figures.accepted_per_sec / one.figures.accepted_per_sec.max(1e-9),
-                four.figures.mined_per_sec / one.figures.mined_per_sec.max(1e-9),
-                ms(one.figures.p50),
-                ms(four.figures.p50),
-            ));
-        }
-    }
-    let multi: Vec<&Measured> = rows.iter().filter(|row| row.configuration.daemons > 1).collect();
-    if !multi.is_empty() {
-        let leased = multi.iter().any(|row| row.leased);
-        if leased {
-            lines.push(
-                "With several daemons the keys were leased (`/status` named different holders), so \
-                 each key had one sender."
-                    .to_owned(),
-            );
-        } else {
-            let failing = multi.iter().filter(|row| !row.checks.ok()).count();
-            lines.push(format!(
-                "**The rows with 2 and 4 daemons predate lane leases**: the daemon has no \
-                 `RELAYER_LEASE_SECS` yet, and every daemon's `/status` named itself the holder of \
-                 every key, so all of them send on every key and hand out its nonces on their \
-                 own. {failing} of those {} rows fail a check; their figures show what sharing \
-                 keys without leases does, not what the cluster will do with them.",
-                multi.len(),
-            ));
-        }
-    }
-    lines.push(format!(
-        "A block every {BLOCK_TIME_SECS} s bounds request→mined from below: a relay waits for \
-         the next block (half a block on average), then for the daemon's follower to see the \
-         receipt (it looks again after 50 ms, doubling up to 2 s), then for the bench's next \
-         look."
-    ));
-    out.push_str(&lines.join("\n\n"));
-    out.push('\n');
-}
-
-fn describe(configuration: &Configuration) -> String {
+pub(crate) fn describe(configuration: &Configuration) -> String {
     let daemons = if configuration.daemons == 1 {
         "one daemon".to_owned()
     } else {
@@ -208,6 +134,22 @@ fn details(out: &mut String, rows: &[Measured]) {
             )
             .expect("writing to a String");
         }
+        let f = &row.figures;
+        writeln!(
+            out,
+            "- chain: the mined relays are in {} blocks, at most {} in one{}; the bench read \
+             the relays {} times ({:.0} reads/s); load average (1 min) at the row's end: {}",
+            f.blocks,
+            f.most_in_a_block,
+            c.fullest_block_gas.map_or_else(String::new, |(used, limit)| format!(
+                " (that block used {:.0}% of its gas limit)",
+                100.0 * used as f64 / limit.max(1) as f64
+            )),
+            f.looks,
+            f.looks_per_sec,
+            row.load,
+        )
+        .expect("writing to a String");
         writeln!(out, "- lane holders before the burst (`/status`): {}", row.holders)
             .expect("writing to a String");
         let logs = &row.logs;
@@ -241,6 +183,6 @@ fn shorten(text: &str) -> String {
     }
 }
 
-fn ms(time: Option<Duration>) -> String {
+pub(crate) fn ms(time: Option<Duration>) -> String {
     time.map_or_else(|| "n/a".to_owned(), |time| format!("{:.0} ms", time.as_secs_f64() * 1e3))
 }
