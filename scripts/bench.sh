@@ -11,6 +11,9 @@
 #                     cold (time, CPU, D1 rows), the indexer's first fill and steady state, a
 #                     write's way to the answers (cargo bench -p kya-tests --bench index); the
 #                     cost model in docs/index-cost.md is built on these reports
+#   relayer-cluster.md relays per second accepted and mined by 1, 2 and 4 relayer daemons with 1
+#                     and 4 keys on PostgreSQL, and one daemon on SQLite, on anvil mining a block
+#                     a second, with on-chain checks per row (cargo bench -p kya-tests --bench cluster)
 # BENCH_AGENTS=N sets the registry size of the system benchmark (default 1000; 10000 takes a
 # minute more to seed). BENCH_INDEX_AGENTS lists the index benchmark's sizes (default 1000; the
 # committed reports are 1000 and 10000, about 20 minutes together; seed_bulk does not yet get
@@ -30,3 +33,5 @@ printf '\n==> RPC cost per endpoint (%s agents)\n' "${BENCH_RPC_AGENTS:-1000,100
 cargo bench -p kya-tests --locked --bench rpc_cost
 printf '\n==> the registry index against the direct path (%s agents)\n' "${BENCH_INDEX_AGENTS:-1000}" >&2
 cargo bench -p kya-tests --locked --bench index
+printf '\n==> the relayer cluster (%s relays a row)\n' "${BENCH_CLUSTER_RELAYS:-200}" >&2
+cargo bench -p kya-tests --locked --bench cluster

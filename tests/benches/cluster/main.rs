@@ -1,0 +1,179 @@
+//! Relays per second accepted and mined by a cluster of relayer daemons (issue 18): 1, 2 and 4
+//! daemons on one PostgreSQL database, with 1 and 4 keys, and one daemon on SQLite, on one anvil
+//! mining a block a second; with request→mined percentiles and, per row, checks on the chain
+//! that every accepted relay registered its agent exactly once and that no key's nonces have a
+//! gap.
+//!
+//! `cargo bench -p kya-tests --bench cluster` (or `bash scripts/bench.sh`) prints the report and
+//! writes it to `docs/bench/relayer-cluster.md`. Settings:
+//! - `BENCH_CLUSTER_RELAYS`: relays per row (default 200), each from a signer of its own;
+//! - `BENCH_CLUSTER_CONFIGS`: the rows, `store:daemons:keys` comma-separated (default the eight
+//!   of issue 18: `sqlite:1:1,sqlite:1:4,postgres:1:1,…,postgres:4:4`);
+//! - `BENCH_CLUSTER_CONCURRENCY`: `POST /relay` requests in flight (default 32);
+//! - `BENCH_CLUSTER_POLL_MS`, `BENCH_CLUSTER_POLLS_IN_FLIGHT`: how often each accepted relay is
+//!   read (default 100 ms) and how many reads run at once (default 16);
+//! - `BENCH_CLUSTER_SETTLE_SECS`: how long after the last answer the relays may take to end
+//!   (default 90);
+//! - `BENCH_CLUSTER_LOGS`: a folder to write every daemon's log to (`<row>-<daemon id>.log`).
+//!
+//! The default run takes about five minutes on two cores, after the build.
+
+mod chain;
+mod checks;
+mod daemons;
+mod figures;
+mod load;
+mod plan;
+mod reading;
+mod report;
+
+use std::time::{Duration, Instant};
+
+use kya_tests::{
+    TestChain,
+    relayer_fixture::{TestStore, signed_registrations},
+};
+
+use crate::{daemons::Cluster, plan::Configuration};
+
+/// Everything measured for one row.
+pub(crate) struct Measured {
+    pub(crate) configuration: Configuration,
+    pub(crate) figures: figures::Figures,
+    pub(crate) checks: checks::Checks,
+    pub(crate) logs: daemons::Logs,
+    /// The lanes' holders as the daemons' `/status` named them, in words.
+    pub(crate) holders: String,
+    /// Whether the daemons named different holders: the keys were leased.
+    pub(crate) leased: bool,
+    /// The row's wall time, from starting its daemons to their exit.
+    pub(crate) took: Duration,
+    /// The machine's one-minute load average when the row ended.
+    pub(crate) load: String,
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let plan = plan::Plan::from_env();
+    let machine = machine();
+    let chain = chain::start().await;
+    let mut rows = Vec::new();
+    for (index, configuration) in plan.configurations.iter().enumerate() {
+        eprintln!("==> {} ({} relays)", configuration.label(), plan.relays);
+        let row = measure(&chain, index, *configuration, &plan).await;
+        eprintln!(
+            "    {:.1} accepted/s, {:.1} mined/s, not mined: {:?}, checks ok: {}",
+            row.figures.accepted_per_sec,
+            row.figures.mined_per_sec,
+            row.figures.errors,
+            row.checks.ok()
+        );
+        rows.push(row);
+    }
+    let text = report::render(&plan, &machine, &command(), &rows);
+    print!("{text}");
+    let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/bench");
+    std::fs::create_dir_all(&folder).expect("docs/bench");
+    std::fs::write(folder.join("relayer-cluster.md"), text).expect("writing the report");
+}
+
+/// One row: its keys funded, its daemons started on a fresh store, the burst, the checks, the
+/// daemons stopped.
+async fn measure(
+    chain: &TestChain,
+    index: usize,
+    configuration: Configuration,
+    plan: &plan::Plan,
+) -> Measured {
+    let keys = chain::relayer_keys(index, configuration.keys);
+    chain::fund(chain, &keys).await;
+    let signers = chain::signers(index, plan.relays);
+    let bodies = signed_registrations(chain, &signers);
+    let store = TestStore::new(configuration.engine);
+    let started = Instant::now();
+    let cluster = tokio::task::block_in_place(|| Cluster::start(chain, &store, &keys, configuration.daemons));
+    let (holders, leased) = holders(&cluster).await;
+    let next_before = chain::next_agent_id(chain).await;
+    let bases: Vec<String> = cluster.daemons.iter().map(|daemon| daemon.client.base.clone()).collect();
+    let outcomes = load::burst(&bases, &bodies, plan).await;
+    let checks = checks::check(chain, next_before, &signers, &outcomes, &keys).await;
+    let logs = tokio::task::block_in_place(|| cluster.stop());
+    keep_logs(&configuration, &logs);
+    let took = started.elapsed();
+    drop(store);
+    let load = load_averages().split(", ").next().unwrap_or_default().to_owned();
+    Measured { configuration, figures: figures::of(&outcomes), checks, logs, holders, leased, took, load }
+}
+
+/// Writes the daemons' logs to `BENCH_CLUSTER_LOGS`, if set.
+fn keep_logs(configuration: &Configuration, logs: &daemons::Logs) {
+    let Some(folder) = std::env::var_os("BENCH_CLUSTER_LOGS") else { return };
+    let folder = std::path::PathBuf::from(folder);
+    std::fs::create_dir_all(&folder).expect("BENCH_CLUSTER_LOGS: a folder");
+    let row = format!("{}-{}x{}", configuration.store(), configuration.daemons, configuration.keys);
+    for (id, output) in &logs.outputs {
+        std::fs::write(folder.join(format!("{row}-{id}.log")), output).expect("writing a daemon's log");
+    }
+}
+
+/// The lanes' holders in words, and whether they were leased (different daemons named).
+async fn holders(cluster: &Cluster) -> (String, bool) {
+    let holders = cluster.holders().await;
+    let themselves = holders.iter().all(|(id, named)| named.iter().all(|holder| holder == id));
+    if themselves {
+        let words = if cluster.ids.len() == 1 {
+            "the daemon names itself for every key"
+        } else {
+            "every daemon names itself for every key (no leases)"
+        };
+        return (words.to_owned(), false);
+    }
+    let words = holders
+        .iter()
+        .map(|(id, named)| format!("{id} sees [{}]", named.join(", ")))
+        .collect::<Vec<_>>()
+        .join("; ");
+    (words, true)
+}
+
+/// The machine, for the report: cores, CPU, memory, and the load when the run began.
+fn machine() -> String {
+    let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
+    let cpuinfo = read("/proc/cpuinfo");
+    let model = cpuinfo
+        .lines()
+        .find_map(|line| {
+            line.strip_prefix("model name")?.split_once(':').map(|(_, model)| model.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let memory_gib = read("/proc/meminfo")
+        .lines()
+        .find_map(|line| {
+            line.strip_prefix("MemTotal:")?.trim().strip_suffix("kB")?.trim().parse::<f64>().ok()
+        })
+        .map_or(0.0, |kib| kib / 1024.0 / 1024.0);
+    let load = load_averages();
+    format!(
+        "Machine: {cores} cores ({model}), {memory_gib:.0} GiB, shared with anvil, PostgreSQL, the \
+         daemons and the bench client alike; load averages at the start: {load}. Absolute rates \
+         depend on it: compare rows within this report."
+    )
+}
+
+/// `/proc/loadavg`'s three load averages, `0.52, 0.80, 1.10`.
+fn load_averages() -> String {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    text.split_whitespace().take(3).collect::<Vec<_>>().join(", ")
+}
+
+/// The command that reruns this report, with the run's `BENCH_CLUSTER_*` settings.
+fn command() -> String {
+    let mut settings: Vec<String> = std::env::vars()
+        .filter(|(name, _)| name.starts_with("BENCH_CLUSTER_"))
+        .map(|(name, value)| format!("{name}={value}"))
+        .collect();
+    settings.sort();
+    settings.push("cargo bench -p kya-tests --bench cluster".to_owned());
+    settings.join(" ")
+}

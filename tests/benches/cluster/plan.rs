@@ -1,0 +1,101 @@
+//! What one run measures: the configurations (store, daemons, keys) and the load's settings, from
+//! the environment.
+
+use std::time::Duration;
+
+use kya_tests::relayer_fixture::Engine;
+
+/// One row of the report: `daemons` relayer daemons on one store, all with the same `keys`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Configuration {
+    pub(crate) engine: Engine,
+    pub(crate) daemons: usize,
+    pub(crate) keys: usize,
+}
+
+impl Configuration {
+    /// `sqlite` or `postgres`, as the table and `BENCH_CLUSTER_CONFIGS` name the store.
+    pub(crate) fn store(&self) -> &'static str {
+        match self.engine {
+            Engine::Sqlite => "sqlite",
+            Engine::Postgres => "postgres",
+        }
+    }
+
+    /// `sqlite 1×4`: how the logs name it.
+    pub(crate) fn label(&self) -> String {
+        format!("{} {}×{}", self.store(), self.daemons, self.keys)
+    }
+
+    /// Parses `store:daemons:keys` (`postgres:2:4`).
+    fn parse(text: &str) -> Self {
+        let fields: Vec<&str> = text.trim().split(':').collect();
+        let [store, daemons, keys] = fields[..] else {
+            panic!("BENCH_CLUSTER_CONFIGS: `store:daemons:keys`, not {text:?}");
+        };
+        let engine = match store {
+            "sqlite" => Engine::Sqlite,
+            "postgres" => Engine::Postgres,
+            _ => panic!("BENCH_CLUSTER_CONFIGS: the store is sqlite or postgres, not {store:?}"),
+        };
+        let number = |value: &str| -> usize {
+            value.parse().ok().filter(|n| *n > 0).unwrap_or_else(|| panic!("BENCH_CLUSTER_CONFIGS: {text:?}"))
+        };
+        let configuration = Self { engine, daemons: number(daemons), keys: number(keys) };
+        assert!(
+            engine == Engine::Postgres || configuration.daemons == 1,
+            "BENCH_CLUSTER_CONFIGS: an SQLite file serves one daemon ({text:?})"
+        );
+        configuration
+    }
+}
+
+/// Issue 18's grid: SQLite with one daemon, PostgreSQL with 1, 2 and 4; 1 and 4 keys each.
+const DEFAULT_CONFIGS: &str =
+    "sqlite:1:1,sqlite:1:4,postgres:1:1,postgres:1:4,postgres:2:1,postgres:2:4,postgres:4:1,postgres:4:4";
+
+/// The run's settings.
+#[derive(Debug, Clone)]
+pub(crate) struct Plan {
+    pub(crate) configurations: Vec<Configuration>,
+    /// Relays in each configuration's burst, each from a signer of its own.
+    pub(crate) relays: usize,
+    /// `POST /relay` requests in flight at once.
+    pub(crate) concurrency: usize,
+    /// Pause between two looks at one relay.
+    pub(crate) poll: Duration,
+    /// `GET /relay/:id` requests in flight at once, over every relay being watched.
+    pub(crate) polls_in_flight: usize,
+    /// How long after the last answer the relays may take to end before the rest count as
+    /// unfinished.
+    pub(crate) settle: Duration,
+}
+
+impl Plan {
+    /// Reads `BENCH_CLUSTER_*` (see main.rs), with the defaults of the committed report.
+    pub(crate) fn from_env() -> Self {
+        let number = |name: &str, default: u64| -> u64 {
+            std::env::var(name).ok().map_or(default, |value| {
+                value
+                    .trim()
+                    .parse()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .unwrap_or_else(|| panic!("{name}: a positive number"))
+            })
+        };
+        let configurations = std::env::var("BENCH_CLUSTER_CONFIGS")
+            .unwrap_or_else(|_| DEFAULT_CONFIGS.to_owned())
+            .split(',')
+            .map(Configuration::parse)
+            .collect();
+        Self {
+            configurations,
+            relays: number("BENCH_CLUSTER_RELAYS", 200) as usize,
+            concurrency: number("BENCH_CLUSTER_CONCURRENCY", 32) as usize,
+            poll: Duration::from_millis(number("BENCH_CLUSTER_POLL_MS", 100)),
+            polls_in_flight: number("BENCH_CLUSTER_POLLS_IN_FLIGHT", 16) as usize,
+            settle: Duration::from_secs(number("BENCH_CLUSTER_SETTLE_SECS", 90)),
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! The report's reading: sentences computed from the rows, so that a rerun's text says what its
+//! own figures say.
+
+use crate::{
+    Measured,
+    chain::BLOCK_TIME_SECS,
+    report::{describe, ms},
+};
+
+pub(crate) fn write(out: &mut String, rows: &[Measured]) {
+    let lines: Vec<String> = [best(rows), stores(rows), keys(rows), chain(rows), daemons(rows), bounds(rows)]
+        .into_iter()
+        .flatten()
+        .collect();
+    out.push_str("\n## Reading\n\n");
+    out.push_str(&lines.join("\n\n"));
+    out.push('\n');
+}
+
+fn find<'a>(rows: &'a [Measured], store: &str, daemons: usize, keys: usize) -> Option<&'a Measured> {
+    rows.iter().find(|row| {
+        let c = &row.configuration;
+        c.store() == store && c.daemons == daemons && c.keys == keys
+    })
+}
+
+fn ratio(a: f64, b: f64) -> f64 {
+    a / b.max(1e-9)
+}
+
+/// The row that mined the most among those whose checks pass.
+fn best(rows: &[Measured]) -> Option<String> {
+    let best = rows
+        .iter()
+        .filter(|row| row.checks.ok())
+        .max_by(|a, b| a.figures.mined_per_sec.total_cmp(&b.figures.mined_per_sec))?;
+    Some(format!(
+        "Of the rows whose checks pass, {} mined the most: {:.1} relays/s ({:.1} accepted/s).",
+        describe(&best.configuration),
+        best.figures.mined_per_sec,
+        best.figures.accepted_per_sec,
+    ))
+}
+
+/// SQLite against PostgreSQL, one daemon and one key.
+fn stores(rows: &[Measured]) -> Option<String> {
+    let (sqlite, postgres) = (find(rows, "sqlite", 1, 1)?, find(rows, "postgres", 1, 1)?);
+    Some(format!(
+        "One daemon with one key accepted {:.1} relays/s on SQLite and {:.1} on PostgreSQL ({:.2}×): \
+         every accepted relay is a few store transactions (rate limits, the reservation under the \
+         budget lock, the send's record), each a round trip to the server on the daemon's one \
+         connection, where SQLite writes a local file.",
+        sqlite.figures.accepted_per_sec,
+        postgres.figures.accepted_per_sec,
+        ratio(postgres.figures.accepted_per_sec, sqlite.figures.accepted_per_sec),
+    ))
+}
+
+/// One daemon, 4 keys against 1.
+fn keys(rows: &[Measured]) -> Option<String> {
+    let lines: Vec<String> = ["sqlite", "postgres"]
+        .into_iter()
+        .filter_map(|store| {
+            let (one, four) = (find(rows, store, 1, 1)?, find(rows, store, 1, 4)?);
+            Some(format!(
+                "on {store} accepted/s {:.2}×, mined/s {:.2}×, p50 {} → {}",
+                ratio(four.figures.accepted_per_sec, one.figures.accepted_per_sec),
+                ratio(four.figures.mined_per_sec, one.figures.mined_per_sec),
+                ms(one.figures.p50),
+                ms(four.figures.p50),
+            ))
+        })
+        .collect();
+    (!lines.is_empty()).then(|| format!("One daemon with 4 keys instead of 1: {}.", lines.join("; ")))
+}
+
+/// What the chain carries, and what a burst of this size can show.
+fn chain(rows: &[Measured]) -> Option<String> {
+    let fullest = rows.iter().max_by_key(|row| row.figures.most_in_a_block)?;
+    let (used, limit) = fullest.checks.fullest_block_gas?;
+    let share = used as f64 / limit.max(1) as f64;
+    let blocks = rows.iter().map(|row| row.figures.blocks);
+    let (fewest, most) = (blocks.clone().min()?, blocks.max()?);
+    let capacity = if share >= 0.95 {
+        format!(
+            "with a block every {BLOCK_TIME_SECS} s the chain carries at most about {} \
+             registrations a second, whatever the daemons do",
+            fullest.figures.most_in_a_block
+        )
+    } else {
+        format!(
+            "no block was full (one holds about {:.0} registrations), so the daemons, not the \
+             chain, set the pace",
+            fullest.figures.most_in_a_block as f64 / share.max(1e-9)
+        )
+    };
+    Some(format!(
+        "The fullest block held {} relays and used {:.0}% of its gas limit: {capacity}. A burst of \
+         {} relays was mined in {fewest} to {most} blocks, so mined/s here is the burst's length \
+         plus the wait for its last block, and accepted/s the daemons' pace over a second or two, \
+         not steady rates; a larger `BENCH_CLUSTER_RELAYS` measures longer bursts.",
+        fullest.figures.most_in_a_block,
+        100.0 * share,
+        fullest.figures.requests,
+    ))
+}
+
+/// The rows with several daemons: leased keys, or what sharing keys without leases did.
+fn daemons(rows: &[Measured]) -> Option<String> {
+    let multi: Vec<&Measured> = rows.iter().filter(|row| row.configuration.daemons > 1).collect();
+    if multi.is_empty() {
+        return None;
+    }
+    let pace = |keys: usize| {
+        let figures: Vec<String> = [1, 2, 4]
+            .into_iter()
+            .filter_map(|daemons| find(rows, "postgres", daemons, keys))
+            .map(|row| format!("{:.1}", row.figures.accepted_per_sec))
+            .collect();
+        figures.join(" / ")
+    };
+    let scaling = format!(
+        "On PostgreSQL, 1 / 2 / 4 daemons accepted {} relays/s with one key and {} with 4.",
+        pace(1),
+        pace(4)
+    );
+    if multi.iter().any(|row| row.leased) {
+        return Some(format!(
+            "{scaling} With several daemons the keys were leased (`/status` named different \
+             holders): each key had one sender at a time."
+        ));
+    }
+    let failing = multi.iter().filter(|row| !row.checks.ok()).count();
+    let unfinished =
+        multi.iter().any(|row| row.figures.errors.keys().any(|kind| kind.starts_with("unfinished")));
+    let mut text = format!(
+        "{scaling}\n\n**The rows with 2 and 4 daemons predate lane leases**: the daemon has no \
+         `RELAYER_LEASE_SECS` yet and every daemon's `/status` named itself the holder of every \
+         key, so every daemon sends on every key with nonces of its own count. They collide: a \
+         second transaction at a nonce already in the node's pool is refused (`replacement \
+         transaction underpriced`, answered 500 `RPC request failed`) and the daemon re-reads \
+         the nonce (`relayer nonce already used`). {failing} of those {} rows fail a check. \
+         Their figures show what sharing keys without leases does, not what the cluster will do \
+         with them.",
+        multi.len(),
+    );
+    if unfinished {
+        text.push_str(
+            " The relays still `sent` at the end lost their transaction to another daemon's at \
+             the same nonce and wait for the reconciler, which marks such a relay `dropped` (its \
+             request may be relayed again) once it is `RECONCILE_GRACE_SECS` (120 s) old, after \
+             this run's patience (`BENCH_CLUSTER_SETTLE_SECS=200` shows it).",
+        );
+    }
+    Some(text)
+}
+
+/// What bounds request→mined, and what the bench itself costs.
+fn bounds(rows: &[Measured]) -> Option<String> {
+    let reads = rows.iter().map(|row| row.figures.looks_per_sec).fold(0.0, f64::max);
+    Some(format!(
+        "A block every {BLOCK_TIME_SECS} s bounds request→mined from below: a relay waits for the \
+         next block (half a block on average), then for the daemon's follower to see its receipt \
+         (it looks again after 50 ms, doubling up to 2 s), then for the bench's next look. Those \
+         looks are load on the same cores (up to {reads:.0} reads/s in a row, each answered from \
+         the store); `BENCH_CLUSTER_POLL_MS` spaces them."
+    ))
+}
