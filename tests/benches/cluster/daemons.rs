@@ -100,6 +100,28 @@ impl Cluster {
         holders
     }
 
+    /// Waits (up to 60 s) until the keys' leases settle: every key held, by as many different
+    /// daemons as there can be (one key per daemon at least, while keys last). A row's burst
+    /// begins from that steady state, not from the first daemon holding every key.
+    pub(crate) async fn until_leases_settle(&self, keys: usize) {
+        let holders_wanted = keys.min(self.ids.len());
+        let started = std::time::Instant::now();
+        loop {
+            let holders = self.holders().await;
+            let seen = holders.values().next().cloned().unwrap_or_default();
+            let distinct: std::collections::BTreeSet<&String> =
+                seen.iter().filter(|holder| *holder != "none").collect();
+            if seen.iter().all(|holder| holder != "none") && distinct.len() == holders_wanted {
+                return;
+            }
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(60),
+                "leases never settled: {holders:?}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    }
+
     /// SIGTERM to every daemon at once; waits for them all to exit and counts what they logged.
     pub(crate) fn stop(self) -> Logs {
         let ended: Vec<(bool, String)> = std::thread::scope(|scope| {

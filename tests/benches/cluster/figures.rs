@@ -28,6 +28,8 @@ pub(crate) struct Figures {
     /// look).
     pub(crate) looks: usize,
     pub(crate) looks_per_sec: f64,
+    /// 503s of daemons holding no key, each followed by the request going to the next daemon.
+    pub(crate) passed_on: usize,
 }
 
 pub(crate) fn of(outcomes: &[Outcome]) -> Figures {
@@ -75,6 +77,7 @@ pub(crate) fn of(outcomes: &[Outcome]) -> Figures {
         most_in_a_block: per_block.values().copied().max().unwrap_or(0),
         looks,
         looks_per_sec: rate(looks, last_look),
+        passed_on: outcomes.iter().map(|outcome| outcome.passed_on).sum(),
     }
 }
 

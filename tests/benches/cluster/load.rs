@@ -1,5 +1,6 @@
 //! The burst: one signed registration per signer, sent with bounded concurrency, round-robin over
-//! the daemons; each accepted relay then watched through `GET /relay/:id` on the daemon that took
+//! the daemons (a daemon holding no key, a standby, answers 503: the request goes on to the next
+//! daemon, as a load balancer's retry would send it); each accepted relay then watched through `GET /relay/:id` on the daemon that took
 //! it until it ends (or the run's patience does).
 //!
 //! The requests go through a plain HTTP client rather than the fixture's `Client`, which checks
@@ -33,6 +34,8 @@ pub(crate) struct Outcome {
     pub(crate) ended: Option<Duration>,
     /// The relay's last view (for the checks: its mined transaction).
     pub(crate) view: Option<Value>,
+    /// Daemons that answered 503 for holding no key before one took it.
+    pub(crate) passed_on: usize,
     /// `GET /relay/:id` requests it took, and when the last one was answered.
     pub(crate) looks: usize,
     pub(crate) last_look: Option<Duration>,
@@ -45,6 +48,12 @@ impl Outcome {
 
     pub(crate) fn mined(&self) -> bool {
         self.final_status.as_deref() == Some("mined")
+    }
+
+    /// Refused by a daemon that holds no key (a standby of the cluster).
+    fn holds_no_key(&self) -> bool {
+        self.status == 503
+            && self.error.as_deref().is_some_and(|error| error.starts_with("No relayer key is free"))
     }
 }
 
@@ -81,7 +90,15 @@ pub(crate) async fn burst(daemons: &[String], bodies: &[Value], plan: &Plan) -> 
     join_all(bodies.iter().enumerate().map(|(n, body)| {
         let (burst, answers) = (&burst, &answers);
         async move {
-            let mut outcome = burst.send(n % burst.daemons.len(), body).await;
+            let daemons = burst.daemons.len();
+            let mut outcome = burst.send(n % daemons, body).await;
+            let first_sent = outcome.sent;
+            while outcome.holds_no_key() && outcome.passed_on + 1 < daemons {
+                let passed_on = outcome.passed_on + 1;
+                outcome = burst.send((n + passed_on) % daemons, body).await;
+                outcome.passed_on = passed_on;
+            }
+            outcome.sent = first_sent;
             answers.record(burst.started + outcome.answered);
             if let Some(id) = outcome.relay_id.clone() {
                 burst.watch(&mut outcome, &id, || answers.deadline(bodies.len(), plan.settle)).await;
@@ -151,6 +168,7 @@ impl Burst<'_> {
             final_status,
             ended: None,
             view: None,
+            passed_on: 0,
             looks: 0,
             last_look: None,
         }

@@ -92,6 +92,7 @@ async fn measure(
     let store = TestStore::new(configuration.engine);
     let started = Instant::now();
     let cluster = tokio::task::block_in_place(|| Cluster::start(chain, &store, &keys, configuration.daemons));
+    cluster.until_leases_settle(configuration.keys).await;
     let (holders, leased) = holders(&cluster).await;
     let next_before = chain::next_agent_id(chain).await;
     let bases: Vec<String> = cluster.daemons.iter().map(|daemon| daemon.client.base.clone()).collect();

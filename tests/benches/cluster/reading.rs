@@ -125,9 +125,14 @@ fn daemons(rows: &[Measured]) -> Option<String> {
         pace(4)
     );
     if multi.iter().any(|row| row.leased) {
+        let standby: usize = multi.iter().map(|row| row.figures.passed_on).sum();
         return Some(format!(
             "{scaling} With several daemons the keys were leased (`/status` named different \
-             holders): each key had one sender at a time."
+             holders, an even share each): each key had one sender at a time, so more daemons \
+             add acceptance (checks, store writes) but not sending, which stays one nonce lane \
+             per key. With more daemons than keys the extra daemons hold none and answer 503 \
+             (`No relayer key is free …`); the bench sends such a request on to the next daemon, \
+             as a load balancer's retry would ({standby} such answers in this run)."
         ));
     }
     let failing = multi.iter().filter(|row| !row.checks.ok()).count();

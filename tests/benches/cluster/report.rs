@@ -152,6 +152,14 @@ fn details(out: &mut String, rows: &[Measured]) {
         .expect("writing to a String");
         writeln!(out, "- lane holders before the burst (`/status`): {}", row.holders)
             .expect("writing to a String");
+        if f.passed_on > 0 {
+            writeln!(
+                out,
+                "- {} answers were 503 from a daemon holding no key; each such request went on to the next daemon",
+                f.passed_on
+            )
+            .expect("writing to a String");
+        }
         let logs = &row.logs;
         writeln!(
             out,
