@@ -26,7 +26,6 @@ use crate::{
     chain::{Fees, RelayerChain},
     error::{Error, Result},
     nonce::{self, AfterReplace, AfterSend, Answer, NextNonce, Question},
-    relayer::lock,
     store::Lease,
 };
 
@@ -78,7 +77,13 @@ impl Sender {
 
     /// The lease this daemon holds on the key, if any.
     pub(crate) fn lease(&self) -> Option<Lease> {
-        *lock(&self.lease)
+        *self.lease_slot()
+    }
+
+    /// The lease's slot. A panic cannot leave an `Option<Lease>` half-written, so a poisoned
+    /// lock is reused.
+    fn lease_slot(&self) -> std::sync::MutexGuard<'_, Option<Lease>> {
+        self.lease.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Starts sending under `lease`, just taken. The next nonce is read from the node again:
@@ -86,19 +91,19 @@ impl Sender {
     pub(crate) async fn hold(&self, lease: Lease) {
         let mut next = self.next_nonce.lock().await;
         *next = NextNonce::Unknown;
-        *lock(&self.lease) = Some(lease);
+        *self.lease_slot() = Some(lease);
     }
 
     /// Stops sending at once: the lease was lost (another daemon holds the key now).
     pub(crate) fn lose(&self) {
-        *lock(&self.lease) = None;
+        *self.lease_slot() = None;
     }
 
     /// Stops sending and waits for a send or replacement under way to finish (it was recorded
     /// under the lease, so it must reach the node before the lease is given back); returns the
     /// lease to give back.
     pub(crate) async fn give_up(&self) -> Option<Lease> {
-        let lease = lock(&self.lease).take();
+        let lease = self.lease_slot().take();
         let _sends_done = self.next_nonce.lock().await;
         lease
     }
