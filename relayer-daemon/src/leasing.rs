@@ -11,7 +11,7 @@ use alloy::primitives::Address;
 
 use crate::{
     error::Result,
-    lanes::fair_share,
+    lane_rules::fair_share,
     relayer::Relayer,
     store::{Lease, Taking},
     time,

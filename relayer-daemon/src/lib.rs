@@ -4,6 +4,7 @@ mod chain;
 mod config;
 mod error;
 mod l1_fee;
+mod lane_rules;
 mod lanes;
 mod leasing;
 mod metrics;

@@ -13,7 +13,7 @@ use kya_core::{abi::Forwarder, client_ip::relay_client_of, forward_request, regi
 use crate::{
     chain::{Fees, Simulation, forwarder_refusal},
     error::{Error, Result},
-    lanes::least_busy,
+    lane_rules::least_busy,
     relayer::{InFlightGuard, Relayer},
     request::RelayBody,
     sender::{Outgoing, Sent},

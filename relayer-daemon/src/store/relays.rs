@@ -17,7 +17,7 @@ use super::{
 };
 use crate::{
     error::{Error, Result},
-    lanes::least_busy,
+    lane_rules::least_busy,
 };
 
 /// Gas of a plain transfer: what a cancellation (a zero-value self-transfer) uses.
