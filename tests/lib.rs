@@ -31,7 +31,12 @@ pub struct TestChain {
 impl TestChain {
     /// Starts anvil on a free port and deploys the contracts.
     pub async fn start() -> Self {
-        let anvil = Anvil::start(&AnvilOptions::default()).expect("anvil starts");
+        Self::start_with(&AnvilOptions::default()).await
+    }
+
+    /// [`TestChain::start`] with `options` (their port is best left 0: a free one).
+    pub async fn start_with(options: &AnvilOptions) -> Self {
+        let anvil = Anvil::start(options).expect("anvil starts");
         let chain = Chain::connect(&anvil.rpc_url()).expect("anvil's URL parses");
         let deployment = deploy::deploy(&chain).await.expect("contracts deploy");
         Self { chain, deployment, anvil }

@@ -20,11 +20,16 @@ pub struct AnvilOptions {
     pub chain_id: u64,
     /// Path of the anvil binary; by default the one installed by npm in `node_modules`.
     pub binary: Option<PathBuf>,
+    /// Keep the state of only this many recent blocks (`--prune-history`): reads at older
+    /// blocks fail. By default anvil keeps a copy of the whole state for each of the last 500
+    /// blocks in memory, and older ones on disk: over a registry of 100,000 agents (about
+    /// 170 MB of state) that is more memory than the machine has.
+    pub states_kept: Option<u32>,
 }
 
 impl Default for AnvilOptions {
     fn default() -> Self {
-        Self { port: 0, chain_id: BASE_SEPOLIA_CHAIN_ID, binary: None }
+        Self { port: 0, chain_id: BASE_SEPOLIA_CHAIN_ID, binary: None, states_kept: None }
     }
 }
 
@@ -46,6 +51,7 @@ impl Anvil {
         let mut child = Command::new(&binary)
             .args(["--host", "127.0.0.1", "--port", &options.port.to_string()])
             .args(["--chain-id", &options.chain_id.to_string()])
+            .args(options.states_kept.map(|states| format!("--prune-history={states}")))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

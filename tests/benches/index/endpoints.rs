@@ -53,6 +53,8 @@ pub(crate) struct Side {
     pub(crate) rpc: (usize, usize),
     /// `X-Index-Fallback`, if the index's Worker did not answer from the index.
     pub(crate) fallback: Option<String>,
+    /// Why the answer was no 200: its `error` (or its body).
+    pub(crate) error: Option<String>,
 }
 
 /// The paths measured: the five endpoints, `/agents` as a near page and a deep one (its
@@ -104,7 +106,16 @@ fn side(answers: &[Timed], cpu: Duration, rpc: (usize, usize)) -> Side {
         bytes: first.body.len(),
         rpc,
         fallback: first.header("x-index-fallback").map(str::to_owned),
+        error: (first.status != 200).then(|| error_of(&first.body)),
     }
+}
+
+/// The `error` of a JSON error body, or the body as text.
+fn error_of(body: &[u8]) -> String {
+    serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|json| json["error"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| String::from_utf8_lossy(body).into_owned())
 }
 
 /// `path` cold on `repeats` fresh Workers without the index.

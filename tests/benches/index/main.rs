@@ -4,8 +4,7 @@
 //!
 //! `cargo bench -p kya-tests --bench index` (or `bash scripts/bench.sh`) writes one report per
 //! size, `docs/bench/index-<agents>.md`. `BENCH_INDEX_AGENTS` lists the sizes (default `1000`;
-//! the committed reports are `1000,10000`, about 20 minutes; `seed_bulk` stopped on a failed
-//! transaction after about four minutes of seeding 100,000).
+//! the committed reports are `1000,10000,100000`: each report gives the time its size took).
 //! `BENCH_INDEX_PAID_PER_RUN` sets the larger run size of the second fill (default 2000).
 //! Absolute times depend on the machine; compare the ratios within one report.
 
@@ -18,7 +17,9 @@ mod timing;
 
 use std::time::{Duration, Instant};
 
-use kya_devchain::seed;
+use alloy::providers::Provider;
+
+use kya_devchain::{AnvilOptions, seed};
 use kya_tests::{
     TestChain,
     edge_fixture::{CountingProxy, EdgeWorker, chain_vars},
@@ -34,6 +35,8 @@ pub(crate) struct Setup {
 pub(crate) struct Measured {
     pub(crate) agents: u64,
     pub(crate) seeding: Duration,
+    /// The whole size, seeding included.
+    pub(crate) took: Duration,
     pub(crate) load: String,
     pub(crate) fills: Vec<indexer::Fill>,
     pub(crate) storage: d1::Storage,
@@ -66,11 +69,14 @@ async fn main() {
 
 async fn measure(agents: u64, paid_per_run: u64) -> Measured {
     let load = report::load();
-    let chain = TestChain::start().await;
     let started = Instant::now();
+    let chain =
+        TestChain::start_with(&AnvilOptions { states_kept: Some(STATES_KEPT), ..AnvilOptions::default() })
+            .await;
     seed::seed_bulk(&chain.chain, &chain.deployment, agents).await.expect("bulk seed");
     let seeding = started.elapsed();
     eprintln!("{agents} agents seeded in {seeding:.1?}");
+    quiet_window(&chain).await;
     let proxy = CountingProxy::start(&chain.rpc_url()).await;
     let setup = Setup { chain, proxy };
 
@@ -79,15 +85,16 @@ async fn measure(agents: u64, paid_per_run: u64) -> Measured {
     vars.extend([("INDEX_ANSWER_TTL_SECS", "0".to_owned()), ("MEMORY_CACHE_BYTES", "0".to_owned())]);
     let worker = EdgeWorker::start_indexed(&vars).await;
     let mut fills = vec![indexer::fill(&setup, &worker, agents, kya_edge_defaults::AGENTS_PER_RUN).await];
-    eprintln!("{agents}: filled in {} runs", fills[0].runs);
+    eprintln!("{agents}: filled in {} runs ({:.1?} in all)", fills[0].runs, started.elapsed());
     let storage = d1::storage(&worker, agents);
     let endpoints = endpoints::measure(&setup, &worker, agents).await;
-    eprintln!("{agents}: endpoints measured");
+    eprintln!("{agents}: endpoints measured ({:.1?} in all)", started.elapsed());
     let mut seed = 0x9e37_79b9_7f4a_7c15;
     let (mut steady, mut freshness) = (Vec::new(), Vec::new());
     for changes in [10, 100] {
         steady.push(indexer::steady(&setup, &worker, agents, changes, &mut seed).await);
         freshness.push(indexer::freshness(&setup, &worker, agents, changes, &mut seed).await);
+        eprintln!("{agents}: {changes} changes a minute measured ({:.1?} in all)", started.elapsed());
     }
     drop(worker);
 
@@ -95,11 +102,34 @@ async fn measure(agents: u64, paid_per_run: u64) -> Measured {
     paid_vars.push(("INDEX_AGENTS_PER_RUN", paid_per_run.to_string()));
     let paid = EdgeWorker::start_indexed(&paid_vars).await;
     fills.push(indexer::fill(&setup, &paid, agents, paid_per_run).await);
-    Measured { agents, seeding, load, fills, storage, endpoints, steady, freshness }
+    let took = started.elapsed();
+    eprintln!("{agents}: done in {took:.1?}");
+    Measured { agents, seeding, took, load, fills, storage, endpoints, steady, freshness }
+}
+
+/// Blocks whose state anvil keeps: reads older than that fail. Every read of the benchmark is at
+/// the head or at most a simulated minute (31 blocks) before it; a copy of the state per block
+/// is about 170 MB at 100,000 agents.
+const STATES_KEPT: u32 = 32;
+
+/// Mines `INDEX_REORG_WINDOW` + 1 empty blocks 2 s apart, so the window the first fill's runs
+/// re-scan holds no seeding logs. `seed_bulk` packs its writes into few large blocks (100,000
+/// agents: about 210,000 logs in 112 blocks); each run would fetch all those in its window with
+/// `eth_getLogs`, where a first fill on Base sees two minutes of ordinary traffic.
+async fn quiet_window(chain: &TestChain) {
+    let blocks = format!("{:#x}", kya_edge_defaults::REORG_WINDOW + 1);
+    let _: serde_json::Value = chain
+        .chain
+        .provider()
+        .raw_request("anvil_mine".into(), (blocks, "0x2"))
+        .await
+        .expect("a quiet window");
 }
 
 /// The Worker's defaults the benchmark runs with (`edge-api/src/config.rs`).
 mod kya_edge_defaults {
     /// `INDEX_AGENTS_PER_RUN`'s default.
     pub(crate) const AGENTS_PER_RUN: u64 = 200;
+    /// `INDEX_REORG_WINDOW`'s default.
+    pub(crate) const REORG_WINDOW: u64 = 64;
 }

@@ -17,10 +17,12 @@ pub(crate) fn render(m: &Measured) -> String {
     let mut out = format!(
         "# Registry index at {agents} agents\n\n\
          Measured by `cargo bench -p kya-tests --bench index` (tests/benches/index/) with \
-         `BENCH_INDEX_AGENTS={agents}`: anvil with the registry seeded by `seed_bulk` ({:.0?}), the \
+         `BENCH_INDEX_AGENTS={agents}`: anvil with the registry seeded by `seed_bulk` ({:.0?}), \
+         then 65 empty blocks (the first fill's re-scanned window holds no seeding logs), the \
          Worker under `wrangler dev` with local D1, behind a JSON-RPC proxy that counts its \
-         requests. Load averages at the start: {} (2 shared cores). The cost model built on these \
-         figures is [docs/index-cost.md](../index-cost.md).\n\n\
+         requests. Load averages at the start: {} (2 shared cores); the whole size took {:.0} \
+         minutes. The cost model built on these figures is \
+         [docs/index-cost.md](../index-cost.md).\n\n\
          **CPU** is the on-CPU time the kernel accounts to the main thread of the workerd process \
          that runs the Worker (its `schedstat`), before and after the requests, after their \
          `wait_until` work: see `tests/benches/index/cpu.rs`. That thread also runs local D1's \
@@ -28,7 +30,9 @@ pub(crate) fn render(m: &Measured) -> String {
          CPU, so it is an upper bound of the Worker's own, and it grows with the rows D1 reads. \
          Warm code: the isolate had answered the same request before (index), or read one agent \
          through the same RPC and decoding code (direct).\n",
-        m.seeding, m.load,
+        m.seeding,
+        m.load,
+        m.took.as_secs_f64() / 60.0,
     );
     endpoints(&mut out, m);
     indexer(&mut out, m);
@@ -51,7 +55,8 @@ fn endpoints(out: &mut String, m: &Measured) {
     for e in &m.endpoints {
         let time = |side: &crate::endpoints::Side| {
             if side.status != 200 {
-                return format!("{} after {}", side.status, ms(side.last_byte));
+                let why = side.error.as_deref().unwrap_or_default().replace('|', "\\|");
+                return format!("fails: {} after {} ({why})", side.status, ms(side.last_byte));
             }
             if e.path.ends_with("/compliance") {
                 format!("{} first byte, {} last", ms(side.first_byte), ms(side.last_byte))
