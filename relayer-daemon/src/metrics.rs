@@ -52,9 +52,8 @@ pub(crate) struct Gauges {
     pub(crate) budget_used_wei: u128,
     /// Outstanding reservations in wei.
     pub(crate) budget_pending_wei: u128,
-    /// The first key's balance in wei, if the node answered (what one key's relayer showed).
-    pub(crate) balance_wei: Option<u128>,
-    /// Every key, in pool order.
+    /// Every key, in pool order (`relayer_balance_wei` is the first's balance, what a relayer
+    /// of one key showed).
     pub(crate) keys: Vec<KeyGauge>,
     /// Relays with the node for longer than the stuck threshold.
     pub(crate) waiting_too_long: usize,
@@ -165,7 +164,11 @@ impl Metrics {
                 "Reservations awaiting their receipt, in wei.",
                 Some(gauges.budget_pending_wei),
             ),
-            ("relayer_balance_wei", "Relayer wallet balance in wei.", gauges.balance_wei),
+            (
+                "relayer_balance_wei",
+                "Relayer wallet balance in wei.",
+                gauges.keys.first().and_then(|key| key.balance_wei),
+            ),
             (
                 "relayer_relays_waiting_too_long",
                 "Relays with the node for longer than STUCK_AFTER_SECS.",
@@ -222,17 +225,16 @@ mod tests {
             budget_limit_wei: 5,
             budget_used_wei: 3,
             budget_pending_wei: 1,
-            balance_wei: None,
             keys: vec![
-                KeyGauge {
-                    address: alloy::primitives::Address::repeat_byte(0xaa),
-                    balance_wei: Some(9),
-                    held: true,
-                },
                 KeyGauge {
                     address: alloy::primitives::Address::repeat_byte(0xbb),
                     balance_wei: None,
                     held: false,
+                },
+                KeyGauge {
+                    address: alloy::primitives::Address::repeat_byte(0xaa),
+                    balance_wei: Some(9),
+                    held: true,
                 },
             ],
             waiting_too_long: 2,

@@ -69,7 +69,11 @@ impl Relayer {
 
     /// Every key's balance, in pool order, read at once (one RPC call per key, side by side).
     pub(crate) async fn balances(&self) -> Result<Vec<(Address, U256)>> {
-        let addresses = self.pool.addresses();
+        self.balances_of(self.pool.addresses()).await
+    }
+
+    /// The balances of `addresses`, in their order, read at once.
+    pub(crate) async fn balances_of(&self, addresses: Vec<Address>) -> Result<Vec<(Address, U256)>> {
         let balances =
             futures::future::try_join_all(addresses.iter().map(|lane| self.chain.balance(*lane))).await?;
         Ok(addresses.into_iter().zip(balances).collect())
@@ -128,7 +132,6 @@ impl Relayer {
             budget_limit_wei: self.config.daily_gas_budget_wei,
             budget_used_wei: budget.used_wei,
             budget_pending_wei: budget.pending_wei,
-            balance_wei: keys[0].balance_wei,
             keys,
             waiting_too_long: waiting_too_long(&in_the_pool, self.config.stuck_after_secs, time::now()),
             webhooks_pending,

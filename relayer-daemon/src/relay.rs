@@ -236,11 +236,10 @@ impl Relayer {
             return Err(Error::NoFreeLane);
         }
         let minimum = U256::from(self.config.min_balance_wei);
-        let balances =
-            futures::future::try_join_all(held.iter().map(|lane| self.chain.balance(*lane))).await?;
-        let lanes: Vec<Address> = held
+        let lanes: Vec<Address> = self
+            .balances_of(held)
+            .await?
             .into_iter()
-            .zip(balances)
             .filter(|(_, balance)| *balance >= minimum)
             .map(|(lane, _)| lane)
             .collect();
