@@ -436,20 +436,21 @@ impl Relayer {
                     self.follow(id);
                     return Err(error);
                 }
-                // The key's lease went (to another daemon, or given back) before anything was
-                // recorded on it: nothing was sent, so the relay moves to a key still held.
-                Err(Error::LaneLost(lost)) => match self.another_lane(id, lost).await? {
-                    Some(next) => {
-                        tracing::info!(relay = %reservation.relay_id, from = %lost, to = %next, "the key's lease was lost before sending; moved the relay");
-                        lane = next;
-                    }
-                    None => {
-                        let reason = Error::NoFreeLane.to_string();
-                        self.db(move |store| store.release(id, &reason, time::now())).await?;
-                        return Err(Error::NoFreeLane);
-                    }
-                },
                 Err(error) => {
+                    let error = match error {
+                        // The key's lease went (to another daemon, or given back) before anything
+                        // was recorded on it: nothing was sent, so the relay moves to a key still
+                        // held, or is released when there is none.
+                        Error::LaneLost(lost) => match self.another_lane(id, lost).await? {
+                            Some(next) => {
+                                tracing::info!(relay = %reservation.relay_id, from = %lost, to = %next, "the key's lease was lost before sending; moved the relay");
+                                lane = next;
+                                continue;
+                            }
+                            None => Error::NoFreeLane,
+                        },
+                        error => error,
+                    };
                     let reason = error.to_string();
                     self.db(move |store| store.release(id, &reason, time::now())).await?;
                     return Err(error);
