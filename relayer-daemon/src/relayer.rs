@@ -154,7 +154,7 @@ impl Relayer {
         // The keys first: only a key this daemon holds is sent on, and its relays followed.
         relayer.take_lanes_at_start().await?;
         for record in relayer.db(|store| store.in_the_pool()).await? {
-            if relayer.pool.looks_after(record.lane.unwrap_or(first)) {
+            if relayer.looks_after(&record) {
                 relayer.follow(record.id);
             }
         }

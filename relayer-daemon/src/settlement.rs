@@ -97,7 +97,7 @@ impl Relayer {
         if !record.status.is_open() {
             return Ok(Look::Closed);
         }
-        if !self.pool.looks_after(record.lane.unwrap_or_else(|| self.address())) {
+        if !self.looks_after(&record) {
             // Its key's lease went to another daemon, which follows the key's relays from now on.
             return Ok(Look::Closed);
         }
@@ -224,13 +224,19 @@ impl Relayer {
         }
     }
 
-    /// The key that sends `record`'s transactions: its lane's (a record written before lanes is
-    /// the first key's); `None` if that key is no longer configured.
+    /// The key of `record`: its lane (a record written before lanes is the first key's).
+    pub(crate) fn key_of(&self, record: &RelayRecord) -> Address {
+        record.lane.unwrap_or_else(|| self.address())
+    }
+
+    /// The sender of `record`'s transactions; `None` if its key is no longer configured.
     pub(crate) fn lane_of(&self, record: &RelayRecord) -> Option<&Sender> {
-        match record.lane {
-            Some(lane) => self.pool.lane(lane),
-            None => Some(self.pool.first()),
-        }
+        self.pool.lane(self.key_of(record))
+    }
+
+    /// Whether this daemon follows and reconciles `record`: see [`crate::lanes::Pool::looks_after`].
+    pub(crate) fn looks_after(&self, record: &RelayRecord) -> bool {
+        self.pool.looks_after(self.key_of(record))
     }
 
     /// The transaction that sends `record` again as `kind` with `fees`, from `lane` (a
@@ -337,7 +343,7 @@ impl Relayer {
             let in_flight = lock(&self.in_flight);
             open.into_iter()
                 .filter(|record| !in_flight.contains_key(&(record.signer, record.forwarder_nonce)))
-                .filter(|record| self.pool.looks_after(record.lane.unwrap_or_else(|| self.address())))
+                .filter(|record| self.looks_after(record))
                 .collect()
         };
         if open.is_empty() {
@@ -347,14 +353,14 @@ impl Relayer {
         // mined here is mined before those reads.
         let mut mined_nonces: HashMap<Address, u64> = HashMap::new();
         for record in &open {
-            let lane = record.lane.unwrap_or_else(|| self.address());
+            let lane = self.key_of(record);
             if let Entry::Vacant(entry) = mined_nonces.entry(lane) {
                 entry.insert(self.chain.mined_nonce(lane).await?);
             }
         }
         for record in open {
             let id = record.id;
-            let mined_nonce = mined_nonces[&record.lane.unwrap_or_else(|| self.address())];
+            let mined_nonce = mined_nonces[&self.key_of(&record)];
             let (facts, mined) = self.facts(&record, mined_nonce).await?;
             let decision = reconcile::decide(&facts);
             let now = time::now();
