@@ -2,10 +2,11 @@
 //! accounts, read views, decode revert reasons, move time.
 
 use alloy::{
+    eips::BlockNumberOrTag,
     network::TransactionBuilder,
     primitives::{Address, B256, Bytes, U256},
     providers::{DynProvider, Provider, ProviderBuilder},
-    rpc::types::{TransactionReceipt, TransactionRequest},
+    rpc::types::{Header, TransactionReceipt, TransactionRequest},
     sol_types::SolCall,
     transports::{RpcError, TransportErrorKind},
 };
@@ -229,12 +230,17 @@ impl Chain {
 
     /// The base fee the next block will have (`None` on a chain without EIP-1559 fees).
     async fn next_base_fee(&self) -> Result<Option<u128>, TxError> {
-        let pending = self
+        Ok(self.header(BlockNumberOrTag::Pending).await?.base_fee_per_gas.map(u128::from))
+    }
+
+    /// The header of the block `tag` names; a node that has none is an error naming the tag.
+    async fn header(&self, tag: BlockNumberOrTag) -> Result<Header, TxError> {
+        let block = self
             .provider
-            .get_block_by_number(alloy::eips::BlockNumberOrTag::Pending)
+            .get_block_by_number(tag)
             .await?
-            .ok_or_else(|| TxError::Rpc(TransportErrorKind::custom_str("no pending block")))?;
-        Ok(pending.header.base_fee_per_gas.map(u128::from))
+            .ok_or_else(|| TxError::Rpc(TransportErrorKind::custom_str(&format!("no {tag} block"))))?;
+        Ok(block.header)
     }
 
     /// Makes the next block's base fee `base_fee` (anvil), if the chain has one.
@@ -252,12 +258,7 @@ impl Chain {
 
     /// The gas limit of the latest block.
     pub async fn block_gas_limit(&self) -> Result<u64, TxError> {
-        let block = self
-            .provider
-            .get_block_by_number(alloy::eips::BlockNumberOrTag::Latest)
-            .await?
-            .ok_or_else(|| TxError::Rpc(TransportErrorKind::custom_str("no latest block")))?;
-        Ok(block.header.gas_limit)
+        Ok(self.header(BlockNumberOrTag::Latest).await?.gas_limit)
     }
 
     /// Makes the gas limit of the next blocks `gas_limit` (anvil's `evm_setBlockGasLimit`).
@@ -297,12 +298,7 @@ impl Chain {
 
     /// The timestamp of the latest block.
     pub async fn latest_timestamp(&self) -> Result<u64, TxError> {
-        let block = self
-            .provider
-            .get_block_by_number(alloy::eips::BlockNumberOrTag::Latest)
-            .await?
-            .ok_or_else(|| TxError::Rpc(TransportErrorKind::custom_str("no latest block")))?;
-        Ok(block.header.timestamp)
+        Ok(self.header(BlockNumberOrTag::Latest).await?.timestamp)
     }
 }
 
