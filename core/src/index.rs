@@ -243,6 +243,61 @@ fn sums(map: &BTreeMap<String, (u64, U512)>) -> BTreeMap<String, Cents> {
     map.iter().map(|(key, (_, sum))| (key.clone(), cents(*sum))).collect()
 }
 
+/// Ids per bucket of [`BucketMoves`]: a `?status=` page deep in the registry is placed by
+/// summing one count per bucket, then skipping fewer than this many agents of the status, so
+/// its reads grow with the registry 256 times slower than skipping every agent before it.
+pub const STATUS_BUCKET_IDS: u64 = 256;
+
+/// The bucket of [`STATUS_BUCKET_IDS`] ids holding agent `id`.
+pub const fn status_bucket(id: u64) -> u64 {
+    id / STATUS_BUCKET_IDS
+}
+
+/// How the counts of each status's agents per bucket of ids move as agents change: the index
+/// keeps them beside its rows so that a `?status=` page finds its first agent without counting
+/// the agents before it. Changes that cancel (an agent suspended and reactivated in one run,
+/// two agents of a bucket swapping statuses) leave no move.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BucketMoves {
+    moves: BTreeMap<(AgentStatus, u64), i64>,
+    /// [`STATUS_BUCKET_IDS`], but in tests whose registries are smaller than a bucket.
+    ids_per_bucket: u64,
+}
+
+impl Default for BucketMoves {
+    fn default() -> Self {
+        Self { moves: BTreeMap::new(), ids_per_bucket: STATUS_BUCKET_IDS }
+    }
+}
+
+impl BucketMoves {
+    /// Agent `id` leaves status `old` (`None`: it was not in the index) for `new` (`None`: it
+    /// leaves the index, as after a reorganisation).
+    pub fn apply(&mut self, id: u64, old: Option<AgentStatus>, new: Option<AgentStatus>) {
+        if old == new {
+            return;
+        }
+        let bucket = id / self.ids_per_bucket;
+        for (status, change) in [(old, -1), (new, 1)] {
+            if let Some(status) = status {
+                *self.moves.entry((status, bucket)).or_default() += change;
+            }
+        }
+    }
+
+    /// The moves that do not cancel: (status, bucket, change of its count).
+    pub fn moves(&self) -> impl Iterator<Item = (AgentStatus, u64, i64)> + '_ {
+        self.moves
+            .iter()
+            .filter(|(_, change)| **change != 0)
+            .map(|(&(status, bucket), &change)| (status, bucket, change))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.moves().next().is_none()
+    }
+}
+
 /// Changes to parents' child counts when an agent's `old` state becomes `new`: the registry
 /// never moves a child, so only an agent that appears or disappears (a reorganisation) counts.
 pub fn child_change(old: Option<&Agent>, new: Option<&Agent>) -> Option<(u64, i64)> {
@@ -321,6 +376,8 @@ mod tests {
     use std::collections::HashMap;
 
     const WEEK: u64 = ATTESTATION_VALIDITY_SECS;
+    /// Ids per bucket of the model's status counts: the registries here hold up to 40 agents.
+    const MODEL_BUCKET_IDS: u64 = 4;
 
     /// The whole index, held in memory as the edge holds it in its store.
     #[derive(Default)]
@@ -328,6 +385,8 @@ mod tests {
         agents: BTreeMap<u64, IndexedAgent>,
         child_counts: HashMap<u64, i64>,
         totals: Totals,
+        /// Each status's agents per bucket of ids, kept by [`BucketMoves`] only.
+        buckets: BTreeMap<(AgentStatus, u64), i64>,
         now: u64,
     }
 
@@ -352,12 +411,14 @@ mod tests {
             self.now = now;
             let new = indexed(snapshot);
             let ids: BTreeSet<u64> = self.agents.keys().chain(new.keys()).copied().collect();
+            let mut moves = BucketMoves { ids_per_bucket: MODEL_BUCKET_IDS, ..BucketMoves::default() };
             for id in ids {
                 let (old, fresh) = (self.agents.get(&id), new.get(&id));
                 if old == fresh {
                     continue;
                 }
                 self.totals.apply(old, fresh, now);
+                moves.apply(id, old.map(|agent| agent.record.status), fresh.map(|agent| agent.record.status));
                 if let Some((parent, change)) =
                     child_change(old.map(|agent| &agent.record), fresh.map(|agent| &agent.record))
                 {
@@ -368,6 +429,20 @@ mod tests {
                     None => self.agents.remove(&id),
                 };
             }
+            for (status, bucket, change) in moves.moves() {
+                *self.buckets.entry((status, bucket)).or_default() += change;
+            }
+        }
+
+        /// The bucket counts recounted from the agents held.
+        fn recount_buckets(&self) -> BTreeMap<(AgentStatus, u64), i64> {
+            let mut counts = BTreeMap::new();
+            for agent in self.agents.values() {
+                *counts
+                    .entry((agent.record.status, agent.record.agent_id / MODEL_BUCKET_IDS))
+                    .or_default() += 1;
+            }
+            counts
         }
 
         fn compliance_body(&self) -> String {
@@ -400,17 +475,35 @@ mod tests {
                 .filter(|agent| query.status.is_none_or(|status| agent.record.status == status))
                 .collect();
             let total = matching.len() as u64;
-            let items: Vec<String> = if query.status.is_none() {
-                unfiltered_page_ids(total, query).map(|id| list_item(&self.agents[&id].record)).collect()
-            } else {
+            let items: Vec<String> = if let Some(status) = query.status {
+                // Placed as the edge's store places it: the bucket holding the page's first
+                // agent, by the status's counts per bucket, then the agents of the status before
+                // the page in that bucket skipped.
                 let limit = query.limit.max(1);
-                let start = query.page.max(1).saturating_sub(1).saturating_mul(limit);
-                matching
-                    .iter()
-                    .skip(usize::try_from(start).unwrap_or(usize::MAX))
-                    .take(limit as usize)
-                    .map(|agent| list_item(&agent.record))
-                    .collect()
+                let offset = query.page.max(1).saturating_sub(1).saturating_mul(limit) as i64;
+                let mut before = 0;
+                let start = self.buckets.range((status, 0)..=(status, u64::MAX)).find_map(
+                    |(&(_, bucket), &count)| {
+                        if before + count > offset {
+                            Some((bucket, offset - before))
+                        } else {
+                            before += count;
+                            None
+                        }
+                    },
+                );
+                match start {
+                    None => Vec::new(),
+                    Some((bucket, skip)) => matching
+                        .iter()
+                        .filter(|agent| agent.record.agent_id >= bucket * MODEL_BUCKET_IDS)
+                        .skip(skip as usize)
+                        .take(limit as usize)
+                        .map(|agent| list_item(&agent.record))
+                        .collect(),
+                }
+            } else {
+                unfiltered_page_ids(total, query).map(|id| list_item(&self.agents[&id].record)).collect()
             };
             agents_page_body(total, query, &items.iter().map(String::as_str).collect::<Vec<_>>())
         }
@@ -494,6 +587,9 @@ mod tests {
     fn check(index: &Index, snapshot: &Snapshot, queries: &[AgentsQuery]) -> Result<(), TestCaseError> {
         let registry = Address::with_last_byte(0xaa);
         let answers = SnapshotAnswers::render(snapshot, &registry, "http://node");
+        let kept: BTreeMap<_, _> =
+            index.buckets.iter().filter(|(_, count)| **count != 0).map(|(k, v)| (*k, *v)).collect();
+        prop_assert_eq!(kept, index.recount_buckets(), "bucket counts kept by their moves");
         let recent = index.recent();
         prop_assert_eq!(&index.totals.stats_body(&registry, "http://node"), &answers.stats);
         prop_assert_eq!(&index.totals.detailed_body(&registry, "http://node", &recent), &answers.detailed);
@@ -568,6 +664,29 @@ mod tests {
         assert_eq!(unfiltered_page_ids(25, &query(4, 10)), 26..26);
         assert_eq!(unfiltered_page_ids(0, &query(1, 10)), 1..1);
         assert!(unfiltered_page_ids(25, &query(u64::MAX, 100)).is_empty());
+    }
+
+    #[test]
+    fn bucket_moves_count_an_agent_out_of_its_old_status_and_into_its_new_one() {
+        use AgentStatus::{Active, Revoked, Suspended};
+        let mut moves = BucketMoves::default();
+        moves.apply(5, None, Some(Active)); // registered
+        moves.apply(300, Some(Active), Some(Suspended)); // suspended, in the next bucket
+        moves.apply(301, Some(Active), Some(Active)); // attested: no move
+        moves.apply(7, Some(Revoked), None); // taken away by a reorganisation
+        // Two agents of one bucket swapping statuses cancel out.
+        moves.apply(600, Some(Active), Some(Suspended));
+        moves.apply(601, Some(Suspended), Some(Active));
+        assert_eq!(
+            moves.moves().collect::<Vec<_>>(),
+            vec![(Active, 0, 1), (Active, 1, -1), (Suspended, 1, 1), (Revoked, 0, -1)]
+        );
+        assert!(!moves.is_empty());
+        let mut cancelled = BucketMoves::default();
+        cancelled.apply(9, Some(Active), Some(Suspended));
+        cancelled.apply(9, Some(Suspended), Some(Active));
+        assert!(cancelled.is_empty());
+        assert_eq!((status_bucket(255), status_bucket(256)), (0, 1));
     }
 
     #[test]

@@ -18,7 +18,7 @@ use std::{
 
 use kya_core::{
     BlockRef,
-    index::{IndexedAgent, Lapse, child_change, lapsing},
+    index::{BucketMoves, IndexedAgent, Lapse, child_change, lapsing},
     index_plan::{bounded_end, changed_in_window, plan},
     logs::{Touch, follow_range},
 };
@@ -156,7 +156,7 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
     let mut new: BTreeMap<u64, Option<IndexedAgent>> =
         fresh.into_iter().map(|agent| (agent.record.agent_id, Some(agent))).collect();
     new.extend(planned.gone.clone().map(|id| (id, None)));
-    let changes = apply(store, &mut state, &new, at).await?;
+    let (changes, bucket_moves) = apply(store, &mut state, &new, at).await?;
 
     let now = now();
     let ids: BTreeSet<u64> = changes.keys().copied().collect();
@@ -165,11 +165,12 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
         .filter_map(|held| held.as_ref().map(|held| (&held.agent, held.child_count)))
         .collect();
     let mut statements = store.write_versions(&ids, &rows, at.number, now)?;
+    statements.extend(store.write_bucket_moves(&bucket_moves, at.number, now)?);
     if let Some(followed) = &followed {
         let keep_from = at.number.saturating_sub(settings.reorg_window);
         statements.extend(store.update_touches(&followed.gone, &followed.added, keep_from)?);
     }
-    statements.push(store.collect_garbage(now.saturating_sub(SUPERSEDED_KEEP_SECS))?);
+    statements.extend(store.collect_garbage(now.saturating_sub(SUPERSEDED_KEEP_SECS))?);
     let read = planned.read.len();
     state.block = Some(at);
     state.head = head.number;
@@ -199,23 +200,27 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
 
 /// Moves the totals from each agent as the index holds it to `new` (`None`: gone) at `at`'s
 /// time, and the child counts of parents whose children appeared or disappeared. Returns every
-/// agent whose row changes: its new state with its child count, or `None` to leave the index.
+/// agent whose row changes (its new state with its child count, or `None` to leave the index),
+/// and how the status counts per bucket of ids move.
 async fn apply(
     store: &Store,
     state: &mut State,
     new: &BTreeMap<u64, Option<IndexedAgent>>,
     at: BlockRef,
-) -> Result<BTreeMap<u64, Option<Held>>> {
+) -> Result<(BTreeMap<u64, Option<Held>>, BucketMoves)> {
     let ids: BTreeSet<u64> = new.keys().copied().collect();
     let mut held = store.held(&ids).await?;
     let mut children: BTreeMap<u64, i64> = BTreeMap::new();
     let mut changes = BTreeMap::new();
+    let mut bucket_moves = BucketMoves::default();
     for (&id, fresh) in new {
         let old = held.get(&id);
         if old.map(|old| &old.agent) == fresh.as_ref() {
             continue;
         }
         state.totals.apply(old.map(|old| &old.agent), fresh.as_ref(), at.timestamp);
+        let status = |agent: &IndexedAgent| agent.record.status;
+        bucket_moves.apply(id, old.map(|old| status(&old.agent)), fresh.as_ref().map(status));
         if let Some((parent, change)) =
             child_change(old.map(|old| &old.agent.record), fresh.as_ref().map(|agent| &agent.record))
         {
@@ -246,5 +251,5 @@ async fn apply(
         };
         entry.child_count = entry.child_count.saturating_add_signed(change);
     }
-    Ok(changes)
+    Ok((changes, bucket_moves))
 }

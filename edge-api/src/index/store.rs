@@ -11,7 +11,7 @@ use std::{
 
 use kya_core::{
     AgentStatus,
-    index::{ComplianceRow, IndexedAgent, list_item},
+    index::{BucketMoves, ComplianceRow, IndexedAgent, STATUS_BUCKET_IDS, list_item},
     logs::Touch,
 };
 use serde::{Deserialize, Serialize};
@@ -27,6 +27,9 @@ const BINDING: &str = "INDEX";
 const STATE_KEY: &str = "index";
 /// The rows that held at index block `?1`.
 const HELD_AT: &str = "since <= ?1 AND (until IS NULL OR until > ?1)";
+/// Pairs of numbers from the JSON array of arrays in parameter `?1`, as a row-value list.
+const PAIRS_OF_PARAM_1: &str =
+    "SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?1)";
 
 /// An agent as the index holds it now, with its child count.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -176,20 +179,14 @@ impl Store {
         if !gone.is_empty() {
             statements.push(
                 self.db
-                    .prepare(
-                        "DELETE FROM touches WHERE (block, agent_id) IN \
-                         (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?1))",
-                    )
+                    .prepare(format!("DELETE FROM touches WHERE (block, agent_id) IN ({PAIRS_OF_PARAM_1})"))
                     .bind(&[json_param(&pairs(gone))?])?,
             );
         }
         if !new.is_empty() {
             statements.push(
                 self.db
-                    .prepare(
-                        "INSERT OR IGNORE INTO touches (block, agent_id) \
-                         SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?1)",
-                    )
+                    .prepare(format!("INSERT OR IGNORE INTO touches (block, agent_id) {PAIRS_OF_PARAM_1}"))
                     .bind(&[json_param(&pairs(new))?])?,
             );
         }
@@ -256,10 +253,55 @@ impl Store {
         ])
     }
 
-    /// The statement deleting rows superseded before `before` (wall clock): no answer still
+    /// The statements moving the status counts per bucket of ids by `moves` at index block
+    /// `block` (wall-clock `now`): each moved count gets a new version, from the current one
+    /// (or none: a bucket's first agent of the status), and the current one ends. A version
+    /// written at `block` (a run at the same block as the last) is replaced.
+    pub(super) fn write_bucket_moves(
+        &self,
+        moves: &BucketMoves,
+        block: u64,
+        now: u64,
+    ) -> Result<Vec<D1PreparedStatement>> {
+        if moves.is_empty() {
+            return Ok(Vec::new());
+        }
+        let changes: Vec<(u8, u64, i64)> =
+            moves.moves().map(|(status, bucket, change)| (status as u8, bucket, change)).collect();
+        let keys: Vec<(u8, u64)> = changes.iter().map(|&(status, bucket, _)| (status, bucket)).collect();
+        Ok(vec![
+            // First: the new version reads the current one, which the next statement ends.
+            self.db
+                .prepare(
+                    "INSERT OR REPLACE INTO status_buckets (status, bucket, since, until, superseded_at, agents) \
+                     SELECT moved.status, moved.bucket, ?2, NULL, NULL, moved.change + coalesce((SELECT held.agents \
+                     FROM status_buckets AS held WHERE held.status = moved.status AND held.bucket = moved.bucket \
+                     AND held.until IS NULL), 0) FROM (SELECT json_extract(value, '$[0]') AS status, \
+                     json_extract(value, '$[1]') AS bucket, json_extract(value, '$[2]') AS change \
+                     FROM json_each(?1)) AS moved",
+                )
+                .bind(&[json_param(&changes)?, number(block)])?,
+            self.db
+                .prepare(format!(
+                    "UPDATE status_buckets SET until = ?2, superseded_at = ?3 WHERE until IS NULL AND since < ?2 \
+                     AND (status, bucket) IN ({PAIRS_OF_PARAM_1})"
+                ))
+                .bind(&[json_param(&keys)?, number(block), number(now)])?,
+        ])
+    }
+
+    /// The statements deleting rows superseded before `before` (wall clock): no answer still
     /// reads a block that old.
-    pub(super) fn collect_garbage(&self, before: u64) -> Result<D1PreparedStatement> {
-        Ok(self.db.prepare("DELETE FROM agents WHERE superseded_at < ?1").bind(&[number(before)])?)
+    pub(super) fn collect_garbage(&self, before: u64) -> Result<Vec<D1PreparedStatement>> {
+        ["agents", "status_buckets"]
+            .into_iter()
+            .map(|table| {
+                Ok(self
+                    .db
+                    .prepare(format!("DELETE FROM {table} WHERE superseded_at < ?1"))
+                    .bind(&[number(before)])?)
+            })
+            .collect()
     }
 
     /// Runs `statements` as one transaction.
@@ -307,6 +349,13 @@ impl Store {
     }
 
     /// The `/agents` items of agents with `status`, by id, `limit` from the `offset`th.
+    ///
+    /// One query, whose reads do not grow with the page's depth: a running sum over the
+    /// status's counts per bucket of ids finds the bucket holding the `offset`th agent and how
+    /// many of the status come before it there; the page is read from that bucket's first id,
+    /// skipping those (fewer than [`STATUS_BUCKET_IDS`]). It reads one small row per bucket
+    /// and at most a bucket's rows before the page, where `OFFSET` alone read every row before
+    /// it.
     pub(super) async fn items_with_status(
         &self,
         block: u64,
@@ -315,7 +364,14 @@ impl Store {
         offset: u64,
     ) -> Result<Vec<String>> {
         self.items(
-            format!("SELECT item FROM agents WHERE status = ?2 AND {HELD_AT} ORDER BY id LIMIT ?3 OFFSET ?4"),
+            format!(
+                "WITH counted AS (SELECT bucket, agents, sum(agents) OVER (ORDER BY bucket) AS through \
+                 FROM status_buckets WHERE status = ?2 AND {HELD_AT}), \
+                 start AS (SELECT bucket * {STATUS_BUCKET_IDS} AS first_id, ?4 - (through - agents) AS skip \
+                 FROM counted WHERE through > ?4 ORDER BY bucket LIMIT 1) \
+                 SELECT item FROM agents WHERE status = ?2 AND {HELD_AT} AND id >= (SELECT first_id FROM start) \
+                 ORDER BY id LIMIT ?3 OFFSET coalesce((SELECT skip FROM start), 0)"
+            ),
             &[number(block), number(status as u64), number(limit), number(offset)],
         )
         .await

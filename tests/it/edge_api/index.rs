@@ -453,3 +453,127 @@ async fn the_index_runs_through_lagging_and_rate_limiting_providers_and_on_the_s
     );
     assert_eq!(first.text, direct.compliance);
 }
+
+/// Agents of [`status_pages_at_every_depth_equal_the_chain_as_agents_change_status`]: four
+/// buckets of 256 ids, every status in each.
+const BULK_AGENTS: u64 = 1_000;
+/// `INDEX_REORG_WINDOW`'s default.
+const WINDOW_DEFAULT: u64 = 64;
+
+/// The `?status=` pages compared at `block`: every page of 37 and of 100 (and one past the
+/// end), and single agents on both sides of each bucket edge.
+fn status_page_queries(snapshot: &Snapshot) -> Vec<String> {
+    let mut queries = Vec::new();
+    for status in kya_core::AgentStatus::ALL {
+        let ids: Vec<u64> = snapshot
+            .agents
+            .iter()
+            .filter(|agent| agent.status == status)
+            .map(|agent| agent.agent_id)
+            .collect();
+        let total = ids.len() as u64;
+        for limit in [37, 100] {
+            for page in 1..=total.div_ceil(limit) + 1 {
+                queries.push(format!("/api/v1/agents?status={status}&page={page}&limit={limit}"));
+            }
+        }
+        for edge in (1..=BULK_AGENTS / kya_core::index::STATUS_BUCKET_IDS).map(|bucket| bucket * 256) {
+            let before = ids.iter().filter(|&&id| id < edge).count() as u64;
+            for page in [before, before + 1, before + 2].into_iter().filter(|page| (1..=total).contains(page))
+            {
+                queries.push(format!("/api/v1/agents?status={status}&page={page}&limit=1"));
+            }
+        }
+    }
+    queries
+}
+
+/// `?status=` pages are placed by counts of each status per bucket of 256 ids, not by skipping
+/// every agent before the page: at every depth they equal the direct answer at the index's
+/// block, after the fill and after status changes in every bucket (one pair of which cancels);
+/// the counts the runs keep equal a recount of the rows, and a run writes a version of only the
+/// counts that moved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_pages_at_every_depth_equal_the_chain_as_agents_change_status() {
+    let chain = TestChain::start().await;
+    seed::seed_bulk(&chain.chain, &chain.deployment, BULK_AGENTS).await.expect("bulk seed");
+    // Past the re-scanned window of the seed's few full blocks, whose thousands of logs would
+    // make each run end blocks early (a live chain's window holds two minutes of writes).
+    let _: Value = chain
+        .chain
+        .provider()
+        .raw_request("anvil_mine".into(), (format!("{:#x}", WINDOW_DEFAULT + 1),))
+        .await
+        .unwrap();
+    let mut vars = chain_vars(&chain.rpc_url(), chain.registry());
+    vars.extend([("INDEX_ANSWER_TTL_SECS", "0".into()), ("MEMORY_CACHE_BYTES", "0".into())]);
+    let worker = EdgeWorker::start_indexed(&vars).await;
+    let api = worker.client();
+    let rpc = kya_core::redact::url(&chain.rpc_url());
+    // 200 agents a run: the fill's runs end inside buckets.
+    while health_index(&api).await["complete"] != true {
+        worker.run_index().await;
+    }
+
+    let compare_pages = |step: &'static str| {
+        let (api, chain, rpc) = (&api, &chain, &rpc);
+        async move {
+            let first = api.get("/api/v1/agents?status=Active").await;
+            assert_eq!(first.header("x-index-fallback"), None, "{step}: from the index");
+            let block: u64 = first.header("x-block-number").unwrap().parse().unwrap();
+            let snapshot = snapshot_at(chain, block).await;
+            let direct = SnapshotAnswers::render(&snapshot, &chain.registry(), rpc);
+            let queries = status_page_queries(&snapshot);
+            for path in &queries {
+                let answer = api.get(path).await;
+                assert_eq!(answer.status, 200, "{step}: {path}: {}", answer.text);
+                assert_eq!(
+                    answer.header("x-block-number"),
+                    Some(block.to_string().as_str()),
+                    "{step}: {path}"
+                );
+                assert_eq!(answer.text, direct.agents_page(&query_of(path)), "{step}: {path}");
+            }
+            (block, queries.len())
+        }
+    };
+    let counts_kept = "SELECT status, bucket, agents FROM status_buckets WHERE until IS NULL AND agents > 0 \
+                       ORDER BY status, bucket";
+    let counts_recounted = "SELECT status, id / 256 AS bucket, count(*) AS agents FROM agents \
+                            WHERE until IS NULL GROUP BY status, id / 256 ORDER BY status, bucket";
+
+    let (_, compared) = compare_pages("after the fill").await;
+    assert!(compared > 60, "{compared} pages");
+    let kept = worker.query_index(counts_kept);
+    assert_eq!(kept, worker.query_index(counts_recounted), "the fill's counts");
+    assert_eq!(kept.len(), 16, "four statuses in each of four buckets: {kept:?}");
+
+    // Suspensions in all four buckets; in the second, a suspended agent reactivated (its counts
+    // cancel the suspension's there) and an active one revoked.
+    let regulator = chain.deployment.regulator;
+    let id = |agent_id: u64| U256::from(agent_id);
+    for agent_id in [100, 300, 600, 900] {
+        write(&chain, regulator, &AgentRegistry::suspendAgentCall { agentId: id(agent_id) }).await;
+    }
+    write(&chain, regulator, &AgentRegistry::reactivateAgentCall { agentId: id(507) }).await;
+    write(&chain, regulator, &AgentRegistry::revokeAgentCall { agentId: id(256) }).await;
+    worker.run_index().await;
+    let index = health_index(&api).await;
+    assert_eq!(index["lagBlocks"], 0, "one run takes the six writes: {index}");
+    let (block, _) = compare_pages("after status changes").await;
+    assert_eq!(worker.query_index(counts_kept), worker.query_index(counts_recounted), "the counts moved");
+    // Active in buckets 0 to 3, Suspended in 0, 2 and 3, Revoked in 1: Suspended in bucket 1
+    // went up and down again.
+    let versions = worker.query_index(&format!(
+        "SELECT status, bucket FROM status_buckets WHERE until = {block} ORDER BY status, bucket"
+    ));
+    let versions: Vec<(u64, u64)> = versions
+        .iter()
+        .map(|row| (row["status"].as_u64().unwrap(), row["bucket"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(
+        versions,
+        [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0), (1, 2), (1, 3), (2, 1)],
+        "counts superseded"
+    );
+}
