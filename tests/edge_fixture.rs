@@ -44,6 +44,8 @@ pub struct EdgeWorker {
     child: Child,
     /// `http://127.0.0.1:<port>`.
     pub base: String,
+    /// Wrangler's DevTools inspector (`crate::worker_profile`).
+    inspector_port: u16,
     log: PathBuf,
     _state: tempfile::TempDir,
 }
@@ -145,7 +147,7 @@ impl EdgeWorker {
             command.arg("--var").arg(format!("{name}:{value}"));
         }
         let child = command.spawn().expect("wrangler starts (run scripts/bootstrap.sh)");
-        Self { child, base: format!("http://127.0.0.1:{port}"), log, _state: state }
+        Self { child, base: format!("http://127.0.0.1:{port}"), inspector_port, log, _state: state }
     }
 
     /// Runs the index's scheduled handler once (`/__scheduled`, as a Cron Trigger would) and
@@ -184,6 +186,11 @@ impl EdgeWorker {
     /// The folder wrangler keeps the Worker's local state in (KV, Cache API, the index's D1).
     pub fn state_dir(&self) -> PathBuf {
         self._state.path().join("state")
+    }
+
+    /// The port of wrangler's DevTools inspector, for [`crate::worker_profile::Profiler`].
+    pub fn inspector_port(&self) -> u16 {
+        self.inspector_port
     }
 
     /// The wrangler process's id (the Worker's runtime, workerd, runs below it).

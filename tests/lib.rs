@@ -17,6 +17,7 @@ pub mod relayer_fixture;
 pub mod rpc_proxy;
 pub mod tls_proxy;
 pub mod webhook_receiver;
+pub mod worker_profile;
 
 /// A fresh anvil with the forwarder and the registry deployed; anvil stops when this drops.
 #[derive(Debug)]

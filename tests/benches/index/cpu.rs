@@ -8,10 +8,11 @@
 //! threads, which compile and collect garbage off the request, are left out). That thread also
 //! runs local D1 (SQLite), KV and the Cache API, which on Cloudflare are other machines' work and
 //! not the Worker's CPU: so these figures are an upper bound of the Worker's own CPU, and count
-//! the rows D1 reads with it. Two other ways were tried and dropped: V8's
-//! sampling profiler through the inspector (workerd does not mark the isolate idle, so a 404 of
-//! about 3 ms showed 27 ms of "busy" samples, and samples came every few ms, not every 50 µs),
-//! and `perf stat` (no instruction counter on these machines).
+//! the rows D1 reads with it. The Worker's own CPU comes from V8's profiler beside it
+//! (`kya_tests::worker_profile`). A first try with the profiler counted each sample as the
+//! whole gap to the next one, which took the time the isolate waited (a 404 of about 3 ms showed
+//! 27 ms) for work; capped at the median spacing, it does not. `perf stat` has no instruction
+//! counter on these machines.
 
 use std::{path::Path, time::Duration};
 

@@ -4,7 +4,9 @@
 //!
 //! - From the index: one Worker with `INDEX_ANSWER_TTL_SECS=0` and `MEMORY_CACHE_BYTES=0`, so
 //!   every request reads D1; each endpoint once to warm the isolate, then [`INDEX_REPEATS`]
-//!   timed requests, whose CPU is measured together ([`crate::cpu`]).
+//!   timed requests, whose CPU is measured together ([`crate::cpu`]), then as many again under
+//!   V8's profiler for the Worker's own CPU (`kya_tests::worker_profile`; apart, as the
+//!   profiler costs the runtime thread time of its own).
 //! - Direct: a Worker whose index was never run, so it answers as today's direct path does
 //!   (`X-Index-Fallback: the index is not filled yet`), after one read of the index's state
 //!   row. (A Worker started without `start_indexed` still has wrangler.toml's D1 binding but no
@@ -18,7 +20,10 @@
 
 use std::time::Duration;
 
-use kya_tests::edge_fixture::{EdgeWorker, chain_vars, fresh_ip};
+use kya_tests::{
+    edge_fixture::{EdgeWorker, chain_vars, fresh_ip},
+    worker_profile::Profiler,
+};
 
 use crate::{
     Setup,
@@ -46,8 +51,10 @@ pub(crate) struct Side {
     pub(crate) status: u16,
     pub(crate) first_byte: Duration,
     pub(crate) last_byte: Duration,
-    /// CPU per request ([`crate::cpu`]).
+    /// CPU per request ([`crate::cpu`]): an upper bound.
     pub(crate) cpu: Duration,
+    /// The Worker's own CPU per request, from V8's profiler (the index's side only).
+    pub(crate) worker_cpu: Option<Duration>,
     pub(crate) bytes: usize,
     /// RPC HTTP requests (JSON-RPC calls) of one cold request: the direct side's chain reads.
     pub(crate) rpc: (usize, usize),
@@ -73,7 +80,12 @@ pub(crate) fn paths(agents: u64) -> Vec<String> {
 }
 
 /// Measures every path from the index (`indexed`, filled, answers uncached) and directly.
-pub(crate) async fn measure(setup: &Setup, indexed: &EdgeWorker, agents: u64) -> Vec<Endpoint> {
+pub(crate) async fn measure(
+    setup: &Setup,
+    indexed: &EdgeWorker,
+    profiler: &mut Profiler,
+    agents: u64,
+) -> Vec<Endpoint> {
     let http = kya_tests::http_client();
     let mut measured = Vec::new();
     for path in paths(agents) {
@@ -87,7 +99,13 @@ pub(crate) async fn measure(setup: &Setup, indexed: &EdgeWorker, agents: u64) ->
             answers.push(timing::get(&http, &indexed.base, &path, &ip).await);
         }
         let cpu = (meter.settled().await - before) / INDEX_REPEATS as u32;
-        let index = side(&answers, cpu, (0, 0));
+        profiler.start().await;
+        for _ in 0..INDEX_REPEATS {
+            timing::get(&http, &indexed.base, &path, &ip).await;
+        }
+        let profile = profiler.stop().await;
+        let mut index = side(&answers, cpu, (0, 0));
+        index.worker_cpu = Some(profile.cpu() / INDEX_REPEATS as u32);
         let repeats = if agents <= DIRECT_REPEATED_UP_TO { DIRECT_REPEATS } else { 1 };
         let direct = direct(setup, &path, repeats).await;
         measured.push(Endpoint { path, index, direct });
@@ -103,6 +121,7 @@ fn side(answers: &[Timed], cpu: Duration, rpc: (usize, usize)) -> Side {
         first_byte: median(answers.iter().map(|answer| answer.first_byte).collect()),
         last_byte: median(answers.iter().map(|answer| answer.last_byte).collect()),
         cpu,
+        worker_cpu: None,
         bytes: first.body.len(),
         rpc,
         fallback: first.header("x-index-fallback").map(str::to_owned),

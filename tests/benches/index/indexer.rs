@@ -18,7 +18,7 @@ use alloy::{
 };
 use kya_core::abi::AgentRegistry;
 use kya_devchain::dev_accounts::{self, Role};
-use kya_tests::edge_fixture::EdgeWorker;
+use kya_tests::{edge_fixture::EdgeWorker, worker_profile::Profiler};
 use serde_json::Value;
 
 use crate::{Setup, cpu::Meter, timing::median};
@@ -37,23 +37,45 @@ pub(crate) struct Fill {
     pub(crate) run_wall: Duration,
     pub(crate) run_cpu: Duration,
     pub(crate) run_cpu_max: Duration,
+    /// The Worker's own CPU of one run in [`FILL_PROFILED_EVERY`], from V8's profiler: median
+    /// and most.
+    pub(crate) run_worker_cpu: Duration,
+    pub(crate) run_worker_cpu_max: Duration,
     /// RPC HTTP requests and JSON-RPC calls of the whole fill.
     pub(crate) rpc: (usize, usize),
 }
 
+/// Fill runs profiled: one in this many (the second among them: the first also compiles the
+/// Worker's code in a fresh isolate). Profiling every run of a
+/// 100,000-agent fill through wrangler's inspector made it 20 times slower.
+const FILL_PROFILED_EVERY: u64 = 10;
+
 /// Runs the index on `worker` (fresh) until its first fill is complete.
-pub(crate) async fn fill(setup: &Setup, worker: &EdgeWorker, agents: u64, per_run: u64) -> Fill {
+pub(crate) async fn fill(
+    setup: &Setup,
+    worker: &EdgeWorker,
+    profiler: &mut Profiler,
+    agents: u64,
+    per_run: u64,
+) -> Fill {
     let api = worker.client();
     let meter = Meter::attach(worker.pid());
     let (requests, calls) = (setup.proxy.requests(), setup.proxy.calls());
     let started = Instant::now();
-    let (mut runs, mut walls, mut cpus) = (0u64, Vec::new(), Vec::new());
+    let (mut runs, mut walls, mut cpus, mut worker_cpus) = (0u64, Vec::new(), Vec::new(), Vec::new());
     loop {
         runs += 1;
+        let profiled = runs % FILL_PROFILED_EVERY == 2;
+        if profiled {
+            profiler.start().await;
+        }
         let (cpu, run_started) = (meter.now(), Instant::now());
         worker.run_index().await;
         walls.push(run_started.elapsed());
         cpus.push(meter.now() - cpu);
+        if profiled {
+            worker_cpus.push(profiler.stop().await.cpu());
+        }
         // /health now and then: its own work (a rate-limit write to KV after it answers) is
         // left to end before the next run is measured.
         if runs % 10 == 0 || runs * per_run >= agents {
@@ -68,20 +90,34 @@ pub(crate) async fn fill(setup: &Setup, worker: &EdgeWorker, agents: u64, per_ru
     let wall = started.elapsed();
     let rpc = (setup.proxy.requests() - requests, setup.proxy.calls() - calls);
     let run_cpu_max = cpus.iter().copied().max().unwrap_or_default();
-    Fill { per_run, runs, wall, run_wall: median(walls), run_cpu: median(cpus), run_cpu_max, rpc }
+    let run_worker_cpu_max = worker_cpus.iter().copied().max().unwrap_or_default();
+    Fill {
+        per_run,
+        runs,
+        wall,
+        run_wall: median(walls),
+        run_cpu: median(cpus),
+        run_cpu_max,
+        run_worker_cpu: median(worker_cpus),
+        run_worker_cpu_max,
+        rpc,
+    }
 }
 
 /// One steady-state rate, medians of its runs.
 pub(crate) struct Steady {
     pub(crate) changes: u64,
     pub(crate) wall: Duration,
-    /// CPU of a run, median and most ([`crate::cpu`]).
+    /// CPU of a run, median and most ([`crate::cpu`]; the profiler's own work included).
     pub(crate) cpu: Duration,
     pub(crate) cpu_max: Duration,
+    /// The Worker's own CPU of a run, from V8's profiler: median and most.
+    pub(crate) worker_cpu: Duration,
+    pub(crate) worker_cpu_max: Duration,
     /// RPC HTTP requests and JSON-RPC calls per run.
     pub(crate) rpc: (usize, usize),
     /// Table rows the run wrote: agent rows superseded and inserted, superseded rows collected,
-    /// touches replaced, and the state (saved twice: with the rows, then the run's outcome).
+    /// touches replaced, status counts versioned, and the state row (saved once, with the run's outcome).
     pub(crate) rows: Rows,
     /// Blocks the index was behind the chain's head after the run (median).
     pub(crate) lag: u64,
@@ -95,12 +131,14 @@ pub(crate) struct Rows {
     pub(crate) inserted: u64,
     pub(crate) collected: u64,
     pub(crate) touches: u64,
+    /// Status counts per bucket of ids: versions written and ended.
+    pub(crate) counts: u64,
     pub(crate) state: u64,
 }
 
 impl Rows {
     pub(crate) fn total(&self) -> u64 {
-        self.superseded + self.inserted + self.collected + self.touches + self.state
+        self.superseded + self.inserted + self.collected + self.touches + self.counts + self.state
     }
 }
 
@@ -108,22 +146,26 @@ impl Rows {
 pub(crate) async fn steady(
     setup: &Setup,
     worker: &EdgeWorker,
+    profiler: &mut Profiler,
     agents: u64,
     changes: u64,
     seed: &mut u64,
 ) -> Steady {
     let meter = Meter::attach(worker.pid());
-    let (mut walls, mut cpus, mut rpcs, mut all_rows, mut lags) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut walls, mut cpus, mut worker_cpus, mut rpcs, mut all_rows, mut lags) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut message = String::new();
     for run in 0..=STEADY_RUNS {
         write_minute(setup, agents, changes, seed).await;
         let before = counts(worker);
         let (requests, calls) = (setup.proxy.requests(), setup.proxy.calls());
+        profiler.start().await;
         let (cpu_before, started) = (meter.now(), Instant::now());
         worker.run_index().await;
         let wall = started.elapsed();
         let cpu = meter.now() - cpu_before;
+        let profile = profiler.stop().await;
+        keep_profile(&profile, &format!("steady-{agents}-{changes}-{run}"));
         let rpc = (setup.proxy.requests() - requests, setup.proxy.calls() - calls);
         let index = worker.client().get("/health").await.body["index"].clone();
         assert_eq!(index["lastRun"]["ok"], true, "steady run: {index}");
@@ -132,18 +174,24 @@ pub(crate) async fn steady(
         let after = counts(worker);
         let superseded = count(worker, &format!("SELECT count(*) AS n FROM agents WHERE until = {block}"));
         let inserted = count(worker, &format!("SELECT count(*) AS n FROM agents WHERE since = {block}"));
+        let counts = count(
+            worker,
+            &format!("SELECT count(*) AS n FROM status_buckets WHERE since = {block} OR until = {block}"),
+        );
         // The run deletes the touches of its re-scanned window and inserts those it found.
         let rows = Rows {
             superseded,
             inserted,
             collected: (before.agents + inserted).saturating_sub(after.agents),
             touches: before.touches + after.touches,
-            state: 2,
+            counts,
+            state: 1,
         };
         if run > 0 {
             lags.push(index["lagBlocks"].as_u64().unwrap_or(0));
             walls.push(wall);
             cpus.push(cpu);
+            worker_cpus.push(profile.cpu());
             rpcs.push(rpc);
             all_rows.push(rows);
         }
@@ -155,13 +203,16 @@ pub(crate) async fn steady(
         wall: median(walls),
         cpu_max: cpus.iter().copied().max().unwrap_or_default(),
         cpu: median(cpus),
+        worker_cpu_max: worker_cpus.iter().copied().max().unwrap_or_default(),
+        worker_cpu: median(worker_cpus),
         rpc: rpcs[rpcs.len() / 2],
         rows: Rows {
             superseded: pick(|rows| rows.superseded),
             inserted: pick(|rows| rows.inserted),
             collected: pick(|rows| rows.collected),
             touches: pick(|rows| rows.touches),
-            state: 2,
+            counts: pick(|rows| rows.counts),
+            state: 1,
         },
         lag: median_u64(lags),
         message,
@@ -310,4 +361,12 @@ fn count(worker: &EdgeWorker, sql: &str) -> u64 {
 fn median_u64(mut values: Vec<u64>) -> u64 {
     values.sort_unstable();
     values[values.len() / 2]
+}
+
+/// Writes `profile` to `$KYA_PROFILE_DIR/<name>.cpuprofile` when that is set (DevTools opens it).
+fn keep_profile(profile: &kya_tests::worker_profile::Profile, name: &str) {
+    let Ok(folder) = std::env::var("KYA_PROFILE_DIR") else { return };
+    std::fs::create_dir_all(&folder).expect("KYA_PROFILE_DIR");
+    let path = std::path::Path::new(&folder).join(format!("{name}.cpuprofile"));
+    std::fs::write(&path, profile.raw.to_string()).expect("writing a profile");
 }

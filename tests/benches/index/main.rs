@@ -23,6 +23,7 @@ use kya_devchain::{AnvilOptions, seed};
 use kya_tests::{
     TestChain,
     edge_fixture::{CountingProxy, EdgeWorker, chain_vars},
+    worker_profile::Profiler,
 };
 
 /// The chain and the proxy every Worker of one size reads through.
@@ -84,24 +85,28 @@ async fn measure(agents: u64, paid_per_run: u64) -> Measured {
     // Every answer reads D1: nothing cached in the isolate or the Cache API.
     vars.extend([("INDEX_ANSWER_TTL_SECS", "0".to_owned()), ("MEMORY_CACHE_BYTES", "0".to_owned())]);
     let worker = EdgeWorker::start_indexed(&vars).await;
-    let mut fills = vec![indexer::fill(&setup, &worker, agents, kya_edge_defaults::AGENTS_PER_RUN).await];
+    let mut profiler = Profiler::attach(worker.inspector_port()).await;
+    let mut fills =
+        vec![indexer::fill(&setup, &worker, &mut profiler, agents, kya_edge_defaults::AGENTS_PER_RUN).await];
     eprintln!("{agents}: filled in {} runs ({:.1?} in all)", fills[0].runs, started.elapsed());
     let storage = d1::storage(&worker, agents);
-    let endpoints = endpoints::measure(&setup, &worker, agents).await;
+    let endpoints = endpoints::measure(&setup, &worker, &mut profiler, agents).await;
     eprintln!("{agents}: endpoints measured ({:.1?} in all)", started.elapsed());
     let mut seed = 0x9e37_79b9_7f4a_7c15;
     let (mut steady, mut freshness) = (Vec::new(), Vec::new());
     for changes in [10, 100] {
-        steady.push(indexer::steady(&setup, &worker, agents, changes, &mut seed).await);
+        steady.push(indexer::steady(&setup, &worker, &mut profiler, agents, changes, &mut seed).await);
         freshness.push(indexer::freshness(&setup, &worker, agents, changes, &mut seed).await);
         eprintln!("{agents}: {changes} changes a minute measured ({:.1?} in all)", started.elapsed());
     }
+    drop(profiler);
     drop(worker);
 
     let mut paid_vars = chain_vars(&setup.proxy.url, setup.chain.registry());
     paid_vars.push(("INDEX_AGENTS_PER_RUN", paid_per_run.to_string()));
     let paid = EdgeWorker::start_indexed(&paid_vars).await;
-    fills.push(indexer::fill(&setup, &paid, agents, paid_per_run).await);
+    let mut paid_profiler = Profiler::attach(paid.inspector_port()).await;
+    fills.push(indexer::fill(&setup, &paid, &mut paid_profiler, agents, paid_per_run).await);
     let took = started.elapsed();
     eprintln!("{agents}: done in {took:.1?}");
     Measured { agents, seeding, took, load, fills, storage, endpoints, steady, freshness }

@@ -28,7 +28,11 @@ pub(crate) fn render(m: &Measured) -> String {
          `wait_until` work: see `tests/benches/index/cpu.rs`. That thread also runs local D1's \
          SQLite, KV and the Cache API, which on Cloudflare run elsewhere and are not the Worker's \
          CPU, so it is an upper bound of the Worker's own, and it grows with the rows D1 reads. \
-         Warm code: the isolate had answered the same request before (index), or read one agent \
+         **Worker CPU** is the Worker's own: V8's sampling profiler through wrangler's DevTools \
+         inspector, which samples the isolate only while it runs (JavaScript, wasm, the \
+         bindings' glue, garbage collection; not SQLite), each sample counted until the next, at \
+         most the median spacing: see `tests/worker_profile.rs`. Cloudflare's CPU limits \
+         (10 ms on Free) apply to this one. Warm code: the isolate had answered the same request before (index), or read one agent \
          through the same RPC and decoding code (direct).\n",
         m.seeding,
         m.load,
@@ -43,14 +47,14 @@ fn endpoints(out: &mut String, m: &Measured) {
     out.push_str(
         "\n## The endpoints cold: index against direct\n\n\
          Index: every request reads D1 (`INDEX_ANSWER_TTL_SECS=0`, `MEMORY_CACHE_BYTES=0`), median \
-         of 9, CPU the mean of the same 9. Direct: a Worker whose index never ran, so \
+         of 9, CPU the mean of the same 9, Worker CPU the mean of 9 more under the profiler. Direct: a Worker whose index never ran, so \
          it answers as today's direct path (`X-Index-Fallback`, after reading the index's state \
          row): its cold request reads the registry from the chain (the snapshot; the other \
          endpoints would then answer from it), each on a fresh Worker, median of 3 (1 past 10,000 \
          agents). `/agents/compliance` is \
          streamed from the index: first byte, then last.\n\n\
-         | Endpoint | index: time | index: CPU | direct: time | direct: CPU | direct: RPC requests (calls) | bytes |\n\
-         |---|---:|---:|---:|---:|---:|---:|\n",
+         | Endpoint | index: time | index: Worker CPU | index: CPU | direct: time | direct: CPU | direct: RPC requests (calls) | bytes |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for e in &m.endpoints {
         let time = |side: &crate::endpoints::Side| {
@@ -67,9 +71,10 @@ fn endpoints(out: &mut String, m: &Measured) {
         let fallback = e.index.fallback.as_ref().map_or(String::new(), |why| format!(" (fallback: {why})"));
         writeln!(
             out,
-            "| `{}` | {}{fallback} | {} | {} | {} | {} ({}) | {} |",
+            "| `{}` | {}{fallback} | {} | {} | {} | {} | {} ({}) | {} |",
             e.path,
             time(&e.index),
+            e.index.worker_cpu.map_or("n/a".into(), ms),
             ms(e.index.cpu),
             time(&e.direct),
             ms(e.direct.cpu),
@@ -98,19 +103,21 @@ fn indexer(out: &mut String, m: &Measured) {
          ### First fill\n\n\
          Runs driven back to back through `/__scheduled` (a Cron Trigger runs one a minute: the \
          minutes column is what the fill takes in production). Per run: median wall time, median \
-         and most CPU.\n\n\
-         | `INDEX_AGENTS_PER_RUN` | runs | wall time here | minutes in production | per run: wall | per run: CPU (most) | RPC requests (calls) in all |\n\
-         |---:|---:|---:|---:|---:|---:|---:|\n",
+         and most CPU, and the median and most Worker CPU of one run in ten (profiled).\n\n\
+         | `INDEX_AGENTS_PER_RUN` | runs | wall time here | minutes in production | per run: wall | per run: Worker CPU (most) | per run: CPU (most) | RPC requests (calls) in all |\n\
+         |---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for fill in &m.fills {
         writeln!(
             out,
-            "| {} | {} | {:.1} s | {} | {} | {} ({}) | {} ({}) |",
+            "| {} | {} | {:.1} s | {} | {} | {} ({}) | {} ({}) | {} ({}) |",
             fill.per_run,
             fill.runs,
             fill.wall.as_secs_f64(),
             fill.runs,
             ms(fill.run_wall),
+            ms(fill.run_worker_cpu),
+            ms(fill.run_worker_cpu_max),
             ms(fill.run_cpu),
             ms(fill.run_cpu_max),
             fill.rpc.0,
@@ -122,21 +129,24 @@ fn indexer(out: &mut String, m: &Measured) {
         "\n### Steady state\n\n\
          Each run follows a simulated minute of Base: the writes (attestations, every tenth a \
          revenue report, to distinct agents), then 30 empty blocks 2 s apart. Medians of 5 runs. \
-         RPC requests are the run's subrequests to the provider; D1 is reached by 7 more (state, \
-         touches of the window, lapsing attestations, the changed agents' rows, one batch of 7 \
-         statements, and the run's outcome: read and saved), by the code of \
-         `edge-api/src/index/run.rs`. Rows written are table rows (D1 also bills one write per \
-         index entry a write changes).\n\n\
-         | agents changed a minute | wall | CPU (most) | RPC requests (calls) | lag after the run (blocks) | rows written: superseded + inserted + collected + touches + state = total | the last run's message |\n\
-         |---:|---:|---:|---:|---:|---|---|\n",
+         Every run profiled (the CPU column includes the profiler's own work). RPC requests are \
+         the run's subrequests to the provider; D1 is reached by 5 more (state, touches of the \
+         window, lapsing attestations, the changed agents' rows, and one batch with the run's \
+         outcome), by the code of `edge-api/src/index/run.rs`. Rows written are table rows (D1 \
+         also bills one write per index entry a write changes); attestations and revenue \
+         reports move no status counts.\n\n\
+         | agents changed a minute | wall | Worker CPU (most) | CPU (most) | RPC requests (calls) | lag after the run (blocks) | rows written: superseded + inserted + collected + touches + status counts + state = total | the last run's message |\n\
+         |---:|---:|---:|---:|---:|---:|---|---|\n",
     );
     for s in &m.steady {
         let r = &s.rows;
         writeln!(
             out,
-            "| {} | {} | {} ({}) | {} ({}) | {} | {} + {} + {} + {} + {} = {} | {} |",
+            "| {} | {} | {} ({}) | {} ({}) | {} ({}) | {} | {} + {} + {} + {} + {} + {} = {} | {} |",
             s.changes,
             ms(s.wall),
+            ms(s.worker_cpu),
+            ms(s.worker_cpu_max),
             ms(s.cpu),
             ms(s.cpu_max),
             s.rpc.0,
@@ -146,6 +156,7 @@ fn indexer(out: &mut String, m: &Measured) {
             r.inserted,
             r.collected,
             r.touches,
+            r.counts,
             r.state,
             r.total(),
             s.message,

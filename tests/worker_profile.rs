@@ -1,0 +1,165 @@
+//! The Worker's own CPU under `wrangler dev`, from V8's sampling profiler driven through the
+//! inspector wrangler offers DevTools (`--inspector-port`, the Chrome DevTools Protocol's
+//! `Profiler` domain).
+//!
+//! The kernel's count of the runtime thread's CPU (`tests/benches/index/cpu.rs`) is an upper
+//! bound: that thread also runs local D1's SQLite, KV and the Cache API, which on Cloudflare are
+//! other machines' work. V8 samples the isolate only while the isolate is entered (workerd
+//! releases it while a request waits for I/O), so its samples cover the Worker's JavaScript,
+//! wasm, the bindings' glue and garbage collection, not SQLite's work.
+//!
+//! A sample stands for the time to the next one, but no more than the profile's median spacing:
+//! a gap longer than that is time the isolate was not running (between two requests, or waiting
+//! for D1), not time spent in the sample's function. `(idle)` samples count nothing.
+
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::net::TcpStream;
+use tokio_tungstenite::{
+    MaybeTlsStream, WebSocketStream, connect_async,
+    tungstenite::{Message, client::IntoClientRequest, http::HeaderValue},
+};
+
+/// Microseconds between samples asked of V8 (it keeps to it only while the isolate runs).
+const SAMPLING_INTERVAL_MICROS: u64 = 100;
+
+/// A DevTools session with a Worker's isolate.
+pub struct Profiler {
+    socket: WebSocketStream<MaybeTlsStream<TcpStream>>,
+    next_id: u64,
+}
+
+impl Profiler {
+    /// Connects to the inspector of the `wrangler dev` listening on `inspector_port` and enables
+    /// the profiler. Wrangler's proxy takes one DevTools client at a time, from a local origin.
+    pub async fn attach(inspector_port: u16) -> Self {
+        let mut request = format!("ws://127.0.0.1:{inspector_port}/ws")
+            .into_client_request()
+            .expect("the inspector's address");
+        request.headers_mut().insert("origin", HeaderValue::from_static("http://localhost"));
+        let (socket, _) = connect_async(request).await.expect("wrangler's inspector accepts a client");
+        let mut profiler = Self { socket, next_id: 0 };
+        profiler.call("Profiler.enable", json!({})).await;
+        profiler.call("Profiler.setSamplingInterval", json!({ "interval": SAMPLING_INTERVAL_MICROS })).await;
+        profiler
+    }
+
+    /// Starts sampling.
+    pub async fn start(&mut self) {
+        self.call("Profiler.start", json!({})).await;
+    }
+
+    /// Stops sampling and returns what was sampled since [`Profiler::start`].
+    pub async fn stop(&mut self) -> Profile {
+        let result = self.call("Profiler.stop", json!({})).await;
+        Profile::from_devtools(&result["profile"])
+    }
+
+    /// Sends `method` and waits for its answer, passing over the events that come meanwhile.
+    async fn call(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        let message = json!({ "id": id, "method": method, "params": params }).to_string();
+        self.socket.send(Message::text(message)).await.expect("the inspector takes a message");
+        loop {
+            let message = self.socket.next().await.expect("the inspector answers").expect("a frame");
+            let Message::Text(text) = message else { continue };
+            let answer: Value = serde_json::from_str(&text).expect("the inspector speaks JSON");
+            if answer["id"] != id {
+                continue;
+            }
+            assert!(answer.get("error").is_none(), "{method}: {answer}");
+            return answer["result"].clone();
+        }
+    }
+}
+
+/// A CPU profile: which node of the call tree each sample landed in, and the microseconds
+/// before each sample.
+#[derive(Debug, Clone, Default)]
+pub struct Profile {
+    /// Per sample: whether it is `(idle)`.
+    idle: Vec<bool>,
+    /// Per sample: microseconds since the sample before (the first: since the start).
+    deltas: Vec<u64>,
+    /// The profile as DevTools gave it, for a `.cpuprofile` file.
+    pub raw: Value,
+}
+
+impl Profile {
+    /// A profile from DevTools' `Profiler.Profile` object.
+    pub fn from_devtools(profile: &Value) -> Self {
+        let idle_nodes: Vec<u64> = profile["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|node| node["callFrame"]["functionName"] == "(idle)")
+            .filter_map(|node| node["id"].as_u64())
+            .collect();
+        let numbers = |key: &str| -> Vec<u64> {
+            profile[key].as_array().into_iter().flatten().filter_map(Value::as_u64).collect()
+        };
+        let idle = numbers("samples").iter().map(|node| idle_nodes.contains(node)).collect();
+        // Deltas are signed in the protocol; V8 gives them in order, so they are never below 0.
+        let deltas = profile["timeDeltas"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|delta| delta.as_i64().unwrap_or(0).max(0) as u64)
+            .collect();
+        Self { idle, deltas, raw: profile.clone() }
+    }
+
+    /// The isolate's CPU time in the profile: each sample that is not `(idle)` counts the time
+    /// to the next sample, at most the median spacing of the samples (the last: the median).
+    pub fn cpu(&self) -> Duration {
+        let mut spacings: Vec<u64> = self.deltas.iter().skip(1).copied().collect();
+        if spacings.is_empty() {
+            return Duration::ZERO;
+        }
+        spacings.sort_unstable();
+        let median = spacings[spacings.len() / 2];
+        let micros: u64 = (0..self.idle.len())
+            .filter(|&sample| !self.idle[sample])
+            .map(|sample| self.deltas.get(sample + 1).copied().unwrap_or(median).min(median))
+            .sum();
+        Duration::from_micros(micros)
+    }
+
+    /// Samples taken.
+    pub fn samples(&self) -> usize {
+        self.idle.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn profile(samples: &[u64], deltas: &[i64]) -> Profile {
+        Profile::from_devtools(&json!({
+            "nodes": [
+                {"id": 1, "callFrame": {"functionName": "(root)"}},
+                {"id": 2, "callFrame": {"functionName": "(idle)"}},
+                {"id": 3, "callFrame": {"functionName": "fetch"}},
+            ],
+            "samples": samples,
+            "timeDeltas": deltas,
+        }))
+    }
+
+    #[test]
+    fn a_sample_counts_until_the_next_one_but_no_gap_longer_than_the_median_spacing() {
+        // Two bursts of 100 µs samples 40 ms apart: the gap is time the isolate was not
+        // entered, counted as one spacing, not 40 ms.
+        let busy = profile(&[3, 3, 3, 3, 3, 3], &[5_000, 100, 100, 40_000, 100, 100]);
+        assert_eq!(busy.cpu(), Duration::from_micros(600));
+        assert_eq!(busy.samples(), 6);
+        // (idle) samples count nothing.
+        let idle = profile(&[3, 2, 2, 3], &[0, 100, 100, 100]);
+        assert_eq!(idle.cpu(), Duration::from_micros(200));
+        assert_eq!(profile(&[], &[]).cpu(), Duration::ZERO);
+    }
+}
