@@ -37,8 +37,8 @@ pub(crate) struct Fill {
     pub(crate) run_wall: Duration,
     pub(crate) run_cpu: Duration,
     pub(crate) run_cpu_max: Duration,
-    /// The Worker's own CPU of one run in [`FILL_PROFILED_EVERY`], from V8's profiler: median
-    /// and most.
+    /// The Worker's own CPU of one run in [`FILL_PROFILED_EVERY`] (the only run of a fill of
+    /// one), from V8's profiler: median and most.
     pub(crate) run_worker_cpu: Duration,
     pub(crate) run_worker_cpu_max: Duration,
     /// RPC HTTP requests and JSON-RPC calls of the whole fill.
@@ -65,7 +65,8 @@ pub(crate) async fn fill(
     let (mut runs, mut walls, mut cpus, mut worker_cpus) = (0u64, Vec::new(), Vec::new(), Vec::new());
     loop {
         runs += 1;
-        let profiled = runs % FILL_PROFILED_EVERY == 2;
+        // A fill of one run has only the cold one to profile.
+        let profiled = runs % FILL_PROFILED_EVERY == 2 || per_run >= agents;
         if profiled {
             profiler.start().await;
         }

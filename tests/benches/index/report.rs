@@ -103,7 +103,7 @@ fn indexer(out: &mut String, m: &Measured) {
          ### First fill\n\n\
          Runs driven back to back through `/__scheduled` (a Cron Trigger runs one a minute: the \
          minutes column is what the fill takes in production). Per run: median wall time, median \
-         and most CPU, and the median and most Worker CPU of one run in ten (profiled).\n\n\
+         and most CPU, and the median and most Worker CPU of one run in ten (profiled; a fill of one run: that run, which also compiles the code in a fresh isolate).\n\n\
          | `INDEX_AGENTS_PER_RUN` | runs | wall time here | minutes in production | per run: wall | per run: Worker CPU (most) | per run: CPU (most) | RPC requests (calls) in all |\n\
          |---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
