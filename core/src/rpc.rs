@@ -108,8 +108,17 @@ pub struct CallPlan {
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct CallObject<'a> {
     pub(crate) to: &'a Address,
+    #[serde(serialize_with = "hex_at_once")]
     pub(crate) input: &'a Bytes,
+    #[serde(serialize_with = "hex_at_once")]
     pub(crate) data: &'a Bytes,
+}
+
+/// `bytes` as `0x`-prefixed lowercase hex, as `Bytes` serialises itself, but encoded in one pass:
+/// `Bytes` goes through `Display` a character at a time, which the profile of an index run of
+/// 100 changed agents showed at 0.65 ms of the Worker's CPU for one `aggregate3`'s call data.
+fn hex_at_once<S: serde::Serializer>(bytes: &&Bytes, serializer: S) -> core::result::Result<S::Ok, S::Error> {
+    serializer.serialize_str(&hex::encode_prefixed(bytes))
 }
 
 impl<'a> CallObject<'a> {
@@ -407,6 +416,18 @@ pub fn hex_data(data: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn call_data_is_written_as_bytes_write_themselves() {
+        let data = Bytes::from(vec![0x00, 0xab, 0xcd, 0xef, 0x10]);
+        let to = Address::with_last_byte(7);
+        let written = serde_json::to_value(CallObject::new(&to, &data)).unwrap();
+        let expected = serde_json::to_value(&data).unwrap();
+        assert_eq!(written["input"], expected);
+        assert_eq!(written["data"], "0x00abcdef10");
+        let empty = Bytes::new();
+        assert_eq!(serde_json::to_value(CallObject::new(&to, &empty)).unwrap()["input"], "0x");
+    }
     use crate::abi::AgentRegistry;
     use alloy_primitives::U256;
     use alloy_sol_types::{Revert, SolError, SolValue};

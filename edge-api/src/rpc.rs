@@ -342,7 +342,7 @@ impl Rpc<'_> {
         let request = Request::new_with_init(self.url, &init).map_err(|error| {
             Error::BadConfig(format!("RPC_URL is not usable ({shown}): {}", redact(error)))
         })?;
-        let mut response = Fetch::Request(request)
+        let response = Fetch::Request(request)
             .send()
             .await
             .map_err(|error| Error::RpcUnreachable(format!("{shown}: {}", redact(error))))?;
@@ -352,9 +352,20 @@ impl Rpc<'_> {
             .ok()
             .flatten()
             .and_then(|header| retry::retry_after(&header));
-        let text = response.text().await.map_err(|error| Error::RpcUnreachable(redact(error)))?;
-        Ok((response.status_code(), retry_after, text))
+        let status = response.status_code();
+        let text = body_text(response).await.map_err(|error| Error::RpcUnreachable(redact(error)))?;
+        Ok((status, retry_after, text))
     }
+}
+
+/// A response's body as text, read by the runtime and handed to wasm as one string.
+/// workers-rs' `Response::text` gathers the body's stream chunk by chunk into wasm instead: 0.9 ms
+/// of the Worker's CPU for the `aggregate3` answer of an index run of 100 changed agents.
+/// Bytes that are not UTF-8 become U+FFFD, and the JSON-RPC decoding then says what it got.
+async fn body_text(response: worker::Response) -> worker::Result<String> {
+    let response: worker::web_sys::Response = response.into();
+    let text = worker::wasm_bindgen_futures::JsFuture::from(response.text()?).await?;
+    Ok(text.as_string().unwrap_or_default())
 }
 
 /// The error for a provider that kept refusing (`attempts` times): 503 for a rate limit (with
