@@ -80,8 +80,10 @@ async fn a_reservation_left_by_a_killed_relayer_is_freed_at_the_next_start(engin
     let (status, answer) =
         relayer.client.relay(&body(&request, &sign_with_core(&t, &agent, &request).signature)).await;
     assert_eq!(status, 200, "{answer}");
-    assert_ne!(agent_of(&t, agent.address()).await, 0);
+    // The registration is read once its receipt is in: an accepted relay may still be on its
+    // way to the node (a check before it failed once in CI under load).
     let paid = cost(&receipt(&t, &answer).await);
+    assert_ne!(agent_of(&t, agent.address()).await, 0);
     assert_eq!(relayer.client.used_wei_settled().await, paid);
     relayer.stop().await;
 }
