@@ -416,6 +416,10 @@ pub fn hex_data(data: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::abi::AgentRegistry;
+    use alloy_primitives::U256;
+    use alloy_sol_types::{Revert, SolError, SolValue};
+    use proptest::prelude::*;
 
     #[test]
     fn call_data_is_written_as_bytes_write_themselves() {
@@ -428,10 +432,6 @@ mod tests {
         let empty = Bytes::new();
         assert_eq!(serde_json::to_value(CallObject::new(&to, &empty)).unwrap()["input"], "0x");
     }
-    use crate::abi::AgentRegistry;
-    use alloy_primitives::U256;
-    use alloy_sol_types::{Revert, SolError, SolValue};
-    use proptest::prelude::*;
 
     fn plan(calls: u64) -> CallPlan {
         let mut plan = CallPlan::new(Address::with_last_byte(0xaa));
