@@ -46,8 +46,8 @@ pub(crate) struct Fill {
 }
 
 /// Fill runs profiled: one in this many (the second among them: the first also compiles the
-/// Worker's code in a fresh isolate). Profiling every run of a
-/// 100,000-agent fill through wrangler's inspector made it 20 times slower.
+/// Worker's code in a fresh isolate). Profiling every run of a 100,000-agent fill through
+/// wrangler's inspector made it 20 times slower.
 const FILL_PROFILED_EVERY: u64 = 10;
 
 /// Runs the index on `worker` (fresh) until its first fill is complete.
@@ -118,7 +118,8 @@ pub(crate) struct Steady {
     /// RPC HTTP requests and JSON-RPC calls per run.
     pub(crate) rpc: (usize, usize),
     /// Table rows the run wrote: agent rows superseded and inserted, superseded rows collected,
-    /// touches replaced, status counts versioned, and the state row (saved once, with the run's outcome).
+    /// touches replaced, status counts versioned, and the state row (saved once, with the run's
+    /// outcome).
     pub(crate) rows: Rows,
     /// Blocks the index was behind the chain's head after the run (median).
     pub(crate) lag: u64,
