@@ -1,4 +1,4 @@
-// Compiles contracts/src/*.sol with the solc-js version pinned in package.json and writes one
+// Compiles contracts/src/*.sol (and the test contracts in contracts/test/) with the solc-js version pinned in package.json and writes one
 // artifact per contract to contracts/artifacts/<Name>.json ({contractName, compiler, abi,
 // bytecode, deployedBytecode}). Rust builds read those committed artifacts, so they need no Node.
 // Multicall3.json pairs the ABI of contracts/interfaces/IMulticall3.sol with the creation code
@@ -19,14 +19,23 @@ const rootDir = path.dirname(contractsDir);
 const srcDir = path.join(contractsDir, "src");
 const artifactsDir = path.join(contractsDir, "artifacts");
 const interfacesDir = path.join(contractsDir, "interfaces");
-const CONTRACTS = ["AgentRegistry", "Forwarder"];
-const ARTIFACTS = [...CONTRACTS, "Multicall3"];
+const testDir = path.join(contractsDir, "test");
+// Each contract with the folder of its source: `src/` is deployed, `test/` only by tests.
+const CONTRACTS = [
+  ["src", "AgentRegistry"],
+  ["src", "Forwarder"],
+  ["test", "PolicyWallet"],
+];
+const ARTIFACTS = [...CONTRACTS.map(([, name]) => name), "Multicall3"];
 
 // Source unit names are relative ("src/X.sol", "@openzeppelin/..."), never absolute paths, so
 // the metadata hash inside the bytecode is the same on every machine.
 const sources = {};
 for (const file of fs.readdirSync(srcDir).filter((f) => f.endsWith(".sol")).sort()) {
   sources[`src/${file}`] = { content: fs.readFileSync(path.join(srcDir, file), "utf8") };
+}
+for (const file of fs.readdirSync(testDir).filter((f) => f.endsWith(".sol")).sort()) {
+  sources[`test/${file}`] = { content: fs.readFileSync(path.join(testDir, file), "utf8") };
 }
 sources["interfaces/IMulticall3.sol"] = { content: fs.readFileSync(path.join(interfacesDir, "IMulticall3.sol"), "utf8") };
 
@@ -53,8 +62,8 @@ for (const diagnostic of output.errors ?? []) console.error(diagnostic.formatted
 if (errors.length > 0) process.exit(1);
 
 const rendered = {};
-for (const name of CONTRACTS) {
-  const contract = output.contracts[`src/${name}.sol`]?.[name];
+for (const [dir, name] of CONTRACTS) {
+  const contract = output.contracts[`${dir}/${name}.sol`]?.[name];
   if (!contract) {
     console.error(`contract ${name} missing from the compiler output`);
     process.exit(1);

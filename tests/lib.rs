@@ -2,10 +2,13 @@
 
 use std::path::{Path, PathBuf};
 
-use alloy::primitives::{Address, U256, keccak256};
+use alloy::{
+    primitives::{Address, U256, keccak256},
+    signers::local::PrivateKeySigner,
+};
 use kya_core::abi::AgentRegistry;
 use kya_devchain::{
-    Anvil, AnvilOptions, Chain, Deployment, deploy,
+    Anvil, AnvilOptions, Chain, Deployment, consent, deploy,
     dev_accounts::{self, Role},
 };
 
@@ -150,11 +153,12 @@ pub fn node_test_count(report: &str, name: &str) -> Option<usize> {
     })
 }
 
-/// `registerAgent` making `wallet` an agent wallet under `parent` (0: a root), naming creator B's
-/// account as Haftungsperson, with fixed hashes and a scope that names the wallet.
+/// `registerAgent` making `wallet` an agent wallet under `parent` (0: a root) as a
+/// self-registration: the caller must be `wallet`, which is also a root's Haftungsperson (a child
+/// inherits its parent's). Fixed hashes and a scope that names the wallet.
 pub fn register_call(wallet: Address, parent: u64) -> AgentRegistry::registerAgentCall {
     AgentRegistry::registerAgentCall {
-        haftungsperson: dev_accounts::address(Role::CreatorB),
+        haftungsperson: wallet,
         agentWallet: wallet,
         constitutionHash: keccak256(b"constitution"),
         capabilityHash: keccak256(b"capabilities"),
@@ -162,4 +166,20 @@ pub fn register_call(wallet: Address, parent: u64) -> AgentRegistry::registerAge
         parentAgentId: U256::from(parent),
         selfModifying: false,
     }
+}
+
+/// [`register_call`] sent by `creator` instead of the wallet: `registerAgentWithConsent` with the
+/// consents of `wallet` (as agent wallet and, for a root, as Haftungsperson) signed by its key at
+/// its current consent nonce.
+pub async fn consented_register_call(
+    t: &TestChain,
+    creator: Address,
+    wallet: &PrivateKeySigner,
+    parent: u64,
+) -> AgentRegistry::registerAgentWithConsentCall {
+    consent::consented(&t.chain, (t.chain_id(), t.registry()), register_call(wallet.address(), parent), creator, &[
+        wallet,
+    ])
+    .await
+    .expect("the consent nonces read")
 }

@@ -2,6 +2,8 @@
 pragma solidity ^0.8.24;
 
 import {ERC2771Context} from "@openzeppelin/contracts/metatx/ERC2771Context.sol";
+import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
+import {SignatureChecker} from "@openzeppelin/contracts/utils/cryptography/SignatureChecker.sol";
 
 /// @title AgentRegistry
 /// @notice On-chain registry of autonomous AI agents: identity, lineage, liability
@@ -9,7 +11,13 @@ import {ERC2771Context} from "@openzeppelin/contracts/metatx/ERC2771Context.sol"
 /// @dev ABI-compatible with the registry deployed on Base Sepolia (see INTERFACE.md section 1):
 /// same signatures, struct field order and status enum. Every function reads the caller through
 /// ERC-2771 `_msgSender()`, so requests relayed by the trusted forwarder act as their signer.
-contract AgentRegistry is ERC2771Context {
+///
+/// Consent (INTERFACE.md section 5): a wallet becomes an agent's `agentWallet`, and an address a
+/// root's `haftungsperson`, only with its holder's consent: the caller is that party, or the
+/// registration carries the party's EIP-712 signature in this contract's domain (published through
+/// ERC-5267 `eip712Domain()`), checked with `SignatureChecker` so contract wallets consent through
+/// ERC-1271. Each consent names the registering caller and uses up its signer's `consentNonce`.
+contract AgentRegistry is ERC2771Context, EIP712 {
     enum AgentStatus {
         Active,
         Suspended,
@@ -44,6 +52,19 @@ contract AgentRegistry is ERC2771Context {
         uint64 reportedAt;
     }
 
+    bytes32 private constant AGENT_WALLET_CONSENT_TYPEHASH = keccak256(
+        "AgentWalletConsent(address agentWallet,address creator,uint256 parentAgentId,uint256 nonce,uint256 deadline)"
+    );
+    bytes32 private constant LIABILITY_CONSENT_TYPEHASH = keccak256(
+        "LiabilityConsent(address haftungsperson,address creator,address agentWallet,uint256 nonce,uint256 deadline)"
+    );
+
+    /// @notice Longest `operationalScope`, `currency` and `category`, in bytes: every string a
+    /// registration or report stores is bounded, so no record can grow what reads it without limit.
+    uint256 public constant MAX_OPERATIONAL_SCOPE_BYTES = 1024;
+    uint256 public constant MAX_CURRENCY_BYTES = 16;
+    uint256 public constant MAX_CATEGORY_BYTES = 64;
+
     address public owner;
     /// @notice Ids start at 1, so the number of agents ever registered is `nextAgentId - 1`.
     uint256 public nextAgentId = 1;
@@ -54,6 +75,9 @@ contract AgentRegistry is ERC2771Context {
     /// @notice Agent id owning a wallet; 0 means none. A terminated agent frees its wallet; a revoked
     /// one keeps it, so the wallet can never be registered again (a regulator's sanction sticks).
     mapping(address => uint256) public walletToAgent;
+
+    /// @notice The next nonce a consent signed by this address must name; a consent uses it up.
+    mapping(address => uint256) public consentNonce;
 
     mapping(uint256 => AgentRecord) private _agents;
     mapping(uint256 => uint256[]) private _children;
@@ -67,6 +91,8 @@ contract AgentRegistry is ERC2771Context {
         uint256 parentAgentId,
         uint256 generation
     );
+    /// @notice A consent signature was accepted and its nonce used up.
+    event ConsentUsed(address indexed signer, uint256 nonce);
     event ComplianceAttested(uint256 indexed agentId, address indexed attester, uint64 attestedAt);
     event RevenueReported(
         uint256 indexed agentId,
@@ -106,21 +132,14 @@ contract AgentRegistry is ERC2771Context {
         _;
     }
 
-    constructor(address trustedForwarder) ERC2771Context(trustedForwarder) {
+    constructor(address trustedForwarder) ERC2771Context(trustedForwarder) EIP712("AgentRegistry", "1") {
         owner = msg.sender;
     }
 
     // ---------------------------------------------------------------- registration
 
-    /// @notice Registers an agent. A child (parentAgentId != 0) needs an Active parent, sits one
-    /// generation below it (at most `maxGenerationDepth`) and inherits its Haftungsperson, so only
-    /// the parent's agent wallet, creator or Haftungsperson may register it.
-    /// @dev Checks, in this order: the wallet is not zero; for a child, the parent exists
-    /// ("Parent agent not found"), the caller may act for it ("Not authorized for this agent"),
-    /// it is Active ("Parent agent not active") and the child stays within the depth ("Max
-    /// generation depth exceeded"), as `_requireAgentWrite` orders its checks (a stranger learns
-    /// nothing about a parent's status); last, the wallet is not bound to any agent, including a
-    /// revoked one ("Wallet already registered to another agent").
+    /// @notice Registers an agent whose caller is its own wallet and, for a root, its own
+    /// Haftungsperson: `registerAgentWithConsent` with both consent signatures empty.
     function registerAgent(
         address haftungsperson,
         address agentWallet,
@@ -130,27 +149,114 @@ contract AgentRegistry is ERC2771Context {
         uint256 parentAgentId,
         bool selfModifying
     ) external returns (uint256) {
+        return _register(
+            Registration(
+                haftungsperson,
+                agentWallet,
+                constitutionHash,
+                capabilityHash,
+                operationalScope,
+                parentAgentId,
+                selfModifying
+            ),
+            0,
+            "",
+            ""
+        );
+    }
+
+    /// @notice Registers an agent with its parties' consents. A child (parentAgentId != 0) needs
+    /// an Active parent, sits one generation below it (at most `maxGenerationDepth`) and inherits
+    /// its Haftungsperson, so only the parent's agent wallet, creator or Haftungsperson may
+    /// register it. The agent wallet consents by being the caller or by `walletConsent`
+    /// (`AgentWalletConsent`); a root's Haftungsperson by being the caller or by
+    /// `liabilityConsent` (`LiabilityConsent`). An empty signature means "the caller is that
+    /// party"; `deadline` covers both signatures. A child's `liabilityConsent` is not read.
+    /// @dev Checks, in this order: the wallet is not zero; for a child, the parent exists
+    /// ("Parent agent not found"), the caller may act for it ("Not authorized for this agent"),
+    /// it is Active ("Parent agent not active") and the child stays within the depth ("Max
+    /// generation depth exceeded"), as `_requireAgentWrite` orders its checks (a stranger learns
+    /// nothing about a parent's status); the wallet is not bound to any agent, including a
+    /// revoked one ("Wallet already registered to another agent"); the scope's length; then the
+    /// wallet's consent and last the liability consent. When the wallet and a root's
+    /// Haftungsperson are one signer, the liability consent names the nonce after the wallet's.
+    function registerAgentWithConsent(
+        address haftungsperson,
+        address agentWallet,
+        bytes32 constitutionHash,
+        bytes32 capabilityHash,
+        string memory operationalScope,
+        uint256 parentAgentId,
+        bool selfModifying,
+        uint256 deadline,
+        bytes memory walletConsent,
+        bytes memory liabilityConsent
+    ) external returns (uint256) {
+        return _register(
+            Registration(
+                haftungsperson,
+                agentWallet,
+                constitutionHash,
+                capabilityHash,
+                operationalScope,
+                parentAgentId,
+                selfModifying
+            ),
+            deadline,
+            walletConsent,
+            liabilityConsent
+        );
+    }
+
+    /// @dev A registration's arguments in one value, which keeps `_register` within the stack.
+    struct Registration {
+        address haftungsperson;
+        address agentWallet;
+        bytes32 constitutionHash;
+        bytes32 capabilityHash;
+        string operationalScope;
+        uint256 parentAgentId;
+        bool selfModifying;
+    }
+
+    function _register(
+        Registration memory registration,
+        uint256 deadline,
+        bytes memory walletConsent,
+        bytes memory liabilityConsent
+    ) private returns (uint256) {
+        address agentWallet = registration.agentWallet;
         require(agentWallet != address(0), "Agent wallet must not be zero");
+        uint256 parentAgentId = registration.parentAgentId;
         uint256 generation = 0;
-        address liablePerson = haftungsperson;
+        address liablePerson = registration.haftungsperson;
         if (parentAgentId != 0) {
             (generation, liablePerson) = _placeChild(parentAgentId);
         }
         require(walletToAgent[agentWallet] == 0, "Wallet already registered to another agent");
+        require(
+            bytes(registration.operationalScope).length <= MAX_OPERATIONAL_SCOPE_BYTES, "Operational scope too long"
+        );
+
+        address creator = _msgSender();
+        _requireWalletConsent(agentWallet, creator, parentAgentId, deadline, walletConsent);
+        if (parentAgentId == 0) {
+            _requireLiabilityConsent(liablePerson, creator, agentWallet, deadline, liabilityConsent);
+        }
 
         uint256 agentId = nextAgentId++;
         uint64 now64 = uint64(block.timestamp);
         AgentRecord storage agent = _agents[agentId];
         agent.agentId = agentId;
-        agent.creator = _msgSender();
+        agent.creator = creator;
         agent.haftungsperson = liablePerson;
         agent.agentWallet = agentWallet;
-        agent.constitutionHash = constitutionHash;
-        agent.capabilityHash = capabilityHash;
-        agent.operationalScope = operationalScope;
+        agent.constitutionHash = registration.constitutionHash;
+        agent.capabilityHash = registration.capabilityHash;
+        agent.operationalScope = registration.operationalScope;
         agent.parentAgentId = parentAgentId;
         agent.generation = generation;
-        agent.selfModifying = selfModifying;
+        agent.selfModifying = registration.selfModifying;
         agent.registeredAt = now64;
         agent.lastAttestation = now64;
         agent.status = AgentStatus.Active;
@@ -160,8 +266,67 @@ contract AgentRegistry is ERC2771Context {
             _children[parentAgentId].push(agentId);
         }
 
-        emit AgentRegistered(agentId, agent.creator, agentWallet, liablePerson, parentAgentId, generation);
+        emit AgentRegistered(agentId, creator, agentWallet, liablePerson, parentAgentId, generation);
         return agentId;
+    }
+
+    /// @dev The agent wallet consents: it is the caller (an empty signature), or `signature` is
+    /// its `AgentWalletConsent` to this creator and parent at its current nonce.
+    function _requireWalletConsent(
+        address agentWallet,
+        address creator,
+        uint256 parentAgentId,
+        uint256 deadline,
+        bytes memory signature
+    ) private {
+        if (_consentedByCaller(agentWallet, signature, "Agent wallet consent required")) return;
+        bytes32 structHash = keccak256(
+            abi.encode(
+                AGENT_WALLET_CONSENT_TYPEHASH, agentWallet, creator, parentAgentId, consentNonce[agentWallet], deadline
+            )
+        );
+        _useConsent(agentWallet, deadline, signature, structHash);
+    }
+
+    /// @dev A root's Haftungsperson consents: they are the caller (an empty signature), or
+    /// `signature` is their `LiabilityConsent` to this creator and wallet at their current nonce.
+    function _requireLiabilityConsent(
+        address haftungsperson,
+        address creator,
+        address agentWallet,
+        uint256 deadline,
+        bytes memory signature
+    ) private {
+        if (_consentedByCaller(haftungsperson, signature, "Haftungsperson consent required")) return;
+        bytes32 structHash = keccak256(
+            abi.encode(
+                LIABILITY_CONSENT_TYPEHASH, haftungsperson, creator, agentWallet, consentNonce[haftungsperson], deadline
+            )
+        );
+        _useConsent(haftungsperson, deadline, signature, structHash);
+    }
+
+    /// @dev True when `party` consents by being the caller, which an empty signature claims;
+    /// reverts with `missing` when it claims so and the caller is someone else. A signature given
+    /// is always checked, even when the caller is the party.
+    function _consentedByCaller(address party, bytes memory signature, string memory missing)
+        private
+        view
+        returns (bool)
+    {
+        if (signature.length != 0) return false;
+        require(_msgSender() == party, missing);
+        return true;
+    }
+
+    /// @dev Checks `signer`'s consent over `structHash` (which names the signer's current nonce)
+    /// and uses the nonce up.
+    function _useConsent(address signer, uint256 deadline, bytes memory signature, bytes32 structHash) private {
+        require(deadline >= block.timestamp, "Consent expired");
+        bytes32 digest = _hashTypedDataV4(structHash);
+        require(SignatureChecker.isValidSignatureNow(signer, digest, signature), "Invalid consent signature");
+        uint256 nonce = consentNonce[signer]++;
+        emit ConsentUsed(signer, nonce);
     }
 
     // ---------------------------------------------------------------- agent-level writes
@@ -183,6 +348,8 @@ contract AgentRegistry is ERC2771Context {
         uint64 periodEnd
     ) external {
         _requireAgentWrite(agentId);
+        require(bytes(currency).length <= MAX_CURRENCY_BYTES, "Currency too long");
+        require(bytes(category).length <= MAX_CATEGORY_BYTES, "Category too long");
         RevenueReport storage report = _revenue[agentId].push();
         report.agentId = agentId;
         report.amount = amount;

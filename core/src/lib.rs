@@ -8,6 +8,8 @@ pub mod browser;
 pub mod checksum;
 pub mod client_ip;
 mod compliance;
+pub mod consent;
+pub mod erc8128;
 mod error;
 pub mod forward_request;
 pub mod index;

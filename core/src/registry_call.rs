@@ -51,7 +51,7 @@ pub enum CallDataError {
 }
 
 /// The registry writes the relayer forwards, for the refusal's message.
-const WRITES: &str = "registerAgent, attestCompliance, reportRevenue, terminateSelf, suspendAgent, \
+const WRITES: &str = "registerAgent, registerAgentWithConsent, attestCompliance, reportRevenue, terminateSelf, suspendAgent, \
     reactivateAgent, revokeAgent, addRegulator, removeRegulator, setAttestationGracePeriod, \
     setMaxGenerationDepth";
 
@@ -85,6 +85,7 @@ fn write_named(selector: [u8; 4]) -> Result<Option<&'static str>, CallDataError>
     }
     writes!(
         registerAgentCall,
+        registerAgentWithConsentCall,
         attestComplianceCall,
         reportRevenueCall,
         terminateSelfCall,
@@ -139,6 +140,23 @@ mod tests {
         assert_eq!(exact_write(&report), Ok("reportRevenue"));
         let revoke = AgentRegistry::revokeAgentCall { agentId: U256::from(3) }.abi_encode();
         assert_eq!(exact_write(&revoke), Ok("revokeAgent"));
+        let consented = AgentRegistry::registerAgentWithConsentCall {
+            haftungsperson: Address::repeat_byte(1),
+            agentWallet: Address::repeat_byte(2),
+            constitutionHash: B256::repeat_byte(3),
+            capabilityHash: B256::repeat_byte(4),
+            operationalScope: "summarises papers".into(),
+            parentAgentId: U256::ZERO,
+            selfModifying: false,
+            deadline: U256::from(1_900_000_000u64),
+            walletConsent: vec![7; 65].into(),
+            liabilityConsent: Default::default(),
+        }
+        .abi_encode();
+        assert_eq!(exact_write(&consented), Ok("registerAgentWithConsent"));
+        let mut padded = consented;
+        padded.push(0);
+        assert!(matches!(exact_write(&padded), Err(CallDataError::Trailing { extra: 1, .. })));
     }
 
     #[test]

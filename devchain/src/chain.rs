@@ -77,6 +77,11 @@ impl Chain {
         &self.rpc_url
     }
 
+    /// The chain's id (`eth_chainId`), which EIP-712 domains name.
+    pub async fn chain_id(&self) -> Result<u64, TxError> {
+        Ok(self.provider.get_chain_id().await?)
+    }
+
     /// Sends `call` to `to` from `from` and waits until it is mined successfully.
     pub async fn send<C: SolCall>(
         &self,

@@ -49,6 +49,22 @@ pub fn address(role: Role) -> Address {
     signer(role).address()
 }
 
+/// The role of the development account at `address`, if it is one.
+pub fn role_of(address: Address) -> Option<Role> {
+    ALL_ROLES.into_iter().find(|role| self::address(*role) == address)
+}
+
+/// Every role, in account order.
+pub const ALL_ROLES: [Role; 7] = [
+    Role::Owner,
+    Role::Regulator,
+    Role::CreatorA,
+    Role::CreatorB,
+    Role::CreatorC,
+    Role::Outsider,
+    Role::Relayer,
+];
+
 /// The hex private key of a development account, for the env file of the local set-up.
 pub fn key_hex(role: Role) -> &'static str {
     DEV_KEYS[role as usize]

@@ -2,6 +2,7 @@
 
 mod anvil;
 mod chain;
+pub mod consent;
 pub mod deploy;
 pub mod dev_accounts;
 pub mod envfile;

@@ -20,6 +20,7 @@ use serde::Serialize;
 
 use crate::{
     Chain, Deployment, TxError,
+    consent::{ConsentNonces, sign_consents},
     dev_accounts::{self, Role},
 };
 
@@ -240,12 +241,17 @@ async fn send_bulk(chain: &Chain, deployment: &Deployment, first_id: u64, count:
     let creator_of = |id: u64| creators[usize::try_from((id - first_id) / 10 % 3).expect("0..3")];
     let ids = first_id..first_id + count;
 
+    let chain_id = chain.chain_id().await?;
+    // Each agent wallet is fresh, so its consent names nonce 0; the creator is its own
+    // Haftungsperson, so only the wallet signs.
     let registrations = ids.clone().map(|id| {
         let group_root = id - (id - first_id) % 10;
         let parent = if id == group_root { 0 } else { group_root + (id - group_root - 1) / 3 };
         let scope = format!("bulk agent {id}");
+        let wallet = dev_accounts::agent_wallet(id);
+        let call = register_call(creator_of(id), wallet.address(), &scope, parent, false);
         let call =
-            register_call(creator_of(id), dev_accounts::agent_wallet(id).address(), &scope, parent, false);
+            sign_consents(call, creator_of(id), (chain_id, registry), ConsentNonces::default(), &[&wallet]);
         tx(creator_of(id), registry, &call)
     });
     chain.send_in_blocks(registrations, BULK_PER_BLOCK).await?;
@@ -326,8 +332,17 @@ impl<'a> Seeder<'a> {
     ) -> Result<u64, TxError> {
         let agent_id = u64::try_from(self.agents.len()).expect("fits") + 1;
         let wallet_index = agent_id;
-        let wallet = dev_accounts::agent_wallet(wallet_index).address();
+        let wallet_key = dev_accounts::agent_wallet(wallet_index);
+        let wallet = wallet_key.address();
         let call = register_call(haftungsperson, wallet, scope, parent, self_modifying);
+        // The seed goes through the consent rules: the fresh wallet signs, and so does a root's
+        // Haftungsperson when someone else registers it (a development account, whose key we hold).
+        let liable_key = dev_accounts::role_of(haftungsperson).map(dev_accounts::signer);
+        let signers: Vec<_> = std::iter::once(&wallet_key).chain(liable_key.as_ref()).collect();
+        let nonces = ConsentNonces::read(self.chain, self.deployment.registry, &call).await?;
+        let chain_id = self.chain.chain_id().await?;
+        let call =
+            sign_consents(call.clone(), creator, (chain_id, self.deployment.registry), nonces, &signers);
         let registered_at = self.send_at_next_second(creator, &call).await?;
 
         let (generation, haftungsperson) = match parent {
