@@ -1,20 +1,21 @@
 //! The chain itself, through a JSON-RPC endpoint: receipts of relayed transactions (for
-//! relayers without relay lookups, and for the registry's events), and direct writes paid from
-//! the signer's own gas.
+//! relayers without relay lookups, and for the registry's events), the consent nonces a
+//! registration is signed at, and direct writes paid from the signer's own gas.
 
 use std::time::{Duration, Instant};
 
 use alloy::{
     network::{EthereumWallet, TransactionBuilder},
-    primitives::{Address, B256, Bytes},
+    primitives::{Address, B256, Bytes, U256},
     providers::{DynProvider, Provider, ProviderBuilder},
-    rpc::types::{TransactionReceipt, TransactionRequest},
+    rpc::types::{BlockNumberOrTag, TransactionReceipt, TransactionRequest},
     signers::local::PrivateKeySigner,
+    sol_types::SolCall,
     transports::{RpcError, TransportErrorKind},
 };
-use kya_core::revert::RevertReason;
+use kya_core::{abi::AgentRegistry, revert::RevertReason};
 
-use crate::{Error, Result};
+use crate::{ConsentNonces, Error, Registration, Result};
 
 /// How often a receipt is asked for while waiting.
 const POLL: Duration = Duration::from_millis(250);
@@ -48,6 +49,56 @@ impl Rpc {
     /// The chain id the node reports.
     pub async fn chain_id(&self) -> Result<u64> {
         self.provider.get_chain_id().await.map_err(|error| rpc_error(&error))
+    }
+
+    /// The registry's `consentNonce` of `signer`: the nonce its next consent is signed at. A
+    /// registry without consents (the one deployed on Base Sepolia) is an error that says so.
+    pub async fn consent_nonce(&self, registry: Address, signer: Address) -> Result<U256> {
+        let call = AgentRegistry::consentNonceCall(signer);
+        let request = TransactionRequest::default().with_to(registry).with_input(call.abi_encode());
+        let no_consents = || {
+            Error::Invalid(format!(
+                "the registry at {registry} has no consentNonce: it predates consents, so only its agent \
+                 wallet can register itself there (and, for a root agent, name itself Haftungsperson)"
+            ))
+        };
+        let answer = match self.provider.call(request).await {
+            Ok(answer) => answer,
+            Err(error) if revert_of(&error).is_some() || is_revert(&error) => return Err(no_consents()),
+            Err(error) => return Err(rpc_error(&error)),
+        };
+        AgentRegistry::consentNonceCall::abi_decode_returns(&answer).map_err(|_| no_consents())
+    }
+
+    /// The current consent nonces of `registration`'s agent wallet and Haftungsperson.
+    pub async fn consent_nonces(
+        &self,
+        registry: Address,
+        registration: &Registration,
+    ) -> Result<ConsentNonces> {
+        let (wallet, haftungsperson) = tokio::try_join!(
+            self.consent_nonce(registry, registration.agent_wallet),
+            self.consent_nonce(registry, registration.haftungsperson),
+        )?;
+        Ok(ConsentNonces { wallet, haftungsperson })
+    }
+
+    /// Whether `address` holds code: a contract wallet, which consents through ERC-1271.
+    pub async fn has_code(&self, address: Address) -> Result<bool> {
+        let code = self.provider.get_code_at(address).await.map_err(|error| rpc_error(&error))?;
+        Ok(!code.is_empty())
+    }
+
+    /// The timestamp of the latest block: the registry's "now" (consent deadlines are checked
+    /// against it, and a local chain's clock may run ahead of this machine's).
+    pub async fn latest_timestamp(&self) -> Result<u64> {
+        let block = self
+            .provider
+            .get_block_by_number(BlockNumberOrTag::Latest)
+            .await
+            .map_err(|error| rpc_error(&error))?
+            .ok_or_else(|| Error::Rpc("the node has no latest block".into()))?;
+        Ok(block.header.timestamp)
     }
 
     /// Waits for the receipt of `hash`, up to `timeout`.
@@ -101,6 +152,11 @@ impl Rpc {
 /// The contract's revert reason in an RPC error, if the error is a revert.
 fn revert_of(error: &RpcError<TransportErrorKind>) -> Option<String> {
     RevertReason::from_error(error.as_error_resp()?).map(|reason| reason.to_string())
+}
+
+/// A revert without a reason (a call to a function the contract does not have).
+fn is_revert(error: &RpcError<TransportErrorKind>) -> bool {
+    error.as_error_resp().is_some_and(|response| response.message.contains("revert"))
 }
 
 /// An RPC failure as text, with any URL in it redacted.

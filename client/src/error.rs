@@ -35,6 +35,10 @@ pub enum Error {
     /// Input refused before anything was sent (a bad address, amount or setting).
     #[error("{0}")]
     Invalid(String),
+    /// A registration lacks a consent its party must give (INTERFACE.md section 5): the
+    /// signers and consents still missing. Nothing was sent.
+    #[error("consent missing: {0}")]
+    ConsentMissing(String),
     /// The registry (or the forwarder) refused the call: its revert reason, as the relayer's
     /// 500 carries it or as a direct call's simulation reported it.
     #[error("the registry refused the call: {0}")]

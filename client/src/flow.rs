@@ -75,6 +75,7 @@ pub async fn sign_request<S: Signer + Sync>(
     write: &Write,
     options: &WriteOptions,
 ) -> Result<SignedRequest> {
+    write.check()?;
     let from = signer.address();
     let registry = match options.registry {
         Some(registry) => registry,
@@ -116,6 +117,7 @@ pub async fn relay_write<S: Signer + Sync>(
     options: &WriteOptions,
     mut progress: impl FnMut(Progress),
 ) -> Result<Outcome> {
+    write.check()?;
     let started = Instant::now();
     progress(Progress::Preparing);
     let registry = match options.registry {
@@ -222,6 +224,7 @@ pub async fn direct_write(
     write: &Write,
     timeout: Duration,
 ) -> Result<Outcome> {
+    write.check()?;
     let receipt = rpc.send_direct(signer, registry, write.calldata(), timeout).await?;
     let (gas_used, cost) = receipt_cost(&receipt);
     let succeeded = receipt.status();

@@ -4,6 +4,7 @@ mod api;
 mod chain;
 #[cfg(feature = "cli")]
 pub mod cli;
+mod consent;
 mod error;
 mod flow;
 mod http;
@@ -15,6 +16,7 @@ mod write;
 
 pub use api::{ApiClient, MAX_PAGE_SIZE};
 pub use chain::Rpc;
+pub use consent::{ConsentNonces, ConsentPlan, PlannedConsent, Recovered, sign_consents};
 pub use error::{Error, Result};
 pub use flow::{Progress, SignedRequest, WriteOptions, direct_write, relay_write, sign_request};
 /// The read API's answers are `kya-core`'s own types, the ones the Worker serialises: re-exported
@@ -33,4 +35,6 @@ pub use relayer::{
     RelayerStatus, SentTransaction, Submitted,
 };
 pub use tls::install_crypto_provider;
-pub use write::{Registration, RevenueReport, Write, capability_hash, cents, constitution_hash};
+pub use write::{
+    GAS_PER_CONSENT, Registration, RevenueReport, Write, capability_hash, cents, constitution_hash,
+};

@@ -1,16 +1,23 @@
 //! The registry writes an agent's side makes (register, attest, report revenue, terminate):
-//! their calldata from `kya-core`'s `sol!` bindings, and the gas a forward request gives them.
+//! their calldata from `kya-core`'s `sol!` bindings, the gas a forward request gives them, and
+//! the registry's string limits checked before anything is sent.
 
 use alloy::{
     primitives::{Address, B256, Bytes, U256, keccak256},
     sol_types::SolCall,
 };
-use kya_core::abi::AgentRegistry;
+use kya_core::{
+    abi::AgentRegistry,
+    consent::{
+        self, ConsentSignatures, MAX_CATEGORY_BYTES, MAX_CURRENCY_BYTES, MAX_OPERATIONAL_SCOPE_BYTES, Parties,
+    },
+};
 use serde::Serialize;
 
 use crate::{Error, Result};
 
-/// A registration's fields (`registerAgent`).
+/// A registration's fields (`registerAgent`), and the consents it carries when its caller is
+/// not both of its parties (`registerAgentWithConsent`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Registration {
@@ -22,6 +29,53 @@ pub struct Registration {
     /// 0: a root agent.
     pub parent_agent_id: u64,
     pub self_modifying: bool,
+    /// `None`: sent as `registerAgent`, a self-registration (the caller is the agent wallet and,
+    /// for a root, the Haftungsperson), the only registration the registry deployed on Base
+    /// Sepolia knows. `Some`: sent as `registerAgentWithConsent` with these signatures (see
+    /// [`crate::ConsentPlan`]).
+    #[serde(skip)]
+    pub consents: Option<ConsentSignatures>,
+}
+
+impl Registration {
+    /// Its parties when `creator` registers it.
+    pub fn parties(&self, creator: Address) -> Parties {
+        Parties {
+            creator,
+            agent_wallet: self.agent_wallet,
+            haftungsperson: self.haftungsperson,
+            parent_agent_id: self.parent_agent_id,
+        }
+    }
+
+    /// Whether `creator` may send it without consents: `creator` is the agent wallet and, for a
+    /// root, the Haftungsperson.
+    pub fn is_self_registration(&self, creator: Address) -> bool {
+        let needed = self.parties(creator).consents_needed(U256::ZERO, U256::ZERO, U256::ZERO);
+        needed.agent_wallet.is_none() && needed.liability.is_none()
+    }
+
+    /// `registerAgent` with its fields.
+    pub fn call(&self) -> AgentRegistry::registerAgentCall {
+        AgentRegistry::registerAgentCall {
+            haftungsperson: self.haftungsperson,
+            agentWallet: self.agent_wallet,
+            constitutionHash: self.constitution_hash,
+            capabilityHash: self.capability_hash,
+            operationalScope: self.operational_scope.clone(),
+            parentAgentId: U256::from(self.parent_agent_id),
+            selfModifying: self.self_modifying,
+        }
+    }
+
+    /// The registry calldata: `registerAgent`, or `registerAgentWithConsent` with the consents.
+    pub fn calldata(&self) -> Bytes {
+        match &self.consents {
+            None => self.call().abi_encode(),
+            Some(consents) => consent::register_with_consent_call(self.call(), consents.clone()).abi_encode(),
+        }
+        .into()
+    }
 }
 
 /// A revenue report's fields (`reportRevenue`); `amount` in cents.
@@ -49,16 +103,7 @@ impl Write {
     /// The registry calldata.
     pub fn calldata(&self) -> Bytes {
         match self {
-            Self::Register(registration) => AgentRegistry::registerAgentCall {
-                haftungsperson: registration.haftungsperson,
-                agentWallet: registration.agent_wallet,
-                constitutionHash: registration.constitution_hash,
-                capabilityHash: registration.capability_hash,
-                operationalScope: registration.operational_scope.clone(),
-                parentAgentId: U256::from(registration.parent_agent_id),
-                selfModifying: registration.self_modifying,
-            }
-            .abi_encode(),
+            Self::Register(registration) => return registration.calldata(),
             Self::Attest { agent_id } => {
                 AgentRegistry::attestComplianceCall { agentId: U256::from(*agent_id) }.abi_encode()
             }
@@ -78,13 +123,36 @@ impl Write {
         .into()
     }
 
+    /// Refuses, before anything is signed or sent, a string longer than the registry stores
+    /// (INTERFACE.md section 5: it would revert `Operational scope too long`, `Currency too long`
+    /// or `Category too long`).
+    pub fn check(&self) -> Result<()> {
+        match self {
+            Self::Register(registration) => {
+                at_most(&registration.operational_scope, MAX_OPERATIONAL_SCOPE_BYTES, "operational scope")
+            }
+            Self::ReportRevenue(report) => {
+                at_most(&report.currency, MAX_CURRENCY_BYTES, "currency")?;
+                at_most(&report.category, MAX_CATEGORY_BYTES, "category")
+            }
+            Self::Attest { .. } | Self::Terminate { .. } => Ok(()),
+        }
+    }
+
     /// Gas for the registry call inside the forwarder. Fixed bounds well above what the calls
     /// use on our contracts (a registration about 250k with a short scope), plus 20k per 32
-    /// bytes of stored text: unused gas costs the payer nothing, too little fails the call.
+    /// bytes of stored text, plus [`GAS_PER_CONSENT`] for each consent signature a registration
+    /// carries: unused gas costs the payer nothing, too little fails the call.
     pub fn gas(&self) -> u64 {
         let per_word = |text: &str| 20_000 * (text.len() as u64).div_ceil(32);
         match self {
-            Self::Register(registration) => 450_000 + per_word(&registration.operational_scope),
+            Self::Register(registration) => {
+                let signatures = registration.consents.as_ref().map_or(0, |consents| {
+                    u64::from(!consents.wallet_consent.is_empty())
+                        + u64::from(!consents.liability_consent.is_empty())
+                });
+                450_000 + per_word(&registration.operational_scope) + GAS_PER_CONSENT * signatures
+            }
             Self::ReportRevenue(report) => 250_000 + per_word(&report.currency) + per_word(&report.category),
             Self::Attest { .. } | Self::Terminate { .. } => 150_000,
         }
@@ -99,6 +167,23 @@ impl Write {
             Self::Terminate { .. } => "terminate",
         }
     }
+}
+
+/// Gas a registration's bound grows by per consent signature it carries. An ordinary key's
+/// consent costs about 35k on our registry (ecrecover, the nonce's first write, `ConsentUsed`);
+/// an ERC-1271 contract wallet runs its own `isValidSignature` on top, which this leaves room
+/// for (a multi-owner wallet checks a signature per owner).
+pub const GAS_PER_CONSENT: u64 = 150_000;
+
+/// `text` at most `limit` bytes, or an error naming `what`.
+fn at_most(text: &str, limit: usize, what: &str) -> Result<()> {
+    if text.len() > limit {
+        return Err(Error::Invalid(format!(
+            "{what} is {} bytes; the registry stores at most {limit} (UTF-8 bytes, not characters)",
+            text.len()
+        )));
+    }
+    Ok(())
 }
 
 /// The constitution hash of a constitution's text: `keccak256` of its UTF-8 bytes, exactly as
@@ -202,10 +287,60 @@ mod tests {
             operational_scope: "s".repeat(100),
             parent_agent_id: 0,
             self_modifying: false,
+            consents: None,
         });
         let decoded = AgentRegistry::registerAgentCall::abi_decode(&register.calldata()).unwrap();
         assert_eq!(decoded.operationalScope.len(), 100);
         assert_eq!(register.gas(), 450_000 + 4 * 20_000);
+    }
+
+    #[test]
+    fn strings_past_the_registrys_limits_are_refused_before_sending() {
+        let registration = |scope: String| {
+            Write::Register(Registration {
+                haftungsperson: Address::ZERO,
+                agent_wallet: Address::ZERO,
+                constitution_hash: B256::ZERO,
+                capability_hash: B256::ZERO,
+                operational_scope: scope,
+                parent_agent_id: 0,
+                self_modifying: false,
+                consents: None,
+            })
+        };
+        assert!(registration("s".repeat(1024)).check().is_ok());
+        assert_eq!(
+            registration("s".repeat(1025)).check().unwrap_err().to_string(),
+            "operational scope is 1025 bytes; the registry stores at most 1024 (UTF-8 bytes, not characters)"
+        );
+        // Bytes, not characters: 512 'ü' are 1,024 bytes, one more is too many.
+        assert!(registration("ü".repeat(512)).check().is_ok());
+        assert!(registration("ü".repeat(513)).check().is_err());
+        let report = |currency: &str, category: &str| {
+            Write::ReportRevenue(RevenueReport {
+                agent_id: 1,
+                amount_cents: U256::from(1),
+                currency: currency.into(),
+                category: category.into(),
+                period_start: 0,
+                period_end: 0,
+            })
+        };
+        assert!(report(&"C".repeat(16), &"c".repeat(64)).check().is_ok());
+        assert!(
+            report(&"C".repeat(17), "compute")
+                .check()
+                .unwrap_err()
+                .to_string()
+                .starts_with("currency is 17 bytes")
+        );
+        assert!(
+            report("USD", &"c".repeat(65))
+                .check()
+                .unwrap_err()
+                .to_string()
+                .starts_with("category is 65 bytes")
+        );
     }
 
     proptest! {

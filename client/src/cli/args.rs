@@ -127,10 +127,11 @@ pub(crate) struct Register {
     /// Operational scope: what the agent does
     #[arg(long)]
     pub(crate) scope: String,
-    /// The agent's wallet [default: the signer's address]
+    /// The agent's wallet [default: --wallet-key's address, else the signer's]
     #[arg(long)]
     pub(crate) wallet: Option<String>,
-    /// The liable person's wallet [default: the signer's address; children inherit their parent's]
+    /// The liable person's wallet [default: --haftungsperson-key's address, else the signer's;
+    /// children inherit their parent's]
     #[arg(long)]
     pub(crate) haftungsperson: Option<String>,
     /// Parent agent id (0: a root agent); the signer must be its wallet, creator or Haftungsperson
@@ -152,7 +153,32 @@ pub(crate) struct Register {
     #[arg(long, value_delimiter = ',')]
     pub(crate) capabilities: Option<Vec<String>>,
     #[command(flatten)]
+    pub(crate) consent: Consents,
+    #[command(flatten)]
     pub(crate) signing: Signing,
+}
+
+/// The parties' consents, needed when the signer registers another wallet or, for a root agent,
+/// names someone else Haftungsperson: signed here with their keys, or made elsewhere and passed
+/// in. Without either, `register` prints the typed data to sign and sends nothing.
+#[derive(Args)]
+pub(crate) struct Consents {
+    /// Hex private key of the agent wallet, to sign its consent here (prefer the environment variable)
+    #[arg(long, env = "AGENT_WALLET_KEY", hide_env_values = true)]
+    pub(crate) wallet_key: Option<String>,
+    /// Hex private key of the Haftungsperson, to sign their liability consent here (prefer the environment variable)
+    #[arg(long, env = "HAFTUNGSPERSON_KEY", hide_env_values = true)]
+    pub(crate) haftungsperson_key: Option<String>,
+    /// The agent wallet's AgentWalletConsent signature made elsewhere (0x + 65 bytes hex), for --consent-deadline
+    #[arg(long)]
+    pub(crate) wallet_consent: Option<String>,
+    /// The Haftungsperson's LiabilityConsent signature made elsewhere (0x + 65 bytes hex), for --consent-deadline
+    #[arg(long)]
+    pub(crate) liability_consent: Option<String>,
+    /// The deadline the consents are signed for: Unix seconds or ISO 8601 [default: an hour from now;
+    /// required with --wallet-consent or --liability-consent]
+    #[arg(long)]
+    pub(crate) consent_deadline: Option<String>,
 }
 
 #[derive(Args)]

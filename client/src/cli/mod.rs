@@ -3,6 +3,7 @@
 //! error: 1, its message on stderr).
 
 mod args;
+mod register;
 mod render;
 mod settings;
 
@@ -19,13 +20,12 @@ use self::{
     render::Style,
     settings::{Settings, address, agent_id},
 };
-use crate::{
-    Outcome, Progress, Registration, RevenueReport, Write, WriteOptions, capability_hash, cents,
-    constitution_hash, direct_write, relay_write,
-};
+use crate::{Outcome, Progress, RevenueReport, Write, WriteOptions, cents, direct_write, relay_write};
 
 /// Exit code of any error.
 const EXIT_ERROR: i32 = 1;
+/// Exit code of a registration that lacks a party's consent: its typed data printed, nothing sent.
+const EXIT_CONSENT_NEEDED: i32 = 5;
 
 /// Runs the command line on the process's arguments; returns the exit code.
 pub fn main() -> i32 {
@@ -129,56 +129,16 @@ async fn run(cli: Cli) -> Result<i32> {
             let view = view.ok_or_else(|| anyhow!("relayer answered HTTP 404: Relay not found ({id})"))?;
             show(&view, render::relay(style, &view))?;
         }
-        Command::Register(register) => {
-            let signer = settings::signer(&register.signing)?;
-            let own = signer.address();
-            let constitution_hash = match (&register.constitution_hash, &register.constitution_text) {
-                (Some(hash), _) => settings::hash(hash, "constitution hash")?,
-                (None, Some(text)) => constitution_hash(text),
-                (None, None) => return Err(anyhow!("give --constitution-hash or --constitution-text")),
-            };
-            let capability_hash = match (&register.capability_hash, &register.capabilities) {
-                (Some(hash), _) => settings::hash(hash, "capability hash")?,
-                (None, Some(names)) => capability_hash(names)?,
-                (None, None) => return Err(anyhow!("give --capability-hash or --capabilities")),
-            };
-            let parent = register.parent.trim();
-            let parent_agent_id = if parent == "0" {
-                0
-            } else {
-                agent_id(parent)
-                    .map_err(|_| anyhow!("invalid --parent {parent:?}: an agent id, or 0 for a root agent"))?
-            };
-            let write = Write::Register(Registration {
-                haftungsperson: register
-                    .haftungsperson
-                    .as_deref()
-                    .map(|text| address(text, "haftungsperson"))
-                    .transpose()?
-                    .unwrap_or(own),
-                agent_wallet: register
-                    .wallet
-                    .as_deref()
-                    .map(|text| address(text, "wallet"))
-                    .transpose()?
-                    .unwrap_or(own),
-                constitution_hash,
-                capability_hash,
-                operational_scope: register.scope.clone(),
-                parent_agent_id,
-                self_modifying: register.self_modifying,
-            });
-            return write_and_show(&settings, style, &register.signing, signer, &write).await;
-        }
+        Command::Register(register) => return register::run(&settings, style, &register).await,
         Command::Attest { id, signing } => {
             let signer = settings::signer(&signing)?;
             let write = Write::Attest { agent_id: agent_id(&id)? };
-            return write_and_show(&settings, style, &signing, signer, &write).await;
+            return write_and_show(&settings, style, &signing, signer, &write, None).await;
         }
         Command::Terminate { id, signing } => {
             let signer = settings::signer(&signing)?;
             let write = Write::Terminate { agent_id: agent_id(&id)? };
-            return write_and_show(&settings, style, &signing, signer, &write).await;
+            return write_and_show(&settings, style, &signing, signer, &write, None).await;
         }
         Command::ReportRevenue(report) => {
             let agent_id = agent_id(&report.id)?;
@@ -205,7 +165,8 @@ async fn run(cli: Cli) -> Result<i32> {
                 period_start,
                 period_end,
             });
-            return write_and_show(&settings, style, &report.signing, signer, &write).await;
+            write.check()?;
+            return write_and_show(&settings, style, &report.signing, signer, &write, None).await;
         }
     }
     Ok(0)
@@ -235,24 +196,23 @@ fn now() -> u64 {
 }
 
 /// Sends `write` (relayed, or `--direct`) behind a spinner, prints the outcome; exit code 0 only
-/// when the registry call succeeded.
+/// when the registry call succeeded. `registry`: already resolved (default: as the settings say).
 async fn write_and_show(
     settings: &Settings,
     style: Style,
     signing: &Signing,
     signer: alloy::signers::local::PrivateKeySigner,
     write: &Write,
+    registry: Option<alloy::primitives::Address>,
 ) -> Result<i32> {
     let spinner = spinner(settings.json);
     spinner.set_message(format!("{}: preparing", write.name()));
     let outcome = if signing.direct {
         let rpc = settings.rpc()?;
-        let registry = settings.registry.or(settings.default_registry).ok_or_else(|| {
-            anyhow!(
-                "no registry address for chain {}: pass --registry or set REGISTRY_ADDRESS",
-                settings.chain
-            )
-        })?;
+        let registry = match registry {
+            Some(registry) => registry,
+            None => settings.direct_registry()?,
+        };
         spinner.set_message(format!("{}: sending from {} (own gas)", write.name(), signer.address()));
         direct_write(&rpc, signer, registry, write, settings.timeout).await
     } else {
@@ -261,7 +221,7 @@ async fn write_and_show(
         // comes from the relayer.
         let rpc = settings.rpc().ok();
         let options = WriteOptions {
-            registry: settings.registry,
+            registry: registry.or(settings.registry),
             forwarder: settings.forwarder,
             gas: signing.gas,
             deadline: 0,

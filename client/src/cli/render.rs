@@ -354,6 +354,45 @@ pub(crate) fn outcome(style: Style, command: &str, outcome: &Outcome) -> String 
     out
 }
 
+/// A registration that lacks consents: for each, who signs, its digest and its typed data on one
+/// line (to hand to a wallet's `eth_signTypedData_v4`), and how to pass the signature back.
+pub(crate) fn consents_needed(needed: &super::register::ConsentsNeeded<'_>) -> serde_json::Result<String> {
+    let mut out = format!(
+        "register: nothing sent; {} missing",
+        if needed.consents.len() == 1 { "a consent is" } else { "two consents are" }
+    );
+    for consent in &needed.consents {
+        let (party, env) = match consent.consent {
+            kya_core::consent::ConsentKind::AgentWalletConsent => ("agent wallet", "AGENT_WALLET_KEY"),
+            kya_core::consent::ConsentKind::LiabilityConsent => ("Haftungsperson", "HAFTUNGSPERSON_KEY"),
+        };
+        let _ = write!(
+            out,
+            "\n\nThe {party} {} signs this {:?} (EIP-712, eth_signTypedData_v4); pass the signature back \
+             with {} 0x…, or sign it here with {} / {env}.\n  digest  {}\n{}",
+            consent.signer,
+            consent.consent,
+            consent.flag,
+            consent.key_flag,
+            consent.digest,
+            serde_json::to_string(consent.typed_data)?,
+        );
+    }
+    let _ = write!(
+        out,
+        "\n\nSigned for --consent-deadline {} ({}) at the signers' current consent nonces: run the same \
+         command again with --consent-deadline {} and the signatures. A consent serves one registration \
+         by creator {} on chain {} at registry {}.",
+        needed.deadline,
+        needed.deadline_iso,
+        needed.deadline,
+        needed.creator,
+        needed.chain_id,
+        needed.registry
+    );
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -99,6 +99,22 @@ impl Settings {
     pub(crate) fn rpc(&self) -> Result<Rpc> {
         Ok(Rpc::new(&self.rpc)?)
     }
+
+    /// The registry a `--direct` write goes to: given, or known for the chain.
+    pub(crate) fn direct_registry(&self) -> Result<Address> {
+        self.registry.or(self.default_registry).ok_or_else(|| {
+            anyhow!("no registry address for chain {}: pass --registry or set REGISTRY_ADDRESS", self.chain)
+        })
+    }
+
+    /// The registry a write goes to: given, else for `--direct` the chain's, else the relayer's.
+    pub(crate) async fn write_registry(&self, direct: bool) -> Result<Address> {
+        match self.registry {
+            Some(registry) => Ok(registry),
+            None if direct => self.direct_registry(),
+            None => Ok(self.relayer()?.status().await?.contracts.registry),
+        }
+    }
 }
 
 /// `.devchain/env` in `start` or the nearest folder above it.
@@ -174,10 +190,8 @@ pub(crate) fn time(text: &str, what: &str) -> Result<u64> {
 /// The signer of a write: `--key` / `AGENT_PRIVATE_KEY`, or `--keystore` with its password from
 /// `KYA_KEYSTORE_PASSWORD` or a prompt. Errors never quote the key.
 pub(crate) fn signer(signing: &Signing) -> Result<PrivateKeySigner> {
-    if let Some(key) = signing.key.as_deref().filter(|key| !key.trim().is_empty()) {
-        return key.trim().parse::<PrivateKeySigner>().map_err(|_| {
-            anyhow!("the private key (--key or AGENT_PRIVATE_KEY) is not a valid secp256k1 key: expected 64 hex digits")
-        });
+    if let Some(signer) = key(signing.key.as_deref(), "--key or AGENT_PRIVATE_KEY")? {
+        return Ok(signer);
     }
     if let Some(path) = &signing.keystore {
         let password = match std::env::var("KYA_KEYSTORE_PASSWORD") {
@@ -191,6 +205,15 @@ pub(crate) fn signer(signing: &Signing) -> Result<PrivateKeySigner> {
         });
     }
     bail!("no signing key: set AGENT_PRIVATE_KEY, or pass --key or --keystore")
+}
+
+/// A hex private key given as `from` (the flag and variable, for the message), if one was given
+/// (an empty value counts as none). Errors never quote the key.
+pub(crate) fn key(text: Option<&str>, from: &str) -> Result<Option<PrivateKeySigner>> {
+    let Some(text) = text.map(str::trim).filter(|text| !text.is_empty()) else { return Ok(None) };
+    text.parse::<PrivateKeySigner>()
+        .map(Some)
+        .map_err(|_| anyhow!("the private key ({from}) is not a valid secp256k1 key: expected 64 hex digits"))
 }
 
 #[cfg(test)]
