@@ -1,0 +1,165 @@
+//! Signing a request (ERC-8128 3.4), for Rust agents and browsers: the `Signature-Input`,
+//! `Signature` and `Content-Digest` header values, from a secp256k1 key. ECDSA here is RFC 6979
+//! deterministic, so signing needs no randomness; the nonce and the times are passed in.
+
+use alloy_primitives::{Address, eip191_hash_message};
+use k256::ecdsa::SigningKey;
+use serde::Serialize;
+
+use super::base::{Message, signature_base};
+use super::digest::content_digest;
+use super::fields::{DEFAULT_LABEL, MAX_NONCE_LEN, signature_header, signature_params};
+use super::keyid::KeyId;
+use super::target::Target;
+
+/// The request to sign, as it will be sent.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestToSign<'a> {
+    /// The HTTP method, exactly as it will be sent (it is signed as is).
+    pub method: &'a str,
+    /// The absolute URL it will be sent to.
+    pub url: &'a str,
+    /// Its header fields. Only those named in [`SignParams::extra_components`] are signed; a
+    /// `content-digest` among them is ignored (the signer computes its own from the body).
+    pub headers: &'a [(&'a str, &'a str)],
+    /// Its body, if any. A non-empty body gets a `content-digest`, covered by the signature.
+    pub body: Option<&'a [u8]>,
+}
+
+/// What goes into the signature besides the request.
+#[derive(Debug, Clone, Copy)]
+pub struct SignParams<'a> {
+    /// The chain of the keyid: where a verifier resolves the account.
+    pub chain_id: u64,
+    /// Unix seconds the signature is made at.
+    pub created: u64,
+    /// Unix seconds it stops being valid; after `created`.
+    pub expires: u64,
+    /// The nonce (random, unique per key; 128 bits in base64url is the ERC's suggestion), or
+    /// `None` for a Replayable signature, which most verifiers refuse.
+    pub nonce: Option<&'a str>,
+    /// Header fields to cover besides the Request-Bound set (lowercase names).
+    pub extra_components: &'a [&'a str],
+}
+
+/// The header values to attach to the request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SignedHeaders {
+    /// `Signature-Input`: `eth=(...);created=...;expires=...;nonce="...";keyid="..."`.
+    pub signature_input: String,
+    /// `Signature`: `eth=:<base64 of r || s || v>:`.
+    pub signature: String,
+    /// `Content-Digest`, when the request has a body: `sha-256=:<base64>:`. It replaces any
+    /// `Content-Digest` the request had.
+    pub content_digest: Option<String>,
+}
+
+impl SignedHeaders {
+    /// The headers as `(name, value)` pairs, ready to set on the request.
+    pub fn pairs(&self) -> Vec<(&'static str, &str)> {
+        let mut pairs =
+            vec![("signature-input", self.signature_input.as_str()), ("signature", &self.signature)];
+        pairs.extend(self.content_digest.as_deref().map(|digest| ("content-digest", digest)));
+        pairs
+    }
+}
+
+/// Why a request could not be signed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SignError {
+    /// The URL is not an absolute `http(s)` URL.
+    #[error("{0}")]
+    Url(String),
+    /// The times or the nonce cannot be written as ERC-8128 requires.
+    #[error("{0}")]
+    Params(String),
+    /// A covered component cannot be built from the request (an absent header, a non-ASCII
+    /// value, a method that is not a token).
+    #[error("{0}")]
+    Component(String),
+    /// The 32 bytes are not a secp256k1 private key (zero, or not below the curve order).
+    #[error("the secret is not a valid secp256k1 private key")]
+    Key,
+}
+
+/// Signs `request` with `key`, under label `eth`, covering `@method`, `@authority`, `@path`,
+/// `@query` when the URL has a query, `content-digest` when there is a body (the ERC's order),
+/// then `params.extra_components`.
+pub fn sign_request(
+    request: &RequestToSign<'_>,
+    params: &SignParams<'_>,
+    key: &SigningKey,
+) -> Result<SignedHeaders, SignError> {
+    let target = Target::parse(request.url).map_err(SignError::Url)?;
+    check_params(params)?;
+    let public = key.verifying_key().to_encoded_point(false);
+    let address = Address::from_raw_public_key(&public.as_bytes()[1..]);
+    let keyid = KeyId { chain_id: params.chain_id, address }.to_string();
+
+    let digest = request.body.filter(|body| !body.is_empty()).map(content_digest);
+    let mut components: Vec<String> = ["@method", "@authority", "@path"].map(String::from).into();
+    if target.has_query() {
+        components.push("@query".into());
+    }
+    if digest.is_some() {
+        components.push("content-digest".into());
+    }
+    for extra in params.extra_components {
+        if !components.iter().any(|c| c == extra) {
+            components.push((*extra).to_owned());
+        }
+    }
+
+    let headers: Vec<(&str, &str)> = request
+        .headers
+        .iter()
+        .filter(|(name, _)| !name.eq_ignore_ascii_case("content-digest"))
+        .copied()
+        .chain(digest.as_deref().map(|digest| ("content-digest", digest)))
+        .collect();
+    let params_line = signature_params(&components, params.created, params.expires, params.nonce, &keyid)
+        .map_err(SignError::Params)?;
+    let message = Message { method: request.method, target: &target, headers: &headers };
+    let base = signature_base(&message, &components, &params_line)
+        .map_err(|refusal| SignError::Component(refusal.message))?;
+
+    let hash = eip191_hash_message(base.as_bytes());
+    let (signature, recovery) = key.sign_prehash_recoverable(hash.as_slice()).map_err(|_| SignError::Key)?;
+    let mut bytes = [0u8; 65];
+    bytes[..64].copy_from_slice(&signature.to_bytes());
+    // `personal_sign`'s encoding of the recovery bit: 27 or 28.
+    bytes[64] = 27 + u8::from(recovery.is_y_odd());
+
+    Ok(SignedHeaders {
+        signature_input: format!("{DEFAULT_LABEL}={params_line}"),
+        signature: signature_header(DEFAULT_LABEL, &bytes),
+        content_digest: digest,
+    })
+}
+
+/// [`sign_request`] with the key given as its 32 secret bytes.
+pub fn sign_request_with_secret(
+    request: &RequestToSign<'_>,
+    params: &SignParams<'_>,
+    secret: &[u8; 32],
+) -> Result<SignedHeaders, SignError> {
+    let key = SigningKey::from_bytes(secret.into()).map_err(|_| SignError::Key)?;
+    sign_request(request, params, &key)
+}
+
+fn check_params(params: &SignParams<'_>) -> Result<(), SignError> {
+    if params.expires <= params.created {
+        return Err(SignError::Params(format!(
+            "expires ({}) must be after created ({})",
+            params.expires, params.created
+        )));
+    }
+    match params.nonce {
+        Some("") => Err(SignError::Params("the nonce is empty".into())),
+        Some(nonce) if nonce.len() > MAX_NONCE_LEN => {
+            Err(SignError::Params(format!("the nonce is longer than {MAX_NONCE_LEN} bytes")))
+        }
+        _ => Ok(()),
+    }
+}
