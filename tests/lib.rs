@@ -7,10 +7,7 @@ use alloy::{
     signers::local::PrivateKeySigner,
 };
 use kya_core::abi::AgentRegistry;
-use kya_devchain::{
-    Anvil, AnvilOptions, Chain, Deployment, consent, deploy,
-    dev_accounts::{self, Role},
-};
+use kya_devchain::{Anvil, AnvilOptions, Chain, Deployment, consent, deploy};
 
 pub mod edge_fixture;
 pub mod op_stack;
@@ -177,9 +174,13 @@ pub async fn consented_register_call(
     wallet: &PrivateKeySigner,
     parent: u64,
 ) -> AgentRegistry::registerAgentWithConsentCall {
-    consent::consented(&t.chain, (t.chain_id(), t.registry()), register_call(wallet.address(), parent), creator, &[
-        wallet,
-    ])
+    consent::consented(
+        &t.chain,
+        (t.chain_id(), t.registry()),
+        register_call(wallet.address(), parent),
+        creator,
+        &[wallet],
+    )
     .await
     .expect("the consent nonces read")
 }

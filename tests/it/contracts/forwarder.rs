@@ -69,9 +69,9 @@ async fn balance(t: &TestChain, account: Address) -> U256 {
     t.chain.provider().get_balance(account).await.unwrap()
 }
 
-/// An agent registered by creator A whose wallet is `signer`.
+/// An agent registered by creator A whose wallet is `signer` (which consents by signing).
 async fn registered(t: &TestChain, signer: &PrivateKeySigner) -> u64 {
-    register(t, Role::CreatorA, signer.address(), 0).await.unwrap()
+    register(t, Role::CreatorA, signer, 0).await.unwrap()
 }
 
 #[tokio::test]
@@ -118,9 +118,11 @@ async fn a_forwarded_request_acts_as_its_signer() {
     assert_eq!(nonce(&t, signer.address()).await, 1);
     assert_eq!(balance(&t, signer.address()).await, U256::ZERO, "the relayer paid");
 
-    // A registration through the forwarder makes the signer the creator.
+    // A registration through the forwarder makes the signer the creator; the child's wallet
+    // consents to that creator.
     let child_key = agent_key(2);
-    let register = request(&t, &signer, 1, &super::register_call(child_key.address(), agent_id));
+    let consented = kya_tests::consented_register_call(&t, signer.address(), &child_key, agent_id).await;
+    let register = request(&t, &signer, 1, &consented);
     let signature = sign(&t, &signer, &register);
     execute(&t, &register, &signature).await.unwrap();
     let child = agent(&t, agent_id + 1).await;
@@ -214,7 +216,7 @@ async fn a_failing_registry_call_returns_its_reason_and_consumes_the_nonce() {
     let t = TestChain::start().await;
     let signer = agent_key(1);
     registered(&t, &signer).await;
-    let other = register(&t, Role::CreatorB, agent_key(2).address(), 0).await.unwrap();
+    let other = register(&t, Role::CreatorB, &agent_key(2), 0).await.unwrap();
     let attest_other = request(&t, &signer, 0, &AgentRegistry::attestComplianceCall { agentId: id(other) });
     let signature = sign(&t, &signer, &attest_other);
     let call = Forwarder::executeCall { req: attest_other.clone(), signature: signature.clone() };
@@ -291,7 +293,8 @@ async fn a_strangers_forwarded_registrations_are_refused_by_the_registry() {
         .unwrap();
     let stranger = agent_key(3);
     let own = registered(&t, &stranger).await;
-    let child_wallet = agent_key(4).address();
+    let child_key = agent_key(4);
+    let child_wallet = child_key.address();
 
     let attempts = [
         (super::register_call(child_wallet, parent), "Not authorized for this agent"),
@@ -327,8 +330,10 @@ async fn a_strangers_forwarded_registrations_are_refused_by_the_registry() {
         t.chain.view(t.registry(), &AgentRegistry::walletToAgentCall(revoked_key.address())).await.unwrap();
     assert_eq!(bound, id(revoked), "the revoked wallet is still bound to its record");
 
-    // The parent's wallet signs the same child: registered, with the signer as its creator.
-    let forwarded = request(&t, &parent_key, 0, &super::register_call(child_wallet, parent));
+    // The parent's wallet signs the same child, with the child wallet's consent: registered,
+    // with the signer as its creator.
+    let consented = kya_tests::consented_register_call(&t, parent_key.address(), &child_key, parent).await;
+    let forwarded = request(&t, &parent_key, 0, &consented);
     let signature = sign(&t, &parent_key, &forwarded);
     execute(&t, &forwarded, &signature).await.unwrap();
     let child = agent(&t, own + 1).await;

@@ -1,11 +1,60 @@
-//! Every registry revert string of SPEC.md section 7, provoked and matched exactly.
+//! Every registry revert string of SPEC.md section 7 and INTERFACE.md section 5, provoked and
+//! matched exactly (the consents' strings by both paths and in every variant in `consent.rs`).
 
-use alloy::primitives::Address;
+use std::collections::BTreeSet;
+
+use alloy::primitives::{Address, U256};
 use kya_core::abi::AgentRegistry;
-use kya_devchain::dev_accounts::Role;
+use kya_devchain::dev_accounts::{self, Role};
 use kya_tests::TestChain;
 
-use super::{assert_revert, id, register, send_as, wallet};
+use super::{assert_revert, consented_call, id, register, register_call, send_as, wallet, wallet_key};
+
+/// Every revert string in the registry's source, each provoked by a test below.
+const REASONS: [&str; 20] = [
+    "Only owner",
+    "Only regulator",
+    "Agent not found",
+    "Agent not active",
+    "Not authorized for this agent",
+    "Agent wallet must not be zero",
+    "Parent agent not found",
+    "Parent agent not active",
+    "Max generation depth exceeded",
+    "Wallet already registered to another agent",
+    "Operational scope too long",
+    "Agent wallet consent required",
+    "Haftungsperson consent required",
+    "Consent expired",
+    "Invalid consent signature",
+    "Currency too long",
+    "Category too long",
+    "Only suspended agents can be reactivated",
+    "Agent already revoked or terminated",
+    "No agent registered for this wallet",
+];
+
+/// A string added to the contract fails here until it is listed above (and given a test).
+#[test]
+fn every_revert_string_of_the_registry_is_listed() {
+    let source = include_str!("../../../contracts/src/AgentRegistry.sol");
+    let code: String =
+        source.lines().map(|line| line.split("//").next().unwrap_or_default()).collect::<Vec<_>>().join("\n");
+    let literals: BTreeSet<&str> = code
+        .split('"')
+        .skip(1)
+        .step_by(2)
+        // Not reasons: imports, the EIP-712 type strings, the domain's name and version, and
+        // the empty signatures `registerAgent` passes on.
+        .filter(|literal| {
+            !literal.is_empty()
+                && !literal.starts_with('@')
+                && !literal.contains('(')
+                && !["AgentRegistry", "1"].contains(literal)
+        })
+        .collect();
+    assert_eq!(literals, REASONS.into_iter().collect::<BTreeSet<_>>());
+}
 
 #[tokio::test]
 async fn only_owner() {
@@ -25,7 +74,7 @@ async fn only_owner() {
 #[tokio::test]
 async fn only_regulator() {
     let t = TestChain::start().await;
-    let agent = register(&t, Role::CreatorA, wallet(1), 0).await.unwrap();
+    let agent = register(&t, Role::CreatorA, &wallet_key(1), 0).await.unwrap();
     assert_revert(
         send_as(&t, Role::Outsider, &AgentRegistry::suspendAgentCall { agentId: id(agent) }).await,
         "Only regulator",
@@ -43,7 +92,7 @@ async fn only_regulator() {
 #[tokio::test]
 async fn not_authorized_for_this_agent() {
     let t = TestChain::start().await;
-    let agent = register(&t, Role::CreatorA, wallet(1), 0).await.unwrap();
+    let agent = register(&t, Role::CreatorA, &wallet_key(1), 0).await.unwrap();
     assert_revert(
         send_as(&t, Role::Outsider, &AgentRegistry::attestComplianceCall { agentId: id(agent) }).await,
         "Not authorized for this agent",
@@ -62,7 +111,7 @@ async fn not_authorized_for_this_agent() {
         "Not authorized for this agent",
     );
     // Registering a child under someone else's agent.
-    assert_revert(register(&t, Role::Outsider, wallet(2), agent).await, "Not authorized for this agent");
+    assert_revert(register(&t, Role::Outsider, &wallet_key(2), agent).await, "Not authorized for this agent");
 }
 
 /// registerAgent's checks run in the order its NatSpec gives: wallet not zero, then for a child
@@ -72,29 +121,33 @@ async fn not_authorized_for_this_agent() {
 async fn a_child_registration_checks_in_order() {
     let t = TestChain::start().await;
     send_as(&t, Role::Owner, &AgentRegistry::setMaxGenerationDepthCall { depth: id(1) }).await.unwrap();
-    let root = register(&t, Role::CreatorA, wallet(1), 0).await.unwrap();
-    let at_depth = register(&t, Role::CreatorA, wallet(2), root).await.unwrap();
-    let suspended = register(&t, Role::CreatorA, wallet(3), 0).await.unwrap();
+    let root = register(&t, Role::CreatorA, &wallet_key(1), 0).await.unwrap();
+    let at_depth = register(&t, Role::CreatorA, &wallet_key(2), root).await.unwrap();
+    let suspended = register(&t, Role::CreatorA, &wallet_key(3), 0).await.unwrap();
     send_as(&t, Role::Regulator, &AgentRegistry::suspendAgentCall { agentId: id(suspended) }).await.unwrap();
-    let revoked = register(&t, Role::CreatorA, wallet(4), 0).await.unwrap();
+    let revoked = register(&t, Role::CreatorA, &wallet_key(4), 0).await.unwrap();
     send_as(&t, Role::Regulator, &AgentRegistry::revokeAgentCall { agentId: id(revoked) }).await.unwrap();
 
+    // The zero wallet, which no key holds, under a parent that does not exist.
+    assert_revert(
+        send_as(&t, Role::Outsider, &register_call(Address::ZERO, 999)).await,
+        "Agent wallet must not be zero",
+    );
     let cases = [
-        // (caller, wallet, parent, reason)
-        (Role::Outsider, Address::ZERO, 999, "Agent wallet must not be zero"),
-        (Role::Outsider, wallet(9), 999, "Parent agent not found"),
-        (Role::Outsider, wallet(9), suspended, "Not authorized for this agent"),
-        (Role::CreatorA, wallet(9), suspended, "Parent agent not active"),
-        (Role::Outsider, wallet(9), revoked, "Not authorized for this agent"),
-        (Role::CreatorA, wallet(9), revoked, "Parent agent not active"),
-        (Role::Outsider, wallet(9), at_depth, "Not authorized for this agent"),
-        (Role::CreatorA, wallet(9), at_depth, "Max generation depth exceeded"),
+        // (caller, wallet, parent, reason), each with the wallet's consent signed.
+        (Role::Outsider, 9, 999, "Parent agent not found"),
+        (Role::Outsider, 9, suspended, "Not authorized for this agent"),
+        (Role::CreatorA, 9, suspended, "Parent agent not active"),
+        (Role::Outsider, 9, revoked, "Not authorized for this agent"),
+        (Role::CreatorA, 9, revoked, "Parent agent not active"),
+        (Role::Outsider, 9, at_depth, "Not authorized for this agent"),
+        (Role::CreatorA, 9, at_depth, "Max generation depth exceeded"),
         // A taken wallet (here the revoked agent's) under a parent the caller may not use.
-        (Role::Outsider, wallet(4), root, "Not authorized for this agent"),
-        (Role::CreatorB, wallet(4), root, "Wallet already registered to another agent"),
+        (Role::Outsider, 4, root, "Not authorized for this agent"),
+        (Role::CreatorB, 4, root, "Wallet already registered to another agent"),
     ];
     for (caller, agent_wallet, parent, reason) in cases {
-        assert_revert(register(&t, caller, agent_wallet, parent).await, reason);
+        assert_revert(register(&t, caller, &wallet_key(agent_wallet), parent).await, reason);
     }
     assert_eq!(
         t.chain.view(t.registry(), &AgentRegistry::nextAgentIdCall {}).await.unwrap(),
@@ -106,7 +159,7 @@ async fn a_child_registration_checks_in_order() {
 #[tokio::test]
 async fn agent_not_found() {
     let t = TestChain::start().await;
-    register(&t, Role::CreatorA, wallet(1), 0).await.unwrap();
+    register(&t, Role::CreatorA, &wallet_key(1), 0).await.unwrap();
     for missing in [0, 2, 999] {
         assert_revert(
             send_as(&t, Role::CreatorA, &AgentRegistry::attestComplianceCall { agentId: id(missing) }).await,
@@ -130,7 +183,7 @@ async fn agent_not_found() {
 #[tokio::test]
 async fn agent_not_active() {
     let t = TestChain::start().await;
-    let agent = register(&t, Role::CreatorA, wallet(1), 0).await.unwrap();
+    let agent = register(&t, Role::CreatorA, &wallet_key(1), 0).await.unwrap();
     send_as(&t, Role::Regulator, &AgentRegistry::suspendAgentCall { agentId: id(agent) }).await.unwrap();
     assert_revert(
         send_as(&t, Role::CreatorA, &AgentRegistry::attestComplianceCall { agentId: id(agent) }).await,
@@ -150,17 +203,17 @@ async fn agent_not_active() {
 #[tokio::test]
 async fn parent_agent_not_found() {
     let t = TestChain::start().await;
-    assert_revert(register(&t, Role::CreatorA, wallet(1), 1).await, "Parent agent not found");
-    register(&t, Role::CreatorA, wallet(1), 0).await.unwrap();
-    assert_revert(register(&t, Role::CreatorA, wallet(2), 2).await, "Parent agent not found");
+    assert_revert(register(&t, Role::CreatorA, &wallet_key(1), 1).await, "Parent agent not found");
+    register(&t, Role::CreatorA, &wallet_key(1), 0).await.unwrap();
+    assert_revert(register(&t, Role::CreatorA, &wallet_key(2), 2).await, "Parent agent not found");
 }
 
 #[tokio::test]
 async fn parent_agent_not_active() {
     let t = TestChain::start().await;
-    let parent = register(&t, Role::CreatorA, wallet(1), 0).await.unwrap();
+    let parent = register(&t, Role::CreatorA, &wallet_key(1), 0).await.unwrap();
     send_as(&t, Role::Regulator, &AgentRegistry::suspendAgentCall { agentId: id(parent) }).await.unwrap();
-    assert_revert(register(&t, Role::CreatorA, wallet(2), parent).await, "Parent agent not active");
+    assert_revert(register(&t, Role::CreatorA, &wallet_key(2), parent).await, "Parent agent not active");
 }
 
 #[tokio::test]
@@ -169,34 +222,37 @@ async fn max_generation_depth_exceeded() {
     // Generations 0 to 10 are allowed by the default depth of 10.
     let mut parent = 0;
     for generation in 0..=10u64 {
-        parent = register(&t, Role::CreatorA, wallet(generation), parent).await.unwrap();
+        parent = register(&t, Role::CreatorA, &wallet_key(generation), parent).await.unwrap();
         assert_eq!(super::agent(&t, parent).await.generation.to::<u64>(), generation);
     }
-    assert_revert(register(&t, Role::CreatorA, wallet(11), parent).await, "Max generation depth exceeded");
+    assert_revert(
+        register(&t, Role::CreatorA, &wallet_key(11), parent).await,
+        "Max generation depth exceeded",
+    );
 }
 
 #[tokio::test]
 async fn wallet_already_registered_to_another_agent() {
     let t = TestChain::start().await;
-    register(&t, Role::CreatorA, wallet(1), 0).await.unwrap();
+    register(&t, Role::CreatorA, &wallet_key(1), 0).await.unwrap();
     assert_revert(
-        register(&t, Role::CreatorB, wallet(1), 0).await,
+        register(&t, Role::CreatorB, &wallet_key(1), 0).await,
         "Wallet already registered to another agent",
     );
     // Also as a child of another agent.
-    let other = register(&t, Role::CreatorB, wallet(2), 0).await.unwrap();
+    let other = register(&t, Role::CreatorB, &wallet_key(2), 0).await.unwrap();
     assert_revert(
-        register(&t, Role::CreatorB, wallet(1), other).await,
+        register(&t, Role::CreatorB, &wallet_key(1), other).await,
         "Wallet already registered to another agent",
     );
     // And after its agent was revoked: the wallet stays bound to the revoked record.
     send_as(&t, Role::Regulator, &AgentRegistry::revokeAgentCall { agentId: id(1) }).await.unwrap();
     assert_revert(
-        register(&t, Role::CreatorA, wallet(1), 0).await,
+        register(&t, Role::CreatorA, &wallet_key(1), 0).await,
         "Wallet already registered to another agent",
     );
     assert_revert(
-        register(&t, Role::CreatorB, wallet(1), other).await,
+        register(&t, Role::CreatorB, &wallet_key(1), other).await,
         "Wallet already registered to another agent",
     );
 }
@@ -204,7 +260,7 @@ async fn wallet_already_registered_to_another_agent() {
 #[tokio::test]
 async fn only_suspended_agents_can_be_reactivated() {
     let t = TestChain::start().await;
-    let agent = register(&t, Role::CreatorA, wallet(1), 0).await.unwrap();
+    let agent = register(&t, Role::CreatorA, &wallet_key(1), 0).await.unwrap();
     assert_revert(
         send_as(&t, Role::Regulator, &AgentRegistry::reactivateAgentCall { agentId: id(agent) }).await,
         "Only suspended agents can be reactivated",
@@ -218,7 +274,7 @@ async fn no_agent_registered_for_this_wallet() {
         t.chain.view(t.registry(), &AgentRegistry::getAgentByWalletCall { wallet: wallet(1) }).await,
         "No agent registered for this wallet",
     );
-    let agent = register(&t, Role::CreatorA, wallet(1), 0).await.unwrap();
+    let agent = register(&t, Role::CreatorA, &wallet_key(1), 0).await.unwrap();
     let record =
         t.chain.view(t.registry(), &AgentRegistry::getAgentByWalletCall { wallet: wallet(1) }).await.unwrap();
     assert_eq!(record.agentId.to::<u64>(), agent);
@@ -233,5 +289,102 @@ async fn no_agent_registered_for_this_wallet() {
 #[tokio::test]
 async fn agent_wallet_must_not_be_zero() {
     let t = TestChain::start().await;
-    assert_revert(register(&t, Role::CreatorA, Address::ZERO, 0).await, "Agent wallet must not be zero");
+    // Checked before anything else, so before the consents, which no key could give for it.
+    assert_revert(
+        send_as(&t, Role::CreatorA, &register_call(Address::ZERO, 0)).await,
+        "Agent wallet must not be zero",
+    );
+    let zero = AgentRegistry::registerAgentWithConsentCall {
+        deadline: alloy::primitives::U256::from(kya_devchain::consent::FAR_DEADLINE),
+        walletConsent: vec![1; 65].into(),
+        ..kya_core::consent::register_with_consent_call(register_call(Address::ZERO, 0), Default::default())
+    };
+    assert_revert(send_as(&t, Role::CreatorA, &zero).await, "Agent wallet must not be zero");
+}
+
+#[tokio::test]
+async fn operational_scope_too_long() {
+    let t = TestChain::start().await;
+    // Creator A registers its own account as a root's wallet and Haftungsperson: no consent
+    // needed, only the length is wrong.
+    let creator = dev_accounts::address(Role::CreatorA);
+    let mut call = register_call(creator, 0);
+    call.operationalScope = "s".repeat(1_025);
+    assert_revert(send_as(&t, Role::CreatorA, &call).await, "Operational scope too long");
+    call.operationalScope = "s".repeat(1_024);
+    send_as(&t, Role::CreatorA, &call).await.unwrap();
+}
+
+#[tokio::test]
+async fn agent_wallet_consent_required() {
+    let t = TestChain::start().await;
+    let mut call = register_call(wallet(1), 0);
+    call.haftungsperson = dev_accounts::address(Role::Outsider);
+    assert_revert(send_as(&t, Role::Outsider, &call).await, "Agent wallet consent required");
+}
+
+#[tokio::test]
+async fn haftungsperson_consent_required() {
+    let t = TestChain::start().await;
+    let mut call = register_call(dev_accounts::address(Role::CreatorA), 0);
+    call.haftungsperson = dev_accounts::address(Role::CreatorB);
+    assert_revert(send_as(&t, Role::CreatorA, &call).await, "Haftungsperson consent required");
+}
+
+#[tokio::test]
+async fn consent_expired() {
+    let t = TestChain::start().await;
+    let mut call = consented_call(&t, dev_accounts::address(Role::CreatorA), &wallet_key(1), 0).await;
+    call.deadline = U256::from(super::block_timestamp(&t).await - 1);
+    assert_revert(send_as(&t, Role::CreatorA, &call).await, "Consent expired");
+}
+
+#[tokio::test]
+async fn invalid_consent_signature() {
+    let t = TestChain::start().await;
+    let signed = consented_call(&t, dev_accounts::address(Role::CreatorA), &wallet_key(1), 0).await;
+    // Signed for creator A, sent by creator C.
+    assert_revert(send_as(&t, Role::CreatorC, &signed).await, "Invalid consent signature");
+    let mut garbled = signed.clone();
+    garbled.walletConsent = vec![7; 65].into();
+    assert_revert(send_as(&t, Role::CreatorA, &garbled).await, "Invalid consent signature");
+    send_as(&t, Role::CreatorA, &signed).await.unwrap();
+}
+
+#[tokio::test]
+async fn currency_and_category_too_long() {
+    let t = TestChain::start().await;
+    let agent = register(&t, Role::CreatorA, &wallet_key(1), 0).await.unwrap();
+    let report = |currency: &str, category: &str| AgentRegistry::reportRevenueCall {
+        agentId: id(agent),
+        amount: id(100),
+        currency: currency.into(),
+        category: category.into(),
+        periodStart: 0,
+        periodEnd: 0,
+    };
+    let (currency, category) = ("C".repeat(17), "c".repeat(65));
+    assert_revert(send_as(&t, Role::CreatorA, &report(&currency, "compute")).await, "Currency too long");
+    assert_revert(send_as(&t, Role::CreatorA, &report("USD", &category)).await, "Category too long");
+    // Who may report is checked first.
+    assert_revert(
+        send_as(&t, Role::Outsider, &report(&currency, &category)).await,
+        "Not authorized for this agent",
+    );
+    send_as(&t, Role::CreatorA, &report(&currency[1..], &category[1..])).await.unwrap();
+}
+
+#[tokio::test]
+async fn agent_already_revoked_or_terminated() {
+    let t = TestChain::start().await;
+    let revoked = register(&t, Role::CreatorA, &wallet_key(1), 0).await.unwrap();
+    let terminated = register(&t, Role::CreatorA, &wallet_key(2), 0).await.unwrap();
+    send_as(&t, Role::Regulator, &AgentRegistry::revokeAgentCall { agentId: id(revoked) }).await.unwrap();
+    send_as(&t, Role::CreatorA, &AgentRegistry::terminateSelfCall { agentId: id(terminated) }).await.unwrap();
+    for agent in [revoked, terminated] {
+        assert_revert(
+            send_as(&t, Role::Regulator, &AgentRegistry::revokeAgentCall { agentId: id(agent) }).await,
+            "Agent already revoked or terminated",
+        );
+    }
 }

@@ -6,7 +6,9 @@ use kya_core::{AgentStatus, abi::AgentRegistry};
 use kya_devchain::dev_accounts::{self, Role};
 use kya_tests::TestChain;
 
-use super::{agent, assert_revert, block_timestamp, id, register, send_as, wallet};
+use super::{
+    agent, assert_revert, block_timestamp, id, register, register_from, send_as, wallet, wallet_key,
+};
 
 const GRACE_PERIOD: u64 = 7 * 24 * 60 * 60;
 
@@ -17,7 +19,7 @@ fn status(record: &AgentRegistry::AgentRecord) -> AgentStatus {
 #[tokio::test]
 async fn registration_records_every_field_and_the_lineage() {
     let t = TestChain::start().await;
-    let root = register(&t, Role::CreatorA, wallet(1), 0).await.unwrap();
+    let root = register(&t, Role::CreatorA, &wallet_key(1), 0).await.unwrap();
     let registered_at = block_timestamp(&t).await;
     let record = agent(&t, root).await;
     assert_eq!(record.agentId, id(root));
@@ -36,9 +38,11 @@ async fn registration_records_every_field_and_the_lineage() {
     assert_eq!(status(&record), AgentStatus::Active);
 
     // A child registered by the parent's Haftungsperson, naming another one, inherits the
-    // parent's.
-    let mut call = super::register_call(wallet(2), root);
+    // parent's: the one named is not asked for consent (only the child's wallet is).
+    let mut call =
+        super::consented_call(&t, dev_accounts::address(Role::CreatorB), &wallet_key(2), root).await;
     call.haftungsperson = dev_accounts::address(Role::Outsider);
+    assert!(call.liabilityConsent.is_empty() && !call.walletConsent.is_empty());
     t.chain.send(dev_accounts::address(Role::CreatorB), t.registry(), &call).await.unwrap();
     let child = agent(&t, 2).await;
     assert_eq!(child.parentAgentId, id(root));
@@ -67,15 +71,15 @@ async fn owner_can_change_the_generation_depth() {
     let t = TestChain::start().await;
     send_as(&t, Role::Owner, &AgentRegistry::setMaxGenerationDepthCall { depth: id(1) }).await.unwrap();
     assert_eq!(t.chain.view(t.registry(), &AgentRegistry::maxGenerationDepthCall {}).await.unwrap(), id(1));
-    let root = register(&t, Role::CreatorA, wallet(1), 0).await.unwrap();
-    let child = register(&t, Role::CreatorA, wallet(2), root).await.unwrap();
-    assert_revert(register(&t, Role::CreatorA, wallet(3), child).await, "Max generation depth exceeded");
+    let root = register(&t, Role::CreatorA, &wallet_key(1), 0).await.unwrap();
+    let child = register(&t, Role::CreatorA, &wallet_key(2), root).await.unwrap();
+    assert_revert(register(&t, Role::CreatorA, &wallet_key(3), child).await, "Max generation depth exceeded");
 }
 
 #[tokio::test]
 async fn attestation_updates_last_attestation_and_compliance() {
     let t = TestChain::start().await;
-    let agent_id = register(&t, Role::CreatorA, wallet(1), 0).await.unwrap();
+    let agent_id = register(&t, Role::CreatorA, &wallet_key(1), 0).await.unwrap();
     let registered_at = agent(&t, agent_id).await.registeredAt;
 
     // Exactly at the grace period the attestation is still current; one second later it lapses.
@@ -138,7 +142,7 @@ async fn attestation_updates_last_attestation_and_compliance() {
 #[tokio::test]
 async fn revenue_reports_are_recorded_in_order() {
     let t = TestChain::start().await;
-    let agent_id = register(&t, Role::CreatorA, wallet(1), 0).await.unwrap();
+    let agent_id = register(&t, Role::CreatorA, &wallet_key(1), 0).await.unwrap();
     let reports = [(12_345u64, "USD", "compute", 100u64, 200u64), (999, "EUR", "data", 200, 300)];
     let mut reported_at = Vec::new();
     for (amount, currency, category, start, end) in reports {
@@ -174,7 +178,7 @@ async fn revenue_reports_are_recorded_in_order() {
 #[tokio::test]
 async fn suspension_and_reactivation_by_regulator_or_owner() {
     let t = TestChain::start().await;
-    let agent_id = register(&t, Role::CreatorA, wallet(1), 0).await.unwrap();
+    let agent_id = register(&t, Role::CreatorA, &wallet_key(1), 0).await.unwrap();
     send_as(&t, Role::Regulator, &AgentRegistry::suspendAgentCall { agentId: id(agent_id) }).await.unwrap();
     assert_eq!(status(&agent(&t, agent_id).await), AgentStatus::Suspended);
     assert!(
@@ -212,9 +216,9 @@ async fn suspension_and_reactivation_by_regulator_or_owner() {
 #[tokio::test]
 async fn revoked_and_terminated_are_permanent() {
     let t = TestChain::start().await;
-    let revoked = register(&t, Role::CreatorA, wallet(1), 0).await.unwrap();
-    let terminated = register(&t, Role::CreatorA, wallet(2), 0).await.unwrap();
-    let suspended_then_revoked = register(&t, Role::CreatorA, wallet(3), 0).await.unwrap();
+    let revoked = register(&t, Role::CreatorA, &wallet_key(1), 0).await.unwrap();
+    let terminated = register(&t, Role::CreatorA, &wallet_key(2), 0).await.unwrap();
+    let suspended_then_revoked = register(&t, Role::CreatorA, &wallet_key(3), 0).await.unwrap();
     send_as(&t, Role::Regulator, &AgentRegistry::revokeAgentCall { agentId: id(revoked) }).await.unwrap();
     send_as(&t, Role::CreatorA, &AgentRegistry::terminateSelfCall { agentId: id(terminated) }).await.unwrap();
     send_as(&t, Role::Regulator, &AgentRegistry::suspendAgentCall { agentId: id(suspended_then_revoked) })
@@ -283,9 +287,9 @@ async fn next_id(t: &TestChain) -> u64 {
 #[tokio::test]
 async fn a_revoked_agent_keeps_its_wallet_and_it_cannot_be_registered_again() {
     let t = TestChain::start().await;
-    let revoked = register(&t, Role::CreatorA, wallet(1), 0).await.unwrap();
-    let suspended_then_revoked = register(&t, Role::CreatorA, wallet(2), 0).await.unwrap();
-    let other_parent = register(&t, Role::CreatorC, wallet(3), 0).await.unwrap();
+    let revoked = register(&t, Role::CreatorA, &wallet_key(1), 0).await.unwrap();
+    let suspended_then_revoked = register(&t, Role::CreatorA, &wallet_key(2), 0).await.unwrap();
+    let other_parent = register(&t, Role::CreatorC, &wallet_key(3), 0).await.unwrap();
     assert_eq!(binding(&t, wallet(1)).await, (revoked, true, true, Some((revoked, AgentStatus::Active))));
     send_as(&t, Role::Regulator, &AgentRegistry::revokeAgentCall { agentId: id(revoked) }).await.unwrap();
     send_as(&t, Role::Owner, &AgentRegistry::suspendAgentCall { agentId: id(suspended_then_revoked) })
@@ -295,20 +299,23 @@ async fn a_revoked_agent_keeps_its_wallet_and_it_cannot_be_registered_again() {
         .await
         .unwrap();
 
-    for (agent_id, taken) in [(revoked, wallet(1)), (suspended_then_revoked, wallet(2))] {
+    for (agent_id, taken) in [(revoked, wallet_key(1)), (suspended_then_revoked, wallet_key(2))] {
         // Registered, not compliant, and the record read by wallet says why; its attestation is
         // still recent, so only the status makes it non-compliant.
-        assert_eq!(binding(&t, taken).await, (agent_id, true, false, Some((agent_id, AgentStatus::Revoked))));
+        assert_eq!(
+            binding(&t, taken.address()).await,
+            (agent_id, true, false, Some((agent_id, AgentStatus::Revoked)))
+        );
         let before = next_id(&t).await;
         for creator in [Role::CreatorA, Role::CreatorB, Role::Outsider] {
             assert_revert(
-                register(&t, creator, taken, 0).await,
+                register(&t, creator, &taken, 0).await,
                 "Wallet already registered to another agent",
             );
         }
         // As a child, by the parent's own creator (so authorized, and the wallet is what fails).
         assert_revert(
-            register(&t, Role::CreatorC, taken, other_parent).await,
+            register(&t, Role::CreatorC, &taken, other_parent).await,
             "Wallet already registered to another agent",
         );
         // Terminating the revoked record, which would free the wallet, is refused.
@@ -317,7 +324,10 @@ async fn a_revoked_agent_keeps_its_wallet_and_it_cannot_be_registered_again() {
             "Agent not active",
         );
         assert_eq!(next_id(&t).await, before, "no agent was added");
-        assert_eq!(binding(&t, taken).await, (agent_id, true, false, Some((agent_id, AgentStatus::Revoked))));
+        assert_eq!(
+            binding(&t, taken.address()).await,
+            (agent_id, true, false, Some((agent_id, AgentStatus::Revoked)))
+        );
     }
     let children = t
         .chain
@@ -332,11 +342,11 @@ async fn a_revoked_agent_keeps_its_wallet_and_it_cannot_be_registered_again() {
 #[tokio::test]
 async fn a_terminated_agent_frees_its_wallet_for_a_new_registration() {
     let t = TestChain::start().await;
-    let terminated = register(&t, Role::CreatorA, wallet(1), 0).await.unwrap();
+    let terminated = register(&t, Role::CreatorA, &wallet_key(1), 0).await.unwrap();
     send_as(&t, Role::CreatorA, &AgentRegistry::terminateSelfCall { agentId: id(terminated) }).await.unwrap();
     assert_eq!(binding(&t, wallet(1)).await, (0, false, false, None));
 
-    let reborn = register(&t, Role::CreatorB, wallet(1), 0).await.unwrap();
+    let reborn = register(&t, Role::CreatorB, &wallet_key(1), 0).await.unwrap();
     assert_eq!(reborn, terminated + 1);
     assert_eq!(binding(&t, wallet(1)).await, (reborn, true, true, Some((reborn, AgentStatus::Active))));
     let record = agent(&t, reborn).await;
@@ -346,8 +356,8 @@ async fn a_terminated_agent_frees_its_wallet_for_a_new_registration() {
     // Terminated again, the wallet comes back as a child (registered by its parent's creator).
     send_as(&t, Role::CreatorB, &AgentRegistry::terminateSelfCall { agentId: id(reborn) }).await.unwrap();
     assert_eq!(binding(&t, wallet(1)).await, (0, false, false, None));
-    let parent = register(&t, Role::CreatorC, wallet(2), 0).await.unwrap();
-    let child = register(&t, Role::CreatorC, wallet(1), parent).await.unwrap();
+    let parent = register(&t, Role::CreatorC, &wallet_key(2), 0).await.unwrap();
+    let child = register(&t, Role::CreatorC, &wallet_key(1), parent).await.unwrap();
     assert_eq!(binding(&t, wallet(1)).await, (child, true, true, Some((child, AgentStatus::Active))));
     assert_eq!(agent(&t, child).await.parentAgentId, id(parent));
 }
@@ -358,20 +368,20 @@ async fn a_terminated_agent_frees_its_wallet_for_a_new_registration() {
 #[tokio::test]
 async fn only_the_parents_wallet_creator_or_haftungsperson_registers_a_child() {
     let t = TestChain::start().await;
-    // Wallet 1 is the parent's own wallet (impersonated: it holds no key here); creator A
+    // Wallet 1 is the parent's own wallet (impersonated to send: it holds no ETH); creator A
     // registered it and creator B is its Haftungsperson.
-    let parent = register(&t, Role::CreatorA, wallet(1), 0).await.unwrap();
+    let parent = register(&t, Role::CreatorA, &wallet_key(1), 0).await.unwrap();
     let strangers = [Role::CreatorC, Role::Outsider, Role::Regulator, Role::Owner, Role::Relayer];
     for stranger in strangers {
-        assert_revert(register(&t, stranger, wallet(10), parent).await, "Not authorized for this agent");
+        assert_revert(register(&t, stranger, &wallet_key(10), parent).await, "Not authorized for this agent");
     }
     assert_eq!(next_id(&t).await, parent + 1, "no stranger's child was added");
 
     t.chain.impersonate(wallet(1)).await.unwrap();
     let by_wallet = next_id(&t).await;
-    t.chain.send(wallet(1), t.registry(), &super::register_call(wallet(11), parent)).await.unwrap();
-    let by_creator = register(&t, Role::CreatorA, wallet(12), parent).await.unwrap();
-    let by_haftungsperson = register(&t, Role::CreatorB, wallet(13), parent).await.unwrap();
+    register_from(&t, wallet(1), &wallet_key(11), parent).await.unwrap();
+    let by_creator = register(&t, Role::CreatorA, &wallet_key(12), parent).await.unwrap();
+    let by_haftungsperson = register(&t, Role::CreatorB, &wallet_key(13), parent).await.unwrap();
     for (child, creator) in [
         (by_wallet, wallet(1)),
         (by_creator, dev_accounts::address(Role::CreatorA)),
@@ -389,11 +399,14 @@ async fn only_the_parents_wallet_creator_or_haftungsperson_registers_a_child() {
     // The grandchild level: the child registered by the parent's wallet has that wallet as its
     // creator and creator B as its Haftungsperson; creator A, the grandparent's creator, is
     // neither, while the inherited Haftungsperson is.
-    assert_revert(register(&t, Role::CreatorA, wallet(20), by_wallet).await, "Not authorized for this agent");
-    let grandchild = register(&t, Role::CreatorB, wallet(20), by_wallet).await.unwrap();
+    assert_revert(
+        register(&t, Role::CreatorA, &wallet_key(20), by_wallet).await,
+        "Not authorized for this agent",
+    );
+    let grandchild = register(&t, Role::CreatorB, &wallet_key(20), by_wallet).await.unwrap();
     assert_eq!(agent(&t, grandchild).await.generation, U256::from(2));
     // A child's own wallet may register under it too (it is that agent's wallet).
     t.chain.impersonate(wallet(12)).await.unwrap();
-    t.chain.send(wallet(12), t.registry(), &super::register_call(wallet(21), by_creator)).await.unwrap();
+    register_from(&t, wallet(12), &wallet_key(21), by_creator).await.unwrap();
     assert_eq!(agent(&t, grandchild + 1).await.creator, wallet(12));
 }
