@@ -223,3 +223,75 @@ fn serialize_inner_list(list: &InnerList) -> String {
     }
     ser.finish().unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::erc8128::Reason;
+
+    fn pick(input: &str, label: Option<&str>) -> Result<Selected, Refusal> {
+        select(input, "eth=:AQID:, sig1=:AQID:, sig2=:AQID:", label)
+    }
+
+    #[test]
+    fn params_line_is_the_canonical_inner_list_in_received_order() {
+        let selected =
+            pick("eth=(  \"@method\"   \"@path\" );keyid=\"k\";tag=\"x\";created=1;expires=2", None).unwrap();
+        assert_eq!(selected.components, ["@method", "@path"]);
+        assert_eq!(selected.params_line, "(\"@method\" \"@path\");keyid=\"k\";tag=\"x\";created=1;expires=2");
+        assert_eq!((selected.created, selected.expires, selected.nonce), (1, 2, None));
+        assert_eq!(selected.signature, [1, 2, 3]);
+    }
+
+    #[test]
+    fn writes_what_it_reads() {
+        let components = ["@method".to_owned(), "content-digest".to_owned()];
+        let line = signature_params(&components, 5, 9, Some("a\"b\\c"), "erc8128:1:0xab").unwrap();
+        assert_eq!(
+            line,
+            "(\"@method\" \"content-digest\");created=5;expires=9;nonce=\"a\\\"b\\\\c\";keyid=\"erc8128:1:0xab\""
+        );
+        let selected = pick(&format!("eth={line}"), None).unwrap();
+        assert_eq!(selected.params_line, line);
+        assert_eq!(selected.nonce.as_deref(), Some("a\"b\\c"));
+        assert_eq!(signature_header("eth", &[1, 2, 3]), "eth=:AQID:");
+        assert!(signature_params(&components, 5, 9, Some("tab\there"), "k").is_err());
+    }
+
+    #[test]
+    fn refuses_bad_parameters() {
+        let cases = [
+            ("eth=(\"@method\");created=\"1\";expires=2;keyid=\"k\"", Reason::Malformed),
+            ("eth=(\"@method\");created=-1;expires=2;keyid=\"k\"", Reason::Malformed),
+            ("eth=(\"@method\");created=1.5;expires=2;keyid=\"k\"", Reason::Malformed),
+            ("eth=(\"@method\");created=1;expires=2;keyid=k", Reason::Malformed),
+            ("eth=(\"@method\");created=1;expires=2", Reason::Malformed),
+            ("eth=(\"@method\");created=1;expires=2;keyid=\"k\";nonce=\"\"", Reason::Malformed),
+            ("eth=(\"@method\");created=1;expires=2;keyid=\"k\";alg=\"x\"", Reason::Unsupported),
+            ("eth=(@method);created=1;expires=2;keyid=\"k\"", Reason::Malformed),
+            ("eth=\"@method\";created=1;expires=2;keyid=\"k\"", Reason::Malformed),
+            ("eth=(\"@method\" 1);created=1;expires=2;keyid=\"k\"", Reason::Malformed),
+            ("eth=(\"x\";key=\"a\");created=1;expires=2;keyid=\"k\"", Reason::Unsupported),
+            // RFC 9651's Dates are not RFC 8941, which these fields are defined on.
+            ("eth=(\"@method\");created=@1;expires=2;keyid=\"k\"", Reason::Malformed),
+            ("", Reason::Malformed),
+        ];
+        for (input, reason) in cases {
+            assert_eq!(pick(input, None).map(|_| ()).unwrap_err().reason, reason, "{input}");
+        }
+    }
+
+    #[test]
+    fn chooses_labels() {
+        let member = "(\"@method\");created=1;expires=2;keyid=\"k\"";
+        let two = format!("sig1={member}, sig2={member}");
+        assert_eq!(pick(&two, None).unwrap_err().reason, Reason::Malformed);
+        assert_eq!(pick(&two, Some("sig2")).unwrap().label, "sig2");
+        assert_eq!(pick(&format!("sig1={member}"), None).unwrap().label, "sig1");
+        assert_eq!(pick(&format!("{two}, eth={member}"), None).unwrap().label, "eth");
+        let unsigned = select(&format!("eth={member}"), "sig1=:AQID:", None);
+        assert_eq!(unsigned.unwrap_err().reason, Reason::Malformed);
+        let empty = select(&format!("eth={member}"), "eth=::", None);
+        assert_eq!(empty.unwrap_err().reason, Reason::Malformed);
+    }
+}

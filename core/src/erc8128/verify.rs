@@ -124,7 +124,7 @@ pub fn verify_request(request: &SignedRequest<'_>, policy: &VerifyPolicy) -> Res
     if key.chain_id != policy.chain_id {
         return Err(Refusal::new(
             Reason::WrongChain,
-            format!("keyid names chain {}, this verifier chain {}", key.chain_id, policy.chain_id),
+            format!("keyid names chain {}; this verifier checks chain {}", key.chain_id, policy.chain_id),
         ));
     }
     check_request_bound(&selected, &target, request)?;
