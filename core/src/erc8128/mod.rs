@@ -37,6 +37,9 @@
 //!   them, which RFC 9421 does not). `@method` is the method as received, no case changed (RFC
 //!   9421 2.2.1; the TypeScript implementation upper-cases it, which differs only for a method
 //!   sent in lower case). The URL goes through WHATWG parsing, as `fetch` and reqwest send it.
+//!   `@query` of a URL without a query is `?` (RFC 9421 2.2.7), where both other implementations
+//!   write an empty value; no signer covers `@query` without a query, so this never meets a
+//!   real signature.
 //!
 //! # What the ERC leaves open, and what was chosen
 //!
