@@ -6,11 +6,12 @@
 
 use super::Engine;
 use alloy::{
-    primitives::{Address, Bytes, U256, aliases::U48},
+    primitives::{Bytes, U256, aliases::U48},
     signers::local::PrivateKeySigner,
     sol_types::SolCall,
 };
 use kya_core::abi::AgentRegistry;
+use kya_devchain::consent::{ConsentNonces, sign_consents};
 use kya_tests::{
     TestChain,
     relayer_fixture::{Client, body, forward, sign_with_core, wei},
@@ -159,7 +160,8 @@ async fn a_relay_reverting_on_inclusion_is_charged_to_its_signer_until_its_share
     // The attacker's agent, registered directly on chain by a funded creator.
     let attacker = agent_key(902);
     let creator = kya_devchain::dev_accounts::address(kya_devchain::dev_accounts::Role::CreatorA);
-    t.chain.send(creator, t.registry(), &register_call(attacker.address(), 0)).await.unwrap();
+    let register = kya_tests::consented_register_call(&t, creator, &attacker, 0).await;
+    t.chain.send(creator, t.registry(), &register).await.unwrap();
     let agent_id = super::agent_of(&t, attacker.address()).await;
 
     anvil(&t, "evm_setAutomine", json!([false])).await;
@@ -202,7 +204,8 @@ async fn a_relay_reverting_on_inclusion_is_charged_to_its_signer_until_its_share
     // Another signer is not held back by the attacker's share.
     let honest = agent_key(904);
     anvil(&t, "evm_setAutomine", json!([true])).await;
-    t.chain.send(creator, t.registry(), &register_call(honest.address(), 0)).await.unwrap();
+    let register = kya_tests::consented_register_call(&t, creator, &honest, 0).await;
+    t.chain.send(creator, t.registry(), &register).await.unwrap();
     let honest_id = super::agent_of(&t, honest.address()).await;
     let head = t.chain.latest_timestamp().await.unwrap();
     let attest = AgentRegistry::attestComplianceCall { agentId: U256::from(honest_id) };
@@ -265,7 +268,8 @@ struct Spent {
 }
 
 /// Registers fresh agents (signed by `signer_of(n)`, sent as from `client_of(n)`) until the
-/// relayer refuses; returns what they cost.
+/// relayer refuses; returns what they cost. Each agent's wallet is a fresh key that consents to
+/// the signer registering it; the signer is the Haftungsperson.
 async fn drain(
     t: &TestChain,
     client: &Client,
@@ -277,8 +281,16 @@ async fn drain(
     let mut costs = Vec::new();
     for n in 0..200 {
         let (signer, nonce) = signer_of(n);
-        let wallet = Address::from_word(alloy::primitives::keccak256(format!("{who} {n}")));
-        let request = forward(t, signer.address(), nonce, &register_call(wallet, 0));
+        let wallet = PrivateKeySigner::from_bytes(&alloy::primitives::keccak256(format!("{who} {n}")))
+            .expect("a hash is a key");
+        let registration = AgentRegistry::registerAgentCall {
+            haftungsperson: signer.address(),
+            ..register_call(wallet.address(), 0)
+        };
+        let fresh = ConsentNonces::default();
+        let call =
+            sign_consents(registration, signer.address(), (t.chain_id(), t.registry()), fresh, &[&wallet]);
+        let request = forward(t, signer.address(), nonce, &call);
         let signed = body(&request, &sign_with_core(t, &signer, &request).signature);
         let (status, answer) = client.relay_forwarded(&signed, &client_of(n)).await;
         if status != 200 {

@@ -28,10 +28,11 @@ async fn a_transaction_sent_behind_the_relayers_back_is_recovered_from(engine: E
     let first_nonce = nonce_of(&t, receipt(&t, &answer).await.transaction_hash).await;
 
     // Someone else uses the relayer's wallet: the nonce the relayer holds is now taken.
-    let outsider_wallet = agent_key(201).address();
+    let relayer_wallet = dev_accounts::address(Role::Relayer);
+    let outsider = kya_tests::consented_register_call(&t, relayer_wallet, &agent_key(201), 0).await;
     let direct = t
         .chain
-        .send(dev_accounts::address(Role::Relayer), t.registry(), &register_call(outsider_wallet, 0))
+        .send(relayer_wallet, t.registry(), &outsider)
         .await
         .expect("a direct transaction from the relayer's wallet");
     assert_eq!(nonce_of(&t, direct.transaction_hash).await, first_nonce + 1);

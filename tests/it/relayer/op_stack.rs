@@ -80,10 +80,9 @@ async fn on_an_op_stack_chain_the_l1_fee_is_reserved_and_booked_to_the_wei(engin
     // A call that fails inside `execute`: sent while its agent is Active, mined in the block where
     // the regulator's suspension (a higher tip) runs first. Paid all the same, L1 fee included.
     let late = agent_key(501);
-    t.chain
-        .send(dev_accounts::address(Role::CreatorA), t.registry(), &register_call(late.address(), 0))
-        .await
-        .unwrap();
+    let creator = dev_accounts::address(Role::CreatorA);
+    let register = kya_tests::consented_register_call(&t, creator, &late, 0).await;
+    t.chain.send(creator, t.registry(), &register).await.unwrap();
     let late_id = U256::from(agent_of(&t, late.address()).await);
     anvil(&t, "evm_setAutomine", json!([false])).await;
     let late_attest = AgentRegistry::attestComplianceCall { agentId: late_id };

@@ -212,7 +212,8 @@ async fn call_failed_through(t: &TestChain, engine: Engine, rpc_url: String, age
     let db = TestStore::new(engine);
     let agent = agent_key(agent_number);
     let creator = dev_accounts::address(Role::CreatorA);
-    t.chain.send(creator, t.registry(), &register_call(agent.address(), 0)).await.unwrap();
+    let register = kya_tests::consented_register_call(t, creator, &agent, 0).await;
+    t.chain.send(creator, t.registry(), &register).await.unwrap();
     let id = agent_of(t, agent.address()).await;
     let attest = AgentRegistry::attestComplianceCall { agentId: U256::from(id) };
     let request = forward(t, agent.address(), 0, &attest);

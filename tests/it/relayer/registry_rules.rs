@@ -1,11 +1,23 @@
-//! The registry's rules of INTERFACE.md section 1 through the real relayer: a stranger's child
-//! registration and a re-registration of a revoked agent's wallet are simulated, refused with
-//! the registry's reason (500, docs/relayer.md), and never sent nor paid for.
+//! The registry's rules of INTERFACE.md sections 1 and 5 through the real relayer: a stranger's
+//! child registration, a re-registration of a revoked agent's wallet and a squat without its
+//! holder's consent are simulated, refused with the registry's reason (500, docs/relayer.md), and
+//! never sent nor paid for; an agent with no ETH registers another key's wallet, a third key
+//! liable, with both consents, and the edge API shows it.
 
 use super::Engine;
-use alloy::{primitives::U256, providers::Provider};
+use alloy::{
+    primitives::{Address, U256},
+    providers::Provider,
+    rpc::types::TransactionReceipt,
+    signers::local::PrivateKeySigner,
+    sol_types::SolEvent,
+};
 use kya_core::abi::AgentRegistry;
-use kya_tests::relayer_fixture::{body, forward, sign_with_core, sign_with_eth_account};
+use kya_tests::{
+    TestChain,
+    edge_fixture::{EdgeWorker, chain_vars},
+    relayer_fixture::{body, forward, sign_with_core, sign_with_eth_account},
+};
 use serde_json::json;
 
 use super::{agent_key, agent_of, balance, forwarder_nonce, receipt, register_call, start};
@@ -16,7 +28,8 @@ async fn a_strangers_child_and_a_revoked_wallet_are_refused_and_nothing_is_paid(
     let client = &relayer.client;
     let relayer_address = relayer.relayer.address();
     let (parent, stranger, revoked) = (agent_key(80), agent_key(81), agent_key(82));
-    let child = agent_key(83).address();
+    let child_key = agent_key(83);
+    let child = child_key.address();
 
     // Three root agents register themselves through the relayer; the regulator revokes the third.
     for (expected_id, agent) in (1..).zip([&parent, &stranger, &revoked]) {
@@ -68,9 +81,10 @@ async fn a_strangers_child_and_a_revoked_wallet_are_refused_and_nothing_is_paid(
         t.chain.view(registry, &AgentRegistry::getAgentCall { agentId: U256::from(3) }).await.unwrap();
     assert_eq!(record.status, kya_core::AgentStatus::Revoked as u8);
 
-    // The parent's own wallet relays the same child: registered, with the parent's wallet as its
-    // creator, and paid for like any relay.
-    let request = forward(&t, parent.address(), 1, &register_call(child, 1));
+    // The parent's own wallet relays the same child, with the child wallet's consent:
+    // registered, with the parent's wallet as its creator, and paid for like any relay.
+    let consented = kya_tests::consented_register_call(&t, parent.address(), &child_key, 1).await;
+    let request = forward(&t, parent.address(), 1, &consented);
     let (status, answer) =
         client.relay(&body(&request, &sign_with_core(&t, &parent, &request).signature)).await;
     assert_eq!(status, 200, "{answer}");
@@ -84,5 +98,173 @@ async fn a_strangers_child_and_a_revoked_wallet_are_refused_and_nothing_is_paid(
     assert_eq!(children, vec![U256::from(4)]);
     assert!(client.used_wei_settled().await > used, "the accepted relay is booked");
     assert!(balance(&t, relayer_address).await < paid, "and paid");
+    relayer.stop().await;
+}
+
+/// `wallet` registered by `creator` as a root naming `haftungsperson`, with the consents of those
+/// of `signers` who are its parties, at their current nonces.
+async fn consented(
+    t: &TestChain,
+    creator: Address,
+    wallet: Address,
+    haftungsperson: Address,
+    signers: &[&PrivateKeySigner],
+) -> AgentRegistry::registerAgentWithConsentCall {
+    let registration = AgentRegistry::registerAgentCall { haftungsperson, ..register_call(wallet, 0) };
+    kya_devchain::consent::consented(&t.chain, (t.chain_id(), t.registry()), registration, creator, signers)
+        .await
+        .expect("the consent nonces read")
+}
+
+/// The registry's `ConsentUsed` events of a receipt, as (signer, nonce).
+fn consents_used(t: &TestChain, receipt: &TransactionReceipt) -> Vec<(Address, u64)> {
+    receipt
+        .inner
+        .logs()
+        .iter()
+        .filter(|log| log.address() == t.registry())
+        .filter_map(|log| AgentRegistry::ConsentUsed::decode_log_data(log.data()).ok())
+        .map(|used| (used.signer, used.nonce.to()))
+        .collect()
+}
+
+async fn consent_nonce(t: &TestChain, signer: Address) -> u64 {
+    t.chain.view(t.registry(), &AgentRegistry::consentNonceCall(signer)).await.expect("consentNonce").to()
+}
+
+/// Three keys and no ETH among them: the creator relays `registerAgentWithConsent` of the
+/// wallet's key, naming the third key liable, both consents signed. Mined, with the creator as
+/// `_msgSender()`, both nonces used once, the record's parties each in place, and the edge API's
+/// KYA answer for the wallet shows the agent.
+#[tokio::test]
+async fn an_agent_without_eth_registers_a_third_partys_wallet_with_consents_through_the_relay() {
+    let (t, _db, relayer) = start(Engine::Sqlite, &[]).await;
+    let client = &relayer.client;
+    let (creator, wallet, liable) = (agent_key(85), agent_key(86), agent_key(87));
+    let call =
+        consented(&t, creator.address(), wallet.address(), liable.address(), &[&wallet, &liable]).await;
+    assert!(!call.walletConsent.is_empty() && !call.liabilityConsent.is_empty());
+
+    let request = forward(&t, creator.address(), 0, &call);
+    let python = sign_with_eth_account(&t, &creator, &request);
+    assert_eq!(python, sign_with_core(&t, &creator, &request), "eth-account and kya-core sign alike");
+    let (status, answer) = client.relay(&body(&request, &python.signature)).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["from"], creator.address().to_checksum(None));
+    let mined = receipt(&t, &answer).await;
+    assert!(mined.status());
+    assert_eq!((mined.from, mined.to), (relayer.relayer.address(), Some(t.forwarder())));
+    let settled =
+        client.relay_until(answer["relayId"].as_str().unwrap(), |relay| relay["settledAt"].is_string()).await;
+    assert_eq!(settled["status"], "mined", "{settled}");
+    assert_eq!(consents_used(&t, &mined), [(wallet.address(), 0), (liable.address(), 0)]);
+    assert_eq!(
+        (consent_nonce(&t, wallet.address()).await, consent_nonce(&t, liable.address()).await),
+        (1, 1)
+    );
+
+    let agent_id = agent_of(&t, wallet.address()).await;
+    assert_eq!(agent_id, 1);
+    let record =
+        t.chain.view(t.registry(), &AgentRegistry::getAgentCall { agentId: U256::from(1) }).await.unwrap();
+    assert_eq!(
+        (record.creator, record.agentWallet, record.haftungsperson),
+        (creator.address(), wallet.address(), liable.address())
+    );
+    assert_eq!(record.operationalScope, format!("agent {}", wallet.address()));
+    assert_eq!((record.parentAgentId, record.status), (U256::ZERO, kya_core::AgentStatus::Active as u8));
+    let block =
+        t.chain.provider().get_block_by_number(mined.block_number.unwrap().into()).await.unwrap().unwrap();
+    assert_eq!(record.registeredAt, block.header.timestamp);
+    for party in [&creator, &wallet, &liable] {
+        assert_eq!(balance(&t, party.address()).await, U256::ZERO, "the relayer paid");
+    }
+
+    // The edge API reads it from the chain.
+    let worker = EdgeWorker::start(&chain_vars(&t.rpc_url(), t.registry())).await;
+    let kya = worker.client().get(&format!("/api/v1/kya/{}", wallet.address())).await;
+    assert_eq!(kya.status, 200, "{}", kya.text);
+    let at = |seconds: u64| {
+        let instant = chrono::DateTime::from_timestamp(i64::try_from(seconds).unwrap(), 0).unwrap();
+        instant.format("%Y-%m-%dT%H:%M:%S.000Z").to_string()
+    };
+    let mut body = kya.body.clone();
+    body.as_object_mut().unwrap().remove("checkedAt");
+    assert_eq!(
+        body,
+        json!({
+            "wallet": wallet.address().to_checksum(None),
+            "isRegistered": true,
+            "isCompliant": true,
+            "agent": {
+                "agentId": 1,
+                "creator": creator.address().to_checksum(None),
+                "haftungsperson": liable.address().to_checksum(None),
+                "agentWallet": wallet.address().to_checksum(None),
+                "operationalScope": record.operationalScope,
+                "status": "Active",
+                "registeredAt": at(record.registeredAt),
+                "lastAttestation": at(record.registeredAt),
+            },
+        })
+    );
+    relayer.stop().await;
+}
+
+/// A squat through the relayer: another key's wallet without its consent (by either function),
+/// a Haftungsperson named without theirs, and a consent given to another creator are each
+/// simulated and refused with the registry's reason; nothing is sent, booked or paid, no nonce
+/// is used, and the wallet's holder then registers it through the relayer.
+#[tokio::test]
+async fn a_relayed_squat_without_consent_is_refused_and_costs_nothing() {
+    let (t, _db, relayer) = start(Engine::Sqlite, &[]).await;
+    let client = &relayer.client;
+    let relayer_address = relayer.relayer.address();
+    let (squatter, holder, other) = (agent_key(88), agent_key(89), agent_key(90));
+    let used = client.used_wei_settled().await;
+    let paid = balance(&t, relayer_address).await;
+    let sent = t.chain.provider().get_transaction_count(relayer_address).await.unwrap();
+
+    let unsigned = consented(&t, squatter.address(), holder.address(), squatter.address(), &[]).await;
+    assert!(unsigned.walletConsent.is_empty());
+    let names_the_holder_liable = AgentRegistry::registerAgentCall {
+        haftungsperson: holder.address(),
+        ..register_call(squatter.address(), 0)
+    };
+    let for_another_creator =
+        consented(&t, other.address(), holder.address(), squatter.address(), &[&holder]).await;
+    let from = squatter.address();
+    let refusals = [
+        (forward(&t, from, 0, &unsigned), "Agent wallet consent required"),
+        (forward(&t, from, 0, &register_call(holder.address(), 0)), "Agent wallet consent required"),
+        (forward(&t, from, 0, &names_the_holder_liable), "Haftungsperson consent required"),
+        (forward(&t, from, 0, &for_another_creator), "Invalid consent signature"),
+    ];
+    for (request, reason) in refusals {
+        let signature = sign_with_core(&t, &squatter, &request).signature;
+        let (status, answer) = client.relay(&body(&request, &signature)).await;
+        assert_eq!((status, &answer), (500, &json!({ "error": reason })), "{reason}");
+    }
+    assert_eq!(forwarder_nonce(&t, squatter.address()).await, 0, "no request ran");
+    assert_eq!(client.used_wei_settled().await, used, "nothing was booked");
+    assert_eq!(balance(&t, relayer_address).await, paid, "nothing was paid");
+    assert_eq!(
+        t.chain.provider().get_transaction_count(relayer_address).await.unwrap(),
+        sent,
+        "nothing sent"
+    );
+    assert_eq!(relayer.relayer.store().records().unwrap().len(), 0, "no relay recorded");
+    assert_eq!((agent_of(&t, holder.address()).await, consent_nonce(&t, holder.address()).await), (0, 0));
+
+    // The holder registers its own wallet through the relayer.
+    let request = forward(&t, holder.address(), 0, &register_call(holder.address(), 0));
+    let (status, answer) =
+        client.relay(&body(&request, &sign_with_core(&t, &holder, &request).signature)).await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(receipt(&t, &answer).await.status());
+    assert_eq!(agent_of(&t, holder.address()).await, 1);
+    let record =
+        t.chain.view(t.registry(), &AgentRegistry::getAgentCall { agentId: U256::from(1) }).await.unwrap();
+    assert_eq!((record.creator, record.haftungsperson), (holder.address(), holder.address()));
     relayer.stop().await;
 }

@@ -133,10 +133,9 @@ async fn every_status_change_is_delivered_signed_in_order_as_the_relay_view(engi
     // A registry call that fails: sent while its agent is Active, mined in the block where the
     // regulator's suspension (a higher tip) runs first.
     let late = agent_key(601);
-    t.chain
-        .send(dev_accounts::address(Role::CreatorA), t.registry(), &register_call(late.address(), 0))
-        .await
-        .unwrap();
+    let creator = dev_accounts::address(Role::CreatorA);
+    let register = kya_tests::consented_register_call(&t, creator, &late, 0).await;
+    t.chain.send(creator, t.registry(), &register).await.unwrap();
     let late_id = U256::from(agent_of(&t, late.address()).await);
     anvil(&t, "evm_setAutomine", json!([false])).await;
     let attest = forward(&t, late.address(), 0, &AgentRegistry::attestComplianceCall { agentId: late_id });
