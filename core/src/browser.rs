@@ -1,8 +1,9 @@
 //! JavaScript bindings of `kya-core` for web apps and Node (feature `browser`, built with
 //! `scripts/build-core-wasm.sh` into the npm package `core/pkg/`). They wrap the same functions
 //! the edge API runs, so a page and the API cannot disagree: compliance and its badge, the KYA
-//! decision, decoding of registry call results, address checks, and the EIP-712 typed data and
-//! digest of a gasless `ForwardRequest`.
+//! decision, decoding of registry call results, address checks, the EIP-712 typed data and
+//! digest of a gasless `ForwardRequest`, and a registration's consents (which it needs, their
+//! typed data and digests, and the `registerAgentWithConsent` call that carries them).
 //!
 //! Every value crossing to or from JavaScript is a Rust type deriving `tsify::Tsify`, passed as
 //! `tsify::Ts<T>`: the package's TypeScript declarations are generated from the very structs
@@ -28,6 +29,10 @@ use crate::{
     Agent, AgentStatus, Compliance, ComplianceBadge, KyaDecision, Revenue,
     abi::AgentRegistry,
     checksum::checksummed,
+    consent::{
+        self, AgentWalletConsent, Consent, ConsentSignatures, ConsentTypedData, LiabilityConsent,
+        MAX_OPERATIONAL_SCOPE_BYTES, Parties,
+    },
     forward_request::{self, ForwardRequest, TypedData},
     query::parse_wallet,
     time::parse_iso8601,
@@ -293,25 +298,308 @@ pub struct RegisterAgentInput {
     pub self_modifying: bool,
 }
 
+/// An address read from JavaScript, refused with the field named.
+fn address_of(text: &str, what: &str) -> JsResult<Address> {
+    parse_wallet(text).map_err(|reason| JsError::new(&format!("{what}: {reason}")))
+}
+
+impl RegisterAgentInput {
+    fn into_call(self) -> JsResult<AgentRegistry::registerAgentCall> {
+        let hash = |text: &str, what: &str| {
+            text.trim().parse().map_err(|_| JsError::new(&format!("{what} must be 0x and 64 hex digits")))
+        };
+        Ok(AgentRegistry::registerAgentCall {
+            haftungsperson: address_of(&self.haftungsperson, "haftungsperson")?,
+            agentWallet: address_of(&self.agent_wallet, "agentWallet")?,
+            constitutionHash: hash(&self.constitution_hash, "constitutionHash")?,
+            capabilityHash: hash(&self.capability_hash, "capabilityHash")?,
+            operationalScope: self.operational_scope,
+            parentAgentId: self.parent_agent_id.into_uint("parentAgentId")?,
+            selfModifying: self.self_modifying,
+        })
+    }
+}
+
 /// Calldata of `registerAgent(...)`: the `data` of a gasless registration request.
 #[wasm_bindgen(js_name = registerAgentCalldata)]
 pub fn register_agent_calldata(input: Ts<RegisterAgentInput>) -> JsResult<String> {
+    Ok(calldata(&from_js(&input, "registration")?.into_call()?))
+}
+
+/// What `registerAgentWithConsent` takes: `registerAgent`'s fields, the consents' deadline and
+/// the two signatures (each absent, `""` or `"0x"` when its party is the caller).
+#[derive(Debug, Deserialize, Tsify)]
+#[serde(rename_all = "camelCase")]
+pub struct RegisterAgentWithConsentInput {
+    #[serde(flatten)]
+    pub registration: RegisterAgentInput,
+    /// Unix seconds, the deadline both consents were signed for.
+    pub deadline: UintInput,
+    /// The agent wallet's signature of its `AgentWalletConsent`, `0x` hex.
+    #[serde(default)]
+    #[tsify(optional)]
+    pub wallet_consent: Option<String>,
+    /// A root's Haftungsperson's signature of their `LiabilityConsent`, `0x` hex.
+    #[serde(default)]
+    #[tsify(optional)]
+    pub liability_consent: Option<String>,
+}
+
+fn signature_bytes(text: Option<&str>, what: &str) -> JsResult<alloy_primitives::Bytes> {
+    let text = text.unwrap_or_default().trim();
+    if text.is_empty() || text == "0x" {
+        return Ok(alloy_primitives::Bytes::new());
+    }
+    hex::decode(text)
+        .map(Into::into)
+        .map_err(|_| JsError::new(&format!("{what} must be a 0x hex string (a 65-byte signature)")))
+}
+
+/// Calldata of `registerAgentWithConsent(...)`: the `data` of a gasless registration whose
+/// sender is not its agent wallet (or, for a root, not its Haftungsperson). Refuses an
+/// `operationalScope` longer than the registry stores (1,024 UTF-8 bytes).
+#[wasm_bindgen(js_name = registerAgentWithConsentCalldata)]
+pub fn register_agent_with_consent_calldata(input: Ts<RegisterAgentWithConsentInput>) -> JsResult<String> {
     let input = from_js(&input, "registration")?;
-    let address = |text: &str, what: &str| {
-        parse_wallet(text).map_err(|reason| JsError::new(&format!("{what}: {reason}")))
+    let scope = input.registration.operational_scope.len();
+    if scope > MAX_OPERATIONAL_SCOPE_BYTES {
+        return Err(JsError::new(&format!(
+            "operationalScope is {scope} bytes; the registry stores at most {MAX_OPERATIONAL_SCOPE_BYTES}"
+        )));
+    }
+    let signatures = ConsentSignatures {
+        deadline: input.deadline.into_uint("deadline")?,
+        wallet_consent: signature_bytes(input.wallet_consent.as_deref(), "walletConsent")?,
+        liability_consent: signature_bytes(input.liability_consent.as_deref(), "liabilityConsent")?,
     };
-    let hash = |text: &str, what: &str| {
-        text.trim().parse().map_err(|_| JsError::new(&format!("{what} must be 0x and 64 hex digits")))
+    Ok(calldata(&consent::register_with_consent_call(input.registration.into_call()?, signatures)))
+}
+
+/// An `AgentWalletConsent` as a page holds it: the agent wallet's consent to be bound to the
+/// agent `creator` registers under `parentAgentId` (0: a root).
+#[derive(Debug, Deserialize, Tsify)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentWalletConsentInput {
+    pub agent_wallet: String,
+    /// The registering caller: the forward request's `from` when relayed.
+    pub creator: String,
+    pub parent_agent_id: UintInput,
+    /// The agent wallet's `consentNonce` on the registry.
+    pub nonce: UintInput,
+    /// Unix seconds.
+    pub deadline: UintInput,
+}
+
+impl AgentWalletConsentInput {
+    fn parse(self) -> JsResult<AgentWalletConsent> {
+        Ok(AgentWalletConsent {
+            agentWallet: address_of(&self.agent_wallet, "agentWallet")?,
+            creator: address_of(&self.creator, "creator")?,
+            parentAgentId: self.parent_agent_id.into_uint("parentAgentId")?,
+            nonce: self.nonce.into_uint("nonce")?,
+            deadline: self.deadline.into_uint("deadline")?,
+        })
+    }
+}
+
+/// A `LiabilityConsent` as a page holds it: a root's Haftungsperson's consent to be named liable
+/// for the agent `creator` registers for `agentWallet`.
+#[derive(Debug, Deserialize, Tsify)]
+#[serde(rename_all = "camelCase")]
+pub struct LiabilityConsentInput {
+    pub haftungsperson: String,
+    /// The registering caller: the forward request's `from` when relayed.
+    pub creator: String,
+    pub agent_wallet: String,
+    /// The Haftungsperson's `consentNonce` on the registry.
+    pub nonce: UintInput,
+    /// Unix seconds.
+    pub deadline: UintInput,
+}
+
+impl LiabilityConsentInput {
+    fn parse(self) -> JsResult<LiabilityConsent> {
+        Ok(LiabilityConsent {
+            haftungsperson: address_of(&self.haftungsperson, "haftungsperson")?,
+            creator: address_of(&self.creator, "creator")?,
+            agentWallet: address_of(&self.agent_wallet, "agentWallet")?,
+            nonce: self.nonce.into_uint("nonce")?,
+            deadline: self.deadline.into_uint("deadline")?,
+        })
+    }
+}
+
+/// Either consent, named by its `primaryType` (what [`consents_needed`] returns).
+#[derive(Debug, Deserialize, Tsify)]
+#[serde(tag = "primaryType")]
+pub enum ConsentInput {
+    AgentWalletConsent(AgentWalletConsentInput),
+    LiabilityConsent(LiabilityConsentInput),
+}
+
+impl ConsentInput {
+    fn parse(self) -> JsResult<Consent> {
+        Ok(match self {
+            Self::AgentWalletConsent(consent) => Consent::AgentWallet(consent.parse()?),
+            Self::LiabilityConsent(consent) => Consent::Liability(consent.parse()?),
+        })
+    }
+}
+
+fn registry_address(text: &str) -> JsResult<Address> {
+    parse_wallet(text).map_err(|reason| JsError::new(&format!("registry: {reason}")))
+}
+
+fn consent_digest(consent: &Consent, chain_id: f64, registry: &str) -> JsResult<String> {
+    let domain = consent::domain(whole(chain_id, "chainId")?, registry_address(registry)?);
+    Ok(consent.signing_digest(&domain).to_string())
+}
+
+/// The 32-byte EIP-712 digest (0x hex) the agent wallet signs to consent, in the domain of the
+/// registry at `registry` on `chainId`.
+#[wasm_bindgen(js_name = agentWalletConsentDigest)]
+pub fn agent_wallet_consent_digest(
+    consent: Ts<AgentWalletConsentInput>,
+    chain_id: f64,
+    registry: &str,
+) -> JsResult<String> {
+    let consent = Consent::AgentWallet(from_js(&consent, "consent")?.parse()?);
+    consent_digest(&consent, chain_id, registry)
+}
+
+/// The 32-byte EIP-712 digest (0x hex) a root's Haftungsperson signs to consent.
+#[wasm_bindgen(js_name = liabilityConsentDigest)]
+pub fn liability_consent_digest(
+    consent: Ts<LiabilityConsentInput>,
+    chain_id: f64,
+    registry: &str,
+) -> JsResult<String> {
+    let consent = Consent::Liability(from_js(&consent, "consent")?.parse()?);
+    consent_digest(&consent, chain_id, registry)
+}
+
+/// The digest of either consent, named by its `primaryType`.
+#[wasm_bindgen(js_name = consentDigest)]
+pub fn consent_digest_of(consent: Ts<ConsentInput>, chain_id: f64, registry: &str) -> JsResult<String> {
+    consent_digest(&from_js(&consent, "consent")?.parse()?, chain_id, registry)
+}
+
+/// The EIP-712 typed data of a consent for `eth_signTypedData_v4`.
+#[wasm_bindgen(js_name = consentTypedData)]
+pub fn consent_typed_data(
+    consent: Ts<ConsentInput>,
+    chain_id: f64,
+    registry: &str,
+) -> JsResult<Ts<ConsentTypedData>> {
+    let consent = from_js(&consent, "consent")?.parse()?;
+    to_js(&consent.typed_data(whole(chain_id, "chainId")?, registry_address(registry)?))
+}
+
+/// The parties of a registration: who sends it (the forward request's `from` when relayed), its
+/// agent wallet, its Haftungsperson (read only for a root) and its parent (0: a root).
+#[derive(Debug, Deserialize, Tsify)]
+#[serde(rename_all = "camelCase")]
+pub struct PartiesInput {
+    pub creator: String,
+    pub agent_wallet: String,
+    pub haftungsperson: String,
+    pub parent_agent_id: UintInput,
+}
+
+/// `"AgentWalletConsent"`: the `primaryType` of an [`AgentWalletConsentView`].
+#[derive(Debug, Serialize, Tsify)]
+pub enum AgentWalletConsentType {
+    AgentWalletConsent,
+}
+
+/// `"LiabilityConsent"`: the `primaryType` of a [`LiabilityConsentView`].
+#[derive(Debug, Serialize, Tsify)]
+pub enum LiabilityConsentType {
+    LiabilityConsent,
+}
+
+/// An `AgentWalletConsent` to sign: addresses checksummed, numbers as decimal strings. It is a
+/// [`ConsentInput`] as it is: pass it to `consentTypedData` or `consentDigest`.
+#[derive(Debug, Serialize, Tsify)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentWalletConsentView {
+    pub primary_type: AgentWalletConsentType,
+    pub agent_wallet: String,
+    pub creator: String,
+    pub parent_agent_id: String,
+    pub nonce: String,
+    pub deadline: String,
+}
+
+/// A `LiabilityConsent` to sign, like [`AgentWalletConsentView`].
+#[derive(Debug, Serialize, Tsify)]
+#[serde(rename_all = "camelCase")]
+pub struct LiabilityConsentView {
+    pub primary_type: LiabilityConsentType,
+    pub haftungsperson: String,
+    pub creator: String,
+    pub agent_wallet: String,
+    pub nonce: String,
+    pub deadline: String,
+}
+
+/// The consents a registration needs: each `null` when its party is the sender (or, for the
+/// liability consent, for a child, which inherits its parent's Haftungsperson).
+#[derive(Debug, Serialize, Tsify)]
+#[serde(rename_all = "camelCase")]
+pub struct ConsentsNeededView {
+    pub agent_wallet: Option<AgentWalletConsentView>,
+    pub liability: Option<LiabilityConsentView>,
+}
+
+/// Which consents a registration by `parties.creator` needs, at the signers' current
+/// `consentNonce`s (read from the registry), valid until `deadline` (Unix seconds). When the
+/// agent wallet is also the root's Haftungsperson and signs both, the liability consent takes
+/// the nonce after the wallet's.
+#[wasm_bindgen(js_name = consentsNeeded)]
+pub fn consents_needed(
+    parties: Ts<PartiesInput>,
+    wallet_nonce: Ts<UintInput>,
+    haftungsperson_nonce: Ts<UintInput>,
+    deadline: Ts<UintInput>,
+) -> JsResult<Ts<ConsentsNeededView>> {
+    let parties = from_js(&parties, "parties")?;
+    let parent_agent_id = parties.parent_agent_id.into_uint("parentAgentId")?;
+    let parties = Parties {
+        creator: address_of(&parties.creator, "creator")?,
+        agent_wallet: address_of(&parties.agent_wallet, "agentWallet")?,
+        haftungsperson: address_of(&parties.haftungsperson, "haftungsperson")?,
+        parent_agent_id: u64::try_from(parent_agent_id)
+            .map_err(|_| JsError::new("parentAgentId is larger than any agent id"))?,
     };
-    Ok(calldata(&AgentRegistry::registerAgentCall {
-        haftungsperson: address(&input.haftungsperson, "haftungsperson")?,
-        agentWallet: address(&input.agent_wallet, "agentWallet")?,
-        constitutionHash: hash(&input.constitution_hash, "constitutionHash")?,
-        capabilityHash: hash(&input.capability_hash, "capabilityHash")?,
-        operationalScope: input.operational_scope,
-        parentAgentId: input.parent_agent_id.into_uint("parentAgentId")?,
-        selfModifying: input.self_modifying,
-    }))
+    let needed = parties.consents_needed(
+        from_js(&wallet_nonce, "walletNonce")?.into_uint("walletNonce")?,
+        from_js(&haftungsperson_nonce, "haftungspersonNonce")?.into_uint("haftungspersonNonce")?,
+        from_js(&deadline, "deadline")?.into_uint("deadline")?,
+    );
+    let agent_wallet = match needed.agent_wallet {
+        Some(Consent::AgentWallet(consent)) => Some(AgentWalletConsentView {
+            primary_type: AgentWalletConsentType::AgentWalletConsent,
+            agent_wallet: checksummed(&consent.agentWallet),
+            creator: checksummed(&consent.creator),
+            parent_agent_id: consent.parentAgentId.to_string(),
+            nonce: consent.nonce.to_string(),
+            deadline: consent.deadline.to_string(),
+        }),
+        _ => None,
+    };
+    let liability = match needed.liability {
+        Some(Consent::Liability(consent)) => Some(LiabilityConsentView {
+            primary_type: LiabilityConsentType::LiabilityConsent,
+            haftungsperson: checksummed(&consent.haftungsperson),
+            creator: checksummed(&consent.creator),
+            agent_wallet: checksummed(&consent.agentWallet),
+            nonce: consent.nonce.to_string(),
+            deadline: consent.deadline.to_string(),
+        }),
+        _ => None,
+    };
+    to_js(&ConsentsNeededView { agent_wallet, liability })
 }
 
 /// A gasless forward request as a page holds it, before signing.

@@ -1,22 +1,23 @@
 // The browser package of kya-core (core/pkg/, built by scripts/build-core-wasm.sh) checked in Node
-// against an independent EIP-712 implementation (viem) and against the live edge API.
+// against an independent EIP-712 and ABI implementation (viem, with the registry's compiled ABI)
+// and against the live edge API.
 //
 // Run by the Rust end-to-end test `core_package` with:
 //   KYA_API_URL   base URL of the Worker under wrangler dev, on a seeded chain
 //   KYA_RPC_URL   the chain's JSON-RPC endpoint
 //   KYA_REGISTRY  the registry's address
 //   KYA_AGENTS    number of seeded agents
-// Without KYA_API_URL only the offline checks (digests, typed data, addresses) run.
+// Without KYA_API_URL only the offline checks (digests, typed data, calldata, addresses) run.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
-import { getAddress, hashTypedData, keccak256, toHex } from 'viem';
+import { decodeFunctionData, getAddress, hashTypedData, keccak256, toHex } from 'viem';
 
 import init, * as kya from '../../core/pkg/kya_core.js';
-import { viemDigest } from './viem-digest.mjs';
+import { viemConsentDigest, viemDigest } from './viem-digest.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 await init({ module_or_path: fs.readFileSync(path.join(root, 'core/pkg/kya_core_bg.wasm')) });
@@ -56,6 +57,120 @@ test('the typed data for eth_signTypedData_v4 hashes, in viem, to the same diges
     assert.equal(hashTypedData({ domain: typed.domain, types, primaryType: typed.primaryType, message }),
       kya.forwardRequestDigest(request, 84532, FORWARDER));
   }
+});
+
+const registryAbi = JSON.parse(fs.readFileSync(path.join(root, 'contracts/artifacts/AgentRegistry.json'), 'utf8')).abi;
+
+const CREATOR = '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266';
+const WALLET = '0x70997970C51812dc3A010C7d01b50e0d17dc79C8';
+const PERSON = '0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC';
+const UINT256_MAX = '115792089237316195423570985008687907853269984665640564039457584007913129639935';
+
+const walletConsents = [
+  { agentWallet: WALLET, creator: CREATOR, parentAgentId: 0, nonce: 0, deadline: 1900000000 },
+  { agentWallet: WALLET.toLowerCase(), creator: PERSON, parentAgentId: '12', nonce: '7', deadline: UINT256_MAX },
+];
+const liabilityConsents = [
+  { haftungsperson: PERSON, creator: CREATOR, agentWallet: WALLET, nonce: 0, deadline: 1900000000 },
+  { haftungsperson: PERSON.toLowerCase(), creator: WALLET, agentWallet: CREATOR, nonce: UINT256_MAX, deadline: '1' },
+];
+const registries = [[84532, REGISTRY], [31337, '0x5FbDB2315678afecb367f032d93F642f64180aa3'], [1, FORWARDER]];
+
+/** A typed data's message with its uint256 fields as BigInt, for viem. */
+function forViem(typed) {
+  const { EIP712Domain, ...types } = typed.types;
+  const fields = types[typed.primaryType];
+  const message = Object.fromEntries(fields.map(({ name, type }) =>
+    [name, type === 'uint256' ? BigInt(typed.message[name]) : typed.message[name]]));
+  return { domain: typed.domain, types, primaryType: typed.primaryType, message, EIP712Domain };
+}
+
+test('consent digests equal viem, and their typed data hashes to them in viem', () => {
+  for (const [chainId, registry] of registries) {
+    for (const [primaryType, consents, digestOf] of [
+      ['AgentWalletConsent', walletConsents, kya.agentWalletConsentDigest],
+      ['LiabilityConsent', liabilityConsents, kya.liabilityConsentDigest],
+    ]) {
+      for (const consent of consents) {
+        const digest = digestOf(consent, chainId, registry);
+        assert.equal(digest, viemConsentDigest(primaryType, consent, chainId, registry), `${primaryType} on ${chainId}`);
+        assert.equal(kya.consentDigest({ primaryType, ...consent }, chainId, registry), digest);
+        const typed = kya.consentTypedData({ primaryType, ...consent }, chainId, registry);
+        assert.equal(typed.primaryType, primaryType);
+        assert.deepEqual(typed.domain, { name: 'AgentRegistry', version: '1', chainId, verifyingContract: getAddress(registry) });
+        const { EIP712Domain, ...viemTyped } = forViem(typed);
+        assert.deepEqual(EIP712Domain.map((field) => field.name), ['name', 'version', 'chainId', 'verifyingContract']);
+        assert.deepEqual(Object.keys(viemTyped.types), [primaryType], 'only the consent signed');
+        assert.equal(hashTypedData(viemTyped), digest);
+        assert.ok(Object.values(typed.message).every((value) => typeof value === 'string'), 'numbers as decimal strings');
+      }
+    }
+  }
+  assert.throws(() => kya.agentWalletConsentDigest({ ...walletConsents[0], nonce: -1 }, 84532, REGISTRY), /nonce must be a non-negative integer/);
+  assert.throws(() => kya.liabilityConsentDigest({ ...liabilityConsents[0], haftungsperson: '0x12' }, 84532, REGISTRY), /haftungsperson/);
+  assert.throws(() => kya.consentTypedData({ primaryType: 'ForwardRequest', ...walletConsents[0] }, 84532, REGISTRY), /invalid consent/);
+  assert.throws(() => kya.consentDigest({ primaryType: 'AgentWalletConsent', ...walletConsents[0] }, 84532, '0xnothex'), /registry/);
+});
+
+test('consentsNeeded asks for what the registry checks, ready for consentTypedData', () => {
+  const root = { creator: CREATOR, agentWallet: WALLET, haftungsperson: PERSON, parentAgentId: 0 };
+  const both = kya.consentsNeeded(root, 3, '5', 1900000000);
+  assert.deepEqual(both, {
+    agentWallet: { primaryType: 'AgentWalletConsent', agentWallet: WALLET, creator: CREATOR, parentAgentId: '0', nonce: '3', deadline: '1900000000' },
+    liability: { primaryType: 'LiabilityConsent', haftungsperson: PERSON, creator: CREATOR, agentWallet: WALLET, nonce: '5', deadline: '1900000000' },
+  });
+  for (const consent of [both.agentWallet, both.liability]) {
+    const typed = kya.consentTypedData(consent, 84532, REGISTRY);
+    assert.equal(hashTypedData(forViem(typed)), viemConsentDigest(consent.primaryType, consent, 84532, REGISTRY));
+  }
+  // The sender is the wallet: only the Haftungsperson consents; is both: nobody.
+  assert.deepEqual(kya.consentsNeeded({ ...root, creator: WALLET }, 0, 0, 1), {
+    agentWallet: null,
+    liability: { primaryType: 'LiabilityConsent', haftungsperson: PERSON, creator: WALLET, agentWallet: WALLET, nonce: '0', deadline: '1' },
+  });
+  assert.deepEqual(kya.consentsNeeded({ ...root, creator: PERSON, agentWallet: PERSON }, 0, 0, 1), { agentWallet: null, liability: null });
+  // A child inherits its parent's Haftungsperson: only the wallet consents, naming the parent.
+  const child = kya.consentsNeeded({ ...root, parentAgentId: '9' }, 1, 1, 1);
+  assert.equal(child.liability, null);
+  assert.equal(child.agentWallet.parentAgentId, '9');
+  // One signer for both: the liability consent at the nonce after the wallet's.
+  const same = kya.consentsNeeded({ ...root, haftungsperson: WALLET }, 4, 4, 1);
+  assert.deepEqual([same.agentWallet.nonce, same.liability.nonce], ['4', '5']);
+  assert.throws(() => kya.consentsNeeded({ ...root, creator: 'nobody' }, 0, 0, 1), /creator/);
+});
+
+test('registration calldata decodes, with viem, against the registry ABI', () => {
+  const registration = {
+    haftungsperson: PERSON, agentWallet: WALLET.toLowerCase(),
+    constitutionHash: keccak256(toHex('constitution')), capabilityHash: keccak256(toHex('capabilities')),
+    operationalScope: 'summarises public filings — ünïcödé too', parentAgentId: 0, selfModifying: true,
+  };
+  const walletConsent = `0x${'ab'.repeat(65)}`;
+  const liabilityConsent = `0x${'cd'.repeat(65)}`;
+  const consented = decodeFunctionData({
+    abi: registryAbi,
+    data: kya.registerAgentWithConsentCalldata({ ...registration, deadline: '1900000000', walletConsent, liabilityConsent }),
+  });
+  assert.equal(consented.functionName, 'registerAgentWithConsent');
+  assert.deepEqual(consented.args, [
+    PERSON, WALLET, registration.constitutionHash, registration.capabilityHash, registration.operationalScope,
+    0n, true, 1900000000n, walletConsent, liabilityConsent,
+  ]);
+  // A party who sends the registration gives no signature: absent, '' or '0x' are all empty bytes.
+  const child = decodeFunctionData({
+    abi: registryAbi,
+    data: kya.registerAgentWithConsentCalldata({ ...registration, parentAgentId: 12, deadline: 5, walletConsent, liabilityConsent: '0x' }),
+  });
+  assert.deepEqual(child.args.slice(5), [12n, true, 5n, walletConsent, '0x']);
+  const none = decodeFunctionData({ abi: registryAbi, data: kya.registerAgentWithConsentCalldata({ ...registration, deadline: 0, walletConsent: '' }) });
+  assert.deepEqual(none.args.slice(8), ['0x', '0x']);
+  const plain = decodeFunctionData({ abi: registryAbi, data: kya.registerAgentCalldata(registration) });
+  assert.equal(plain.functionName, 'registerAgent');
+  assert.deepEqual(plain.args, consented.args.slice(0, 7));
+  assert.throws(() => kya.registerAgentWithConsentCalldata({ ...registration, deadline: 1, operationalScope: 's'.repeat(1025) }),
+    /operationalScope is 1025 bytes; the registry stores at most 1024/);
+  assert.throws(() => kya.registerAgentWithConsentCalldata({ ...registration, deadline: 1, walletConsent: 'abc' }), /walletConsent must be a 0x hex string/);
+  assert.throws(() => kya.registerAgentWithConsentCalldata({ ...registration, walletConsent }), /deadline/);
 });
 
 test('malformed requests and addresses are refused with the field named', () => {

@@ -4,7 +4,8 @@
 //   1. tsc --noEmit type-checks a TypeScript consumer using every export with its real types;
 //   2. Node imports the package by name (ESM) and runs the checks of checks.js;
 //   3. esbuild bundles a page importing it, which headless Chromium loads and runs the same checks.
-// Digests are compared with viem's, compliance with values worked out here from the fixtures.
+// Digests (forward requests and consents) are compared with viem's, compliance with values worked
+// out here from the fixtures.
 // Run by the Rust end-to-end test `core_package` (offline: the tarball has no dependencies).
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -17,8 +18,10 @@ import { fileURLToPath } from 'node:url';
 
 import { chromium } from 'playwright-core';
 
-import { CHAIN_ID, FORWARDER, records, requests } from './package-consumer/checks.js';
-import { viemDigest } from './viem-digest.mjs';
+import {
+  CHAIN_ID, CONSENT_DEADLINE, CONSENT_NONCES, FORWARDER, REGISTRY, parties, records, requests,
+} from './package-consumer/checks.js';
+import { viemConsentDigest, viemDigest } from './viem-digest.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const bin = (name) => path.join(root, 'node_modules/.bin', name);
@@ -68,12 +71,20 @@ function expected() {
     if (c.status !== 'Active') return c.status.toLowerCase();
     return c.attestationCurrent ? 'compliant' : 'lapsed';
   });
-  return { digests: requests.map((request) => viemDigest(request, CHAIN_ID, FORWARDER)), compliance, badges };
+  // The two consents the registration needs, written out here from INTERFACE.md section 5.
+  const [walletNonce, personNonce] = CONSENT_NONCES.map(String);
+  const deadline = String(CONSENT_DEADLINE);
+  const consents = [
+    { primaryType: 'AgentWalletConsent', agentWallet: parties.agentWallet, creator: parties.creator, parentAgentId: '0', nonce: walletNonce, deadline },
+    { primaryType: 'LiabilityConsent', haftungsperson: parties.haftungsperson, creator: parties.creator, agentWallet: parties.agentWallet, nonce: personNonce, deadline },
+  ].map((consent) => ({ consent, digest: viemConsentDigest(consent.primaryType, consent, CHAIN_ID, REGISTRY) }));
+  return { digests: requests.map((request) => viemDigest(request, CHAIN_ID, FORWARDER)), consents, compliance, badges };
 }
 
 function assertResults(results) {
   const want = expected();
   assert.deepEqual(results.digests, want.digests, 'digests equal viem');
+  assert.deepEqual(results.consents, want.consents, 'the consents needed, and their digests equal viem');
   assert.deepEqual(results.compliance, want.compliance);
   assert.deepEqual(results.badges, want.badges);
   assert.deepEqual([...results.badges].sort(), ['compliant', 'lapsed', 'revoked', 'suspended', 'terminated']);

@@ -5,7 +5,7 @@
 
 export const CHAIN_ID = 84532;
 export const FORWARDER = '0x70c2fdD0CDada6b43195981928D76f5D32AE29e5';
-const REGISTRY = '0x2EFaB5B3BEf49E56a6Ce1dcB1A39EF63C312EA23';
+export const REGISTRY = '0x2EFaB5B3BEf49E56a6Ce1dcB1A39EF63C312EA23';
 
 export const requests = [
   { from: '0x1111111111111111111111111111111111111111', to: REGISTRY, value: 0, gas: 300000, nonce: 0, deadline: 0, data: '0x' },
@@ -25,10 +25,25 @@ export const records = [
   [{ status: 'Terminated', lastAttestation: ATTESTED }, 1700000000, 2],
 ];
 
+/** A registration by one key for another wallet, naming a third person Haftungsperson. */
+export const parties = {
+  creator: '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266',
+  agentWallet: '0x70997970C51812dc3A010C7d01b50e0d17dc79C8',
+  haftungsperson: '0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC',
+  parentAgentId: 0,
+};
+export const CONSENT_NONCES = [2, '7'];
+export const CONSENT_DEADLINE = 1900000000;
+
 /** Runs the checks with an initialised kya-core module. */
 export function run(kya) {
+  const needed = kya.consentsNeeded(parties, ...CONSENT_NONCES, CONSENT_DEADLINE);
   return {
     digests: requests.map((request) => kya.forwardRequestDigest(request, CHAIN_ID, FORWARDER)),
+    consents: [needed.agentWallet, needed.liability].map((consent) => ({
+      consent,
+      digest: kya.consentDigest(consent, CHAIN_ID, REGISTRY),
+    })),
     compliance: records.map(([record, now, children]) => kya.evaluateCompliance(record, now, children)),
     badges: records.map(([record, now]) => kya.complianceBadge(record, now)),
   };

@@ -3,6 +3,15 @@
 // each @ts-expect-error must stay an error, so types that went loose (`any`) fail the check too.
 import init, {
   type AgentStatus,
+  type AgentWalletConsentInput,
+  type AgentWalletConsentView,
+  type ConsentInput,
+  type ConsentKind,
+  type ConsentTypedData,
+  type ConsentsNeededView,
+  type LiabilityConsentInput,
+  type PartiesInput,
+  type RegisterAgentWithConsentInput,
   type AgentView,
   type AttestedRecord,
   type ChildIds,
@@ -16,8 +25,12 @@ import init, {
   type TypedData,
   type TypedDataField,
   type UintInput,
+  agentWalletConsentDigest,
   attestComplianceCalldata,
   checksumAddress,
+  consentDigest,
+  consentTypedData,
+  consentsNeeded,
   complianceBadge,
   decodeAgentRecord,
   decodeChildren,
@@ -33,7 +46,9 @@ import init, {
   initSync,
   isAddress,
   kyaDecision,
+  liabilityConsentDigest,
   registerAgentCalldata,
+  registerAgentWithConsentCalldata,
   reportRevenueCalldata,
 } from 'kya-core';
 
@@ -99,7 +114,34 @@ const messageNonce: string = typed.message.nonce;
 forwardRequestDigest({ ...request, gas: true }, 84532, wallet);
 const valid: boolean = isAddress(wallet) && checksumAddress(wallet) === wallet;
 
+// Consents: which a registration needs, their digests and typed data, and the call carrying them.
+const parties: PartiesInput = { creator: wallet, agentWallet: wallet, haftungsperson: wallet, parentAgentId: 0 };
+const needed: ConsentsNeededView = consentsNeeded(parties, 0, '1', 1900000000);
+const walletView: AgentWalletConsentView | null = needed.agentWallet;
+// What consentsNeeded gives goes straight into consentTypedData and consentDigest.
+const consentTyped: ConsentTypedData | undefined = walletView ? consentTypedData(walletView, 84532, wallet) : undefined;
+const consentKind: ConsentKind | undefined = consentTyped?.primaryType;
+const consentFields = consentTyped?.types.AgentWalletConsent;
+const liabilityDigest: string | undefined = needed.liability ? consentDigest(needed.liability, 84532, wallet) : undefined;
+const walletConsent: AgentWalletConsentInput = { agentWallet: wallet, creator: wallet, parentAgentId: 0, nonce: '3', deadline: 1 };
+const liabilityConsent: LiabilityConsentInput = { haftungsperson: wallet, creator: wallet, agentWallet: wallet, nonce: 0, deadline: '1' };
+const tagged: ConsentInput = { primaryType: 'LiabilityConsent', ...liabilityConsent };
+const consentDigests: string[] = [
+  agentWalletConsentDigest(walletConsent, 84532, wallet),
+  liabilityConsentDigest(liabilityConsent, 84532, wallet),
+  consentDigest(tagged, 84532, wallet),
+];
+// @ts-expect-error: a consent names its primaryType
+consentDigest(walletConsent, 84532, wallet);
+// @ts-expect-error: an AgentWalletConsent has no haftungsperson, a LiabilityConsent no parentAgentId
+consentTypedData({ primaryType: 'AgentWalletConsent', ...liabilityConsent }, 84532, wallet);
+const consented: RegisterAgentWithConsentInput = { ...registration, deadline: 1900000000, walletConsent: `0x${'ab'.repeat(65)}` };
+calls.push(registerAgentWithConsentCalldata(consented));
+// @ts-expect-error: the consents' deadline is required
+registerAgentWithConsentCalldata({ ...registration, walletConsent: '0x' });
+
 export const used = [
   seconds, status, badge, decision, notABadge, constitution, walletNumber, hashBytes, registeredAt, agentStatus,
   again, firstChild, amount, periodEnd, onChain, digest, fields, chainId, messageNonce, valid,
+  consentKind, consentFields, liabilityDigest, consentDigests,
 ];
