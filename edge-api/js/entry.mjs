@@ -1,6 +1,12 @@
 // Entry module of the edge API Worker: instantiates the Rust wasm (built by
 // scripts/build-worker.sh into edge-api/build/) once per isolate and hands it every request.
-import { initSync, fetch as handleFetch, scheduled as handleScheduled } from "../build/kya_edge_api.js";
+import { DurableObject } from "cloudflare:workers";
+import {
+  initSync,
+  fetch as handleFetch,
+  scheduled as handleScheduled,
+  NonceStore as RustNonceStore,
+} from "../build/kya_edge_api.js";
 import wasmModule from "../build/kya_edge_api_bg.wasm";
 
 // Wrangler imports `.wasm` files as compiled WebAssembly.Module objects, so no fetch of the
@@ -16,3 +22,16 @@ export default {
     return handleScheduled(event, env, ctx);
   },
 };
+
+// The Durable Object of one keyid's ERC-8128 nonces (edge-api/src/verify/nonces.rs). The runtime
+// wants a class that extends DurableObject; the Rust object built by wasm-bindgen does the work.
+export class NonceStore extends DurableObject {
+  constructor(ctx, env) {
+    super(ctx, env);
+    this.inner = new RustNonceStore(ctx, env);
+  }
+
+  async fetch(request) {
+    return this.inner.fetch(request);
+  }
+}

@@ -3,7 +3,9 @@
 use std::rc::Rc;
 
 use alloy_primitives::{Address, keccak256};
-use kya_core::multicall::MULTICALL3_ADDRESS;
+use kya_core::{
+    erc8128::VerifyPolicy, forward_request::BASE_SEPOLIA_CHAIN_ID, multicall::MULTICALL3_ADDRESS,
+};
 use worker::Env;
 
 use crate::{Error, Result};
@@ -54,6 +56,8 @@ pub(crate) struct Config {
     pub(crate) memory_cache_bytes: usize,
     /// The registry index's settings.
     pub(crate) index: IndexConfig,
+    /// What `POST /api/v1/kya/verify` accepts (`CHAIN_ID`, `VERIFY_*`).
+    pub(crate) verify: VerifyPolicy,
     /// A short hash of the registry and the RPC endpoint, part of every cache key, so a changed
     /// configuration never serves what the old one answered.
     pub(crate) cache_tag: String,
@@ -94,7 +98,7 @@ thread_local! {
 
 impl Config {
     /// Reads `RPC_URL`, `REGISTRY_ADDRESS`, `RPC_BATCH_SIZE`, `MEMORY_CACHE_BYTES`, the `INDEX_*`
-    /// settings and `MULTICALL_ADDRESS`; empty values count as unset, except `MULTICALL_ADDRESS`,
+    /// settings, `CHAIN_ID` and the `VERIFY_*` settings, and `MULTICALL_ADDRESS`; empty values count as unset, except `MULTICALL_ADDRESS`,
     /// which empty turns Multicall3 off.
     pub(crate) fn from_env(env: &Env) -> Rc<Self> {
         CONFIG.with(|config| Rc::clone(config.get_or_init(|| Rc::new(Self::read(env)))))
@@ -135,6 +139,16 @@ impl Config {
                 answer_ttl_secs: var("INDEX_ANSWER_TTL_SECS")
                     .and_then(|secs| secs.parse().ok())
                     .unwrap_or(DEFAULT_INDEX_ANSWER_TTL_SECS),
+            },
+            verify: VerifyPolicy {
+                clock_skew_secs: var("VERIFY_CLOCK_SKEW_SECS")
+                    .and_then(|secs| secs.parse().ok())
+                    .unwrap_or(VerifyPolicy::DEFAULT_CLOCK_SKEW_SECS),
+                max_window_secs: count("VERIFY_MAX_WINDOW_SECS", VerifyPolicy::DEFAULT_MAX_WINDOW_SECS),
+                // Replayable signatures need the early invalidation of ERC-8128 section 5.2,
+                // which this Worker does not offer yet: a nonce is always required.
+                require_nonce: true,
+                ..VerifyPolicy::new(count("CHAIN_ID", BASE_SEPOLIA_CHAIN_ID))
             },
             multicall: match raw("MULTICALL_ADDRESS") {
                 None => Some(MULTICALL3_ADDRESS.to_string()),

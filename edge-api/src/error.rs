@@ -34,6 +34,12 @@ pub enum Error {
     /// The API is read-only: only GET and HEAD (and the OPTIONS preflight) are served.
     #[error("Method {0} not allowed: the API is read-only (GET)")]
     MethodNotAllowed(String),
+    /// `POST /api/v1/kya/verify` with a body that is not its shape (INTERFACE.md section 6).
+    #[error("{0}")]
+    BadVerifyRequest(String),
+    /// A method other than POST on `/api/v1/kya/verify`, the API's one write-shaped endpoint.
+    #[error("Method {0} not allowed: {path} takes POST", path = crate::verify::PATH)]
+    VerifyMethodNotAllowed(String),
     /// More than the allowed requests in the current window.
     #[error("Rate limit exceeded. Try again in 1 minute.")]
     RateLimited {
@@ -52,7 +58,8 @@ impl Error {
             Self::Core(error) if error.is_bad_request() => 400,
             Self::Core(kya_core::Error::AgentNotFound(_) | kya_core::Error::AgentIdBeyondRegistry(_))
             | Self::NoRoute(_) => 404,
-            Self::MethodNotAllowed(_) => 405,
+            Self::BadVerifyRequest(_) => 400,
+            Self::MethodNotAllowed(_) | Self::VerifyMethodNotAllowed(_) => 405,
             Self::RateLimited { .. } => 429,
             // A provider that refuses even a batch of one call, or keeps failing: a bad gateway.
             // So is one whose `eth_call` gas cap is below what a lone call needs.
@@ -86,6 +93,12 @@ mod tests {
         assert_eq!(Error::NoRoute("/x".into()).to_string(), "Agent not found: no resource at /x");
         assert_eq!(Error::from(kya_core::Error::Rpc("x".into())).status(), 500);
         assert_eq!(Error::RateLimited { retry_after: 3 }.status(), 429);
+        assert_eq!(Error::BadVerifyRequest("x".into()).status(), 400);
+        assert_eq!(Error::VerifyMethodNotAllowed("GET".into()).status(), 405);
+        assert_eq!(
+            Error::VerifyMethodNotAllowed("GET".into()).to_string(),
+            "Method GET not allowed: /api/v1/kya/verify takes POST"
+        );
         assert_eq!(Error::RegistryNotConfigured.status(), 500);
         assert_eq!(Error::from(kya_core::Error::BatchRefused("x".into())).status(), 502);
         assert_eq!(Error::ProviderFailed("x".into()).status(), 502);

@@ -78,6 +78,9 @@ impl Source {
 /// `Access-Control-Allow-Methods` (the OpenAPI document's operations are held to it).
 pub(crate) const METHODS: &str = "GET, HEAD, OPTIONS";
 
+/// The methods of `POST /api/v1/kya/verify`, the one path that takes a body.
+pub(crate) const VERIFY_METHODS: &str = "POST, OPTIONS";
+
 /// Request headers a cross-origin caller may send (a JSON body's type, and `If-None-Match` for
 /// a 304).
 pub(crate) const ALLOWED_HEADERS: &str = "Content-Type, If-None-Match";
@@ -126,6 +129,7 @@ pub(crate) fn error(error: &Error) -> Result<Response> {
             response.headers().set("retry-after", &retry_after.to_string())?
         }
         Error::MethodNotAllowed(_) => response.headers().set("allow", METHODS)?,
+        Error::VerifyMethodNotAllowed(_) => response.headers().set("allow", VERIFY_METHODS)?,
         _ => {}
     }
     Ok(response)
@@ -139,10 +143,11 @@ pub(crate) fn not_modified(etag: &str, cache_control: &str) -> Result<Response> 
     Ok(Response::empty()?.with_status(304).with_headers(headers))
 }
 
-/// The answer to a CORS preflight (an OPTIONS request on a path the API serves).
-pub(crate) fn preflight() -> Result<Response> {
+/// The answer to a CORS preflight (an OPTIONS request on a path the API serves) for a path
+/// served with `methods`.
+pub(crate) fn preflight(methods: &str) -> Result<Response> {
     let headers = Headers::new();
-    headers.set("access-control-allow-methods", METHODS)?;
+    headers.set("access-control-allow-methods", methods)?;
     headers.set("access-control-allow-headers", ALLOWED_HEADERS)?;
     headers.set("access-control-max-age", PREFLIGHT_MAX_AGE)?;
     Ok(Response::empty()?.with_status(204).with_headers(headers))

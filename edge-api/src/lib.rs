@@ -14,6 +14,9 @@ mod reads;
 mod routes;
 mod rpc;
 mod snapshot;
+mod verify;
+
+pub use verify::nonces::NonceStore;
 
 pub use config::{
     DEFAULT_BATCH_SIZE, DEFAULT_INDEX_AGENTS_PER_RUN, DEFAULT_INDEX_ANSWER_TTL_SECS,
@@ -55,7 +58,7 @@ async fn scheduled(_event: ScheduledEvent, env: Env, _context: ScheduleContext) 
     index::run(&env).await;
 }
 
-async fn respond(request: Request, env: Env, context: Context) -> Result<Response> {
+async fn respond(mut request: Request, env: Env, context: Context) -> Result<Response> {
     let ip = rate_limit::client_ip(request.headers());
     let now_ms = Date::now().as_millis();
     let now = now_ms / 1000;
@@ -63,12 +66,17 @@ async fn respond(request: Request, env: Env, context: Context) -> Result<Respons
         // Preflights are the browser's, not the caller's: they show the quota but do not use it.
         // A path the API does not serve has no CORS policy to tell: its 404, like any method's.
         let path = request.path();
-        let response =
-            if routes::serves(&path) { http::preflight()? } else { http::error(&Error::NoRoute(path))? };
+        let response = if path == verify::PATH {
+            http::preflight(http::VERIFY_METHODS)?
+        } else if routes::serves(&path) {
+            http::preflight(http::METHODS)?
+        } else {
+            http::error(&Error::NoRoute(path))?
+        };
         return http::finish(response, rate_limit::peek(&ip, now).remaining);
     }
     let (remaining, outcome) = match rate_limit::admit(&env, &context, &ip, now_ms) {
-        Ok(quota) => (quota.remaining, serve(&request, &env, &context, now).await),
+        Ok(quota) => (quota.remaining, serve(&mut request, &env, &context, now).await),
         Err(limited) => (0, Err(limited)),
     };
     let response = match outcome {
@@ -85,13 +93,24 @@ async fn respond(request: Request, env: Env, context: Context) -> Result<Respons
 
 /// Everything after the rate limit, at wall-clock time `now` (Unix seconds); errors become
 /// `{"error": ...}` in [`respond`].
-async fn serve(request: &Request, env: &Env, context: &Context, now: u64) -> Result<Response> {
+async fn serve(request: &mut Request, env: &Env, context: &Context, now: u64) -> Result<Response> {
     // By name: workers-rs reads a method it has no variant for (QUERY, PROPFIND, ...) as GET.
     let method = request.inner().method();
+    let url = request.url()?;
+    if url.path() == verify::PATH {
+        if method != "POST" {
+            return Err(Error::VerifyMethodNotAllowed(method));
+        }
+        let config = Config::from_env(env);
+        let budget = Cell::new(rpc::SUBREQUEST_BUDGET);
+        let rpc =
+            Rpc { url: &config.rpc_url, batch_size: config.batch_size, multicall: None, budget: &budget };
+        let rpc = Rpc { multicall: config.multicall()?, ..rpc };
+        return verify::answer(request, env, &rpc, config.registry()?, &config.verify, now).await;
+    }
     if method != "GET" && method != "HEAD" {
         return Err(Error::MethodNotAllowed(method));
     }
-    let url = request.url()?;
     let query: Vec<(String, String)> = url.query_pairs().into_owned().collect();
     let endpoint = routes::resolve(url.path(), &query)?;
     let config = Config::from_env(env);

@@ -76,7 +76,9 @@ impl VerifyPolicy {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Verified {
-    /// The account that signed: the keyid's address.
+    /// The account that signed: the keyid's address (EIP-55 checksummed in JSON, as every
+    /// address the API writes).
+    #[serde(serialize_with = "crate::checksum::serialize")]
     pub signer: Address,
     /// The keyid as the signature carried it.
     pub keyid: String,

@@ -14,3 +14,4 @@ mod hostile;
 mod index;
 mod methods;
 mod providers;
+mod verify;

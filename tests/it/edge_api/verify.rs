@@ -1,0 +1,213 @@
+//! `POST /api/v1/kya/verify` under `wrangler dev` with its real Durable Object nonce store, against
+//! a real anvil: requests signed by ERC-8128 (`kya_core::erc8128`, real secp256k1 signatures),
+//! checked as a provider would forward them. Exact bodies for the accepted answer and for every
+//! refusal the issue names: a tampered method, path, query and body, another authority, an
+//! expired signature and one from beyond the skew, a replayed nonce (twice in sequence, and
+//! twice at one moment from two connections: exactly one passes), and bodies of the wrong shape.
+
+use alloy::signers::local::PrivateKeySigner;
+use base64::Engine;
+use kya_core::erc8128::{RequestToSign, SignParams, SignedHeaders, sign_request_with_secret};
+use kya_tests::{
+    TestChain,
+    edge_fixture::{EdgeWorker, chain_vars, fresh_ip},
+    register_call,
+};
+use serde_json::{Value, json};
+
+const URL: &str = "https://api.provider.example/v1/infer?model=small&stream=0";
+const BODY: &[u8] = br#"{"prompt":"hello"}"#;
+
+/// A provider's forwarding of one received request.
+struct Forwarded {
+    method: &'static str,
+    url: String,
+    headers: Vec<(String, String)>,
+    body: Option<Vec<u8>>,
+    authority: Option<&'static str>,
+}
+
+impl Forwarded {
+    fn json(&self) -> Value {
+        let headers: serde_json::Map<String, Value> =
+            self.headers.iter().map(|(name, value)| (name.clone(), Value::from(value.clone()))).collect();
+        let mut body = json!({ "method": self.method, "url": self.url, "headers": headers });
+        if let Some(bytes) = &self.body {
+            body["body"] = base64::engine::general_purpose::STANDARD.encode(bytes).into();
+        }
+        if let Some(authority) = self.authority {
+            body["authority"] = authority.into();
+        }
+        body
+    }
+}
+
+/// `POST <method> URL` with `BODY`, signed by `key` at `created` for `window` seconds with `nonce`.
+fn signed(key: &PrivateKeySigner, chain_id: u64, created: u64, window: u64, nonce: &str) -> Forwarded {
+    let request = RequestToSign {
+        method: "POST",
+        url: URL,
+        headers: &[("content-type", "application/json")],
+        body: Some(BODY),
+    };
+    let params = SignParams {
+        chain_id,
+        created,
+        expires: created + window,
+        nonce: Some(nonce),
+        extra_components: &[],
+    };
+    let secret: [u8; 32] = key.credential().to_bytes().into();
+    let SignedHeaders { signature_input, signature, content_digest } =
+        sign_request_with_secret(&request, &params, &secret).expect("signs");
+    let mut headers = vec![
+        ("Signature-Input".to_owned(), signature_input),
+        ("Signature".to_owned(), signature),
+        ("Content-Type".to_owned(), "application/json".to_owned()),
+    ];
+    headers.extend(content_digest.map(|digest| ("Content-Digest".to_owned(), digest)));
+    Forwarded { method: "POST", url: URL.to_owned(), headers, body: Some(BODY.to_vec()), authority: None }
+}
+
+struct Verifier {
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Verifier {
+    async fn post(&self, body: &Value) -> (u16, Value, reqwest::header::HeaderMap) {
+        self.post_text(&body.to_string()).await
+    }
+
+    async fn post_text(&self, text: &str) -> (u16, Value, reqwest::header::HeaderMap) {
+        let response = self
+            .http
+            .post(format!("{}/api/v1/kya/verify", self.base))
+            .header("cf-connecting-ip", fresh_ip())
+            .header("content-type", "application/json")
+            .body(text.to_owned())
+            .send()
+            .await
+            .expect("the Worker answers");
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let body = response.json().await.expect("a JSON body");
+        (status, body, headers)
+    }
+
+    /// Asserts a `verified: false` answer with `reason`, and returns its message.
+    async fn refused(&self, forwarded: &Forwarded, reason: &str) -> String {
+        let (status, body, _) = self.post(&forwarded.json()).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["verified"], false, "{reason}: {body}");
+        assert_eq!(body["reason"], reason, "{body}");
+        assert_eq!(body.as_object().unwrap().len(), 3, "verified, reason, message only: {body}");
+        body["message"].as_str().expect("a message").to_owned()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signed_requests_are_verified_with_the_signers_standing_and_each_nonce_once() {
+    let t = TestChain::start().await;
+    let agent = PrivateKeySigner::random();
+    t.chain.impersonate(agent.address()).await.expect("funds the agent");
+    t.chain.send(agent.address(), t.registry(), &register_call(agent.address(), 0)).await.expect("registers");
+    let worker = EdgeWorker::start(&chain_vars(&t.rpc_url(), t.registry())).await;
+    let verifier = Verifier { base: worker.base.clone(), http: kya_tests::http_client() };
+    let chain_id = t.chain_id();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+
+    // A valid request from a compliant agent: its signature, then its KYA standing at one block.
+    let valid = signed(&agent, chain_id, now, 120, "n-valid");
+    let (status, body, headers) = verifier.post(&valid.json()).await;
+    assert_eq!(status, 200, "{body}");
+    let keyid = format!("erc8128:{chain_id}:{:#x}", agent.address());
+    assert_eq!(body["verified"], true, "{body}");
+    assert_eq!(body["signer"], agent.address().to_checksum(None));
+    assert_eq!(body["keyid"], keyid);
+    assert_eq!(body["chainId"], chain_id);
+    assert_eq!((body["created"].as_u64(), body["expires"].as_u64()), (Some(now), Some(now + 120)));
+    assert_eq!(body["nonce"], "n-valid");
+    assert_eq!(body["components"], json!(["@method", "@authority", "@path", "@query", "content-digest"]));
+    assert_eq!(body["kya"]["wallet"], agent.address().to_checksum(None));
+    assert_eq!(
+        (body["kya"]["isRegistered"].as_bool(), body["kya"]["isCompliant"].as_bool()),
+        (Some(true), Some(true))
+    );
+    assert_eq!(body["kya"]["agent"]["agentId"], 1);
+    assert_eq!(body["kya"]["agent"]["status"], "Active");
+    let block: u64 = headers["x-block-number"].to_str().unwrap().parse().unwrap();
+    assert!(block >= 1, "names its block");
+    assert_eq!(headers["cache-control"], "no-store");
+
+    // The same request again: its nonce is used.
+    let message = verifier.refused(&valid, "replayed").await;
+    assert!(message.contains("n-valid"), "{message}");
+
+    // Twice at one moment from two connections: exactly one passes.
+    let racing = signed(&agent, chain_id, now, 120, "n-race").json();
+    let other = Verifier { base: worker.base.clone(), http: kya_tests::http_client() };
+    let (first, second) = tokio::join!(verifier.post(&racing), other.post(&racing));
+    let outcomes = [first.1, second.1];
+    let passed = outcomes.iter().filter(|body| body["verified"] == true).count();
+    let replayed = outcomes.iter().filter(|body| body["reason"] == "replayed").count();
+    assert_eq!((passed, replayed), (1, 1), "{outcomes:?}");
+
+    // A wallet with no agent: a valid signature, and a standing that says so.
+    let stranger = PrivateKeySigner::random();
+    let (_, body, _) = verifier.post(&signed(&stranger, chain_id, now, 60, "n-stranger").json()).await;
+    assert_eq!(body["verified"], true, "{body}");
+    assert_eq!(body["kya"]["isRegistered"], false);
+    assert_eq!(body["kya"]["isCompliant"], false);
+    assert_eq!(body["kya"]["agent"], Value::Null);
+
+    // Tampered parts: each one changes the signature base (or the body's digest).
+    let mut method = signed(&agent, chain_id, now, 60, "n-method");
+    method.method = "PUT";
+    verifier.refused(&method, "bad_signature").await;
+    let mut path = signed(&agent, chain_id, now, 60, "n-path");
+    path.url = path.url.replace("/v1/infer", "/v1/admin");
+    verifier.refused(&path, "bad_signature").await;
+    let mut query = signed(&agent, chain_id, now, 60, "n-query");
+    query.url = query.url.replace("model=small", "model=large");
+    verifier.refused(&query, "bad_signature").await;
+    let mut body_changed = signed(&agent, chain_id, now, 60, "n-body");
+    body_changed.body = Some(br#"{"prompt":"rm -rf"}"#.to_vec());
+    verifier.refused(&body_changed, "digest_mismatch").await;
+    // A refused signature did not use up its nonce: the untampered request still passes.
+    let (_, body, _) = verifier.post(&signed(&agent, chain_id, now, 60, "n-method").json()).await;
+    assert_eq!(body["verified"], true, "a bad signature must not burn the nonce: {body}");
+
+    // Signed for another host than the one the provider serves.
+    let mut elsewhere = signed(&agent, chain_id, now, 60, "n-host");
+    elsewhere.authority = Some("api.other.example");
+    let message = verifier.refused(&elsewhere, "wrong_authority").await;
+    assert!(message.contains("api.other.example"), "{message}");
+
+    // Expired, and from the future beyond the 60 s skew.
+    verifier.refused(&signed(&agent, chain_id, now - 400, 200, "n-old"), "expired").await;
+    verifier.refused(&signed(&agent, chain_id, now + 600, 60, "n-future"), "not_yet_valid").await;
+    verifier.refused(&signed(&agent, chain_id, now, 3_600, "n-long"), "window_too_long").await;
+    verifier.refused(&signed(&agent, chain_id + 1, now, 60, "n-chain"), "wrong_chain").await;
+
+    // Bodies that are not the endpoint's shape: 400 with a message, never a 500.
+    for (text, expected) in [
+        ("not json", "JSON object"),
+        (r#"{"method":"GET","url":"https://a/","headers":{"signature":"x"}}"#, "signature-input"),
+        (r#"{"method":"GET","headers":{}}"#, "url"),
+    ] {
+        let (status, body, _) = verifier.post_text(text).await;
+        assert_eq!(status, 400, "{text}: {body}");
+        assert!(body["error"].as_str().unwrap().contains(expected), "{text}: {body}");
+    }
+    // Only POST.
+    let response = verifier
+        .http
+        .get(format!("{}/api/v1/kya/verify", worker.base))
+        .header("cf-connecting-ip", fresh_ip())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 405);
+    assert_eq!(response.headers()["allow"], "POST, OPTIONS");
+}
