@@ -341,7 +341,7 @@ mod tests {
         let write = Write::Register(signed);
         assert_eq!(write.calldata(), Bytes::from(expected.abi_encode()));
         assert_eq!(write.calldata()[..4], AgentRegistry::registerAgentWithConsentCall::SELECTOR);
-        assert_eq!(write.gas(), 450_000 + 20_000 + 2 * crate::write::GAS_PER_CONSENT);
+        assert_eq!(write.gas(), 450_000 + 20_000 + 2 * 100_000);
     }
 
     fn keccak(bytes: &[u8]) -> B256 {

@@ -378,14 +378,18 @@ pub(crate) fn consents_needed(needed: &super::register::ConsentsNeeded<'_>) -> s
             serde_json::to_string(consent.typed_data)?,
         );
     }
+    let one = needed.consents.len() == 1;
     let _ = write!(
         out,
-        "\n\nSigned for --consent-deadline {} ({}) at the signers' current consent nonces: run the same \
-         command again with --consent-deadline {} and the signatures. A consent serves one registration \
-         by creator {} on chain {} at registry {}.",
+        "\n\n{} the deadline {} ({}) and {} signer's current consent nonce: run the same command again \
+         with --consent-deadline {} and the {}. A consent serves one registration by creator {} on chain \
+         {} at registry {}.",
+        if one { "It names" } else { "Both name" },
         needed.deadline,
         needed.deadline_iso,
+        if one { "its" } else { "each" },
         needed.deadline,
+        if one { "signature" } else { "signatures" },
         needed.creator,
         needed.chain_id,
         needed.registry
@@ -518,6 +522,59 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("replaced"), "the list says it all: {text}");
+    }
+
+    #[test]
+    fn a_missing_consent_says_who_signs_what_and_how_to_pass_it_back() {
+        use alloy::primitives::{Address, B256};
+        use kya_core::consent::{AgentWalletConsent, Consent, ConsentKind};
+
+        let (wallet, creator, registry) =
+            (Address::repeat_byte(1), Address::repeat_byte(2), Address::repeat_byte(3));
+        let typed = Consent::AgentWallet(AgentWalletConsent {
+            agentWallet: wallet,
+            creator,
+            parentAgentId: U256::from(4),
+            nonce: U256::from(0),
+            deadline: U256::from(1_700_003_600),
+        })
+        .typed_data(84532, registry);
+        let needed = super::super::register::ConsentsNeeded {
+            sent: false,
+            chain_id: 84532,
+            registry,
+            creator,
+            deadline: 1_700_003_600,
+            deadline_iso: "2023-11-14T23:13:20.000Z".into(),
+            consents: vec![super::super::register::NeededConsent {
+                consent: ConsentKind::AgentWalletConsent,
+                signer: wallet,
+                flag: "--wallet-consent",
+                key_flag: "--wallet-key",
+                digest: B256::repeat_byte(0xab),
+                typed_data: &typed,
+            }],
+        };
+        let text = consents_needed(&needed).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "register: nothing sent; a consent is missing");
+        assert_eq!(
+            lines[2],
+            format!(
+                "The agent wallet {wallet} signs this AgentWalletConsent (EIP-712, eth_signTypedData_v4); pass \
+                 the signature back with --wallet-consent 0x…, or sign it here with --wallet-key / AGENT_WALLET_KEY."
+            )
+        );
+        assert_eq!(lines[3], format!("  digest  {}", B256::repeat_byte(0xab)));
+        let printed: serde_json::Value = serde_json::from_str(lines[4]).expect("the typed data on one line");
+        assert_eq!(printed, serde_json::to_value(&typed).unwrap());
+        assert!(
+            lines[6].starts_with(
+                "It names the deadline 1700003600 (2023-11-14T23:13:20.000Z) and its signer's current consent \
+                 nonce: run the same command again with --consent-deadline 1700003600 and the signature."
+            ),
+            "{text}"
+        );
     }
 
     #[test]

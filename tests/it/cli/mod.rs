@@ -5,7 +5,10 @@
 
 use std::process::Output;
 
-use alloy::primitives::{Address, U256, keccak256};
+use alloy::{
+    primitives::{Address, U256, keccak256},
+    signers::{SignerSync, local::PrivateKeySigner},
+};
 use kya_core::abi::AgentRegistry;
 use kya_devchain::{
     dev_accounts::{self, Role},
@@ -99,6 +102,7 @@ async fn kya_command_line_end_to_end() {
     reads(&t).await;
     bad_input(&t).await;
     agent_cycle(&t).await;
+    consented_registrations(&t).await;
     direct_writes(&t).await;
     relayer.stop().await;
 }
@@ -289,6 +293,30 @@ async fn bad_input(t: &Setup) {
         .await;
     assert_eq!(run.code, 1);
     assert!(run.stderr.contains("invalid amount \"-5\": must not be negative"), "{}", run.stderr);
+
+    // Strings the registry would refuse as too long (INTERFACE.md section 5), refused here first.
+    let long_scope = "s".repeat(1025);
+    let long_currency = "C".repeat(17);
+    let long_category = "c".repeat(65);
+    let cases: [(Vec<&str>, &str); 3] = [
+        (
+            vec!["register", "--scope", &long_scope, "--constitution-text", "x", "--capabilities", "x"],
+            "operational scope is 1025 bytes; the registry stores at most 1024",
+        ),
+        (
+            vec!["report-revenue", "1", "--amount", "1", "--currency", &long_currency, "--category", "x"],
+            "currency is 17 bytes; the registry stores at most 16",
+        ),
+        (
+            vec!["report-revenue", "1", "--amount", "1", "--currency", "USD", "--category", &long_category],
+            "category is 65 bytes; the registry stores at most 64",
+        ),
+    ];
+    for (args, message) in cases {
+        let run = t.kya(&args, &[("AGENT_PRIVATE_KEY", key)]).await;
+        assert_eq!(run.code, 1, "kya {}: {}{}", args[0], run.stdout, run.stderr);
+        assert!(run.stderr.contains(message), "{}", run.stderr);
+    }
 }
 
 /// An agent with no ETH: register → attest → report revenue → check → terminate, every write
@@ -408,12 +436,16 @@ async fn agent_cycle(t: &Setup) {
     assert_eq!(refused.code, 1, "{}{}", refused.stdout, refused.stderr);
     assert!(refused.stderr.contains("Not authorized for this agent"), "{}", refused.stderr);
 
-    // A child: under someone else's agent refused, under the signer's own registered.
-    let child = dev_accounts::agent_wallet(9_000_003).address().to_checksum(None);
-    let refused = t.kya(&child_of(&t.demo.roles.compliant.to_string(), &child), &with_key).await;
+    // A child: its wallet consents (its key signs here); under someone else's agent refused,
+    // under the signer's own registered.
+    let child_key = dev_accounts::agent_wallet(9_000_003);
+    let child = child_key.address().to_checksum(None);
+    let child_key = format!("0x{}", alloy::hex::encode(child_key.to_bytes()));
+    let with_keys = [("AGENT_PRIVATE_KEY", key.as_str()), ("AGENT_WALLET_KEY", child_key.as_str())];
+    let refused = t.kya(&child_of(&t.demo.roles.compliant.to_string(), &child), &with_keys).await;
     assert_eq!(refused.code, 1, "{}{}", refused.stdout, refused.stderr);
     assert!(refused.stderr.contains("Not authorized for this agent"), "{}", refused.stderr);
-    let registered = t.kya(&child_of(&new_id.to_string(), &child), &with_key).await;
+    let registered = t.kya(&child_of(&new_id.to_string(), &child), &with_keys).await;
     assert_eq!(registered.code, 0, "{}{}", registered.stdout, registered.stderr);
     let registered = registered.json();
     assert_eq!(registered["result"]["agentId"], new_id + 1, "{registered}");
@@ -435,6 +467,242 @@ async fn agent_cycle(t: &Setup) {
         .await
         .unwrap();
     assert_eq!(record.status, kya_core::AgentStatus::Terminated as u8);
+}
+
+/// A test key as `kya` takes it: 0x and 64 hex digits.
+fn key_of(signer: &PrivateKeySigner) -> String {
+    format!("0x{}", alloy::hex::encode(signer.to_bytes()))
+}
+
+/// The registry's agent id of `wallet` (0: none).
+async fn agent_of(t: &Setup, wallet: Address) -> u64 {
+    let id = t.chain.chain.view(t.chain.registry(), &AgentRegistry::walletToAgentCall(wallet)).await.unwrap();
+    id.to()
+}
+
+/// `kya register` for a root agent, with `extra` arguments.
+fn register_args<'a>(scope: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "register",
+        "--scope",
+        scope,
+        "--constitution-text",
+        "Be fair.",
+        "--capabilities",
+        "search",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
+/// One key registers an agent for another wallet and names a third person Haftungsperson: without
+/// their keys it prints the typed data to sign and sends nothing; with their keys it registers
+/// through the relayer; with signatures made elsewhere (here: by alloy, over the printed typed
+/// data's digest) it registers as well.
+async fn consented_registrations(t: &Setup) {
+    let creator = dev_accounts::agent_wallet(9_000_010);
+    let wallet = dev_accounts::agent_wallet(9_000_011);
+    let person = dev_accounts::agent_wallet(9_000_012);
+    let creator_key = key_of(&creator);
+    let as_creator = [("AGENT_PRIVATE_KEY", creator_key.as_str())];
+    let (wallet_text, person_text) = (wallet.address().to_checksum(None), person.address().to_checksum(None));
+    let parties = ["--wallet", wallet_text.as_str(), "--haftungsperson", person_text.as_str()];
+    let next_id = || async {
+        t.chain.chain.view(t.chain.registry(), &AgentRegistry::nextAgentIdCall {}).await.unwrap()
+    };
+    let first_free = next_id().await;
+
+    // (a) No keys: the typed data of both consents, exit 5, nothing sent.
+    let run = t.kya(&register_args("works for others", &parties), &as_creator).await;
+    assert_eq!(run.code, 5, "{}{}", run.stdout, run.stderr);
+    assert!(run.stderr.is_empty(), "--json: one document on stdout, nothing on stderr: {}", run.stderr);
+    let needed = run.json();
+    let chain_now = t.chain.chain.latest_timestamp().await.unwrap();
+    let deadline = needed["deadline"].as_u64().expect("a deadline");
+    assert!((chain_now + 3590..=chain_now + 3600).contains(&deadline), "an hour of chain time: {needed}");
+    assert_eq!(needed["sent"], false);
+    assert_eq!(needed["creator"], creator.address().to_checksum(None));
+    assert_eq!(needed["registry"], t.chain.registry().to_checksum(None));
+    let consents = needed["consents"].as_array().expect("the consents");
+    assert_eq!(consents.len(), 2, "{needed}");
+    let domain = serde_json::json!({
+        "name": "AgentRegistry",
+        "version": "1",
+        "chainId": t.chain.chain_id(),
+        "verifyingContract": t.chain.registry().to_checksum(None),
+    });
+    let wallet_consent = &consents[0];
+    assert_eq!(
+        (&wallet_consent["consent"], &wallet_consent["signer"], &wallet_consent["flag"]),
+        (&"AgentWalletConsent".into(), &wallet_text.clone().into(), &"--wallet-consent".into())
+    );
+    assert_eq!(wallet_consent["typedData"]["primaryType"], "AgentWalletConsent");
+    assert_eq!(wallet_consent["typedData"]["domain"], domain);
+    assert_eq!(
+        wallet_consent["typedData"]["message"],
+        serde_json::json!({
+            "agentWallet": wallet_text,
+            "creator": creator.address().to_checksum(None),
+            "parentAgentId": "0",
+            "nonce": "0",
+            "deadline": deadline.to_string(),
+        })
+    );
+    let liability = &consents[1];
+    assert_eq!(
+        (&liability["consent"], &liability["flag"]),
+        (&"LiabilityConsent".into(), &"--liability-consent".into())
+    );
+    assert_eq!(liability["typedData"]["primaryType"], "LiabilityConsent");
+    assert_eq!(
+        liability["typedData"]["message"],
+        serde_json::json!({
+            "haftungsperson": person_text,
+            "creator": creator.address().to_checksum(None),
+            "agentWallet": wallet_text,
+            "nonce": "0",
+            "deadline": deadline.to_string(),
+        })
+    );
+    // The same as text: what to sign and how to pass it back.
+    let text_args: Vec<&str> =
+        register_args("works for others", &parties).into_iter().filter(|arg| *arg != "--json").collect();
+    let text = t.kya(&text_args, &as_creator).await;
+    assert_eq!(text.code, 5, "{}{}", text.stdout, text.stderr);
+    assert!(text.stdout.starts_with("register: nothing sent; two consents are missing"), "{}", text.stdout);
+    for needle in
+        ["--wallet-consent 0x…", "--liability-consent 0x…", "AGENT_WALLET_KEY", "--consent-deadline"]
+    {
+        assert!(text.stdout.contains(needle), "{needle}: {}", text.stdout);
+    }
+    assert!(text.stderr.contains("nothing was sent"), "{}", text.stderr);
+    assert_eq!(next_id().await, first_free, "no agent was registered");
+    assert_eq!(agent_of(t, wallet.address()).await, 0);
+
+    // (b) Both keys given: signed here, relayed; the wallet and Haftungsperson default to the
+    // keys' addresses.
+    let (wallet_key, person_key) = (key_of(&wallet), key_of(&person));
+    let registered = t
+        .ok_json(
+            &register_args(
+                "works for others",
+                &["--wallet-key", &wallet_key, "--haftungsperson-key", &person_key],
+            ),
+            &as_creator,
+        )
+        .await;
+    assert_eq!((registered["via"].as_str(), registered["status"].as_str()), (Some("relayer"), Some("mined")));
+    let id = registered["result"]["agentId"].as_u64().expect("an agent id");
+    assert_eq!(U256::from(id), first_free);
+    println!("gas used by a registration with two consents: {}", registered["gasUsed"]);
+    let agent = t.ok_json(&["agent", &id.to_string(), "--json"], &[]).await;
+    assert_eq!(agent["agent"]["agentWallet"], wallet_text);
+    assert_eq!(agent["agent"]["creator"], creator.address().to_checksum(None));
+    assert_eq!(agent["agent"]["haftungsperson"], person_text);
+    let check = t.kya(&["check", &wallet_text, "--json"], &[]).await;
+    assert_eq!((check.code, &check.json()["agent"]["agentId"]), (0, &id.into()), "{}", check.stdout);
+    assert_eq!(relayer_balance_of(t, creator.address()).await, U256::ZERO, "the creator paid nothing");
+    for secret in [&wallet_key[2..], &person_key[2..], &creator_key[2..]] {
+        assert!(!registered.to_string().contains(secret), "a key never shows");
+    }
+
+    // (c) Signatures made elsewhere: the printed typed data's digest signed with alloy. The
+    // Haftungsperson's consent nonce moved on with (b).
+    let second = dev_accounts::agent_wallet(9_000_013);
+    let second_text = second.address().to_checksum(None);
+    let parties = ["--wallet", second_text.as_str(), "--haftungsperson", person_text.as_str()];
+    let run = t.kya(&register_args("works for others too", &parties), &as_creator).await;
+    assert_eq!(run.code, 5, "{}{}", run.stdout, run.stderr);
+    let needed = run.json();
+    let deadline = needed["deadline"].as_u64().unwrap().to_string();
+    let consents = needed["consents"].as_array().unwrap();
+    assert_eq!(consents[1]["typedData"]["message"]["nonce"], "1", "the Haftungsperson consented once");
+    let signatures: Vec<String> = consents
+        .iter()
+        .zip([&second, &person])
+        .map(|(consent, key)| {
+            let digest = digest_of(&consent["typedData"]);
+            assert_eq!(consent["digest"], digest.to_string(), "the printed digest is the typed data's");
+            format!("0x{}", alloy::hex::encode(key.sign_hash_sync(&digest).unwrap().as_bytes()))
+        })
+        .collect();
+    // Swapped, they are not the parties' signatures: refused before sending, with the reason.
+    let swapped = [
+        &parties[..],
+        &[
+            "--wallet-consent",
+            &signatures[1],
+            "--liability-consent",
+            &signatures[0],
+            "--consent-deadline",
+            &deadline,
+        ],
+    ]
+    .concat();
+    let run = t.kya(&register_args("works for others too", &swapped), &as_creator).await;
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains(&format!("--wallet-consent is not {second_text}'s signature of this consent")),
+        "{}",
+        run.stderr
+    );
+    let given = [
+        &parties[..],
+        &[
+            "--wallet-consent",
+            &signatures[0],
+            "--liability-consent",
+            &signatures[1],
+            "--consent-deadline",
+            &deadline,
+        ],
+    ]
+    .concat();
+    let registered = t.ok_json(&register_args("works for others too", &given), &as_creator).await;
+    assert_eq!(registered["status"], "mined", "{registered}");
+    let id = registered["result"]["agentId"].as_u64().expect("an agent id");
+    let record = t
+        .chain
+        .chain
+        .view(t.chain.registry(), &AgentRegistry::getAgentCall { agentId: U256::from(id) })
+        .await
+        .unwrap();
+    assert_eq!(
+        (record.agentWallet, record.creator, record.haftungsperson),
+        (second.address(), creator.address(), person.address())
+    );
+}
+
+/// The EIP-712 digest of a consent's typed data as `kya` prints it, recomputed from its domain
+/// and message (the signer's side of `eth_signTypedData_v4`).
+fn digest_of(typed: &Value) -> alloy::primitives::B256 {
+    use kya_core::consent::{self, AgentWalletConsent, Consent, LiabilityConsent};
+    let (domain, message) = (&typed["domain"], &typed["message"]);
+    let field = |name: &str| message[name].as_str().unwrap_or_else(|| panic!("message.{name}")).to_owned();
+    let address = |name: &str| field(name).parse::<Address>().unwrap();
+    let number = |name: &str| field(name).parse::<U256>().unwrap();
+    let consent = match typed["primaryType"].as_str() {
+        Some("AgentWalletConsent") => Consent::AgentWallet(AgentWalletConsent {
+            agentWallet: address("agentWallet"),
+            creator: address("creator"),
+            parentAgentId: number("parentAgentId"),
+            nonce: number("nonce"),
+            deadline: number("deadline"),
+        }),
+        Some("LiabilityConsent") => Consent::Liability(LiabilityConsent {
+            haftungsperson: address("haftungsperson"),
+            creator: address("creator"),
+            agentWallet: address("agentWallet"),
+            nonce: number("nonce"),
+            deadline: number("deadline"),
+        }),
+        other => panic!("a consent's primaryType, not {other:?}"),
+    };
+    assert_eq!((domain["name"].as_str(), domain["version"].as_str()), (Some("AgentRegistry"), Some("1")));
+    let chain_id = domain["chainId"].as_u64().expect("domain.chainId");
+    let registry = domain["verifyingContract"].as_str().unwrap().parse().unwrap();
+    consent.signing_digest(&consent::domain(chain_id, registry))
 }
 
 /// `kya register` arguments for a child of `parent` with `wallet`.
