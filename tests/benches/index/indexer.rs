@@ -17,7 +17,10 @@ use alloy::{
     sol_types::SolCall,
 };
 use kya_core::abi::AgentRegistry;
-use kya_devchain::dev_accounts::{self, Role};
+use kya_devchain::{
+    consent::{ConsentNonces, sign_consents},
+    dev_accounts::{self, Role},
+};
 use kya_tests::{edge_fixture::EdgeWorker, worker_profile::Profiler};
 use serde_json::Value;
 
@@ -251,15 +254,19 @@ pub(crate) async fn freshness(
         let before = api.get("/api/v1/stats").await.body["totalAgents"].as_u64().expect("totalAgents");
         let creator = dev_accounts::address(Role::CreatorA);
         let scope = format!("freshness probe {changes} {n}");
+        let wallet = dev_accounts::agent_wallet(10_000_000 + agents + changes * 10 + n);
         let register = AgentRegistry::registerAgentCall {
             haftungsperson: creator,
-            agentWallet: dev_accounts::agent_wallet(10_000_000 + agents + changes * 10 + n).address(),
+            agentWallet: wallet.address(),
             constitutionHash: keccak256(&scope),
             capabilityHash: keccak256(&scope),
             operationalScope: scope,
             parentAgentId: U256::ZERO,
             selfModifying: false,
         };
+        // A fresh wallet consents at its first nonce; the creator is its own Haftungsperson.
+        let chain = (setup.chain.chain_id(), setup.chain.registry());
+        let register = sign_consents(register, creator, chain, ConsentNonces::default(), &[&wallet]);
         setup.chain.chain.send(creator, setup.chain.registry(), &register).await.expect("registered");
         let written = Instant::now();
         let mut shown = None;

@@ -7,6 +7,7 @@ use alloy::{
 };
 use kya_core::{Compliance, ComplianceBadge, abi::AgentRegistry};
 use kya_devchain::{
+    consent,
     dev_accounts::{self, Role},
     seed::{self, DemoData},
 };
@@ -639,15 +640,19 @@ async fn deep_lineage(t: &Demo) {
     let ids: Vec<u64> = (first..first + 17).collect();
     for (index, &id) in ids.iter().enumerate() {
         let scope = format!("deep lineage agent {index}");
+        let wallet = dev_accounts::agent_wallet(5_000 + id);
         let call = AgentRegistry::registerAgentCall {
             haftungsperson: creator,
-            agentWallet: dev_accounts::agent_wallet(5_000 + id).address(),
+            agentWallet: wallet.address(),
             constitutionHash: keccak256(&scope),
             capabilityHash: keccak256(&scope),
             operationalScope: scope,
             parentAgentId: U256::from(if index == 0 { 0 } else { id - 1 }),
             selfModifying: false,
         };
+        // Creator A is the root's Haftungsperson: only the fresh wallet consents.
+        let chain_id = t.chain.chain_id();
+        let call = consent::consented(chain, (chain_id, registry), call, creator, &[&wallet]).await.unwrap();
         chain.send(creator, registry, &call).await.unwrap();
     }
     // Expected tree, built bottom-up from the ids: levels 1..=15 shown, level 15 cut.

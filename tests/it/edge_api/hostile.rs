@@ -18,9 +18,9 @@ use alloy::{
 use kya_core::abi::AgentRegistry;
 use kya_devchain::dev_accounts::{self, Role};
 use kya_tests::{
-    TestChain,
+    TestChain, consented_register_call,
     edge_fixture::{EdgeWorker, chain_vars},
-    provider_shapes, register_call,
+    provider_shapes,
 };
 use serde_json::{Value, json};
 
@@ -43,8 +43,9 @@ fn json_number(amount: U256) -> Value {
 async fn absurd_amounts_and_periods_are_shown_not_fatal() {
     let chain = TestChain::start().await;
     let (registry, creator) = (chain.registry(), dev_accounts::address(Role::CreatorA));
-    let wallet = dev_accounts::agent_wallet(1).address();
-    chain.chain.send(creator, registry, &register_call(wallet, 0)).await.expect("registers");
+    let wallet = dev_accounts::agent_wallet(1);
+    let register = consented_register_call(&chain, creator, &wallet, 0).await;
+    chain.chain.send(creator, registry, &register).await.expect("registers");
     let half = U256::from(1) << 127;
     let reports = [
         Report { amount: half, currency: "USD", category: "compute", period: (1_700_000_000, u64::MAX) },
@@ -172,8 +173,9 @@ async fn a_history_past_the_gas_cap_is_named_not_fatal() {
     // Agents 1 to 5; agent 3 is the hog, so agents 4 and 5 come after it in every aggregate3.
     const HOG: u64 = 3;
     for n in 1..=5u64 {
-        let wallet = dev_accounts::agent_wallet(9_997_000 + n).address();
-        chain.chain.send(creator, registry, &register_call(wallet, 0)).await.expect("registers");
+        let wallet = dev_accounts::agent_wallet(9_997_000 + n);
+        let register = consented_register_call(&chain, creator, &wallet, 0).await;
+        chain.chain.send(creator, registry, &register).await.expect("registers");
     }
     // The normal agents' reports, and the model the totals are checked against.
     let currencies = ["USD", "EUR"];

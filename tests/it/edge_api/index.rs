@@ -219,6 +219,25 @@ async fn write<C: SolCall>(chain: &TestChain, from: Address, call: &C) {
     chain.chain.send(from, chain.registry(), call).await.expect("the write is mined");
 }
 
+/// `registration` by `creator` with the consent of its wallet, `wallet` (the creator is its
+/// own Haftungsperson, or it is a child's).
+async fn consented(
+    chain: &TestChain,
+    creator: Address,
+    registration: AgentRegistry::registerAgentCall,
+    wallet: &alloy::signers::local::PrivateKeySigner,
+) -> AgentRegistry::registerAgentWithConsentCall {
+    kya_devchain::consent::consented(
+        &chain.chain,
+        (chain.chain_id(), chain.registry()),
+        registration,
+        creator,
+        &[wallet],
+    )
+    .await
+    .expect("the consent nonces read")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_index_fills_follows_every_write_undoes_reorganisations_and_survives_its_provider() {
     let chain = TestChain::start().await;
@@ -284,16 +303,17 @@ async fn the_index_fills_follows_every_write_undoes_reorganisations_and_survives
     let root = demo.roles.lineage[0];
     let id = |agent_id: u64| U256::from(agent_id);
     let scope = "a child registered after the fill";
+    let child_wallet = dev_accounts::agent_wallet(agents + 1);
     let register = AgentRegistry::registerAgentCall {
         haftungsperson: creator_a,
-        agentWallet: dev_accounts::agent_wallet(agents + 1).address(),
+        agentWallet: child_wallet.address(),
         constitutionHash: keccak256(scope),
         capabilityHash: keccak256(scope),
         operationalScope: scope.into(),
         parentAgentId: id(root),
         selfModifying: false,
     };
-    write(&chain, creator_a, &register).await;
+    write(&chain, creator_a, &consented(&chain, creator_a, register.clone(), &child_wallet).await).await;
     let child = agents + 1;
     worker.run_index().await;
     assert_index_answers_as_the_chain(&api, &chain, &rpc, "register").await;
@@ -330,15 +350,16 @@ async fn the_index_fills_follows_every_write_undoes_reorganisations_and_survives
     // A reorganisation takes a registration and an attestation away: the next run undoes both.
     let snapshot: String = chain.chain.provider().raw_request("evm_snapshot".into(), ()).await.unwrap();
     let scope = "a registration a reorganisation takes away";
+    let doomed_wallet = dev_accounts::agent_wallet(agents + 2);
     let doomed = AgentRegistry::registerAgentCall {
-        agentWallet: dev_accounts::agent_wallet(agents + 2).address(),
+        agentWallet: doomed_wallet.address(),
         constitutionHash: keccak256(scope),
         capabilityHash: keccak256(scope),
         operationalScope: scope.into(),
         parentAgentId: id(root),
         ..register.clone()
     };
-    write(&chain, creator_a, &doomed).await;
+    write(&chain, creator_a, &consented(&chain, creator_a, doomed, &doomed_wallet).await).await;
     write(&chain, creator_a, &AgentRegistry::attestComplianceCall { agentId: id(demo.roles.lapsed) }).await;
     worker.run_index().await;
     let before =

@@ -20,10 +20,9 @@ use kya_devchain::{
     seed,
 };
 use kya_tests::{
-    TestChain,
+    TestChain, consented_register_call,
     edge_fixture::{CountingProxy, EdgeClient, EdgeWorker, chain_vars},
     provider_shapes::{self, ProviderShape},
-    register_call,
     rpc_proxy::{self, RpcAction},
 };
 use serde_json::{Value, json};
@@ -75,8 +74,9 @@ async fn every_endpoint_answers_alike_through_every_provider_shape() {
     // read without Multicall3.
     let creator = dev_accounts::address(Role::CreatorA);
     for n in 0..40 {
-        let wallet = dev_accounts::agent_wallet(9_998_000 + n).address();
-        t.chain.send(creator, t.registry(), &register_call(wallet, 0)).await.expect("registers");
+        let wallet = dev_accounts::agent_wallet(9_998_000 + n);
+        let register = consented_register_call(&t, creator, &wallet, 0).await;
+        t.chain.send(creator, t.registry(), &register).await.expect("registers");
     }
     let unregistered = dev_accounts::agent_wallet(9_999_001).address().to_checksum(None);
     let registered = demo.agent(demo.roles.compliant).record.agent_wallet.to_checksum(None);
@@ -165,9 +165,11 @@ async fn every_endpoint_answers_alike_through_every_provider_shape() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn provider_refusals_are_clear_errors_and_reads_name_their_block() {
     let t = TestChain::start().await;
-    let wallet = dev_accounts::agent_wallet(9_999_002).address();
+    let wallet_key = dev_accounts::agent_wallet(9_999_002);
+    let wallet = wallet_key.address();
     let creator = dev_accounts::address(Role::CreatorA);
-    t.chain.send(creator, t.registry(), &register_call(wallet, 0)).await.expect("registers");
+    let register = consented_register_call(&t, creator, &wallet_key, 0).await;
+    t.chain.send(creator, t.registry(), &register).await.expect("registers");
 
     // A provider that answers 429 every time, and one that fails with 503 every time.
     let throttled = rpc_proxy::start(
