@@ -29,7 +29,7 @@ pub(crate) struct Global {
     /// Base URL of the gasless relayer
     #[arg(long, global = true, env = "RELAYER_URL")]
     pub(crate) relayer: Option<String>,
-    /// JSON-RPC endpoint (receipts, --direct)
+    /// JSON-RPC endpoint (receipts, consent nonces, --direct)
     #[arg(long, global = true, env = "RPC_URL", hide_env_values = true)]
     pub(crate) rpc: Option<String>,
     /// Registry address [default: the relayer's, or the chain preset's]
@@ -175,7 +175,7 @@ pub(crate) struct Consents {
     /// The Haftungsperson's LiabilityConsent signature made elsewhere (0x + 65 bytes hex), for --consent-deadline
     #[arg(long)]
     pub(crate) liability_consent: Option<String>,
-    /// The deadline the consents are signed for: Unix seconds or ISO 8601 [default: an hour from now;
+    /// The deadline the consents are signed for: Unix seconds or ISO 8601 [default: an hour after the chain's latest block;
     /// required with --wallet-consent or --liability-consent]
     #[arg(long)]
     pub(crate) consent_deadline: Option<String>,
