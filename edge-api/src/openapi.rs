@@ -19,7 +19,7 @@ mod tests {
     use serde_json::Value;
 
     use super::*;
-    use crate::{http, routes};
+    use crate::{http, routes, verify};
 
     fn document() -> Value {
         serde_json::from_str(DOCUMENT).expect("the document is JSON")
@@ -53,7 +53,8 @@ mod tests {
                     .join("/")
             })
             .collect();
-        let served: BTreeSet<String> = routes::patterns().map(str::to_owned).collect();
+        let mut served: BTreeSet<String> = routes::patterns().map(str::to_owned).collect();
+        served.insert(verify::PATH.to_owned());
         assert_eq!(documented, served);
     }
 
@@ -63,13 +64,17 @@ mod tests {
     #[test]
     fn documents_every_method_of_every_path() {
         let document = document();
-        let served: BTreeSet<String> = http::METHODS.split(", ").map(str::to_lowercase).collect();
+        let methods_of =
+            |list: &str| -> BTreeSet<String> { list.split(", ").map(str::to_lowercase).collect() };
         for (path, item) in document["paths"].as_object().expect("paths") {
             let methods: BTreeSet<String> = item.as_object().expect("a path item").keys().cloned().collect();
-            assert_eq!(methods, served, "{path}");
+            let served = if path == verify::PATH { http::VERIFY_METHODS } else { http::METHODS };
+            assert_eq!(methods, methods_of(served), "{path}");
         }
         let allow = &document["components"]["headers"]["Allow"]["schema"]["const"];
         assert_eq!(allow, http::METHODS);
+        let allow = &document["components"]["headers"]["AllowVerify"]["schema"]["const"];
+        assert_eq!(allow, http::VERIFY_METHODS);
     }
 
     /// OPTIONS is the CORS preflight: a 204 whose headers are exactly what [`http::preflight`]
@@ -78,11 +83,15 @@ mod tests {
     fn options_is_the_preflight() {
         let document = document();
         let preflight = &document["components"]["responses"]["Preflight"];
+        let verify_preflight = &document["components"]["responses"]["PreflightVerify"];
         for (path, item) in document["paths"].as_object().expect("paths") {
             let responses = item["options"]["responses"].as_object().expect("responses");
             assert_eq!(responses.keys().collect::<Vec<_>>(), ["204"], "{path}");
-            assert_eq!(resolve(&document, &responses["204"]), preflight, "{path}");
+            let expected = if path == verify::PATH { verify_preflight } else { preflight };
+            assert_eq!(resolve(&document, &responses["204"]), expected, "{path}");
         }
+        let verify_methods = resolve(&document, &verify_preflight["headers"]["Access-Control-Allow-Methods"]);
+        assert_eq!(verify_methods["schema"]["const"], http::VERIFY_METHODS);
         let header = |name: &str| {
             let header = resolve(&document, &preflight["headers"][name]);
             assert_eq!(header["required"], true, "{name}");

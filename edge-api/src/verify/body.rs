@@ -2,7 +2,11 @@
 //! provider received, as JSON. Anything not of this shape is a 400 that says what is wrong; a
 //! body of the right shape whose signature fails is a 200 with `"verified": false` instead.
 
-use base64::Engine;
+use base64::{
+    Engine,
+    alphabet::STANDARD,
+    engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig},
+};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -10,6 +14,15 @@ use crate::{Error, Result};
 
 /// The largest body accepted, in bytes: the forwarded request's own body is at most 3/4 of it.
 pub(crate) const MAX_BODY_BYTES: usize = 1 << 20;
+
+/// Base64 as a provider may have written it: padded or not, and with bits past the last byte
+/// set or not (they carry nothing). The document's pattern admits exactly what this decodes.
+const LENIENT_BASE64: GeneralPurpose = GeneralPurpose::new(
+    &STANDARD,
+    GeneralPurposeConfig::new()
+        .with_decode_padding_mode(DecodePaddingMode::Indifferent)
+        .with_decode_allow_trailing_bits(true),
+);
 
 /// A verification request, parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,7 +90,7 @@ pub(crate) fn parse(text: &str) -> Result<VerifyBody> {
     let body = raw
         .body
         .map(|encoded| {
-            base64::engine::general_purpose::STANDARD
+            LENIENT_BASE64
                 .decode(encoded.trim())
                 .map_err(|error| bad(format!("body must be the request's body in base64: {error}")))
         })
@@ -114,6 +127,9 @@ mod tests {
         assert!(parsed.headers.contains(&("x-many".into(), "a, b".into())));
         assert_eq!(parsed.authority.as_deref(), Some("api.example.com"));
         assert_eq!(parsed.label, None);
+        // Unpadded, and with bits past the last byte set.
+        let loose = r#"{"method":"GET","url":"https://a/","headers":{"signature-input":"x","signature":"x"},"body":"AB"}"#;
+        assert_eq!(parse(loose).unwrap().body, Some(vec![0]));
     }
 
     #[test]

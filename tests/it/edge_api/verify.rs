@@ -11,7 +11,7 @@ use kya_core::erc8128::{RequestToSign, SignParams, SignedHeaders, sign_request_w
 use kya_tests::{
     TestChain,
     edge_fixture::{EdgeWorker, chain_vars, fresh_ip},
-    register_call,
+    openapi, register_call,
 };
 use serde_json::{Value, json};
 
@@ -91,7 +91,16 @@ impl Verifier {
             .expect("the Worker answers");
         let status = response.status().as_u16();
         let headers = response.headers().clone();
-        let body = response.json().await.expect("a JSON body");
+        let text = response.text().await.expect("a body");
+        // Every answer is one the OpenAPI document describes.
+        openapi::edge().assert_conforms(openapi::Received {
+            method: "POST",
+            path: "/api/v1/kya/verify",
+            status,
+            headers: &headers,
+            body: &text,
+        });
+        let body = serde_json::from_str(&text).expect("a JSON body");
         (status, body, headers)
     }
 
