@@ -97,5 +97,8 @@ pub use k256::ecdsa::SigningKey;
 pub use keyid::KeyId;
 pub use refusal::{Reason, Refusal};
 pub use replay::{NonceClaim, ReplayGuard, ReplayableCheck};
-pub use sign::{RequestToSign, SignError, SignParams, SignedHeaders, sign_request, sign_request_with_secret};
+pub use sign::{
+    RequestToSign, SignError, SignParams, SignedHeaders, sign_request, sign_request_for_account,
+    sign_request_with_secret,
+};
 pub use verify::{SignedRequest, Verification, Verified, VerifyPolicy, verify_request};

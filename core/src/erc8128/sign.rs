@@ -91,11 +91,23 @@ pub fn sign_request(
     params: &SignParams<'_>,
     key: &SigningKey,
 ) -> Result<SignedHeaders, SignError> {
-    let target = Target::parse(request.url).map_err(SignError::Url)?;
-    check_params(params)?;
     let public = key.verifying_key().to_encoded_point(false);
     let address = Address::from_raw_public_key(&public.as_bytes()[1..]);
-    let keyid = KeyId { chain_id: params.chain_id, address }.to_string();
+    sign_request_for_account(request, params, key, address)
+}
+
+/// [`sign_request`] for a contract account (ERC-1271): the keyid names `account`, and `key` is a
+/// key whose signatures the account's `isValidSignature` accepts (its owner's, say). A verifier
+/// finds that the signature does not recover to `account` and asks the account.
+pub fn sign_request_for_account(
+    request: &RequestToSign<'_>,
+    params: &SignParams<'_>,
+    key: &SigningKey,
+    account: Address,
+) -> Result<SignedHeaders, SignError> {
+    let target = Target::parse(request.url).map_err(SignError::Url)?;
+    check_params(params)?;
+    let keyid = KeyId { chain_id: params.chain_id, address: account }.to_string();
 
     let digest = request.body.filter(|body| !body.is_empty()).map(content_digest);
     let mut components: Vec<String> = ["@method", "@authority", "@path"].map(String::from).into();

@@ -4,10 +4,21 @@
 //! refusal the issue names: a tampered method, path, query and body, another authority, an
 //! expired signature and one from beyond the skew, a replayed nonce (twice in sequence, and
 //! twice at one moment from two connections: exactly one passes), and bodies of the wrong shape.
+//! A contract account (ERC-1271) registered as an agent passes while its policy accepts its
+//! owner's signatures, and is refused once the policy says no, at the block the answer names.
 
-use alloy::signers::local::PrivateKeySigner;
+use alloy::{
+    primitives::{Address, U256},
+    signers::{SignerSync, local::PrivateKeySigner},
+    sol_types::SolValue,
+};
 use base64::Engine;
-use kya_core::erc8128::{RequestToSign, SignParams, SignedHeaders, sign_request_with_secret};
+use kya_core::{
+    abi::AgentRegistry,
+    consent::{AgentWalletConsent, Consent, ConsentSignatures, register_with_consent_call},
+    erc8128::{RequestToSign, SignParams, SignedHeaders, SigningKey, sign_request_for_account},
+};
+use kya_devchain::{consent::FAR_DEADLINE, dev_accounts};
 use kya_tests::{
     TestChain,
     edge_fixture::{EdgeWorker, chain_vars, fresh_ip},
@@ -42,8 +53,26 @@ impl Forwarded {
     }
 }
 
+alloy::sol!(
+    #[sol(rpc = false)]
+    PolicyWallet,
+    "../contracts/artifacts/PolicyWallet.json"
+);
+
 /// `POST <method> URL` with `BODY`, signed by `key` at `created` for `window` seconds with `nonce`.
 fn signed(key: &PrivateKeySigner, chain_id: u64, created: u64, window: u64, nonce: &str) -> Forwarded {
+    signed_for(key.address(), key, chain_id, created, window, nonce)
+}
+
+/// [`signed`] under the keyid of `account`, which may be a contract account accepting `key`.
+fn signed_for(
+    account: Address,
+    key: &PrivateKeySigner,
+    chain_id: u64,
+    created: u64,
+    window: u64,
+    nonce: &str,
+) -> Forwarded {
     let request = RequestToSign {
         method: "POST",
         url: URL,
@@ -57,9 +86,9 @@ fn signed(key: &PrivateKeySigner, chain_id: u64, created: u64, window: u64, nonc
         nonce: Some(nonce),
         extra_components: &[],
     };
-    let secret: [u8; 32] = key.credential().to_bytes().into();
+    let signing_key = SigningKey::from_bytes(&key.credential().to_bytes()).expect("a key");
     let SignedHeaders { signature_input, signature, content_digest } =
-        sign_request_with_secret(&request, &params, &secret).expect("signs");
+        sign_request_for_account(&request, &params, &signing_key, account).expect("signs");
     let mut headers = vec![
         ("Signature-Input".to_owned(), signature_input),
         ("Signature".to_owned(), signature),
@@ -209,6 +238,62 @@ async fn signed_requests_are_verified_with_the_signers_standing_and_each_nonce_o
         assert_eq!(status, 400, "{text}: {body}");
         assert!(body["error"].as_str().unwrap().contains(expected), "{text}: {body}");
     }
+    // A contract account: a PolicyWallet registered as an agent's wallet (its ERC-1271 consent
+    // signed by its owner's key), whose requests its owner signs.
+    let owner = PrivateKeySigner::random();
+    let mut init = PolicyWallet::BYTECODE.to_vec();
+    init.extend_from_slice(&owner.address().abi_encode());
+    let creator = dev_accounts::address(dev_accounts::Role::CreatorA);
+    let account = t.chain.deploy(creator, init.into()).await.expect("the PolicyWallet deploys");
+    let consent = Consent::AgentWallet(AgentWalletConsent {
+        agentWallet: account,
+        creator,
+        parentAgentId: U256::ZERO,
+        nonce: U256::ZERO,
+        deadline: U256::from(FAR_DEADLINE),
+    });
+    let digest = consent.signing_digest(&kya_core::consent::domain(chain_id, t.registry()));
+    let mut registration = register_call(account, 0);
+    registration.haftungsperson = creator;
+    let signatures = ConsentSignatures {
+        deadline: U256::from(FAR_DEADLINE),
+        wallet_consent: owner.sign_hash_sync(&digest).unwrap().as_bytes().to_vec().into(),
+        liability_consent: Default::default(),
+    };
+    let call = register_with_consent_call(registration, signatures);
+    t.chain
+        .send(creator, t.registry(), &call)
+        .await
+        .expect("the contract account registers with its consent");
+    let agent_id: u64 =
+        t.chain.view(t.registry(), &AgentRegistry::walletToAgentCall(account)).await.unwrap().to();
+
+    let (_, body, headers) =
+        verifier.post(&signed_for(account, &owner, chain_id, now, 60, "n-1271").json()).await;
+    assert_eq!(body["verified"], true, "the policy accepts: {body}");
+    assert_eq!(body["signer"], account.to_checksum(None));
+    assert_eq!(body["keyid"], format!("erc8128:{chain_id}:{account:#x}"));
+    assert_eq!(body["kya"]["agent"]["agentId"], agent_id);
+    assert_eq!(body["kya"]["isCompliant"], true);
+    assert!(headers.contains_key("x-block-number"));
+    t.chain.impersonate(owner.address()).await.unwrap();
+    t.chain
+        .send(owner.address(), account, &PolicyWallet::setAcceptingCall { accepting_: false })
+        .await
+        .expect("the owner switches the policy off");
+    let message = verifier
+        .refused(&signed_for(account, &owner, chain_id, now, 60, "n-1271-off"), "bad_signature")
+        .await;
+    assert!(message.contains("ERC-1271"), "{message}");
+    // Refused by the account: its nonce was not used, so the same request passes once it accepts.
+    t.chain
+        .send(owner.address(), account, &PolicyWallet::setAcceptingCall { accepting_: true })
+        .await
+        .unwrap();
+    let (_, body, _) =
+        verifier.post(&signed_for(account, &owner, chain_id, now, 60, "n-1271-off").json()).await;
+    assert_eq!(body["verified"], true, "{body}");
+
     // Only POST.
     let response = verifier
         .http
