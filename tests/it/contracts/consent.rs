@@ -7,17 +7,15 @@
 //! limits, the order of the checks and the registry's ERC-5267 domain.
 
 use alloy::{
-    network::TransactionBuilder,
-    primitives::{Address, B256, Bytes, U256, aliases::U48},
-    rpc::types::{TransactionReceipt, TransactionRequest},
+    primitives::{Address, B256, Bytes, U256},
+    rpc::types::TransactionReceipt,
     signers::{SignerSync, local::PrivateKeySigner},
-    sol_types::{Revert, SolCall, SolError, SolEvent, SolValue},
+    sol_types::{SolCall, SolEvent, SolValue},
 };
 use kya_core::{
     AgentStatus,
-    abi::{AgentRegistry, Forwarder},
+    abi::AgentRegistry,
     consent::{self, AgentWalletConsent, Consent, ConsentSignatures, LiabilityConsent},
-    forward_request::{self, ForwardRequest},
 };
 use kya_devchain::{
     TxError,
@@ -26,7 +24,10 @@ use kya_devchain::{
 };
 use kya_tests::{TestChain, register_call};
 
-use super::{agent, assert_revert, block_timestamp, id};
+use super::{
+    agent, assert_revert, block_timestamp, id,
+    paths::{Via, on_both_paths, send, send_data},
+};
 
 alloy::sol!(
     /// The test contract wallet: ERC-1271 signatures by its owner's key count as its own while
@@ -36,116 +37,10 @@ alloy::sol!(
     "../contracts/artifacts/PolicyWallet.json"
 );
 
-/// The listed tests, each an `async fn(Via)`, as `direct::name` and `forwarded::name`.
-macro_rules! on_both_paths {
-    ($($name:ident),* $(,)?) => {
-        mod direct {
-            $(#[tokio::test]
-            async fn $name() {
-                super::$name(super::Via::Direct).await;
-            })*
-        }
-        mod forwarded {
-            $(#[tokio::test]
-            async fn $name() {
-                super::$name(super::Via::Forwarder).await;
-            })*
-        }
-    };
-}
-
-/// How a call reaches the registry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Via {
-    /// A transaction from the caller's own account (given ETH for gas first: every key here is
-    /// fresh).
-    Direct,
-    /// A forward request the caller signs, executed by the relayer account.
-    Forwarder,
-}
-
-/// Gas a forward request gives the registry: enough to store a 1,024-byte scope.
-const FORWARDED_GAS: u64 = 3_000_000;
-
 /// A fresh key of this file (no ETH): creators, wallets, Haftungspersons, contract wallets'
 /// owners.
 fn key(n: u64) -> PrivateKeySigner {
     dev_accounts::agent_wallet(4_000_000 + n)
-}
-
-/// Sends `call` to the registry as `caller`, `via` either path. Through the forwarder a failing
-/// inner call does not revert `execute`: its reason is read from a simulation of the same
-/// `execute`, which is then sent all the same (the request's nonce is used, and nothing else
-/// changes), so a refusal is `TxError::Reverted` with the registry's reason either way.
-async fn send<C: SolCall>(
-    t: &TestChain,
-    via: Via,
-    caller: &PrivateKeySigner,
-    call: &C,
-) -> Result<TransactionReceipt, TxError> {
-    send_data(t, via, caller, call.abi_encode()).await
-}
-
-/// [`send`] of call data encoded already (a list of calls of several functions).
-async fn send_data(
-    t: &TestChain,
-    via: Via,
-    caller: &PrivateKeySigner,
-    data: Vec<u8>,
-) -> Result<TransactionReceipt, TxError> {
-    match via {
-        Via::Direct => {
-            t.chain.impersonate(caller.address()).await?;
-            let request = TransactionRequest::default()
-                .with_from(caller.address())
-                .with_to(t.registry())
-                .with_input(data);
-            t.chain.send_request(request).await
-        }
-        Via::Forwarder => forwarded(t, caller, data).await,
-    }
-}
-
-async fn forwarded(
-    t: &TestChain,
-    signer: &PrivateKeySigner,
-    data: Vec<u8>,
-) -> Result<TransactionReceipt, TxError> {
-    let nonce = t.chain.view(t.forwarder(), &Forwarder::getNonceCall { from: signer.address() }).await?;
-    let request = ForwardRequest {
-        from: signer.address(),
-        to: t.registry(),
-        value: U256::ZERO,
-        gas: U256::from(FORWARDED_GAS),
-        nonce,
-        deadline: U48::ZERO,
-        data: data.into(),
-    };
-    let digest =
-        forward_request::signing_digest(&request, &forward_request::domain(t.chain_id(), t.forwarder()));
-    let signature =
-        Bytes::from(signer.sign_hash_sync(&digest).expect("a local key signs").as_bytes().to_vec());
-    let execute = Forwarder::executeCall { req: request, signature };
-    let relayer = dev_accounts::address(Role::Relayer);
-    let simulated = t.chain.view_from(relayer, t.forwarder(), &execute).await?;
-    let receipt = t.chain.send(relayer, t.forwarder(), &execute).await?;
-    let executed = receipt
-        .inner
-        .logs()
-        .iter()
-        .filter(|log| log.address() == t.forwarder())
-        .find_map(|log| Forwarder::Executed::decode_log_data(log.data()).ok())
-        .expect("an Executed event");
-    assert_eq!((executed.from, executed.nonce), (signer.address(), nonce));
-    assert_eq!(executed.success, simulated._0, "the request ran as its simulation did");
-    let used = t.chain.view(t.forwarder(), &Forwarder::getNonceCall { from: signer.address() }).await?;
-    assert_eq!(used, nonce + U256::from(1), "the request's nonce is used either way");
-    if executed.success {
-        Ok(receipt)
-    } else {
-        let reason = <Revert as SolError>::abi_decode(&simulated._1).expect("a revert with a reason").reason;
-        Err(TxError::Reverted(reason))
-    }
 }
 
 /// A registration of `wallet` under `parent` (0: a root) naming `haftungsperson`, with
@@ -330,8 +225,8 @@ async fn a_haftungsperson_named_without_consent_is_refused(via: Via) {
     assert_eq!((record.creator, record.haftungsperson), (creator.address(), liable.address()));
 }
 
-/// A consent counts until its deadline, judged by the block's time: one second after it, both
-/// the wallet's and the Haftungsperson's are refused; in the deadline's own second, accepted.
+/// A consent counts until its deadline, judged by the block's time: after it, the wallet's and
+/// the Haftungsperson's are refused; in the deadline's own second, accepted.
 async fn an_expired_consent_is_refused(via: Via) {
     let t = TestChain::start().await;
     let (creator, wallet, liable) = (key(1), key(10), key(20));

@@ -4,6 +4,7 @@
 
 mod consent;
 mod forwarder;
+mod paths;
 mod registry_reverts;
 mod registry_state;
 
