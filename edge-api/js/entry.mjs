@@ -34,4 +34,8 @@ export class NonceStore extends DurableObject {
   async fetch(request) {
     return this.inner.fetch(request);
   }
+
+  async alarm() {
+    return this.inner.alarm();
+  }
 }

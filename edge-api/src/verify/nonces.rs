@@ -7,8 +7,10 @@
 
 use kya_core::erc8128::NonceClaim;
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
 use worker::{
-    DurableObject, Env, Method, Request, RequestInit, Response, SqlStorageValue, State, durable_object,
+    Date, DurableObject, Env, Method, Request, RequestInit, Response, SqlStorageValue, State, durable_object,
 };
 
 use crate::{Error, Result};
@@ -51,8 +53,10 @@ pub(crate) async fn claim(env: &Env, claim: &NonceClaim, now: u64) -> Result<boo
     Ok(claimed.fresh)
 }
 
-/// The Durable Object of one keyid's nonces, in its SQLite storage.
-#[durable_object(fetch)]
+/// The Durable Object of one keyid's nonces, in its SQLite storage. A claim forgets what has
+/// expired; an alarm at the latest kept moment does the same for a keyid that stops signing, and
+/// clears the object's storage once nothing is left to keep.
+#[durable_object(alarm)]
 pub struct NonceStore {
     state: State,
 }
@@ -89,7 +93,32 @@ impl DurableObject for NonceStore {
                 vec![SqlStorageValue::from(claim.key), SqlStorageValue::from(as_i64(claim.until))],
             )?
             .to_array()?;
-        Response::from_json(&Claimed { fresh: inserted.len() == 1 })
+        let fresh = inserted.len() == 1;
+        // Decided above, in one synchronous step; the alarm only tidies up afterwards.
+        let storage = self.state.storage();
+        if fresh && storage.get_alarm().await?.is_none() {
+            storage.set_alarm(Duration::from_secs(claim.until.saturating_sub(claim.now) + 1)).await?;
+        }
+        Response::from_json(&Claimed { fresh })
+    }
+
+    async fn alarm(&self) -> worker::Result<Response> {
+        let now = Date::now().as_millis() / 1000;
+        let storage = self.state.storage();
+        let sql = storage.sql();
+        sql.exec("DELETE FROM nonces WHERE until < ?", vec![SqlStorageValue::from(as_i64(now))])?
+            .raw()
+            .for_each(drop);
+        #[derive(Deserialize)]
+        struct Next {
+            until: Option<u64>,
+        }
+        let next: Vec<Next> = sql.exec("SELECT MIN(until) AS until FROM nonces", None)?.to_array()?;
+        match next.first().and_then(|next| next.until) {
+            Some(until) => storage.set_alarm(Duration::from_secs(until.saturating_sub(now) + 1)).await?,
+            None => storage.delete_all().await?,
+        }
+        Response::ok("")
     }
 }
 
