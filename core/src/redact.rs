@@ -27,7 +27,7 @@ pub fn url(url: &str) -> String {
     format!("{scheme}://{host}/…")
 }
 
-/// `text` with every `http(s)://` or `ws(s)://` URL in it redacted by [`url`].
+/// `text` with every `http(s)://` or `ws(s)://` URL in it redacted by [`url()`].
 pub fn urls_in(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
