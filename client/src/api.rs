@@ -10,7 +10,11 @@ use kya_core::{
     view::{AgentDetails, AgentListItem},
 };
 
-use crate::{Result, http::Service};
+use crate::{
+    Result,
+    erc8128::{ReceivedRequest, Verdict},
+    http::Service,
+};
 
 /// Largest page `/agents` serves (SPEC.md section 8): paging through everything uses it.
 pub const MAX_PAGE_SIZE: u32 = 100;
@@ -84,6 +88,14 @@ impl ApiClient {
             }
             page += 1;
         }
+    }
+
+    /// `POST /api/v1/kya/verify`: is `request`'s ERC-8128 signature good, and who signed it
+    /// (with their KYA standing)? `authority` is the host the provider serves (by default the
+    /// request URL's); [`crate::Verifier`] holds it for a provider. Each nonce passes once.
+    pub async fn verify(&self, request: &ReceivedRequest<'_>, authority: Option<&str>) -> Result<Verdict> {
+        let answer = self.service.post("/api/v1/kya/verify", &request.to_json(authority)).await?;
+        Verdict::from_answer(answer.body)
     }
 
     /// `GET /api/v1/stats/detailed`.

@@ -5,6 +5,7 @@ mod chain;
 #[cfg(feature = "cli")]
 pub mod cli;
 mod consent;
+mod erc8128;
 mod error;
 mod flow;
 mod http;
@@ -17,8 +18,13 @@ mod write;
 pub use api::{ApiClient, MAX_PAGE_SIZE};
 pub use chain::Rpc;
 pub use consent::{ConsentNonces, ConsentPlan, PlannedConsent, Recovered, sign_consents};
+pub use erc8128::{
+    ReceivedRequest, RequestSignature, RequestSigner, SignedBy, Verdict, Verifier, fresh_nonce,
+};
 pub use error::{Error, Result};
 pub use flow::{Progress, SignedRequest, WriteOptions, direct_write, relay_write, sign_request};
+/// ERC-8128's request, headers and refusals are `kya-core`'s, where signing and verifying are done.
+pub use kya_core::erc8128::{Reason, Refusal, RequestToSign, SignedHeaders, content_digest};
 /// The read API's answers are `kya-core`'s own types, the ones the Worker serialises: re-exported
 /// here so a client needs no direct dependency on `kya-core` to name them.
 pub use kya_core::{

@@ -97,6 +97,13 @@ pub(crate) enum Command {
     },
     /// A relay by its id (or by a transaction hash it sent)
     Relay { id: String },
+    /// Prints the ERC-8128 signature headers of an HTTP request (curl's -X, -H, -d), signed by the agent's key
+    Sign(Sign),
+    /// Sends an HTTP request signed with ERC-8128 by the agent's key and prints the answer, like curl
+    Fetch(Fetch),
+    /// Asks the API whether a received request's ERC-8128 signature holds, and the signer's standing;
+    /// exit code 0 provision, 3 renew attestation, 4 deny or register (or a refused signature), 1 error
+    Verify(Verify),
 }
 
 #[derive(Subcommand)]
@@ -179,6 +186,84 @@ pub(crate) struct Consents {
     /// required with --wallet-consent or --liability-consent]
     #[arg(long)]
     pub(crate) consent_deadline: Option<String>,
+}
+
+/// An HTTP request, with curl's options.
+#[derive(Args)]
+pub(crate) struct HttpRequest {
+    /// The absolute http(s) URL
+    pub(crate) url: String,
+    /// The method [default: GET, or POST with --data]
+    #[arg(short = 'X', long = "request", visible_alias = "method", value_name = "METHOD")]
+    pub(crate) method: Option<String>,
+    /// A header, 'Name: value' (repeatable); @file reads one a line
+    #[arg(short = 'H', long = "header", value_name = "HEADER")]
+    pub(crate) headers: Vec<String>,
+    /// The body: text, or @file for the file's bytes as they are (@- reads stdin)
+    #[arg(short = 'd', long = "data", value_name = "DATA", allow_hyphen_values = true)]
+    pub(crate) data: Option<String>,
+}
+
+/// How a request is signed with ERC-8128.
+#[derive(Args)]
+pub(crate) struct RequestSigning {
+    /// Seconds the signature stays valid (1 to 300)
+    #[arg(long, default_value_t = 60)]
+    pub(crate) window: u64,
+    /// Also cover this header field, given with -H (repeatable): content-type, say
+    #[arg(long, value_name = "NAME")]
+    pub(crate) cover: Vec<String>,
+    /// The chain id the keyid names, where the agent is registered [default: the chain's]
+    #[arg(long)]
+    pub(crate) chain_id: Option<u64>,
+    /// Hex private key of the agent (prefer the environment variable: command lines are visible to other users)
+    #[arg(long, env = "AGENT_PRIVATE_KEY", hide_env_values = true, conflicts_with = "keystore")]
+    pub(crate) key: Option<String>,
+    /// Encrypted JSON keystore of the agent; password from KYA_KEYSTORE_PASSWORD or prompted
+    #[arg(long, env = "AGENT_KEYSTORE")]
+    pub(crate) keystore: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub(crate) struct Sign {
+    #[command(flatten)]
+    pub(crate) request: HttpRequest,
+    #[command(flatten)]
+    pub(crate) signing: RequestSigning,
+}
+
+#[derive(Args)]
+pub(crate) struct Fetch {
+    #[command(flatten)]
+    pub(crate) request: HttpRequest,
+    #[command(flatten)]
+    pub(crate) signing: RequestSigning,
+    /// Print the status line and the response's headers before its body
+    #[arg(short = 'i', long)]
+    pub(crate) include: bool,
+}
+
+/// A request a provider received, to verify.
+#[derive(Args)]
+pub(crate) struct Verify {
+    /// The absolute URL it was sent to (as the agent signed it: the host the provider serves)
+    #[arg(long)]
+    pub(crate) url: String,
+    /// Its method [default: GET, or POST with --data]
+    #[arg(short = 'X', long = "method", visible_alias = "request", value_name = "METHOD")]
+    pub(crate) method: Option<String>,
+    /// A header it carried, 'Name: value' (repeatable; at least Signature-Input and Signature); @file reads one a line
+    #[arg(short = 'H', long = "header", value_name = "HEADER")]
+    pub(crate) headers: Vec<String>,
+    /// Its body: text, or @file (@- reads stdin); without it, a Content-Digest header is trusted
+    #[arg(short = 'd', long = "data", value_name = "DATA", allow_hyphen_values = true)]
+    pub(crate) data: Option<String>,
+    /// The host the provider serves, host[:port] [default: the URL's]
+    #[arg(long)]
+    pub(crate) authority: Option<String>,
+    /// Which signature to check when there are several [default: eth, else the only one]
+    #[arg(long)]
+    pub(crate) label: Option<String>,
 }
 
 #[derive(Args)]

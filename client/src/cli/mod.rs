@@ -1,11 +1,12 @@
 //! The `kya` command line: parse, run one command, print (text or `--json`), exit with a code
-//! scripts can use (`kya check`: 0 provision, 3 renew attestation, 4 deny or register; any
-//! error: 1, its message on stderr).
+//! scripts can use (`kya check` and `kya verify`: 0 provision, 3 renew attestation, 4 deny or
+//! register, and for `verify` a refused signature; any error: 1, its message on stderr).
 
 mod args;
 mod register;
 mod render;
 mod settings;
+mod signed;
 
 use std::{io::IsTerminal, time::Duration};
 
@@ -130,6 +131,9 @@ async fn run(cli: Cli) -> Result<i32> {
             show(&view, render::relay(style, &view))?;
         }
         Command::Register(register) => return register::run(&settings, style, &register).await,
+        Command::Sign(sign) => return signed::sign(&settings, &sign),
+        Command::Fetch(fetch) => return signed::fetch(&settings, &fetch).await,
+        Command::Verify(verify) => return signed::verify(&settings, style, &verify).await,
         Command::Attest { id, signing } => {
             let signer = settings::signer(&signing)?;
             let write = Write::Attest { agent_id: agent_id(&id)? };

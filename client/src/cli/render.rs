@@ -7,7 +7,7 @@ use alloy::primitives::U256;
 
 use crate::{
     AgentDetails, AgentListItem, AgentStatus, Cents, DetailedStats, KyaDecision, KyaResult, LineageNode,
-    Outcome, Page, RegistryResult, RelayView, RelayerStatus,
+    Outcome, Page, RegistryResult, RelayView, RelayerStatus, Verdict,
 };
 
 /// Terminal styling, on or off.
@@ -71,6 +71,31 @@ pub(crate) fn check(style: Style, check: &KyaResult) -> String {
         }
     }
     let _ = write!(out, "  checked at   {}", style.dim(&check.checked_at));
+    out
+}
+
+/// A signed request's verdict: a refusal's reason and message; or the signer's decision first
+/// (as `kya check` prints it), then the signature, then the signer's standing.
+pub(crate) fn verdict(style: Style, verdict: &Verdict) -> String {
+    let signed = match verdict {
+        Verdict::Refused(refusal) => {
+            return format!("{}\n  {}", style.bad(&format!("refused: {}", refusal.reason)), refusal.message);
+        }
+        Verdict::Verified(signed) => signed,
+    };
+    let standing = check(style, &signed.kya);
+    let (decision, rows) = standing.split_once('\n').unwrap_or((&standing, ""));
+    let mut out = format!("{decision}\n");
+    let _ = writeln!(out, "  signature    verified: {}", signed.keyid);
+    let _ = writeln!(out, "  nonce        {}", signed.nonce.as_deref().unwrap_or("none (replayable)"));
+    let _ = writeln!(
+        out,
+        "  valid        {} to {}",
+        kya_core::time::iso8601(signed.created),
+        kya_core::time::iso8601(signed.expires)
+    );
+    let _ = writeln!(out, "  covers       {}", signed.components.join(" "));
+    out.push_str(rows);
     out
 }
 

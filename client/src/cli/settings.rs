@@ -23,6 +23,9 @@ const DEVCHAIN_ENV: &str = ".devchain/env";
 /// The resolved settings of one run.
 pub(crate) struct Settings {
     pub(crate) chain: ChainPreset,
+    /// The chain's id: the preset's, or for `localhost` `.devchain/env`'s `CHAIN_ID`. ERC-8128
+    /// keyids name it.
+    pub(crate) chain_id: u64,
     api: Option<String>,
     relayer: Option<String>,
     rpc: String,
@@ -56,8 +59,16 @@ impl Settings {
             Some(text) => Some(address(text, "REGISTRY_ADDRESS in .devchain/env")?),
             None => preset.registry,
         };
+        let chain_id = match local.get("CHAIN_ID") {
+            Some(text) => text
+                .trim()
+                .parse()
+                .map_err(|_| anyhow!("invalid CHAIN_ID in .devchain/env: {text:?} is not a chain id"))?,
+            None => preset.chain_id,
+        };
         Ok(Self {
             chain,
+            chain_id,
             api: global.api.clone().or(preset.api_url.map(str::to_owned)),
             relayer: global.relayer.clone().or(preset.relayer_url.map(str::to_owned)),
             rpc: global
