@@ -1,5 +1,6 @@
 //! A webhook receiver on loopback for the relayer's webhook tests: it records every delivery
-//! attempt (headers and body, as received) and answers what the test says (200, 500, …), or is
+//! attempt (headers and body, as received) and answers what the test says (200, 500, a redirect
+//! elsewhere, …), or is
 //! down (its port refuses connections) until the test brings it back on the same port. Plain
 //! TCP, as `rpc_proxy` is. Deliveries are verified by Python's `standardwebhooks` package
 //! (`tests/webhooks/verify.py` in `.tools/venv`), an implementation independent of ours.
@@ -45,6 +46,8 @@ impl Delivery {
 pub struct Receiver {
     address: SocketAddr,
     answer: Arc<AtomicU16>,
+    /// The `Location` header of every answer, when set (a redirect).
+    location: Arc<Mutex<Option<String>>>,
     seen: Arc<Mutex<Vec<Delivery>>>,
     serving: Option<JoinHandle<()>>,
 }
@@ -56,6 +59,7 @@ impl Receiver {
         let mut receiver = Self {
             address: listener.local_addr().expect("bound"),
             answer: Arc::new(AtomicU16::new(200)),
+            location: Arc::default(),
             seen: Arc::default(),
             serving: None,
         };
@@ -80,6 +84,12 @@ impl Receiver {
     /// never answer (a receiver that hangs).
     pub fn answer(&self, status: u16) {
         self.answer.store(status, Ordering::SeqCst);
+    }
+
+    /// Makes every later attempt answer `status` (a 3xx) with `location` as its `Location`.
+    pub fn redirect(&self, status: u16, location: &str) {
+        *self.location.lock().unwrap() = Some(location.to_owned());
+        self.answer(status);
     }
 
     /// Stops listening: connections are refused.
@@ -122,12 +132,14 @@ impl Receiver {
     }
 
     fn serve(&mut self, listener: tokio::net::TcpListener) {
-        let (answer, seen) = (Arc::clone(&self.answer), Arc::clone(&self.seen));
+        let (answer, location, seen) =
+            (Arc::clone(&self.answer), Arc::clone(&self.location), Arc::clone(&self.seen));
         self.serving = Some(tokio::spawn(async move {
             while let Ok((socket, _)) = listener.accept().await {
-                let (answer, seen) = (Arc::clone(&answer), Arc::clone(&seen));
+                let (answer, location, seen) =
+                    (Arc::clone(&answer), Arc::clone(&location), Arc::clone(&seen));
                 tokio::spawn(async move {
-                    let _ = receive(socket, &answer, &seen).await;
+                    let _ = receive(socket, &answer, &location, &seen).await;
                 });
             }
         }));
@@ -138,6 +150,7 @@ impl Receiver {
 async fn receive(
     socket: tokio::net::TcpStream,
     answer: &AtomicU16,
+    location: &Mutex<Option<String>>,
     seen: &Mutex<Vec<Delivery>>,
 ) -> std::io::Result<()> {
     use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -178,9 +191,14 @@ async fn receive(
     if status == 0 {
         std::future::pending::<()>().await;
     }
+    let location = match location.lock().unwrap().as_deref() {
+        Some(location) => format!("location: {location}\r\n"),
+        None => String::new(),
+    };
     write
         .write_all(
-            format!("HTTP/1.1 {status} Answer\r\ncontent-length: 0\r\nconnection: close\r\n\r\n").as_bytes(),
+            format!("HTTP/1.1 {status} Answer\r\n{location}content-length: 0\r\nconnection: close\r\n\r\n")
+                .as_bytes(),
         )
         .await
 }

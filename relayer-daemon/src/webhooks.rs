@@ -4,7 +4,10 @@
 //!
 //! At least once, in order per relay: the store hands out only each relay's oldest undelivered
 //! event, under a lease; a 2xx marks it delivered, anything else makes it due again after an
-//! exponential pause with jitter, capped. At most `WEBHOOK_CONCURRENCY` attempts run at once,
+//! exponential pause with jitter, capped. Redirects are not followed: a 3xx is a failed attempt
+//! (retried as a 5xx is) whose error names where it pointed, so a receiver moved elsewhere is
+//! seen in the log and no signed event is handed to a host the configuration does not name. At
+//! most `WEBHOOK_CONCURRENCY` attempts run at once,
 //! each within `WEBHOOK_TIMEOUT_SECS`. What is not delivered stays in the outbox, which the next
 //! start reads again.
 
@@ -55,6 +58,21 @@ fn now_ms() -> u64 {
         .map_or(0, |elapsed| u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX))
 }
 
+/// A 3xx answer as an attempt's error: the status and its `Location`, shown without user info,
+/// path or query when absolute (it may carry a token, as the receiver's own URL may), and
+/// without its query when relative.
+fn redirect_error(status: u16, location: Option<&str>) -> String {
+    let shown = match location.map(str::trim) {
+        None | Some("") => "no Location".to_owned(),
+        Some(location) if location.contains("://") => kya_core::redact::url(location),
+        Some(location) => {
+            let path = location.split(['?', '#']).next().unwrap_or_default();
+            if location.len() > path.len() { format!("{path}?…") } else { path.to_owned() }
+        }
+    };
+    format!("HTTP {status} redirect to {shown} (redirects are not followed: set WEBHOOK_URL to the target)")
+}
+
 /// The HTTP client's error without the URL (a receiver's URL may carry a token), kept short.
 fn describe(error: &reqwest::Error) -> String {
     let kind = if error.is_timeout() {
@@ -88,7 +106,12 @@ impl Relayer {
         let owner = format!("{}-{:016x}", std::process::id(), (jitter() * (1u64 << 53) as f64) as u64);
         // reqwest panics building a client before a TLS crypto provider is installed.
         crate::tls::install_crypto_provider();
-        let http = match reqwest::Client::builder().timeout(config.timeout).build() {
+        let http = match reqwest::Client::builder()
+            .timeout(config.timeout)
+            // A redirect is the receiver's answer, not an instruction: see the module's doc.
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+        {
             Ok(http) => http,
             Err(error) => {
                 tracing::error!(error = %describe(&error), "cannot build the webhook client; no webhooks");
@@ -167,6 +190,10 @@ impl Relayer {
             .await;
         let failure = match sent {
             Ok(answer) if answer.status().is_success() => None,
+            Ok(answer) if answer.status().is_redirection() => Some(redirect_error(
+                answer.status().as_u16(),
+                answer.headers().get(reqwest::header::LOCATION).and_then(|value| value.to_str().ok()),
+            )),
             Ok(answer) => Some(format!("HTTP {}", answer.status().as_u16())),
             Err(error) => Some(describe(&error)),
         };
@@ -218,6 +245,19 @@ mod tests {
             signature(&secret, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1_614_265_330, body),
             "v1,tA4UOeJPm7Cral3TNUxB8sBj0mxQ1AK9p9uctQSFqqM="
         );
+    }
+
+    #[test]
+    fn a_redirect_names_its_location_without_tokens() {
+        assert_eq!(
+            redirect_error(301, Some("https://elsewhere.example/hooks?token=SECRET")),
+            "HTTP 301 redirect to https://elsewhere.example/… (redirects are not followed: set WEBHOOK_URL to the target)"
+        );
+        assert!(
+            redirect_error(307, Some("/moved?token=SECRET")).starts_with("HTTP 307 redirect to /moved?… ")
+        );
+        assert!(redirect_error(308, Some("/moved")).starts_with("HTTP 308 redirect to /moved "));
+        assert!(redirect_error(302, None).starts_with("HTTP 302 redirect to no Location "));
     }
 
     #[test]

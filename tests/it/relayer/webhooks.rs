@@ -6,7 +6,8 @@
 //! then failing, then hanging, gets everything once it is back, one relay's events never overtaking each
 //! other; a replayed or altered delivery fails verification; a relayer SIGKILLed with events in
 //! its outbox delivers them after it restarts, and one stopped gracefully gives back the leases
-//! of the attempts it cut short.
+//! of the attempts it cut short. A receiver answering a redirect (301, 302, 307, 308) is a
+//! failed attempt, retried, naming where it pointed; the target of the redirect gets nothing.
 
 use super::{Engine, TestStore};
 use std::{
@@ -393,6 +394,69 @@ async fn a_receiver_down_failing_or_hanging_gets_every_event_in_order_once_it_is
     relayer.stop().await;
 }
 
+/// Redirects are not followed: each of 301, 302, 307 and 308 is a failed attempt (retried as a
+/// 5xx is) whose recorded error names the `Location` (without its token); nothing is marked
+/// delivered, and the target of the redirect receives nothing.
+async fn a_redirect_is_a_failed_attempt_and_is_never_followed(engine: Engine) {
+    let t = TestChain::start().await;
+    let receiver = Receiver::start().await;
+    let target = Receiver::start().await;
+    let url = receiver.url();
+    let (_db, relayer) = start_on(
+        &t,
+        engine,
+        &[
+            ("WEBHOOK_URL", url.as_str()),
+            ("WEBHOOK_SECRET", RAW_SECRET),
+            ("WEBHOOK_RETRY_FIRST_MS", "50"),
+            ("WEBHOOK_RETRY_MAX_MS", "200"),
+            ("READ_RATE_LIMIT_PER_MINUTE", "100000"),
+        ],
+    )
+    .await;
+    let target_url = target.url();
+    let target_shown = target_url.split("/hooks").next().unwrap().to_owned() + "/…";
+    receiver.redirect(301, &target_url);
+    let client = &relayer.client;
+    let answer = relayed(client, &registration(&t, 690)).await;
+    let id = answer["relayId"].as_str().unwrap().to_owned();
+    client.relay_until(&id, |relay| relay["status"] == "mined").await;
+    for status in [301, 302, 307, 308] {
+        receiver.redirect(status, &target_url);
+        receiver
+            .until(Duration::from_secs(30), |seen| {
+                seen.iter().filter(|delivery| delivery.answered == status).count() >= 2
+            })
+            .await;
+        let events = relayer.relayer.store().events().unwrap();
+        assert!(events.iter().all(|event| event.delivered_at.is_none()), "{events:#?}");
+        let expected = format!("HTTP {status} redirect to {target_shown}");
+        assert!(
+            events
+                .iter()
+                .any(|event| event.last_error.as_deref().is_some_and(|error| error.starts_with(&expected))),
+            "{expected}: {events:#?}"
+        );
+        assert!(
+            events.iter().all(|event| !event.last_error.as_deref().unwrap_or_default().contains("token")),
+            "{events:#?}"
+        );
+    }
+    let seen = receiver.deliveries();
+    assert!(seen.iter().all(|delivery| delivery.json()["sequence"] == 1), "later events wait: {seen:#?}");
+    assert!(target.deliveries().is_empty(), "the redirect was followed: {:#?}", target.deliveries());
+    let (_, metrics) = client.metrics().await;
+    assert!(metrics.contains("relayer_webhooks_delivered_total 0\n"), "{metrics}");
+    assert!(failed_attempts(&metrics) >= 8, "{metrics}");
+
+    // Answering 200 again, the same receiver gets every event: a redirect was only a failure.
+    receiver.answer(200);
+    receiver.until(Duration::from_secs(30), |seen| ended(seen, &[id.as_str()], 1)).await;
+    assert!(target.deliveries().is_empty());
+    eprintln!("webhooks: {} redirects (301, 302, 307, 308) failed, none followed", seen.len());
+    relayer.stop().await;
+}
+
 /// `relayer_webhook_attempts_failed_total`.
 fn failed_attempts(metrics: &str) -> u64 {
     metrics
@@ -594,4 +658,5 @@ super::on_both_stores!(
     a_relayer_killed_with_events_in_its_outbox_delivers_them_after_it_restarts,
     shutdown_cuts_hanging_attempts_short_and_gives_back_their_leases,
     a_cancelled_relay_is_expired_once_cancelling_and_again_once_settled,
+    a_redirect_is_a_failed_attempt_and_is_never_followed,
 );
