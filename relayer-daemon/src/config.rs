@@ -10,7 +10,7 @@ use alloy::{
 
 use crate::{
     error::{Error, Result},
-    store::{DatabaseUrl, Location},
+    store::{DatabaseTimeouts, DatabaseUrl, Location},
     stuck::MIN_BUMP_PERCENT,
 };
 
@@ -360,7 +360,11 @@ impl Config {
             min_balance_wei: ether("MIN_BALANCE", DEFAULT_MIN_BALANCE)?,
             max_request_gas: number("MAX_REQUEST_GAS", DEFAULT_MAX_REQUEST_GAS)?,
             db_path: lookup("RELAYER_DB").map_or_else(|| DEFAULT_DB_PATH.into(), PathBuf::from),
-            database_url: lookup("DATABASE_URL").map(|url| DatabaseUrl::parse(&url)).transpose()?,
+            database_url: lookup("DATABASE_URL")
+                .map(|url| {
+                    Ok::<_, Error>(DatabaseUrl::parse(&url)?.with_timeouts(database_timeouts(&number)?))
+                })
+                .transpose()?,
             reconcile_interval: std::time::Duration::from_secs(
                 number("RECONCILE_INTERVAL_SECS", DEFAULT_RECONCILE_INTERVAL_SECS)?.max(1),
             ),
@@ -418,6 +422,26 @@ impl Config {
             webhook: webhook(&lookup, &number)?,
         })
     }
+}
+
+/// The PostgreSQL connections' timeouts (`DATABASE_*_MS`, `DATABASE_KEEPALIVE_SECS`): each at
+/// least 1 ms (0 would turn the server's timeout off: a hang again).
+fn database_timeouts(number: &impl Fn(&str, u64) -> Result<u64>) -> Result<DatabaseTimeouts> {
+    let defaults = DatabaseTimeouts::default();
+    let millis = |name: &str, default: std::time::Duration| -> Result<std::time::Duration> {
+        match number(name, u64::try_from(default.as_millis()).unwrap_or(u64::MAX))? {
+            0 => Err(Error::Config(format!("{name} must be at least 1 (0 would wait forever)"))),
+            ms => Ok(std::time::Duration::from_millis(ms)),
+        }
+    };
+    Ok(DatabaseTimeouts {
+        statement: millis("DATABASE_STATEMENT_TIMEOUT_MS", defaults.statement)?,
+        lock: millis("DATABASE_LOCK_TIMEOUT_MS", defaults.lock)?,
+        idle_in_transaction: millis("DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS", defaults.idle_in_transaction)?,
+        keepalive: std::time::Duration::from_secs(
+            number("DATABASE_KEEPALIVE_SECS", defaults.keepalive.as_secs())?.max(1),
+        ),
+    })
 }
 
 /// `WEBHOOK_URL` and `WEBHOOK_SECRET` (both or neither) and the delivery's settings.

@@ -101,6 +101,13 @@ pub enum Error {
     /// The store failed (SQLite, or PostgreSQL: its SQLSTATE and message, never the URL).
     #[error("storage error: {0}")]
     Store(String),
+    /// The store could not answer in time or at all: a lock held past `DATABASE_LOCK_TIMEOUT_MS`
+    /// (another daemon frozen in a transaction), a statement past `DATABASE_STATEMENT_TIMEOUT_MS`,
+    /// a connection lost or refused. Nothing was written (the transaction rolled back), so the
+    /// client may simply try again: 503 with `Retry-After`. The detail (the server's SQLSTATE and
+    /// words, never the URL or its password) is logged through [`Error::detail`].
+    #[error("The relayer's database is busy or unreachable; try again shortly")]
+    StoreUnavailable(String),
     /// The store holds something this version cannot read (a wei amount or a status that does
     /// not parse): a damaged file, not a configuration mistake.
     #[error("corrupt store: {0}")]
@@ -133,7 +140,41 @@ impl From<rusqlite::Error> for Error {
 
 impl From<postgres::Error> for Error {
     fn from(error: postgres::Error) -> Self {
-        Self::Store(postgres_detail(&error))
+        if is_unavailable(&error) {
+            Self::StoreUnavailable(postgres_detail(&error))
+        } else {
+            Self::Store(postgres_detail(&error))
+        }
+    }
+}
+
+/// Whether a PostgreSQL error says "not now" rather than "never": a timeout, a lock not
+/// granted, a deadlock victim, a server shutting down or starting, or a connection lost. A retry
+/// of the whole operation (its transaction rolled back) can succeed.
+pub(crate) fn is_unavailable(error: &postgres::Error) -> bool {
+    use postgres::error::SqlState;
+    match error.as_db_error() {
+        Some(db) => {
+            [
+                SqlState::LOCK_NOT_AVAILABLE,
+                SqlState::QUERY_CANCELED,
+                SqlState::IDLE_IN_TRANSACTION_SESSION_TIMEOUT,
+                SqlState::T_R_DEADLOCK_DETECTED,
+                SqlState::T_R_SERIALIZATION_FAILURE,
+                SqlState::ADMIN_SHUTDOWN,
+                SqlState::CRASH_SHUTDOWN,
+                SqlState::CANNOT_CONNECT_NOW,
+                SqlState::TOO_MANY_CONNECTIONS,
+            ]
+            .contains(db.code())
+                || db.code().code().starts_with("08")
+        }
+        // No answer from the server: the connection is closed, or its socket failed.
+        None => {
+            error.is_closed()
+                || std::iter::successors(std::error::Error::source(error), |cause| cause.source())
+                    .any(|cause| cause.is::<std::io::Error>())
+        }
     }
 }
 
@@ -170,7 +211,9 @@ impl Error {
             | Self::SignerShareExhausted(_)
             | Self::ClientShareExhausted(_)
             | Self::ReadRateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
-            Self::BalanceTooLow | Self::NoFreeLane | Self::LaneLost(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::BalanceTooLow | Self::NoFreeLane | Self::LaneLost(_) | Self::StoreUnavailable(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Self::Reverted(_)
             | Self::Rpc(_)
             | Self::Unconfirmed { .. }
@@ -178,6 +221,14 @@ impl Error {
             | Self::StoreCorrupt(_)
             | Self::Internal(_)
             | Self::Config(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// Seconds a client should wait before trying again (`Retry-After`), for errors that pass.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        match self {
+            Self::StoreUnavailable(_) => Some(1),
+            _ => None,
         }
     }
 
@@ -204,6 +255,7 @@ impl Error {
             Self::Rpc(_) => "rpc",
             Self::Unconfirmed { .. } => "unconfirmed",
             Self::Store(_) => "store",
+            Self::StoreUnavailable(_) => "store_unavailable",
             Self::StoreCorrupt(_) => "store_corrupt",
             Self::Internal(_) => "internal",
             Self::Config(_) => "config",
@@ -225,6 +277,7 @@ impl Error {
     pub fn detail(&self) -> String {
         match self {
             Self::Rpc(detail) => format!("RPC error: {detail}"),
+            Self::StoreUnavailable(detail) => format!("store unavailable: {detail}"),
             Self::Unconfirmed { tx_hash, message, .. } => {
                 format!("sending {tx_hash} failed ({message}); it may still be mined")
             }

@@ -53,10 +53,11 @@ impl Relayer {
     /// One round: heartbeat, renew, stop on lost keys, give back or take keys to the fair share.
     async fn keep_leases(self: &Arc<Self>, taking: Taking) -> Result<()> {
         let (id, lease_secs, now) = (self.config.relayer_id.clone(), self.config.lease_secs, time::now());
-        let alive = self.db(move |store| store.heartbeat(&id, now, now.saturating_sub(lease_secs))).await?;
+        let alive =
+            self.lease_db(move |store| store.heartbeat(&id, now, now.saturating_sub(lease_secs))).await?;
         let held = self.pool.held();
         let renewing = held.clone();
-        let lost = self.db(move |store| store.renew_lanes(&renewing, now, lease_secs)).await?;
+        let lost = self.lease_db(move |store| store.renew_lanes(&renewing, now, lease_secs)).await?;
         for lease in &lost {
             if let Some(sender) = self.pool.lane(lease.lane) {
                 sender.lose();
@@ -88,7 +89,7 @@ impl Relayer {
             }
         }
         let lanes: Vec<Address> = given.iter().map(|lease| lease.lane).collect();
-        self.db(move |store| store.release_lanes(&given)).await?;
+        self.lease_db(move |store| store.release_lanes(&given)).await?;
         if !lanes.is_empty() {
             tracing::info!(?lanes, "gave back keys beyond this daemon's share");
         }
@@ -107,7 +108,7 @@ impl Relayer {
             .collect();
         let (id, lease_secs, now) = (self.config.relayer_id.clone(), self.config.lease_secs, time::now());
         let taken =
-            self.db(move |store| store.take_lanes(&id, &free, wanted, taking, now, lease_secs)).await?;
+            self.lease_db(move |store| store.take_lanes(&id, &free, wanted, taking, now, lease_secs)).await?;
         for lease in &taken {
             if let Some(sender) = self.pool.lane(lease.lane) {
                 sender.hold(*lease).await;
@@ -115,7 +116,7 @@ impl Relayer {
             tracing::info!(lane = %lease.lane, fence = lease.fence, "took the lease on a key");
         }
         if !taken.is_empty() {
-            for record in self.db(|store| store.in_the_pool()).await? {
+            for record in self.lease_db(|store| store.in_the_pool()).await? {
                 if record.lane.is_some_and(|lane| taken.iter().any(|lease| lease.lane == lane)) {
                     self.follow(record.id);
                 }

@@ -33,8 +33,9 @@ pub use relay::{GAS_MARGIN_PERCENT, Relayed};
 pub use relayer::Relayer;
 pub use request::RelayBody;
 pub use store::{
-    BUDGET_WINDOW_SECS, BudgetLimits, BudgetState, DatabaseUrl, DueEvent, LaneHolder, Lease, Location,
-    NewRelay, OutboxEvent, Outcome, Pruned, RATE_WINDOW_SECS, RateKind, Refusal, RelayRecord, RelayStatus,
-    Replacement, Reservation, SentTx, Settlement, SignerCount, Store, Taking, TxKind,
+    BUDGET_WINDOW_SECS, BudgetLimits, BudgetState, DatabaseTimeouts, DatabaseUrl, DueEvent, LaneHolder,
+    Lease, Location, NewRelay, OutboxEvent, Outcome, Pruned, RATE_WINDOW_SECS, RateKind, Refusal,
+    RelayRecord, RelayStatus, Replacement, Reservation, SentTx, Settlement, SignerCount, Store, Taking,
+    TxKind,
 };
 pub use webhooks::signature as webhook_signature;

@@ -77,6 +77,9 @@ pub struct Relayer {
     /// The relayer's keys, one nonce lane each.
     pub(crate) pool: Pool,
     pub(crate) store: Arc<Store>,
+    /// The lease keeper's store: on PostgreSQL a connection of its own, so renewals go on while
+    /// a request waits on a lock (on SQLite, the same store).
+    pub(crate) lease_store: Arc<Store>,
     pub(crate) metrics: Metrics,
     pub(crate) stuck: Policy,
     /// Relay handlers: shutdown waits for every one (a relay that reserved budget finishes and
@@ -110,12 +113,17 @@ impl Relayer {
         let chain_id = reach(&chain, config.startup_retry).await?;
         let location = config.store_location();
         // The store's own blocking work (PostgreSQL connects and migrates) off the async threads.
-        let store = tokio::task::spawn_blocking(move || Store::open_at(&location))
-            .await
-            .map_err(|error| Error::Internal(format!("opening the store failed: {error}")))??;
+        let (store, lease_store) = tokio::task::spawn_blocking(move || {
+            let store = Store::open_at(&location)?;
+            let lease_store = store.second_connection()?;
+            Ok::<_, Error>((store, lease_store))
+        })
+        .await
+        .map_err(|error| Error::Internal(format!("opening the store failed: {error}")))??;
         tracing::info!(store = %store.location(), "store open");
         // With webhooks on, every change of a relay is written to the outbox with the change.
-        let store = if config.webhook.is_some() { store.with_webhook_events() } else { store };
+        let store = Arc::new(if config.webhook.is_some() { store.with_webhook_events() } else { store });
+        let lease_store = lease_store.map_or_else(|| Arc::clone(&store), Arc::new);
         let pool = Pool::new(&chain, &config.signers, chain_id);
         let stop = CancellationToken::new();
         let stuck = Policy {
@@ -130,7 +138,8 @@ impl Relayer {
             chain,
             chain_id,
             pool,
-            store: Arc::new(store),
+            store,
+            lease_store,
             metrics: Metrics::default(),
             stuck,
             handlers: TaskTracker::new(),
@@ -210,6 +219,17 @@ impl Relayer {
         job: impl FnOnce(&Store) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let store = Arc::clone(&self.store);
+        tokio::task::spawn_blocking(move || job(&store))
+            .await
+            .map_err(|error| Error::Internal(format!("store task failed: {error}")))?
+    }
+
+    /// Runs `job` on the lease keeper's store ([`Relayer::lease_store`]), as [`Relayer::db`].
+    pub(crate) async fn lease_db<T: Send + 'static>(
+        &self,
+        job: impl FnOnce(&Store) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let store = Arc::clone(&self.lease_store);
         tokio::task::spawn_blocking(move || job(&store))
             .await
             .map_err(|error| Error::Internal(format!("store task failed: {error}")))?

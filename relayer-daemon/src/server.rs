@@ -247,11 +247,16 @@ fn respond<T: serde::Serialize>(result: crate::error::Result<T>) -> Response {
 
 fn error_response(error: &Error) -> Response {
     let status = error.status();
-    if status == StatusCode::INTERNAL_SERVER_ERROR {
+    if status == StatusCode::INTERNAL_SERVER_ERROR || matches!(error, Error::StoreUnavailable(_)) {
         tracing::warn!(error = %error.detail(), "request failed");
     }
-    warp::reply::with_status(warp::reply::json(&json!({ "error": error.to_string() })), status)
-        .into_response()
+    let mut response =
+        warp::reply::with_status(warp::reply::json(&json!({ "error": error.to_string() })), status)
+            .into_response();
+    if let Some(secs) = error.retry_after_secs() {
+        response.headers_mut().insert(warp::http::header::RETRY_AFTER, secs.into());
+    }
+    response
 }
 
 /// A refusal of ours inside a filter chain (the read limit), answered as its [`Error`].

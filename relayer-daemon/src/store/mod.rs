@@ -42,7 +42,7 @@ use sql::{Connection, Sql, args};
 pub use leases::{LaneHolder, Lease, Taking};
 pub use limits::{BUDGET_WINDOW_SECS, BudgetLimits, BudgetState, RATE_WINDOW_SECS, RateKind, SignerCount};
 pub use outbox::{DueEvent, OutboxEvent};
-pub use postgres::DatabaseUrl;
+pub use postgres::{DatabaseTimeouts, DatabaseUrl};
 pub use records::{
     NewRelay, Outcome, Refusal, RelayRecord, RelayStatus, Replacement, Reservation, SentTx, Settlement,
     TxKind,
@@ -111,6 +111,16 @@ impl Store {
         schema::migrate(&tx)?;
         tx.commit()?;
         Ok(Self::with_connection(Connection::Sqlite(connection), Location::Sqlite(path.to_owned())))
+    }
+
+    /// Another store on the same database, on a connection of its own (PostgreSQL: a new
+    /// connection, no migration; SQLite: `None`, the one file's connection is shared, its
+    /// writes serialised by the file's lock anyway). The lease keeper's: a request stuck behind a
+    /// lock cannot hold back the renewals of the daemon's leases.
+    pub fn second_connection(&self) -> Result<Option<Self>> {
+        let Location::Postgres(url) = &self.location else { return Ok(None) };
+        let connection = off_runtime(|| url.connect())?;
+        Ok(Some(Self::with_connection(Connection::Postgres(connection), self.location.clone())))
     }
 
     /// Connects to the PostgreSQL database at `url` and runs its migrations (the tables are
@@ -195,7 +205,12 @@ impl Store {
             && current.is_closed()
         {
             tracing::warn!(store = %self.location, "the database connection was closed; connecting again");
-            *connection = Connection::Postgres(url.connect()?);
+            // A refusal now is an outage for this operation, not a broken store: 503, retried.
+            let reopened = url.connect().map_err(|error| match error {
+                Error::Store(detail) => Error::StoreUnavailable(detail),
+                other => other,
+            })?;
+            *connection = Connection::Postgres(reopened);
         }
         Ok(())
     }

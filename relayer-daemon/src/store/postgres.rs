@@ -1,12 +1,14 @@
 //! The store on PostgreSQL (`DATABASE_URL`): the URL, never shown with its password; the
-//! connection; and the migrations in `migrations/postgres/`, run at start.
+//! connection, with its timeouts (so a daemon frozen in a transaction, or a lost server, makes
+//! the others wait seconds, not forever); and the migrations in `migrations/postgres/`, run at
+//! start.
 
 use std::{str::FromStr, time::Duration};
 
 use postgres::{NoTls, config::SslMode};
 
 use super::sql::PgConnection;
-use crate::error::{Error, Result, postgres_detail};
+use crate::error::{Error, Result, is_unavailable, postgres_detail};
 
 /// The migrations, in order: each runs once per database, recorded in `schema_migrations`.
 const MIGRATIONS: &[(i64, &str)] = &[
@@ -22,6 +24,50 @@ const MIGRATION_LOCK: i64 = 0x006b_7961;
 /// How long connecting may take before start-up fails with the reason.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long the database may keep a daemon waiting, set on every connection at connect: the
+/// server ends what takes longer with an error, which the daemon answers as
+/// [`Error::StoreUnavailable`] (503, try again), its transaction rolled back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DatabaseTimeouts {
+    /// Longest statement (`statement_timeout`; `DATABASE_STATEMENT_TIMEOUT_MS`).
+    pub statement: Duration,
+    /// Longest wait for a row or advisory lock (`lock_timeout`; `DATABASE_LOCK_TIMEOUT_MS`):
+    /// what a daemon waits behind another frozen in a transaction holding the budget row.
+    pub lock: Duration,
+    /// Longest idle time inside a transaction before the server ends the session
+    /// (`idle_in_transaction_session_timeout`; `DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS`): a
+    /// daemon frozen mid-transaction (SIGSTOP, a VM paused) loses its locks after this. The
+    /// store never waits on anything else inside a transaction, so a short one is safe.
+    pub idle_in_transaction: Duration,
+    /// Idle time before TCP keepalives probe the connection (`DATABASE_KEEPALIVE_SECS`), and
+    /// how long unacknowledged data may wait (`TCP_USER_TIMEOUT`, three times it): a server
+    /// gone without a word (a host lost, a network cut) is noticed, not waited on forever.
+    pub keepalive: Duration,
+}
+
+impl Default for DatabaseTimeouts {
+    fn default() -> Self {
+        Self {
+            statement: Duration::from_secs(30),
+            lock: Duration::from_secs(5),
+            idle_in_transaction: Duration::from_secs(10),
+            keepalive: Duration::from_secs(15),
+        }
+    }
+}
+
+impl DatabaseTimeouts {
+    /// The `SET`s run on each new connection.
+    fn set_statements(&self) -> String {
+        format!(
+            "SET statement_timeout = {}; SET lock_timeout = {}; SET idle_in_transaction_session_timeout = {}",
+            self.statement.as_millis(),
+            self.lock.as_millis(),
+            self.idle_in_transaction.as_millis()
+        )
+    }
+}
+
 /// A `postgres://` or `postgresql://` URL (`DATABASE_URL`). Its `Debug` and [`DatabaseUrl::shown`]
 /// keep only scheme, host and port: the user info holds the password.
 #[derive(Clone)]
@@ -29,6 +75,7 @@ pub struct DatabaseUrl {
     // Boxed: the driver's settings are large, and configurations are moved about.
     config: Box<postgres::Config>,
     shown: String,
+    timeouts: DatabaseTimeouts,
 }
 
 impl DatabaseUrl {
@@ -54,7 +101,31 @@ impl DatabaseUrl {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
         config.application_name("kya-relayer");
-        Ok(Self { config: Box::new(config), shown })
+        let mut url = Self { config: Box::new(config), shown, timeouts: DatabaseTimeouts::default() };
+        url.set_timeouts(DatabaseTimeouts::default());
+        Ok(url)
+    }
+
+    /// The same URL with these timeouts on its connections.
+    pub fn with_timeouts(mut self, timeouts: DatabaseTimeouts) -> Self {
+        self.set_timeouts(timeouts);
+        self
+    }
+
+    fn set_timeouts(&mut self, timeouts: DatabaseTimeouts) {
+        self.timeouts = timeouts;
+        let keepalive = timeouts.keepalive.max(Duration::from_secs(1));
+        self.config
+            .keepalives(true)
+            .keepalives_idle(keepalive)
+            .keepalives_interval((keepalive / 3).max(Duration::from_secs(1)))
+            .keepalives_retries(3)
+            .tcp_user_timeout(keepalive * 3);
+    }
+
+    /// The timeouts its connections get.
+    pub fn timeouts(&self) -> DatabaseTimeouts {
+        self.timeouts
     }
 
     /// The URL as it may be logged: `postgres://host:port/…`.
@@ -62,11 +133,14 @@ impl DatabaseUrl {
         &self.shown
     }
 
-    /// Opens a connection.
+    /// Opens a connection, with the timeouts set on it.
     pub(super) fn connect(&self) -> Result<Box<PgConnection>> {
-        let client = self.config.connect(NoTls).map_err(|error| {
-            Error::Store(format!("connecting to {}: {}", self.shown, postgres_detail(&error)))
-        })?;
+        let failed = |error: postgres::Error| {
+            let detail = format!("connecting to {}: {}", self.shown, postgres_detail(&error));
+            if is_unavailable(&error) { Error::StoreUnavailable(detail) } else { Error::Store(detail) }
+        };
+        let mut client = self.config.connect(NoTls).map_err(failed)?;
+        client.batch_execute(&self.timeouts.set_statements()).map_err(failed)?;
         Ok(Box::new(PgConnection::new(client)))
     }
 }
@@ -81,6 +155,9 @@ impl std::fmt::Debug for DatabaseUrl {
 /// [`MIGRATION_LOCK`].
 pub(super) fn migrate(connection: &mut PgConnection) -> Result<()> {
     let mut tx = connection.client().transaction()?;
+    // Another daemon's migration may hold the lock a while (a large table altered): wait
+    // longer than a request would, but not forever.
+    tx.batch_execute("SET LOCAL lock_timeout = '60s'; SET LOCAL statement_timeout = '300s'")?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
     tx.batch_execute(
         "CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
@@ -123,7 +200,9 @@ mod tests {
         // A loopback port nobody listens on: refused at once.
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let url = DatabaseUrl::parse(&format!("postgres://kya:SECRET-PW@127.0.0.1:{port}/relayer")).unwrap();
-        let error = url.connect().err().expect("nobody listens").to_string();
+        let error = url.connect().err().expect("nobody listens");
+        assert!(matches!(error, Error::StoreUnavailable(_)), "{error:?}");
+        let error = error.detail();
         assert!(error.contains(&format!("connecting to postgres://127.0.0.1:{port}/…")), "{error}");
         assert!(!error.contains("SECRET"), "{error}");
     }

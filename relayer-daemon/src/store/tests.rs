@@ -725,6 +725,56 @@ macro_rules! on_both_engines {
     };
 }
 
+/// A daemon frozen inside a transaction that holds the budget row (here: a connection opened as
+/// the daemon opens them, `BEGIN` and the row locked, then left alone) keeps the others waiting
+/// the lock timeout, not forever: their reservation fails as [`Error::StoreUnavailable`] (503,
+/// the SQLSTATE only in the log), the lease keeper's own connection goes on meanwhile, and once
+/// the idle-in-transaction timeout ends the frozen session, reservations pass again.
+#[test]
+fn postgres_a_frozen_holder_of_the_budget_costs_the_lock_timeout_not_a_hang() {
+    use std::time::{Duration, Instant};
+    let database = TestDatabase::create();
+    let timeouts = DatabaseTimeouts {
+        statement: Duration::from_secs(5),
+        lock: Duration::from_millis(1_500),
+        idle_in_transaction: Duration::from_secs(3),
+        keepalive: Duration::from_secs(15),
+    };
+    let url = DatabaseUrl::parse(database.url()).unwrap().with_timeouts(timeouts);
+    let store = Store::connect(&url).unwrap();
+    let keeper = store.second_connection().unwrap().expect("a connection of its own on PostgreSQL");
+    let mut frozen = url.connect().unwrap();
+    let frozen_at = Instant::now();
+    frozen.client().batch_execute("BEGIN; SELECT id FROM budget WHERE id = 1 FOR UPDATE").unwrap();
+
+    let started = Instant::now();
+    std::thread::scope(|scope| {
+        let waiting = scope.spawn(|| store.reserve(&relay("s1", 0, 50), &BudgetLimits::total(1_000), 100));
+        std::thread::sleep(Duration::from_millis(300));
+        let beat = Instant::now();
+        keeper.heartbeat("daemon-a", 100, 0).unwrap();
+        assert!(beat.elapsed() < Duration::from_millis(500), "the keeper waited: {:?}", beat.elapsed());
+        let error = waiting.join().unwrap().unwrap_err();
+        assert!(matches!(error, Error::StoreUnavailable(_)), "{error:?}");
+        assert_eq!(error.status(), warp::http::StatusCode::SERVICE_UNAVAILABLE);
+        assert!(error.detail().contains("55P03"), "{}", error.detail());
+        assert!(!error.to_string().contains("55P03"), "the client's words are fixed: {error}");
+    });
+    let waited = started.elapsed();
+    assert!(
+        (Duration::from_millis(1_400)..Duration::from_secs(4)).contains(&waited),
+        "waited {waited:?}, not the lock timeout"
+    );
+
+    // The server ends the frozen session: its lock is gone without it ever waking.
+    std::thread::sleep(
+        (timeouts.idle_in_transaction + Duration::from_millis(700)).saturating_sub(frozen_at.elapsed()),
+    );
+    store.reserve(&relay("s1", 0, 50), &BudgetLimits::total(1_000), 100).unwrap().unwrap();
+    let after = frozen.client().batch_execute("SELECT 1").unwrap_err();
+    assert!(crate::error::is_unavailable(&after), "{after}");
+}
+
 on_both_engines!(
     rate_windows_slide_and_refusals_do_not_count,
     reservations_cannot_overdraw_and_settle_to_the_real_cost,
