@@ -51,24 +51,34 @@ impl CallPlan {
         block: BlockTag,
         per_aggregate: usize,
     ) -> Vec<String> {
-        let chunks = self.calls().chunks(per_aggregate.max(1)).enumerate();
-        chunks.map(|(index, chunk)| self.aggregate_request(index, multicall, chunk.iter(), block)).collect()
+        let per_aggregate = per_aggregate.max(1);
+        let chunks = (0..self.calls().len()).step_by(per_aggregate).enumerate();
+        chunks
+            .map(|(id, start)| {
+                let end = (start + per_aggregate).min(self.calls().len());
+                self.aggregate_request(id, multicall, start..end, block)
+            })
+            .collect()
     }
 
-    /// One `eth_call` of `aggregate3` (id `id`): the block getters, then `calls` to the target.
-    fn aggregate_request<'a>(
+    /// One `eth_call` of `aggregate3` (id `id`): the block getters, then the calls at `indexes`,
+    /// each to its contract.
+    fn aggregate_request(
         &self,
         id: usize,
         multicall: Address,
-        calls: impl Iterator<Item = &'a Bytes>,
+        indexes: impl Iterator<Item = usize>,
         block: BlockTag,
     ) -> String {
-        let target = self.target();
         let mut call3s = vec![
             required(multicall, Multicall3::getBlockNumberCall {}.abi_encode()),
             required(multicall, Multicall3::getCurrentBlockTimestampCall {}.abi_encode()),
         ];
-        call3s.extend(calls.map(|data| Call3 { target, allowFailure: true, callData: data.clone() }));
+        call3s.extend(indexes.map(|index| Call3 {
+            target: self.target_of(index),
+            allowFailure: true,
+            callData: self.calls()[index].clone(),
+        }));
         let input: Bytes = Multicall3::aggregate3Call { calls: call3s }.abi_encode().into();
         eth_call_request(id, CallObject::new(&multicall, &input), block)
     }
@@ -77,18 +87,16 @@ impl CallPlan {
     /// one per piece (ids are piece indexes): a piece of several calls as one `aggregate3`, a
     /// lone call as a plain `eth_call`, whose error tells running out of gas from a revert.
     pub fn piece_requests(&self, multicall: Address, block: u64, pieces: &[Vec<usize>]) -> Vec<String> {
-        let (tag, target) = (BlockTag::Number(block), self.target());
+        let tag = BlockTag::Number(block);
         pieces
             .iter()
             .enumerate()
             .map(|(id, piece)| match piece.as_slice() {
-                [single] => eth_call_request(id, CallObject::new(&target, &self.calls()[*single]), tag),
-                _ => self.aggregate_request(
-                    id,
-                    multicall,
-                    piece.iter().map(|&index| &self.calls()[index]),
-                    tag,
-                ),
+                [single] => {
+                    let target = self.target_of(*single);
+                    eth_call_request(id, CallObject::new(&target, &self.calls()[*single]), tag)
+                }
+                _ => self.aggregate_request(id, multicall, piece.iter().copied(), tag),
             })
             .collect()
     }
@@ -312,6 +320,32 @@ mod tests {
         assert_eq!(outcomes.len(), 5);
         assert!(outcomes[1].reverted_with("Agent not found"));
         assert_eq!(outcomes[4].decode::<AgentRegistry::getChildrenCall>().unwrap(), vec![U256::from(5)]);
+    }
+
+    /// A call pushed to another contract goes there, inside `aggregate3`, read alone, and as a
+    /// plain `eth_call`; the others go to the plan's contract.
+    #[test]
+    fn a_call_to_another_contract_keeps_its_target_everywhere() {
+        let mut plan = plan(2);
+        let account = Address::with_last_byte(0xbb);
+        let elsewhere = plan.push_to(account, &AgentRegistry::getChildrenCall { agentId: U256::from(3) });
+        assert_eq!(
+            (elsewhere, plan.target_of(0), plan.target_of(elsewhere)),
+            (2, Address::with_last_byte(0xaa), account)
+        );
+        let requests = plan.aggregate_requests(MULTICALL3_ADDRESS, BlockTag::Latest, 10);
+        let request: serde_json::Value = serde_json::from_str(&requests[0]).unwrap();
+        let input: Bytes = request["params"][0]["input"].as_str().unwrap().parse().unwrap();
+        let targets: Vec<Address> = Multicall3::aggregate3Call::abi_decode(&input).unwrap().calls[2..]
+            .iter()
+            .map(|call| call.target)
+            .collect();
+        assert_eq!(targets, [Address::with_last_byte(0xaa), Address::with_last_byte(0xaa), account]);
+        let pieces = plan.piece_requests(MULTICALL3_ADDRESS, 9, &[vec![2]]);
+        let lone: serde_json::Value = serde_json::from_str(&pieces[0]).unwrap();
+        assert_eq!(lone["params"][0]["to"], "0x00000000000000000000000000000000000000bb");
+        let plain: serde_json::Value = serde_json::from_str(&plan.requests(BlockTag::Latest)[2]).unwrap();
+        assert_eq!(plain["params"][0]["to"], "0x00000000000000000000000000000000000000bb");
     }
 
     #[test]

@@ -96,11 +96,15 @@ impl Outcome {
     }
 }
 
-/// `eth_call`s to one contract, in order.
+/// `eth_call`s, in order: to one contract, the plan's, unless a call names another
+/// ([`CallPlan::push_to`]), so that a read of the registry and of an account it names can share
+/// one block and one round trip.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallPlan {
     to: Address,
     calls: Vec<Bytes>,
+    /// Each call's contract, beside `calls`.
+    targets: Vec<Address>,
 }
 
 /// An `eth_call` call object. The call data goes in both `input` (the execution API spec) and
@@ -178,12 +182,12 @@ pub fn batch_body<S: AsRef<str>>(requests: &[S]) -> String {
 impl CallPlan {
     /// An empty plan for calls to `to`.
     pub const fn new(to: Address) -> Self {
-        Self { to, calls: Vec::new() }
+        Self { to, calls: Vec::new(), targets: Vec::new() }
     }
 
-    /// The contract the calls go to.
-    pub const fn target(&self) -> Address {
-        self.to
+    /// The contract call `index` goes to.
+    pub fn target_of(&self, index: usize) -> Address {
+        self.targets[index]
     }
 
     /// The encoded calls, in order.
@@ -193,7 +197,14 @@ impl CallPlan {
 
     /// Adds a call; its outcome will be at the index this returns.
     pub fn push<C: SolCall>(&mut self, call: &C) -> usize {
+        self.push_to(self.to, call)
+    }
+
+    /// Adds a call to another contract than the plan's; its outcome will be at the index this
+    /// returns.
+    pub fn push_to<C: SolCall>(&mut self, target: Address, call: &C) -> usize {
         self.calls.push(call.abi_encode().into());
+        self.targets.push(target);
         self.calls.len() - 1
     }
 
@@ -211,7 +222,11 @@ impl CallPlan {
     /// [`batches`].
     pub fn requests(&self, block: BlockTag) -> Vec<String> {
         let calls = self.calls.iter().enumerate();
-        calls.map(|(index, input)| eth_call_request(index, CallObject::new(&self.to, input), block)).collect()
+        calls
+            .map(|(index, input)| {
+                eth_call_request(index, CallObject::new(&self.targets[index], input), block)
+            })
+            .collect()
     }
 
     /// The outcomes, in plan order, from the answers to [`CallPlan::requests`] (any grouping

@@ -8,6 +8,7 @@ use alloy_primitives::{Address, U256};
 use kya_core::{
     Agent, BlockRef, Error as CoreError, Revenue, Snapshot,
     abi::AgentRegistry,
+    erc8128::{Erc1271Check, IERC1271},
     index::{AgentRevenue, IndexedAgent, RevenueSums},
     lineage::{self, LineageNode, NodeData, shown_children},
     multicall::CALLS_PER_AGGREGATE,
@@ -210,13 +211,39 @@ pub(crate) async fn kya(
         plan.push(&AgentRegistry::getAgentByWalletCall { wallet });
     });
     let (block, outcomes) = rpc.read(&calls, None).await?;
-    match &outcomes[0] {
-        outcome if outcome.reverted_with(NO_AGENT_FOR_WALLET) => Ok((block, None)),
-        outcome => {
-            let record = outcome.decode::<AgentRegistry::getAgentByWalletCall>()?;
-            Ok((block, Some(Agent::try_from(record)?)))
-        }
+    Ok((block, agent_of_wallet(&outcomes[0])?))
+}
+
+/// [`kya`]'s read of `check.address`, and that contract account's ERC-1271 answer to `check`,
+/// at one block in one round trip (one `aggregate3`). The answer's return data is empty when the
+/// call reverted or the account has no code: no valid signature either way.
+pub(crate) async fn kya_and_erc1271(
+    rpc: &Rpc<'_>,
+    registry: Address,
+    check: &Erc1271Check,
+) -> Result<(BlockRef, Option<Agent>, Vec<u8>)> {
+    let calls = plan(registry, |plan| {
+        plan.push(&AgentRegistry::getAgentByWalletCall { wallet: check.address });
+        plan.push_to(
+            check.address,
+            &IERC1271::isValidSignatureCall { hash: check.hash, signature: check.signature.clone() },
+        );
+    });
+    let (block, outcomes) = rpc.read(&calls, None).await?;
+    let answer = match &outcomes[1] {
+        Outcome::Returned(data) => data.to_vec(),
+        _ => Vec::new(),
+    };
+    Ok((block, agent_of_wallet(&outcomes[0])?, answer))
+}
+
+/// The agent `getAgentByWallet` returned, `None` for a wallet without one.
+fn agent_of_wallet(outcome: &Outcome) -> Result<Option<Agent>> {
+    if outcome.reverted_with(NO_AGENT_FOR_WALLET) {
+        return Ok(None);
     }
+    let record = outcome.decode::<AgentRegistry::getAgentByWalletCall>()?;
+    Ok(Some(Agent::try_from(record)?))
 }
 
 /// A plan of calls to the registry, filled by `fill`.

@@ -4,7 +4,7 @@
 //!
 //! The checks are `kya_core::erc8128`'s, without I/O. What needs the world is done here: the
 //! signer's record (the same read as `/kya/:wallet`), an ERC-1271 contract account's
-//! `isValidSignature` at that same block, and the nonce, claimed in the keyid's Durable Object
+//! `isValidSignature` in the same round trip at the same block, and the nonce, claimed in the keyid's Durable Object
 //! only once the signature is known good, so a forged request cannot use up someone's nonce.
 
 mod body;
@@ -13,8 +13,7 @@ pub(crate) mod nonces;
 use alloy_primitives::Address;
 use kya_core::{
     BlockRef, KyaResult,
-    erc8128::{IERC1271, ReplayGuard, SignedRequest, Verification, Verified, VerifyPolicy, verify_request},
-    rpc::CallPlan,
+    erc8128::{ReplayGuard, SignedRequest, Verification, Verified, VerifyPolicy, verify_request},
 };
 use serde::Serialize;
 use worker::{Env, Request, Response};
@@ -70,10 +69,10 @@ pub(crate) async fn answer(
             let kya = KyaResult::of(verified.signer, agent.as_ref(), block.timestamp);
             (verified, block, kya)
         }
-        // A contract account's stands on its own answer, at the block the standing is read at.
+        // A contract account's stands on its own answer, read with its standing in one
+        // round trip, at one block.
         Verification::Erc1271(pending) => {
-            let (block, agent) = reads::kya(rpc, registry, pending.check().address).await?;
-            let return_data = is_valid_signature(rpc, pending.check(), block).await?;
+            let (block, agent, return_data) = reads::kya_and_erc1271(rpc, registry, pending.check()).await?;
             let verified = match pending.complete(&return_data) {
                 Ok(verified) => verified,
                 Err(refusal) => return refused(&refusal),
@@ -100,22 +99,6 @@ async fn claim(env: &Env, verified: &Verified, now: u64) -> Result<Option<kya_co
             "Replayable signatures are not accepted by this deployment: a nonce is required".into(),
         )),
     }
-}
-
-/// What the contract account's `isValidSignature` returned at `block`; empty when it reverted
-/// or has no code, which fails the check.
-async fn is_valid_signature(
-    rpc: &Rpc<'_>,
-    check: &kya_core::erc8128::Erc1271Check,
-    block: BlockRef,
-) -> Result<Vec<u8>> {
-    let mut plan = CallPlan::new(check.address);
-    plan.push(&IERC1271::isValidSignatureCall { hash: check.hash, signature: check.signature.clone() });
-    let (_, outcomes) = rpc.read(&plan, Some(block)).await?;
-    Ok(match outcomes.into_iter().next() {
-        Some(kya_core::rpc::Outcome::Returned(data)) => data.to_vec(),
-        _ => Vec::new(),
-    })
 }
 
 /// `{"verified": true, ..., "kya": ...}` with the block it read.

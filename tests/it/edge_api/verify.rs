@@ -21,7 +21,7 @@ use kya_core::{
 use kya_devchain::{consent::FAR_DEADLINE, dev_accounts};
 use kya_tests::{
     TestChain,
-    edge_fixture::{EdgeWorker, chain_vars, fresh_ip},
+    edge_fixture::{CountingProxy, EdgeWorker, chain_vars, fresh_ip},
     openapi, register_call,
 };
 use serde_json::{Value, json};
@@ -150,14 +150,18 @@ async fn signed_requests_are_verified_with_the_signers_standing_and_each_nonce_o
     let agent = PrivateKeySigner::random();
     t.chain.impersonate(agent.address()).await.expect("funds the agent");
     t.chain.send(agent.address(), t.registry(), &register_call(agent.address(), 0)).await.expect("registers");
-    let worker = EdgeWorker::start(&chain_vars(&t.rpc_url(), t.registry())).await;
+    let proxy = CountingProxy::start(&t.rpc_url()).await;
+    let worker = EdgeWorker::start(&chain_vars(&proxy.url, t.registry())).await;
     let verifier = Verifier { base: worker.base.clone(), http: kya_tests::http_client() };
     let chain_id = t.chain_id();
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
 
     // A valid request from a compliant agent: its signature, then its KYA standing at one block.
     let valid = signed(&agent, chain_id, now, 120, "n-valid");
+    let before = proxy.requests();
     let (status, body, headers) = verifier.post(&valid.json()).await;
+    // An EOA's verification costs the standing's one round trip, as `/kya/:wallet` does.
+    assert_eq!(proxy.requests() - before, 1, "RPC round trips of an EOA's verification");
     assert_eq!(status, 200, "{body}");
     let keyid = format!("erc8128:{chain_id}:{:#x}", agent.address());
     assert_eq!(body["verified"], true, "{body}");
@@ -268,8 +272,11 @@ async fn signed_requests_are_verified_with_the_signers_standing_and_each_nonce_o
     let agent_id: u64 =
         t.chain.view(t.registry(), &AgentRegistry::walletToAgentCall(account)).await.unwrap().to();
 
+    let before = proxy.requests();
     let (_, body, headers) =
         verifier.post(&signed_for(account, &owner, chain_id, now, 60, "n-1271").json()).await;
+    // The account's ERC-1271 answer comes in the same round trip as its standing.
+    assert_eq!(proxy.requests() - before, 1, "RPC round trips of a contract account's verification");
     assert_eq!(body["verified"], true, "the policy accepts: {body}");
     assert_eq!(body["signer"], account.to_checksum(None));
     assert_eq!(body["keyid"], format!("erc8128:{chain_id}:{account:#x}"));
