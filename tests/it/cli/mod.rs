@@ -3,6 +3,8 @@
 //! Worker and relayer serve every check, in an order where none disturbs another (the Worker
 //! caches KYA answers for a minute, so each wallet is checked only once its state is final).
 
+mod signed;
+
 use std::process::Output;
 
 use alloy::{
@@ -99,6 +101,7 @@ async fn kya_command_line_end_to_end() {
     let t = Setup { chain, demo, env, cwd: tempfile::tempdir().expect("a temp dir") };
 
     provider_checks(&t).await;
+    signed::signed_requests(&t).await;
     reads(&t).await;
     bad_input(&t).await;
     agent_cycle(&t).await;
