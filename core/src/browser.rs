@@ -2,8 +2,9 @@
 //! `scripts/build-core-wasm.sh` into the npm package `core/pkg/`). They wrap the same functions
 //! the edge API runs, so a page and the API cannot disagree: compliance and its badge, the KYA
 //! decision, decoding of registry call results, address checks, the EIP-712 typed data and
-//! digest of a gasless `ForwardRequest`, and a registration's consents (which it needs, their
-//! typed data and digests, and the `registerAgentWithConsent` call that carries them).
+//! digest of a gasless `ForwardRequest`, a registration's consents (which it needs, their
+//! typed data and digests, and the `registerAgentWithConsent` call that carries them), and
+//! ERC-8128 signed requests ([`erc8128`]: `signRequest`, `verifyRequest`).
 //!
 //! Every value crossing to or from JavaScript is a Rust type deriving `tsify::Tsify`, passed as
 //! `tsify::Ts<T>`: the package's TypeScript declarations are generated from the very structs
@@ -38,6 +39,8 @@ use crate::{
     time::parse_iso8601,
     view::{AgentView, RevenueView},
 };
+
+pub mod erc8128;
 
 type JsResult<T = JsValue> = Result<T, JsError>;
 

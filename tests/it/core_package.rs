@@ -1,4 +1,5 @@
-//! The browser package of `kya-core` (`core/pkg/`) in Node: its EIP-712 digests against viem,
+//! The browser package of `kya-core` (`core/pkg/`) in Node: its EIP-712 digests against viem, its
+//! ERC-8128 signatures recovered by viem and verified (or refused) by its own `verifyRequest`,
 //! and its compliance verdicts, KYA decisions and decoded records against the real Worker on a
 //! seeded chain, for every seeded agent (`tests/js/core-package.test.mjs`); and the npm package as
 //! a user installs it from its tarball: type-checked, imported by Node, bundled into a page in
@@ -35,7 +36,7 @@ async fn the_wasm_package_agrees_with_viem_and_with_the_api() {
     println!("{report}");
     assert!(output.status.success(), "the package test failed:\n{report}");
     // Every check ran: none was skipped for want of the API.
-    assert_eq!(node_test_count(&report, "pass"), Some(8), "expected eight passing checks:\n{report}");
+    assert_eq!(node_test_count(&report, "pass"), Some(10), "expected ten passing checks:\n{report}");
     assert_eq!(node_test_count(&report, "skipped"), Some(0), "{report}");
 }
 

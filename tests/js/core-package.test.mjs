@@ -1,6 +1,6 @@
 // The browser package of kya-core (core/pkg/, built by scripts/build-core-wasm.sh) checked in Node
-// against an independent EIP-712 and ABI implementation (viem, with the registry's compiled ABI)
-// and against the live edge API.
+// against an independent EIP-712, ABI and EIP-191 implementation (viem, with the registry's
+// compiled ABI) and against the live edge API.
 //
 // Run by the Rust end-to-end test `core_package` with:
 //   KYA_API_URL   base URL of the Worker under wrangler dev, on a seeded chain
@@ -9,12 +9,14 @@
 //   KYA_AGENTS    number of seeded agents
 // Without KYA_API_URL only the offline checks (digests, typed data, calldata, addresses) run.
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
-import { decodeFunctionData, getAddress, hashTypedData, keccak256, toHex } from 'viem';
+import { decodeFunctionData, getAddress, hashTypedData, keccak256, recoverMessageAddress, toHex } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
 
 import init, * as kya from '../../core/pkg/kya_core.js';
 import { viemConsentDigest, viemDigest } from './viem-digest.mjs';
@@ -192,6 +194,113 @@ test('the KYA decision follows the intended use of SPEC.md', () => {
   assert.equal(kya.kyaDecision(true, true), 'provision');
   assert.equal(kya.kyaDecision(true, false), 'renew attestation');
   assert.equal(kya.kyaDecision(false, false), 'deny or register');
+});
+
+// ERC-8128 signed requests (signRequest, verifyRequest), anvil's first development key.
+const AGENT_KEY = '0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80';
+const AGENT = privateKeyToAccount(AGENT_KEY).address;
+const KEYID = `erc8128:84532:${AGENT.toLowerCase()}`;
+const INFER = 'https://api.provider.example/v1/infer?model=small';
+const PROMPT = JSON.stringify({ prompt: 'hello' });
+
+/** A signed POST of PROMPT to INFER at 1700000000, and the headers it is received with. */
+function signedPrompt(overrides = {}) {
+  const signed = kya.signRequest({
+    method: 'POST', url: INFER, headers: { 'content-type': 'application/json' }, body: PROMPT,
+    privateKey: AGENT_KEY, chainId: 84532, created: 1700000000, nonce: 'n-1', components: ['content-type'], ...overrides,
+  });
+  const headers = {
+    'Content-Type': 'application/json', 'Signature-Input': signed.signatureInput, Signature: signed.signature,
+    'Content-Digest': signed.contentDigest,
+  };
+  return { signed, received: { method: 'POST', url: INFER, headers, body: PROMPT, now: 1700000030, chainId: 84532 } };
+}
+
+test('signRequest signs what verifyRequest accepts, and viem recovers the agent from the signature base', async () => {
+  const { signed, received } = signedPrompt();
+  const params = `("@method" "@authority" "@path" "@query" "content-digest" "content-type");created=1700000000;expires=1700000060;nonce="n-1";keyid="${KEYID}"`;
+  const digest = `sha-256=:${createHash('sha256').update(PROMPT).digest('base64')}:`;
+  assert.deepEqual({ ...signed, signature: undefined }, {
+    signatureInput: `eth=${params}`, signature: undefined, contentDigest: digest,
+    keyid: KEYID, created: 1700000000, expires: 1700000060, nonce: 'n-1',
+  });
+  // RFC 9421's signature base written out here; the signature is its EIP-191 personal_sign.
+  const base = ['"@method": POST', '"@authority": api.provider.example', '"@path": /v1/infer', '"@query": ?model=small',
+    `"content-digest": ${digest}`, '"content-type": application/json', `"@signature-params": ${params}`].join('\n');
+  const bytes = Buffer.from(/^eth=:(.*):$/.exec(signed.signature)[1], 'base64');
+  assert.equal(bytes.length, 65);
+  assert.equal(await recoverMessageAddress({ message: base, signature: toHex(bytes) }), AGENT);
+
+  const verified = { outcome: 'verified', signer: AGENT, keyid: KEYID, chainId: 84532, created: 1700000000,
+    expires: 1700000060, nonce: 'n-1', components: ['@method', '@authority', '@path', '@query', 'content-digest', 'content-type'],
+    label: 'eth', nonceKey: `${KEYID}:n-1`, rememberUntil: 1700000120 };
+  assert.deepEqual(kya.verifyRequest(received), verified);
+  // The body as bytes, header names in any case, a list value, the authority served: the same.
+  const { 'Content-Type': type, ...rest } = received.headers;
+  assert.deepEqual(kya.verifyRequest({ ...received, headers: { ...rest, 'CONTENT-TYPE': [type] },
+    body: new TextEncoder().encode(PROMPT), authority: 'API.provider.example:443' }), verified);
+
+  // Defaults: created now (the page's clock), 60 s, a fresh 128-bit nonce from crypto.getRandomValues.
+  const before = Math.floor(Date.now() / 1000);
+  const [a, b] = [0, 1].map(() => kya.signRequest({ method: 'GET', url: INFER, privateKey: AGENT_KEY, chainId: 84532 }));
+  assert.ok(a.created >= before && a.created <= Math.floor(Date.now() / 1000) && a.expires === a.created + 60, JSON.stringify(a));
+  assert.match(a.nonce, /^[A-Za-z0-9_-]{22}$/);
+  assert.notEqual(a.nonce, b.nonce);
+  assert.equal('contentDigest' in a, false, 'no body, no digest');
+  const get = kya.verifyRequest({ method: 'GET', url: INFER, headers: { 'signature-input': a.signatureInput, signature: a.signature },
+    now: a.created, chainId: 84532 });
+  assert.deepEqual([get.outcome, get.signer, get.nonce, get.components], ['verified', AGENT, a.nonce, ['@method', '@authority', '@path', '@query']]);
+});
+
+test('verifyRequest refuses tampering with the API\'s reasons, and hands contract accounts an ERC-1271 call', () => {
+  const { received } = signedPrompt();
+  const refused = (request) => {
+    const verdict = kya.verifyRequest(request);
+    assert.equal(verdict.outcome, 'refused', JSON.stringify(verdict));
+    assert.deepEqual(Object.keys(verdict).sort(), ['message', 'outcome', 'reason']);
+    return verdict.reason;
+  };
+  assert.equal(refused({ ...received, body: JSON.stringify({ prompt: 'rm -rf' }) }), 'digest_mismatch');
+  // A changed path or method no longer recovers to the keyid: refused when contract accounts are
+  // not accepted; otherwise the keyid's account is asked, and an EOA (no code) answers nothing.
+  const eoaOnly = { ...received, allowErc1271: false };
+  assert.equal(refused({ ...eoaOnly, url: INFER.replace('/v1/infer', '/v1/admin') }), 'bad_signature');
+  assert.equal(refused({ ...eoaOnly, method: 'PUT' }), 'bad_signature');
+  const asked = kya.verifyRequest({ ...received, method: 'PUT' });
+  assert.deepEqual([asked.outcome, asked.erc1271.address], ['erc1271', AGENT]);
+  assert.equal(kya.erc1271Accepts('0x'), false, 'what an eth_call to an EOA returns');
+  assert.equal(refused({ ...received, authority: 'api.other.example' }), 'wrong_authority');
+  assert.equal(refused({ ...received, now: 1700000060 + 61 }), 'expired');
+  assert.equal(refused({ ...received, now: 1700000000 - 61 }), 'not_yet_valid');
+  assert.equal(refused({ ...received, chainId: 1 }), 'wrong_chain');
+  const { Signature: _, ...unsigned } = received.headers;
+  assert.equal(refused({ ...received, headers: unsigned }), 'malformed');
+  assert.equal(refused(signedPrompt({ expires: 1700000000 + 301 }).received), 'window_too_long');
+  assert.equal(kya.verifyRequest({ ...signedPrompt({ expires: 1700000000 + 301 }).received, maxWindowSecs: 600 }).outcome, 'verified');
+
+  // Signed by the agent's key for another account (a contract wallet it owns): the account decides.
+  const account = '0x5FbDB2315678afecb367f032d93F642f64180aa3';
+  const headers = { ...received.headers, 'Signature-Input': received.headers['Signature-Input'].replace(AGENT.toLowerCase(), account.toLowerCase()) };
+  const pending = kya.verifyRequest({ ...received, headers });
+  assert.equal(pending.outcome, 'erc1271');
+  assert.equal(pending.signer, account);
+  assert.equal(pending.nonceKey, `erc8128:84532:${account.toLowerCase()}:n-1`);
+  assert.equal(pending.erc1271.address, account);
+  assert.equal(pending.erc1271.chainId, 84532);
+  const call = decodeFunctionData({
+    abi: [{ type: 'function', name: 'isValidSignature', stateMutability: 'view', inputs: [{ name: 'hash', type: 'bytes32' }, { name: 'signature', type: 'bytes' }], outputs: [{ type: 'bytes4' }] }],
+    data: pending.erc1271.calldata,
+  });
+  assert.deepEqual(call.args, [pending.erc1271.hash, pending.erc1271.signature]);
+  assert.equal(kya.erc1271Accepts(`0x1626ba7e${'0'.repeat(56)}`), true);
+  assert.equal(kya.erc1271Accepts('0x'), false);
+  assert.equal(kya.erc1271Accepts(`0xffffffff${'0'.repeat(56)}`), false);
+  assert.equal(refused({ ...received, headers, allowErc1271: false }), 'bad_signature');
+
+  assert.throws(() => kya.signRequest({ method: 'GET', url: INFER, privateKey: '0x12', chainId: 1 }), /privateKey must be 0x and 64 hex digits/);
+  assert.throws(() => kya.signRequest({ method: 'GET', url: 'not a url', privateKey: AGENT_KEY, chainId: 1 }), /does not parse/);
+  assert.throws(() => kya.verifyRequest({ ...received, now: -1 }), /now must be a non-negative whole number/);
+  assert.throws(() => kya.verifyRequest({ ...received, body: 5 }), /a string or a Uint8Array/);
 });
 
 const api = process.env.KYA_API_URL;

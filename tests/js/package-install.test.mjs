@@ -5,7 +5,8 @@
 //   2. Node imports the package by name (ESM) and runs the checks of checks.js;
 //   3. esbuild bundles a page importing it, which headless Chromium loads and runs the same checks.
 // Digests (forward requests and consents) are compared with viem's, compliance with values worked
-// out here from the fixtures.
+// out here from the fixtures, and an ERC-8128 request signed with the defaults (the runtime's clock
+// and crypto.getRandomValues) must verify to the key's address as viem derives it.
 // Run by the Rust end-to-end test `core_package` (offline: the tarball has no dependencies).
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -18,8 +19,10 @@ import { fileURLToPath } from 'node:url';
 
 import { chromium } from 'playwright-core';
 
+import { privateKeyToAccount } from 'viem/accounts';
+
 import {
-  CHAIN_ID, CONSENT_DEADLINE, CONSENT_NONCES, FORWARDER, REGISTRY, parties, records, requests,
+  AGENT_KEY, CHAIN_ID, CONSENT_DEADLINE, CONSENT_NONCES, FORWARDER, REGISTRY, parties, records, requests,
 } from './package-consumer/checks.js';
 import { viemConsentDigest, viemDigest } from './viem-digest.mjs';
 
@@ -78,11 +81,15 @@ function expected() {
     { primaryType: 'AgentWalletConsent', agentWallet: parties.agentWallet, creator: parties.creator, parentAgentId: '0', nonce: walletNonce, deadline },
     { primaryType: 'LiabilityConsent', haftungsperson: parties.haftungsperson, creator: parties.creator, agentWallet: parties.agentWallet, nonce: personNonce, deadline },
   ].map((consent) => ({ consent, digest: viemConsentDigest(consent.primaryType, consent, CHAIN_ID, REGISTRY) }));
-  return { digests: requests.map((request) => viemDigest(request, CHAIN_ID, FORWARDER)), consents, compliance, badges };
+  const signedRequest = {
+    outcome: 'verified', signer: privateKeyToAccount(AGENT_KEY).address, window: 60, randomNonce: true, tampered: 'digest_mismatch',
+  };
+  return { signedRequest, digests: requests.map((request) => viemDigest(request, CHAIN_ID, FORWARDER)), consents, compliance, badges };
 }
 
 function assertResults(results) {
   const want = expected();
+  assert.deepEqual(results.signedRequest, want.signedRequest, 'a signed request verifies to its key');
   assert.deepEqual(results.digests, want.digests, 'digests equal viem');
   assert.deepEqual(results.consents, want.consents, 'the consents needed, and their digests equal viem');
   assert.deepEqual(results.compliance, want.compliance);

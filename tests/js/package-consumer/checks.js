@@ -35,10 +35,28 @@ export const parties = {
 export const CONSENT_NONCES = [2, '7'];
 export const CONSENT_DEADLINE = 1900000000;
 
+/** An agent's key (anvil's first development key), signing an ERC-8128 request. */
+export const AGENT_KEY = '0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80';
+const SIGNED_URL = 'https://api.provider.example/v1/infer?model=small';
+
+/** Signs a POST with the defaults (the page's clock, a nonce from crypto.getRandomValues) and verifies it. */
+function signedRequest(kya) {
+  const body = '{"prompt":"hi"}';
+  const signed = kya.signRequest({ method: 'POST', url: SIGNED_URL, body, privateKey: AGENT_KEY, chainId: CHAIN_ID });
+  const headers = { 'signature-input': signed.signatureInput, signature: signed.signature, 'content-digest': signed.contentDigest };
+  const verdict = kya.verifyRequest({ method: 'POST', url: SIGNED_URL, headers, body, now: signed.created, chainId: CHAIN_ID });
+  const tampered = kya.verifyRequest({ method: 'POST', url: SIGNED_URL, headers, body: '{"prompt":"ho"}', now: signed.created, chainId: CHAIN_ID });
+  return {
+    outcome: verdict.outcome, signer: verdict.signer, window: signed.expires - signed.created,
+    randomNonce: /^[A-Za-z0-9_-]{22}$/.test(signed.nonce), tampered: tampered.reason,
+  };
+}
+
 /** Runs the checks with an initialised kya-core module. */
 export function run(kya) {
   const needed = kya.consentsNeeded(parties, ...CONSENT_NONCES, CONSENT_DEADLINE);
   return {
+    signedRequest: signedRequest(kya),
     digests: requests.map((request) => kya.forwardRequestDigest(request, CHAIN_ID, FORWARDER)),
     consents: [needed.agentWallet, needed.liability].map((consent) => ({
       consent,

@@ -25,6 +25,14 @@ import init, {
   type TypedData,
   type TypedDataField,
   type UintInput,
+  type BodyInput,
+  type HeadersInput,
+  type RefusalReason,
+  type RequestVerdict,
+  type SignRequestInput,
+  type SignedRequestHeaders,
+  type VerifiedSignature,
+  type VerifyRequestInput,
   agentWalletConsentDigest,
   attestComplianceCalldata,
   checksumAddress,
@@ -36,6 +44,7 @@ import init, {
   decodeChildren,
   decodeComplianceStatus,
   decodeRevenueHistory,
+  erc1271Accepts,
   evaluateCompliance,
   forwardRequestDigest,
   forwardRequestTypedData,
@@ -50,6 +59,8 @@ import init, {
   registerAgentCalldata,
   registerAgentWithConsentCalldata,
   reportRevenueCalldata,
+  signRequest,
+  verifyRequest,
 } from 'kya-core';
 
 await init();
@@ -140,8 +151,35 @@ calls.push(registerAgentWithConsentCalldata(consented));
 // @ts-expect-error: the consents' deadline is required
 registerAgentWithConsentCalldata({ ...registration, walletConsent: '0x' });
 
+// ERC-8128: a request signed for an agent, and a provider's local verdict on it.
+const body: BodyInput = new TextEncoder().encode('{}');
+const toSign: SignRequestInput = { method: 'POST', url: 'https://api.provider.example/v1', body, privateKey: `0x${'11'.repeat(32)}`, chainId: 84532 };
+const signedHeaders: SignedRequestHeaders = signRequest({ ...toSign, body: '{}', created: 1700000000, nonce: 'n', components: ['content-type'] });
+const digestHeader: string | undefined = signedHeaders.contentDigest;
+const received: HeadersInput = { 'signature-input': signedHeaders.signatureInput, signature: [signedHeaders.signature] };
+const toVerify: VerifyRequestInput = { method: 'POST', url: toSign.url, headers: received, body, now: 1700000000, chainId: 84532, requireNonce: true };
+const requestVerdict: RequestVerdict = verifyRequest({ ...toVerify, authority: 'api.provider.example', maxWindowSecs: 300 });
+let verdictSigner: string | undefined;
+let refusal: RefusalReason | undefined;
+if (requestVerdict.outcome === 'verified') {
+  const verifiedSignature: VerifiedSignature = requestVerdict;
+  const claim: string | null = verifiedSignature.nonceKey;
+  verdictSigner = claim === null ? undefined : verifiedSignature.signer;
+} else if (requestVerdict.outcome === 'erc1271') {
+  verdictSigner = erc1271Accepts('0x') ? requestVerdict.erc1271.address : undefined;
+} else {
+  refusal = requestVerdict.reason;
+}
+// @ts-expect-error: a chain id is a number
+signRequest({ ...toSign, chainId: '84532' });
+// @ts-expect-error: verifying needs the time: core reads no clock
+verifyRequest({ method: 'GET', url: toSign.url, headers: received, chainId: 84532 });
+// @ts-expect-error: a reason is one of the API's eleven names
+const notAReason: RefusalReason = 'tired';
+
 export const used = [
   seconds, status, badge, decision, notABadge, constitution, walletNumber, hashBytes, registeredAt, agentStatus,
   again, firstChild, amount, periodEnd, onChain, digest, fields, chainId, messageNonce, valid,
   consentKind, consentFields, liabilityDigest, consentDigests,
+  digestHeader, verdictSigner, refusal, notAReason,
 ];
