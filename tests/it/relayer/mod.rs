@@ -28,6 +28,7 @@ use on_both_stores;
 mod abuse;
 mod cluster;
 mod concurrency;
+mod database;
 mod errors;
 mod flows;
 mod lanes;

@@ -9,7 +9,7 @@
 //! server as the `postgres` user the package creates, since `initdb` refuses root.
 
 use std::{
-    io::{BufRead, BufReader, Read},
+    io::{BufRead, BufReader, Read, Write},
     os::unix::fs::MetadataExt,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
@@ -54,6 +54,57 @@ impl TestDatabase {
     /// The server's password for the tests' user (to check that it is never shown).
     pub fn password(&self) -> &str {
         &Server::shared().password
+    }
+
+    /// A plain session of its own on this database (psql, kept open) that has run `sql` (say,
+    /// `BEGIN; SELECT … FOR UPDATE`) and stays as it is, holding what it took, until dropped
+    /// (its connection closes and the server rolls back what it left open): a daemon frozen
+    /// inside a transaction, without timing games.
+    ///
+    /// # Panics
+    /// When `sql` fails: the panic gives psql's words.
+    pub fn hold(&self, sql: &str) -> Session {
+        let mut child = Command::new(Server::shared().bin.join("psql"))
+            .args(["--no-psqlrc", "--quiet", "--tuples-only", "--no-align", "--set=ON_ERROR_STOP=1"])
+            .args(["--dbname", &self.url])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("psql starts");
+        let mut stdin = child.stdin.take().expect("piped");
+        // The marker is a query's row, printed (and flushed, as every result is) once every
+        // statement before it has run.
+        writeln!(stdin, "{sql}\nSELECT 'kya-held';").expect("psql reads its input");
+        // psql prints the statements' rows first; a failure ends it (ON_ERROR_STOP): end of file.
+        let held = BufReader::new(child.stdout.take().expect("piped"))
+            .lines()
+            .map_while(Result::ok)
+            .any(|line| line.trim() == "kya-held");
+        if !held {
+            drop(stdin);
+            let mut errors = String::new();
+            if let Some(mut stderr) = child.stderr.take() {
+                let _ = stderr.read_to_string(&mut errors);
+            }
+            let _ = child.wait();
+            panic!("{sql}: {errors}");
+        }
+        Session { child, _stdin: stdin }
+    }
+}
+
+/// A psql session holding what it took ([`TestDatabase::hold`]); ended when dropped.
+#[derive(Debug)]
+pub struct Session {
+    child: Child,
+    _stdin: std::process::ChildStdin,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 

@@ -1,0 +1,185 @@
+//! The relayer's PostgreSQL connections under trouble, with the real binary: a daemon frozen
+//! (SIGSTOP) while a transaction holds the budget row costs another daemon the lock timeout,
+//! answered 503 with `Retry-After`, never a hang; its lease keeper, on a connection of its own,
+//! goes on renewing meanwhile and takes the frozen daemon's key once its lease runs out.
+
+use std::{
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use alloy::{primitives::hex, signers::local::PrivateKeySigner};
+use kya_devchain::dev_accounts;
+use kya_test_postgres::TestDatabase;
+use kya_tests::{
+    TestChain,
+    relayer_fixture::{
+        BinaryRelayer, Client, Engine, TestStore, body, forward, set, settings, sign_with_core,
+    },
+};
+use serde_json::{Value, json};
+
+use super::{agent_key, anvil, register_call};
+
+const BINARY: &str = env!("CARGO_BIN_EXE_kya-relayer-under-test");
+
+/// What a client is told when the database did not answer in time.
+const STORE_UNAVAILABLE: &str = "The relayer's database is busy or unreachable; try again shortly";
+
+/// Two keys, fresh wallets with 10 ETH each: one for each daemon.
+async fn two_keys(t: &TestChain) -> Vec<PrivateKeySigner> {
+    let keys: Vec<PrivateKeySigner> = (0..2).map(|n| dev_accounts::agent_wallet(7_100_000 + n)).collect();
+    for key in &keys {
+        anvil(t, "anvil_setBalance", json!([key.address(), "0x8ac7230489e80000"])).await;
+    }
+    keys
+}
+
+/// A daemon's settings on `database`: both keys, its own id, 6 s leases, a lock timeout of 1 s.
+fn daemon_env(
+    t: &TestChain,
+    database: &TestDatabase,
+    keys: &[PrivateKeySigner],
+    id: &str,
+) -> Vec<(String, String)> {
+    // The chain's and the contracts' settings; the store is the database, not the SQLite file.
+    let mut env = settings(t, &TestStore::new(Engine::Sqlite));
+    env.retain(|(name, _)| name != "RELAYER_KEY" && name != "RELAYER_DB");
+    let keys = keys.iter().map(|key| hex::encode_prefixed(key.to_bytes())).collect::<Vec<_>>().join(",");
+    for (name, value) in [
+        ("DATABASE_URL", database.url().to_owned()),
+        ("RELAYER_KEYS", keys),
+        ("RELAYER_ID", id.to_owned()),
+        ("RELAYER_LEASE_SECS", "6".to_owned()),
+        ("DATABASE_LOCK_TIMEOUT_MS", "1000".to_owned()),
+        ("DATABASE_STATEMENT_TIMEOUT_MS", "5000".to_owned()),
+        ("DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS", "3000".to_owned()),
+        ("RATE_LIMIT_PER_IP", "1000".to_owned()),
+        ("READ_RATE_LIMIT_PER_MINUTE", "100000".to_owned()),
+    ] {
+        set(&mut env, name, value);
+    }
+    env
+}
+
+/// The real binary as a bare child (no log reader), so that the test can freeze it: the process
+/// this test started, stopped and continued by its own id.
+fn spawn_daemon(env: &[(String, String)]) -> Child {
+    let port =
+        |_| std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
+    Command::new(BINARY)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("RELAYER_PORT", port(()))
+        .env("METRICS_PORT", port(()))
+        .env("RUST_LOG", "warn")
+        .envs(env.iter().map(|(name, value)| (name, value)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the relayer binary starts")
+}
+
+fn signal(child: &Child, name: &str) {
+    let status = Command::new("kill").args([&format!("-{name}"), &child.id().to_string()]).status().unwrap();
+    assert!(status.success(), "kill -{name}");
+}
+
+/// Each key's holder as `/status` shows it.
+async fn holders(client: &Client) -> Vec<Option<String>> {
+    let (status, report) = client.get("/status").await;
+    assert_eq!(status, 200, "{report}");
+    report["lanes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|lane| lane["holder"].as_str().map(str::to_owned))
+        .collect()
+}
+
+async fn holders_until(
+    client: &Client,
+    patience: Duration,
+    done: impl Fn(&[Option<String>]) -> bool,
+) -> Duration {
+    let started = Instant::now();
+    loop {
+        let seen = holders(client).await;
+        if done(&seen) {
+            return started.elapsed();
+        }
+        assert!(started.elapsed() < patience, "the keys' holders stayed {seen:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn held_by(holders: &[Option<String>], id: &str) -> usize {
+    holders.iter().filter(|holder| holder.as_deref() == Some(id)).count()
+}
+
+fn registration(t: &TestChain, n: u64) -> Value {
+    let agent = agent_key(n);
+    let request = forward(t, agent.address(), 0, &register_call(agent.address(), 0));
+    body(&request, &sign_with_core(t, &agent, &request).signature)
+}
+
+/// Daemon A is frozen (SIGSTOP) while the budget row is held by a transaction that nobody ends (a
+/// plain session standing in for A's own, so no timing game is needed to catch A inside one).
+/// Daemon B answers a relay 503 with `Retry-After` after the lock timeout (1 s), not never;
+/// its log names the lock timeout without the database password; its leases are renewed
+/// meanwhile, and A's key is B's once A's lease runs out. Once the holder is gone, B relays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_daemon_holding_the_budget_costs_the_others_the_lock_timeout_not_a_hang() {
+    let t = TestChain::start().await;
+    let database = TestDatabase::create();
+    let keys = two_keys(&t).await;
+    let mut a = spawn_daemon(&daemon_env(&t, &database, &keys, "daemon-a"));
+    let b = BinaryRelayer::start(BINARY, &daemon_env(&t, &database, &keys, "daemon-b"));
+    holders_until(&b.client, Duration::from_secs(30), |seen| {
+        held_by(seen, "daemon-a") == 1 && held_by(seen, "daemon-b") == 1
+    })
+    .await;
+
+    signal(&a, "STOP");
+    let holder = database.hold("BEGIN; SELECT id FROM budget WHERE id = 1 FOR UPDATE;");
+    let asked_at = Instant::now();
+    let sent =
+        kya_tests::http_client().post(format!("{}/relay", b.client.base)).json(&registration(&t, 910)).send();
+    let answer = tokio::time::timeout(Duration::from_secs(10), sent)
+        .await
+        .expect("answered within the lock timeout, not never")
+        .expect("B answers");
+    let waited = asked_at.elapsed();
+    assert_eq!(answer.status().as_u16(), 503);
+    assert_eq!(answer.headers().get("retry-after").and_then(|value| value.to_str().ok()), Some("1"));
+    assert_eq!(answer.json::<Value>().await.unwrap(), json!({ "error": STORE_UNAVAILABLE }));
+    assert!((Duration::from_millis(900)..Duration::from_secs(5)).contains(&waited), "{waited:?}");
+    let reply = b.client.request("GET", "/status", &[]).await;
+    assert_eq!(reply.status, 200, "reads that take no lock go on: {}", reply.text);
+
+    // B's keeper takes A's key once A's lease (6 s) runs out, while the budget is still held.
+    let took = holders_until(&b.client, Duration::from_secs(20), |seen| held_by(seen, "daemon-b") == 2).await;
+    let log = b.output();
+    assert!(log.contains("store unavailable: 55P03"), "{log}");
+    assert!(!log.contains("keeping the key leases failed"), "{log}");
+    assert!(!log.contains(database.password()), "the password never shows");
+
+    // The holder gone (as the server ends a frozen session after the idle-in-transaction
+    // timeout), B relays again.
+    drop(holder);
+    let (status, relayed) = b.client.relay(&registration(&t, 911)).await;
+    assert_eq!(status, 200, "{relayed}");
+    b.client.relay_until(relayed["relayId"].as_str().unwrap(), |relay| relay["status"] == "mined").await;
+    eprintln!(
+        "database: a relay behind a frozen holder of the budget answered 503 after {waited:?} (lock timeout 1 s); \
+         the other daemon's key taken {:?} later; {:?} in all",
+        took,
+        asked_at.elapsed()
+    );
+    signal(&a, "CONT");
+    let _ = a.kill();
+    let _ = a.wait();
+    let (clean, _) = b.terminate();
+    assert!(clean);
+}
