@@ -11,7 +11,8 @@
 //!
 //! - `sql`: the one query layer over SQLite and PostgreSQL, and the locks of writes.
 //! - `schema`: SQLite's tables, and bringing a store of an earlier version up to date.
-//! - `postgres`: `DATABASE_URL`, connecting, and PostgreSQL's migrations.
+//! - `postgres`: `DATABASE_URL`, connecting (with its timeouts), and PostgreSQL's migrations.
+//! - `pg_tls`: TLS to PostgreSQL, as `sslmode` and `sslrootcert` in the URL ask.
 //! - `codec`: how addresses, nonces, hashes and wei are kept as text and read back.
 //! - `limits`: rate windows and the budget.
 //! - `records`: what a relay record holds, and the reads of records.
@@ -25,6 +26,7 @@ mod codec;
 mod leases;
 mod limits;
 mod outbox;
+mod pg_tls;
 mod postgres;
 mod records;
 mod relays;

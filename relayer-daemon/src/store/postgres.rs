@@ -3,9 +3,14 @@
 //! the others wait seconds, not forever); and the migrations in `migrations/postgres/`, run at
 //! start.
 
-use std::{str::FromStr, time::Duration};
+use std::{str::FromStr, sync::Arc, time::Duration};
+
+use rustls::ClientConfig;
 
 use postgres::{NoTls, config::SslMode};
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+use super::pg_tls::{self, TlsMode};
 
 use super::sql::PgConnection;
 use crate::error::{Error, Result, is_unavailable, postgres_detail};
@@ -76,6 +81,10 @@ pub struct DatabaseUrl {
     config: Box<postgres::Config>,
     shown: String,
     timeouts: DatabaseTimeouts,
+    /// The TLS the URL asks for (`sslmode`), with its verifier and roots: `None`, none.
+    tls: Option<Arc<rustls::ClientConfig>>,
+    /// `sslmode` as read, for the errors of a refused handshake.
+    tls_mode: TlsMode,
 }
 
 impl DatabaseUrl {
@@ -88,20 +97,26 @@ impl DatabaseUrl {
                 "DATABASE_URL must be a postgres:// or postgresql:// URL (unset: the SQLite file RELAYER_DB): {shown}"
             )));
         }
+        // sslmode's TLS values and sslrootcert are libpq's, which the driver does not read.
+        let (text, tls) = pg_tls::split(text)?;
         // The driver's parse error quotes no part of the URL we could not show, but it may name
         // a value: only its kind is passed on.
-        let mut config = postgres::Config::from_str(text)
+        let mut config = postgres::Config::from_str(&text)
             .map_err(|_| Error::Config(format!("DATABASE_URL is not a valid PostgreSQL URL: {shown}")))?;
-        if config.get_ssl_mode() == SslMode::Require {
-            return Err(Error::Config(format!(
-                "DATABASE_URL asks for sslmode=require, and the relayer connects without TLS (a loopback or private network): {shown}"
-            )));
-        }
+        let tls_mode = tls.mode;
+        let client_config = pg_tls::client_config(&tls)?;
+        config.ssl_mode(if client_config.is_some() { SslMode::Require } else { SslMode::Disable });
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
         config.application_name("kya-relayer");
-        let mut url = Self { config: Box::new(config), shown, timeouts: DatabaseTimeouts::default() };
+        let mut url = Self {
+            config: Box::new(config),
+            shown,
+            timeouts: DatabaseTimeouts::default(),
+            tls: client_config.map(Arc::new),
+            tls_mode,
+        };
         url.set_timeouts(DatabaseTimeouts::default());
         Ok(url)
     }
@@ -136,10 +151,21 @@ impl DatabaseUrl {
     /// Opens a connection, with the timeouts set on it.
     pub(super) fn connect(&self) -> Result<Box<PgConnection>> {
         let failed = |error: postgres::Error| {
-            let detail = format!("connecting to {}: {}", self.shown, postgres_detail(&error));
+            let mut detail = format!("connecting to {}: {}", self.shown, postgres_detail(&error));
+            if matches!(self.tls_mode, TlsMode::VerifyCa | TlsMode::VerifyFull)
+                && detail.contains("certificate")
+            {
+                detail.push_str(
+                    " (the server's certificate must chain to sslrootcert's CA, or the system's roots without it)",
+                );
+            }
             if is_unavailable(&error) { Error::StoreUnavailable(detail) } else { Error::Store(detail) }
         };
-        let mut client = self.config.connect(NoTls).map_err(failed)?;
+        let mut client = match &self.tls {
+            Some(tls) => self.config.connect(MakeRustlsConnect::new(ClientConfig::clone(tls))),
+            None => self.config.connect(NoTls),
+        }
+        .map_err(failed)?;
         client.batch_execute(&self.timeouts.set_statements()).map_err(failed)?;
         Ok(Box::new(PgConnection::new(client)))
     }
@@ -186,7 +212,7 @@ mod tests {
         assert_eq!(url.config.get_connect_timeout(), Some(&Duration::from_secs(3)));
         for (bad, named) in [
             ("mysql://kya:SECRET-PW@db/relayer", "must be a postgres:// or postgresql:// URL"),
-            ("postgresql://kya:SECRET-PW@db/relayer?sslmode=require", "sslmode=require"),
+            ("postgresql://kya:SECRET-PW@db/relayer?sslmode=verify", "sslmode=verify is not one of"),
             ("postgres://kya:SECRET-PW@db:notaport/relayer", "not a valid PostgreSQL URL"),
         ] {
             let error = DatabaseUrl::parse(bad).unwrap_err().to_string();

@@ -1,7 +1,10 @@
 //! The relayer's PostgreSQL connections under trouble, with the real binary: a daemon frozen
 //! (SIGSTOP) while a transaction holds the budget row costs another daemon the lock timeout,
 //! answered 503 with `Retry-After`, never a hang; its lease keeper, on a connection of its own,
-//! goes on renewing meanwhile and takes the frozen daemon's key once its lease runs out.
+//! goes on renewing meanwhile and takes the frozen daemon's key once its lease runs out. Over
+//! TLS (`sslmode=verify-full` against a CA made at test time), a relay goes through end to end,
+//! and a certificate from another CA stops the daemon at start with a clear message and no
+//! password.
 
 use std::{
     process::{Child, Command, Stdio},
@@ -182,4 +185,79 @@ async fn a_frozen_daemon_holding_the_budget_costs_the_others_the_lock_timeout_no
     let _ = a.wait();
     let (clean, _) = b.terminate();
     assert!(clean);
+}
+
+/// A CA named `name` (PEM), and a server certificate it issued for `localhost` and `127.0.0.1`
+/// with its key (PEM).
+fn certificates(name: &str) -> (String, String, String) {
+    use rcgen::{
+        BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, KeyUsagePurpose,
+    };
+    let mut ca_params = CertificateParams::new(Vec::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.distinguished_name.push(DnType::CommonName, name);
+    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
+    params.distinguished_name.push(DnType::CommonName, "localhost");
+    let certificate = params.signed_by(&key, &ca).unwrap();
+    (ca.pem(), certificate.pem(), key.serialize_pem())
+}
+
+/// `sslmode=verify-full` with `sslrootcert` the test CA: the daemon's connections (its store's
+/// and its lease keeper's) are TLS, as `pg_stat_ssl` shows, and a relay is accepted, sent and
+/// mined. With another CA's certificate as `sslrootcert`, the binary stops at start, saying that
+/// the certificate was refused, without the database password.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_tls_verify_full_relays_and_a_wrong_ca_is_refused_at_start() {
+    let (ca, certificate, key) = certificates("kya-tests PostgreSQL CA");
+    let (other_ca, _, _) = certificates("kya-tests another CA");
+    let database = TestDatabase::create_with_tls(&certificate, &key);
+    let dir = tempfile::tempdir().unwrap();
+    let (ca_file, other_ca_file) = (dir.path().join("ca.pem"), dir.path().join("other-ca.pem"));
+    std::fs::write(&ca_file, ca).unwrap();
+    std::fs::write(&other_ca_file, other_ca).unwrap();
+    let t = TestChain::start().await;
+    let env_with = |root: &std::path::Path| {
+        let mut env = settings(&t, &TestStore::new(Engine::Sqlite));
+        env.retain(|(name, _)| name != "RELAYER_DB");
+        let url = format!("{}?sslmode=verify-full&sslrootcert={}", database.url(), root.display());
+        set(&mut env, "DATABASE_URL", url);
+        env
+    };
+
+    let wrong = env_with(&other_ca_file);
+    let refused = tokio::task::spawn_blocking(move || {
+        Command::new(BINARY)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("RELAYER_PORT", "0")
+            .env("METRICS_PORT", "0")
+            .env("NO_COLOR", "1")
+            .envs(wrong.iter().map(|(name, value)| (name, value)))
+            .stdin(Stdio::null())
+            .output()
+            .expect("the relayer binary runs")
+    });
+    let refused =
+        tokio::time::timeout(Duration::from_secs(60), refused).await.expect("it stops at once").unwrap();
+    let log =
+        format!("{}{}", String::from_utf8_lossy(&refused.stdout), String::from_utf8_lossy(&refused.stderr));
+    assert!(!refused.status.success(), "{log}");
+    assert!(log.contains("UnknownIssuer"), "{log}");
+    assert!(log.contains("must chain to sslrootcert's CA"), "{log}");
+    assert!(log.contains("connecting to postgres://127.0.0.1:"), "{log}");
+    assert!(!log.contains(database.password()), "the password never shows: {log}");
+
+    let relayer = kya_tests::relayer_fixture::InProcessRelayer::start(&env_with(&ca_file)).await;
+    let over_tls = database.value(
+        "SELECT count(*) FILTER (WHERE s.ssl) || '/' || count(*) FROM pg_stat_ssl s \
+         JOIN pg_stat_activity a USING (pid) WHERE a.application_name = 'kya-relayer'",
+    );
+    assert_eq!(over_tls, "2/2", "the store's and the lease keeper's connections, both TLS");
+    let (status, answer) = relayer.client.relay(&registration(&t, 920)).await;
+    assert_eq!(status, 200, "{answer}");
+    relayer.client.relay_until(answer["relayId"].as_str().unwrap(), |relay| relay["status"] == "mined").await;
+    relayer.stop().await;
 }

@@ -30,6 +30,7 @@ const USER: &str = "kya";
 pub struct TestDatabase {
     name: String,
     url: String,
+    server: &'static Server,
 }
 
 impl TestDatabase {
@@ -39,11 +40,22 @@ impl TestDatabase {
     /// When PostgreSQL's programs are missing (run `scripts/bootstrap.sh`) or the server does
     /// not start: the panic says why.
     pub fn create() -> Self {
+        Self::create_on(Server::shared())
+    }
+
+    /// Creates an empty database on a second test server, one that also speaks TLS with
+    /// `certificate` and its `key` (PEM; the first call's pair serves the whole process, as the
+    /// server is started once). Connections without TLS are still accepted, as with `ssl=on`.
+    pub fn create_with_tls(certificate: &str, key: &str) -> Self {
+        static TLS_SERVER: OnceLock<Server> = OnceLock::new();
+        Self::create_on(TLS_SERVER.get_or_init(|| Server::start(Some((certificate, key)))))
+    }
+
+    fn create_on(server: &'static Server) -> Self {
         static NEXT: AtomicU64 = AtomicU64::new(0);
-        let server = Server::shared();
         let name = format!("kya_test_{}", NEXT.fetch_add(1, Ordering::Relaxed));
         server.psql(&format!("CREATE DATABASE {name}"));
-        Self { url: server.url(&name), name }
+        Self { url: server.url(&name), name, server }
     }
 
     /// `postgres://kya:<password>@127.0.0.1:<port>/<database>`: what `DATABASE_URL` takes.
@@ -53,7 +65,23 @@ impl TestDatabase {
 
     /// The server's password for the tests' user (to check that it is never shown).
     pub fn password(&self) -> &str {
-        &Server::shared().password
+        &self.server.password
+    }
+
+    /// The one value `sql` returns, as psql prints it (say, whether the relayer's connections
+    /// use TLS, from `pg_stat_ssl`).
+    ///
+    /// # Panics
+    /// When `sql` fails: the panic gives psql's words.
+    pub fn value(&self, sql: &str) -> String {
+        let output = Command::new(self.server.bin.join("psql"))
+            .args(["--no-psqlrc", "--tuples-only", "--no-align", "--set=ON_ERROR_STOP=1"])
+            .args(["--dbname", &self.url, "--command", sql])
+            .stdin(Stdio::null())
+            .output()
+            .expect("psql runs");
+        assert!(output.status.success(), "{sql}: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stdout).trim().to_owned()
     }
 
     /// A plain session of its own on this database (psql, kept open) that has run `sql` (say,
@@ -64,7 +92,7 @@ impl TestDatabase {
     /// # Panics
     /// When `sql` fails: the panic gives psql's words.
     pub fn hold(&self, sql: &str) -> Session {
-        let mut child = Command::new(Server::shared().bin.join("psql"))
+        let mut child = Command::new(self.server.bin.join("psql"))
             .args(["--no-psqlrc", "--quiet", "--tuples-only", "--no-align", "--set=ON_ERROR_STOP=1"])
             .args(["--dbname", &self.url])
             .stdin(Stdio::piped())
@@ -112,9 +140,7 @@ impl Drop for TestDatabase {
     fn drop(&mut self) {
         // FORCE: a store of the test may still be connected (dropped after this, or leaked by a
         // failed test). A failure only leaves a database behind until the server goes.
-        if let Some(server) = SERVER.get() {
-            let _ = server.try_psql(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name));
-        }
+        let _ = self.server.try_psql(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name));
     }
 }
 
@@ -132,10 +158,11 @@ struct Server {
 
 impl Server {
     fn shared() -> &'static Self {
-        SERVER.get_or_init(Self::start)
+        SERVER.get_or_init(|| Self::start(None))
     }
 
-    fn start() -> Self {
+    /// Starts a server; with TLS when given a certificate and its key (PEM).
+    fn start(tls: Option<(&str, &str)>) -> Self {
         let bin = bin_dir();
         let password = random_password();
         let mut last_error = String::new();
@@ -146,7 +173,7 @@ impl Server {
                 .and_then(|listener| listener.local_addr())
                 .expect("a free loopback port")
                 .port();
-            match launch(&bin, port, &password) {
+            match launch(&bin, port, &password, tls) {
                 Ok(control) => return Self { bin, port, password, control: Mutex::new(control) },
                 Err(error) => last_error = error,
             }
@@ -191,7 +218,7 @@ impl Drop for Server {
 }
 
 /// Starts the controlling shell and waits for its `ready`; `Err` with what it printed.
-fn launch(bin: &Path, port: u16, password: &str) -> Result<Child, String> {
+fn launch(bin: &Path, port: u16, password: &str, tls: Option<(&str, &str)>) -> Result<Child, String> {
     let script_args = [bin.to_string_lossy().into_owned(), port.to_string(), password.to_owned()];
     let mut command = if running_as_root() {
         // runuser keeps the environment; the folder must be the user's own, under /tmp.
@@ -203,6 +230,9 @@ fn launch(bin: &Path, port: u16, password: &str) -> Result<Child, String> {
         command.args(["-c", SERVER_SCRIPT, "sh"]);
         command
     };
+    if let Some((certificate, key)) = tls {
+        command.env("KYA_PG_TLS_CERT", certificate).env("KYA_PG_TLS_KEY", key);
+    }
     let mut child = command
         .args(&script_args)
         .current_dir("/")

@@ -1,0 +1,286 @@
+//! TLS to PostgreSQL, as libpq reads `sslmode` and `sslrootcert` from the URL, through rustls
+//! with ring (the HTTP clients' provider, `crate::tls`) and `tokio-postgres-rustls`.
+//!
+//! - `disable`, `allow`, `prefer` or none: no TLS (a loopback or private network), as before.
+//! - `require`: encrypted, the certificate not checked (libpq's meaning), unless `sslrootcert`
+//!   is given: then as `verify-ca`, as libpq does.
+//! - `verify-ca`: the certificate must chain to a trusted root; any host name.
+//! - `verify-full`: that, and it must name the host of the URL.
+//!
+//! The roots are `sslrootcert`'s (a PEM file), or the system's (its bundle, or `SSL_CERT_FILE`)
+//! when it is absent or `system`. The driver itself knows only `disable`, `prefer` and
+//! `require`, so both settings are taken out of the URL here before it reads the rest.
+
+use std::sync::Arc;
+
+use rustls::{
+    ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
+    client::{
+        WebPkiServerVerifier,
+        danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier},
+    },
+    crypto::CryptoProvider,
+    pki_types::{CertificateDer, ServerName, UnixTime, pem::PemObject},
+};
+
+use crate::error::{Error, Result};
+
+/// What the URL asks of TLS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum TlsMode {
+    /// No TLS (`disable`, `allow`, `prefer`, or no `sslmode`).
+    Off,
+    /// Encrypted, any certificate (`require` without `sslrootcert`).
+    Encrypt,
+    /// The certificate chains to a trusted root (`verify-ca`, or `require` with `sslrootcert`).
+    VerifyCa,
+    /// That, and it names the host (`verify-full`).
+    VerifyFull,
+}
+
+/// `sslmode` and `sslrootcert`, taken out of a URL's query.
+#[derive(Debug)]
+pub(super) struct TlsSettings {
+    pub(super) mode: TlsMode,
+    /// `sslrootcert`, decoded; `None` or `system`: the system's roots.
+    pub(super) root_cert: Option<String>,
+}
+
+/// Splits `sslmode` and `sslrootcert` off `url`: the URL without them (for the driver), and
+/// them. Errors name the setting, never the URL's other parts.
+pub(super) fn split(url: &str) -> Result<(String, TlsSettings)> {
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, query),
+        None => (url, ""),
+    };
+    let (mut mode, mut root_cert) = (None, None);
+    let mut kept = Vec::new();
+    for pair in query.split('&').filter(|pair| !pair.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        match key {
+            "sslmode" => mode = Some(decode(value)),
+            "sslrootcert" => root_cert = Some(decode(value)),
+            "sslcert" | "sslkey" | "sslpassword" | "sslcrl" | "sslcrldir" => {
+                return Err(Error::Config(format!(
+                    "DATABASE_URL: {key} is not supported (no client certificates): authenticate with a password"
+                )));
+            }
+            _ => kept.push(pair),
+        }
+    }
+    let mode = match mode.as_deref() {
+        None | Some("disable" | "allow" | "prefer") => TlsMode::Off,
+        Some("require") if root_cert.is_some() => TlsMode::VerifyCa,
+        Some("require") => TlsMode::Encrypt,
+        Some("verify-ca") => TlsMode::VerifyCa,
+        Some("verify-full") => TlsMode::VerifyFull,
+        Some(other) => {
+            return Err(Error::Config(format!(
+                "DATABASE_URL: sslmode={other} is not one of disable, allow, prefer, require, verify-ca, verify-full"
+            )));
+        }
+    };
+    let url = if kept.is_empty() { base.to_owned() } else { format!("{base}?{}", kept.join("&")) };
+    Ok((url, TlsSettings { mode, root_cert }))
+}
+
+/// A query value with its `%XX` escapes (and `+`) decoded.
+fn decode(value: &str) -> String {
+    let bytes = value.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let escaped = (bytes[i] == b'%' && i + 3 <= bytes.len())
+            .then(|| std::str::from_utf8(&bytes[i + 1..i + 3]).ok())
+            .flatten()
+            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
+        match (escaped, bytes[i]) {
+            (Some(byte), _) => {
+                out.push(byte);
+                i += 3;
+                continue;
+            }
+            (None, b'+') => out.push(b' '),
+            (None, byte) => out.push(byte),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The rustls configuration for `settings` (`None`: no TLS). Reads the roots now, so a missing or
+/// empty `sslrootcert` fails the start with its name.
+pub(super) fn client_config(settings: &TlsSettings) -> Result<Option<ClientConfig>> {
+    if settings.mode == TlsMode::Off {
+        return Ok(None);
+    }
+    crate::tls::install_crypto_provider();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .map_err(|error| Error::Config(format!("DATABASE_URL TLS: {error}")))?;
+    let verifier: Arc<dyn ServerCertVerifier> = match settings.mode {
+        TlsMode::Off => unreachable!("returned above"),
+        TlsMode::Encrypt => Arc::new(AnyCertificate(provider)),
+        TlsMode::VerifyCa | TlsMode::VerifyFull => {
+            let full = WebPkiServerVerifier::builder_with_provider(Arc::new(roots(settings)?), provider)
+                .build()
+                .map_err(|error| Error::Config(format!("DATABASE_URL TLS: {error}")))?;
+            if settings.mode == TlsMode::VerifyFull { full } else { Arc::new(AnyName(full)) }
+        }
+    };
+    Ok(Some(builder.dangerous().with_custom_certificate_verifier(verifier).with_no_client_auth()))
+}
+
+/// The trusted roots: `sslrootcert`'s certificates, or the system's.
+fn roots(settings: &TlsSettings) -> Result<RootCertStore> {
+    let mut roots = RootCertStore::empty();
+    match settings.root_cert.as_deref() {
+        None | Some("system") => {
+            let found = rustls_native_certs::load_native_certs();
+            roots.add_parsable_certificates(found.certs);
+        }
+        Some(path) => {
+            let certificates = CertificateDer::pem_file_iter(path)
+                .and_then(|certificates| certificates.collect::<std::result::Result<Vec<_>, _>>())
+                .map_err(|error| Error::Config(format!("DATABASE_URL sslrootcert {path}: {error}")))?;
+            let (added, _) = roots.add_parsable_certificates(certificates);
+            if added == 0 {
+                return Err(Error::Config(format!("DATABASE_URL sslrootcert {path}: no certificate in it")));
+            }
+        }
+    }
+    if roots.is_empty() {
+        return Err(Error::Config(
+            "DATABASE_URL: no trusted root certificate found on this system: give sslrootcert".into(),
+        ));
+    }
+    Ok(roots)
+}
+
+/// `verify-ca`: the chain is checked as `verify-full` checks it, the name is not.
+#[derive(Debug)]
+struct AnyName(Arc<WebPkiServerVerifier>);
+
+impl ServerCertVerifier for AnyName {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> std::result::Result<ServerCertVerified, rustls::Error> {
+        use rustls::{CertificateError, Error::InvalidCertificate};
+        match self.0.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
+            Err(InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
+}
+
+/// `require` without a root: any certificate (libpq's meaning: encryption against passive
+/// eavesdropping only), the handshake's signatures still checked.
+#[derive(Debug)]
+struct AnyCertificate(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> std::result::Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sslmode_and_sslrootcert_are_read_as_libpq_reads_them_and_taken_out() {
+        let split = |url: &str| split(url).map(|(url, settings)| (url, settings.mode, settings.root_cert));
+        assert_eq!(split("postgres://h/db").unwrap(), ("postgres://h/db".into(), TlsMode::Off, None));
+        assert_eq!(
+            split("postgres://h/db?sslmode=prefer&connect_timeout=3").unwrap(),
+            ("postgres://h/db?connect_timeout=3".into(), TlsMode::Off, None)
+        );
+        assert_eq!(split("postgres://h/db?sslmode=require").unwrap().1, TlsMode::Encrypt);
+        assert_eq!(
+            split("postgres://h/db?sslmode=require&sslrootcert=%2Fetc%2Fca.pem").unwrap(),
+            ("postgres://h/db".into(), TlsMode::VerifyCa, Some("/etc/ca.pem".into()))
+        );
+        assert_eq!(split("postgres://h/db?sslmode=verify-ca").unwrap().1, TlsMode::VerifyCa);
+        assert_eq!(
+            split("postgres://h/db?application_name=x&sslmode=verify-full&sslrootcert=system").unwrap(),
+            ("postgres://h/db?application_name=x".into(), TlsMode::VerifyFull, Some("system".into()))
+        );
+        assert!(split("postgres://h/db?sslmode=verify").unwrap_err().to_string().contains("sslmode=verify "));
+        assert!(
+            split("postgres://h/db?sslkey=/k").unwrap_err().to_string().contains("sslkey is not supported")
+        );
+    }
+
+    #[test]
+    fn a_root_file_that_is_missing_or_holds_no_certificate_is_named() {
+        let settings = |path: &str| TlsSettings { mode: TlsMode::VerifyFull, root_cert: Some(path.into()) };
+        let missing = client_config(&settings("no-such-ca.pem")).unwrap_err().to_string();
+        assert!(missing.contains("sslrootcert no-such-ca.pem"), "{missing}");
+        let empty = tempfile::NamedTempFile::new().unwrap();
+        let path = empty.path().to_str().unwrap();
+        let error = client_config(&settings(path)).unwrap_err().to_string();
+        assert!(error.contains("no certificate in it"), "{error}");
+        assert!(client_config(&TlsSettings { mode: TlsMode::Encrypt, root_cert: None }).unwrap().is_some());
+        assert!(client_config(&TlsSettings { mode: TlsMode::Off, root_cert: None }).unwrap().is_none());
+    }
+}
