@@ -257,8 +257,8 @@ mod tests {
         );
         assert_eq!(split("postgres://h/db?sslmode=require").unwrap().1, TlsMode::Encrypt);
         assert_eq!(
-            split("postgres://h/db?sslmode=require&sslrootcert=%2Fetc%2Fca.pem").unwrap(),
-            ("postgres://h/db".into(), TlsMode::VerifyCa, Some("/etc/ca.pem".into()))
+            split("postgres://h/db?sslmode=require&sslrootcert=certs%2Fca%20file.pem").unwrap(),
+            ("postgres://h/db".into(), TlsMode::VerifyCa, Some("certs/ca file.pem".into()))
         );
         assert_eq!(split("postgres://h/db?sslmode=verify-ca").unwrap().1, TlsMode::VerifyCa);
         assert_eq!(
