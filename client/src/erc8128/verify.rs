@@ -5,10 +5,7 @@
 
 use alloy::primitives::Address;
 use base64::Engine;
-use kya_core::{
-    KyaDecision, KyaResult,
-    erc8128::{Reason, Refusal},
-};
+use kya_core::{KyaDecision, KyaResult, erc8128::Refusal};
 use reqwest::header::HeaderMap;
 use serde::{Deserialize, Serialize, Serializer, ser::SerializeMap};
 use serde_json::{Map, Value, json};
@@ -210,12 +207,13 @@ impl Verdict {
                 .map(|signed| Self::Verified(Box::new(signed)))
                 .map_err(|error| unexpected(format!("a verified answer that does not read: {error}"))),
             Some(false) => {
-                let text = |name: &str| answer.get(name).and_then(Value::as_str).unwrap_or_default();
-                let reason =
-                    Reason::ALL.into_iter().find(|reason| reason.as_str() == text("reason")).ok_or_else(
-                        || unexpected(format!("a refusal for an unknown reason {:?}", text("reason"))),
-                    )?;
-                Ok(Self::Refused(Refusal::new(reason, text("message"))))
+                let mut refusal = answer;
+                if let Some(fields) = refusal.as_object_mut() {
+                    fields.remove("verified");
+                }
+                serde_json::from_value(refusal)
+                    .map(Self::Refused)
+                    .map_err(|error| unexpected(format!("a refusal that does not read: {error}")))
             }
             None => Err(unexpected(format!("no \"verified\" in {answer}"))),
         }
@@ -322,6 +320,7 @@ impl Verifier {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kya_core::erc8128::Reason;
 
     const INPUT: &str = r#"eth=("@method" "@authority" "@path" "content-digest" "Content-Type");created=1;expires=2;keyid="k""#;
 

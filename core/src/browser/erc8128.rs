@@ -277,42 +277,6 @@ impl VerifyRequestInput {
     }
 }
 
-/// Why a signature is refused: the API's reason names (`kya_core::erc8128::Reason`).
-#[derive(Debug, Clone, Copy, Serialize, Tsify)]
-#[serde(rename_all = "snake_case")]
-pub enum RefusalReason {
-    Malformed,
-    Unsupported,
-    WrongAuthority,
-    NotRequestBound,
-    Expired,
-    NotYetValid,
-    WindowTooLong,
-    DigestMismatch,
-    BadSignature,
-    Replayed,
-    WrongChain,
-}
-
-impl From<Reason> for RefusalReason {
-    /// Exhaustive: a reason added to the crate does not build until it is named here too.
-    fn from(reason: Reason) -> Self {
-        match reason {
-            Reason::Malformed => Self::Malformed,
-            Reason::Unsupported => Self::Unsupported,
-            Reason::WrongAuthority => Self::WrongAuthority,
-            Reason::NotRequestBound => Self::NotRequestBound,
-            Reason::Expired => Self::Expired,
-            Reason::NotYetValid => Self::NotYetValid,
-            Reason::WindowTooLong => Self::WindowTooLong,
-            Reason::DigestMismatch => Self::DigestMismatch,
-            Reason::BadSignature => Self::BadSignature,
-            Reason::Replayed => Self::Replayed,
-            Reason::WrongChain => Self::WrongChain,
-        }
-    }
-}
-
 /// A signature that holds, as the API's `"verified": true` answer names its fields, and the
 /// nonce to claim: the caller's store must accept `nonceKey` once, atomically, and keep it until
 /// `rememberUntil` (else anyone who saw the request can replay it).
@@ -359,7 +323,7 @@ impl From<Verified> for VerifiedSignature {
 /// A refused signature.
 #[derive(Debug, Serialize, Tsify)]
 pub struct RefusedSignature {
-    pub reason: RefusalReason,
+    pub reason: Reason,
     pub message: String,
 }
 
@@ -418,10 +382,9 @@ pub fn verify_request(input: Ts<VerifyRequestInput>) -> JsResult<Ts<RequestVerdi
     };
     let verdict = match erc8128::verify_request(&request, &policy) {
         Ok(Verification::Verified(verified)) => RequestVerdict::Verified(verified.into()),
-        Err(refusal) => RequestVerdict::Refused(RefusedSignature {
-            reason: refusal.reason.into(),
-            message: refusal.message,
-        }),
+        Err(refusal) => {
+            RequestVerdict::Refused(RefusedSignature { reason: refusal.reason, message: refusal.message })
+        }
         Ok(Verification::Erc1271(pending)) => {
             let check = pending.check();
             let erc1271 = Erc1271CheckView {

@@ -2,11 +2,12 @@
 
 use core::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One reason a signature is refused, as the API names it (`"reason"` of a `"verified": false`
 /// answer). Written once here; [`Reason::ALL`] lists them for whatever needs every one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "browser", derive(tsify::Tsify))]
 #[serde(rename_all = "snake_case")]
 pub enum Reason {
     /// The URL, the signature headers or their parameters do not parse as RFC 9421, RFC 8941
@@ -81,7 +82,7 @@ impl fmt::Display for Reason {
 
 /// A refused signature: the reason, and a message for the person reading the answer. Serialises
 /// as `{"reason": ..., "message": ...}`, the body of a `"verified": false` answer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 #[error("{reason}: {message}")]
 pub struct Refusal {
     /// Why, as the API names it.
@@ -130,6 +131,7 @@ mod tests {
     fn refusal_serialises_as_reason_and_message() {
         let refusal = Refusal::replayed("erc8128:1:0x00", "n1");
         let json = serde_json::to_value(&refusal).unwrap();
+        assert_eq!(serde_json::from_value::<Refusal>(json.clone()).unwrap(), refusal, "reads back");
         assert_eq!(json["reason"], "replayed");
         assert!(json["message"].as_str().unwrap().contains("n1"));
         assert_eq!(json.as_object().unwrap().len(), 2);

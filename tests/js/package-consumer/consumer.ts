@@ -27,7 +27,7 @@ import init, {
   type UintInput,
   type BodyInput,
   type HeadersInput,
-  type RefusalReason,
+  type Reason,
   type RequestVerdict,
   type SignRequestInput,
   type SignedRequestHeaders,
@@ -160,7 +160,7 @@ const received: HeadersInput = { 'signature-input': signedHeaders.signatureInput
 const toVerify: VerifyRequestInput = { method: 'POST', url: toSign.url, headers: received, body, now: 1700000000, chainId: 84532, requireNonce: true };
 const requestVerdict: RequestVerdict = verifyRequest({ ...toVerify, authority: 'api.provider.example', maxWindowSecs: 300 });
 let verdictSigner: string | undefined;
-let refusal: RefusalReason | undefined;
+let refusal: Reason | undefined;
 if (requestVerdict.outcome === 'verified') {
   const verifiedSignature: VerifiedSignature = requestVerdict;
   const claim: string | null = verifiedSignature.nonceKey;
@@ -175,7 +175,7 @@ signRequest({ ...toSign, chainId: '84532' });
 // @ts-expect-error: verifying needs the time: core reads no clock
 verifyRequest({ method: 'GET', url: toSign.url, headers: received, chainId: 84532 });
 // @ts-expect-error: a reason is one of the API's eleven names
-const notAReason: RefusalReason = 'tired';
+const notAReason: Reason = 'tired';
 
 export const used = [
   seconds, status, badge, decision, notABadge, constitution, walletNumber, hashBytes, registeredAt, agentStatus,
