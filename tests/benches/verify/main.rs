@@ -449,7 +449,7 @@ async fn warm(chain: &TestChain, proxy: &CountingProxy, agents: &mut Agents) -> 
 
     let mut profiler = Profiler::attach(worker.inspector_port()).await;
     for block in 0..BLOCKS {
-        if block % BLOCKS_PER_CLIENT == 0 {
+        if block.is_multiple_of(BLOCKS_PER_CLIENT) {
             profiling_ips = WARM_KINDS.iter().map(|_| fresh_ip()).collect();
         }
         for ((kind, figures), ip) in WARM_KINDS.iter().zip(&mut figures).zip(&profiling_ips) {

@@ -15,18 +15,25 @@ use crate::{
 struct Cpu {
     whole: Vec<Duration>,
     object: Option<Vec<Duration>>,
+    /// The part of the Worker's own spent in its calls of the object's stub.
+    stub: Option<Vec<Duration>>,
 }
 
 impl Cpu {
     fn of(profiles: &[Profile], requests: usize, attribution: &Attribution) -> Self {
         let whole = profiles.iter().map(|profile| profile.cpu() / requests as u32).collect();
-        let object = attribution.named().then(|| {
-            profiles
-                .iter()
-                .map(|profile| Duration::from_micros(attribution.object_micros(profile)) / requests as u32)
-                .collect()
-        });
-        Self { whole, object }
+        let per_request = |micros: u64| Duration::from_micros(micros) / requests as u32;
+        let (object, stub) = if attribution.named() {
+            let split: Vec<(u64, u64)> =
+                profiles.iter().map(|profile| attribution.object_and_stub_micros(profile)).collect();
+            (
+                Some(split.iter().map(|(object, _)| per_request(*object)).collect()),
+                Some(split.iter().map(|(_, stub)| per_request(*stub)).collect()),
+            )
+        } else {
+            (None, None)
+        };
+        Self { whole, object, stub }
     }
 
     fn whole(&self) -> Duration {
@@ -56,6 +63,10 @@ impl Cpu {
 
     fn object_cell(&self) -> String {
         self.object().map_or_else(|| "n/a".into(), ms)
+    }
+
+    fn stub_cell(&self) -> String {
+        self.stub.as_deref().map(median).map_or_else(|| "n/a".into(), ms)
     }
 }
 
@@ -91,7 +102,10 @@ pub(crate) fn render(cold: &[Cold], warm: &[Warm], load: &str, took: Duration, r
          runs in the Worker's isolate, so its work is in the same profiles; on Cloudflare it is \
          the object's CPU, not under the Worker's limit. **Nonce store** is that part, found by \
          the wasm's function names (`tests/benches/verify/split.rs`; {}); **the Worker's own** is \
-         the rest. A loaded machine inflates every CPU figure (a sample taken while the thread \
+         the rest, and **the stub's call** the part of it in the Worker's call of the object's \
+         stub: under `wrangler dev` the object lives in the same process, and the call that first \
+         reaches an object creates it (its storage opened) in the Worker's samples, where on \
+         Cloudflare the call is a subrequest to the object's own isolate. A loaded machine inflates every CPU figure (a sample taken while the thread \
          waits for a core still counts): compare the rows, not the absolute figures.\n\n",
         commit(),
         chrono::DateTime::from_timestamp(unix_now() as i64, 0).expect("a date").format("%Y-%m-%d %H:%M"),
@@ -139,7 +153,8 @@ pub(crate) fn render(cold: &[Cold], warm: &[Warm], load: &str, took: Duration, r
          cache's lookup and store. A cached `/kya` answer reads nothing ({}), so against it a \
          verification adds that one read: verifications are never cached (each nonce is new).\n\n\
          The nonce store's part of an accepted verification: {} for a signer whose object exists, \
-         {} for a new signer (its object created, its table made). A request refused \
+         {} for a new signer (its table made), whose stub's call also took {} (its object created \
+         in that call, {} for a signer whose object exists). A request refused \
          `bad_signature` parses the body, checks the digest, recovers the signature and makes one \
          read (the keyid then asked as an ERC-1271 account), and claims no nonce: {} of the \
          Worker's own CPU. A `digest_mismatch`, refused before recovery with nothing read, {}; the \
@@ -148,6 +163,8 @@ pub(crate) fn render(cold: &[Cold], warm: &[Warm], load: &str, took: Duration, r
         round_trips(&warm_of(Kind::KyaCached).rpc),
         cpu(Kind::VerifySameSigner).object_cell(),
         cpu(Kind::VerifyNewSigner).object_cell(),
+        cpu(Kind::VerifyNewSigner).stub_cell(),
+        cpu(Kind::VerifySameSigner).stub_cell(),
         ms(cpu(Kind::VerifyBadSignature).own()),
         ms(cpu(Kind::VerifyDigestMismatch).own()),
         ms(cpu(Kind::NotFound).own()),
@@ -162,8 +179,8 @@ pub(crate) fn render(cold: &[Cold], warm: &[Warm], load: &str, took: Duration, r
          calls) of each request. CPU per request: the median of {BLOCKS} profiled blocks of \
          {PER_BLOCK} requests each, the kinds interleaved block by block (the whole's least and most \
          block in brackets).\n\n\
-         | Request | Median time | RPC round trips (calls) | Worker CPU, whole | nonce store | the Worker's own |\n\
-         |---|---:|---:|---:|---:|---:|"
+         | Request | Median time | RPC round trips (calls) | Worker CPU, whole | nonce store | the Worker's own | of which the stub's call |\n\
+         |---|---:|---:|---:|---:|---:|---:|"
     )
     .expect("writing to a String");
     for figures in warm {
@@ -174,7 +191,7 @@ pub(crate) fn render(cold: &[Cold], warm: &[Warm], load: &str, took: Duration, r
         );
         writeln!(
             out,
-            "| {} | {} | {} | {} ({} to {}) | {} | {} |",
+            "| {} | {} | {} | {} ({} to {}) | {} | {} | {} |",
             figures.kind.name(),
             ms(median(&figures.times)),
             round_trips(&figures.rpc),
@@ -183,6 +200,7 @@ pub(crate) fn render(cold: &[Cold], warm: &[Warm], load: &str, took: Duration, r
             ms(most),
             cpu.object_cell(),
             ms(cpu.own()),
+            cpu.stub_cell(),
         )
         .expect("writing to a String");
     }
@@ -196,21 +214,22 @@ pub(crate) fn render(cold: &[Cold], warm: &[Warm], load: &str, took: Duration, r
          {COLD_TIMED} Workers per kind, median time; CPU: {COLD_PROFILED} more Workers per kind \
          with the profiler running, median; it includes compiling the code each request runs \
          first.\n\n\
-         | First request | Median time | RPC round trips (calls) | Worker CPU, whole | nonce store | the Worker's own |\n\
-         |---|---:|---:|---:|---:|---:|"
+         | First request | Median time | RPC round trips (calls) | Worker CPU, whole | nonce store | the Worker's own | of which the stub's call |\n\
+         |---|---:|---:|---:|---:|---:|---:|"
     )
     .expect("writing to a String");
     for figures in cold {
         let cpu = Cpu::of(&figures.profiles, 1, &attribution);
         writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} |",
             figures.kind.cold_name(),
             ms(median(&figures.times)),
             round_trips(&figures.rpc),
             ms(cpu.whole()),
             cpu.object_cell(),
             ms(cpu.own()),
+            cpu.stub_cell(),
         )
         .expect("writing to a String");
     }

@@ -11,12 +11,19 @@
 //!   await, so the code after the object's first await sits under that poll and not under its
 //!   entry. Which poll is the object's is learnt from the samples that hold a marker above.
 //!
-//! Garbage collection and the runtime's own frames stay the Worker's.
+//! Garbage collection and the runtime's own frames stay the Worker's. So does the Worker's call
+//! of the object's stub (`DurableObject::fetch_with_request`), told apart all the same: under
+//! `wrangler dev` the object lives in the same process, and a call to an object never used before
+//! creates it (its storage opened) inside that call, in the Worker's samples; on Cloudflare the
+//! object runs elsewhere and the call is a subrequest.
 
 use std::collections::HashSet;
 
 use kya_tests::worker_profile::Profile;
 use serde_json::Value;
+
+/// The Worker's call of a Durable Object's stub.
+const STUB_CALL: &str = "DurableObject::fetch_with_request";
 
 /// The name every future's poll has, up to its hash.
 const POLL: &str = "<core::panic::unwind_safe::AssertUnwindSafe<F> as core::future::future::Future>::poll";
@@ -100,12 +107,17 @@ impl Attribution {
         self.named
     }
 
-    /// The object's CPU in `profile`, in microseconds.
-    pub(crate) fn object_micros(&self, profile: &Profile) -> u64 {
-        samples(profile)
-            .iter()
-            .filter(|sample| sample.frames.iter().any(|frame| is_marker(frame) || self.polls.contains(frame)))
-            .map(|sample| sample.micros)
-            .sum()
+    /// The object's CPU in `profile`, and the Worker's in its calls of the object's stub, in
+    /// microseconds.
+    pub(crate) fn object_and_stub_micros(&self, profile: &Profile) -> (u64, u64) {
+        let (mut object, mut stub) = (0, 0);
+        for sample in samples(profile) {
+            if sample.frames.iter().any(|frame| is_marker(frame) || self.polls.contains(frame)) {
+                object += sample.micros;
+            } else if sample.frames.iter().any(|frame| frame.contains(STUB_CALL)) {
+                stub += sample.micros;
+            }
+        }
+        (object, stub)
     }
 }
