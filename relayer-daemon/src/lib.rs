@@ -9,6 +9,7 @@ mod lanes;
 mod leasing;
 mod metrics;
 mod nonce;
+mod prefilter;
 pub mod openapi;
 mod queries;
 mod read_limit;

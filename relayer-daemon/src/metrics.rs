@@ -19,6 +19,7 @@ const MINED_AFTER_BUCKETS: [u64; 9] = [1, 2, 5, 10, 30, 60, 120, 300, 600];
 #[derive(Debug, Default)]
 pub(crate) struct Metrics {
     accepted: AtomicU64,
+    prefiltered: AtomicU64,
     retried: AtomicU64,
     replaced: AtomicU64,
     cancelled: AtomicU64,
@@ -65,6 +66,11 @@ impl Metrics {
     /// Counts an accepted relay.
     pub(crate) fn accepted(&self) {
         self.accepted.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a relay refused by the per-IP pre-filter, in memory, without a store access.
+    pub(crate) fn prefiltered(&self) {
+        self.prefiltered.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts a retry answered with the relay it repeats.
@@ -116,6 +122,11 @@ impl Metrics {
         let _ = writeln!(out, "relayer_relays_accepted_total {}", self.accepted.load(Ordering::Relaxed));
         let counters = [
             ("relayer_relays_retried_total", "Retries answered with the relay they repeat.", &self.retried),
+            (
+                "relayer_prefiltered_total",
+                "Relays refused by the per-IP limit from memory, before any store access.",
+                &self.prefiltered,
+            ),
             ("relayer_replacements_total", "Stuck transactions sent again with higher fees.", &self.replaced),
             ("relayer_cancellations_total", "Stuck relays whose nonce was cancelled.", &self.cancelled),
             (

@@ -105,6 +105,7 @@ impl Relayer {
         let checked = self.identify(body, function);
         // What costs the relayer money is counted per IPv6 /48, not per address or /64.
         let client = relay_client_of(client).to_string();
+        self.prefilter(&client)?;
         if let Some(held) = self.held(&checked).await? {
             return Ok(held);
         }
@@ -194,11 +195,23 @@ impl Relayer {
         .transpose()
     }
 
+    /// Before stage 3, the per-IP limit's pre-filter: a client this daemon alone has seen reach
+    /// its hourly limit is refused with the limit's own 429 from memory, before any store access
+    /// (even a retry of a held relay: it can read it by `GET /relay/signer/…`).
+    fn prefilter(&self, client: &str) -> Result<()> {
+        let refused = self.prefilter.check(client, self.config.rate_limit_per_ip, time::now());
+        if refused.is_err() {
+            self.metrics.prefiltered();
+        }
+        refused
+    }
+
     /// Stage 4, per-IP limit (every request that gets this far counts), keyed by `client`: an
     /// IPv4 address or an IPv6 /48.
     async fn ip_limit(&self, client: &str) -> Result<()> {
         let (ip, per_ip, now) = (client.to_owned(), self.config.rate_limit_per_ip, time::now());
         if self.db(move |store| store.hit(RateKind::Ip, &ip, per_ip, now)).await? {
+            self.prefilter.counted(client, per_ip, now);
             Ok(())
         } else {
             Err(Error::IpRateLimited(per_ip))

@@ -18,6 +18,7 @@ use crate::{
     error::{Error, Result},
     lanes::Pool,
     metrics::Metrics,
+    prefilter::PreFilter,
     store::Store,
     stuck::Policy,
 };
@@ -81,6 +82,8 @@ pub struct Relayer {
     /// a request waits on a lock (on SQLite, the same store).
     pub(crate) lease_store: Arc<Store>,
     pub(crate) metrics: Metrics,
+    /// The per-IP limit's certain refusals, answered from memory before any store access.
+    pub(crate) prefilter: PreFilter,
     pub(crate) stuck: Policy,
     /// Relay handlers: shutdown waits for every one (a relay that reserved budget finishes and
     /// is recorded, even if its client hung up).
@@ -141,6 +144,7 @@ impl Relayer {
             store,
             lease_store,
             metrics: Metrics::default(),
+            prefilter: PreFilter::default(),
             stuck,
             handlers: TaskTracker::new(),
             background: TaskTracker::new(),
