@@ -27,7 +27,7 @@ pub(crate) const BALANCE_CACHE: std::time::Duration = std::time::Duration::from_
 const RELAY_ID_LENGTH: usize = 32;
 
 impl Relayer {
-    /// `GET /status`. Addresses are EIP-55 checksummed, as everywhere in the API. `relayer` and
+    /// `GET /status`. Balances are the metrics' ([`Self::cached_balances`]). Addresses are EIP-55 checksummed, as everywhere in the API. `relayer` and
     /// `balance` are the first key's (what they were with one key); `lanes` shows every key.
     pub async fn status(&self) -> Result<RelayerStatus> {
         let (addresses, now) = (self.pool.addresses(), time::now());
@@ -38,7 +38,7 @@ impl Relayer {
             .await?;
         let minimum = U256::from(self.config.min_balance_wei);
         let mut lanes = Vec::new();
-        for (address, balance) in self.balances().await? {
+        for (address, balance) in self.cached_balances().await? {
             lanes.push(LaneStatus {
                 address,
                 balance: format_ether(balance),
@@ -87,10 +87,11 @@ impl Relayer {
         Ok(NonceView { address, nonce })
     }
 
-    /// `GET /domain`: read from the forwarder (ERC-5267); core's constants if it cannot answer.
+    /// `GET /domain`: read from the forwarder (ERC-5267) once, then from memory; core's constants
+    /// (asking again next time) if it cannot answer.
     pub async fn domain(&self) -> Result<Domain> {
-        let domain = match self.chain.domain().await {
-            Ok(domain) => domain,
+        let domain = match self.domain.get_or_try_init(|| self.chain.domain()).await {
+            Ok(domain) => domain.clone(),
             Err(error) => {
                 tracing::warn!(%error, "eip712Domain() failed; answering with core's domain");
                 crate::chain::Domain {
@@ -138,22 +139,27 @@ impl Relayer {
         }))
     }
 
-    /// The keys' balances as the metrics show them: read from the node at most once per
-    /// [`BALANCE_CACHE`], however often the metrics are scraped; empty when the node did not
-    /// answer.
+    /// The keys' balances as the metrics show them: empty when the node did not answer.
     async fn balances_for_metrics(&self) -> Vec<(Address, u128)> {
+        let Ok(balances) = self.cached_balances().await else { return Vec::new() };
+        balances
+            .into_iter()
+            .filter_map(|(key, balance)| u128::try_from(balance).ok().map(|wei| (key, wei)))
+            .collect()
+    }
+
+    /// Every key's balance, in pool order, as `/status` and the metrics show it: read from the
+    /// node at most once per [`BALANCE_CACHE`], however often they are asked. (A relay reads
+    /// its lanes' balances fresh.)
+    pub(crate) async fn cached_balances(&self) -> Result<Vec<(Address, U256)>> {
         if let Some((read_at, balances)) = &*lock(&self.cached_balances)
             && read_at.elapsed() < BALANCE_CACHE
         {
-            return balances.clone();
+            return Ok(balances.clone());
         }
-        let Ok(balances) = self.balances().await else { return Vec::new() };
-        let balances: Vec<(Address, u128)> = balances
-            .into_iter()
-            .filter_map(|(key, balance)| u128::try_from(balance).ok().map(|wei| (key, wei)))
-            .collect();
+        let balances = self.balances().await?;
         *lock(&self.cached_balances) = Some((std::time::Instant::now(), balances.clone()));
-        balances
+        Ok(balances)
     }
 
     /// `GET /relay/:id`.

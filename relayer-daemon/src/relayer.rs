@@ -67,7 +67,7 @@ impl Drop for InFlightGuard {
 }
 
 /// The keys' balances in wei, and when they were read.
-pub(crate) type BalancesRead = (std::time::Instant, Vec<(Address, u128)>);
+pub(crate) type BalancesRead = (std::time::Instant, Vec<(Address, alloy::primitives::U256)>);
 
 /// The relayer's shared state.
 #[derive(Debug)]
@@ -102,6 +102,9 @@ pub struct Relayer {
     /// The keys' balances the metrics show, and when they were read: a scrape reads the chain
     /// at most once per [`crate::queries::BALANCE_CACHE`].
     pub(crate) cached_balances: Mutex<Option<BalancesRead>>,
+    /// The forwarder's EIP-712 domain once the node answered it: it never changes for a
+    /// deployment, so `/domain` asks the chain once.
+    pub(crate) domain: tokio::sync::OnceCell<crate::chain::Domain>,
     /// Whether the chain charges an OP Stack L1 data fee, once known ([`Relayer::op_stack`]).
     pub(crate) op_stack: tokio::sync::OnceCell<bool>,
 }
@@ -153,6 +156,7 @@ impl Relayer {
             in_flight: Arc::default(),
             followed: Mutex::default(),
             cached_balances: Mutex::default(),
+            domain: tokio::sync::OnceCell::new(),
             op_stack: tokio::sync::OnceCell::new(),
         });
         // Learnt now for the log; a node that cannot tell yet is asked again by the first relay.

@@ -3,7 +3,7 @@
 
 use std::{convert::Infallible, future::Future, net::IpAddr, sync::Arc};
 
-use kya_core::client_ip::{TrustedProxies, network_of};
+use kya_core::client_ip::TrustedProxies;
 use serde_json::json;
 use tokio::net::TcpListener;
 use warp::{
@@ -108,15 +108,12 @@ pub fn routes(
             }
         });
     // The read endpoints below each cost the node RPC calls: limited per IP, in memory.
-    let read_allowed =
-        client(proxies)
-            .and_then(move |client: IpAddr| {
-                let limiter = Arc::clone(&limiter);
-                async move {
-                    limiter.check(network_of(client)).map_err(|error| warp::reject::custom(Refused(error)))
-                }
-            })
-            .untuple_one();
+    let read_allowed = client(proxies)
+        .and_then(move |client: IpAddr| {
+            let limiter = Arc::clone(&limiter);
+            async move { limiter.check(client).map_err(|error| warp::reject::custom(Refused(error))) }
+        })
+        .untuple_one();
     let status = warp::path!("status")
         .and(read())
         .and(read_allowed.clone())

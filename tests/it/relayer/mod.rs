@@ -37,6 +37,7 @@ mod methods;
 mod op_stack;
 mod prefilter;
 mod providers;
+mod reads;
 mod reconcile;
 mod registry_rules;
 mod replay;
