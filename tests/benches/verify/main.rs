@@ -233,21 +233,56 @@ fn unix_now() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("after 1970").as_secs()
 }
 
-/// Sends `prepared` as `ip` and checks its answer; the time to the answer's last byte.
-async fn send(http: &reqwest::Client, base: &str, ip: &str, prepared: &Prepared) -> Duration {
+/// Requests sent again because the connection closed before an answer (a pooled connection the
+/// server had just closed, say): reported, and at most [`RETRY_MARGIN`] in a run.
+static RESENT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+/// Spare wallets and signers in each pool, for requests sent again.
+const RETRY_MARGIN: usize = 8;
+
+/// Sends `prepared` as `ip` and checks its answer; the time to the answer's last byte. A request
+/// whose connection closed before an answer is sent again as a new request of its kind (a new
+/// nonce, and an unused wallet or signer where the kind needs one), whose time counts instead.
+async fn send(
+    http: &reqwest::Client,
+    base: &str,
+    ip: &str,
+    agents: &mut Agents,
+    prepared: Prepared,
+) -> Duration {
+    let mut prepared = prepared;
+    loop {
+        match attempt(http, base, ip, &prepared).await {
+            Ok(time) => return time,
+            Err(error) => {
+                let resent = RESENT.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                assert!(resent <= RETRY_MARGIN, "{}: {error}", prepared.kind.name());
+                eprintln!("sent again ({error}): {}", prepared.kind.name());
+                prepared = agents.next(prepared.kind);
+            }
+        }
+    }
+}
+
+/// One try of [`send`]: an error when the connection failed before a whole answer.
+async fn attempt(
+    http: &reqwest::Client,
+    base: &str,
+    ip: &str,
+    prepared: &Prepared,
+) -> Result<Duration, reqwest::Error> {
     let method = reqwest::Method::from_bytes(prepared.method.as_bytes()).expect("a method");
     let mut request = http.request(method, format!("{base}{}", prepared.path)).header("cf-connecting-ip", ip);
     if let Some(body) = &prepared.body {
         request = request.header("content-type", "application/json").body(body.clone());
     }
     let started = Instant::now();
-    let response = request.send().await.expect("the Worker answers");
+    let response = request.send().await?;
     let status = response.status().as_u16();
     let cache = response.headers().get("x-cache").and_then(|value| value.to_str().ok()).map(str::to_owned);
-    let text = response.text().await.expect("a body");
+    let text = response.text().await?;
     let time = started.elapsed();
     check(prepared, status, cache.as_deref(), &text);
-    time
+    Ok(time)
 }
 
 /// The answer each kind must get: a bench that measured errors would measure nothing.
@@ -361,7 +396,7 @@ async fn main() {
 /// The main agent and the pools of unread wallets and unused signers, every one an EOA agent
 /// that registered itself (a compliant root).
 async fn register_agents(chain: &TestChain) -> Agents {
-    let per_pool = WARM_UP + REPEATS + BLOCKS * PER_BLOCK;
+    let per_pool = WARM_UP + REPEATS + BLOCKS * PER_BLOCK + RETRY_MARGIN;
     // The cold `/kya` requests read unread wallets too.
     let unread_pool = per_pool + COLD_TIMED + COLD_PROFILED;
     let keys: Vec<PrivateKeySigner> =
@@ -405,7 +440,7 @@ async fn cold_request(
     // A verification is the main agent's: this Worker never read its wallet nor used its object.
     let prepared = agents.next(kind);
     let before = Rpc::read(proxy);
-    let time = send(&http, &worker.base, &fresh_ip(), &prepared).await;
+    let time = send(&http, &worker.base, &fresh_ip(), agents, prepared).await;
     let rpc = Rpc::read(proxy).since(before);
     let profile = match profiler.as_mut() {
         Some(profiler) => {
@@ -435,14 +470,15 @@ async fn warm(chain: &TestChain, proxy: &CountingProxy, agents: &mut Agents) -> 
 
     for _ in 0..WARM_UP {
         for (kind, ip) in WARM_KINDS.iter().zip(&timing_ips) {
-            send(&http, &worker.base, ip, &agents.next(*kind)).await;
+            let prepared = agents.next(*kind);
+            send(&http, &worker.base, ip, agents, prepared).await;
         }
     }
     for _ in 0..REPEATS {
         for ((kind, figures), ip) in WARM_KINDS.iter().zip(&mut figures).zip(&timing_ips) {
             let prepared = agents.next(*kind);
             let before = Rpc::read(proxy);
-            figures.times.push(send(&http, &worker.base, ip, &prepared).await);
+            figures.times.push(send(&http, &worker.base, ip, agents, prepared).await);
             figures.rpc.push(Rpc::read(proxy).since(before));
         }
     }
@@ -456,8 +492,8 @@ async fn warm(chain: &TestChain, proxy: &CountingProxy, agents: &mut Agents) -> 
             // Signed before the block: signing is the client's work, not the Worker's.
             let prepared: Vec<Prepared> = (0..PER_BLOCK).map(|_| agents.next(*kind)).collect();
             profiler.start().await;
-            for request in &prepared {
-                send(&http, &worker.base, ip, request).await;
+            for request in prepared {
+                send(&http, &worker.base, ip, agents, request).await;
             }
             tokio::time::sleep(SETTLE).await;
             let profile = profiler.stop().await;

@@ -92,7 +92,8 @@ pub(crate) fn render(cold: &[Cold], warm: &[Warm], load: &str, took: Duration, r
          registered themselves (compliant roots), the Worker under `wrangler dev` with its nonces \
          in the real Durable Object, behind a JSON-RPC proxy that counts round trips, and \
          requests signed by `kya_core::erc8128` (a POST with a JSON body and a query, a 60 s \
-         window, a fresh nonce each), forwarded as a provider would.\n\n\
+         window, a fresh nonce each), forwarded as a provider would. Requests sent again because \
+         their connection closed before an answer (each as a new request of its kind): {}.\n\n\
          **Worker CPU** is the isolate's, from V8's sampling profiler through wrangler's DevTools \
          inspector (`tests/worker_profile.rs`; a sample every 100 µs while the isolate runs, each \
          counted until the next, at most the median spacing): JavaScript, wasm, the bindings' \
@@ -110,6 +111,7 @@ pub(crate) fn render(cold: &[Cold], warm: &[Warm], load: &str, took: Duration, r
         commit(),
         chrono::DateTime::from_timestamp(unix_now() as i64, 0).expect("a date").format("%Y-%m-%d %H:%M"),
         took.as_secs_f64(),
+        crate::RESENT.load(std::sync::atomic::Ordering::SeqCst),
         if attribution.named() {
             "the Worker was built with `WASM_KEEP_NAMES=1`, as `scripts/bench.sh` builds it"
         } else {
