@@ -148,9 +148,14 @@ impl Relayer {
             .collect()
     }
 
+    /// Forgets the cached balances: a relay was sent or settled, or read its lanes fresh.
+    pub(crate) fn balances_changed(&self) {
+        *lock(&self.cached_balances) = None;
+    }
+
     /// Every key's balance, in pool order, as `/status` and the metrics show it: read from the
-    /// node at most once per [`BALANCE_CACHE`], however often they are asked. (A relay reads
-    /// its lanes' balances fresh.)
+    /// node at most once per [`BALANCE_CACHE`], however often they are asked, and again after a relay
+    /// is sent or settled or reads its lanes' balances (fresh).
     pub(crate) async fn cached_balances(&self) -> Result<Vec<(Address, U256)>> {
         if let Some((read_at, balances)) = &*lock(&self.cached_balances)
             && read_at.elapsed() < BALANCE_CACHE

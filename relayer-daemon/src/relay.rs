@@ -249,6 +249,8 @@ impl Relayer {
             return Err(Error::NoFreeLane);
         }
         let minimum = U256::from(self.config.min_balance_wei);
+        // A relay reads its lanes fresh, and the cached balances are read again after it.
+        self.balances_changed();
         let lanes: Vec<Address> = self
             .balances_of(held)
             .await?
@@ -484,6 +486,7 @@ impl Relayer {
             "relay sent"
         );
         self.metrics.accepted();
+        self.balances_changed();
         self.follow(id);
         Ok(Relayed {
             body: relayer_view::Relayed {

@@ -262,6 +262,8 @@ impl Relayer {
     /// Settles the relay from the receipt of its transaction `hash`: the real cost (gas and any
     /// L1 data fee) replaces the reservation; a failed registry call gets its reason.
     pub(crate) async fn settle(&self, record: &RelayRecord, hash: B256, receipt: &Receipt) -> Result<()> {
+        // A mined transaction paid: the cached balances are out of date.
+        self.balances_changed();
         let (cost_wei, outcome) = self.chain.settlement(receipt);
         let block_number = receipt.inner.block_number;
         let revert_reason = match (outcome, &record.input, block_number) {
