@@ -14,6 +14,9 @@
 #   relayer-cluster.md relays per second accepted and mined by 1, 2 and 4 relayer daemons with 1
 #                     and 4 keys on PostgreSQL, and one daemon on SQLite, on anvil mining a block
 #                     a second, with on-chain checks per row (cargo bench -p kya-tests --bench cluster)
+#   verify.md         POST /api/v1/kya/verify against GET /api/v1/kya/:wallet, cold and warm: time,
+#                     RPC round trips, the Worker's CPU with the nonce store's Durable Object apart
+#                     (cargo bench -p kya-tests --bench verify, the Worker built with WASM_KEEP_NAMES=1)
 # BENCH_AGENTS=N sets the registry size of the system benchmark (default 1000; 10000 takes a
 # minute more to seed). BENCH_INDEX_AGENTS lists the index benchmark's sizes (default 1000; the
 # committed reports are 1000, 10000 and 100000: about 5, 5 and 33 minutes, the last with 8 of
@@ -35,3 +38,6 @@ printf '\n==> the registry index against the direct path (%s agents)\n' "${BENCH
 cargo bench -p kya-tests --locked --bench index
 printf '\n==> the relayer cluster (%s relays a row)\n' "${BENCH_CLUSTER_RELAYS:-200}" >&2
 cargo bench -p kya-tests --locked --bench cluster
+printf '\n==> ERC-8128 verification against a KYA read\n' >&2
+# The wasm's function names let the profiles tell the nonce store's Durable Object from the Worker.
+WASM_KEEP_NAMES=1 cargo bench -p kya-tests --locked --bench verify
