@@ -105,11 +105,15 @@ impl Relayer {
         let checked = self.identify(body, function);
         // What costs the relayer money is counted per IPv6 /48, not per address or /64.
         let client = relay_client_of(client).to_string();
-        self.prefilter(&client)?;
+        self.prefilter(&client, checked.digest)?;
         if let Some(held) = self.held(&checked).await? {
             return Ok(held);
         }
-        match self.stages(&checked, client).await {
+        let outcome = self.stages(&checked, client.clone()).await;
+        if outcome.is_ok() {
+            self.prefilter.accepted(&client, checked.digest);
+        }
+        match outcome {
             // A copy of this request accepted (and perhaps mined) while this one was being
             // checked: the forwarder now refuses its nonce, but the request is held.
             Err(Error::InvalidSignature) => match self.held(&checked).await? {
@@ -122,7 +126,7 @@ impl Relayer {
 
     /// Stages 4 to 13, for a request that is not held.
     async fn stages(self: &Arc<Self>, checked: &Checked, client: String) -> Result<Relayed> {
-        self.ip_limit(&client).await?;
+        self.ip_limit(&client, checked.digest).await?;
         self.off_chain_signature(checked)?;
         self.signer_limit_read_only(checked).await?;
         let lanes = self.lanes_that_can_pay().await?;
@@ -196,10 +200,10 @@ impl Relayer {
     }
 
     /// Before stage 3, the per-IP limit's pre-filter: a client this daemon alone has seen reach
-    /// its hourly limit is refused with the limit's own 429 from memory, before any store access
-    /// (even a retry of a held relay: it can read it by `GET /relay/signer/…`).
-    fn prefilter(&self, client: &str) -> Result<()> {
-        let refused = self.prefilter.check(client, self.config.rate_limit_per_ip, time::now());
+    /// its hourly limit is refused with the limit's own 429 from memory, before any store access,
+    /// unless `request` is one of the requests counted (a retry, answered with its relay).
+    fn prefilter(&self, client: &str, request: B256) -> Result<()> {
+        let refused = self.prefilter.check(client, request, self.config.rate_limit_per_ip, time::now());
         if refused.is_err() {
             self.metrics.prefiltered();
         }
@@ -208,10 +212,10 @@ impl Relayer {
 
     /// Stage 4, per-IP limit (every request that gets this far counts), keyed by `client`: an
     /// IPv4 address or an IPv6 /48.
-    async fn ip_limit(&self, client: &str) -> Result<()> {
+    async fn ip_limit(&self, client: &str, request: B256) -> Result<()> {
         let (ip, per_ip, now) = (client.to_owned(), self.config.rate_limit_per_ip, time::now());
         if self.db(move |store| store.hit(RateKind::Ip, &ip, per_ip, now)).await? {
-            self.prefilter.counted(client, per_ip, now);
+            self.prefilter.counted(client, request, per_ip, now);
             Ok(())
         } else {
             Err(Error::IpRateLimited(per_ip))

@@ -52,4 +52,35 @@ async fn a_flood_from_one_client_reaches_the_store_at_most_the_limits_worth(engi
     relayer.stop().await;
 }
 
-super::on_both_stores!(a_flood_from_one_client_reaches_the_store_at_most_the_limits_worth);
+/// A client past its limit is refused a new relay from memory, but a retry of a relay it was
+/// accepted for still answers with that relay (INTERFACE.md section 3), never a refusal.
+async fn a_retry_past_the_limit_answers_with_its_relay(engine: Engine) {
+    let (t, _db, relayer) =
+        start(engine, &[("RATE_LIMIT_PER_IP", "2"), ("TRUSTED_PROXIES", "127.0.0.1")]).await;
+    let client = &relayer.client;
+    let signed = |index: u64| {
+        let agent = agent_key(960 + index);
+        let request = forward(&t, agent.address(), 0, &register_call(agent.address(), 0));
+        body(&request, &sign_with_core(&t, &agent, &request).signature)
+    };
+    let (first, second, third) = (signed(0), signed(1), signed(2));
+    let accepted = client.relay_forwarded(&first, "203.0.113.20").await;
+    assert_eq!(accepted.0, 200, "{}", accepted.1);
+    let accepted = client.relay_forwarded(&second, "203.0.113.20").await;
+    assert_eq!(accepted.0, 200, "{}", accepted.1);
+    let refused = client.relay_forwarded(&third, "203.0.113.20").await;
+    assert_eq!(
+        (refused.0, &refused.1["error"]),
+        (429, &serde_json::json!("IP rate limit exceeded (2/hour)"))
+    );
+    let retry = client.relay_forwarded(&second, "203.0.113.20").await;
+    assert!(matches!(retry.0, 200 | 202), "{}", retry.1);
+    assert_eq!(retry.1["relayId"], accepted.1["relayId"], "the same relay");
+    assert_eq!(retry.1["txHash"], accepted.1["txHash"]);
+    relayer.stop().await;
+}
+
+super::on_both_stores!(
+    a_flood_from_one_client_reaches_the_store_at_most_the_limits_worth,
+    a_retry_past_the_limit_answers_with_its_relay,
+);
