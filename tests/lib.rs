@@ -12,6 +12,7 @@ use kya_devchain::{Anvil, AnvilOptions, Chain, Deployment, consent, deploy};
 pub mod edge_fixture;
 pub mod op_stack;
 pub mod openapi;
+pub mod policy_wallet;
 pub mod provider_shapes;
 pub mod relayer_fixture;
 pub mod rpc_proxy;

@@ -10,32 +10,24 @@ use alloy::{
     primitives::{Address, B256, Bytes, U256},
     rpc::types::TransactionReceipt,
     signers::{SignerSync, local::PrivateKeySigner},
-    sol_types::{SolCall, SolEvent, SolValue},
+    sol_types::{SolCall, SolEvent},
 };
 use kya_core::{
     AgentStatus,
     abi::AgentRegistry,
     consent::{self, AgentWalletConsent, Consent, ConsentSignatures, LiabilityConsent},
 };
-use kya_devchain::{
-    TxError,
-    consent::FAR_DEADLINE,
-    dev_accounts::{self, Role},
+use kya_devchain::{TxError, consent::FAR_DEADLINE, dev_accounts};
+use kya_tests::{
+    TestChain,
+    policy_wallet::{self, set_accepting},
+    register_call,
 };
-use kya_tests::{TestChain, register_call};
 
 use super::{
     agent, assert_revert, block_timestamp, id,
     paths::{Via, on_both_paths, send, send_data},
 };
-
-alloy::sol!(
-    /// The test contract wallet: ERC-1271 signatures by its owner's key count as its own while
-    /// its owner lets them (`setAccepting`).
-    #[derive(Debug, PartialEq, Eq)]
-    PolicyWallet,
-    "../contracts/artifacts/PolicyWallet.json"
-);
 
 /// A fresh key of this file (no ETH): creators, wallets, Haftungspersons, contract wallets'
 /// owners.
@@ -141,20 +133,6 @@ fn registered(t: &TestChain, receipt: &TransactionReceipt) -> AgentRegistry::Age
         .filter(|log| log.address() == t.registry())
         .find_map(|log| AgentRegistry::AgentRegistered::decode_log_data(log.data()).ok())
         .expect("an AgentRegistered event")
-}
-
-/// Deploys a [`PolicyWallet`] owned by `owner`, accepting.
-async fn policy_wallet(t: &TestChain, owner: Address) -> Address {
-    let mut init = PolicyWallet::BYTECODE.to_vec();
-    init.extend_from_slice(&owner.abi_encode());
-    t.chain.deploy(dev_accounts::address(Role::Owner), init.into()).await.expect("PolicyWallet deploys")
-}
-
-/// The owner of `wallet` switches whether it accepts its signatures.
-async fn set_accepting(t: &TestChain, wallet: Address, owner: Address, accepting: bool) {
-    t.chain.impersonate(owner).await.unwrap();
-    t.chain.send(owner, wallet, &PolicyWallet::setAcceptingCall { accepting_: accepting }).await.unwrap();
-    assert_eq!(t.chain.view(wallet, &PolicyWallet::acceptingCall {}).await.unwrap(), accepting);
 }
 
 /// Someone else's wallet, registered without its consent, is refused whichever function carries
@@ -437,8 +415,8 @@ async fn an_eoas_consents_register_an_agent_of_three_parties(via: Via) {
 async fn a_contract_wallets_consent_passes_through_erc1271_while_it_accepts(via: Via) {
     let t = TestChain::start().await;
     let (creator, wallet_owner, liable_owner) = (key(1), key(30), key(31));
-    let wallet = policy_wallet(&t, wallet_owner.address()).await;
-    let liable = policy_wallet(&t, liable_owner.address()).await;
+    let wallet = policy_wallet::deploy(&t, wallet_owner.address()).await;
+    let liable = policy_wallet::deploy(&t, liable_owner.address()).await;
     let call = |wallet_nonce: u64, liable_nonce: u64| {
         with_consents(
             registration(wallet, liable, 0),

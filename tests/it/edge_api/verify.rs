@@ -10,7 +10,6 @@
 use alloy::{
     primitives::{Address, U256},
     signers::{SignerSync, local::PrivateKeySigner},
-    sol_types::SolValue,
 };
 use base64::Engine;
 use kya_core::{
@@ -22,7 +21,7 @@ use kya_devchain::{consent::FAR_DEADLINE, dev_accounts};
 use kya_tests::{
     TestChain,
     edge_fixture::{CountingProxy, EdgeWorker, chain_vars, fresh_ip},
-    openapi, register_call,
+    openapi, policy_wallet, register_call,
 };
 use serde_json::{Value, json};
 
@@ -52,12 +51,6 @@ impl Forwarded {
         body
     }
 }
-
-alloy::sol!(
-    #[sol(rpc = false)]
-    PolicyWallet,
-    "../contracts/artifacts/PolicyWallet.json"
-);
 
 /// `POST <method> URL` with `BODY`, signed by `key` at `created` for `window` seconds with `nonce`.
 fn signed(key: &PrivateKeySigner, chain_id: u64, created: u64, window: u64, nonce: &str) -> Forwarded {
@@ -245,10 +238,8 @@ async fn signed_requests_are_verified_with_the_signers_standing_and_each_nonce_o
     // A contract account: a PolicyWallet registered as an agent's wallet (its ERC-1271 consent
     // signed by its owner's key), whose requests its owner signs.
     let owner = PrivateKeySigner::random();
-    let mut init = PolicyWallet::BYTECODE.to_vec();
-    init.extend_from_slice(&owner.address().abi_encode());
     let creator = dev_accounts::address(dev_accounts::Role::CreatorA);
-    let account = t.chain.deploy(creator, init.into()).await.expect("the PolicyWallet deploys");
+    let account = policy_wallet::deploy(&t, owner.address()).await;
     let consent = Consent::AgentWallet(AgentWalletConsent {
         agentWallet: account,
         creator,
@@ -283,20 +274,13 @@ async fn signed_requests_are_verified_with_the_signers_standing_and_each_nonce_o
     assert_eq!(body["kya"]["agent"]["agentId"], agent_id);
     assert_eq!(body["kya"]["isCompliant"], true);
     assert!(headers.contains_key("x-block-number"));
-    t.chain.impersonate(owner.address()).await.unwrap();
-    t.chain
-        .send(owner.address(), account, &PolicyWallet::setAcceptingCall { accepting_: false })
-        .await
-        .expect("the owner switches the policy off");
+    policy_wallet::set_accepting(&t, account, owner.address(), false).await;
     let message = verifier
         .refused(&signed_for(account, &owner, chain_id, now, 60, "n-1271-off"), "bad_signature")
         .await;
     assert!(message.contains("ERC-1271"), "{message}");
     // Refused by the account: its nonce was not used, so the same request passes once it accepts.
-    t.chain
-        .send(owner.address(), account, &PolicyWallet::setAcceptingCall { accepting_: true })
-        .await
-        .unwrap();
+    policy_wallet::set_accepting(&t, account, owner.address(), true).await;
     let (_, body, _) =
         verifier.post(&signed_for(account, &owner, chain_id, now, 60, "n-1271-off").json()).await;
     assert_eq!(body["verified"], true, "{body}");
