@@ -71,7 +71,7 @@ fn daemon_env(
 }
 
 /// Each key's holder as `/status` shows it, in key order.
-async fn holders(client: &Client) -> Vec<Option<String>> {
+pub(super) async fn holders(client: &Client) -> Vec<Option<String>> {
     let (status, report) = client.get("/status").await;
     assert_eq!(status, 200, "{report}");
     report["lanes"]
@@ -83,7 +83,7 @@ async fn holders(client: &Client) -> Vec<Option<String>> {
 }
 
 /// Waits (up to `patience`) until the holders satisfy `done`; them, and how long it took.
-async fn holders_until(
+pub(super) async fn holders_until(
     client: &Client,
     patience: Duration,
     done: impl Fn(&[Option<String>]) -> bool,
@@ -99,12 +99,13 @@ async fn holders_until(
     }
 }
 
-fn count(holders: &[Option<String>], id: &str) -> usize {
+/// How many keys `id` holds.
+pub(super) fn count(holders: &[Option<String>], id: &str) -> usize {
     holders.iter().filter(|holder| holder.as_deref() == Some(id)).count()
 }
 
 /// A registration of agent `n`, signed.
-fn registration(t: &TestChain, n: u64) -> Value {
+pub(super) fn registration(t: &TestChain, n: u64) -> Value {
     let agent = agent_key(n);
     let request = forward(t, agent.address(), 0, &register_call(agent.address(), 0));
     body(&request, &sign_with_core(t, &agent, &request).signature)

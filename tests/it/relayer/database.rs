@@ -16,13 +16,14 @@ use kya_devchain::dev_accounts;
 use kya_test_postgres::TestDatabase;
 use kya_tests::{
     TestChain,
-    relayer_fixture::{
-        BinaryRelayer, Client, Engine, TestStore, body, forward, set, settings, sign_with_core,
-    },
+    relayer_fixture::{BinaryRelayer, Engine, TestStore, set, settings},
 };
 use serde_json::{Value, json};
 
-use super::{agent_key, anvil, register_call};
+use super::{
+    anvil,
+    cluster::{count, holders_until, registration},
+};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_kya-relayer-under-test");
 
@@ -89,44 +90,6 @@ fn signal(child: &Child, name: &str) {
     assert!(status.success(), "kill -{name}");
 }
 
-/// Each key's holder as `/status` shows it.
-async fn holders(client: &Client) -> Vec<Option<String>> {
-    let (status, report) = client.get("/status").await;
-    assert_eq!(status, 200, "{report}");
-    report["lanes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|lane| lane["holder"].as_str().map(str::to_owned))
-        .collect()
-}
-
-async fn holders_until(
-    client: &Client,
-    patience: Duration,
-    done: impl Fn(&[Option<String>]) -> bool,
-) -> Duration {
-    let started = Instant::now();
-    loop {
-        let seen = holders(client).await;
-        if done(&seen) {
-            return started.elapsed();
-        }
-        assert!(started.elapsed() < patience, "the keys' holders stayed {seen:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-fn held_by(holders: &[Option<String>], id: &str) -> usize {
-    holders.iter().filter(|holder| holder.as_deref() == Some(id)).count()
-}
-
-fn registration(t: &TestChain, n: u64) -> Value {
-    let agent = agent_key(n);
-    let request = forward(t, agent.address(), 0, &register_call(agent.address(), 0));
-    body(&request, &sign_with_core(t, &agent, &request).signature)
-}
-
 /// Daemon A is frozen (SIGSTOP) while the budget row is held by a transaction that nobody ends (a
 /// plain session standing in for A's own, so no timing game is needed to catch A inside one).
 /// Daemon B answers a relay 503 with `Retry-After` after the lock timeout (1 s), not never;
@@ -140,7 +103,7 @@ async fn a_frozen_daemon_holding_the_budget_costs_the_others_the_lock_timeout_no
     let mut a = spawn_daemon(&daemon_env(&t, &database, &keys, "daemon-a"));
     let b = BinaryRelayer::start(BINARY, &daemon_env(&t, &database, &keys, "daemon-b"));
     holders_until(&b.client, Duration::from_secs(30), |seen| {
-        held_by(seen, "daemon-a") == 1 && held_by(seen, "daemon-b") == 1
+        count(seen, "daemon-a") == 1 && count(seen, "daemon-b") == 1
     })
     .await;
 
@@ -162,7 +125,8 @@ async fn a_frozen_daemon_holding_the_budget_costs_the_others_the_lock_timeout_no
     assert_eq!(reply.status, 200, "reads that take no lock go on: {}", reply.text);
 
     // B's keeper takes A's key once A's lease (6 s) runs out, while the budget is still held.
-    let took = holders_until(&b.client, Duration::from_secs(20), |seen| held_by(seen, "daemon-b") == 2).await;
+    let (_, took) =
+        holders_until(&b.client, Duration::from_secs(20), |seen| count(seen, "daemon-b") == 2).await;
     let log = b.output();
     assert!(log.contains("store unavailable: 55P03"), "{log}");
     assert!(!log.contains("keeping the key leases failed"), "{log}");
