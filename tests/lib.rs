@@ -63,6 +63,28 @@ impl TestChain {
     pub fn rpc_url(&self) -> String {
         self.anvil.rpc_url()
     }
+
+    /// The registry's `consentNonce` of `signer`: the nonce its next consent must name.
+    pub async fn consent_nonce(&self, signer: Address) -> u64 {
+        self.chain
+            .view(self.registry(), &AgentRegistry::consentNonceCall(signer))
+            .await
+            .expect("consentNonce")
+            .to()
+    }
+
+    /// The registry's `ConsentUsed` events of a receipt, as (signer, nonce), in order.
+    pub fn consents_used(&self, receipt: &alloy::rpc::types::TransactionReceipt) -> Vec<(Address, u64)> {
+        use alloy::sol_types::SolEvent;
+        receipt
+            .inner
+            .logs()
+            .iter()
+            .filter(|log| log.address() == self.registry())
+            .filter_map(|log| AgentRegistry::ConsentUsed::decode_log_data(log.data()).ok())
+            .map(|used| (used.signer, used.nonce.to()))
+            .collect()
+    }
 }
 
 /// An HTTP client (HTTPS through rustls with ring, the process's provider installed first: see

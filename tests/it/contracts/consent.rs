@@ -100,28 +100,12 @@ fn liability_consent(
     })
 }
 
-async fn consent_nonce(t: &TestChain, signer: Address) -> u64 {
-    t.chain.view(t.registry(), &AgentRegistry::consentNonceCall(signer)).await.expect("consentNonce").to()
-}
-
 async fn next_id(t: &TestChain) -> u64 {
     t.chain.view(t.registry(), &AgentRegistry::nextAgentIdCall {}).await.expect("nextAgentId").to()
 }
 
 async fn agent_of(t: &TestChain, wallet: Address) -> u64 {
     t.chain.view(t.registry(), &AgentRegistry::walletToAgentCall(wallet)).await.expect("walletToAgent").to()
-}
-
-/// The `ConsentUsed` events of a receipt, as (signer, nonce), in order.
-fn consents_used(t: &TestChain, receipt: &TransactionReceipt) -> Vec<(Address, u64)> {
-    receipt
-        .inner
-        .logs()
-        .iter()
-        .filter(|log| log.address() == t.registry())
-        .filter_map(|log| AgentRegistry::ConsentUsed::decode_log_data(log.data()).ok())
-        .map(|used| (used.signer, used.nonce.to()))
-        .collect()
 }
 
 /// The `AgentRegistered` event of a receipt.
@@ -174,8 +158,8 @@ async fn a_squatted_wallet_is_refused_and_its_holder_still_registers_it(via: Via
         (record.creator, record.agentWallet, record.haftungsperson),
         (holder.address(), holder.address(), holder.address())
     );
-    assert_eq!(consents_used(&t, &receipt), [], "a self-registration uses no consent");
-    assert_eq!(consent_nonce(&t, holder.address()).await, 0);
+    assert_eq!(t.consents_used(&receipt), [], "a self-registration uses no consent");
+    assert_eq!(t.consent_nonce(holder.address()).await, 0);
 }
 
 /// A root's Haftungsperson must consent: named by the wallet registering itself, or by a creator
@@ -193,12 +177,12 @@ async fn a_haftungsperson_named_without_consent_is_refused(via: Via) {
     let by_creator = consented(&t, by_itself.clone(), creator.address(), &[&wallet]).await;
     assert!(!by_creator.walletConsent.is_empty() && by_creator.liabilityConsent.is_empty());
     assert_revert(send(&t, via, &creator, &by_creator).await, "Haftungsperson consent required");
-    assert_eq!(consent_nonce(&t, wallet.address()).await, 0, "the refusal used up no consent");
+    assert_eq!(t.consent_nonce(wallet.address()).await, 0, "the refusal used up no consent");
     assert_eq!(next_id(&t).await, 1);
 
     let both = consented(&t, by_itself, creator.address(), &[&wallet, &liable]).await;
     let receipt = send(&t, via, &creator, &both).await.unwrap();
-    assert_eq!(consents_used(&t, &receipt), [(wallet.address(), 0), (liable.address(), 0)]);
+    assert_eq!(t.consents_used(&receipt), [(wallet.address(), 0), (liable.address(), 0)]);
     let record = agent(&t, 1).await;
     assert_eq!((record.creator, record.haftungsperson), (creator.address(), liable.address()));
 }
@@ -247,7 +231,7 @@ async fn an_expired_consent_is_refused(via: Via) {
     t.chain.set_next_timestamp(deadline).await.unwrap();
     let receipt = send(&t, via, &creator, &signed_until(deadline)).await.unwrap();
     assert_eq!(agent(&t, 1).await.registeredAt, deadline, "registered in the deadline's second");
-    assert_eq!(consents_used(&t, &receipt), [(wallet.address(), 0), (liable.address(), 0)]);
+    assert_eq!(t.consents_used(&receipt), [(wallet.address(), 0), (liable.address(), 0)]);
 }
 
 /// Each consent serves one registration: it uses up its signer's nonce, once, with a
@@ -260,17 +244,14 @@ async fn a_replayed_consent_is_refused(via: Via) {
     let call = registration(wallet.address(), liable.address(), 0);
     let first = consented(&t, call.clone(), creator.address(), &[&wallet, &liable]).await;
     let receipt = send(&t, via, &creator, &first).await.unwrap();
-    assert_eq!(consents_used(&t, &receipt), [(wallet.address(), 0), (liable.address(), 0)]);
+    assert_eq!(t.consents_used(&receipt), [(wallet.address(), 0), (liable.address(), 0)]);
     let event = registered(&t, &receipt);
     assert_eq!(
         (event.agentId, event.creator, event.agentWallet),
         (id(1), creator.address(), wallet.address())
     );
     assert_eq!(event.haftungsperson, liable.address());
-    assert_eq!(
-        (consent_nonce(&t, wallet.address()).await, consent_nonce(&t, liable.address()).await),
-        (1, 1)
-    );
+    assert_eq!((t.consent_nonce(wallet.address()).await, t.consent_nonce(liable.address()).await), (1, 1));
 
     send(&t, via, &creator, &AgentRegistry::terminateSelfCall { agentId: id(1) }).await.unwrap();
     assert_eq!(agent_of(&t, wallet.address()).await, 0, "the wallet is free again");
@@ -282,21 +263,14 @@ async fn a_replayed_consent_is_refused(via: Via) {
     };
     assert_revert(send(&t, via, &creator, &old_liability).await, "Invalid consent signature");
     assert_eq!(
-        (
-            consent_nonce(&t, wallet.address()).await,
-            consent_nonce(&t, liable.address()).await,
-            next_id(&t).await
-        ),
+        (t.consent_nonce(wallet.address()).await, t.consent_nonce(liable.address()).await, next_id(&t).await),
         (1, 1, 2),
         "the refusals used up nothing"
     );
 
     let receipt = send(&t, via, &creator, &fresh).await.unwrap();
-    assert_eq!(consents_used(&t, &receipt), [(wallet.address(), 1), (liable.address(), 1)]);
-    assert_eq!(
-        (consent_nonce(&t, wallet.address()).await, consent_nonce(&t, liable.address()).await),
-        (2, 2)
-    );
+    assert_eq!(t.consents_used(&receipt), [(wallet.address(), 1), (liable.address(), 1)]);
+    assert_eq!((t.consent_nonce(wallet.address()).await, t.consent_nonce(liable.address()).await), (2, 2));
     assert_eq!(agent_of(&t, wallet.address()).await, 2);
 }
 
@@ -365,7 +339,7 @@ async fn a_consent_for_another_creator_or_by_another_key_is_refused(via: Via) {
             other => panic!("{what}: expected a refusal, got {other:?}"),
         }
     }
-    assert_eq!((consent_nonce(&t, wallet.address()).await, next_id(&t).await), (0, 1), "nothing was used");
+    assert_eq!((t.consent_nonce(wallet.address()).await, next_id(&t).await), (0, 1), "nothing was used");
 
     send(&t, via, &creator_a, &for_a).await.unwrap();
     assert_eq!(agent(&t, 1).await.creator, creator_a.address());
@@ -398,13 +372,13 @@ async fn an_eoas_consents_register_an_agent_of_three_parties(via: Via) {
         (event.agentId, event.creator, event.agentWallet, event.haftungsperson),
         (id(1), creator.address(), wallet.address(), liable.address())
     );
-    assert_eq!(consents_used(&t, &receipt), [(wallet.address(), 0), (liable.address(), 0)]);
+    assert_eq!(t.consents_used(&receipt), [(wallet.address(), 0), (liable.address(), 0)]);
 
     let both = key(11);
     let call = kya_tests::consented_register_call(&t, creator.address(), &both, 0).await;
     let receipt = send(&t, via, &creator, &call).await.unwrap();
-    assert_eq!(consents_used(&t, &receipt), [(both.address(), 0), (both.address(), 1)]);
-    assert_eq!(consent_nonce(&t, both.address()).await, 2);
+    assert_eq!(t.consents_used(&receipt), [(both.address(), 0), (both.address(), 1)]);
+    assert_eq!(t.consent_nonce(both.address()).await, 2);
     let record = agent(&t, 2).await;
     assert_eq!((record.agentWallet, record.haftungsperson), (both.address(), both.address()));
 }
@@ -434,7 +408,7 @@ async fn a_contract_wallets_consent_passes_through_erc1271_while_it_accepts(via:
         )
     };
     let receipt = send(&t, via, &creator, &call(0, 0)).await.unwrap();
-    assert_eq!(consents_used(&t, &receipt), [(wallet, 0), (liable, 0)]);
+    assert_eq!(t.consents_used(&receipt), [(wallet, 0), (liable, 0)]);
     let record = agent(&t, 1).await;
     assert_eq!(
         (record.creator, record.agentWallet, record.haftungsperson),
@@ -492,12 +466,12 @@ async fn a_child_needs_its_wallets_consent_and_no_liability_consent(via: Via) {
     let consented_child = consented(&t, call, creator.address(), &[&child]).await;
     assert!(consented_child.liabilityConsent.is_empty(), "no liability consent is signed");
     let receipt = send(&t, via, &creator, &consented_child).await.unwrap();
-    assert_eq!(consents_used(&t, &receipt), [(child.address(), 0)]);
+    assert_eq!(t.consents_used(&receipt), [(child.address(), 0)]);
     let record = agent(&t, 2).await;
     assert_eq!((record.creator, record.agentWallet), (creator.address(), child.address()));
     assert_eq!((record.parentAgentId, record.generation), (id(1), U256::from(1)));
     assert_eq!(record.haftungsperson, liable.address(), "inherited, not the one named");
-    assert_eq!(consent_nonce(&t, named.address()).await, 0);
+    assert_eq!(t.consent_nonce(named.address()).await, 0);
 }
 
 /// A wallet registering itself (and, for a root, naming itself liable) needs no signature, by
@@ -507,11 +481,11 @@ async fn self_registration_needs_no_signature(via: Via) {
     let t = TestChain::start().await;
     let (first, second, third) = (key(10), key(11), key(12));
     let receipt = send(&t, via, &first, &register_call(first.address(), 0)).await.unwrap();
-    assert_eq!(consents_used(&t, &receipt), []);
+    assert_eq!(t.consents_used(&receipt), []);
     let empty = with_consents(register_call(second.address(), 0), 0, Bytes::new(), Bytes::new());
     let receipt = send(&t, via, &second, &empty).await.unwrap();
     assert_eq!(
-        consents_used(&t, &receipt),
+        t.consents_used(&receipt),
         [],
         "an empty signature with any deadline: the caller is the party"
     );
@@ -519,7 +493,7 @@ async fn self_registration_needs_no_signature(via: Via) {
         let record = agent(&t, agent_id).await;
         let wallet = wallet.address();
         assert_eq!((record.creator, record.agentWallet, record.haftungsperson), (wallet, wallet, wallet));
-        assert_eq!(consent_nonce(&t, wallet).await, 0);
+        assert_eq!(t.consent_nonce(wallet).await, 0);
     }
 
     let garbage =
@@ -532,7 +506,7 @@ async fn self_registration_needs_no_signature(via: Via) {
         Bytes::new(),
     );
     let receipt = send(&t, via, &third, &signed).await.unwrap();
-    assert_eq!(consents_used(&t, &receipt), [(third.address(), 0)], "a signature given is used");
+    assert_eq!(t.consents_used(&receipt), [(third.address(), 0)], "a signature given is used");
 }
 
 /// `operationalScope` at most 1,024 bytes, `currency` 16 and `category` 64, counted in bytes
@@ -681,7 +655,7 @@ async fn the_checks_run_in_order(via: Via) {
         assert_revert(send_data(&t, via, &creator, call).await, reason);
     }
     assert_eq!(next_id(&t).await, 3, "nothing was registered");
-    assert_eq!(consent_nonce(&t, wallet.address()).await, 0);
+    assert_eq!(t.consent_nonce(wallet.address()).await, 0);
 }
 
 on_both_paths!(

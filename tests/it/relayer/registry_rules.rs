@@ -8,9 +8,7 @@ use super::Engine;
 use alloy::{
     primitives::{Address, U256},
     providers::Provider,
-    rpc::types::TransactionReceipt,
     signers::local::PrivateKeySigner,
-    sol_types::SolEvent,
 };
 use kya_core::abi::AgentRegistry;
 use kya_tests::{
@@ -116,22 +114,6 @@ async fn consented(
         .expect("the consent nonces read")
 }
 
-/// The registry's `ConsentUsed` events of a receipt, as (signer, nonce).
-fn consents_used(t: &TestChain, receipt: &TransactionReceipt) -> Vec<(Address, u64)> {
-    receipt
-        .inner
-        .logs()
-        .iter()
-        .filter(|log| log.address() == t.registry())
-        .filter_map(|log| AgentRegistry::ConsentUsed::decode_log_data(log.data()).ok())
-        .map(|used| (used.signer, used.nonce.to()))
-        .collect()
-}
-
-async fn consent_nonce(t: &TestChain, signer: Address) -> u64 {
-    t.chain.view(t.registry(), &AgentRegistry::consentNonceCall(signer)).await.expect("consentNonce").to()
-}
-
 /// Three keys and no ETH among them: the creator relays `registerAgentWithConsent` of the
 /// wallet's key, naming the third key liable, both consents signed. Mined, with the creator as
 /// `_msgSender()`, both nonces used once, the record's parties each in place, and the edge API's
@@ -157,11 +139,8 @@ async fn an_agent_without_eth_registers_a_third_partys_wallet_with_consents_thro
     let settled =
         client.relay_until(answer["relayId"].as_str().unwrap(), |relay| relay["settledAt"].is_string()).await;
     assert_eq!(settled["status"], "mined", "{settled}");
-    assert_eq!(consents_used(&t, &mined), [(wallet.address(), 0), (liable.address(), 0)]);
-    assert_eq!(
-        (consent_nonce(&t, wallet.address()).await, consent_nonce(&t, liable.address()).await),
-        (1, 1)
-    );
+    assert_eq!(t.consents_used(&mined), [(wallet.address(), 0), (liable.address(), 0)]);
+    assert_eq!((t.consent_nonce(wallet.address()).await, t.consent_nonce(liable.address()).await), (1, 1));
 
     let agent_id = agent_of(&t, wallet.address()).await;
     assert_eq!(agent_id, 1);
@@ -254,7 +233,7 @@ async fn a_relayed_squat_without_consent_is_refused_and_costs_nothing() {
         "nothing sent"
     );
     assert_eq!(relayer.relayer.store().records().unwrap().len(), 0, "no relay recorded");
-    assert_eq!((agent_of(&t, holder.address()).await, consent_nonce(&t, holder.address()).await), (0, 0));
+    assert_eq!((agent_of(&t, holder.address()).await, t.consent_nonce(holder.address()).await), (0, 0));
 
     // The holder registers its own wallet through the relayer.
     let request = forward(&t, holder.address(), 0, &register_call(holder.address(), 0));
