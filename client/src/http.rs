@@ -98,7 +98,7 @@ fn excerpt(text: &str) -> String {
 }
 
 /// reqwest's error chain, with any URL in it redacted (a hosted URL may carry a key).
-fn reason_of(error: &reqwest::Error) -> String {
+pub(crate) fn reason_of(error: &reqwest::Error) -> String {
     let mut reason = error.to_string();
     let mut source = std::error::Error::source(error);
     while let Some(inner) = source {

@@ -205,15 +205,20 @@ pub(super) async fn fetch(settings: &Settings, args: &Fetch) -> Result<i32> {
     }
     let mut request = builder.build().map_err(|error| anyhow!("invalid request: {error}"))?;
     signer.sign_reqwest(&mut request)?;
-    let response = http
-        .execute(request)
-        .await
-        .map_err(|error| anyhow!("{} could not be reached: {}", redacted(&typed.url), reason_of(&error)))?;
+    let response = http.execute(request).await.map_err(|error| {
+        anyhow!(
+            "{} could not be reached: {}",
+            kya_core::redact::url(&typed.url),
+            crate::http::reason_of(&error)
+        )
+    })?;
     let status = response.status();
     let version = response.version();
     let headers = response.headers().clone();
-    let bytes =
-        response.bytes().await.map_err(|error| anyhow!("reading the answer: {}", reason_of(&error)))?;
+    let bytes = response
+        .bytes()
+        .await
+        .map_err(|error| anyhow!("reading the answer: {}", crate::http::reason_of(&error)))?;
     if settings.json {
         let headers: Map<String, Value> = headers
             .iter()
@@ -241,24 +246,10 @@ pub(super) async fn fetch(settings: &Settings, args: &Fetch) -> Result<i32> {
         out.flush()?;
     }
     if status.is_client_error() || status.is_server_error() {
-        eprintln!("error: {} answered HTTP {status}", redacted(&typed.url));
+        eprintln!("error: {} answered HTTP {status}", kya_core::redact::url(&typed.url));
         return Ok(super::EXIT_ERROR);
     }
     Ok(0)
-}
-
-fn redacted(url: &str) -> String {
-    kya_core::redact::url(url)
-}
-
-fn reason_of(error: &reqwest::Error) -> String {
-    let mut reason = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(inner) = source {
-        reason = format!("{reason}: {inner}");
-        source = inner.source();
-    }
-    kya_core::redact::urls_in(&reason)
 }
 
 /// `kya verify`: the API's verdict, and `kya check`'s exit codes for the signer (a refused
