@@ -3,6 +3,7 @@
 //! register, and for `verify` a refused signature; any error: 1, its message on stderr).
 
 mod args;
+mod missing_consents;
 mod register;
 mod render;
 mod settings;

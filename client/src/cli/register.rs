@@ -4,16 +4,16 @@
 //! with nothing sent. A self-registration is sent as plain `registerAgent`, as before consents.
 
 use alloy::{
-    primitives::{Address, B256, Bytes, U256},
+    primitives::{Address, Bytes, U256},
     signers::local::PrivateKeySigner,
 };
 use anyhow::{Result, anyhow, bail};
-use kya_core::consent::{ConsentKind, ConsentTypedData};
-use serde::Serialize;
+use kya_core::consent::ConsentKind;
 
 use super::{
     EXIT_CONSENT_NEEDED,
     args::{Consents, Register},
+    missing_consents::{ConsentsNeeded, NeededConsent},
     render::{self, Style},
     settings::{self, Settings, address, agent_id},
     write_and_show,
@@ -197,42 +197,6 @@ fn signature(text: &str, flag: &str) -> Result<Bytes> {
             anyhow!("invalid {flag}: expected 0x and hex digits (a 65-byte signature: 130 digits)")
         })?;
     Ok(bytes.into())
-}
-
-/// The answer of a registration that lacks consents, as `--json` prints it.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(super) struct ConsentsNeeded<'a> {
-    /// Always false: nothing was sent.
-    pub(super) sent: bool,
-    pub(super) chain_id: u64,
-    #[serde(serialize_with = "kya_core::checksum::serialize")]
-    pub(super) registry: Address,
-    /// The registering signer, whom the consents name.
-    #[serde(serialize_with = "kya_core::checksum::serialize")]
-    pub(super) creator: Address,
-    /// Unix seconds: what `--consent-deadline` must say with the signatures.
-    pub(super) deadline: u64,
-    pub(super) deadline_iso: String,
-    /// Those still to sign, the wallet's first.
-    pub(super) consents: Vec<NeededConsent<'a>>,
-}
-
-/// One consent still to sign.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(super) struct NeededConsent<'a> {
-    pub(super) consent: ConsentKind,
-    #[serde(serialize_with = "kya_core::checksum::serialize")]
-    pub(super) signer: Address,
-    /// The option that takes its signature back.
-    pub(super) flag: &'static str,
-    /// The option that signs it here with the signer's key.
-    pub(super) key_flag: &'static str,
-    /// The EIP-712 digest: what a key signs without hashing it again.
-    pub(super) digest: B256,
-    /// For `eth_signTypedData_v4`.
-    pub(super) typed_data: &'a ConsentTypedData,
 }
 
 fn show_missing(settings: &Settings, plan: &ConsentPlan, creator: Address, deadline: u64) -> Result<()> {

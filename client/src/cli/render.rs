@@ -381,7 +381,9 @@ pub(crate) fn outcome(style: Style, command: &str, outcome: &Outcome) -> String 
 
 /// A registration that lacks consents: for each, who signs, its digest and its typed data on one
 /// line (to hand to a wallet's `eth_signTypedData_v4`), and how to pass the signature back.
-pub(crate) fn consents_needed(needed: &super::register::ConsentsNeeded<'_>) -> serde_json::Result<String> {
+pub(crate) fn consents_needed(
+    needed: &super::missing_consents::ConsentsNeeded<'_>,
+) -> serde_json::Result<String> {
     let mut out = format!(
         "register: nothing sent; {} missing",
         if needed.consents.len() == 1 { "a consent is" } else { "two consents are" }
@@ -564,14 +566,14 @@ mod tests {
             deadline: U256::from(1_700_003_600),
         })
         .typed_data(84532, registry);
-        let needed = super::super::register::ConsentsNeeded {
+        let needed = super::super::missing_consents::ConsentsNeeded {
             sent: false,
             chain_id: 84532,
             registry,
             creator,
             deadline: 1_700_003_600,
             deadline_iso: "2023-11-14T23:13:20.000Z".into(),
-            consents: vec![super::super::register::NeededConsent {
+            consents: vec![super::super::missing_consents::NeededConsent {
                 consent: ConsentKind::AgentWalletConsent,
                 signer: wallet,
                 flag: "--wallet-consent",

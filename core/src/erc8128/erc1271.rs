@@ -6,7 +6,7 @@ use alloy_sol_types::SolCall;
 use serde::Serialize;
 
 use super::refusal::{Reason, Refusal};
-use super::verify::Verified;
+use super::verified::Verified;
 
 alloy_sol_types::sol!(
     /// ERC-1271's one function, from the standard's Solidity interface (there is no artifact to

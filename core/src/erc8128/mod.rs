@@ -85,6 +85,7 @@ mod refusal;
 mod replay;
 mod sign;
 mod target;
+mod verified;
 mod verify;
 
 #[cfg(test)]
@@ -101,4 +102,5 @@ pub use sign::{
     RequestToSign, SignError, SignParams, SignedHeaders, sign_request, sign_request_for_account,
     sign_request_with_secret,
 };
-pub use verify::{SignedRequest, Verification, Verified, VerifyPolicy, verify_request};
+pub use verified::Verified;
+pub use verify::{SignedRequest, Verification, VerifyPolicy, verify_request};

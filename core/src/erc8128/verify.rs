@@ -3,7 +3,6 @@
 
 use alloy_primitives::{Address, B256, Bytes, eip191_hash_message};
 use k256::ecdsa::{RecoveryId, Signature, VerifyingKey};
-use serde::Serialize;
 
 use super::base::{Message, field_value, signature_base};
 use super::digest;
@@ -13,6 +12,7 @@ use super::keyid::KeyId;
 use super::refusal::{Reason, Refusal, malformed, unsupported};
 use super::replay::{NonceClaim, ReplayGuard, ReplayableCheck};
 use super::target::{Target, normalize_authority};
+use super::verified::Verified;
 
 /// A request as the provider received it. Time is passed in: core reads no clock.
 #[derive(Debug, Clone, Copy)]
@@ -68,36 +68,6 @@ impl VerifyPolicy {
             allow_erc1271: true,
         }
     }
-}
-
-/// A verified signature. Serialises as the fields of a `"verified": true` answer (`signer`,
-/// `keyid`, `chainId`, `created`, `expires`, `nonce`, `components`); the label and the replay
-/// guard are the caller's, not the answer's.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Verified {
-    /// The account that signed: the keyid's address (EIP-55 checksummed in JSON, as every
-    /// address the API writes).
-    #[serde(serialize_with = "crate::checksum::serialize")]
-    pub signer: Address,
-    /// The keyid as the signature carried it.
-    pub keyid: String,
-    /// The keyid's chain.
-    pub chain_id: u64,
-    /// When the signature was made (Unix seconds).
-    pub created: u64,
-    /// When it stops being valid (Unix seconds).
-    pub expires: u64,
-    /// The nonce, if the signature is Non-Replayable.
-    pub nonce: Option<String>,
-    /// The covered components, in the signature's order.
-    pub components: Vec<String>,
-    /// The label of the verified signature.
-    #[serde(skip)]
-    pub label: String,
-    /// What the caller must enforce against replay before it acts on the request.
-    #[serde(skip)]
-    pub replay: ReplayGuard,
 }
 
 /// A signature that passed every check but one that needs the chain, or none.
