@@ -29,6 +29,7 @@ pub mod revert;
 pub mod rpc;
 mod snapshot;
 mod snapshot_answers;
+pub mod standard_webhooks;
 pub mod stats;
 mod status;
 #[cfg(test)]

@@ -74,10 +74,6 @@ pub(crate) const DEFAULT_WEBHOOK_CONCURRENCY: u64 = 8;
 pub(crate) const DEFAULT_WEBHOOK_RETRY_FIRST_MS: u64 = 1_000;
 /// Default longest pause between two attempts at a webhook delivery: ten minutes.
 pub(crate) const DEFAULT_WEBHOOK_RETRY_MAX_MS: u64 = 600_000;
-/// Fewest bytes a webhook secret may have: HMAC-SHA256's own block of security.
-pub(crate) const MIN_WEBHOOK_SECRET_BYTES: usize = 32;
-/// Standard Webhooks' prefix of a base64 secret.
-const WEBHOOK_SECRET_PREFIX: &str = "whsec_";
 
 /// Default path of the store, under the git-ignored `.relayer/`.
 pub(crate) const DEFAULT_DB_PATH: &str = ".relayer/relayer.db";
@@ -204,22 +200,14 @@ pub struct WebhookSecret(Vec<u8>);
 
 impl WebhookSecret {
     /// Reads `WEBHOOK_SECRET`: `whsec_` and base64 (as Standard Webhooks writes secrets), or the
-    /// raw text's bytes; at least [`MIN_WEBHOOK_SECRET_BYTES`]. Errors never quote it.
+    /// raw text's bytes; at least `kya_core::standard_webhooks::MIN_SECRET_BYTES`. Errors never
+    /// quote it.
     pub fn parse(text: &str) -> Result<Self> {
-        use base64::Engine;
-        let text = text.trim();
-        let bytes = match text.strip_prefix(WEBHOOK_SECRET_PREFIX) {
-            Some(encoded) => base64::engine::general_purpose::STANDARD
-                .decode(encoded)
-                .map_err(|_| Error::Config("WEBHOOK_SECRET: whsec_ must be followed by base64".into()))?,
-            None => text.as_bytes().to_vec(),
-        };
-        if bytes.len() < MIN_WEBHOOK_SECRET_BYTES {
-            return Err(Error::Config(format!(
-                "WEBHOOK_SECRET must be at least {MIN_WEBHOOK_SECRET_BYTES} bytes (after base64 decoding, with whsec_)"
-            )));
-        }
-        Ok(Self(bytes))
+        use kya_core::standard_webhooks::{SecretError, decode_secret};
+        decode_secret(text).map(Self).map_err(|error| {
+            let separator = if error == SecretError::TooShort { " " } else { ": " };
+            Error::Config(format!("WEBHOOK_SECRET{separator}{error}"))
+        })
     }
 
     /// The key's bytes, for the HMAC.

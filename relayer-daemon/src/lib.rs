@@ -39,4 +39,3 @@ pub use store::{
     RelayRecord, RelayStatus, Replacement, Reservation, SentTx, Settlement, SignerCount, Store, Taking,
     TxKind,
 };
-pub use webhooks::signature as webhook_signature;

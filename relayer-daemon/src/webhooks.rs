@@ -1,6 +1,7 @@
 //! Signed webhooks: the delivery task that POSTs the outbox's events (written by the store with
 //! each change of a relay, `store/outbox.rs`) to `WEBHOOK_URL`, signed as Standard Webhooks
-//! signs (`webhook-id`, `webhook-timestamp`, `webhook-signature: v1,<base64 HMAC-SHA256>`).
+//! signs (`webhook-id`, `webhook-timestamp`, `webhook-signature: v1,<base64 HMAC-SHA256>`), by
+//! `kya_core::standard_webhooks`, which the registry's change feed signs with too.
 //!
 //! At least once, in order per relay: the store hands out only each relay's oldest undelivered
 //! event, under a lease; a 2xx marks it delivered, anything else makes it due again after an
@@ -13,9 +14,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use base64::Engine;
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
+use kya_core::standard_webhooks::signature;
 
 use crate::{config::WebhookConfig, relayer::Relayer, store::DueEvent, time};
 
@@ -24,15 +23,6 @@ use crate::{config::WebhookConfig, relayer::Relayer, store::DueEvent, time};
 const POLL: Duration = Duration::from_millis(250);
 /// What a lease adds to the attempt's timeout: time to record the attempt's outcome.
 const LEASE_MARGIN: Duration = Duration::from_secs(5);
-
-/// The `webhook-signature` header of one attempt: Standard Webhooks' `v1,` and the base64
-/// HMAC-SHA256, keyed with the secret's bytes, of `{id}.{timestamp}.{body}`.
-pub fn signature(secret: &[u8], id: &str, timestamp: u64, body: &str) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes a key of any length");
-    mac.update(format!("{id}.{timestamp}.").as_bytes());
-    mac.update(body.as_bytes());
-    format!("v1,{}", base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes()))
-}
 
 /// The pause after the `attempts`-th failed attempt: `first` doubled per earlier failure, at
 /// most `max`, then jittered into its upper half by `jitter` (0 to 1), so that events that
@@ -231,21 +221,6 @@ impl Relayer {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The signature Python's `standardwebhooks` package (an implementation independent of this
-    /// one) gives for this secret, id, time and body.
-    #[test]
-    fn signs_as_standard_webhooks_does() {
-        use base64::Engine;
-        let secret = base64::engine::general_purpose::STANDARD
-            .decode("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwg7duQoLFbaY=")
-            .unwrap();
-        let body = r#"{"test": 2432232314}"#;
-        assert_eq!(
-            signature(&secret, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1_614_265_330, body),
-            "v1,tA4UOeJPm7Cral3TNUxB8sBj0mxQ1AK9p9uctQSFqqM="
-        );
-    }
 
     #[test]
     fn a_redirect_names_its_location_without_tokens() {
