@@ -272,7 +272,12 @@ function renderUnregistered(kyaView) {
 
 function timeValue(iso) {
   if (iso === null) return element('span', { className: 'muted' }, 'never');
-  return element('time', { datetime: iso }, iso);
+  // A line may break between the date and the time (not elsewhere): a phone's narrow column
+  // shows both whole. The text stays the ISO string.
+  const [date, time] = iso.split('T');
+  return time === undefined
+    ? element('time', { datetime: iso }, iso)
+    : element('time', { datetime: iso }, date, element('wbr'), `T${time}`);
 }
 
 function renderAgent(detail, block, kyaView) {

@@ -350,6 +350,44 @@ test('the statistics chart shows the seeded distributions', async () => {
   await shot('07-statistics');
 });
 
+test('a 390-px phone screen: nothing wider than the screen, every column and the pager on it', async () => {
+  const phone = await context.newPage();
+  await phone.setViewportSize({ width: 390, height: 844 });
+  await phone.goto(`${base}/`, { timeout: 90_000 });
+  await phone.waitForSelector('body[data-ready="true"]', { timeout: 90_000 });
+  await phone.waitForSelector('#agents-table[data-state="ready"]');
+  // An agent with a full record and the widest values the page shows (its lineage drawn too:
+  // the tree scrolls inside its own frame, as a map does, and is left out below).
+  const hive = agentOf(demo.roles.hive);
+  await phone.fill('#search-input', String(hive.agentId));
+  await phone.click('#search-button');
+  await phone.waitForSelector(`#agent-panel[data-state="ready"][data-query="${hive.agentId}"]`);
+  await phone.click('#show-lineage');
+  await phone.waitForSelector(`#lineage-panel[data-state="ready"][data-root="${hive.agentId}"]`);
+  const layout = await phone.evaluate(() => {
+    const width = document.documentElement.clientWidth;
+    const outside = [...document.querySelectorAll('body *')]
+      .filter((element) => !element.closest('.tree-scroll, .visually-hidden, .skip-link, [hidden]'))
+      .filter((element) => {
+        const box = element.getBoundingClientRect();
+        return box.width > 0 && (box.right > width + 0.5 || box.left < -0.5);
+      })
+      .map((element) => `${element.tagName.toLowerCase()}#${element.id}.${element.className}`);
+    return { width, scrollWidth: document.documentElement.scrollWidth, outside };
+  });
+  assert.equal(layout.width, 390);
+  assert.deepEqual(layout.outside, [], 'every element lies within the screen');
+  assert.ok(layout.scrollWidth <= layout.width, `no horizontal scrolling: ${layout.scrollWidth} px wide`);
+  for (const selector of ['#agents-table thead th:nth-child(4)', '#agents-table tbody tr:first-child td:nth-child(4)',
+    '#prev-page', '#next-page', '#agent-record']) {
+    const box = await phone.locator(selector).boundingBox();
+    assert.ok(box && box.x >= 0 && box.x + box.width <= 390, `${selector} on the screen: ${JSON.stringify(box)}`);
+  }
+  assert.match(await phone.locator('#agents-table tbody tr:first-child td:nth-child(4)').innerText(), /^\d{4}-\d\d-\d\d/);
+  await phone.screenshot({ path: join(screenshots, '09-phone-390px.png'), fullPage: true });
+  await phone.close();
+});
+
 test('the API reference at /docs, linked from the page, lists every operation of /openapi.json', async () => {
   assert.equal(await page.locator('[data-testid="api-docs-link"]').getAttribute('href'), '/docs');
   const document = await (await fetch(`${base}/openapi.json`)).json();

@@ -12,7 +12,7 @@ use kya_tests::{
 };
 
 /// The checks in `tests/browser/explorer.test.mjs`: all must have run and passed.
-const BROWSER_CHECKS: usize = 14;
+const BROWSER_CHECKS: usize = 15;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn explorer_page_shows_the_seeded_registry() {
