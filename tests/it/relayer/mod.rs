@@ -35,6 +35,7 @@ mod lanes;
 mod lifecycle;
 mod methods;
 mod op_stack;
+mod pacing;
 mod prefilter;
 mod providers;
 mod reads;
