@@ -15,6 +15,7 @@ mod prefilter;
 mod queries;
 mod read_limit;
 mod reconcile;
+mod reference;
 mod relay;
 mod relayer;
 mod request;

@@ -40,6 +40,7 @@ mod prefilter;
 mod providers;
 mod reads;
 mod reconcile;
+mod reference;
 mod registry_rules;
 mod replay;
 mod restart;
