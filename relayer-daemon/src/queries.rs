@@ -116,7 +116,8 @@ impl Relayer {
 
     /// `GET /metrics`.
     pub async fn metrics(&self) -> Result<String> {
-        let budget = self.db(|store| store.budget(time::now())).await?;
+        let now = time::now();
+        let budget = self.db(move |store| store.budget(now)).await?;
         let balances = self.balances_for_metrics().await;
         let keys: Vec<KeyGauge> = self
             .pool
@@ -137,8 +138,13 @@ impl Relayer {
             budget_limit_wei: self.config.daily_gas_budget_wei,
             budget_used_wei: budget.used_wei,
             budget_pending_wei: budget.pending_wei,
+            budget_open_wei: self
+                .config
+                .pacing()
+                .open_wei(self.config.daily_gas_budget_wei, budget.window_start, now)
+                .saturating_sub(budget.used_wei),
             keys,
-            waiting_too_long: waiting_too_long(&in_the_pool, self.config.stuck_after_secs, time::now()),
+            waiting_too_long: waiting_too_long(&in_the_pool, self.config.stuck_after_secs, now),
             webhooks_pending,
         }))
     }

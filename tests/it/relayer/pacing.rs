@@ -134,6 +134,10 @@ async fn a_crowd_spends_the_open_slice_and_the_next_one_opens_on_time(engine: En
     let used = wei(&budget["usedWei"]);
     assert_eq!(wei(&budget["openWei"]), slice - used);
     assert_eq!(wei(&budget["remainingWei"]), limit - used, "the day's budget is not spent");
+    // The operator sees the same: what is open, and the refusals by their reason.
+    let (_, metrics) = client.metrics().await;
+    assert!(metrics.contains(&format!("relayer_budget_open_wei {}\n", slice - used)), "{metrics}");
+    assert!(metrics.contains("relayer_relays_rejected_total{reason=\"budget_slice_spent\"}"), "{metrics}");
     assert!(!reserved.is_empty(), "the crowd relayed before the slice closed");
     eprintln!(
         "relays in the first slice of {slice} wei: {} (reserved {reserved:?}), used {used}",
