@@ -94,7 +94,9 @@ impl TestStore {
 /// Environment settings for a relayer against `chain`, with the spec's defaults, anvil's funded
 /// account 9 as the relayer key and the store `store`. Every test client sends from 127.0.0.1
 /// and many of them from one signer, at anvil's gwei fees (a thousand times Base's): the budget
-/// shares are whole here, and the abuse tests (`relayer::abuse`) use the defaults.
+/// shares are whole here, and the abuse tests (`relayer::abuse`) use the defaults. The budget
+/// opens whole too (`BUDGET_SLICES=1`: at these fees an hour's slice of the default budget is a
+/// few relays); `relayer::pacing` turns pacing on.
 pub fn settings(chain: &TestChain, store: &TestStore) -> Vec<(String, String)> {
     let (store_name, store_value) = store.setting();
     [
@@ -105,6 +107,7 @@ pub fn settings(chain: &TestChain, store: &TestStore) -> Vec<(String, String)> {
         (store_name, store_value),
         ("SIGNER_BUDGET_SHARE_PERCENT", "100".to_owned()),
         ("CLIENT_BUDGET_SHARE_PERCENT", "100".to_owned()),
+        ("BUDGET_SLICES", "1".to_owned()),
     ]
     .into_iter()
     .map(|(name, value)| (name.to_owned(), value))
@@ -166,6 +169,18 @@ impl Client {
 
     /// POSTs `body` as JSON with extra `headers`; the status and the answer, as JSON if it is.
     async fn post(&self, path: &str, body: String, headers: &[(&str, &str)]) -> (u16, Value) {
+        let reply = self.post_reply(path, body, headers).await;
+        (reply.status, serde_json::from_str(&reply.text).unwrap_or(Value::String(reply.text)))
+    }
+
+    /// `POST /relay` as if from behind a proxy that says `forwarded_for`; the answer as it came,
+    /// headers and all (`Retry-After`).
+    pub async fn relay_reply(&self, body: &Value, forwarded_for: &str) -> Reply {
+        self.post_reply("/relay", body.to_string(), &[("x-forwarded-for", forwarded_for)]).await
+    }
+
+    /// POSTs `body` as JSON with extra `headers`; the answer as it came.
+    async fn post_reply(&self, path: &str, body: String, headers: &[(&str, &str)]) -> Reply {
         let mut request =
             self.http.post(format!("{}{path}", self.base)).header("content-type", "application/json");
         for (name, value) in headers {
@@ -176,7 +191,7 @@ impl Client {
         let headers = response.headers().clone();
         let text = response.text().await.expect("a body");
         conforms("POST", path, status, &headers, &text);
-        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+        Reply { status, headers, text }
     }
 
     /// GETs `path`; returns the status and the body as text.

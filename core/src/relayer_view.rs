@@ -66,6 +66,14 @@ pub struct GasBudget {
     pub pending_wei: Option<U256>,
     /// When the day's spending is forgotten (ISO 8601); `null` until something is spent.
     pub resets_at: Option<String>,
+    /// What may be spent before the next slice opens: the slices opened so far (what earlier
+    /// ones left unspent carried over) less `usedWei` (relayers before pacing: absent).
+    #[serde(default, with = "optional_decimal")]
+    pub open_wei: Option<U256>,
+    /// When the next slice of the budget opens (ISO 8601); `null` while no window runs, in its
+    /// last slice, or without pacing (relayers before pacing: absent).
+    #[serde(default)]
+    pub next_slice_at: Option<String>,
 }
 
 /// The contracts a relayer forwards to.
@@ -402,6 +410,14 @@ mod tests {
         .unwrap();
         assert_eq!(budget.limit_wei, U256::from(u128::MAX) + U256::from(1));
         assert_eq!((budget.remaining_wei, budget.pending_wei), (U256::from(16), None));
+        assert_eq!((budget.open_wei, budget.next_slice_at), (None, None), "a relayer before pacing");
+        let paced: GasBudget = serde_json::from_value(json!({
+            "limitWei": "24", "usedWei": "1", "remainingWei": "23", "pendingWei": "0",
+            "resetsAt": "2026-05-02T12:00:00.000Z", "openWei": "1", "nextSliceAt": "2026-05-01T13:00:00.000Z"
+        }))
+        .unwrap();
+        assert_eq!(paced.open_wei, Some(U256::from(1)));
+        assert_eq!(serde_json::to_value(&paced).unwrap()["nextSliceAt"], "2026-05-01T13:00:00.000Z");
         let refused = serde_json::from_value::<NonceView>(json!({ "address": SIGNER, "nonce": "-1" }));
         assert!(refused.unwrap_err().to_string().contains("non-negative integer"), "a clear reason");
     }

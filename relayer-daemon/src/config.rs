@@ -55,6 +55,9 @@ pub(crate) const DEFAULT_SIGNER_BUDGET_SHARE_PERCENT: u64 = 5;
 /// Default share of the daily budget one client (IPv4 address, IPv6 /48) may use, in percent:
 /// at least ten clients are needed to close the relayer for the day.
 pub(crate) const DEFAULT_CLIENT_BUDGET_SHARE_PERCENT: u64 = 10;
+/// Default number of slices a budget window opens in: one an hour of the day, so that a crowd
+/// of clients spending their shares at once closes the relayer for the rest of an hour at most.
+pub(crate) const DEFAULT_BUDGET_SLICES: u64 = 24;
 /// Default cap on a cancellation's max fee per gas: twice the relay cap, so a cancellation can
 /// still outbid (by the nodes' 10%) a relay stuck at the cap.
 pub(crate) const DEFAULT_MAX_CANCEL_FEE_PER_GAS_WEI: u64 = 2 * DEFAULT_MAX_FEE_PER_GAS_WEI;
@@ -145,6 +148,12 @@ pub struct Config {
     pub signer_budget_share_percent: u64,
     /// Percent of the daily budget one client may use (`CLIENT_BUDGET_SHARE_PERCENT`, default 10).
     pub client_budget_share_percent: u64,
+    /// Equal slices the day's budget opens in, unspent ones carried over (`BUDGET_SLICES`,
+    /// default 24, at least 1; 1 turns pacing off).
+    pub budget_slices: u64,
+    /// Seconds a budget window lasts after its first use (`BUDGET_WINDOW_SECS`, default 86,400:
+    /// SPEC.md's day). Shorter for trials and tests that watch a window or its slices go by.
+    pub budget_window_secs: u64,
     /// Highest max fee per gas of a cancellation, in wei (`MAX_CANCEL_FEE_PER_GAS_WEI`, default
     /// 100 gwei).
     pub max_cancel_fee_per_gas_wei: u128,
@@ -240,6 +249,21 @@ impl Config {
     pub fn client_share_wei(&self) -> u128 {
         share(self.daily_gas_budget_wei, self.client_budget_share_percent)
     }
+
+    /// The budget and its shares, in wei, and the slices it opens in.
+    pub fn budget_limits(&self) -> crate::store::BudgetLimits {
+        crate::store::BudgetLimits {
+            total_wei: self.daily_gas_budget_wei,
+            signer_wei: self.signer_share_wei(),
+            client_wei: self.client_share_wei(),
+            slices: self.budget_slices,
+        }
+    }
+
+    /// How the budget window opens: its length and its slices.
+    pub fn pacing(&self) -> crate::pacing::Pacing {
+        crate::pacing::Pacing { window_secs: self.budget_window_secs, slices: self.budget_slices }
+    }
 }
 
 /// `percent` of `wei`, rounded down.
@@ -278,6 +302,8 @@ impl std::fmt::Debug for Config {
             .field("deadline_margin_secs", &self.deadline_margin_secs)
             .field("signer_budget_share_percent", &self.signer_budget_share_percent)
             .field("client_budget_share_percent", &self.client_budget_share_percent)
+            .field("budget_slices", &self.budget_slices)
+            .field("budget_window_secs", &self.budget_window_secs)
             .field("max_cancel_fee_per_gas_wei", &self.max_cancel_fee_per_gas_wei)
             .field("trusted_proxies", &self.trusted_proxies)
             .field("metrics_address", &self.metrics_address)
@@ -381,6 +407,14 @@ impl Config {
                 "CLIENT_BUDGET_SHARE_PERCENT",
                 DEFAULT_CLIENT_BUDGET_SHARE_PERCENT,
             )?,
+            budget_slices: match number("BUDGET_SLICES", DEFAULT_BUDGET_SLICES)? {
+                0 => return Err(Error::Config("BUDGET_SLICES must be at least 1 (1: no pacing)".into())),
+                slices => slices,
+            },
+            budget_window_secs: match number("BUDGET_WINDOW_SECS", crate::store::BUDGET_WINDOW_SECS)? {
+                0 => return Err(Error::Config("BUDGET_WINDOW_SECS must be at least 1".into())),
+                secs => secs,
+            },
             max_cancel_fee_per_gas_wei: u128::from(number(
                 "MAX_CANCEL_FEE_PER_GAS_WEI",
                 DEFAULT_MAX_CANCEL_FEE_PER_GAS_WEI,
@@ -580,6 +614,7 @@ mod tests {
         assert_eq!(config.signer_share_wei(), 2_500_000_000_000_000, "5% of 0.05 ETH");
         assert_eq!(config.client_share_wei(), 5_000_000_000_000_000, "10% of 0.05 ETH");
         assert_eq!(config.deadline_margin_secs, 120);
+        assert_eq!((config.budget_slices, config.budget_window_secs), (24, 86_400), "an hour a slice");
         assert!(config.trusted_proxies.is_empty());
         assert_eq!(config.metrics_address.to_string(), "127.0.0.1:9464");
     }
@@ -708,6 +743,21 @@ mod tests {
         settings.push(("FEE_BUMP_PERCENT", "5"));
         let error = Config::from_lookup(lookup(&settings)).unwrap_err().to_string();
         assert!(error.contains("FEE_BUMP_PERCENT must be at least 10"), "{error}");
+        for (name, value, told) in [
+            ("BUDGET_SLICES", "0", "BUDGET_SLICES must be at least 1 (1: no pacing)"),
+            ("BUDGET_WINDOW_SECS", "0", "BUDGET_WINDOW_SECS must be at least 1"),
+            ("BUDGET_SLICES", "hourly", "BUDGET_SLICES is not a whole number"),
+        ] {
+            let mut settings = base();
+            settings.push((name, value));
+            let error = Config::from_lookup(lookup(&settings)).unwrap_err().to_string();
+            assert!(error.contains(told), "{error}");
+        }
+        let mut settings = base();
+        settings.extend([("BUDGET_SLICES", "1"), ("BUDGET_WINDOW_SECS", "60")]);
+        let config = Config::from_lookup(lookup(&settings)).unwrap();
+        assert_eq!(config.pacing(), crate::pacing::Pacing { window_secs: 60, slices: 1 });
+        assert_eq!(config.budget_limits().slices, 1);
         let error = Config::from_lookup(lookup(&base()[1..])).unwrap_err().to_string();
         assert!(error.contains("REGISTRY_ADDRESS"), "{error}");
     }

@@ -55,6 +55,15 @@ pub enum Error {
     /// The daily gas budget cannot cover this relay.
     #[error("Daily gas budget exhausted. Try again tomorrow.")]
     BudgetExhausted,
+    /// What pacing has opened of the day's budget so far cannot cover this relay (INTERFACE.md
+    /// section 3): more opens at `opens_at`.
+    #[error("Gas budget for this hour spent. Try again at {}.", kya_core::time::iso8601(*opens_at))]
+    BudgetSliceSpent {
+        /// When the next slice opens (Unix seconds).
+        opens_at: u64,
+        /// Seconds from the refusal until then (`Retry-After`), at least 1.
+        wait_secs: u64,
+    },
     /// `request.data` is not exactly the encoding of a registry write (trailing bytes, a view,
     /// an unknown selector, arguments that do not decode).
     #[error("{0}")]
@@ -208,6 +217,7 @@ impl Error {
             Self::IpRateLimited(_)
             | Self::SignerRateLimited(_)
             | Self::BudgetExhausted
+            | Self::BudgetSliceSpent { .. }
             | Self::SignerShareExhausted(_)
             | Self::ClientShareExhausted(_)
             | Self::ReadRateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
@@ -228,6 +238,7 @@ impl Error {
     pub fn retry_after_secs(&self) -> Option<u64> {
         match self {
             Self::StoreUnavailable(_) => Some(1),
+            Self::BudgetSliceSpent { wait_secs, .. } => Some(*wait_secs),
             _ => None,
         }
     }
@@ -247,6 +258,7 @@ impl Error {
             Self::BalanceTooLow => "balance_too_low",
             Self::NoFreeLane | Self::LaneLost(_) => "no_free_lane",
             Self::BudgetExhausted => "budget_exhausted",
+            Self::BudgetSliceSpent { .. } => "budget_slice_spent",
             Self::NotExactCall(_) => "not_exact_call",
             Self::DeadlineTooNear { .. } => "deadline_too_near",
             Self::SignerShareExhausted(_) => "signer_share_exhausted",
@@ -264,6 +276,11 @@ impl Error {
             Self::MethodNotAllowed => "method_not_allowed",
             Self::LengthRequired => "length_required",
         }
+    }
+
+    /// The budget's open slices spent at `now`; the next opens at `opens_at`.
+    pub(crate) fn slice_spent(opens_at: u64, now: u64) -> Self {
+        Self::BudgetSliceSpent { opens_at, wait_secs: opens_at.saturating_sub(now).max(1) }
     }
 
     /// An RPC failure, keeping the node's message for the log with any URL in it redacted (it

@@ -10,10 +10,12 @@ mod leasing;
 mod metrics;
 mod nonce;
 pub mod openapi;
+mod pacing;
 mod prefilter;
 mod queries;
 mod read_limit;
 mod reconcile;
+mod reference;
 mod relay;
 mod relayer;
 mod request;
@@ -30,12 +32,13 @@ mod webhooks;
 pub use config::{Config, WebhookConfig, WebhookSecret};
 pub use error::{Error, Result};
 pub use l1_fee::L1_FEE_HEADROOM;
+pub use pacing::Pacing;
 pub use relay::{GAS_MARGIN_PERCENT, Relayed};
 pub use relayer::Relayer;
 pub use request::RelayBody;
 pub use store::{
     BUDGET_WINDOW_SECS, BudgetLimits, BudgetState, DatabaseTimeouts, DatabaseUrl, DueEvent, LaneHolder,
     Lease, Location, NewRelay, OutboxEvent, Outcome, Pruned, RATE_WINDOW_SECS, RateKind, Refusal,
-    RelayRecord, RelayStatus, Replacement, Reservation, SentTx, Settlement, SignerCount, Store, Taking,
-    TxKind,
+    RelayRecord, RelayStatus, ReplaceRefusal, Replacement, Reservation, SentTx, Settlement, SignerCount,
+    Store, Taking, TxKind,
 };

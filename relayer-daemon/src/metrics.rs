@@ -53,6 +53,8 @@ pub(crate) struct Gauges {
     pub(crate) budget_used_wei: u128,
     /// Outstanding reservations in wei.
     pub(crate) budget_pending_wei: u128,
+    /// What may be spent before the next slice of the budget opens, in wei.
+    pub(crate) budget_open_wei: u128,
     /// Every key, in pool order (`relayer_balance_wei` is the first's balance, what a relayer
     /// of one key showed).
     pub(crate) keys: Vec<KeyGauge>,
@@ -176,6 +178,11 @@ impl Metrics {
                 Some(gauges.budget_pending_wei),
             ),
             (
+                "relayer_budget_open_wei",
+                "What may be spent before the next slice of the budget opens, in wei (BUDGET_SLICES).",
+                Some(gauges.budget_open_wei),
+            ),
+            (
                 "relayer_balance_wei",
                 "Relayer wallet balance in wei.",
                 gauges.keys.first().and_then(|key| key.balance_wei),
@@ -236,6 +243,7 @@ mod tests {
             budget_limit_wei: 5,
             budget_used_wei: 3,
             budget_pending_wei: 1,
+            budget_open_wei: 2,
             keys: vec![
                 KeyGauge {
                     address: alloy::primitives::Address::repeat_byte(0xbb),
@@ -260,6 +268,7 @@ mod tests {
         assert!(text.contains("relayer_relays_accepted_total 1\n"));
         assert!(text.contains("relayer_relays_rejected_total{reason=\"invalid_signature\"} 2\n"));
         assert!(text.contains("relayer_budget_used_wei 3\n"));
+        assert!(text.contains("relayer_budget_open_wei 2\n"));
         assert!(!text.contains("relayer_balance_wei"));
         assert!(text.contains("relayer_replacements_total 1\n"));
         assert!(text.contains("relayer_cancellations_total 0\n"));

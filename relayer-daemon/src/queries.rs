@@ -50,6 +50,8 @@ impl Relayer {
         }
         let first = &lanes[0];
         let limit = self.config.daily_gas_budget_wei;
+        let pacing = self.config.pacing();
+        let open = pacing.open_wei(limit, budget.window_start, now);
         Ok(RelayerStatus {
             relayer: first.address,
             balance: first.balance.clone(),
@@ -60,7 +62,9 @@ impl Relayer {
                 used_wei: U256::from(budget.used_wei),
                 remaining_wei: U256::from(limit.saturating_sub(budget.used_wei)),
                 pending_wei: Some(U256::from(budget.pending_wei)),
-                resets_at: budget.resets_at().map(iso8601),
+                resets_at: budget.resets_at(self.config.budget_window_secs).map(iso8601),
+                open_wei: Some(U256::from(open.saturating_sub(budget.used_wei))),
+                next_slice_at: pacing.next_slice_at(budget.window_start, now).map(iso8601),
             },
             contracts: Contracts { registry: self.config.registry, forwarder: self.config.forwarder },
             lanes,
@@ -112,7 +116,8 @@ impl Relayer {
 
     /// `GET /metrics`.
     pub async fn metrics(&self) -> Result<String> {
-        let budget = self.db(|store| store.budget(time::now())).await?;
+        let now = time::now();
+        let budget = self.db(move |store| store.budget(now)).await?;
         let balances = self.balances_for_metrics().await;
         let keys: Vec<KeyGauge> = self
             .pool
@@ -133,8 +138,13 @@ impl Relayer {
             budget_limit_wei: self.config.daily_gas_budget_wei,
             budget_used_wei: budget.used_wei,
             budget_pending_wei: budget.pending_wei,
+            budget_open_wei: self
+                .config
+                .pacing()
+                .open_wei(self.config.daily_gas_budget_wei, budget.window_start, now)
+                .saturating_sub(budget.used_wei),
             keys,
-            waiting_too_long: waiting_too_long(&in_the_pool, self.config.stuck_after_secs, time::now()),
+            waiting_too_long: waiting_too_long(&in_the_pool, self.config.stuck_after_secs, now),
             webhooks_pending,
         }))
     }

@@ -17,9 +17,7 @@ use crate::{
     relayer::{InFlightGuard, Relayer},
     request::RelayBody,
     sender::{Outgoing, Sent},
-    store::{
-        BudgetLimits, Lease, NewRelay, RateKind, Refusal, RelayRecord, RelayStatus, Reservation, SignerCount,
-    },
+    store::{Lease, NewRelay, RateKind, Refusal, RelayRecord, RelayStatus, Reservation, SignerCount},
     time,
 };
 
@@ -283,7 +281,7 @@ impl Relayer {
             })
             .await?;
         let cheapest = MIN_TX_GAS.saturating_mul(fees.max_fee_per_gas);
-        let limits = self.budget_limits();
+        let limits = self.config.budget_limits();
         if limits.total_wei.saturating_sub(budget.used_wei) < cheapest {
             return Err(Error::BudgetExhausted);
         }
@@ -293,16 +291,14 @@ impl Relayer {
         if limits.client_wei.saturating_sub(by_client) < cheapest {
             return Err(Error::ClientShareExhausted(self.config.client_budget_share_percent));
         }
-        Ok(fees)
-    }
-
-    /// The budget and the shares, in wei.
-    fn budget_limits(&self) -> BudgetLimits {
-        BudgetLimits {
-            total_wei: self.config.daily_gas_budget_wei,
-            signer_wei: self.config.signer_share_wei(),
-            client_wei: self.config.client_share_wei(),
+        let pacing = self.config.pacing();
+        if pacing.open_wei(limits.total_wei, budget.window_start, now).saturating_sub(budget.used_wei)
+            < cheapest
+            && let Some(opens_at) = pacing.next_slice_at(budget.window_start, now)
+        {
+            return Err(Error::slice_spent(opens_at, now));
         }
+        Ok(fees)
     }
 
     /// Stage 9a, room before the deadline, by the head block's clock (the forwarder's, which on
@@ -388,10 +384,11 @@ impl Relayer {
             l1_fee_wei,
             lanes,
         };
-        let (limits, now) = (self.budget_limits(), time::now());
+        let (limits, now) = (self.config.budget_limits(), time::now());
         match self.db(move |store| store.reserve(&new_relay, &limits, now)).await? {
             Ok(reservation) => Ok(Ok(reservation)),
             Err(Refusal::Budget) => Err(Error::BudgetExhausted),
+            Err(Refusal::Slice { opens_at }) => Err(Error::slice_spent(opens_at, now)),
             Err(Refusal::SignerShare) => {
                 Err(Error::SignerShareExhausted(self.config.signer_budget_share_percent))
             }

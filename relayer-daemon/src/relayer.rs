@@ -117,10 +117,10 @@ impl Relayer {
     pub async fn start(config: Config) -> Result<Arc<Self>> {
         let chain = RelayerChain::connect(&config.rpc_url, config.forwarder)?;
         let chain_id = reach(&chain, config.startup_retry).await?;
-        let location = config.store_location();
+        let (location, budget_window) = (config.store_location(), config.budget_window_secs);
         // The store's own blocking work (PostgreSQL connects and migrates) off the async threads.
         let (store, lease_store) = tokio::task::spawn_blocking(move || {
-            let store = Store::open_at(&location)?;
+            let store = Store::open_at(&location)?.with_budget_window(budget_window);
             let lease_store = store.second_connection()?;
             Ok::<_, Error>((store, lease_store))
         })

@@ -168,27 +168,29 @@ impl Sender {
     /// Signs `outgoing` with the relayer nonce `nonce` that an earlier transaction of a relay
     /// holds (a fee replacement or a cancellation), has `record` store it under the key's lease,
     /// and submits it. The next nonce does not move; the sender's lock keeps this from
-    /// interleaving with a send.
-    pub(crate) async fn replace<Recorded: Future<Output = Result<bool>>>(
+    /// interleaving with a send. When `record` refuses (the relay closed meanwhile, or the budget
+    /// cannot cover the higher fees), nothing is submitted and its refusal is returned as it is.
+    pub(crate) async fn replace<Refused, Recorded>(
         &self,
         outgoing: &Outgoing,
         nonce: u64,
         record: impl FnOnce(B256, Lease) -> Recorded,
-    ) -> Result<(B256, AfterReplace)> {
+    ) -> Result<(B256, std::result::Result<AfterReplace, Refused>)>
+    where
+        Recorded: Future<Output = Result<std::result::Result<(), Refused>>>,
+    {
         let _next = self.next_nonce.lock().await;
         let lease = self.lease().ok_or(Error::LaneLost(self.address()))?;
         let (hash, raw) = self.sign(outgoing, nonce)?;
-        if !record(hash, lease).await? {
-            // The relay closed meanwhile, or the budget cannot cover the higher fees: nothing
-            // is submitted.
-            return Ok((hash, AfterReplace::Refused));
+        if let Err(refused) = record(hash, lease).await? {
+            return Ok((hash, Err(refused)));
         }
         let (answer, message) = self.submit(&raw).await;
         let step = nonce::after_replace(answer);
         if !matches!(step, AfterReplace::Sent) {
             tracing::info!(%hash, nonce, ?step, %message, "replacement not taken");
         }
-        Ok((hash, step))
+        Ok((hash, Ok(step)))
     }
 
     /// Forgets the local nonce, so the next send re-reads it from the node: the reconciler found

@@ -147,6 +147,14 @@ pub fn routes(
     let openapi = warp::path!("openapi.json").and(read()).map(|| {
         warp::reply::with_header(crate::openapi::DOCUMENT, "content-type", "application/json").into_response()
     });
+    // The API reference (`/docs`) and the files it loads. The path first: another method on any
+    // other path stays a 404, not a 405.
+    let reference = warp::path::full()
+        .and_then(|path: warp::path::FullPath| async move {
+            crate::reference::file(path.as_str()).ok_or_else(warp::reject::not_found)
+        })
+        .and(read())
+        .map(crate::reference::response);
     let health = warp::path!("health")
         .and(read())
         .map(|| warp::reply::json(&json!({ "status": "ok" })).into_response());
@@ -169,6 +177,8 @@ pub fn routes(
         .or(health.boxed())
         .unify()
         .or(openapi.boxed())
+        .unify()
+        .or(reference.boxed())
         .unify()
         .recover(|rejection: Rejection| async move { Ok::<_, Infallible>(rejected(&rejection)) })
         .unify();

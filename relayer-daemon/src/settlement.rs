@@ -6,10 +6,7 @@
 
 use std::{
     collections::{HashMap, hash_map::Entry},
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
+    sync::Arc,
     time::Duration,
 };
 
@@ -23,7 +20,7 @@ use crate::{
     relayer::{InFlightGuard, Relayer, lock},
     sender::{Outgoing, Sender},
     store::{
-        Lease, Outcome, Pruned, Refusal, RelayRecord, RelayStatus, Replacement, SentTx, Settlement,
+        Lease, Outcome, Pruned, RelayRecord, RelayStatus, ReplaceRefusal, Replacement, SentTx, Settlement,
         TRANSFER_GAS, TxKind,
     },
     stuck::{Latest, Plan},
@@ -146,7 +143,8 @@ impl Relayer {
     }
 
     /// Sends the relay's transaction again per `plan`, at its relayer nonce. A fee replacement
-    /// the budget cannot cover becomes a cancellation.
+    /// the budget or a share cannot cover becomes a cancellation; a cancellation they cannot
+    /// cover waits (its fees are capped, and the relay may still be mined as it is).
     async fn send_again(&self, record: &RelayRecord, plan: Plan, block: u64) -> Result<Look> {
         let (mut kind, fees) = match plan {
             Plan::Replace(fees) if record.input.is_some() => (TxKind::Relay, fees),
@@ -167,8 +165,7 @@ impl Relayer {
         let _in_flight = InFlightGuard::new(&self.in_flight, (record.signer, record.forwarder_nonce));
         loop {
             let outgoing = self.outgoing(record, sender.address(), kind, fees);
-            let (id, limit) = (record.id, self.config.daily_gas_budget_wei);
-            let refused_by_budget = AtomicBool::new(false);
+            let (id, limits) = (record.id, self.config.budget_limits());
             let recorded = |hash: B256, lease: Lease| {
                 let replacement = Replacement {
                     tx_hash: hash,
@@ -177,28 +174,26 @@ impl Relayer {
                     priority_fee_wei: fees.max_priority_fee_per_gas,
                     sent_block: block,
                 };
-                let refused_by_budget = &refused_by_budget;
                 async move {
                     let now = time::now();
-                    match self.db(move |store| store.replace(id, &replacement, limit, now, &lease)).await? {
-                        Ok(_) => Ok(true),
-                        Err(Refusal::Budget) => {
-                            refused_by_budget.store(true, Ordering::Relaxed);
-                            Ok(false)
-                        }
-                        Err(Refusal::Duplicate | Refusal::SignerShare | Refusal::ClientShare) => Ok(false),
-                    }
+                    let recorded =
+                        self.db(move |store| store.replace(id, &replacement, &limits, now, &lease)).await?;
+                    Ok(recorded.map(|_| ()))
                 }
             };
-            let (hash, step) = sender.replace(&outgoing, nonce, recorded).await?;
-            if refused_by_budget.load(Ordering::Relaxed) {
-                if kind == TxKind::Relay {
-                    tracing::warn!(relay = %record.relay_id, "the budget cannot cover higher fees; cancelling instead");
+            let (hash, step) = match sender.replace(&outgoing, nonce, recorded).await? {
+                (_, Err(ReplaceRefusal::Closed)) => return Ok(Look::Waiting),
+                (_, Err(refused)) if kind == TxKind::Relay => {
+                    tracing::warn!(relay = %record.relay_id, ?refused, "the budget or a share cannot cover higher fees; cancelling instead");
                     kind = TxKind::Cancel;
                     continue;
                 }
-                tracing::warn!(relay = %record.relay_id, "the budget cannot cover the cancellation; waiting");
-            }
+                (_, Err(refused)) => {
+                    tracing::warn!(relay = %record.relay_id, ?refused, "the budget or a share cannot cover the cancellation; waiting");
+                    return Ok(Look::Waiting);
+                }
+                (hash, Ok(step)) => (hash, step),
+            };
             if matches!(step, AfterReplace::NonceMined | AfterReplace::Underpriced | AfterReplace::Refused) {
                 // Not in the node: the relay's current transaction is again the one before.
                 let now = time::now();

@@ -260,7 +260,7 @@ fn counted(count: impl std::fmt::Display, noun: &str) -> String {
 pub(crate) fn relayer_status(status: &RelayerStatus) -> String {
     let budget = &status.daily_gas_budget;
     format!(
-        "relayer {}\n  balance      {} ETH\n  chain id     {}\n  gas budget   {} of {} wei used, {} left{}\n  registry     {}\n  forwarder    {}",
+        "relayer {}\n  balance      {} ETH\n  chain id     {}\n  gas budget   {} of {} wei used, {} left{}{}\n  registry     {}\n  forwarder    {}",
         status.relayer,
         status.balance,
         status.chain_id,
@@ -268,9 +268,19 @@ pub(crate) fn relayer_status(status: &RelayerStatus) -> String {
         budget.limit_wei,
         budget.remaining_wei,
         budget.resets_at.as_deref().map(|at| format!(" (resets {at})")).unwrap_or_default(),
+        pacing(budget),
         status.contracts.registry,
         status.contracts.forwarder,
     ) + &lanes(status)
+}
+
+/// What pacing has opened of the budget, while a slice is still to come: a line of its own
+/// (relayers before pacing, or in the last slice: nothing).
+fn pacing(budget: &kya_core::relayer_view::GasBudget) -> String {
+    match (&budget.open_wei, &budget.next_slice_at) {
+        (Some(open), Some(next)) => format!("\n  open now     {open} wei, more at {next}"),
+        _ => String::new(),
+    }
 }
 
 /// One line per key of the pool: address, balance, open relays and the daemon sending on it.
@@ -455,12 +465,23 @@ mod tests {
         ))
         .expect("the relayer's shape");
         let text = relayer_status(&status);
+        assert!(!text.contains("open now"), "no pacing fields: {text}");
         assert!(
             text.ends_with(concat!(
                 "\n  key          0xa0Ee7A142d267C1f36714E4a8F75612F20a79720  1.5 ETH, 2 open, held by eu-1",
                 "\n  key          0x14dC79964da2C08b23698B3D3cc7Ca32193d9955  0.0005 ETH, below the minimum, 0 open, held by eu-1",
             )),
             "{text}"
+        );
+        // A paced relayer: what is open until the next slice.
+        let mut paced = status.clone();
+        paced.daily_gas_budget.open_wei = Some(U256::from(2));
+        paced.daily_gas_budget.next_slice_at = Some("2026-05-01T13:00:00.000Z".into());
+        assert!(
+            relayer_status(&paced)
+                .contains("6 left\n  open now     2 wei, more at 2026-05-01T13:00:00.000Z\n  registry"),
+            "{}",
+            relayer_status(&paced)
         );
         // A relayer before the key pool sends no lanes: read as none.
         let mut older = serde_json::to_value(&status).unwrap();

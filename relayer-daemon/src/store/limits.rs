@@ -4,12 +4,13 @@ use super::{
     Store,
     codec::Text,
     is_taken, parse_wei,
+    schema::OPEN,
     sql::{Lock, Sql, args},
 };
-use crate::error::Result;
+use crate::{error::Result, pacing::Pacing};
 use alloy::primitives::{Address, U256};
 
-/// How long a gas budget lasts after its first use.
+/// How long a gas budget lasts after its first use (SPEC.md: a day; `BUDGET_WINDOW_SECS`).
 pub const BUDGET_WINDOW_SECS: u64 = 24 * 60 * 60;
 /// The length of the sliding rate-limit window.
 pub const RATE_WINDOW_SECS: u64 = 60 * 60;
@@ -44,13 +45,13 @@ pub struct BudgetState {
 }
 
 impl BudgetState {
-    /// When the budget resets, if a window is running.
-    pub fn resets_at(&self) -> Option<u64> {
-        self.window_start.map(|start| start + BUDGET_WINDOW_SECS)
+    /// When the budget resets, if a window of `window_secs` is running.
+    pub fn resets_at(&self, window_secs: u64) -> Option<u64> {
+        self.window_start.map(|start| start + window_secs)
     }
 }
 
-/// The most a budget window may spend: in all, per signer and per client.
+/// The most a budget window may spend: in all, per signer and per client, and how it opens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BudgetLimits {
     /// The daily budget (`DAILY_GAS_BUDGET`).
@@ -59,12 +60,22 @@ pub struct BudgetLimits {
     pub signer_wei: u128,
     /// One client's share (IPv4 address, IPv6 /48).
     pub client_wei: u128,
+    /// The slices the window opens in (`BUDGET_SLICES`; 1: all at once). The window's length is
+    /// the store's ([`Store::with_budget_window`]).
+    pub slices: u64,
 }
 
 impl BudgetLimits {
-    /// One limit for everything: no shares (the store's own tests).
+    /// One limit for everything, open at once: no shares, no pacing (the store's own tests).
     pub fn total(wei: u128) -> Self {
-        Self { total_wei: wei, signer_wei: wei, client_wei: wei }
+        Self { total_wei: wei, signer_wei: wei, client_wei: wei, slices: 1 }
+    }
+}
+
+impl Store {
+    /// How `limits` open the store's budget windows.
+    pub(super) fn pacing(&self, limits: &BudgetLimits) -> Pacing {
+        Pacing { window_secs: self.budget_window_secs, slices: limits.slices.max(1) }
     }
 }
 
@@ -129,8 +140,8 @@ impl Store {
     /// What `signer` has spent in the budget window running at `now`.
     pub fn spent_by_signer(&self, signer: Address, now: u64) -> Result<u128> {
         self.with(|connection| {
-            let state = current(read_budget(connection)?, now);
-            spent_by(connection, ShareOf::Signer, &signer.text(), state.window_start)
+            let window = Window::read(connection, now, self.budget_window_secs)?;
+            spent_by(connection, ShareOf::Signer, &signer.text(), &window)
         })
     }
 
@@ -138,38 +149,62 @@ impl Store {
     /// `now`.
     pub fn spent_by_client(&self, client: &str, now: u64) -> Result<u128> {
         self.with(|connection| {
-            let state = current(read_budget(connection)?, now);
-            spent_by(connection, ShareOf::Client, client, state.window_start)
+            let window = Window::read(connection, now, self.budget_window_secs)?;
+            spent_by(connection, ShareOf::Client, client, &window)
         })
     }
 
-    /// The budget at `now`: a window that ended reads as unused.
+    /// The budget at `now`: a window that ended gives way to the next, which starts with the
+    /// reservations still open ([`current`]).
     pub fn budget(&self, now: u64) -> Result<BudgetState> {
-        self.with(|connection| {
-            let state = read_budget(connection)?;
-            Ok(current(state, now))
-        })
+        self.with(|connection| Ok(Window::read(connection, now, self.budget_window_secs)?.current))
+    }
+
+    /// The same store, with budget windows of `secs` (a day unless set: `BUDGET_WINDOW_SECS`).
+    pub fn with_budget_window(mut self, secs: u64) -> Self {
+        self.budget_window_secs = secs.max(1);
+        self
     }
 }
 
-/// What the relays whose `column` is `key` cost in the budget window that started at
-/// `window_start`: settled relays at their cost, open ones at their reservation (a worst case).
-/// Summed here, not in SQL: wei amounts are decimal text beyond SQLite's 64-bit integers.
-pub(super) fn spent_by(
-    sql: &mut impl Sql,
-    column: ShareOf,
-    key: &str,
-    window_start: Option<u64>,
-) -> Result<u128> {
-    let Some(window_start) = window_start else { return Ok(0) };
-    let amounts = sql.query(match column {
-        ShareOf::Signer => {
-            "SELECT COALESCE(cost_wei, reserved_wei) FROM relays WHERE signer = ?1 AND window_start = ?2"
-        }
-        ShareOf::Client => {
-            "SELECT COALESCE(cost_wei, reserved_wei) FROM relays WHERE client_ip = ?1 AND window_start = ?2"
-        }
-    }, args![key, window_start as i64])?;
+/// The budget row as stored and as it stands at a given time: they differ when the stored
+/// window has ended and no write has rolled it over yet ([`roll`]).
+pub(super) struct Window {
+    /// The row as stored.
+    pub(super) stored: BudgetState,
+    /// The row at the time asked: [`current`] of `stored`.
+    pub(super) current: BudgetState,
+}
+
+impl Window {
+    /// Reads the budget row and rolls it forward to `now` in memory, writing nothing.
+    pub(super) fn read(sql: &mut impl Sql, now: u64, window_secs: u64) -> Result<Self> {
+        let stored = read_budget(sql)?;
+        Ok(Self { stored, current: current(stored, now, window_secs) })
+    }
+}
+
+/// What the relays whose `column` is `key` cost in the budget window running now (`window`):
+/// settled relays at their cost, open ones at their reservation (a worst case). A relay still
+/// open when the stored window ended belongs to the one running now, whether or not a write has
+/// moved it there yet ([`roll`]). Summed here, not in SQL: wei amounts are decimal text beyond
+/// SQLite's 64-bit integers.
+pub(super) fn spent_by(sql: &mut impl Sql, column: ShareOf, key: &str, window: &Window) -> Result<u128> {
+    let Some(window_start) = window.current.window_start else { return Ok(0) };
+    // The stored window, when it ended and its open relays carried into the current one;
+    // else the current one again (the condition adds nothing).
+    let carried_from = window.stored.window_start.unwrap_or(window_start);
+    let column = match column {
+        ShareOf::Signer => "signer",
+        ShareOf::Client => "client_ip",
+    };
+    let amounts = sql.query(
+        &format!(
+            "SELECT COALESCE(cost_wei, reserved_wei) FROM relays WHERE {column} = ?1
+             AND (window_start = ?2 OR (window_start = ?3 AND status IN {OPEN}))"
+        ),
+        args![key, window_start as i64, carried_from as i64],
+    )?;
     let mut spent = 0u128;
     for amount in amounts {
         spent = spent.saturating_add(parse_wei(&amount.get::<String>(0)?)?);
@@ -229,12 +264,42 @@ pub(super) fn write_budget(sql: &mut impl Sql, state: &BudgetState) -> Result<()
     Ok(())
 }
 
-/// The budget with an elapsed window reset: the budget resets 24 hours after its first use.
-pub(super) fn current(state: BudgetState, now: u64) -> BudgetState {
-    match state.resets_at() {
-        Some(resets_at) if now >= resets_at => {
-            BudgetState { used_wei: 0, pending_wei: 0, window_start: None }
+/// The budget at `now`, in windows of `window_secs`: the budget resets a window after its first
+/// use. The reservations still open then (`pending_wei`) are not forgotten: they are paid in the
+/// window that follows, which starts at the reset with them as its use, and their later costs
+/// (fee bumps, the receipt's cost) are booked there. Only an idle budget reads as unused.
+pub(super) fn current(state: BudgetState, now: u64, window_secs: u64) -> BudgetState {
+    let window_secs = window_secs.max(1);
+    match state.window_start {
+        Some(start) if now >= start.saturating_add(window_secs) => {
+            if state.pending_wei == 0 {
+                return BudgetState { used_wei: 0, pending_wei: 0, window_start: None };
+            }
+            // Windows follow each other while reservations stay open: the one running at `now`.
+            let elapsed = (now - start) / window_secs * window_secs;
+            BudgetState {
+                used_wei: state.pending_wei,
+                pending_wei: state.pending_wei,
+                window_start: Some(start + elapsed),
+            }
         }
         _ => state,
     }
+}
+
+/// Rolls the stored budget forward to `now` under the budget's lock, in the caller's
+/// transaction: when its window ended, the open relays of that window move to the next with
+/// their reservations ([`current`]). Returns the budget as it now stands.
+pub(super) fn roll(sql: &mut impl Sql, now: u64, window_secs: u64) -> Result<BudgetState> {
+    let Window { stored, current } = Window::read(sql, now, window_secs)?;
+    if current != stored {
+        if let (Some(from), Some(to)) = (stored.window_start, current.window_start) {
+            sql.execute(
+                &format!("UPDATE relays SET window_start = ?2 WHERE window_start = ?1 AND status IN {OPEN}"),
+                args![from as i64, to as i64],
+            )?;
+        }
+        write_budget(sql, &current)?;
+    }
+    Ok(current)
 }

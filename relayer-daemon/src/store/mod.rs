@@ -46,8 +46,8 @@ pub use limits::{BUDGET_WINDOW_SECS, BudgetLimits, BudgetState, RATE_WINDOW_SECS
 pub use outbox::{DueEvent, OutboxEvent};
 pub use postgres::{DatabaseTimeouts, DatabaseUrl};
 pub use records::{
-    NewRelay, Outcome, Refusal, RelayRecord, RelayStatus, Replacement, Reservation, SentTx, Settlement,
-    TxKind,
+    NewRelay, Outcome, Refusal, RelayRecord, RelayStatus, ReplaceRefusal, Replacement, Reservation, SentTx,
+    Settlement, TxKind,
 };
 pub(crate) use relays::TRANSFER_GAS;
 pub use retention::Pruned;
@@ -64,6 +64,8 @@ pub struct Store {
     events: bool,
     /// Told after a commit that wrote a webhook event: the delivery task wakes at once.
     event_written: tokio::sync::Notify,
+    /// How long a budget window lasts ([`Store::with_budget_window`]).
+    budget_window_secs: u64,
 }
 
 /// Where a store is kept.
@@ -122,7 +124,8 @@ impl Store {
     pub fn second_connection(&self) -> Result<Option<Self>> {
         let Location::Postgres(url) = &self.location else { return Ok(None) };
         let connection = off_runtime(|| url.connect())?;
-        Ok(Some(Self::with_connection(Connection::Postgres(connection), self.location.clone())))
+        let second = Self::with_connection(Connection::Postgres(connection), self.location.clone());
+        Ok(Some(second.with_budget_window(self.budget_window_secs)))
     }
 
     /// Connects to the PostgreSQL database at `url` and runs its migrations (the tables are
@@ -142,6 +145,7 @@ impl Store {
             location,
             events: false,
             event_written: Default::default(),
+            budget_window_secs: BUDGET_WINDOW_SECS,
         }
     }
 

@@ -200,12 +200,31 @@ pub struct Reservation {
 pub enum Refusal {
     /// The budget's remainder is below the worst-case cost.
     Budget,
+    /// What pacing has opened of the budget so far is below the worst-case cost; more opens at
+    /// `opens_at` (Unix seconds).
+    Slice {
+        /// When the next slice opens.
+        opens_at: u64,
+    },
     /// The signer's share of the budget cannot cover the worst-case cost.
     SignerShare,
     /// The client's share of the budget cannot cover the worst-case cost.
     ClientShare,
     /// The same (signer, nonce) is already accepted: a replay.
     Duplicate,
+}
+
+/// Why [`Store::replace`] recorded nothing (so nothing may be submitted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplaceRefusal {
+    /// The relay is no longer open: settled or dropped meanwhile.
+    Closed,
+    /// The budget's remainder cannot cover the growth of the relay's worst case.
+    Budget,
+    /// The relay's signer's share cannot cover it.
+    SignerShare,
+    /// The relay's client's share cannot cover it.
+    ClientShare,
 }
 
 /// How a mined relay ended, from its receipt.

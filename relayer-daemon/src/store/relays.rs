@@ -9,9 +9,9 @@ use super::{
     codec::Text,
     is_taken,
     leases::{self, Lease},
-    limits::{BudgetLimits, BudgetState, ShareOf, current, read_budget, spent_by, write_budget},
+    limits::{BudgetLimits, BudgetState, ShareOf, Window, roll, spent_by, write_budget},
     new_relay_id, parse_wei,
-    records::{NewRelay, Refusal, RelayStatus, Replacement, Reservation, Settlement, TxKind},
+    records::{NewRelay, Refusal, RelayStatus, ReplaceRefusal, Replacement, Reservation, Settlement, TxKind},
     schema::OPEN,
     sql::{Lock, Sql, args},
 };
@@ -55,10 +55,11 @@ impl Store {
         self.with(lane_depths)
     }
 
-    /// Reserves the worst-case cost of a relay against the budget and against its signer's and
-    /// its client's shares, and records the relay, in one transaction: concurrent reservations
-    /// cannot together exceed any of `limits`, and the same signed request cannot be accepted
-    /// twice.
+    /// Reserves the worst-case cost of a relay against the budget, its signer's and its
+    /// client's shares and what pacing has opened of the budget so far, and records the relay,
+    /// in one transaction: concurrent reservations cannot together exceed any of `limits`, and
+    /// the same signed request cannot be accepted twice. A relay refused only by pacing still
+    /// starts the window when none runs, so that the time its refusal names holds.
     pub fn reserve(
         &self,
         relay: &NewRelay,
@@ -72,27 +73,43 @@ impl Store {
             if is_taken(&mut tx, relay.signer, relay.forwarder_nonce)? {
                 return Ok(Err(Refusal::Duplicate));
             }
-            let state = current(read_budget(&mut tx)?, now);
+            let state = roll(&mut tx, now, self.budget_window_secs)?;
+            let window = Window { stored: state, current: state };
             let reserved_wei = u128::from(relay.gas_limit)
                 .saturating_mul(relay.max_fee_wei)
                 .saturating_add(relay.l1_fee_wei);
-            if state.used_wei.saturating_add(reserved_wei) > limits.total_wei {
+            let used_after = state.used_wei.saturating_add(reserved_wei);
+            if used_after > limits.total_wei {
+                tx.commit()?;
                 return Ok(Err(Refusal::Budget));
             }
-            let by_signer = spent_by(&mut tx, ShareOf::Signer, &relay.signer.text(), state.window_start)?;
+            let by_signer = spent_by(&mut tx, ShareOf::Signer, &relay.signer.text(), &window)?;
             if by_signer.saturating_add(reserved_wei) > limits.signer_wei {
+                tx.commit()?;
                 return Ok(Err(Refusal::SignerShare));
             }
-            let by_client = spent_by(&mut tx, ShareOf::Client, &relay.client_ip, state.window_start)?;
+            let by_client = spent_by(&mut tx, ShareOf::Client, &relay.client_ip, &window)?;
             if by_client.saturating_add(reserved_wei) > limits.client_wei {
+                tx.commit()?;
                 return Ok(Err(Refusal::ClientShare));
+            }
+            let window_start = state.window_start.unwrap_or(now);
+            let pacing = self.pacing(limits);
+            if used_after > pacing.open_wei(limits.total_wei, Some(window_start), now) {
+                let Some(opens_at) = pacing.next_slice_at(Some(window_start), now) else {
+                    return Err(Error::Internal("the last slice opens the whole budget".into()));
+                };
+                if state.window_start.is_none() {
+                    write_budget(&mut tx, &BudgetState { window_start: Some(window_start), ..state })?;
+                }
+                tx.commit()?;
+                return Ok(Err(Refusal::Slice { opens_at }));
             }
             // Counted under the budget's lock, which every reservation takes: two reservations at
             // once cannot both see a lane as the idle one.
             let Some(lane) = least_busy(&relay.lanes, &lane_depths(&mut tx)?) else {
                 return Err(Error::Internal("a reservation without a lane to send it".into()));
             };
-            let window_start = state.window_start.unwrap_or(now);
             write_budget(
                 &mut tx,
                 &BudgetState {
@@ -182,20 +199,21 @@ impl Store {
     /// Records a transaction sent again at the relay's relayer nonce (a fee replacement or the
     /// cancellation), just before it is submitted. The reservation grows to the new worst case,
     /// the relay's L1 data fee reservation included (it never shrinks: an earlier, cheaper
-    /// transaction may still be the one mined), and the growth is booked to the budget like any
-    /// relay's, so is charged to the relay's signer and client. A transaction whose growth the
-    /// budget cannot cover is refused ([`Refusal::Budget`]): cancellations too, whose fees are
-    /// capped, so that stuck relays cannot spend past the budget. Returns
-    /// `Ok(Err(Refusal::Duplicate))` if the relay is no longer open, and [`Error::LaneLost`]
+    /// transaction may still be the one mined), and the growth is booked like a reservation, in
+    /// the window running now: against the budget and against the relay's signer's and client's
+    /// shares. Growth that any of them cannot cover is refused, and the refusal says which
+    /// ([`ReplaceRefusal`]): cancellations too, whose fees are capped, so that stuck relays cannot
+    /// spend past the budget or a share. Pacing does not hold back a relay already accepted.
+    /// [`ReplaceRefusal::Closed`] if the relay is no longer open, and [`Error::LaneLost`]
     /// (recording nothing) unless `lease` is current with its margin left.
     pub fn replace(
         &self,
         id: i64,
         replacement: &Replacement,
-        limit_wei: u128,
+        limits: &BudgetLimits,
         now: u64,
         lease: &Lease,
-    ) -> Result<std::result::Result<u128, Refusal>> {
+    ) -> Result<std::result::Result<u128, ReplaceRefusal>> {
         self.with(|connection| {
             // The budget's lock (the growth is booked like a reservation), the relay's, then the
             // lane's.
@@ -203,14 +221,16 @@ impl Store {
                 connection.transaction(&[Lock::Budget, Lock::Relay(id), Lock::Lane(lease.lane.text())])?;
             leases::holds(&mut tx, lease, now)?;
             let row = tx.query_one(
-                "SELECT status, reserved_wei, window_start, gas_limit, l1_fee_wei FROM relays WHERE id = ?1",
+                "SELECT status, reserved_wei, window_start, gas_limit, l1_fee_wei, signer, client_ip
+                 FROM relays WHERE id = ?1",
                 args![id],
             )?;
             let (status, reserved, window_start, gas_limit, l1_fee): (String, String, i64, i64, String) =
                 (row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?);
+            let (signer, client): (String, String) = (row.get(5)?, row.get(6)?);
             let status = RelayStatus::parse(&status)?;
             if !matches!(status, RelayStatus::Sent | RelayStatus::Replaced | RelayStatus::Cancelling) {
-                return Ok(Err(Refusal::Duplicate));
+                return Ok(Err(ReplaceRefusal::Closed));
             }
             let before = self.seen(&mut tx, id)?;
             let reserved = parse_wei(&reserved)?;
@@ -223,16 +243,33 @@ impl Store {
                 .saturating_mul(replacement.max_fee_wei)
                 .saturating_add(parse_wei(&l1_fee)?)
                 .max(reserved);
-            let growth = worst - reserved;
-            let mut state = read_budget(&mut tx)?;
-            let same_window = state.window_start == Some(window_start as u64);
-            if growth > 0 && same_window && state.used_wei.saturating_add(growth) > limit_wei {
-                return Ok(Err(Refusal::Budget));
+            let mut state = roll(&mut tx, now, self.budget_window_secs)?;
+            // A relay the window running now does not hold (recorded before windows carried
+            // their open relays over) is booked in it whole, not only its growth.
+            let booked_here = state.window_start == Some(window_start as u64);
+            let added = if booked_here { worst - reserved } else { worst };
+            if added > 0 {
+                let window = Window { stored: state, current: state };
+                if state.used_wei.saturating_add(added) > limits.total_wei {
+                    return Ok(Err(ReplaceRefusal::Budget));
+                }
+                if spent_by(&mut tx, ShareOf::Signer, &signer, &window)?.saturating_add(added)
+                    > limits.signer_wei
+                {
+                    return Ok(Err(ReplaceRefusal::SignerShare));
+                }
+                if spent_by(&mut tx, ShareOf::Client, &client, &window)?.saturating_add(added)
+                    > limits.client_wei
+                {
+                    return Ok(Err(ReplaceRefusal::ClientShare));
+                }
             }
-            if same_window {
-                state.used_wei = state.used_wei.saturating_add(growth);
-                state.pending_wei = state.pending_wei.saturating_add(growth);
+            if added > 0 || !booked_here {
+                let start = *state.window_start.get_or_insert(now);
+                state.used_wei = state.used_wei.saturating_add(added);
+                state.pending_wei = state.pending_wei.saturating_add(added);
                 write_budget(&mut tx, &state)?;
+                tx.execute("UPDATE relays SET window_start = ?2 WHERE id = ?1", args![id, start as i64])?;
             }
             let next = match replacement.kind {
                 TxKind::Relay => RelayStatus::Replaced,
@@ -376,12 +413,20 @@ impl Store {
             let before = self.seen(&mut tx, id)?;
             let reserved = parse_wei(&reserved)?;
             let cost_wei = cost_wei.unwrap_or(reserved);
-            let mut state = read_budget(&mut tx)?;
-            // A reservation from a window that has since reset belongs to that old window.
+            // The cost is booked in the window running now: a reservation still open at a reset
+            // was carried into it ([`roll`]).
+            let mut state = roll(&mut tx, now, self.budget_window_secs)?;
             if state.window_start == Some(window_start as u64) {
                 state.used_wei = state.used_wei.saturating_sub(reserved).saturating_add(cost_wei);
                 state.pending_wei = state.pending_wei.saturating_sub(reserved);
                 write_budget(&mut tx, &state)?;
+            } else if cost_wei > 0 {
+                // A relay this window does not hold (recorded before windows carried their open
+                // relays over): what it cost is paid now, so booked now.
+                let start = *state.window_start.get_or_insert(now);
+                state.used_wei = state.used_wei.saturating_add(cost_wei);
+                write_budget(&mut tx, &state)?;
+                tx.execute("UPDATE relays SET window_start = ?2 WHERE id = ?1", args![id, start as i64])?;
             }
             tx.execute(
                 "UPDATE relays SET status = ?2, cost_wei = ?3, error = ?4, settled_at = ?5, updated_at = ?5

@@ -113,7 +113,7 @@ fn reservations_cannot_overdraw_and_settle_to_the_real_cost(engine: Engine) {
     let second = store.reserve(&relay("s2", 0, 50), &BudgetLimits::total(1_000), 101).unwrap().unwrap();
     let state = store.budget(102).unwrap();
     assert_eq!((state.used_wei, state.pending_wei), (1_000, 1_000));
-    assert_eq!(state.resets_at(), Some(100 + BUDGET_WINDOW_SECS));
+    assert_eq!(state.resets_at(BUDGET_WINDOW_SECS), Some(100 + BUDGET_WINDOW_SECS));
 
     store.mark_sent(first.id, 7, h(0xabc), 1, 102, &leased(&store)).unwrap();
     store.settle(first.id, &Settlement::of(h(0xabc), 123, Outcome::Mined), 103).unwrap();
@@ -199,11 +199,144 @@ fn the_budget_resets_a_day_after_first_use_and_persists(engine: Engine) {
 
     let later = 50 + BUDGET_WINDOW_SECS;
     assert_eq!(store.budget(later - 1).unwrap().used_wei, 100);
-    assert_eq!(store.budget(later).unwrap(), BudgetState { used_wei: 0, pending_wei: 0, window_start: None });
-    // The old window's reservation settling late leaves the new window alone.
-    let fresh = store.reserve(&relay("t", 0, 1), &BudgetLimits::total(1_000), later).unwrap().unwrap();
-    store.settle(1, &Settlement::of(h(0x1), 40, Outcome::Mined), later).unwrap();
-    assert_eq!(store.budget(later).unwrap().used_wei, fresh.reserved_wei);
+    // The sent relay is still open at the reset: it is paid in the next window, which starts at
+    // the reset with its reservation as its use.
+    let carried = BudgetState { used_wei: 100, pending_wei: 100, window_start: Some(later) };
+    assert_eq!(store.budget(later).unwrap(), carried);
+    let fresh = store.reserve(&relay("t", 0, 1), &BudgetLimits::total(1_000), later + 1).unwrap().unwrap();
+    // Its receipt's cost replaces its reservation in the window where it is paid.
+    store.settle(1, &Settlement::of(h(0x1), 40, Outcome::Mined), later + 2).unwrap();
+    assert_eq!(
+        store.budget(later + 2).unwrap(),
+        BudgetState {
+            used_wei: 40 + fresh.reserved_wei,
+            pending_wei: fresh.reserved_wei,
+            window_start: Some(later)
+        }
+    );
+    // Once nothing is open at a reset, the next window waits for its first use.
+    store.release(fresh.id, "node refused", later + 3).unwrap();
+    let idle = BudgetState { used_wei: 0, pending_wei: 0, window_start: None };
+    assert_eq!(store.budget(later + BUDGET_WINDOW_SECS).unwrap(), idle);
+}
+
+/// Issue 28: at a reset, the reservations still open are booked in the next window, with their
+/// later costs (a fee bump, the receipt's cost) and against their signer's and client's shares
+/// there, so no more than the budget goes out around a reset.
+fn reservations_open_at_a_reset_and_their_later_costs_are_booked_in_the_next_window(engine: Engine) {
+    let (_place, store) = store(engine);
+    let lease = leased(&store);
+    let limits = BudgetLimits { total_wei: 1_000, signer_wei: 1_000, client_wei: 700, slices: 1 };
+    // 600 reserved at 10 and sent; 100 reserved and settled at 30 in the same window.
+    let open = store.reserve(&from("s", "a", 0, 60), &limits, 10).unwrap().unwrap();
+    store.mark_sent(open.id, 0, h(0xa), 1, 11, &lease).unwrap();
+    let settled = store.reserve(&from("t", "b", 0, 10), &limits, 12).unwrap().unwrap();
+    store.mark_sent(settled.id, 1, h(0xb), 1, 12, &lease).unwrap();
+    store.settle(settled.id, &Settlement::of(h(0xb), 30, Outcome::Mined), 13).unwrap();
+    // Three windows later (no use between): the window running then holds the open reservation.
+    let reset = 10 + 3 * BUDGET_WINDOW_SECS;
+    let carried = BudgetState { used_wei: 600, pending_wei: 600, window_start: Some(reset) };
+    assert_eq!(store.budget(reset + 5).unwrap(), carried, "read before any write rolls it");
+    assert_eq!(store.spent_by_signer(who("s"), reset + 5).unwrap(), 600);
+    assert_eq!(store.spent_by_client("a", reset + 5).unwrap(), 600);
+    assert_eq!(store.spent_by_signer(who("t"), reset + 5).unwrap(), 0, "settled: the old window's");
+    // Not twice the budget around the reset: 600 carried + 500 > 1,000.
+    assert_eq!(store.reserve(&from("u", "c", 0, 50), &limits, reset + 5).unwrap(), Err(Refusal::Budget));
+    // A fee bump of the carried relay (600 → 720) is booked in this window, against client a's
+    // 700 share: refused; 660 fits.
+    let dear = Replacement { max_fee_wei: 12, ..fee_bump(h(0xc), 2) };
+    assert_eq!(
+        store.replace(open.id, &dear, &limits, reset + 6, &lease).unwrap(),
+        Err(ReplaceRefusal::ClientShare)
+    );
+    let bump = Replacement { max_fee_wei: 11, ..fee_bump(h(0xd), 2) };
+    assert_eq!(store.replace(open.id, &bump, &limits, reset + 6, &lease).unwrap(), Ok(660));
+    assert_eq!(store.budget(reset + 6).unwrap(), BudgetState { used_wei: 660, pending_wei: 660, ..carried });
+    // Its receipt's cost replaces its reservation here.
+    store.settle(open.id, &Settlement::of(h(0xd), 444, Outcome::Mined), reset + 7).unwrap();
+    assert_eq!(store.budget(reset + 7).unwrap(), BudgetState { used_wei: 444, pending_wei: 0, ..carried });
+    assert_eq!(store.spent_by_client("a", reset + 7).unwrap(), 444);
+    assert!(store.reserve(&from("u", "c", 0, 50), &limits, reset + 8).unwrap().is_ok(), "444 + 500");
+}
+
+/// Issue 28: a fee replacement or a cancellation is booked against its signer's and its client's
+/// shares, as a reservation is, and refused with the share that cannot cover it.
+fn replacements_and_cancellations_count_against_both_shares(engine: Engine) {
+    let (_place, store) = store(engine);
+    let lease = leased(&store);
+    let limits = BudgetLimits { total_wei: 1_000_000, signer_wei: 250, client_wei: 400, slices: 1 };
+    // 100 each (10 gas at 10 wei): signer s from client a, twice; signer t from client a.
+    let first = store.reserve(&from("s", "a", 0, 10), &limits, 5).unwrap().unwrap();
+    store.reserve(&from("s", "a", 1, 10), &limits, 5).unwrap().unwrap();
+    let other = store.reserve(&from("t", "a", 0, 10), &limits, 5).unwrap().unwrap();
+    store.mark_sent(first.id, 0, h(1), 1, 6, &lease).unwrap();
+    store.mark_sent(other.id, 1, h(2), 1, 6, &lease).unwrap();
+    // s's first at 16 wei a gas: 160 + 100 > 250.
+    let to = |hash: u16, max_fee_wei: u128| Replacement { max_fee_wei, ..fee_bump(h(hash), 2) };
+    assert_eq!(
+        store.replace(first.id, &to(3, 16), &limits, 7, &lease).unwrap(),
+        Err(ReplaceRefusal::SignerShare)
+    );
+    assert_eq!(store.replace(first.id, &to(4, 15), &limits, 7, &lease).unwrap(), Ok(150));
+    assert_eq!(store.spent_by_signer(who("s"), 7).unwrap(), 250);
+    assert_eq!(store.spent_by_client("a", 7).unwrap(), 350);
+    // t's at 16: its signer has room (160), client a has 50 left: refused by the client's share.
+    assert_eq!(
+        store.replace(other.id, &to(5, 16), &limits, 7, &lease).unwrap(),
+        Err(ReplaceRefusal::ClientShare)
+    );
+    assert_eq!(store.replace(other.id, &to(6, 15), &limits, 7, &lease).unwrap(), Ok(150));
+    // A cancellation (21,000 gas) far beyond either share: refused, nothing recorded.
+    let cancel = Replacement { kind: TxKind::Cancel, ..to(7, 1) };
+    assert_eq!(
+        store.replace(first.id, &cancel, &limits, 8, &lease).unwrap(),
+        Err(ReplaceRefusal::SignerShare)
+    );
+    let record = store.relay(first.id).unwrap().unwrap();
+    assert_eq!((record.status, record.reserved_wei, record.txs.len()), (RelayStatus::Replaced, 150, 2));
+    // Whole shares: the same cancellation fits.
+    let whole = BudgetLimits::total(1_000_000);
+    assert_eq!(store.replace(first.id, &cancel, &whole, 8, &lease).unwrap(), Ok(21_000));
+    let state = store.budget(8).unwrap();
+    assert_eq!((state.used_wei, state.pending_wei), (21_000 + 100 + 150, 21_000 + 100 + 150));
+}
+
+/// Issue 28, item 4: a reservation passes only what pacing has opened so far; a refusal names
+/// when the next slice opens, and starts the window when none runs so that the time holds.
+fn a_reservation_past_the_open_slices_waits_for_the_next_one(engine: Engine) {
+    let (_place, store) = store(engine);
+    const HOUR: u64 = 3_600;
+    // 2,400 wei over 24 slices: 100 an hour.
+    let limits = BudgetLimits { total_wei: 2_400, signer_wei: 2_400, client_wei: 2_400, slices: 24 };
+    // More than a slice at once, with no window running: refused, and the window starts.
+    assert_eq!(
+        store.reserve(&relay("s", 0, 15), &limits, 50).unwrap(),
+        Err(Refusal::Slice { opens_at: 50 + HOUR })
+    );
+    assert_eq!(
+        store.budget(51).unwrap(),
+        BudgetState { used_wei: 0, pending_wei: 0, window_start: Some(50) }
+    );
+    let first = store.reserve(&relay("s", 0, 6), &limits, 60).unwrap().unwrap();
+    assert_eq!(first.reserved_wei, 60);
+    assert_eq!(
+        store.reserve(&relay("t", 0, 5), &limits, 50 + HOUR - 1).unwrap(),
+        Err(Refusal::Slice { opens_at: 50 + HOUR })
+    );
+    // The next slice opens on time, with what the first left carried over: 200 − 60.
+    assert!(store.reserve(&relay("t", 0, 14), &limits, 50 + HOUR).unwrap().is_ok());
+    assert_eq!(
+        store.reserve(&relay("u", 0, 1), &limits, 50 + HOUR).unwrap(),
+        Err(Refusal::Slice { opens_at: 50 + 2 * HOUR })
+    );
+    // A quiet afternoon: at the last slice the whole budget is open, and the day's total holds.
+    assert!(store.reserve(&relay("u", 0, 200), &limits, 50 + 23 * HOUR).unwrap().is_ok());
+    assert_eq!(store.reserve(&relay("v", 0, 21), &limits, 50 + 23 * HOUR).unwrap(), Err(Refusal::Budget));
+    // The day's total refuses first, and the shares before pacing: their refusals say "tomorrow".
+    let (_place, store) = self::store(engine);
+    let shares = BudgetLimits { signer_wei: 50, ..limits };
+    assert_eq!(store.reserve(&relay("s", 0, 6), &shares, 0).unwrap(), Err(Refusal::SignerShare));
+    assert_eq!(store.reserve(&relay("s", 0, 241), &limits, 0).unwrap(), Err(Refusal::Budget));
 }
 
 /// The relay's transaction sent again as `tx_hash` at `sent_block`, paying 12 wei a gas (2 of
@@ -220,13 +353,19 @@ fn a_replacement_grows_the_reservation_and_keeps_every_hash(engine: Engine) {
     assert_eq!(first.relay_id.len(), 32);
     store.mark_sent(first.id, 4, h(0xaa), 7, 6, &lease).unwrap();
     let bumped = fee_bump(h(0xbb), 9);
-    assert_eq!(store.replace(first.id, &bumped, 10_000, 8, &lease).unwrap(), Ok(1_200));
+    assert_eq!(store.replace(first.id, &bumped, &BudgetLimits::total(10_000), 8, &lease).unwrap(), Ok(1_200));
     assert_eq!(store.budget(8).unwrap().pending_wei, 1_200);
     let too_dear = Replacement { tx_hash: h(0xcc), max_fee_wei: 1_000, ..bumped.clone() };
-    assert_eq!(store.replace(first.id, &too_dear, 10_000, 8, &lease).unwrap(), Err(Refusal::Budget));
+    assert_eq!(
+        store.replace(first.id, &too_dear, &BudgetLimits::total(10_000), 8, &lease).unwrap(),
+        Err(ReplaceRefusal::Budget)
+    );
     // A replacement the node did not take leaves no trace but the grown reservation.
     let refused = Replacement { tx_hash: h(0xee), max_fee_wei: 13, ..bumped.clone() };
-    assert_eq!(store.replace(first.id, &refused, 10_000, 8, &lease).unwrap(), Ok(1_300));
+    assert_eq!(
+        store.replace(first.id, &refused, &BudgetLimits::total(10_000), 8, &lease).unwrap(),
+        Ok(1_300)
+    );
     store.unreplace(first.id, h(0xee), 8).unwrap();
     let record = store.relay(first.id).unwrap().unwrap();
     assert_eq!(
@@ -238,8 +377,14 @@ fn a_replacement_grows_the_reservation_and_keeps_every_hash(engine: Engine) {
     // A cancellation is booked like any transaction: it reserves its own worst case when that
     // is the larger, and is refused when the budget cannot cover the growth.
     let cancel = Replacement { tx_hash: h(0xdd), kind: TxKind::Cancel, max_fee_wei: 14, ..bumped };
-    assert_eq!(store.replace(first.id, &cancel, 21_000 * 14 - 1, 9, &lease).unwrap(), Err(Refusal::Budget));
-    assert_eq!(store.replace(first.id, &cancel, 21_000 * 14, 9, &lease).unwrap(), Ok(21_000 * 14));
+    assert_eq!(
+        store.replace(first.id, &cancel, &BudgetLimits::total(21_000 * 14 - 1), 9, &lease).unwrap(),
+        Err(ReplaceRefusal::Budget)
+    );
+    assert_eq!(
+        store.replace(first.id, &cancel, &BudgetLimits::total(21_000 * 14), 9, &lease).unwrap(),
+        Ok(21_000 * 14)
+    );
     let record = store.relay_by_hash(h(0xaa)).unwrap().unwrap();
     assert_eq!(record.relay_id, first.relay_id);
     assert_eq!(record.status, RelayStatus::Cancelling);
@@ -259,8 +404,8 @@ fn a_replacement_grows_the_reservation_and_keeps_every_hash(engine: Engine) {
         BudgetState { used_wei: 300, pending_wei: 0, window_start: Some(5) }
     );
     assert_eq!(
-        store.replace(first.id, &cancel, u128::MAX, 11, &lease).unwrap(),
-        Err(Refusal::Duplicate),
+        store.replace(first.id, &cancel, &BudgetLimits::total(u128::MAX), 11, &lease).unwrap(),
+        Err(ReplaceRefusal::Closed),
         "closed"
     );
 }
@@ -279,12 +424,21 @@ fn the_l1_fee_reservation_stays_in_every_worst_case(engine: Engine) {
     assert_eq!((record.l1_fee_wei, record.reserved_wei), (77, 1_077));
     store.mark_sent(first.id, 0, h(0xaa), 7, 6, &lease).unwrap();
     let bumped = fee_bump(h(0xbb), 9);
-    assert_eq!(store.replace(first.id, &bumped, 10_000, 8, &lease).unwrap(), Ok(100 * 12 + 77));
+    assert_eq!(
+        store.replace(first.id, &bumped, &BudgetLimits::total(10_000), 8, &lease).unwrap(),
+        Ok(100 * 12 + 77)
+    );
     // Over the limit only because of the L1 part: refused like any replacement too dear.
     let tight = Replacement { tx_hash: h(0xcc), max_fee_wei: 13, ..bumped.clone() };
-    assert_eq!(store.replace(first.id, &tight, 1_300, 8, &lease).unwrap(), Err(Refusal::Budget));
+    assert_eq!(
+        store.replace(first.id, &tight, &BudgetLimits::total(1_300), 8, &lease).unwrap(),
+        Err(ReplaceRefusal::Budget)
+    );
     let cancel = Replacement { tx_hash: h(0xdd), kind: TxKind::Cancel, max_fee_wei: 14, ..bumped };
-    assert_eq!(store.replace(first.id, &cancel, 21_000 * 14 + 77, 9, &lease).unwrap(), Ok(21_000 * 14 + 77));
+    assert_eq!(
+        store.replace(first.id, &cancel, &BudgetLimits::total(21_000 * 14 + 77), 9, &lease).unwrap(),
+        Ok(21_000 * 14 + 77)
+    );
     assert_eq!(store.budget(9).unwrap().pending_wei, 21_000 * 14 + 77);
     store.settle(first.id, &Settlement::of(h(0xaa), 1_111, Outcome::Mined), 10).unwrap();
     assert_eq!(
@@ -417,9 +571,9 @@ fn from(signer: &str, client: &str, nonce: u64, gas_limit: u64) -> NewRelay {
 
 fn a_signer_and_a_client_spend_at_most_their_share(engine: Engine) {
     let (_place, store) = store(engine);
-    let limits = BudgetLimits { total_wei: 10_000, signer_wei: 250, client_wei: 400 };
+    let limits = BudgetLimits { total_wei: 10_000, signer_wei: 250, client_wei: 400, slices: 1 };
     // 100 wei each (10 gas × 10 wei): a signer's third relay would pass 250.
-    assert!(store.reserve(&from("s", "a", 0, 10), &limits, 5).unwrap().is_ok());
+    let first = store.reserve(&from("s", "a", 0, 10), &limits, 5).unwrap().unwrap();
     let second = store.reserve(&from("s", "a", 1, 10), &limits, 5).unwrap().unwrap();
     assert_eq!(store.reserve(&from("s", "b", 2, 10), &limits, 5).unwrap(), Err(Refusal::SignerShare));
     // A relay that cost less than its reservation leaves room for more.
@@ -431,11 +585,15 @@ fn a_signer_and_a_client_spend_at_most_their_share(engine: Engine) {
     assert_eq!(store.reserve(&from("v", "a", 0, 10), &limits, 6).unwrap(), Err(Refusal::ClientShare));
     // A dropped relay costs nothing; reverted ones cost what the chain charged.
     assert!(store.reserve(&from("v", "c", 0, 10), &limits, 6).unwrap().is_ok());
-    // The next window starts every share afresh.
+    // The next window carries over the relays still open: signer s's 100 + 100 of its 250.
     let next = 5 + BUDGET_WINDOW_SECS;
-    assert!(store.reserve(&from("s", "a", 3, 10), &limits, next).unwrap().is_ok());
-    assert!(store.reserve(&from("s", "a", 4, 10), &limits, next).unwrap().is_ok());
-    assert_eq!(store.reserve(&from("s", "a", 5, 10), &limits, next).unwrap(), Err(Refusal::SignerShare));
+    assert_eq!(store.reserve(&from("s", "d", 3, 10), &limits, next).unwrap(), Err(Refusal::SignerShare));
+    // Settled there at 30, one leaves room for one more; the one settled before the reset is
+    // the old window's.
+    store.settle(first.id, &Settlement::of(h(0x1), 30, Outcome::Mined), next).unwrap();
+    assert!(store.reserve(&from("s", "d", 3, 10), &limits, next).unwrap().is_ok());
+    assert_eq!(store.reserve(&from("s", "d", 4, 10), &limits, next).unwrap(), Err(Refusal::SignerShare));
+    assert_eq!(store.spent_by_signer(who("s"), next).unwrap(), 230);
 }
 
 /// Every change clients see (status or current hash) is one event, written with the change;
@@ -451,7 +609,7 @@ fn every_change_clients_see_is_an_event_and_a_relays_events_go_one_at_a_time_in_
     store.mark_sent(a.id, 0, h(1), 1, 11, &lease).unwrap();
     store.mark_sent(a.id, 1, h(2), 1, 12, &lease).unwrap();
     let bump = fee_bump(h(3), 2);
-    store.replace(a.id, &bump, u128::MAX, 13, &lease).unwrap().unwrap();
+    store.replace(a.id, &bump, &BudgetLimits::total(u128::MAX), 13, &lease).unwrap().unwrap();
     store.settle(a.id, &Settlement::of(h(3), 5, Outcome::Mined), 14).unwrap();
     store.settle(a.id, &Settlement::of(h(3), 6, Outcome::Mined), 15).unwrap();
     store.release(b.id, "node refused", 16).unwrap();
@@ -544,7 +702,8 @@ fn retention_drops_call_data_then_records_and_spares_open_relays(engine: Engine)
 }
 
 /// Two stores on one database, as two daemons would open it, each written from several threads
-/// at once: the reservations of both never pass the one budget, a rate window counts exactly
+/// at once: the reservations of both never pass what pacing has opened of the one budget (its
+/// first slice), a rate window counts exactly
 /// across them, a signed request is accepted once and found through either, and an outbox event
 /// is leased to one claimer only.
 fn two_stores_on_one_database_keep_one_budget_one_count_and_one_book(engine: Engine) {
@@ -552,8 +711,9 @@ fn two_stores_on_one_database_keep_one_budget_one_count_and_one_book(engine: Eng
     const ATTEMPTS: u64 = 8;
     let place = Place::new(engine);
     let daemons = [place.open().with_webhook_events(), place.open().with_webhook_events()];
-    // 100 wei per relay (10 gas at 10 wei): room for 20 of the 48 attempts.
-    let limits = BudgetLimits::total(2_000);
+    // 100 wei per relay (10 gas at 10 wei): a first slice of 48,000 ÷ 24 has room for 20 of the
+    // 48 attempts.
+    let limits = BudgetLimits { slices: 24, ..BudgetLimits::total(48_000) };
     let outcomes: Vec<_> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..daemons.len() * THREADS)
             .map(|worker| {
@@ -574,8 +734,9 @@ fn two_stores_on_one_database_keep_one_budget_one_count_and_one_book(engine: Eng
     });
     let accepted: Vec<&Reservation> =
         outcomes.iter().filter_map(|(_, reserved)| reserved.as_ref().ok()).collect();
-    assert_eq!(accepted.len(), 20, "exactly what the budget covers");
-    assert!(outcomes.iter().all(|(_, reserved)| matches!(reserved, Ok(_) | Err(Refusal::Budget))));
+    assert_eq!(accepted.len(), 20, "exactly what the slice covers");
+    let next_slice = Err(Refusal::Slice { opens_at: 5 + BUDGET_WINDOW_SECS / 24 });
+    assert!(outcomes.iter().all(|(_, reserved)| reserved.is_ok() || *reserved == next_slice), "{outcomes:?}");
     assert_eq!(outcomes.iter().filter(|(counted, _)| *counted).count(), 7, "the limit across both");
     for store in &daemons {
         let state = store.budget(6).unwrap();
@@ -669,12 +830,15 @@ fn a_key_is_leased_to_one_daemon_at_a_time_and_a_lost_lease_records_nothing(engi
 
     // One, back after a stall: its record is refused whatever the time, its renewal says lost.
     let bump = fee_bump(h(3), 2);
-    let refused = one.replace(first.id, &bump, u128::MAX, 118, &held[0]).unwrap_err();
+    let refused = one.replace(first.id, &bump, &BudgetLimits::total(u128::MAX), 118, &held[0]).unwrap_err();
     assert!(matches!(refused, Error::LaneLost(_)), "{refused:?}");
     assert_eq!(one.relay(first.id).unwrap().unwrap().txs.len(), 1, "the replacement was not recorded");
     assert_eq!(one.renew_lanes(&held, 119, 10).unwrap(), held, "lost");
     // Two sends the relay again under its own lease.
-    assert_eq!(two.replace(first.id, &bump, u128::MAX, 119, &taken[0]).unwrap().map(|_| ()), Ok(()));
+    assert_eq!(
+        two.replace(first.id, &bump, &BudgetLimits::total(u128::MAX), 119, &taken[0]).unwrap().map(|_| ()),
+        Ok(())
+    );
 
     // Given back, a key is free at once; a lost lease gives back nothing.
     one.release_lanes(&held).unwrap();
@@ -787,6 +951,9 @@ on_both_engines!(
     a_retry_finds_the_held_relay_by_its_exact_signed_request,
     a_damaged_store_is_its_own_error,
     a_signer_and_a_client_spend_at_most_their_share,
+    reservations_open_at_a_reset_and_their_later_costs_are_booked_in_the_next_window,
+    replacements_and_cancellations_count_against_both_shares,
+    a_reservation_past_the_open_slices_waits_for_the_next_one,
     every_change_clients_see_is_an_event_and_a_relays_events_go_one_at_a_time_in_order,
     retention_drops_call_data_then_records_and_spares_open_relays,
     two_stores_on_one_database_keep_one_budget_one_count_and_one_book,

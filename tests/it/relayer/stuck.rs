@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 
 use kya_tests::{
     TestChain,
-    relayer_fixture::{Client, body, forward, sign_with_core},
+    relayer_fixture::{Client, body, forward, sign_with_core, wei},
     rpc_proxy::{self, RpcAction},
 };
 use serde_json::{Value, json};
@@ -411,6 +411,59 @@ async fn a_relay_whose_cancellation_would_pass_its_cap_waits_and_costs_no_more(e
     relayer.stop().await;
 }
 
+/// Issue 28: a fee replacement is booked against the relay's client's share like a reservation.
+/// A first relayer (never calling a relay stuck) sends a relay and stops; a second one on the
+/// same store, whose client share (10% of a budget of 11 reservations: 1.1 of it) covers the
+/// relay but not its 20% fee bump, finds it stuck: the bump is refused by the share, and the
+/// relay is cancelled instead (the cancellation's worst case, 21,000 gas, is within what the relay
+/// already reserved). The day's budget and the signer's share had room for the bump.
+async fn a_replacement_refused_by_the_clients_share_becomes_a_cancellation(engine: Engine) {
+    let t = TestChain::start().await;
+    let (db, first) =
+        start_on(&t, engine, &[("STUCK_AFTER_SECS", "3600"), ("STUCK_AFTER_BLOCKS", "1000")]).await;
+    let agent = agent_key(460);
+    let request = forward(&t, agent.address(), 0, &register_call(agent.address(), 0));
+    let signed = body(&request, &sign_with_core(&t, &agent, &request).signature);
+    let (id, first_hash) = relay_held(&t, &first.client, &signed).await;
+    let reserved = wei(&relay(&first.client, &id).await["reservedWei"]);
+    first.stop().await;
+
+    let mut settings = kya_tests::relayer_fixture::settings(&t, &db);
+    let budget = alloy::primitives::utils::format_ether(U256::from(reserved * 11));
+    for (name, value) in QUICK_TO_REPLACE
+        .iter()
+        .copied()
+        .chain([("DAILY_GAS_BUDGET", budget.as_str()), ("CLIENT_BUDGET_SHARE_PERCENT", "10")])
+    {
+        kya_tests::relayer_fixture::set(&mut settings, name, value);
+    }
+    let relayer = kya_tests::relayer_fixture::InProcessRelayer::start(&settings).await;
+    let client = &relayer.client;
+    let cancelling = client.relay_until(&id, is_cancelling).await;
+    let kinds: Vec<&str> = cancelling["transactions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tx| tx["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["relay", "cancel"], "no fee bump was sent: {cancelling}");
+    assert_eq!(wei(&cancelling["reservedWei"]), reserved, "the reservation did not grow");
+    assert_eq!(cancelling["transactions"][0]["txHash"], first_hash.to_string());
+    assert_cancellation(&pending(&t, hash_of(&cancelling["txHash"])).await, relayer.relayer.address());
+    let (_, status) = client.get("/status").await;
+    assert_eq!(wei(&status["dailyGasBudget"]["usedWei"]), reserved, "nothing booked past the share");
+
+    resume_mining(&t).await;
+    let expired = client.relay_until(&id, |relay| relay["settledAt"].is_string()).await;
+    assert_eq!(expired["status"], "expired", "{expired}");
+    let mined = t.chain.receipt(hash_of(&expired["txHash"])).await.unwrap();
+    assert_eq!(mined.gas_used, 21_000, "the cancellation was mined");
+    assert_eq!(expired["costWei"], cost(&mined).to_string());
+    assert_eq!(client.used_wei_settled().await, cost(&mined));
+    assert_eq!(forwarder_nonce(&t, agent.address()).await, 0, "the request never ran");
+    relayer.stop().await;
+}
+
 /// A replacement the node refuses ("replacement transaction underpriced", as a node answers
 /// when its pool holds a dearer transaction at that nonce) leaves no trace: the relay's current
 /// transaction stays the one the node has, and the next replacement goes through.
@@ -504,6 +557,7 @@ super::on_both_stores!(
     a_relay_stuck_past_its_deadline_is_cancelled_and_the_next_relay_takes_the_next_nonce,
     a_relay_stuck_at_the_fee_cap_is_cancelled_and_its_signer_relays_again_at_the_next_nonce,
     a_relay_whose_cancellation_would_pass_its_cap_waits_and_costs_no_more,
+    a_replacement_refused_by_the_clients_share_becomes_a_cancellation,
     a_refused_replacement_leaves_the_relay_on_the_transaction_the_node_has,
     a_lost_replacement_the_node_never_got_is_taken_back_and_sent_again,
 );
