@@ -11,10 +11,7 @@
 use futures::{StreamExt, stream};
 use kya_core::{
     BlockRef,
-    index::{
-        COMPLIANCE_SEPARATOR, COMPLIANCE_TAIL, agents_page_body, compliance_head, compliance_item,
-        unfiltered_page_ids,
-    },
+    index::{COMPLIANCE_SEPARATOR, COMPLIANCE_TAIL, agents_page_body, compliance_head, unfiltered_page_ids},
     redact,
     stats::RECENT_REGISTRATIONS,
 };
@@ -132,28 +129,30 @@ fn compliance(
     let start = Cursor { store, after: Some((-1, 0)), first: true };
     let items = stream::unfold(start, move |mut cursor| async move {
         let after = cursor.after?;
-        let rows = match cursor.store.compliance_rows(block.number, after, COMPLIANCE_SLICE).await {
-            Ok(rows) => rows,
-            Err(error) => {
-                // The body is cut short: a client sees JSON that does not parse, never a
-                // shorter list that does.
-                worker::console_error!("streaming /agents/compliance failed: {error}");
-                cursor.after = None;
-                return Some((Err(worker::Error::RustError(error.to_string())), cursor));
-            }
-        };
-        let Some(last) = rows.last() else {
+        let groups =
+            match cursor.store.compliance_items(block.number, block.timestamp, after, COMPLIANCE_SLICE).await
+            {
+                Ok(groups) => groups,
+                Err(error) => {
+                    // The body is cut short: a client sees JSON that does not parse, never a
+                    // shorter list that does.
+                    worker::console_error!("streaming /agents/compliance failed: {error}");
+                    cursor.after = None;
+                    return Some((Err(worker::Error::RustError(error.to_string())), cursor));
+                }
+            };
+        let Some(last) = groups.last() else {
             cursor.after = None;
             return Some((Ok(COMPLIANCE_TAIL.as_bytes().to_vec()), cursor));
         };
-        cursor.after = Some((last.last_attestation as i64, last.agent_id));
-        let mut chunk = String::with_capacity(rows.len() * 200);
-        for row in &rows {
+        cursor.after = Some(last.last);
+        let mut chunk = String::with_capacity(groups.iter().map(|group| group.items.len() + 1).sum());
+        for group in &groups {
             if !cursor.first {
                 chunk.push_str(COMPLIANCE_SEPARATOR);
             }
             cursor.first = false;
-            chunk.push_str(&compliance_item(row, block.timestamp));
+            chunk.push_str(&group.items);
         }
         Some((Ok(chunk.into_bytes()), cursor))
     });
