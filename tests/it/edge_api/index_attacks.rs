@@ -216,7 +216,11 @@ async fn strings_of_200_kb_and_5000_currencies_are_indexed_and_answered_exactly(
     assert_eq!(currencies, 5_000 + 2, "EUR, the 200 KB one and 5,000 more");
     let state = worker.query_index("SELECT length(value) AS n FROM state")[0]["n"].as_u64().unwrap();
     assert!(state < 2_000, "the state row stays small with 5,002 currencies: {state} bytes");
-    eprintln!("long strings and 5,000 currencies: {:?} ({seeded:?} writing the chain)", started.elapsed());
+    eprintln!(
+        "long strings and 5,000 currencies: {:?} ({seeded:?} writing the chain); runs made at most {} D1 queries",
+        started.elapsed(),
+        most_queries(&worker)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -309,9 +313,27 @@ async fn a_block_touching_2000_agents_and_one_of_12000_logs_behind_a_result_cap_
         assert!(runs <= 6, "2,000 agents at 500 a run: {index}");
     }
     assert_index_answers_as(&api, &chain, registry, &rpc, "12,000 logs in a block").await;
-    eprintln!("2,000 agents in a block and 12,000 logs: {:?}", started.elapsed());
+    eprintln!(
+        "2,000 agents in a block and 12,000 logs: {:?}; runs made at most {} D1 queries",
+        started.elapsed(),
+        most_queries(&worker)
+    );
 }
 
 async fn index_incomplete(api: &kya_tests::edge_fixture::EdgeClient) -> bool {
     health_index(api).await["complete"] == false
+}
+
+/// The most D1 queries a committed run made, from the Worker's log (`index run: … (N D1
+/// queries)`); D1's limits, checked on every statement, held them under `INDEX_D1_QUERIES`.
+fn most_queries(worker: &EdgeWorker) -> u64 {
+    worker
+        .output()
+        .lines()
+        .filter_map(|line| {
+            line.split_once("index run: ")?.1.rsplit_once(" (")?.1.strip_suffix(" D1 queries)")
+        })
+        .filter_map(|count| count.parse().ok())
+        .max()
+        .unwrap_or(0)
 }
