@@ -1,72 +1,22 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.24;
 
+import {AgentRegistry} from "../src/AgentRegistry.sol";
+
 /// @title HostileRegistry (tests only)
 /// @notice What a stranger can write into a registry like the one deployed on Base Sepolia, which
 /// limits no string and no number of writes per block: the registry's read functions and events
-/// with our AgentRegistry's ABI (same signatures, struct field order and status enum), and write
+/// with our AgentRegistry's ABI (its own types and events, imported), and write
 /// functions with no checks that make many agents, reports or events in one call. The index's
-/// end-to-end tests (tests/it/edge_api/hostile.rs) point the Worker at it: 200 KB strings, thousands
+/// end-to-end tests (tests/it/edge_api/index_attacks.rs) point the Worker at it: 200 KB strings, thousands
 /// of currencies, a block with more logs than a provider answers, a block touching thousands of
 /// agents. Never deployed.
 contract HostileRegistry {
-    enum AgentStatus {
-        Active,
-        Suspended,
-        Revoked,
-        Terminated
-    }
-
-    struct AgentRecord {
-        uint256 agentId;
-        address creator;
-        address haftungsperson;
-        address agentWallet;
-        bytes32 constitutionHash;
-        bytes32 capabilityHash;
-        string operationalScope;
-        uint256 parentAgentId;
-        uint256 generation;
-        bool selfModifying;
-        uint64 registeredAt;
-        uint64 lastAttestation;
-        uint64 lastRevenueReport;
-        AgentStatus status;
-    }
-
-    struct RevenueReport {
-        uint256 agentId;
-        uint256 amount;
-        string currency;
-        string category;
-        uint64 periodStart;
-        uint64 periodEnd;
-        uint64 reportedAt;
-    }
-
     uint256 public nextAgentId = 1;
 
-    mapping(uint256 => AgentRecord) private _agents;
+    mapping(uint256 => AgentRegistry.AgentRecord) private _agents;
     mapping(uint256 => uint256[]) private _children;
-    mapping(uint256 => RevenueReport[]) private _revenue;
-
-    event AgentRegistered(
-        uint256 indexed agentId,
-        address indexed creator,
-        address indexed agentWallet,
-        address haftungsperson,
-        uint256 parentAgentId,
-        uint256 generation
-    );
-    event ComplianceAttested(uint256 indexed agentId, address indexed attester, uint64 attestedAt);
-    event RevenueReported(
-        uint256 indexed agentId,
-        uint256 amount,
-        string currency,
-        string category,
-        uint64 periodStart,
-        uint64 periodEnd
-    );
+    mapping(uint256 => AgentRegistry.RevenueReport[]) private _revenue;
 
     /// @notice Registers `count` root agents in one call, each with `operationalScope`, its wallet
     /// derived from its id.
@@ -74,7 +24,7 @@ contract HostileRegistry {
         for (uint256 i = 0; i < count; i++) {
             uint256 agentId = nextAgentId++;
             address wallet = address(uint160(uint256(keccak256(abi.encode("wallet", agentId)))));
-            AgentRecord storage agent = _agents[agentId];
+            AgentRegistry.AgentRecord storage agent = _agents[agentId];
             agent.agentId = agentId;
             agent.creator = msg.sender;
             agent.haftungsperson = msg.sender;
@@ -82,7 +32,7 @@ contract HostileRegistry {
             agent.operationalScope = operationalScope;
             agent.registeredAt = uint64(block.timestamp);
             agent.lastAttestation = uint64(block.timestamp);
-            emit AgentRegistered(agentId, msg.sender, wallet, msg.sender, 0, 0);
+            emit AgentRegistry.AgentRegistered(agentId, msg.sender, wallet, msg.sender, 0, 0);
         }
     }
 
@@ -92,7 +42,7 @@ contract HostileRegistry {
         for (uint256 agentId = from; agentId <= to; agentId++) {
             _agents[agentId].lastAttestation = uint64(block.timestamp);
             for (uint256 i = 0; i < times; i++) {
-                emit ComplianceAttested(agentId, msg.sender, uint64(block.timestamp));
+                emit AgentRegistry.ComplianceAttested(agentId, msg.sender, uint64(block.timestamp));
             }
         }
     }
@@ -119,7 +69,7 @@ contract HostileRegistry {
     /// touches the agent (a `ComplianceAttested` log), so an indexer reads it again.
     function appendScope(uint256 agentId, bytes32[] calldata words, uint256 length) external {
         _append(bytes(_agents[agentId].operationalScope), words, length);
-        emit ComplianceAttested(agentId, msg.sender, _agents[agentId].lastAttestation);
+        emit AgentRegistry.ComplianceAttested(agentId, msg.sender, _agents[agentId].lastAttestation);
     }
 
     /// @notice Appends to the currency (`field` 0) or the category (1) of agent `agentId`'s
@@ -127,9 +77,9 @@ contract HostileRegistry {
     function appendReport(uint256 agentId, uint256 index, uint256 field, bytes32[] calldata words, uint256 length)
         external
     {
-        RevenueReport storage report = _revenue[agentId][index];
+        AgentRegistry.RevenueReport storage report = _revenue[agentId][index];
         _append(bytes(field == 0 ? report.currency : report.category), words, length);
-        emit ComplianceAttested(agentId, msg.sender, _agents[agentId].lastAttestation);
+        emit AgentRegistry.ComplianceAttested(agentId, msg.sender, _agents[agentId].lastAttestation);
     }
 
     /// @dev Writes `words` after the whole words `target` holds (a long string, or an empty one)
@@ -157,7 +107,7 @@ contract HostileRegistry {
 
     function _report(uint256 agentId, uint256 amount, string memory currency, string memory category) private {
         _revenue[agentId].push(
-            RevenueReport({
+            AgentRegistry.RevenueReport({
                 agentId: agentId,
                 amount: amount,
                 currency: currency,
@@ -168,7 +118,7 @@ contract HostileRegistry {
             })
         );
         _agents[agentId].lastRevenueReport = uint64(block.timestamp);
-        emit RevenueReported(agentId, amount, currency, category, 1, 2);
+        emit AgentRegistry.RevenueReported(agentId, amount, currency, category, 1, 2);
     }
 
     function _decimal(uint256 value) private pure returns (string memory) {
@@ -180,7 +130,7 @@ contract HostileRegistry {
         return string(text);
     }
 
-    function getAgent(uint256 agentId) external view returns (AgentRecord memory) {
+    function getAgent(uint256 agentId) external view returns (AgentRegistry.AgentRecord memory) {
         require(agentId != 0 && agentId < nextAgentId, "Agent not found");
         return _agents[agentId];
     }
@@ -189,7 +139,7 @@ contract HostileRegistry {
         return _children[agentId];
     }
 
-    function getRevenueHistory(uint256 agentId) external view returns (RevenueReport[] memory) {
+    function getRevenueHistory(uint256 agentId) external view returns (AgentRegistry.RevenueReport[] memory) {
         return _revenue[agentId];
     }
 }

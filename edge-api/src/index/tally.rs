@@ -144,12 +144,7 @@ pub(super) async fn load<'a>(
             TallyKind::Currency => totals.revenue.by_currency.insert(tally.key.key.clone(), entry),
             TallyKind::Category => totals.revenue.by_category.insert(tally.key.key.clone(), entry),
             TallyKind::Generation => {
-                let generation = tally.key.key.parse().map_err(|_| {
-                    Error::BadConfig(format!(
-                        "the index's generation tally {} is not a number",
-                        tally.key.key
-                    ))
-                })?;
+                let generation = generation_of(&tally.key)?;
                 totals.generations.insert(generation, tally.count).map(|count| (count, U512::ZERO))
             }
         };
@@ -226,17 +221,19 @@ pub(super) fn moved<'a>(
     Ok((written, gone))
 }
 
+/// The generation a generation tally's key names.
+fn generation_of(key: &TallyKey) -> Result<u64> {
+    key.key
+        .parse()
+        .map_err(|_| Error::BadConfig(format!("the index's generation tally {} is not a number", key.key)))
+}
+
 /// Fills `totals`' maps, by name, from every tally the index holds (for an answer).
 pub(super) fn fill(totals: &mut Totals, tallies: Vec<Tally>) -> Result<()> {
     for tally in tallies {
         match tally.key.kind {
             TallyKind::Generation => {
-                let generation = tally.key.key.parse().map_err(|_| {
-                    Error::BadConfig(format!(
-                        "the index's generation tally {} is not a number",
-                        tally.key.key
-                    ))
-                })?;
+                let generation = generation_of(&tally.key)?;
                 totals.generations.insert(generation, tally.count);
             }
             kind => {
