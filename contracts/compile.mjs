@@ -25,6 +25,7 @@ const CONTRACTS = [
   ["src", "AgentRegistry"],
   ["src", "Forwarder"],
   ["test", "PolicyWallet"],
+  ["test", "HostileRegistry"],
 ];
 const ARTIFACTS = [...CONTRACTS.map(([, name]) => name), "Multicall3"];
 

@@ -247,6 +247,43 @@ pub async fn start_gas_capped(upstream: &str, cap: u64) -> String {
     rpc_proxy::start(Some(upstream.to_owned()), Arc::new(policy)).await
 }
 
+/// The most logs [`start_log_capped`]'s stand-in answers, as Infura's `eth_getLogs`.
+pub const LOG_RESULT_CAP: usize = 10_000;
+
+/// An Infura `eth_getLogs` answer: the node's logs, or, past [`LOG_RESULT_CAP`] of them, the
+/// refusal Infura gives (`-32005`, "query returned more than 10000 results"; PROVIDERS.md).
+fn cap_log_results(answer: &str) -> String {
+    let parsed: Value = serde_json::from_str(answer).expect("the node answers JSON");
+    match parsed["result"].as_array() {
+        Some(logs) if logs.len() > LOG_RESULT_CAP => json!({"jsonrpc": "2.0", "id": parsed["id"], "error": {
+            "code": -32005, "message": format!("query returned more than {LOG_RESULT_CAP} results. \
+             Try with this block range [{}, {}].", parsed["result"][0]["blockNumber"].as_str().unwrap_or("0x0"),
+             parsed["result"][0]["blockNumber"].as_str().unwrap_or("0x0"))}})
+        .to_string(),
+        _ => answer.to_owned(),
+    }
+}
+
+/// Starts a loopback JSON-RPC server in front of `upstream` that caps `eth_getLogs` results as
+/// Infura does ([`LOG_RESULT_CAP`]; a node's `--rpc.logs-limit` is alike): a range with more
+/// logs is refused whole, however narrow, so a block holding more is refused even alone. Returns
+/// its URL and the count of `eth_getLogs` requests it saw.
+pub async fn start_log_capped(upstream: &str) -> (String, Arc<AtomicUsize>) {
+    let requests = Arc::new(AtomicUsize::new(0));
+    let counted = requests.clone();
+    let policy = move |body: &str| -> RpcAction {
+        let method = serde_json::from_str::<Value>(body)
+            .ok()
+            .and_then(|value| value["method"].as_str().map(str::to_owned));
+        if method.as_deref() == Some("eth_getLogs") {
+            counted.fetch_add(1, Ordering::SeqCst);
+            return RpcAction::Rewrite(body.to_owned(), cap_log_results);
+        }
+        RpcAction::Forward(body.to_owned())
+    };
+    (rpc_proxy::start(Some(upstream.to_owned()), Arc::new(policy)).await, requests)
+}
+
 /// How many times [`start_timing_out`]'s stand-in has timed out its call so far.
 #[derive(Debug, Clone, Default)]
 pub struct Timeouts {

@@ -16,7 +16,7 @@ use std::{
     ops::Range,
 };
 
-use alloy_primitives::{Address, U256, U512};
+use alloy_primitives::{Address, U256, U512, keccak256};
 use serde::{Deserialize, Serialize};
 
 use crate::{
@@ -32,6 +32,44 @@ use crate::{
 pub struct IndexedAgent {
     pub record: Agent,
     pub revenue: AgentRevenue,
+}
+
+impl IndexedAgent {
+    /// The agent as the index stores it: what no index-served answer shows left out, so a row's
+    /// size does not grow with the strings a registrant chose. The operational scope is emptied
+    /// (no registry-wide answer shows it), and each currency and category of the revenue sums is
+    /// named by its [`name_key`] instead of itself. `names` gets each key's name: the index
+    /// holds it once, in its table of totals. Two agents are equal as stored exactly when they
+    /// are equal as read, but for the scope, which the registry never changes.
+    pub fn stored(&self, names: &mut BTreeMap<String, String>) -> Self {
+        let revenue = match &self.revenue {
+            AgentRevenue::Unreadable => AgentRevenue::Unreadable,
+            AgentRevenue::Read(sums) => {
+                let mut keyed = |map: &BTreeMap<String, (u64, U512)>| -> BTreeMap<String, (u64, U512)> {
+                    map.iter()
+                        .map(|(name, sums)| {
+                            let key = name_key(name);
+                            names.entry(key.clone()).or_insert_with(|| name.clone());
+                            (key, *sums)
+                        })
+                        .collect()
+                };
+                AgentRevenue::Read(RevenueSums {
+                    reports: sums.reports,
+                    total: sums.total,
+                    by_currency: keyed(&sums.by_currency),
+                    by_category: keyed(&sums.by_category),
+                })
+            }
+        };
+        Self { record: Agent { operational_scope: String::new(), ..self.record.clone() }, revenue }
+    }
+}
+
+/// The fixed-size key a currency or category name is stored under: its Keccak-256, in hex (64
+/// characters, whatever the name's length; a collision would need a preimage attack).
+pub fn name_key(name: &str) -> String {
+    alloy_primitives::hex::encode(keccak256(name.as_bytes()))
 }
 
 /// An agent's revenue history as the index holds it.
@@ -714,6 +752,40 @@ mod tests {
         edge.apply(255, None, Some(Active));
         edge.apply(256, None, Some(Active));
         assert_eq!(edge.moves().collect::<Vec<_>>(), vec![(Active, 0, 1), (Active, 1, 1)]);
+    }
+
+    #[test]
+    fn an_agent_is_stored_without_its_scope_and_with_its_names_as_keys() {
+        let long = "\u{1}".repeat(1_000);
+        let report = |currency: &str, category: &str| Revenue {
+            agent_id: 1,
+            amount: U256::from(3),
+            currency: currency.into(),
+            category: category.into(),
+            period_start: 0,
+            period_end: 0,
+            reported_at: 0,
+        };
+        let agent = IndexedAgent {
+            record: Agent {
+                operational_scope: long.clone(),
+                ..crate::test_support::sample_agent(1, AgentStatus::Active, 5, 4)
+            },
+            revenue: AgentRevenue::Read(RevenueSums::of(&[report(&long, "api"), report("EUR", "api")])),
+        };
+        let mut names = BTreeMap::new();
+        let stored = agent.stored(&mut names);
+        assert_eq!(stored.record.operational_scope, "");
+        let AgentRevenue::Read(sums) = &stored.revenue else { panic!("read") };
+        assert_eq!(
+            sums.by_currency.keys().collect::<BTreeSet<_>>(),
+            [name_key(&long), name_key("EUR")].iter().collect()
+        );
+        assert_eq!(sums.by_category[&name_key("api")], (2, U512::from(6)));
+        assert_eq!(names[&name_key(&long)], long);
+        assert_eq!(names.len(), 3);
+        assert!(serde_json::to_string(&stored).unwrap().len() < 1_000, "a small row whatever the strings");
+        assert_eq!(name_key("EUR").len(), 64);
     }
 
     #[test]

@@ -46,6 +46,13 @@ pub enum Error {
         /// Seconds until the window resets.
         retry_after: u64,
     },
+    /// A D1 statement would pass one of D1's limits (`index::limits`), named in the message.
+    #[error("D1 limit: {0}")]
+    D1Limit(String),
+    /// An answer larger than the Worker renders (the registry's revenue names too many
+    /// currencies and categories, or too long ones), named in the message.
+    #[error("{0}")]
+    AnswerTooLarge(String),
     /// The Workers runtime failed (Cache API, KV, fetch plumbing).
     #[error("worker runtime: {0}")]
     Runtime(#[from] worker::Error),
@@ -72,7 +79,11 @@ impl Error {
             | Self::RpcUnreachable(_)
             | Self::RegistryNotConfigured
             | Self::BadConfig(_)
+            | Self::D1Limit(_)
             | Self::Runtime(_) => 500,
+            // The request is fine and the index whole; what it asks is more than the Worker
+            // renders in one answer.
+            Self::AnswerTooLarge(_) => 507,
         }
     }
 }
@@ -100,6 +111,8 @@ mod tests {
             "Method GET not allowed: /api/v1/kya/verify takes POST"
         );
         assert_eq!(Error::RegistryNotConfigured.status(), 500);
+        assert_eq!(Error::D1Limit("x".into()).status(), 500);
+        assert_eq!(Error::AnswerTooLarge("x".into()).status(), 507);
         assert_eq!(Error::from(kya_core::Error::BatchRefused("x".into())).status(), 502);
         assert_eq!(Error::ProviderFailed("x".into()).status(), 502);
         assert_eq!(Error::from(kya_core::Error::OutOfGas("x".into())).status(), 502);

@@ -49,7 +49,8 @@ pub(crate) async fn answer(config: &Config, rpc: &Rpc<'_>, index: Option<Store>)
 
 /// The index as `/health` reports it: the block it reflects and how many blocks behind `head`
 /// that is, whether it holds every agent (`complete`: only then do answers come from it), the
-/// agents it holds and the registry's count at its block, the fill's and the sweep's cursors,
+/// agents it holds and the registry's count at its block, the fill's and the sweep's cursors and
+/// the agents to read again,
 /// when it was last written, and the last run's outcome.
 fn report(state: &State, head: Option<u64>) -> Value {
     let run = state.last_run.as_ref().map(|run| json!({"at": run.at, "ok": run.ok, "message": run.message}));
@@ -62,6 +63,10 @@ fn report(state: &State, head: Option<u64>) -> Value {
         "registryAgents": state.chain_next.saturating_sub(1),
         "fillNextId": state.cursor.filled,
         "sweepNextId": state.cursor.sweep,
+        // Agents held but to read again (a block touched more than a run reads, or its logs
+        // were refused whole): `null` when none.
+        "reread": (!state.cursor.reread().is_empty()).then(|| json!({
+            "nextId": state.cursor.reread().start, "endId": state.cursor.reread().end})),
         "updatedAt": state.block.map(|_| state.updated_at),
         "lastRun": run,
     })

@@ -4,14 +4,18 @@
 //! `/health` reports it. A deployment without the binding has no index and answers as before.
 //!
 //! - `store`: the D1 statements, reads and writes.
+//! - `limits`: D1's documented limits, checked on every statement before D1 sees it.
+//! - `tally`: the totals kept by name (currencies, categories, generations), in their own table.
 //! - `follow`: the registry's logs over a range of blocks, split as providers refuse.
 //! - `run`: one bounded run of the indexer.
 //! - `serve`: the answers from the index, and when it must not answer.
 
 mod follow;
+mod limits;
 mod run;
 mod serve;
 mod store;
+mod tally;
 
 pub(crate) use run::run;
 pub(crate) use serve::{Served, answer};
@@ -20,8 +24,9 @@ pub(crate) use store::Store;
 use kya_core::{BlockRef, index::Totals, index_plan::Cursor};
 use serde::{Deserialize, Serialize};
 
-/// The indexer's state, one JSON row, written in the same D1 batch as the rows it describes, so a
-/// run killed midway leaves both as the previous run left them.
+/// The indexer's state, one JSON row of fixed size (its totals by name are in `tallies`; the
+/// maps of [`Totals`] are empty here), written in the same D1 batch as the rows it describes, so
+/// a run killed midway leaves both as the previous run left them.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct State {
@@ -33,10 +38,13 @@ pub(crate) struct State {
     pub(crate) updated_at: u64,
     /// The registry's `nextAgentId` at `block`.
     pub(crate) chain_next: u64,
-    /// The fill's and the sweep's cursor.
+    /// The fill's and the sweep's cursors, and the ids to read again.
     pub(crate) cursor: Cursor,
-    /// The totals of every agent the index holds, at `block`.
+    /// The totals of every agent the index holds, at `block`, but those kept by name.
     pub(crate) totals: Totals,
+    /// How many names the totals kept by name hold.
+    #[serde(default)]
+    pub(crate) names: tally::Names,
     /// How the last run ended.
     pub(crate) last_run: Option<RunOutcome>,
 }
@@ -45,7 +53,7 @@ impl State {
     /// The block the index holds every agent of the registry at: `None` until the first fill
     /// has read them all (or while registrations wait for room in a run).
     pub(crate) fn complete_at(&self) -> Option<BlockRef> {
-        self.block.filter(|_| self.cursor.filled >= self.chain_next)
+        self.block.filter(|_| self.cursor.complete(self.chain_next))
     }
 }
 
@@ -56,6 +64,23 @@ pub(crate) struct RunOutcome {
     /// Wall-clock time the run ended, Unix seconds.
     pub(crate) at: u64,
     pub(crate) ok: bool,
-    /// What it did, or why it failed.
+    /// What it did, or why it failed (at most [`RunOutcome::MAX_MESSAGE`] bytes).
     pub(crate) message: String,
+}
+
+impl RunOutcome {
+    /// The longest message kept: the state row stays small whatever an error says.
+    const MAX_MESSAGE: usize = 1_000;
+
+    pub(crate) fn new(at: u64, ok: bool, mut message: String) -> Self {
+        if message.len() > Self::MAX_MESSAGE {
+            let mut end = Self::MAX_MESSAGE;
+            while !message.is_char_boundary(end) {
+                end -= 1;
+            }
+            message.truncate(end);
+            message.push('…');
+        }
+        Self { at, ok, message }
+    }
 }

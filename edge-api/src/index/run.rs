@@ -24,7 +24,11 @@ use kya_core::{
 };
 use worker::{Date, Env};
 
-use super::{RunOutcome, State, Store, follow, store::Held};
+use super::{
+    RunOutcome, State, Store, follow,
+    store::{CHUNK_BYTES, Held, row_bytes},
+    tally::{self, Loaded},
+};
 use crate::{
     Result,
     config::Config,
@@ -34,6 +38,12 @@ use crate::{
 
 /// Seconds a superseded row is kept for answers that still read its block.
 const SUPERSEDED_KEEP_SECS: u64 = 600;
+
+/// The most bytes of rows and names a run writes: eight chunks of [`CHUNK_BYTES`], so that with
+/// the rest of its statements a run stays within Workers Free's 50 D1 queries. The agents read
+/// past it are put off (the fill resumes at them, or they are read again), so whatever the
+/// registrants wrote, every run commits and the next goes on.
+const RUN_WRITE_BYTES: usize = 8 * CHUNK_BYTES;
 
 /// One run: a step of the index, and its outcome recorded for `/health`.
 pub(crate) async fn run(env: &Env) {
@@ -45,7 +55,7 @@ pub(crate) async fn run(env: &Env) {
     let (ok, message) = match step(&store, &config).await {
         // Committed with the rows: nothing more to write.
         Ok(Step::Committed(message)) => {
-            worker::console_log!("index run: {message}");
+            worker::console_log!("index run: {message} ({} D1 queries)", store.queries());
             return;
         }
         Ok(Step::Idle(message)) => (true, message),
@@ -56,7 +66,7 @@ pub(crate) async fn run(env: &Env) {
     } else {
         worker::console_error!("index run failed: {message}");
     }
-    if let Err(error) = store.record_run(RunOutcome { at: now(), ok, message }).await {
+    if let Err(error) = store.record_run(RunOutcome::new(now(), ok, message)).await {
         worker::console_error!("recording the index run failed: {error}");
     }
 }
@@ -85,6 +95,8 @@ struct Followed {
     logs: usize,
     /// `eth_getLogs` requests it took (more than one: a provider refused a range).
     requests: u32,
+    /// Blocks past the index's whose logs the provider refused even alone.
+    refused: Vec<u64>,
 }
 
 async fn step(store: &Store, config: &Config) -> Result<Step> {
@@ -117,7 +129,8 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
         && let Some(range) =
             follow_range(indexed.number, head.number, settings.reorg_window, settings.blocks_per_run)
     {
-        let (touches, requests) = follow::touches(&rpc, registry, range.clone()).await?;
+        let follow::Followed { touched: touches, refused, requests } =
+            follow::touches(&rpc, registry, range.clone()).await?;
         let recorded = store.touches_since(*range.start()).await?;
         carried = changed_in_window(&recorded, &touches, indexed.number);
         let new: Vec<Touch> = touches.iter().filter(|touch| touch.block > indexed.number).copied().collect();
@@ -131,7 +144,15 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
             added: touches.difference(&recorded).copied().collect(),
             logs: touches.len(),
             requests,
+            refused: refused.into_iter().filter(|block| (indexed.number + 1..=end).contains(block)).collect(),
         });
+    }
+    // A block whose logs the provider refuses whole does not hold the index: any agent may
+    // have changed in it, so every agent held is read again, in order, over as many runs as
+    // that takes; the index does not answer until they are.
+    if followed.as_ref().is_some_and(|followed| !followed.refused.is_empty()) {
+        let filled = state.cursor.filled;
+        state.cursor.reread_also(1..filled);
     }
     let (at, chain_next) = if end == head.number {
         (head, head_next)
@@ -142,8 +163,33 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
 
     let mut touched = carried;
     touched.extend(fresh_touches);
-    let planned = plan(&touched, state.cursor, chain_next, settings.agents_per_run, settings.sweep_quota());
+    let mut planned =
+        plan(&touched, state.cursor, chain_next, settings.agents_per_run, settings.sweep_quota());
     let fresh = reads::indexed_agents(&rpc, registry, &planned.read, at).await?;
+    let mut held = store.held(&planned.read.iter().copied().chain(planned.gone.clone()).collect()).await?;
+    // As stored, within the run's bytes (a row, and the names it does not already count under,
+    // which go to the tallies).
+    let mut names = BTreeMap::new();
+    let mut budget = RUN_WRITE_BYTES;
+    let mut deferred = 0;
+    let mut kept = Vec::with_capacity(fresh.len());
+    let mut written = 0;
+    for agent in &fresh {
+        let id = agent.record.agent_id;
+        let stored = agent.stored(&mut names);
+        // An agent as the index holds it is not written again: it costs nothing.
+        let changed = held.get(&id).map(|held| &held.agent) != Some(&stored);
+        let bytes = if changed { row_bytes(&stored)? + new_names_bytes(agent, held.get(&id)) } else { 0 };
+        // The first agent written is written whatever its size, so every run moves on.
+        if !changed || written == 0 || (deferred == 0 && bytes <= budget) {
+            budget = budget.saturating_sub(bytes);
+            written += usize::from(changed);
+            kept.push(stored);
+        } else {
+            planned.next.defer(id, state.cursor.filled);
+            deferred += 1;
+        }
+    }
 
     // Time first: attestations that lapsed between the index's block and this one, counted on
     // the agents as the index holds them.
@@ -154,9 +200,12 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
         state.totals.shift_time(&lapse, changed);
     }
     let mut new: BTreeMap<u64, Option<IndexedAgent>> =
-        fresh.into_iter().map(|agent| (agent.record.agent_id, Some(agent))).collect();
+        kept.into_iter().map(|agent| (agent.record.agent_id, Some(agent))).collect();
     new.extend(planned.gone.clone().map(|id| (id, None)));
-    let (changes, bucket_moves) = apply(store, &mut state, &new, at).await?;
+    let (changes, bucket_moves, loaded) = apply(store, &mut state, &new, &mut held, at).await?;
+    let mut names_count = state.names;
+    let (tallies, tallies_gone) = tally::moved(&state.totals, &loaded, &names, &mut names_count)?;
+    state.names = names_count;
 
     let now = now();
     let ids: BTreeSet<u64> = changes.keys().copied().collect();
@@ -170,6 +219,7 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
         let keep_from = at.number.saturating_sub(settings.reorg_window);
         statements.extend(store.update_touches(&followed.gone, &followed.added, keep_from)?);
     }
+    statements.extend(store.write_tallies(&tallies, &tallies_gone)?);
     statements.extend(store.collect_garbage(now.saturating_sub(SUPERSEDED_KEEP_SECS))?);
     let read = planned.read.len();
     state.block = Some(at);
@@ -181,7 +231,7 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
         let (logs, requests) = (followed.logs, followed.requests);
         format!("{logs} logs of blocks {} to {} in {requests} eth_getLogs", followed.from, at.number)
     });
-    let fill = if state.complete_at().is_some() {
+    let fill = if state.complete_at().is_some() || planned.next.filled >= chain_next {
         format!("{} agents", state.totals.agents)
     } else {
         format!(
@@ -190,26 +240,71 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
             chain_next.saturating_sub(1)
         )
     };
-    let message =
+    let mut message =
         format!("block {}: {logs}; {read} agents read, {} changed; {fill}", at.number, changes.len());
-    state.last_run = Some(RunOutcome { at: now, ok: true, message: message.clone() });
+    if let Some(followed) = followed.as_ref().filter(|followed| !followed.refused.is_empty()) {
+        message.push_str(&format!(
+            "; the provider refused the logs of block {} alone: every agent is read again",
+            followed.refused.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    if deferred > 0 {
+        message.push_str(&format!(
+            "; {deferred} agents put off to later runs (a run writes {RUN_WRITE_BYTES} bytes)"
+        ));
+    }
+    let reread = state.cursor.reread();
+    if !reread.is_empty() {
+        message.push_str(&format!("; agents {} to {} to read again", reread.start, reread.end - 1));
+    }
+    state.last_run = Some(RunOutcome::new(now, true, message.clone()));
+    // The totals kept by name are in their table, not the state row.
+    state.totals.revenue.by_currency.clear();
+    state.totals.revenue.by_category.clear();
+    state.totals.generations.clear();
     statements.push(store.save_state(&state)?);
     store.commit(statements).await?;
     Ok(Step::Committed(message))
 }
 
+/// The bytes the names of `agent` (as read) may take in the tallies' statements, each escaped
+/// as JSON: those it did not already count under as `held` (a name it counted under is in the
+/// tallies, where only its sums are written again).
+fn new_names_bytes(agent: &IndexedAgent, held: Option<&Held>) -> usize {
+    use kya_core::index::{AgentRevenue::Read, name_key};
+    let Read(read) = &agent.revenue else {
+        return 0;
+    };
+    let held = match held.map(|held| &held.agent.revenue) {
+        Some(Read(sums)) => Some(sums),
+        _ => None,
+    };
+    let new = |names: &BTreeMap<String, _>, held: Option<&BTreeMap<String, _>>| -> usize {
+        names
+            .keys()
+            .filter(|name| held.is_none_or(|held| !held.contains_key(&name_key(name))))
+            .map(|name| serde_json::to_string(name).map_or(name.len() * 6, |text| text.len()) + 160)
+            .sum()
+    };
+    new(&read.by_currency, held.map(|sums| &sums.by_currency))
+        + new(&read.by_category, held.map(|sums| &sums.by_category))
+}
+
 /// Moves the totals from each agent as the index holds it to `new` (`None`: gone) at `at`'s
 /// time, and the child counts of parents whose children appeared or disappeared. Returns every
 /// agent whose row changes (its new state with its child count, or `None` to leave the index),
-/// and how the status counts per bucket of ids move.
+/// how the status counts per bucket of ids move, and the tallies loaded into the totals.
 async fn apply(
     store: &Store,
     state: &mut State,
     new: &BTreeMap<u64, Option<IndexedAgent>>,
+    held: &mut BTreeMap<u64, Held>,
     at: BlockRef,
-) -> Result<(BTreeMap<u64, Option<Held>>, BucketMoves)> {
-    let ids: BTreeSet<u64> = new.keys().copied().collect();
-    let mut held = store.held(&ids).await?;
+) -> Result<(BTreeMap<u64, Option<Held>>, BucketMoves, Loaded)> {
+    let changed = new.iter().filter(|(id, fresh)| held.get(id).map(|old| &old.agent) != fresh.as_ref());
+    let involved =
+        changed.flat_map(|(id, fresh)| held.get(id).map(|old| &old.agent).into_iter().chain(fresh.as_ref()));
+    let loaded = tally::load(store, &mut state.totals, involved).await?;
     let mut children: BTreeMap<u64, i64> = BTreeMap::new();
     let mut changes = BTreeMap::new();
     let mut bucket_moves = BucketMoves::default();
@@ -251,5 +346,5 @@ async fn apply(
         };
         entry.child_count = entry.child_count.saturating_add_signed(change);
     }
-    Ok((changes, bucket_moves))
+    Ok((changes, bucket_moves, loaded))
 }

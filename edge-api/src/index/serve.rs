@@ -44,8 +44,15 @@ pub(crate) async fn answer(endpoint: &Endpoint, deps: &Deps<'_>) -> Result<Serve
     let Some(store) = Store::open(deps.env) else {
         return Ok(Served::Fallback("no index: the Worker has no INDEX binding".into()));
     };
-    let state = match store.state().await {
-        Ok(state) => state,
+    // The answers that show totals by name read them with the state, in one batch.
+    let by_name = matches!(endpoint, Endpoint::StatsDetailed | Endpoint::RevenueAggregate);
+    let read = if by_name {
+        store.state_with_tallies().await.map(|(state, tallies)| (state, Some(tallies)))
+    } else {
+        store.state().await.map(|state| (state, None))
+    };
+    let (mut state, tallies) = match read {
+        Ok(read) => read,
         Err(error) => {
             // The error itself goes to the log only: a header carries one short line, and D1's
             // messages are neither.
@@ -65,6 +72,11 @@ pub(crate) async fn answer(endpoint: &Endpoint, deps: &Deps<'_>) -> Result<Serve
     let source =
         Source::Index { lag_blocks: state.head.saturating_sub(block.number), run_at: state.updated_at };
     let chain = redact::url(deps.rpc.url);
+    if let Some(tallies) = tallies {
+        // Past what one answer renders: a clear error naming why, not a body of a million rows.
+        state.names.fits()?;
+        super::tally::fill(&mut state.totals, tallies)?;
+    }
     let totals = &state.totals;
     let body = match endpoint {
         Endpoint::Stats => totals.stats_body(&deps.registry, &chain),

@@ -1,14 +1,17 @@
 //! The index's D1 statements. Rows are versioned by index block (`since`, `until`): the run
 //! supersedes an agent's current row and inserts the new one; an answer reads the rows that held
-//! at its state's block. Lists of ids and rows go to D1 as one JSON parameter each
-//! (`json_each`), so a statement's size does not depend on how many agents a run changed, and
-//! D1's limit on bound parameters is never reached.
+//! at its state's block. Lists of ids and rows go to D1 as JSON parameters (`json_each`), in
+//! chunks of at most [`CHUNK_BYTES`], so D1's limit on bound parameters is never reached and no
+//! parameter nears its limit on strings; a value too long to go inside a chunk's JSON (a
+//! currency name of control characters, escaped six bytes a byte) is bound alone. Every
+//! statement passes [`Limits`] before it reaches D1.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
     ops::Range,
 };
 
+use alloy_primitives::U512;
 use kya_core::{
     AgentStatus,
     index::{
@@ -17,11 +20,18 @@ use kya_core::{
     logs::Touch,
 };
 use serde::{Deserialize, Serialize};
-use wasm_bindgen::JsValue;
 use worker::{D1Database, D1PreparedStatement, Env};
 
-use super::State;
+use super::{
+    State,
+    limits::{DEFAULT_QUERIES_PER_INVOCATION, Limits, Param},
+    tally::{Tally, TallyKey},
+};
 use crate::{Error, Result};
+
+/// The most bytes of JSON one chunk's parameter holds: a quarter of D1's limit on strings, so
+/// a run's statements stay well under it.
+pub(super) const CHUNK_BYTES: usize = 250_000;
 
 /// The D1 binding of the index.
 const BINDING: &str = "INDEX";
@@ -42,7 +52,7 @@ pub(crate) struct Held {
 
 /// A row as the run writes it (the JSON `json_each` reads).
 #[derive(Serialize)]
-struct NewRow<'a> {
+struct NewRow {
     id: u64,
     status: u8,
     parent: u64,
@@ -51,52 +61,179 @@ struct NewRow<'a> {
     creator: String,
     child_count: u64,
     item: String,
-    indexed: &'a str,
+    indexed: String,
 }
 
-/// The index's D1 database.
+impl NewRow {
+    /// Its columns' bytes, as D1 counts a row's size.
+    fn bytes(&self) -> usize {
+        self.creator.len() + self.item.len() + self.indexed.len() + 10 * 8
+    }
+}
+
+/// The index's D1 database, and D1's limits checked on every statement of this invocation.
 pub(crate) struct Store {
     db: D1Database,
+    limits: Limits,
+}
+
+/// The state row's statement.
+const STATE_SELECT: &str = "SELECT value FROM state WHERE key = ?1";
+
+#[derive(Deserialize)]
+struct StateRow {
+    value: String,
 }
 
 impl Store {
-    /// The index, or `None` without the `INDEX` binding.
+    /// The index, or `None` without the `INDEX` binding. `INDEX_D1_QUERIES` is the plan's D1
+    /// queries per invocation (Workers Free 50, the default; Paid 1,000).
     pub(crate) fn open(env: &Env) -> Option<Self> {
-        env.d1(BINDING).ok().map(|db| Self { db })
+        let queries = env
+            .var("INDEX_D1_QUERIES")
+            .ok()
+            .and_then(|value| value.to_string().trim().parse().ok())
+            .unwrap_or(DEFAULT_QUERIES_PER_INVOCATION);
+        env.d1(BINDING).ok().map(|db| Self { db, limits: Limits::new(queries) })
+    }
+
+    /// `sql` with `params` bound, once both pass D1's limits.
+    fn statement(&self, sql: &str, params: Vec<Param>) -> Result<D1PreparedStatement> {
+        self.limits.check(sql, &params)?;
+        let values: Vec<_> = params.into_iter().map(Param::into_js).collect();
+        Ok(self.db.prepare(sql).bind(&values)?)
+    }
+
+    /// Every row `statement` selects.
+    async fn all<T: for<'de> Deserialize<'de>>(&self, statement: D1PreparedStatement) -> Result<Vec<T>> {
+        self.limits.spend(1)?;
+        Ok(statement.all().await?.results()?)
+    }
+
+    /// D1 queries this invocation made.
+    pub(super) fn queries(&self) -> u32 {
+        self.limits.spent()
     }
 
     /// The indexer's state (the default before the first run).
     pub(crate) async fn state(&self) -> Result<State> {
-        let text: Option<String> = self
-            .db
-            .prepare("SELECT value FROM state WHERE key = ?1")
-            .bind(&[STATE_KEY.into()])?
-            .first(Some("value"))
-            .await?;
-        match text {
-            None => Ok(State::default()),
-            Some(text) => serde_json::from_str(&text)
-                .map_err(|error| Error::BadConfig(format!("the index's state does not decode: {error}"))),
-        }
+        let rows: Vec<StateRow> = self.all(self.statement(STATE_SELECT, vec![STATE_KEY.into()])?).await?;
+        decode_state(rows)
+    }
+
+    /// The state and every total kept by name (currencies, categories, generations), read in
+    /// one batch, so both are one run's. The names are left out when the state says they are
+    /// more than an answer renders ([`super::tally::Names::fits`]).
+    pub(super) async fn state_with_tallies(&self) -> Result<(State, Vec<Tally>)> {
+        let (most, bytes) = super::tally::ANSWER_NAMES;
+        let statements = vec![
+            self.statement(STATE_SELECT, vec![STATE_KEY.into()])?,
+            self.statement(
+                "SELECT kind, key, name, count, total FROM tallies WHERE kind = 2 OR (SELECT \
+                 coalesce(json_extract(value, '$.names.count'), 0) <= ?2 \
+                 AND coalesce(json_extract(value, '$.names.bytes'), 0) <= ?3 \
+                 AND coalesce(json_extract(value, '$.names.unstored'), 0) = 0 FROM state WHERE key = ?1)",
+                vec![STATE_KEY.into(), most.into(), bytes.into()],
+            )?,
+        ];
+        self.limits.spend(statements.len())?;
+        let results = self.db.batch(statements).await?;
+        let state = decode_state(results[0].results()?)?;
+        let rows: Vec<TallyRow> = results[1].results()?;
+        Ok((state, rows.into_iter().map(TallyRow::into_tally).collect::<Result<_>>()?))
     }
 
     /// The statement storing `state`.
     pub(super) fn save_state(&self, state: &State) -> Result<D1PreparedStatement> {
         let text = serde_json::to_string(state).map_err(|error| Error::Runtime(error.into()))?;
-        Ok(self
-            .db
-            .prepare(
-                "INSERT INTO state (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = ?2",
-            )
-            .bind(&[STATE_KEY.into(), text.into()])?)
+        self.statement(
+            "INSERT INTO state (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = ?2",
+            vec![STATE_KEY.into(), text.into()],
+        )
     }
 
     /// Records how the run ended, keeping the rest of the state.
     pub(crate) async fn record_run(&self, outcome: super::RunOutcome) -> Result<()> {
         let mut state = self.state().await?;
         state.last_run = Some(outcome);
-        self.save_state(&state)?.run().await?;
-        Ok(())
+        self.commit(vec![self.save_state(&state)?]).await
+    }
+
+    /// The tallies of `keys` the index holds (each with its name's length, not its name).
+    pub(super) async fn tallies(&self, keys: &BTreeSet<TallyKey>) -> Result<Vec<Tally>> {
+        let keys: Vec<(u8, &str)> = keys.iter().map(|key| (key.kind as u8, key.key.as_str())).collect();
+        let mut tallies = Vec::new();
+        for chunk in json_chunks(&keys, CHUNK_BYTES)? {
+            let rows: Vec<TallyRow> = self
+                .all(self.statement(
+                    &format!(
+                        "SELECT kind, key, NULL AS name, length(CAST(name AS BLOB)) AS name_bytes, count, total \
+                         FROM tallies WHERE (kind, key) IN ({PAIRS_OF_PARAM_1})"
+                    ),
+                    vec![chunk.into()],
+                )?)
+                .await?;
+            for row in rows {
+                tallies.push(row.into_tally()?);
+            }
+        }
+        Ok(tallies)
+    }
+
+    /// The statements storing `tallies` (a name given only for a key new to the index, and
+    /// `None` for one too long to store) and deleting `gone`.
+    pub(super) fn write_tallies(
+        &self,
+        tallies: &[(Tally, Option<&str>)],
+        gone: &[TallyKey],
+    ) -> Result<Vec<D1PreparedStatement>> {
+        #[derive(Serialize)]
+        struct Row<'a>(u8, &'a str, Option<&'a str>, u64, String);
+        const UPSERT: &str =
+            "ON CONFLICT (kind, key) DO UPDATE SET count = excluded.count, total = excluded.total";
+        let mut statements = Vec::new();
+        let mut small = Vec::new();
+        for (tally, name) in tallies {
+            let row =
+                Row(tally.key.kind as u8, &tally.key.key, *name, tally.count, format!("{:#x}", tally.total));
+            let text = serde_json::to_string(&row).map_err(|error| Error::Runtime(error.into()))?;
+            if text.len() <= CHUNK_BYTES {
+                small.push(row);
+                continue;
+            }
+            // A name whose JSON is longer than a chunk: bound as itself, not escaped again.
+            self.limits.check_row("tallies", 0, text.len().min(name.map_or(0, str::len) + 200))?;
+            statements.push(self.statement(
+                &format!(
+                    "INSERT INTO tallies (kind, key, name, count, total) VALUES (?1, ?2, ?3, ?4, ?5) {UPSERT}"
+                ),
+                vec![
+                    u64::from(row.0).into(),
+                    row.1.into(),
+                    row.2.map_or(Param::Null, Param::from),
+                    row.3.into(),
+                    row.4.into(),
+                ],
+            )?);
+        }
+        for chunk in json_chunks(&small, CHUNK_BYTES)? {
+            statements.push(self.statement(
+                &format!(
+                    "INSERT INTO tallies (kind, key, name, count, total) SELECT json_extract(value, '$[0]'), \
+                     json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'), \
+                     json_extract(value, '$[4]') FROM json_each(?1) WHERE true {UPSERT}"
+                ),
+                vec![chunk.into()],
+            )?);
+        }
+        let gone: Vec<(u8, &str)> = gone.iter().map(|key| (key.kind as u8, key.key.as_str())).collect();
+        for chunk in json_chunks(&gone, CHUNK_BYTES)? {
+            statements.push(self.statement(
+                &format!("DELETE FROM tallies WHERE (kind, key) IN ({PAIRS_OF_PARAM_1})"),
+                vec![chunk.into()],
+            )?);
+        }
+        Ok(statements)
     }
 
     /// The current rows of `ids` (those the index holds).
@@ -107,15 +244,12 @@ impl Store {
             indexed: String,
         }
         let rows: Vec<Row> = self
-            .db
-            .prepare(
+            .all(self.statement(
                 "SELECT child_count, indexed FROM agents \
                  WHERE until IS NULL AND id IN (SELECT value FROM json_each(?1))",
-            )
-            .bind(&[json_param(ids)?])?
-            .all()
-            .await?
-            .results()?;
+                vec![json_param(ids)?],
+            )?)
+            .await?;
         rows.into_iter()
             .map(|row| {
                 let agent: IndexedAgent = serde_json::from_str(&row.indexed)
@@ -131,16 +265,18 @@ impl Store {
         if range.is_empty() {
             return Ok(0);
         }
-        let count: Option<u64> = self
-            .db
-            .prepare(
+        #[derive(Deserialize)]
+        struct Row {
+            n: u64,
+        }
+        let rows: Vec<Row> = self
+            .all(self.statement(
                 "SELECT count(*) AS n FROM agents WHERE until IS NULL AND status = ?1 \
                  AND last_attestation >= ?2 AND last_attestation < ?3",
-            )
-            .bind(&[number(AgentStatus::Active as u64), number(range.start), number(range.end)])?
-            .first(Some("n"))
+                vec![(AgentStatus::Active as u64).into(), range.start.into(), range.end.into()],
+            )?)
             .await?;
-        Ok(count.unwrap_or(0))
+        Ok(rows.first().map_or(0, |row| row.n))
     }
 
     /// The touches earlier runs recorded at or after `block`.
@@ -151,12 +287,8 @@ impl Store {
             agent_id: u64,
         }
         let rows: Vec<Row> = self
-            .db
-            .prepare("SELECT block, agent_id FROM touches WHERE block >= ?1")
-            .bind(&[number(block)])?
-            .all()
-            .await?
-            .results()?;
+            .all(self.statement("SELECT block, agent_id FROM touches WHERE block >= ?1", vec![block.into()])?)
+            .await?;
         Ok(rows.into_iter().map(|row| Touch { block: row.block, agent_id: row.agent_id }).collect())
     }
 
@@ -177,27 +309,26 @@ impl Store {
                 .collect()
         };
         let mut statements =
-            vec![self.db.prepare("DELETE FROM touches WHERE block < ?1").bind(&[number(keep_from)])?];
-        if !gone.is_empty() {
-            statements.push(
-                self.db
-                    .prepare(format!("DELETE FROM touches WHERE (block, agent_id) IN ({PAIRS_OF_PARAM_1})"))
-                    .bind(&[json_param(&pairs(gone))?])?,
-            );
+            vec![self.statement("DELETE FROM touches WHERE block < ?1", vec![keep_from.into()])?];
+        for chunk in json_chunks(&pairs(gone), CHUNK_BYTES)? {
+            statements.push(self.statement(
+                &format!("DELETE FROM touches WHERE (block, agent_id) IN ({PAIRS_OF_PARAM_1})"),
+                vec![chunk.into()],
+            )?);
         }
-        if !new.is_empty() {
-            statements.push(
-                self.db
-                    .prepare(format!("INSERT OR IGNORE INTO touches (block, agent_id) {PAIRS_OF_PARAM_1}"))
-                    .bind(&[json_param(&pairs(new))?])?,
-            );
+        for chunk in json_chunks(&pairs(new), CHUNK_BYTES)? {
+            statements.push(self.statement(
+                &format!("INSERT OR IGNORE INTO touches (block, agent_id) {PAIRS_OF_PARAM_1}"),
+                vec![chunk.into()],
+            )?);
         }
         Ok(statements)
     }
 
     /// The statements that end the current rows of `ids` at index block `block` (wall-clock
-    /// `now`) and insert `rows` as holding from it. A row already written at `block` (a run at
-    /// the same block as the last) is replaced.
+    /// `now`) and insert `rows` (agents as [`kya_core::index::IndexedAgent::stored`] keeps them,
+    /// with their child counts) as holding from it, in chunks. A row already written at `block`
+    /// (a run at the same block as the last) is replaced.
     pub(super) fn write_versions(
         &self,
         ids: &BTreeSet<u64>,
@@ -205,54 +336,40 @@ impl Store {
         block: u64,
         now: u64,
     ) -> Result<Vec<D1PreparedStatement>> {
-        let texts: Vec<String> = rows
-            .iter()
-            .map(|(agent, _)| serde_json::to_string(agent).map_err(|error| Error::Runtime(error.into())))
-            .collect::<Result<_>>()?;
-        let new_rows: Vec<NewRow<'_>> = rows
-            .iter()
-            .zip(&texts)
-            .map(|((agent, child_count), indexed)| {
-                let record = &agent.record;
-                NewRow {
-                    id: record.agent_id,
-                    status: record.status as u8,
-                    parent: record.parent_agent_id,
-                    registered_at: record.registered_at,
-                    last_attestation: record.last_attestation,
-                    creator: record.creator.to_checksum(None),
-                    child_count: *child_count,
-                    item: list_item(record),
-                    indexed,
-                }
-            })
-            .collect();
-        Ok(vec![
-            self.db
-                .prepare(
-                    "UPDATE agents SET until = ?2, superseded_at = ?3 WHERE until IS NULL AND since < ?2 \
-                     AND id IN (SELECT value FROM json_each(?1))",
-                )
-                .bind(&[json_param(ids)?, number(block), number(now)])?,
-            self.db
-                .prepare(
-                    "INSERT OR REPLACE INTO agents (id, since, until, superseded_at, status, parent, registered_at, \
-                     last_attestation, creator, child_count, item, indexed) \
-                     SELECT json_extract(value, '$.id'), ?2, NULL, NULL, json_extract(value, '$.status'), \
-                     json_extract(value, '$.parent'), json_extract(value, '$.registered_at'), \
-                     json_extract(value, '$.last_attestation'), json_extract(value, '$.creator'), \
-                     json_extract(value, '$.child_count'), json_extract(value, '$.item'), \
-                     json_extract(value, '$.indexed') FROM json_each(?1)",
-                )
-                .bind(&[json_param(&new_rows)?, number(block)])?,
-            // A row replaced at the same block leaves no current row behind for a removed agent.
-            self.db
-                .prepare(
-                    "DELETE FROM agents WHERE until IS NULL AND since = ?2 \
-                     AND id IN (SELECT value FROM json_each(?1))",
-                )
-                .bind(&[json_param(&removed(ids, rows))?, number(block)])?,
-        ])
+        let mut new_rows = Vec::with_capacity(rows.len());
+        for (agent, child_count) in rows {
+            let row = new_row(agent, *child_count)?;
+            self.limits.check_row("agents", row.id, row.bytes())?;
+            new_rows.push(row);
+        }
+        let mut statements = Vec::new();
+        for chunk in json_chunks(&ids.iter().collect::<Vec<_>>(), CHUNK_BYTES)? {
+            statements.push(self.statement(
+                "UPDATE agents SET until = ?2, superseded_at = ?3 WHERE until IS NULL AND since < ?2 \
+                 AND id IN (SELECT value FROM json_each(?1))",
+                vec![chunk.into(), block.into(), now.into()],
+            )?);
+        }
+        for chunk in json_chunks(&new_rows, CHUNK_BYTES)? {
+            statements.push(self.statement(
+                "INSERT OR REPLACE INTO agents (id, since, until, superseded_at, status, parent, registered_at, \
+                 last_attestation, creator, child_count, item, indexed) \
+                 SELECT json_extract(value, '$.id'), ?2, NULL, NULL, json_extract(value, '$.status'), \
+                 json_extract(value, '$.parent'), json_extract(value, '$.registered_at'), \
+                 json_extract(value, '$.last_attestation'), json_extract(value, '$.creator'), \
+                 json_extract(value, '$.child_count'), json_extract(value, '$.item'), \
+                 json_extract(value, '$.indexed') FROM json_each(?1)",
+                vec![chunk.into(), block.into()],
+            )?);
+        }
+        // A row replaced at the same block leaves no current row behind for a removed agent.
+        for chunk in json_chunks(&removed(ids, rows), CHUNK_BYTES)? {
+            statements.push(self.statement(
+                "DELETE FROM agents WHERE until IS NULL AND since = ?2 AND id IN (SELECT value FROM json_each(?1))",
+                vec![chunk.into(), block.into()],
+            )?);
+        }
+        Ok(statements)
     }
 
     /// The statements moving the status counts per bucket of ids by `moves` at index block
@@ -273,22 +390,22 @@ impl Store {
         let keys: Vec<(u8, u64)> = changes.iter().map(|&(status, bucket, _)| (status, bucket)).collect();
         Ok(vec![
             // First: the new version reads the current one, which the next statement ends.
-            self.db
-                .prepare(
+            self.statement(
                     "INSERT OR REPLACE INTO status_buckets (status, bucket, since, until, superseded_at, agents) \
                      SELECT moved.status, moved.bucket, ?2, NULL, NULL, moved.change + coalesce((SELECT held.agents \
                      FROM status_buckets AS held WHERE held.status = moved.status AND held.bucket = moved.bucket \
                      AND held.until IS NULL), 0) FROM (SELECT json_extract(value, '$[0]') AS status, \
                      json_extract(value, '$[1]') AS bucket, json_extract(value, '$[2]') AS change \
                      FROM json_each(?1)) AS moved",
-                )
-                .bind(&[json_param(&changes)?, number(block)])?,
-            self.db
-                .prepare(format!(
+                vec![json_param(&changes)?, block.into()],
+            )?,
+            self.statement(
+                &format!(
                     "UPDATE status_buckets SET until = ?2, superseded_at = ?3 WHERE until IS NULL AND since < ?2 \
                      AND (status, bucket) IN ({PAIRS_OF_PARAM_1})"
-                ))
-                .bind(&[json_param(&keys)?, number(block), number(now)])?,
+                ),
+                vec![json_param(&keys)?, block.into(), now.into()],
+            )?,
         ])
     }
 
@@ -298,16 +415,14 @@ impl Store {
         ["agents", "status_buckets"]
             .into_iter()
             .map(|table| {
-                Ok(self
-                    .db
-                    .prepare(format!("DELETE FROM {table} WHERE superseded_at < ?1"))
-                    .bind(&[number(before)])?)
+                self.statement(&format!("DELETE FROM {table} WHERE superseded_at < ?1"), vec![before.into()])
             })
             .collect()
     }
 
     /// Runs `statements` as one transaction.
     pub(super) async fn commit(&self, statements: Vec<D1PreparedStatement>) -> Result<()> {
+        self.limits.spend(statements.len())?;
         self.db.batch(statements).await?;
         Ok(())
     }
@@ -321,14 +436,13 @@ impl Store {
             indexed: String,
         }
         let rows: Vec<Row> = self
-            .db
-            .prepare(format!(
-                "SELECT indexed FROM agents WHERE {HELD_AT} ORDER BY registered_at DESC, id DESC LIMIT ?2"
-            ))
-            .bind(&[number(block), number(limit)])?
-            .all()
-            .await?
-            .results()?;
+            .all(self.statement(
+                &format!(
+                    "SELECT indexed FROM agents WHERE {HELD_AT} ORDER BY registered_at DESC, id DESC LIMIT ?2"
+                ),
+                vec![block.into(), limit.into()],
+            )?)
+            .await?;
         rows.iter()
             .map(|row| {
                 serde_json::from_str::<IndexedAgent>(&row.indexed)
@@ -345,7 +459,7 @@ impl Store {
         }
         self.items(
             format!("SELECT item FROM agents WHERE {HELD_AT} AND id >= ?2 AND id < ?3 ORDER BY id"),
-            &[number(block), number(ids.start), number(ids.end)],
+            vec![block.into(), ids.start.into(), ids.end.into()],
         )
         .await
     }
@@ -374,17 +488,17 @@ impl Store {
                  SELECT item FROM agents WHERE status = ?2 AND {HELD_AT} AND id >= (SELECT first_id FROM start) \
                  ORDER BY id LIMIT ?3 OFFSET coalesce((SELECT skip FROM start), 0)"
             ),
-            &[number(block), number(status as u64), number(limit), number(offset)],
+            vec![block.into(), (status as u64).into(), limit.into(), offset.into()],
         )
         .await
     }
 
-    async fn items(&self, query: String, params: &[JsValue]) -> Result<Vec<String>> {
+    async fn items(&self, query: String, params: Vec<Param>) -> Result<Vec<String>> {
         #[derive(Deserialize)]
         struct Row {
             item: String,
         }
-        let rows: Vec<Row> = self.db.prepare(query).bind(params)?.all().await?.results()?;
+        let rows: Vec<Row> = self.all(self.statement(&query, params)?).await?;
         Ok(rows.into_iter().map(|row| row.item).collect())
     }
 
@@ -419,18 +533,11 @@ impl Store {
             item = compliance_item_sql("?5"),
         );
         let groups: Vec<Group> = self
-            .db
-            .prepare(query)
-            .bind(&[
-                number(block),
-                JsValue::from_f64(after.0 as f64),
-                number(after.1),
-                number(limit),
-                number(now),
-            ])?
-            .all()
-            .await?
-            .results()?;
+            .all(self.statement(
+                &query,
+                vec![block.into(), Param::Signed(after.0), after.1.into(), limit.into(), now.into()],
+            )?)
+            .await?;
         Ok(groups
             .into_iter()
             .map(|group| RenderedItems { items: group.items, last: (group.last_attestation, group.id) })
@@ -457,12 +564,89 @@ fn removed(ids: &BTreeSet<u64>, rows: &[(&IndexedAgent, u64)]) -> Vec<u64> {
 }
 
 /// `value` as one JSON text parameter.
-fn json_param<T: Serialize + ?Sized>(value: &T) -> Result<JsValue> {
+fn json_param<T: Serialize + ?Sized>(value: &T) -> Result<Param> {
     Ok(serde_json::to_string(value).map_err(|error| Error::Runtime(error.into()))?.into())
 }
 
-/// A whole number for D1 (a JavaScript number: exact up to 2^53, which ids, counts, blocks and
-/// times stay far below).
-fn number(value: u64) -> JsValue {
-    JsValue::from_f64(value as f64)
+/// `items` as JSON arrays of at most `max` bytes each (an item longer than that alone in its
+/// array); none for no items.
+pub(super) fn json_chunks<T: Serialize>(items: &[T], max: usize) -> Result<Vec<String>> {
+    let mut chunks = Vec::new();
+    let mut chunk = String::from("[");
+    for item in items {
+        let text = serde_json::to_string(item).map_err(|error| Error::Runtime(error.into()))?;
+        if chunk.len() > 1 && chunk.len() + text.len() + 2 > max {
+            chunk.push(']');
+            chunks.push(std::mem::replace(&mut chunk, String::from("[")));
+        }
+        if chunk.len() > 1 {
+            chunk.push(',');
+        }
+        chunk.push_str(&text);
+    }
+    if chunk.len() > 1 {
+        chunk.push(']');
+        chunks.push(chunk);
+    }
+    Ok(chunks)
+}
+
+/// An agent's row as the run writes it.
+fn new_row(agent: &IndexedAgent, child_count: u64) -> Result<NewRow> {
+    let record = &agent.record;
+    Ok(NewRow {
+        id: record.agent_id,
+        status: record.status as u8,
+        parent: record.parent_agent_id,
+        registered_at: record.registered_at,
+        last_attestation: record.last_attestation,
+        creator: record.creator.to_checksum(None),
+        child_count,
+        item: list_item(record),
+        indexed: serde_json::to_string(agent).map_err(|error| Error::Runtime(error.into()))?,
+    })
+}
+
+/// The bytes the run writes for `agent`'s row (its JSON in a chunk's parameter): what a run's
+/// budget counts.
+pub(super) fn row_bytes(agent: &IndexedAgent) -> Result<usize> {
+    Ok(serde_json::to_string(&new_row(agent, 0)?).map_err(|error| Error::Runtime(error.into()))?.len())
+}
+
+fn decode_state(rows: Vec<StateRow>) -> Result<State> {
+    match rows.into_iter().next() {
+        None => Ok(State::default()),
+        Some(row) => serde_json::from_str(&row.value)
+            .map_err(|error| Error::BadConfig(format!("the index's state does not decode: {error}"))),
+    }
+}
+
+/// A row of `tallies`.
+#[derive(Deserialize)]
+struct TallyRow {
+    kind: u8,
+    key: String,
+    name: Option<String>,
+    #[serde(default)]
+    name_bytes: Option<u64>,
+    count: u64,
+    total: String,
+}
+
+impl TallyRow {
+    fn into_tally(self) -> Result<Tally> {
+        let bad = || {
+            Error::BadConfig(format!("the index's tally {} of kind {} does not decode", self.key, self.kind))
+        };
+        let kind = super::tally::TallyKind::try_from(self.kind).map_err(|()| bad())?;
+        let total: U512 = self.total.parse().map_err(|_| bad())?;
+        let name_bytes = self.name_bytes.or_else(|| self.name.as_ref().map(|name| name.len() as u64));
+        Ok(Tally {
+            key: TallyKey { kind, key: self.key },
+            name: self.name,
+            name_bytes,
+            count: self.count,
+            total,
+        })
+    }
 }

@@ -120,8 +120,12 @@ fn policy(faults: Arc<Faults>) -> Arc<dyn Fn(&str) -> RpcAction + Send + Sync> {
 
 /// The registry read whole at `block`, straight from the node.
 async fn snapshot_at(chain: &TestChain, block: u64) -> Snapshot {
+    snapshot_of(chain, chain.registry(), block).await
+}
+
+/// The registry at `registry` (ours, or one ABI-compatible with it) read whole at `block`.
+pub(super) async fn snapshot_of(chain: &TestChain, registry: Address, block: u64) -> Snapshot {
     let provider = chain.chain.provider();
-    let registry = chain.registry();
     let call = |data: Vec<u8>| {
         let request = TransactionRequest::default().to(registry).input(Bytes::from(data).into());
         async move { provider.call(request).block(BlockId::number(block)).await.expect("a read at the block") }
@@ -184,12 +188,23 @@ async fn assert_index_answers_as_the_chain(
     rpc: &str,
     step: &str,
 ) -> u64 {
+    assert_index_answers_as(api, chain, chain.registry(), rpc, step).await
+}
+
+/// [`assert_index_answers_as_the_chain`] for the registry at `registry`.
+pub(super) async fn assert_index_answers_as(
+    api: &EdgeClient,
+    chain: &TestChain,
+    registry: Address,
+    rpc: &str,
+    step: &str,
+) -> u64 {
     let stats = api.get("/api/v1/stats").await;
     assert_eq!(stats.status, 200, "{step}: {}", stats.text);
     assert_eq!(stats.header("x-index-fallback"), None, "{step}: answered from the index");
     assert!(stats.header("x-index-lag-blocks").is_some(), "{step}: names the index's lag");
     let block: u64 = stats.header("x-block-number").unwrap().parse().unwrap();
-    let direct = SnapshotAnswers::render(&snapshot_at(chain, block).await, &chain.registry(), rpc);
+    let direct = SnapshotAnswers::render(&snapshot_of(chain, registry, block).await, &registry, rpc);
     assert_eq!(stats.text, direct.stats, "{step}: /stats");
     let mut expected: Vec<(String, String)> = vec![
         ("/api/v1/stats/detailed".into(), direct.detailed.clone()),
@@ -210,7 +225,7 @@ async fn assert_index_answers_as_the_chain(
     block
 }
 
-async fn health_index(api: &EdgeClient) -> Value {
+pub(super) async fn health_index(api: &EdgeClient) -> Value {
     api.get("/health").await.body["index"].clone()
 }
 

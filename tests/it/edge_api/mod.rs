@@ -12,6 +12,7 @@ mod expect;
 mod failures;
 mod hostile;
 mod index;
+mod index_attacks;
 mod interop;
 mod methods;
 mod providers;
