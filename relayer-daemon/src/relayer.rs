@@ -19,7 +19,7 @@ use crate::{
     lanes::Pool,
     metrics::Metrics,
     prefilter::PreFilter,
-    store::Store,
+    store::{self, Store},
     stuck::Policy,
 };
 
@@ -227,7 +227,7 @@ impl Relayer {
         job: impl FnOnce(&Store) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let store = Arc::clone(&self.store);
-        tokio::task::spawn_blocking(move || job(&store))
+        tokio::task::spawn_blocking(move || store::on_blocking_thread(|| job(&store)))
             .await
             .map_err(|error| Error::Internal(format!("store task failed: {error}")))?
     }
@@ -238,7 +238,7 @@ impl Relayer {
         job: impl FnOnce(&Store) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let store = Arc::clone(&self.lease_store);
-        tokio::task::spawn_blocking(move || job(&store))
+        tokio::task::spawn_blocking(move || store::on_blocking_thread(|| job(&store)))
             .await
             .map_err(|error| Error::Internal(format!("store task failed: {error}")))?
     }
