@@ -178,6 +178,7 @@ impl Relayer {
         relayer.spawn_lease_keeper();
         relayer.spawn_reconciler();
         relayer.spawn_webhooks();
+        relayer.spawn_handoff_sender();
         tracing::info!(
             relayers = ?relayer.pool.addresses(),
             held = ?relayer.pool.held().iter().map(|lease| lease.lane).collect::<Vec<_>>(),

@@ -22,9 +22,11 @@
 //! - `retention`: what the store forgets, and when.
 //! - `leases`: which daemon may send on which key (lane leases with fences), and which daemons
 //!   are alive.
+//! - `handoffs`: relays a standby accepted, for the holder of their lane to send.
 //! - `outbox`: the webhook events written with each change of a relay, and their delivery state.
 
 mod codec;
+mod handoffs;
 mod leases;
 mod limits;
 mod outbox;
@@ -131,28 +133,33 @@ impl Store {
         ))
     }
 
-    /// Another store on the same database, on a connection of its own (PostgreSQL: a pool of
-    /// one, no migration; SQLite: `None`, the one file's connection is shared, its writes
+    /// Another store on the same database, on a connection of its own, opened now (PostgreSQL:
+    /// a pool of one, no migration; SQLite: `None`, the one file's connection is shared, its writes
     /// serialised by the file's lock anyway). The lease keeper's: requests that take every
     /// connection of the pool, or wait behind a lock, cannot hold back the renewals of the
     /// daemon's leases.
     pub fn second_connection(&self) -> Result<Option<Self>> {
         let Location::Postgres(url) = &self.location else { return Ok(None) };
-        Ok(Some(Self::with_connections(Connections::Postgres(pool::build(url, 1)), self.location.clone())))
+        let connection = off_runtime(|| url.connect())?;
+        Ok(Some(Self::with_connections(
+            Connections::Postgres(pool::build(url, 1, Some(Connection::Postgres(connection)))),
+            self.location.clone(),
+        )))
     }
 
     /// Connects to the PostgreSQL database at `url` and runs its migrations (the tables are
     /// created by the first daemon that starts; the others find them), then opens the pool of
-    /// `url`'s size, whose connections open as operations need them. The migrations' own
-    /// connection is closed after: one first connection refused (a wrong password, a CA that
-    /// does not match) fails start-up with its reason.
+    /// `url`'s size, whose connections open as operations need them, the migrations' the first
+    /// of them: a first connection refused (a wrong password, a CA that does not match) fails
+    /// start-up with its reason.
     pub fn connect(url: &DatabaseUrl) -> Result<Self> {
-        off_runtime(|| {
+        let connection = off_runtime(|| {
             let mut connection = url.connect()?;
-            postgres::migrate(&mut connection)
+            postgres::migrate(&mut connection)?;
+            Ok::<_, Error>(connection)
         })?;
         Ok(Self::with_connections(
-            Connections::Postgres(pool::build(url, url.pool_size())),
+            Connections::Postgres(pool::build(url, url.pool_size(), Some(Connection::Postgres(connection)))),
             Location::Postgres(url.clone()),
         ))
     }

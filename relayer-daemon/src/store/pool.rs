@@ -15,14 +15,23 @@ pub(super) type Pool = r2d2::Pool<Manager>;
 
 /// How r2d2 opens and checks the store's connections.
 #[derive(Debug)]
-pub(super) struct Manager(DatabaseUrl);
+pub(super) struct Manager {
+    url: DatabaseUrl,
+    /// A connection already open (start-up's, which ran the migrations), handed out first:
+    /// opening one costs a TLS handshake and a password exchange.
+    first: std::sync::Mutex<Option<Connection>>,
+}
 
 impl r2d2::ManageConnection for Manager {
     type Connection = Connection;
     type Error = Error;
 
     fn connect(&self) -> Result<Connection> {
-        self.0.connect().map(Connection::Postgres)
+        let first = self.first.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        match first {
+            Some(connection) => Ok(connection),
+            None => self.url.connect().map(Connection::Postgres),
+        }
     }
 
     /// Not asked at check-out (a round trip per operation); a connection the server closed is
@@ -52,12 +61,12 @@ impl r2d2::HandleError<Error> for LogFailures {
     }
 }
 
-/// A pool of at most `size` connections to `url`, opened as needed, one kept (start-up has
-/// connected once already, for the migrations, so a wrong URL or CA is refused there with its
-/// reason). Waiting
+/// A pool of at most `size` connections to `url`, opened as needed, one kept, `first` (if any)
+/// the first (start-up has connected once already, for the migrations, so a wrong URL or CA is
+/// refused there with its reason). Waiting
 /// for a connection (all in use, or the server down) is bounded by the URL's connect timeout,
 /// after which the operation fails as [`Error::StoreUnavailable`].
-pub(super) fn build(url: &DatabaseUrl, size: u32) -> Pool {
+pub(super) fn build(url: &DatabaseUrl, size: u32, first: Option<Connection>) -> Pool {
     r2d2::Pool::builder()
         .max_size(size.max(1))
         // One kept open (and opened now, in the background): the lease keeper's first renewal
@@ -66,7 +75,7 @@ pub(super) fn build(url: &DatabaseUrl, size: u32) -> Pool {
         .test_on_check_out(false)
         .connection_timeout(url.connect_timeout())
         .error_handler(Box::new(LogFailures))
-        .build_unchecked(Manager(url.clone()))
+        .build_unchecked(Manager { url: url.clone(), first: std::sync::Mutex::new(first) })
 }
 
 /// A connection from `pool`; none within its timeout is an outage for this operation (503, retry).

@@ -20,6 +20,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("migrations/postgres/0001_initial.sql")),
     (2, include_str!("migrations/postgres/0002_lanes.sql")),
     (3, include_str!("migrations/postgres/0003_lane_leases.sql")),
+    (4, include_str!("migrations/postgres/0004_handoffs.sql")),
 ];
 
 /// A lock key of our own (an arbitrary constant: "kya" in ASCII) under which migrations run, so
