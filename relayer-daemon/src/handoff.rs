@@ -85,11 +85,18 @@ impl Relayer {
             self.handlers.spawn(async move {
                 let _in_flight = guard;
                 let (id, relay_id) = (record.id, record.relay_id.clone());
-                if let Err(error) = relayer.send_one_handed_off(record).await {
-                    tracing::info!(relay = %relay_id, error = %error.detail(), "a relay handed off was not sent");
-                }
-                if let Err(error) = relayer.db(move |store| store.handed_over(id)).await {
-                    tracing::warn!(relay = %relay_id, error = %error.detail(), "forgetting a hand-off failed; retention sweeps it");
+                match relayer.send_one_handed_off(record).await {
+                    Ok(()) => {
+                        if let Err(error) = relayer.db(move |store| store.handed_over(id)).await {
+                            tracing::warn!(relay = %relay_id, error = %error.detail(), "forgetting a hand-off failed; retention sweeps it");
+                        }
+                    }
+                    // A relay still unsent (the store or the node failed before its send) stays
+                    // handed off, and the next look tries again; one the send closed (released,
+                    // or sent by another daemon) is listed no more, and retention forgets it.
+                    Err(error) => {
+                        tracing::info!(relay = %relay_id, error = %error.detail(), "a relay handed off was not sent");
+                    }
                 }
             });
         }
