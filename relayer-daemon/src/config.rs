@@ -376,7 +376,11 @@ impl Config {
             db_path: lookup("RELAYER_DB").map_or_else(|| DEFAULT_DB_PATH.into(), PathBuf::from),
             database_url: lookup("DATABASE_URL")
                 .map(|url| {
-                    Ok::<_, Error>(DatabaseUrl::parse(&url)?.with_timeouts(database_timeouts(&number)?))
+                    Ok::<_, Error>(
+                        DatabaseUrl::parse(&url)?
+                            .with_timeouts(database_timeouts(&number)?)
+                            .with_pool_size(database_pool_size(&number)?),
+                    )
                 })
                 .transpose()?,
             reconcile_interval: std::time::Duration::from_secs(
@@ -464,6 +468,14 @@ fn database_timeouts(number: &impl Fn(&str, u64) -> Result<u64>) -> Result<Datab
             number("DATABASE_KEEPALIVE_SECS", defaults.keepalive.as_secs())?.max(1),
         ),
     })
+}
+
+/// The store's PostgreSQL connections at most (`DATABASE_POOL_SIZE`), beside the lease keeper's.
+fn database_pool_size(number: &impl Fn(&str, u64) -> Result<u64>) -> Result<u32> {
+    match number("DATABASE_POOL_SIZE", u64::from(crate::store::DEFAULT_POOL_SIZE))? {
+        size @ 1..=1000 => Ok(u32::try_from(size).unwrap_or(1)),
+        _ => Err(Error::Config("DATABASE_POOL_SIZE must be between 1 and 1000".into())),
+    }
 }
 
 /// `WEBHOOK_URL` and `WEBHOOK_SECRET` (both or neither) and the delivery's settings.
@@ -725,7 +737,15 @@ mod tests {
             let printed = format!("{config:?}");
             assert!(!printed.contains("PG-SECRET") && !printed.contains("kya:"), "{printed}");
             assert!(printed.contains(&format!("DatabaseUrl({scheme}://db.internal:5432/…)")), "{printed}");
+            assert_eq!(config.database_url.as_ref().map(DatabaseUrl::pool_size), Some(8), "the default pool");
         }
+        let mut settings = base();
+        settings.extend([("DATABASE_URL", "postgres://db.internal/relayer"), ("DATABASE_POOL_SIZE", "3")]);
+        let config = Config::from_lookup(lookup(&settings)).unwrap();
+        assert_eq!(config.database_url.as_ref().map(DatabaseUrl::pool_size), Some(3));
+        settings.push(("DATABASE_POOL_SIZE", "0"));
+        let error = Config::from_lookup(lookup(&settings)).unwrap_err().to_string();
+        assert!(error.contains("DATABASE_POOL_SIZE must be between 1 and 1000"), "{error}");
         let mut settings = base();
         settings.push(("DATABASE_URL", "sqlite://kya:PG-SECRET@relayer.db"));
         let error = Config::from_lookup(lookup(&settings)).unwrap_err().to_string();

@@ -3,6 +3,7 @@
 mod chain;
 mod config;
 mod error;
+mod handoff;
 mod l1_fee;
 mod lane_rules;
 mod lanes;

@@ -127,7 +127,7 @@ impl Relayer {
         self.ip_limit(&client, checked.digest).await?;
         self.off_chain_signature(checked)?;
         self.signer_limit_read_only(checked).await?;
-        let lanes = self.lanes_that_can_pay().await?;
+        let payers = self.lanes_that_can_pay().await?;
         let fees = self.budget_left(checked, &client).await?;
         let (at, head_time) = self.chain.head().await?;
         self.deadline_room(checked, head_time)?;
@@ -143,10 +143,13 @@ impl Relayer {
         );
         // From here until this handler ends, the reconciler leaves the record to it.
         let _in_flight = InFlightGuard::new(&self.in_flight, (checked.signer(), checked.nonce()));
-        let reservation = match self.reserve(checked, &client, lanes, gas_limit, fees, at).await? {
+        let reservation = match self.reserve(checked, &client, payers.lanes, gas_limit, fees, at).await? {
             Ok(reservation) => reservation,
             Err(held) => return Ok(held),
         };
+        if !payers.held {
+            return self.hand_off(&reservation).await;
+        }
         self.send(checked, &reservation, gas_limit, fees, at).await
     }
 
@@ -243,27 +246,49 @@ impl Relayer {
 
     /// Stage 7, balance: the keys this daemon holds the lease of that hold at least
     /// `MIN_BALANCE`, in pool order. A key below it is passed over (the relay goes to another
-    /// lane); only when none can pay is the answer 503, and 503 too when this daemon holds no
-    /// key (the cluster's keys are all leased to other daemons).
-    async fn lanes_that_can_pay(&self) -> Result<Vec<Address>> {
+    /// lane). When none of this daemon's keys can pay (it holds none: the cluster's keys are all
+    /// leased to other daemons), the keys other daemons hold that can: the relay is handed off
+    /// to their holder ([`Self::hand_off`]). 503 only when no daemon holds a key, or none that
+    /// can pay.
+    async fn lanes_that_can_pay(&self) -> Result<Payers> {
         let held: Vec<Address> = self.pool.held().iter().map(|lease| lease.lane).collect();
-        if held.is_empty() {
-            return Err(Error::NoFreeLane);
-        }
-        let minimum = U256::from(self.config.min_balance_wei);
         // A relay reads its lanes fresh, and the cached balances are read again after it.
         self.balances_changed();
-        let lanes: Vec<Address> = self
-            .balances_of(held)
+        let ours = self.paying(held.clone()).await?;
+        if !ours.is_empty() {
+            return Ok(Payers { lanes: ours, held: true });
+        }
+        let (all, me, now) = (self.pool.addresses(), self.config.relayer_id.clone(), time::now());
+        let others: Vec<Address> = self
+            .db(move |store| store.lane_holders(&all, now))
+            .await?
+            .into_iter()
+            .filter(|holder| holder.holder.as_ref().is_some_and(|holder| *holder != me))
+            .map(|holder| holder.lane)
+            .collect();
+        if others.is_empty() {
+            return Err(if held.is_empty() { Error::NoFreeLane } else { Error::BalanceTooLow });
+        }
+        let theirs = self.paying(others).await?;
+        if theirs.is_empty() {
+            return Err(Error::BalanceTooLow);
+        }
+        Ok(Payers { lanes: theirs, held: false })
+    }
+
+    /// Those of `lanes` that hold at least `MIN_BALANCE`, in their order.
+    async fn paying(&self, lanes: Vec<Address>) -> Result<Vec<Address>> {
+        if lanes.is_empty() {
+            return Ok(lanes);
+        }
+        let minimum = U256::from(self.config.min_balance_wei);
+        Ok(self
+            .balances_of(lanes)
             .await?
             .into_iter()
             .filter(|(_, balance)| *balance >= minimum)
             .map(|(lane, _)| lane)
-            .collect();
-        if lanes.is_empty() {
-            return Err(Error::BalanceTooLow);
-        }
-        Ok(lanes)
+            .collect())
     }
 
     /// Stage 8, budget: is any transaction still affordable at today's fee, in the budget and in
@@ -428,51 +453,9 @@ impl Relayer {
         }
         .abi_encode();
         let outgoing = Outgoing { to: self.config.forwarder, gas_limit, fees, input: input.into() };
-        let (id, relayer) = (reservation.id, Arc::clone(self));
-        let record = move |signed: Sent, lease: Lease| {
-            let relayer = Arc::clone(&relayer);
-            async move {
-                relayer
-                    .db(move |store| store.mark_sent(id, signed.nonce, signed.hash, at, time::now(), &lease))
-                    .await
-            }
-        };
-        let mut lane = reservation.lane;
-        let sent = loop {
-            let sender = self
-                .pool
-                .lane(lane)
-                .ok_or_else(|| Error::Internal(format!("lane {lane} is not one of this relayer's keys")))?;
-            match sender.send(&outgoing, &record).await {
-                Ok(sent) => break sent,
-                Err(error @ Error::Unconfirmed { .. }) => {
-                    // Kept on the books as sent: its follower finds the receipt if the node did
-                    // take it, and until then the worst case stays reserved; the reconciler drops
-                    // it if the node never had it.
-                    self.follow(id);
-                    return Err(error);
-                }
-                Err(error) => {
-                    let error = match error {
-                        // The key's lease went (to another daemon, or given back) before anything
-                        // was recorded on it: nothing was sent, so the relay moves to a key still
-                        // held, or is released when there is none.
-                        Error::LaneLost(lost) => match self.another_lane(id, lost).await? {
-                            Some(next) => {
-                                tracing::info!(relay = %reservation.relay_id, from = %lost, to = %next, "the key's lease was lost before sending; moved the relay");
-                                lane = next;
-                                continue;
-                            }
-                            None => Error::NoFreeLane,
-                        },
-                        error => error,
-                    };
-                    let reason = error.to_string();
-                    self.db(move |store| store.release(id, &reason, time::now())).await?;
-                    return Err(error);
-                }
-            }
-        };
+        let (sent, lane) = self
+            .send_reserved(reservation.id, &reservation.relay_id, reservation.lane, &outgoing, at, false)
+            .await?;
         let hash: B256 = sent.hash;
         tracing::info!(
             function = checked.function,
@@ -486,9 +469,6 @@ impl Relayer {
             reserved_wei = %reservation.reserved_wei,
             "relay sent"
         );
-        self.metrics.accepted();
-        self.balances_changed();
-        self.follow(id);
         Ok(Relayed {
             body: relayer_view::Relayed {
                 tx_hash: Some(hash),
@@ -500,6 +480,90 @@ impl Relayer {
             sent: true,
         })
     }
+
+    /// Sends the reserved relay `id` on `lane` (on another key this daemon holds, should the
+    /// lane's lease go before anything was recorded), recording each signed transaction before
+    /// the node sees it, then follows it. A send that fails releases the reservation (a relay
+    /// another daemon sent meanwhile is left as it is). `handed_off`: a relay a standby accepted,
+    /// whose first record must find it unsent ([`crate::store::Store::mark_first_sent`]).
+    /// Returns what was sent, and on which lane.
+    pub(crate) async fn send_reserved(
+        self: &Arc<Self>,
+        id: i64,
+        relay_id: &str,
+        mut lane: Address,
+        outgoing: &Outgoing,
+        at: u64,
+        handed_off: bool,
+    ) -> Result<(Sent, Address)> {
+        let relayer = Arc::clone(self);
+        let first = Arc::new(std::sync::atomic::AtomicBool::new(handed_off));
+        let record = move |signed: Sent, lease: Lease| {
+            let relayer = Arc::clone(&relayer);
+            let first = first.swap(false, std::sync::atomic::Ordering::SeqCst);
+            async move {
+                relayer
+                    .db(move |store| {
+                        let now = time::now();
+                        if first {
+                            store.mark_first_sent(id, signed.nonce, signed.hash, at, now, &lease)
+                        } else {
+                            store.mark_sent(id, signed.nonce, signed.hash, at, now, &lease)
+                        }
+                    })
+                    .await
+            }
+        };
+        let sent = loop {
+            let sender = self
+                .pool
+                .lane(lane)
+                .ok_or_else(|| Error::Internal(format!("lane {lane} is not one of this relayer's keys")))?;
+            match sender.send(outgoing, &record).await {
+                Ok(sent) => break sent,
+                Err(error @ Error::Unconfirmed { .. }) => {
+                    // Kept on the books as sent: its follower finds the receipt if the node did
+                    // take it, and until then the worst case stays reserved; the reconciler drops
+                    // it if the node never had it.
+                    self.follow(id);
+                    return Err(error);
+                }
+                // The key's lease went (to another daemon, or given back), or the relay is no
+                // longer this lane's to send, before anything was recorded on it: nothing was
+                // sent, so the relay moves to a key still held, or is released when there is
+                // none (unless another daemon, holding its lane now, sent it meanwhile).
+                Err(Error::LaneLost(lost)) => match self.another_lane(id, lost).await? {
+                    Some(next) => {
+                        tracing::info!(relay = %relay_id, from = %lost, to = %next, "the key's lease was lost before sending; moved the relay");
+                        lane = next;
+                    }
+                    None => {
+                        let error = Error::NoFreeLane;
+                        let reason = error.to_string();
+                        self.db(move |store| store.release_unsent(id, &reason, time::now())).await?;
+                        return Err(error);
+                    }
+                },
+                Err(error) => {
+                    let reason = error.to_string();
+                    self.db(move |store| store.release(id, &reason, time::now())).await?;
+                    return Err(error);
+                }
+            }
+        };
+        self.metrics.accepted();
+        self.balances_changed();
+        self.follow(id);
+        Ok((sent, lane))
+    }
+}
+
+/// The keys a relay may be reserved on (stage 7).
+struct Payers {
+    /// The keys, in pool order.
+    lanes: Vec<Address>,
+    /// This daemon holds them (it sends the relay), or other daemons do (it hands it off).
+    held: bool,
 }
 
 #[cfg(test)]

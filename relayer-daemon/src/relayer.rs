@@ -19,7 +19,7 @@ use crate::{
     lanes::Pool,
     metrics::Metrics,
     prefilter::PreFilter,
-    store::Store,
+    store::{self, Store},
     stuck::Policy,
 };
 
@@ -178,6 +178,7 @@ impl Relayer {
         relayer.spawn_lease_keeper();
         relayer.spawn_reconciler();
         relayer.spawn_webhooks();
+        relayer.spawn_handoff_sender();
         tracing::info!(
             relayers = ?relayer.pool.addresses(),
             held = ?relayer.pool.held().iter().map(|lease| lease.lane).collect::<Vec<_>>(),
@@ -227,7 +228,7 @@ impl Relayer {
         job: impl FnOnce(&Store) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let store = Arc::clone(&self.store);
-        tokio::task::spawn_blocking(move || job(&store))
+        tokio::task::spawn_blocking(move || store::on_blocking_thread(|| job(&store)))
             .await
             .map_err(|error| Error::Internal(format!("store task failed: {error}")))?
     }
@@ -238,7 +239,7 @@ impl Relayer {
         job: impl FnOnce(&Store) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let store = Arc::clone(&self.lease_store);
-        tokio::task::spawn_blocking(move || job(&store))
+        tokio::task::spawn_blocking(move || store::on_blocking_thread(|| job(&store)))
             .await
             .map_err(|error| Error::Internal(format!("store task failed: {error}")))?
     }

@@ -3,15 +3,17 @@
 //! machine an embedded SQLite file (`RELAYER_DB`); shared by several daemons, a PostgreSQL
 //! database (`DATABASE_URL`). The same SQL runs on both.
 //!
-//! Every operation is one transaction behind one mutex (one connection per store), so checks
-//! and updates are atomic against concurrent requests and survive a restart; on PostgreSQL each
-//! write also takes the row or advisory lock that makes it atomic against other daemons
+//! Every operation is one transaction, so checks and updates are atomic against concurrent
+//! requests and survive a restart. SQLite has one connection behind a mutex (the file has one
+//! writer anyway); PostgreSQL a pool of connections (`pool`), each write taking the row or
+//! advisory lock that makes it atomic against the daemon's other connections and other daemons
 //! ([`sql::Lock`]). Times are Unix seconds passed in by the caller (no clock in here), which
 //! keeps the windows testable.
 //!
 //! - `sql`: the one query layer over SQLite and PostgreSQL, and the locks of writes.
 //! - `schema`: SQLite's tables, and bringing a store of an earlier version up to date.
 //! - `postgres`: `DATABASE_URL`, connecting (with its timeouts), and PostgreSQL's migrations.
+//! - `pool`: PostgreSQL's connections, pooled.
 //! - `pg_tls`: TLS to PostgreSQL, as `sslmode` and `sslrootcert` in the URL ask.
 //! - `codec`: how addresses, nonces, hashes and wei are kept as text and read back.
 //! - `limits`: rate windows and the budget.
@@ -20,13 +22,16 @@
 //! - `retention`: what the store forgets, and when.
 //! - `leases`: which daemon may send on which key (lane leases with fences), and which daemons
 //!   are alive.
+//! - `handoffs`: relays a standby accepted, for the holder of their lane to send.
 //! - `outbox`: the webhook events written with each change of a relay, and their delivery state.
 
 mod codec;
+mod handoffs;
 mod leases;
 mod limits;
 mod outbox;
 mod pg_tls;
+mod pool;
 mod postgres;
 mod records;
 mod relays;
@@ -44,6 +49,7 @@ use sql::{Connection, Sql, args};
 pub use leases::{LaneHolder, Lease, Taking};
 pub use limits::{BUDGET_WINDOW_SECS, BudgetLimits, BudgetState, RATE_WINDOW_SECS, RateKind, SignerCount};
 pub use outbox::{DueEvent, OutboxEvent};
+pub(crate) use postgres::DEFAULT_POOL_SIZE;
 pub use postgres::{DatabaseTimeouts, DatabaseUrl};
 pub use records::{
     NewRelay, Outcome, Refusal, RelayRecord, RelayStatus, ReplaceRefusal, Replacement, Reservation, SentTx,
@@ -54,10 +60,10 @@ pub use retention::Pruned;
 
 use crate::error::{Error, Result};
 
-/// The store: one connection (SQLite or PostgreSQL) behind a mutex.
+/// The store: SQLite's one connection behind a mutex, or a pool of PostgreSQL connections.
 #[derive(Debug)]
 pub struct Store {
-    connection: Mutex<Connection>,
+    connections: Connections,
     /// Where it is, for reconnecting (PostgreSQL) and for the log.
     location: Location,
     /// Whether changes of relays are written to the webhook outbox ([`Store::with_webhook_events`]).
@@ -66,6 +72,15 @@ pub struct Store {
     event_written: tokio::sync::Notify,
     /// How long a budget window lasts ([`Store::with_budget_window`]).
     budget_window_secs: u64,
+}
+
+/// A store's connections.
+#[derive(Debug)]
+enum Connections {
+    /// SQLite's one: the file has one writer at a time anyway.
+    Sqlite(Mutex<Connection>),
+    /// PostgreSQL's pool: operations run side by side, made atomic by their locks.
+    Postgres(pool::Pool),
 }
 
 /// Where a store is kept.
@@ -114,34 +129,47 @@ impl Store {
         let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
         schema::migrate(&tx)?;
         tx.commit()?;
-        Ok(Self::with_connection(Connection::Sqlite(connection), Location::Sqlite(path.to_owned())))
+        Ok(Self::with_connections(
+            Connections::Sqlite(Mutex::new(Connection::Sqlite(connection))),
+            Location::Sqlite(path.to_owned()),
+        ))
     }
 
-    /// Another store on the same database, on a connection of its own (PostgreSQL: a new
-    /// connection, no migration; SQLite: `None`, the one file's connection is shared, its
-    /// writes serialised by the file's lock anyway). The lease keeper's: a request stuck behind a
-    /// lock cannot hold back the renewals of the daemon's leases.
+    /// Another store on the same database, on a connection of its own, opened now (PostgreSQL:
+    /// a pool of one, no migration; SQLite: `None`, the one file's connection is shared, its writes
+    /// serialised by the file's lock anyway). The lease keeper's: requests that take every
+    /// connection of the pool, or wait behind a lock, cannot hold back the renewals of the
+    /// daemon's leases.
     pub fn second_connection(&self) -> Result<Option<Self>> {
         let Location::Postgres(url) = &self.location else { return Ok(None) };
         let connection = off_runtime(|| url.connect())?;
-        let second = Self::with_connection(Connection::Postgres(connection), self.location.clone());
+        let second = Self::with_connections(
+            Connections::Postgres(pool::build(url, 1, Some(Connection::Postgres(connection)))),
+            self.location.clone(),
+        );
         Ok(Some(second.with_budget_window(self.budget_window_secs)))
     }
 
     /// Connects to the PostgreSQL database at `url` and runs its migrations (the tables are
-    /// created by the first daemon that starts; the others find them).
+    /// created by the first daemon that starts; the others find them), then opens the pool of
+    /// `url`'s size, whose connections open as operations need them, the migrations' the first
+    /// of them: a first connection refused (a wrong password, a CA that does not match) fails
+    /// start-up with its reason.
     pub fn connect(url: &DatabaseUrl) -> Result<Self> {
         let connection = off_runtime(|| {
             let mut connection = url.connect()?;
             postgres::migrate(&mut connection)?;
             Ok::<_, Error>(connection)
         })?;
-        Ok(Self::with_connection(Connection::Postgres(connection), Location::Postgres(url.clone())))
+        Ok(Self::with_connections(
+            Connections::Postgres(pool::build(url, url.pool_size(), Some(Connection::Postgres(connection)))),
+            Location::Postgres(url.clone()),
+        ))
     }
 
-    fn with_connection(connection: Connection, location: Location) -> Self {
+    fn with_connections(connections: Connections, location: Location) -> Self {
         Self {
-            connection: Mutex::new(connection),
+            connections,
             location,
             events: false,
             event_written: Default::default(),
@@ -187,21 +215,24 @@ impl Store {
         }
     }
 
-    /// Runs `f` on the connection, alone. PostgreSQL's blocking client runs a runtime of its
-    /// own, which may not block a thread of another runtime: its work goes to a thread of its
-    /// own when called from one (a test's async body; the daemon calls from the blocking pool).
+    /// Runs `f` on a connection of its own: SQLite's one (alone), or one of PostgreSQL's pool.
+    /// PostgreSQL's blocking client runs a runtime of its own, which may not block a thread of
+    /// another runtime: its work goes to a thread of its own when called from one (a test's
+    /// async body).
     fn with<T: Send>(&self, f: impl FnOnce(&mut Connection) -> Result<T> + Send) -> Result<T> {
-        // A panic while holding the lock cannot leave the store half-written (transactions roll
-        // back on drop), so a poisoned mutex is safe to reuse.
-        let mut connection = self.connection.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let connection = &mut *connection;
-        if matches!(connection, Connection::Sqlite(_)) {
-            return f(connection);
+        match &self.connections {
+            Connections::Sqlite(connection) => {
+                // A panic while holding the lock cannot leave the store half-written
+                // (transactions roll back on drop), so a poisoned mutex is safe to reuse.
+                let mut connection = connection.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                f(&mut connection)
+            }
+            Connections::Postgres(pool) => off_runtime(|| {
+                let mut connection = pool::get(pool)?;
+                self.reconnect_if_closed(&mut connection)?;
+                f(&mut connection)
+            }),
         }
-        off_runtime(|| {
-            self.reconnect_if_closed(connection)?;
-            f(connection)
-        })
     }
 
     /// A PostgreSQL connection the server closed (a restart, a failover) is opened again, so one
@@ -222,10 +253,25 @@ impl Store {
     }
 }
 
+thread_local! {
+    /// Set on a thread of tokio's blocking pool while it runs store jobs
+    /// ([`on_blocking_thread`]): such a thread sees the runtime's handle, but runs no async
+    /// task, so the PostgreSQL client may block it.
+    static BLOCKING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `job` (store operations) on this thread, known to be one of tokio's blocking pool
+/// (`spawn_blocking`): [`off_runtime`] then spares a thread per operation.
+pub(crate) fn on_blocking_thread<T>(job: impl FnOnce() -> T) -> T {
+    // Left set after: the thread stays one of the blocking pool.
+    BLOCKING.set(true);
+    job()
+}
+
 /// Runs `f` on a thread outside any async runtime when called from inside one (see
-/// [`Store::with`]); directly otherwise.
+/// [`Store::with`]); directly otherwise, and on the blocking pool's threads.
 fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
-    if tokio::runtime::Handle::try_current().is_err() {
+    if BLOCKING.get() || tokio::runtime::Handle::try_current().is_err() {
         return f();
     }
     std::thread::scope(|scope| match scope.spawn(f).join() {

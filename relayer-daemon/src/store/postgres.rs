@@ -20,6 +20,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("migrations/postgres/0001_initial.sql")),
     (2, include_str!("migrations/postgres/0002_lanes.sql")),
     (3, include_str!("migrations/postgres/0003_lane_leases.sql")),
+    (4, include_str!("migrations/postgres/0004_handoffs.sql")),
 ];
 
 /// A lock key of our own (an arbitrary constant: "kya" in ASCII) under which migrations run, so
@@ -28,6 +29,12 @@ const MIGRATION_LOCK: i64 = 0x006b_7961;
 
 /// How long connecting may take before start-up fails with the reason.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Connections a daemon's store keeps open at most (`DATABASE_POOL_SIZE`), beside the lease
+/// keeper's own: enough for the operations a busy daemon has in flight at once (requests' rate
+/// windows and reservations, the senders' records, the followers' and the reads'), few enough
+/// that ten daemons stay well inside PostgreSQL's default `max_connections` of 100.
+pub(crate) const DEFAULT_POOL_SIZE: u32 = 8;
 
 /// How long the database may keep a daemon waiting, set on every connection at connect: the
 /// server ends what takes longer with an error, which the daemon answers as
@@ -81,6 +88,8 @@ pub struct DatabaseUrl {
     config: Box<postgres::Config>,
     shown: String,
     timeouts: DatabaseTimeouts,
+    /// Connections of the store's pool at most ([`DEFAULT_POOL_SIZE`]).
+    pool_size: u32,
     /// The TLS the URL asks for (`sslmode`), with its verifier and roots: `None`, none.
     tls: Option<Arc<rustls::ClientConfig>>,
     /// `sslmode` as read, for the errors of a refused handshake.
@@ -114,6 +123,7 @@ impl DatabaseUrl {
             config: Box::new(config),
             shown,
             timeouts: DatabaseTimeouts::default(),
+            pool_size: DEFAULT_POOL_SIZE,
             tls: client_config.map(Arc::new),
             tls_mode,
         };
@@ -141,6 +151,23 @@ impl DatabaseUrl {
     /// The timeouts its connections get.
     pub fn timeouts(&self) -> DatabaseTimeouts {
         self.timeouts
+    }
+
+    /// The same URL with a store pool of at most `size` connections (at least 1).
+    pub fn with_pool_size(mut self, size: u32) -> Self {
+        self.pool_size = size.max(1);
+        self
+    }
+
+    /// Connections of the store's pool at most.
+    pub fn pool_size(&self) -> u32 {
+        self.pool_size
+    }
+
+    /// How long connecting may take (`connect_timeout` in the URL, else 10 s); also the longest
+    /// wait for a connection of the pool.
+    pub(super) fn connect_timeout(&self) -> Duration {
+        self.config.get_connect_timeout().copied().unwrap_or(CONNECT_TIMEOUT)
     }
 
     /// The URL as it may be logged: `postgres://host:port/…`.

@@ -166,16 +166,67 @@ impl Store {
         now: u64,
         lease: &Lease,
     ) -> Result<()> {
+        self.record_sent(id, relayer_nonce, tx_hash, block, now, lease, false)
+    }
+
+    /// [`Store::mark_sent`] for a relay handed off to this daemon, the first time: only while
+    /// no transaction is recorded for it (else [`Error::LaneLost`], nothing recorded), so that
+    /// a daemon that read it unsent before another sent it does not send it again.
+    pub fn mark_first_sent(
+        &self,
+        id: i64,
+        relayer_nonce: u64,
+        tx_hash: B256,
+        block: u64,
+        now: u64,
+        lease: &Lease,
+    ) -> Result<()> {
+        self.record_sent(id, relayer_nonce, tx_hash, block, now, lease, true)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn record_sent(
+        &self,
+        id: i64,
+        relayer_nonce: u64,
+        tx_hash: B256,
+        block: u64,
+        now: u64,
+        lease: &Lease,
+        unsent_only: bool,
+    ) -> Result<()> {
         self.with(|connection| {
             let mut tx = connection.transaction(&[Lock::Relay(id), Lock::Lane(lease.lane.text())])?;
             leases::holds(&mut tx, lease, now)?;
             let before = self.seen(&mut tx, id)?;
+            // Only on the lease's own lane: a relay moved to another lane meanwhile (a hand-off's
+            // holder and the daemon that lost the lane both at it) is that lane's to send.
             let changed = tx.execute(
                 "UPDATE relays SET status = 'sent', relayer_nonce = ?2, tx_hash = ?3, sent_at = ?4,
                      updated_at = ?4
-                 WHERE id = ?1 AND status IN ('accepted', 'sent')",
-                args![id, relayer_nonce as i64, tx_hash.text(), now as i64],
+                 WHERE id = ?1 AND (status = 'accepted' OR (status = 'sent' AND CAST(?6 AS BIGINT) = 0))
+                     AND lane = ?5",
+                args![
+                    id,
+                    relayer_nonce as i64,
+                    tx_hash.text(),
+                    now as i64,
+                    lease.lane.text(),
+                    i64::from(unsent_only)
+                ],
             )?;
+            let on_its_lane = changed == 1
+                || (!unsent_only
+                    && tx
+                        .query_opt(
+                            "SELECT 1 FROM relays WHERE id = ?1 AND lane = ?2",
+                            args![id, lease.lane.text()],
+                        )?
+                        .is_some());
+            if !on_its_lane {
+                // Nothing recorded, so nothing may be submitted.
+                return Err(Error::LaneLost(lease.lane));
+            }
             if changed == 1 {
                 tx.execute("DELETE FROM relay_txs WHERE relay = ?1", args![id])?;
                 // Typed by CAST: in a SELECT list PostgreSQL would take a bare placeholder for
@@ -361,6 +412,12 @@ impl Store {
         self.finish(id, RelayStatus::Failed, Some(0), Some(error), now, None)
     }
 
+    /// [`Store::release`], unless a transaction was recorded for the relay meanwhile (another
+    /// daemon, holding its lane now, sent it): what a daemon that lost the lane gives up.
+    pub fn release_unsent(&self, id: i64, error: &str, now: u64) -> Result<()> {
+        self.finish_if(id, Some(RelayStatus::Accepted), RelayStatus::Failed, Some(0), Some(error), now, None)
+    }
+
     /// Replaces the reservation of a mined relay by what it really cost, and records how it
     /// ended.
     pub fn settle(&self, id: i64, settlement: &Settlement, now: u64) -> Result<()> {
@@ -397,6 +454,21 @@ impl Store {
         now: u64,
         mined: Option<&Settlement>,
     ) -> Result<()> {
+        self.finish_if(id, None, status, cost_wei, error, now, mined)
+    }
+
+    /// [`Store::finish`], only while the relay's status is `only` (any open one when `None`).
+    #[allow(clippy::too_many_arguments)]
+    fn finish_if(
+        &self,
+        id: i64,
+        only: Option<RelayStatus>,
+        status: RelayStatus,
+        cost_wei: Option<u128>,
+        error: Option<&str>,
+        now: u64,
+        mined: Option<&Settlement>,
+    ) -> Result<()> {
         self.with(|connection| {
             // The budget's lock (the cost replaces the reservation in it), and then the relay's.
             let mut tx = connection.transaction(&[Lock::Budget, Lock::Relay(id)])?;
@@ -406,7 +478,8 @@ impl Store {
             )?;
             let (reserved, window_start, previous): (String, i64, String) =
                 (row.get(0)?, row.get(1)?, row.get(2)?);
-            if !RelayStatus::parse(&previous)?.is_open() {
+            let previous = RelayStatus::parse(&previous)?;
+            if !previous.is_open() || only.is_some_and(|only| only != previous) {
                 // Already settled (a settlement after a restart racing a live one): once only.
                 return Ok(());
             }

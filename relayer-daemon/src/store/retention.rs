@@ -53,6 +53,8 @@ impl Store {
                 &format!("DELETE FROM relays WHERE {finished} AND settled_at <= ?1"),
                 args![seconds(relays_before)],
             )?;
+            // Hand-offs whose relay was sent or closed (the holder deletes its own as it sends).
+            tx.execute("DELETE FROM handoffs WHERE relay NOT IN (SELECT id FROM relays WHERE status = 'accepted')", &[])?;
             tx.execute(
                 "DELETE FROM rate_events WHERE at <= ?1",
                 args![now.saturating_sub(RATE_WINDOW_SECS) as i64],

@@ -76,6 +76,12 @@ CREATE TABLE IF NOT EXISTS relayer_daemons (
     id TEXT PRIMARY KEY,
     seen_at INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS handoffs (
+    relay INTEGER PRIMARY KEY,
+    lane TEXT NOT NULL,
+    at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS handoffs_by_lane ON handoffs (lane);
 ";
 
 /// Columns added to `relays` by the relay lifecycle (id, retries, replacement, outcome) and the

@@ -256,38 +256,47 @@ impl Connection {
             Self::Sqlite(connection) => connection.execute_batch("BEGIN IMMEDIATE")?,
             // READ COMMITTED (the default): each statement sees every transaction committed
             // before it, so once the lock is held the checks read what the lock's last holder
-            // wrote. REPEATABLE READ would read a snapshot older than the lock.
-            Self::Postgres(connection) => connection.client().batch_execute("BEGIN")?,
-        }
-        let mut transaction = Transaction { connection: self, done: false };
-        if let Connection::Postgres(_) = transaction.connection {
-            // A lock's statement's rows say nothing: it is run for the lock it takes.
-            for lock in locks {
-                match lock {
-                    Lock::Budget => {
-                        transaction.execute("SELECT id FROM budget WHERE id = 1 FOR UPDATE", &[])?;
-                    }
-                    Lock::Key(key) => {
-                        transaction.execute(
-                            "SELECT pg_advisory_xact_lock(hashtextextended(?1, 0))",
-                            args![key.as_str()],
-                        )?;
-                    }
-                    Lock::Relay(id) => {
-                        transaction.execute("SELECT id FROM relays WHERE id = ?1 FOR UPDATE", args![*id])?;
-                    }
-                    Lock::Lane(address) => {
-                        transaction.execute(
-                            "SELECT address FROM lanes WHERE address = ?1 FOR UPDATE",
-                            args![address.as_str()],
-                        )?;
-                    }
-                    Lock::Rows => {}
+            // wrote. REPEATABLE READ would read a snapshot older than the lock. `BEGIN` and the
+            // locks go in one round trip (a lock's rows say nothing: it is run for the lock it
+            // takes); a lock not granted in time rolls the transaction back.
+            Self::Postgres(connection) => {
+                let client = connection.client();
+                if let Err(error) = client.batch_execute(&begin_with(locks)) {
+                    let _ = client.batch_execute("ROLLBACK");
+                    return Err(error.into());
                 }
             }
         }
-        Ok(transaction)
+        Ok(Transaction { connection: self, done: false })
     }
+}
+
+/// `BEGIN` and the statements that take `locks`, in their order, as one batch. The values are
+/// written into the text (a batch takes no parameters): integers, and text quoted with its
+/// quotes doubled.
+fn begin_with(locks: &[Lock]) -> String {
+    let quoted = |text: &str| format!("'{}'", text.replace('\'', "''"));
+    let mut batch = String::from("BEGIN");
+    for lock in locks {
+        match lock {
+            Lock::Budget => batch.push_str("; SELECT id FROM budget WHERE id = 1 FOR UPDATE"),
+            Lock::Key(key) => {
+                batch.push_str(&format!(
+                    "; SELECT pg_advisory_xact_lock(hashtextextended({}, 0))",
+                    quoted(key)
+                ));
+            }
+            Lock::Relay(id) => batch.push_str(&format!("; SELECT id FROM relays WHERE id = {id} FOR UPDATE")),
+            Lock::Lane(address) => {
+                batch.push_str(&format!(
+                    "; SELECT address FROM lanes WHERE address = {} FOR UPDATE",
+                    quoted(address)
+                ));
+            }
+            Lock::Rows => {}
+        }
+    }
+    batch
 }
 
 impl Sql for Connection {
@@ -432,6 +441,22 @@ fn pg_cell(row: &postgres::Row, index: usize) -> Result<Cell> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn begin_takes_the_locks_in_one_batch_with_quotes_doubled() {
+        assert_eq!(begin_with(&[Lock::Rows]), "BEGIN");
+        assert_eq!(
+            begin_with(&[
+                Lock::Budget,
+                Lock::Relay(7),
+                Lock::Lane("0xab".into()),
+                Lock::Key("rate:ip:o'k".into())
+            ]),
+            "BEGIN; SELECT id FROM budget WHERE id = 1 FOR UPDATE; SELECT id FROM relays WHERE id = 7 FOR UPDATE; \
+             SELECT address FROM lanes WHERE address = '0xab' FOR UPDATE; \
+             SELECT pg_advisory_xact_lock(hashtextextended('rate:ip:o''k', 0))"
+        );
+    }
 
     #[test]
     fn numbered_placeholders_become_postgres_ones() {

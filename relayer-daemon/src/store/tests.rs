@@ -553,7 +553,8 @@ fn a_relay_goes_to_the_candidate_lane_with_the_fewest_open_relays(engine: Engine
     expected.sort();
     assert_eq!(depths, expected);
     // An ended relay no longer counts: b's settles, its released one is gone, so b is the idlest.
-    store.mark_sent(first[1].id, 0, h(0xb0), 1, 6, &leased(&store)).unwrap();
+    let on_b = store.take_lanes("daemon", &[b], 1, Taking::AtStart, 0, 1 << 40).unwrap()[0];
+    store.mark_sent(first[1].id, 0, h(0xb0), 1, 6, &on_b).unwrap();
     store.settle(first[1].id, &Settlement::of(h(0xb0), 10, Outcome::Mined), 7).unwrap();
     store.release(first[2].id, "node refused", 7).unwrap();
     assert_eq!(on("s5", &[a, b, c]).lane, b);
@@ -563,6 +564,56 @@ fn a_relay_goes_to_the_candidate_lane_with_the_fewest_open_relays(engine: Engine
     assert_eq!(store.relay(first[0].id).unwrap().unwrap().lane, Some(a), "recorded with the relay");
     let no_lane = NewRelay { lanes: Vec::new(), ..relay("s8", 0, 10) };
     assert!(matches!(store.reserve(&no_lane, &limits, 5), Err(Error::Internal(_))));
+}
+
+/// A relay handed off by a standby is listed for its lane's holder until handed over; the
+/// first record of a transaction for it finds it only while unsent and on the lease's lane, so
+/// two daemons that both read it unsent never both send it; a relay is recorded on its own lane
+/// only; and a daemon that lost the lane gives up only a relay nobody sent.
+fn a_relay_handed_off_is_sent_once_and_only_on_its_own_lane(engine: Engine) {
+    let (_place, store) = store(engine);
+    let limits = BudgetLimits::total(1_000_000);
+    let other = who("another lane");
+    let reserve = |signer: &str| {
+        let new = NewRelay { lanes: vec![LANE], ..relay(signer, 0, 10) };
+        store.reserve(&new, &limits, 5).unwrap().unwrap()
+    };
+    let (handed, own) = (reserve("standby's"), reserve("holder's own"));
+    store.hand_off(handed.id, LANE, 6).unwrap();
+    let listed = |lanes: &[Address]| -> Vec<i64> {
+        store.handed_off(lanes).unwrap().iter().map(|record| record.id).collect()
+    };
+    assert_eq!(listed(&[LANE]), [handed.id], "the holder's own relay is not handed off");
+    assert_eq!(listed(&[other]), Vec::<i64>::new(), "only the lane's holder sends it");
+
+    let lease = leased(&store);
+    let elsewhere = store.take_lanes("daemon", &[other], 1, Taking::AtStart, 0, 1 << 40).unwrap()[0];
+    let refused = store.mark_first_sent(handed.id, 0, h(0xe1), 1, 7, &elsewhere).unwrap_err();
+    assert!(matches!(refused, Error::LaneLost(lane) if lane == other), "{refused:?}");
+    let refused = store.mark_sent(handed.id, 0, h(0xe1), 1, 7, &elsewhere).unwrap_err();
+    assert!(matches!(refused, Error::LaneLost(_)), "not on its lane: {refused:?}");
+    assert_eq!(store.relay(handed.id).unwrap().unwrap().status, RelayStatus::Accepted, "nothing recorded");
+
+    store.mark_first_sent(handed.id, 0, h(0xe2), 1, 7, &lease).unwrap();
+    assert_eq!(listed(&[LANE]), Vec::<i64>::new(), "sent: no longer waiting");
+    // A second daemon that read it unsent records nothing, so submits nothing.
+    let late = store.mark_first_sent(handed.id, 1, h(0xe3), 1, 8, &lease).unwrap_err();
+    assert!(matches!(late, Error::LaneLost(_)), "{late:?}");
+    let record = store.relay(handed.id).unwrap().unwrap();
+    assert_eq!((record.tx_hash, record.relayer_nonce, record.txs.len()), (Some(h(0xe2)), Some(0), 1));
+    // Its sender's own re-sign still records (the relay is sent, on its lane).
+    store.mark_sent(handed.id, 1, h(0xe4), 1, 8, &lease).unwrap();
+    assert_eq!(store.relay(handed.id).unwrap().unwrap().tx_hash, Some(h(0xe4)));
+    // A daemon that lost the lane gives up only a relay nobody sent.
+    store.release_unsent(handed.id, "lost the lane", 9).unwrap();
+    assert_eq!(store.relay(handed.id).unwrap().unwrap().status, RelayStatus::Sent);
+    store.release_unsent(own.id, "lost the lane", 9).unwrap();
+    assert_eq!(store.relay(own.id).unwrap().unwrap().status, RelayStatus::Failed);
+
+    store.handed_over(handed.id).unwrap();
+    store.hand_off(own.id, LANE, 10).unwrap();
+    assert_eq!(listed(&[LANE]), Vec::<i64>::new(), "a closed relay is not listed");
+    store.prune(0, 0, 11).unwrap();
 }
 
 fn from(signer: &str, client: &str, nonce: u64, gas_limit: u64) -> NewRelay {
@@ -958,6 +1009,7 @@ on_both_engines!(
     retention_drops_call_data_then_records_and_spares_open_relays,
     two_stores_on_one_database_keep_one_budget_one_count_and_one_book,
     a_relay_goes_to_the_candidate_lane_with_the_fewest_open_relays,
+    a_relay_handed_off_is_sent_once_and_only_on_its_own_lane,
     a_key_is_leased_to_one_daemon_at_a_time_and_a_lost_lease_records_nothing,
     the_daemons_alive_are_those_heard_from_within_a_lease,
 );

@@ -158,8 +158,30 @@ fn machine() -> String {
     format!(
         "Machine: {cores} cores ({model}), {memory_gib:.0} GiB, shared with anvil, PostgreSQL, the \
          daemons and the bench client alike; load averages at the start: {load}. Absolute rates \
-         depend on it: compare rows within this report."
+         depend on it: compare rows within this report.\n\nCode measured: {}.",
+        commit()
     )
+}
+
+/// The commit measured, and the relayer's files that differed from it.
+fn commit() -> String {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(root)
+            .output()
+            .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+            .unwrap_or_default()
+    };
+    let head = git(&["rev-parse", "HEAD"]);
+    let changed = git(&["status", "--porcelain", "--", "relayer-daemon", "core", "Cargo.lock"]);
+    if changed.is_empty() {
+        format!("commit `{head}`")
+    } else {
+        let files: Vec<&str> = changed.lines().filter_map(|line| line.split_whitespace().last()).collect();
+        format!("commit `{head}` with uncommitted changes to {}", files.join(", "))
+    }
 }
 
 /// `/proc/loadavg`'s three load averages, `0.52, 0.80, 1.10`.

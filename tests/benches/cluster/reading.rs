@@ -8,10 +8,11 @@ use crate::{
 };
 
 pub(crate) fn write(out: &mut String, rows: &[Measured]) {
-    let lines: Vec<String> = [best(rows), stores(rows), keys(rows), chain(rows), daemons(rows), bounds(rows)]
-        .into_iter()
-        .flatten()
-        .collect();
+    let lines: Vec<String> =
+        [best(rows), targets(rows), stores(rows), keys(rows), chain(rows), daemons(rows), bounds(rows)]
+            .into_iter()
+            .flatten()
+            .collect();
     out.push_str("\n## Reading\n\n");
     out.push_str(&lines.join("\n\n"));
     out.push('\n');
@@ -42,13 +43,35 @@ fn best(rows: &[Measured]) -> Option<String> {
     ))
 }
 
+/// The throughput targets: one daemon on PostgreSQL at least 0.8× one on SQLite, and four
+/// daemons with four keys at least 3.5× one daemon with one key (on PostgreSQL).
+fn targets(rows: &[Measured]) -> Option<String> {
+    let verdict = |met: bool| if met { "met" } else { "**not met**" };
+    let mut lines = Vec::new();
+    if let (Some(sqlite), Some(postgres)) = (find(rows, "sqlite", 1, 1), find(rows, "postgres", 1, 1)) {
+        let store = ratio(postgres.figures.accepted_per_sec, sqlite.figures.accepted_per_sec);
+        lines.push(format!(
+            "one daemon on PostgreSQL accepted {store:.2}× what one on SQLite did (target 0.8×: {})",
+            verdict(store >= 0.8)
+        ));
+    }
+    if let (Some(one), Some(four)) = (find(rows, "postgres", 1, 1), find(rows, "postgres", 4, 4)) {
+        let cluster = ratio(four.figures.accepted_per_sec, one.figures.accepted_per_sec);
+        lines.push(format!(
+            "four daemons with four keys accepted {cluster:.2}× one daemon with one key (target 3.5×: {})",
+            verdict(cluster >= 3.5)
+        ));
+    }
+    (!lines.is_empty()).then(|| format!("Targets: {}.", lines.join("; ")))
+}
+
 /// SQLite against PostgreSQL, one daemon and one key.
 fn stores(rows: &[Measured]) -> Option<String> {
     let (sqlite, postgres) = (find(rows, "sqlite", 1, 1)?, find(rows, "postgres", 1, 1)?);
     Some(format!(
         "One daemon with one key accepted {:.1} relays/s on SQLite and {:.1} on PostgreSQL ({:.2}×): \
          every accepted relay is a few store transactions (rate limits, the reservation under the \
-         budget lock, the send's record), each a round trip to the server on the daemon's one \
+         budget lock, the send's record), each a few round trips to the server on a pooled \
          connection, where SQLite writes a local file.",
         sqlite.figures.accepted_per_sec,
         postgres.figures.accepted_per_sec,
@@ -130,9 +153,10 @@ fn daemons(rows: &[Measured]) -> Option<String> {
             "{scaling} With several daemons the keys were leased (`/status` named different \
              holders, an even share each): each key had one sender at a time, so more daemons \
              add acceptance (checks, store writes) but not sending, which stays one nonce lane \
-             per key. With more daemons than keys the extra daemons hold none and answer 503 \
-             (`No relayer key is free …`); the bench sends such a request on to the next daemon, \
-             as a load balancer's retry would ({standby} such answers in this run)."
+             per key. With more daemons than keys the extra daemons hold none, and accept all \
+             the same: they hand their relays to the keys' holders, which send them \
+             ({standby} answers were 503 `No relayer key is free …` in this run, each sent on to \
+             the next daemon as a load balancer's retry would)."
         ));
     }
     let failing = multi.iter().filter(|row| !row.checks.ok()).count();

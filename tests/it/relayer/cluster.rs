@@ -3,7 +3,7 @@
 //! each); a daemon killed mid-burst loses nothing (its keys are taken over once their leases
 //! run out, its sent relays followed to the end, its unsent ones freed for the retry); the IP
 //! limit is exact across daemons; SIGTERM hands the keys over at once, and a rolling restart
-//! loses nothing.
+//! loses nothing; a daemon holding no key accepts and hands its relays to the keys' holders.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -321,6 +321,9 @@ async fn a_dead_daemons_stuck_relay_is_replaced_by_its_keys_next_holder() {
     let log = first.kill();
 
     let replaced = second.client.relay_until(&id, |relay| relay["status"] == "replaced").await;
+    // Mined at once: the key's holder replaces a stuck relay again every 2 s.
+    anvil(&t, "evm_setAutomine", json!([true])).await;
+    anvil(&t, "evm_mine", json!([])).await;
     let lane = db.open().relay_by_id(&id).unwrap().unwrap().lane.unwrap();
     assert!(
         holders(&second.client).await[keys.iter().position(|key| key.address() == lane).unwrap()].as_deref()
@@ -329,8 +332,6 @@ async fn a_dead_daemons_stuck_relay_is_replaced_by_its_keys_next_holder() {
     );
     assert_eq!(replaced["relayerNonce"], sent_nonce(&db, &id), "at the relay's own nonce");
     assert_eq!(replaced["transactions"].as_array().unwrap().len(), 2, "{replaced}");
-    anvil(&t, "evm_setAutomine", json!([true])).await;
-    anvil(&t, "evm_mine", json!([])).await;
     let mined = second.client.relay_until(&id, |relay| relay["status"] == "mined").await;
     assert_eq!(mined["txHash"], replaced["txHash"], "the replacement is the one mined: {mined}");
     assert_books_exact(&t, &db, &second.client, &keys, &funded, &[agent_key(1_200).address()]).await;
@@ -445,4 +446,54 @@ async fn sigterm_hands_the_keys_over_at_once_and_a_rolling_restart_loses_nothing
         let (clean, log) = daemon.terminate();
         assert!(clean, "{log}");
     }
+}
+
+/// Three daemons and two keys: the third holds none (a standby) and still accepts. Its relays
+/// are handed off to the keys' holders, which send them; it answers 200 with their
+/// transactions (`sent`, or already `mined`), as if it had sent them. Every request runs once and the books are exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_accepts_and_the_keys_holders_send_its_relays() {
+    let t = TestChain::start().await;
+    let keys: Vec<PrivateKeySigner> = cluster_keys(&t).await.into_iter().take(2).collect();
+    let funded: Vec<U256> = join_all(keys.iter().map(|key| balance(&t, key.address()))).await;
+    let db = TestStore::new(Engine::Postgres);
+    let first = BinaryRelayer::start(BINARY, &daemon_env(&t, &db, &keys, "holder-a", 3));
+    holders_until(&first.client, Duration::from_secs(10), |seen| count(seen, "holder-a") == 2).await;
+    let second = BinaryRelayer::start(BINARY, &daemon_env(&t, &db, &keys, "holder-b", 3));
+    let one_each = |seen: &[Option<String>]| count(seen, "holder-a") == 1 && count(seen, "holder-b") == 1;
+    holders_until(&second.client, Duration::from_secs(15), one_each).await;
+    let standby = BinaryRelayer::start(BINARY, &daemon_env(&t, &db, &keys, "standby-c", 3));
+    let (held, _) = holders_until(&standby.client, Duration::from_secs(5), one_each).await;
+    assert_eq!(count(&held, "standby-c"), 0, "{held:?}");
+
+    let bodies: Vec<Value> = (0..12).map(|n| registration(&t, 1_500 + n)).collect();
+    let signers: Vec<Address> = (0..12).map(|n| agent_key(1_500 + n).address()).collect();
+    let answers = join_all(bodies.iter().map(|body| standby.client.relay(body))).await;
+    let mut lanes: BTreeMap<Address, usize> = BTreeMap::new();
+    for (status, answer) in &answers {
+        // Sent by a holder (and, with anvil mining at once, perhaps mined before the standby looks).
+        assert_eq!(*status, 200, "{answer}");
+        assert!(answer["status"] == "sent" || answer["status"] == "mined", "{answer}");
+        let id = answer["relayId"].as_str().unwrap();
+        let record = db.open().relay_by_id(id).unwrap().unwrap();
+        assert_eq!(answer["txHash"], json!(record.tx_hash.unwrap().to_string()), "{answer}");
+        *lanes.entry(record.lane.unwrap()).or_default() += 1;
+    }
+    // Both holders sent: the standby spread its relays over their keys.
+    assert_eq!(lanes.keys().copied().collect::<Vec<_>>().len(), 2, "{lanes:?}");
+    assert_eq!(lanes.values().sum::<usize>(), 12);
+    let mined = join_all(bodies.iter().map(|body| relay_until_mined(&standby.client, body))).await;
+    assert_eq!(mined.len(), 12);
+    assert_books_exact(&t, &db, &standby.client, &keys, &funded, &signers).await;
+
+    let (clean, standby_log) = standby.terminate();
+    assert!(clean, "{standby_log}");
+    assert_eq!(standby_log.matches("relay handed off to the key's holder").count(), 12, "{standby_log}");
+    let mut sent_by_holders = 0;
+    for holder in [first, second] {
+        let (clean, log) = holder.terminate();
+        assert!(clean, "{log}");
+        sent_by_holders += log.matches("relay sent (handed off by another daemon)").count();
+    }
+    assert_eq!(sent_by_holders, 12, "each relay sent once, by a holder");
 }
