@@ -11,6 +11,7 @@ mod compliance;
 pub mod consent;
 pub mod erc8128;
 mod error;
+pub mod feed;
 pub mod forward_request;
 pub mod index;
 pub mod index_plan;

@@ -1,0 +1,497 @@
+//! The changes of one agent over a run of the index, derived from the registry's logs in block
+//! order, from time, and from the record the run read at its last block.
+//!
+//! The index reads a touched agent once, at the run's last block, so its rows show only where
+//! the agent ended. The feed must show each write, in order, with the standing it left: an agent
+//! suspended and reactivated within one run is two `agent.status_changed`. So a [`Walk`] starts
+//! from what the index held before the run ([`Known`]), applies each log as the registry's rules
+//! do (its kind says the new status; an attestation names its time; a registration is an Active
+//! agent attested at its block's time), and notices on the way each moment an attestation
+//! lapses. At the end ([`Walk::settle`]) it compares where the logs led with the record read: a
+//! registry whose logs and records disagree (the registry deployed has no such path, but the
+//! index follows what it is given) gets a correction, so the feed's last standing is always the
+//! index's answer.
+
+use alloy_primitives::Address;
+
+use crate::{
+    ATTESTATION_VALIDITY_SECS, Agent, AgentStatus,
+    feed::{Change, Detail, EventBlock, EventLog, EventType, Standing},
+};
+
+/// What an agent's log says happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogKind {
+    /// `AgentRegistered`, with its `agentWallet` topic.
+    Registered {
+        wallet: Address,
+    },
+    /// `ComplianceAttested`, with its `attestedAt`.
+    Attested {
+        at: u64,
+    },
+    RevenueReported,
+    Suspended,
+    Reactivated,
+    Revoked,
+    Terminated,
+}
+
+/// A registry log that changes an agent, with its block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AgentLog {
+    pub agent_id: u64,
+    pub block: EventBlock,
+    pub log: EventLog,
+    pub kind: LogKind,
+}
+
+/// What the feed knows of an agent between changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Known {
+    pub wallet: Address,
+    pub status: AgentStatus,
+    pub last_attestation: u64,
+}
+
+impl Known {
+    /// What a record says.
+    pub const fn of(agent: &Agent) -> Self {
+        Self { wallet: agent.agent_wallet, status: agent.status, last_attestation: agent.last_attestation }
+    }
+
+    /// Whether the attestation is current at `time` (as [`crate::Compliance`] counts it).
+    const fn attestation_current(&self, time: u64) -> bool {
+        time.saturating_sub(self.last_attestation) <= ATTESTATION_VALIDITY_SECS
+    }
+
+    const fn standing(&self, time: u64) -> Standing {
+        Standing {
+            is_registered: true,
+            is_compliant: matches!(self.status, AgentStatus::Active) && self.attestation_current(time),
+            status: Some(self.status),
+        }
+    }
+}
+
+/// One agent's way through a run: feed it the agent's logs in order, then [`Walk::settle`].
+#[derive(Debug, Clone)]
+pub struct Walk {
+    agent_id: u64,
+    known: Option<Known>,
+    /// The standing last shown (or held before the run).
+    standing: Standing,
+    /// Whether the attestation was current when last looked at: an expiry is sent once.
+    attestation_current: bool,
+    changes: Vec<Change>,
+}
+
+impl Walk {
+    /// Starts from what the index held before the run (`None`: no such agent), at the time of
+    /// the index's block then.
+    pub fn new(agent_id: u64, known: Option<Known>, time: u64) -> Self {
+        let (standing, attestation_current) = match &known {
+            Some(known) => (known.standing(time), known.attestation_current(time)),
+            None => (Standing::UNREGISTERED, false),
+        };
+        Self { agent_id, known, standing, attestation_current, changes: Vec::new() }
+    }
+
+    /// Applies one of the agent's logs (in block and log order).
+    pub fn log(&mut self, log: &AgentLog) {
+        debug_assert_eq!(log.agent_id, self.agent_id, "a walk follows one agent");
+        self.lapse(log.block);
+        let (kind, detail) = match (log.kind, self.known.as_mut()) {
+            (LogKind::Registered { wallet }, _) => {
+                self.known =
+                    Some(Known { wallet, status: AgentStatus::Active, last_attestation: log.block.time });
+                self.attestation_current = true;
+                (EventType::Registered, Detail::None {})
+            }
+            // A log of an agent the feed never saw registered (it was registered before the index
+            // was complete): nothing to say it changed from. `settle` takes its record as known.
+            (_, None) => return,
+            (LogKind::Attested { at }, Some(known)) => {
+                known.last_attestation = at;
+                self.attestation_current = known.attestation_current(log.block.time);
+                (EventType::Attested, Detail::Attested { attested_at: at })
+            }
+            (LogKind::RevenueReported, Some(_)) => (EventType::RevenueReported, Detail::None {}),
+            (LogKind::Suspended, Some(known)) => move_to(known, AgentStatus::Suspended),
+            (LogKind::Reactivated, Some(known)) => move_to(known, AgentStatus::Active),
+            (LogKind::Revoked, Some(known)) => move_to(known, AgentStatus::Revoked),
+            (LogKind::Terminated, Some(known)) => move_to(known, AgentStatus::Terminated),
+        };
+        self.push(kind, log.block, Some(log.log), detail);
+    }
+
+    /// Ends the walk at the run's last block, whose record of the agent the run read (`None`:
+    /// the registry has no such agent there), and gives the agent's changes in order.
+    pub fn settle(mut self, read: Option<&Agent>, block: EventBlock) -> Vec<Change> {
+        self.lapse(block);
+        match (read, self.known) {
+            (Some(agent), Some(known)) if agent.status != known.status => {
+                self.known = Some(Known { status: agent.status, ..known });
+                self.push(
+                    EventType::StatusChanged,
+                    block,
+                    None,
+                    Detail::Status { from: known.status, to: agent.status },
+                );
+            }
+            // Registered before the index was complete: its record is the starting point.
+            (Some(agent), None) => {
+                let known = Known::of(agent);
+                self.known = Some(known);
+                self.standing = known.standing(block.time);
+            }
+            _ => {}
+        }
+        if let (Some(agent), Some(known)) = (read, self.known.as_mut()) {
+            // A last attestation the logs did not announce counts without an event of its own;
+            // a compliance it flips is still shown.
+            known.last_attestation = agent.last_attestation;
+            known.wallet = agent.agent_wallet;
+            self.attestation_current = known.attestation_current(block.time);
+            self.show_compliance(block, None);
+        }
+        self.changes
+    }
+
+    /// The agent's attestation lapsed before `block`'s time: `agent.attestation_expired` (and
+    /// the compliance it flips) at the first block the run saw past the moment.
+    fn lapse(&mut self, block: EventBlock) {
+        let Some(known) = self.known else { return };
+        if self.attestation_current && !known.attestation_current(block.time) {
+            self.attestation_current = false;
+            let detail = Detail::Expired {
+                last_attestation: known.last_attestation,
+                valid_until: known.last_attestation.saturating_add(ATTESTATION_VALIDITY_SECS),
+            };
+            self.push(EventType::AttestationExpired, block, None, detail);
+        }
+    }
+
+    /// Records a change with the standing it leaves, then the compliance flip it caused, if any.
+    fn push(&mut self, kind: EventType, block: EventBlock, log: Option<EventLog>, detail: Detail) {
+        let Some(known) = self.known else { return };
+        let standing = known.standing(block.time);
+        self.changes.push(Change {
+            kind,
+            agent_id: self.agent_id,
+            wallet: known.wallet,
+            block,
+            log,
+            standing,
+            detail,
+        });
+        self.show_compliance(block, log);
+    }
+
+    /// `agent.compliance_changed` if compliance differs from what was last shown.
+    fn show_compliance(&mut self, block: EventBlock, log: Option<EventLog>) {
+        let Some(known) = self.known else { return };
+        let standing = known.standing(block.time);
+        let from = self.standing.is_compliant;
+        self.standing = standing;
+        if standing.is_compliant != from {
+            self.changes.push(Change {
+                kind: EventType::ComplianceChanged,
+                agent_id: self.agent_id,
+                wallet: known.wallet,
+                block,
+                log,
+                standing,
+                detail: Detail::Compliance { from, to: standing.is_compliant },
+            });
+        }
+    }
+}
+
+fn move_to(known: &mut Known, to: AgentStatus) -> (EventType, Detail) {
+    let from = known.status;
+    known.status = to;
+    (EventType::StatusChanged, Detail::Status { from, to })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::KyaResult;
+    use alloy_primitives::{B256, address};
+    use proptest::prelude::*;
+
+    const WALLET: Address = address!("0x70997970c51812dc3a010c7d01b50e0d17dc79c8");
+    const DAY: u64 = 86_400;
+    const T0: u64 = 1_700_000_000;
+
+    fn block(number: u64, time: u64) -> EventBlock {
+        EventBlock { number, hash: B256::with_last_byte(number as u8), time }
+    }
+
+    fn log(number: u64, time: u64, index: u64, kind: LogKind) -> AgentLog {
+        AgentLog {
+            agent_id: 7,
+            block: block(number, time),
+            log: EventLog { transaction_hash: B256::with_last_byte(index as u8), log_index: index },
+            kind,
+        }
+    }
+
+    fn record(status: AgentStatus, last_attestation: u64) -> Agent {
+        Agent {
+            agent_id: 7,
+            creator: Address::ZERO,
+            haftungsperson: Address::ZERO,
+            agent_wallet: WALLET,
+            constitution_hash: B256::ZERO,
+            capability_hash: B256::ZERO,
+            operational_scope: String::new(),
+            parent_agent_id: 0,
+            generation: 0,
+            self_modifying: false,
+            registered_at: T0,
+            last_attestation,
+            last_revenue_report: 0,
+            status,
+        }
+    }
+
+    /// (type, block, compliant after, detail) of each change.
+    fn summary(changes: &[Change]) -> Vec<(EventType, u64, bool, Detail)> {
+        changes
+            .iter()
+            .map(|change| (change.kind, change.block.number, change.standing.is_compliant, change.detail))
+            .collect()
+    }
+
+    #[test]
+    fn a_registration_is_registered_then_compliant() {
+        let mut walk = Walk::new(7, None, T0 - 2);
+        walk.log(&log(10, T0, 0, LogKind::Registered { wallet: WALLET }));
+        let changes = walk.settle(Some(&record(AgentStatus::Active, T0)), block(10, T0));
+        assert_eq!(
+            summary(&changes),
+            vec![
+                (EventType::Registered, 10, true, Detail::None {}),
+                (EventType::ComplianceChanged, 10, true, Detail::Compliance { from: false, to: true }),
+            ]
+        );
+        assert!(changes.iter().all(|change| change.wallet == WALLET && change.log.is_some()));
+        assert_eq!(changes[0].standing.status, Some(AgentStatus::Active));
+    }
+
+    #[test]
+    fn a_suspension_and_reactivation_in_one_run_are_two_changes_each_with_its_compliance() {
+        let mut walk = Walk::new(7, Some(Known::of(&record(AgentStatus::Active, T0))), T0 + 5);
+        walk.log(&log(11, T0 + 10, 1, LogKind::Suspended));
+        walk.log(&log(12, T0 + 12, 0, LogKind::RevenueReported));
+        walk.log(&log(13, T0 + 14, 3, LogKind::Reactivated));
+        let changes = walk.settle(Some(&record(AgentStatus::Active, T0)), block(13, T0 + 14));
+        use AgentStatus::{Active, Suspended};
+        assert_eq!(
+            summary(&changes),
+            vec![
+                (EventType::StatusChanged, 11, false, Detail::Status { from: Active, to: Suspended }),
+                (EventType::ComplianceChanged, 11, false, Detail::Compliance { from: true, to: false }),
+                (EventType::RevenueReported, 12, false, Detail::None {}),
+                (EventType::StatusChanged, 13, true, Detail::Status { from: Suspended, to: Active }),
+                (EventType::ComplianceChanged, 13, true, Detail::Compliance { from: false, to: true }),
+            ]
+        );
+        assert_eq!(changes[1].log, changes[0].log, "a flip names the log that caused it");
+    }
+
+    #[test]
+    fn time_alone_expires_an_attestation_once_at_the_first_block_past_it() {
+        let attested = T0;
+        let edge = attested + ATTESTATION_VALIDITY_SECS;
+        let known = Known::of(&record(AgentStatus::Active, attested));
+
+        // Still current at its last second: nothing.
+        let walk = Walk::new(7, Some(known), edge - 100);
+        assert_eq!(walk.settle(Some(&record(AgentStatus::Active, attested)), block(50, edge)), vec![]);
+
+        // One second past: expired, and no longer compliant; a later run says nothing again.
+        let changes = Walk::new(7, Some(known), edge - 100)
+            .settle(Some(&record(AgentStatus::Active, attested)), block(51, edge + 1));
+        assert_eq!(
+            summary(&changes),
+            vec![
+                (
+                    EventType::AttestationExpired,
+                    51,
+                    false,
+                    Detail::Expired { last_attestation: attested, valid_until: edge }
+                ),
+                (EventType::ComplianceChanged, 51, false, Detail::Compliance { from: true, to: false }),
+            ]
+        );
+        assert!(changes.iter().all(|change| change.log.is_none()), "time has no log");
+        assert_eq!(
+            Walk::new(7, Some(known), edge + 1)
+                .settle(Some(&record(AgentStatus::Active, attested)), block(60, edge + DAY)),
+            vec![]
+        );
+    }
+
+    #[test]
+    fn a_lapse_before_a_renewal_in_the_same_run_is_shown_before_it() {
+        let attested = T0;
+        let renewed = attested + 8 * DAY;
+        let mut walk = Walk::new(7, Some(Known::of(&record(AgentStatus::Active, attested))), attested + DAY);
+        walk.log(&log(90, renewed, 0, LogKind::Attested { at: renewed }));
+        let changes = walk.settle(Some(&record(AgentStatus::Active, renewed)), block(90, renewed));
+        assert_eq!(
+            summary(&changes),
+            vec![
+                (
+                    EventType::AttestationExpired,
+                    90,
+                    false,
+                    Detail::Expired {
+                        last_attestation: attested,
+                        valid_until: attested + ATTESTATION_VALIDITY_SECS
+                    }
+                ),
+                (EventType::ComplianceChanged, 90, false, Detail::Compliance { from: true, to: false }),
+                (EventType::Attested, 90, true, Detail::Attested { attested_at: renewed }),
+                (EventType::ComplianceChanged, 90, true, Detail::Compliance { from: false, to: true }),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_suspended_agents_attestation_expires_without_a_compliance_change() {
+        let known = Known::of(&record(AgentStatus::Suspended, T0));
+        let later = T0 + ATTESTATION_VALIDITY_SECS + 1;
+        let changes =
+            Walk::new(7, Some(known), T0).settle(Some(&record(AgentStatus::Suspended, T0)), block(5, later));
+        assert_eq!(
+            summary(&changes),
+            vec![(
+                EventType::AttestationExpired,
+                5,
+                false,
+                Detail::Expired { last_attestation: T0, valid_until: T0 + ATTESTATION_VALIDITY_SECS }
+            )]
+        );
+    }
+
+    #[test]
+    fn a_record_the_logs_did_not_announce_is_corrected_at_the_runs_block() {
+        // A registry (not ours) that revokes without a log.
+        let changes = Walk::new(7, Some(Known::of(&record(AgentStatus::Active, T0))), T0)
+            .settle(Some(&record(AgentStatus::Revoked, T0)), block(8, T0 + 3));
+        assert_eq!(
+            summary(&changes),
+            vec![
+                (
+                    EventType::StatusChanged,
+                    8,
+                    false,
+                    Detail::Status { from: AgentStatus::Active, to: AgentStatus::Revoked }
+                ),
+                (EventType::ComplianceChanged, 8, false, Detail::Compliance { from: true, to: false }),
+            ]
+        );
+        assert!(changes.iter().all(|change| change.log.is_none()));
+    }
+
+    #[test]
+    fn an_agent_the_feed_never_saw_registered_starts_from_its_record_silently() {
+        let mut walk = Walk::new(7, None, T0);
+        walk.log(&log(3, T0 + 1, 0, LogKind::Suspended));
+        assert_eq!(walk.settle(Some(&record(AgentStatus::Suspended, T0)), block(3, T0 + 1)), vec![]);
+    }
+
+    /// A registry that follows its own rules, as a reference for the walk.
+    #[derive(Debug, Clone, Copy)]
+    enum Write {
+        Attest,
+        Report,
+        Suspend,
+        Reactivate,
+        Revoke,
+        Terminate,
+    }
+
+    fn writes() -> impl Strategy<Value = Vec<(Write, u64)>> {
+        let write = prop_oneof![
+            Just(Write::Attest),
+            Just(Write::Report),
+            Just(Write::Suspend),
+            Just(Write::Reactivate),
+            Just(Write::Revoke),
+            Just(Write::Terminate),
+        ];
+        // Gaps of up to 10 days between writes, so attestations lapse now and then.
+        prop::collection::vec((write, 0..10 * DAY), 0..12)
+    }
+
+    proptest! {
+        /// Whatever the registry does, in whatever runs the index reads it: each change's
+        /// compliance flip goes from the last shown to the new, and the last standing shown
+        /// is `/kya`'s answer at the run's block.
+        #[test]
+        fn the_last_standing_is_the_kya_answer_and_flips_chain(
+            writes in writes(), registered_in_run in any::<bool>(), tail in 0..10 * DAY,
+        ) {
+            let mut agent = record(AgentStatus::Active, T0);
+            let mut time = T0;
+            let mut logs = Vec::new();
+            for (number, (write, gap)) in writes.iter().enumerate() {
+                time += gap;
+                let kind = match (write, agent.status) {
+                    (Write::Attest, AgentStatus::Active) => { agent.last_attestation = time; LogKind::Attested { at: time } }
+                    (Write::Report, AgentStatus::Active) => LogKind::RevenueReported,
+                    (Write::Suspend, AgentStatus::Active) => { agent.status = AgentStatus::Suspended; LogKind::Suspended }
+                    (Write::Reactivate, AgentStatus::Suspended) => { agent.status = AgentStatus::Active; LogKind::Reactivated }
+                    (Write::Revoke, AgentStatus::Active | AgentStatus::Suspended) => { agent.status = AgentStatus::Revoked; LogKind::Revoked }
+                    (Write::Terminate, AgentStatus::Active | AgentStatus::Suspended) => { agent.status = AgentStatus::Terminated; LogKind::Terminated }
+                    _ => continue, // the registry refuses it
+                };
+                logs.push(log(number as u64 + 2, time, 0, kind));
+            }
+            let end = block(100, time + tail);
+            let mut walk = if registered_in_run {
+                let mut walk = Walk::new(7, None, T0 - 1);
+                walk.log(&log(1, T0, 0, LogKind::Registered { wallet: WALLET }));
+                walk
+            } else {
+                Walk::new(7, Some(Known::of(&record(AgentStatus::Active, T0))), T0)
+            };
+            for log in &logs {
+                walk.log(log);
+            }
+            let changes = walk.settle(Some(&agent), end);
+
+            let mut shown = !registered_in_run; // compliant at T0 when known before
+            for (index, change) in changes.iter().enumerate() {
+                if let Detail::Compliance { from, to } = change.detail {
+                    prop_assert_eq!(from, shown);
+                    prop_assert_ne!(from, to);
+                    shown = to;
+                    prop_assert_eq!(change.standing.is_compliant, to);
+                } else {
+                    // The standing after a change includes the flip it caused, shown next.
+                    let flip = changes.get(index + 1).and_then(|next| match next.detail {
+                        Detail::Compliance { to, .. } if next.block == change.block && next.log == change.log => Some(to),
+                        _ => None,
+                    });
+                    prop_assert_eq!(change.standing.is_compliant, flip.unwrap_or(shown), "{:?}", change);
+                }
+            }
+            prop_assert!(changes.windows(2).all(|pair| pair[0].block.number <= pair[1].block.number));
+            prop_assert!(!changes.iter().any(|change| change.log.is_none() && change.kind == EventType::StatusChanged), "a registry that logs every write needs no correction");
+            let kya = KyaResult::of(WALLET, Some(&agent), end.time);
+            prop_assert_eq!(shown, kya.is_compliant, "the last compliance shown is /kya's");
+            if let Some(last) = changes.last() {
+                prop_assert_eq!((last.standing.is_registered, last.standing.status), (kya.is_registered, Some(agent.status)));
+            }
+            let expiries = changes.iter().filter(|change| change.kind == EventType::AttestationExpired).count();
+            let attestations = changes.iter().filter(|change| change.kind == EventType::Attested).count();
+            prop_assert!(expiries <= attestations + 1, "one expiry per attestation at most");
+        }
+    }
+}

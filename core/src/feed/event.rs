@@ -1,0 +1,330 @@
+//! The change feed's events and their JSON (`docs/change-feed.md`).
+
+use alloy_primitives::{Address, B256};
+use serde::{Deserialize, Serialize};
+
+use crate::{AgentStatus, Error, Result, feed::Cursor};
+
+/// What changed about an agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum EventType {
+    /// The agent was registered (`AgentRegistered`).
+    #[serde(rename = "agent.registered")]
+    Registered,
+    /// Its status moved (`AgentSuspended`, `AgentReactivated`, `AgentRevoked`, `AgentTerminated`,
+    /// or a correction where the registry's record disagrees with its logs).
+    #[serde(rename = "agent.status_changed")]
+    StatusChanged,
+    /// It was attested (`ComplianceAttested`).
+    #[serde(rename = "agent.attested")]
+    Attested,
+    /// Its attestation lapsed: the index's block time passed `lastAttestation` plus the validity
+    /// period. Time makes it, not a transaction.
+    #[serde(rename = "agent.attestation_expired")]
+    AttestationExpired,
+    /// It reported revenue (`RevenueReported`).
+    #[serde(rename = "agent.revenue_reported")]
+    RevenueReported,
+    /// `isCompliant` flipped, whatever made it.
+    #[serde(rename = "agent.compliance_changed")]
+    ComplianceChanged,
+}
+
+impl EventType {
+    /// Every type, in the order the documentation lists them.
+    pub const ALL: [Self; 6] = [
+        Self::Registered,
+        Self::StatusChanged,
+        Self::Attested,
+        Self::AttestationExpired,
+        Self::RevenueReported,
+        Self::ComplianceChanged,
+    ];
+
+    /// The name in JSON, in the `type` filter and as the SSE `event:` field.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Registered => "agent.registered",
+            Self::StatusChanged => "agent.status_changed",
+            Self::Attested => "agent.attested",
+            Self::AttestationExpired => "agent.attestation_expired",
+            Self::RevenueReported => "agent.revenue_reported",
+            Self::ComplianceChanged => "agent.compliance_changed",
+        }
+    }
+}
+
+impl core::str::FromStr for EventType {
+    type Err = Error;
+
+    fn from_str(name: &str) -> Result<Self> {
+        Self::ALL.into_iter().find(|kind| kind.as_str() == name).ok_or(Error::InvalidQuery {
+            name: "type",
+            reason: "must be one of agent.registered, agent.status_changed, agent.attested, \
+                     agent.attestation_expired, agent.revenue_reported, agent.compliance_changed",
+        })
+    }
+}
+
+/// How sure the feed is of a change. Every change is sent `provisional` first; once the setting's
+/// depth of blocks has confirmed its block it is sent again `final` (naming the provisional entry
+/// in `confirms`), or, if a reorganisation removed it first, `retracted` (naming it in
+/// `retracts`). Never both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Finality {
+    Provisional,
+    Final,
+    Retracted,
+}
+
+/// An agent's KYA standing, as `GET /kya/:wallet` answers it at a block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Standing {
+    pub is_registered: bool,
+    pub is_compliant: bool,
+    /// `None` when no agent is registered (a registration a reorganisation removed).
+    pub status: Option<AgentStatus>,
+}
+
+impl Standing {
+    /// No agent.
+    pub const UNREGISTERED: Self = Self { is_registered: false, is_compliant: false, status: None };
+}
+
+/// The block a change happened in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventBlock {
+    pub number: u64,
+    pub hash: B256,
+    /// Unix seconds (rendered as ISO 8601 in JSON).
+    #[serde(with = "iso_seconds")]
+    pub time: u64,
+}
+
+/// The log a change was read from; `None` for what time or a correction made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventLog {
+    pub transaction_hash: B256,
+    /// The log's index in its block.
+    pub log_index: u64,
+}
+
+/// What a change says beyond its type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Detail {
+    /// `agent.status_changed`.
+    Status { from: AgentStatus, to: AgentStatus },
+    /// `agent.compliance_changed`.
+    Compliance { from: bool, to: bool },
+    /// `agent.attested`: the attestation's time.
+    Attested {
+        #[serde(rename = "attestedAt", with = "iso_seconds")]
+        attested_at: u64,
+    },
+    /// `agent.attestation_expired`: the attestation that lapsed, and the last second it was
+    /// current (`lastAttestation` plus the validity period).
+    Expired {
+        #[serde(rename = "lastAttestation", with = "iso_seconds")]
+        last_attestation: u64,
+        #[serde(rename = "validUntil", with = "iso_seconds")]
+        valid_until: u64,
+    },
+    /// `agent.registered` and `agent.revenue_reported`: the log says it all (the report itself
+    /// is at `/agent/:id/revenue`; its strings have no bound, so the feed does not carry them).
+    None {},
+}
+
+/// One change of one agent, as the index derived it (no id or finality yet).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Change {
+    #[serde(rename = "type")]
+    pub kind: EventType,
+    pub agent_id: u64,
+    #[serde(serialize_with = "crate::checksum::serialize")]
+    pub wallet: Address,
+    pub block: EventBlock,
+    pub log: Option<EventLog>,
+    /// The agent's standing after the change.
+    pub standing: Standing,
+    #[serde(flatten)]
+    pub detail: Detail,
+}
+
+/// An entry of the feed: a change with its place in the feed and its finality.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Event {
+    /// This entry's cursor: `after=<id>` and `Last-Event-ID` resume after it.
+    pub id: Cursor,
+    pub finality: Finality,
+    /// For `final`: the provisional entry it confirms.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub confirms: Option<Cursor>,
+    /// For `retracted`: the provisional entry it withdraws. Its `standing` is then the agent's
+    /// standing once the reorganisation was applied, not the withdrawn change's.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub retracts: Option<Cursor>,
+    #[serde(flatten)]
+    pub change: Change,
+}
+
+impl Event {
+    /// A change as first seen.
+    pub const fn provisional(id: Cursor, change: Change) -> Self {
+        Self { id, finality: Finality::Provisional, confirms: None, retracts: None, change }
+    }
+
+    /// The confirmation of `provisional`, at `id`.
+    pub const fn confirmation(id: Cursor, provisional: &Self) -> Self {
+        Self {
+            id,
+            finality: Finality::Final,
+            confirms: Some(provisional.id),
+            retracts: None,
+            change: provisional.change,
+        }
+    }
+
+    /// The withdrawal of `provisional`, at `id`, with the agent's standing after the
+    /// reorganisation.
+    pub const fn retraction(id: Cursor, provisional: &Self, standing: Standing) -> Self {
+        let mut change = provisional.change;
+        change.standing = standing;
+        Self { id, finality: Finality::Retracted, confirms: None, retracts: Some(provisional.id), change }
+    }
+
+    /// The entry's JSON, as `/changes`, the stream and webhooks send it.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("an event serialises")
+    }
+}
+
+/// Unix seconds as ISO 8601 in JSON.
+mod iso_seconds {
+    use serde::{Deserialize, Deserializer, Serializer, de::Error as _};
+
+    pub(super) fn serialize<S: Serializer>(seconds: &u64, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&crate::time::iso8601(*seconds))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        crate::time::parse_iso8601(&text)
+            .ok_or_else(|| D::Error::custom(format!("not an ISO 8601 time: {text}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloy_primitives::address;
+
+    fn change(detail: Detail, kind: EventType) -> Change {
+        Change {
+            kind,
+            agent_id: 7,
+            wallet: address!("0x70997970c51812dc3a010c7d01b50e0d17dc79c8"),
+            block: EventBlock { number: 120, hash: B256::repeat_byte(0xab), time: 1_700_000_000 },
+            log: Some(EventLog { transaction_hash: B256::repeat_byte(0x01), log_index: 2 }),
+            standing: Standing {
+                is_registered: true,
+                is_compliant: false,
+                status: Some(AgentStatus::Suspended),
+            },
+            detail,
+        }
+    }
+
+    #[test]
+    fn an_event_renders_as_documented_and_reads_back() {
+        let provisional = Event::provisional(
+            Cursor { batch: 41, index: 3 },
+            change(
+                Detail::Status { from: AgentStatus::Active, to: AgentStatus::Suspended },
+                EventType::StatusChanged,
+            ),
+        );
+        let json: serde_json::Value = serde_json::from_str(&provisional.to_json()).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "id": "41-3",
+                "finality": "provisional",
+                "type": "agent.status_changed",
+                "agentId": 7,
+                "wallet": "0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
+                "block": {
+                    "number": 120,
+                    "hash": format!("0x{}", "ab".repeat(32)),
+                    "time": "2023-11-14T22:13:20.000Z",
+                },
+                "log": {"transactionHash": format!("0x{}", "01".repeat(32)), "logIndex": 2},
+                "standing": {"isRegistered": true, "isCompliant": false, "status": "Suspended"},
+                "from": "Active",
+                "to": "Suspended",
+            })
+        );
+        assert_eq!(serde_json::from_value::<Event>(json).unwrap(), provisional);
+
+        let confirmed = Event::confirmation(Cursor { batch: 50, index: 0 }, &provisional);
+        let json: serde_json::Value = serde_json::from_str(&confirmed.to_json()).unwrap();
+        assert_eq!((json["finality"].as_str(), json["confirms"].as_str()), (Some("final"), Some("41-3")));
+        assert_eq!(json["from"], "Active", "a confirmation repeats the change");
+        assert_eq!(serde_json::from_value::<Event>(json).unwrap(), confirmed);
+
+        let withdrawn =
+            Event::retraction(Cursor { batch: 44, index: 1 }, &provisional, Standing::UNREGISTERED);
+        let json: serde_json::Value = serde_json::from_str(&withdrawn.to_json()).unwrap();
+        assert_eq!((json["finality"].as_str(), json["retracts"].as_str()), (Some("retracted"), Some("41-3")));
+        assert_eq!(
+            json["standing"],
+            serde_json::json!({"isRegistered": false, "isCompliant": false, "status": null})
+        );
+        assert_eq!(serde_json::from_value::<Event>(json).unwrap(), withdrawn);
+    }
+
+    #[test]
+    fn each_detail_has_its_fields() {
+        let render = |detail, kind| {
+            let json: serde_json::Value = serde_json::from_str(
+                &Event::provisional(Cursor { batch: 1, index: 0 }, change(detail, kind)).to_json(),
+            )
+            .unwrap();
+            let event: Event = serde_json::from_value(json.clone()).unwrap();
+            assert_eq!(event.change.detail, detail, "{json}");
+            json
+        };
+        let json = render(Detail::Compliance { from: true, to: false }, EventType::ComplianceChanged);
+        assert_eq!((json["from"].as_bool(), json["to"].as_bool()), (Some(true), Some(false)));
+        let json = render(Detail::Attested { attested_at: 1_700_000_000 }, EventType::Attested);
+        assert_eq!(json["attestedAt"], "2023-11-14T22:13:20.000Z");
+        let json = render(
+            Detail::Expired { last_attestation: 1_700_000_000, valid_until: 1_700_604_800 },
+            EventType::AttestationExpired,
+        );
+        assert_eq!(
+            (json["lastAttestation"].as_str(), json["validUntil"].as_str()),
+            (Some("2023-11-14T22:13:20.000Z"), Some("2023-11-21T22:13:20.000Z"))
+        );
+        let json = render(Detail::None {}, EventType::RevenueReported);
+        assert!(json.get("from").is_none() && json.get("attestedAt").is_none(), "{json}");
+    }
+
+    #[test]
+    fn type_names_round_trip_and_others_are_refused() {
+        for kind in EventType::ALL {
+            assert_eq!(kind.as_str().parse::<EventType>(), Ok(kind));
+            assert_eq!(serde_json::to_value(kind).unwrap(), kind.as_str());
+        }
+        let error = "agent.deleted".parse::<EventType>().unwrap_err();
+        assert!(error.is_bad_request());
+        assert!(
+            error.to_string().starts_with("invalid query parameter 'type': must be one of agent.registered")
+        );
+    }
+}

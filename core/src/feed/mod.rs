@@ -1,0 +1,20 @@
+//! The change feed (`docs/change-feed.md`), with no I/O: its events and their JSON, the changes
+//! of an agent derived from the registry's logs and from time ([`Walk`]), cursors, the filters
+//! and pages of `GET /changes`, the confirmation and retraction of provisional entries, and the
+//! Server-Sent Events framing of `GET /changes/stream`. The Worker's index writes the feed; the
+//! client reads it.
+
+mod cursor;
+mod derive;
+mod event;
+pub mod finality;
+mod query;
+pub mod sse;
+
+pub use cursor::Cursor;
+pub use derive::{AgentLog, Known, LogKind, Walk};
+pub use event::{Change, Detail, Event, EventBlock, EventLog, EventType, Finality, Standing};
+pub use query::{
+    CHANGES_DEFAULT_LIMIT, CHANGES_MAX_LIMIT, ChangesQuery, MAX_FILTER_VALUES, Page, Unservable,
+    check_cursor, page,
+};
