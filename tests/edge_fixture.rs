@@ -143,6 +143,9 @@ impl EdgeWorker {
         if indexed {
             command.arg("--test-scheduled");
         }
+        // One run per `run_index`: tests drive the index themselves, so the pacer stays off
+        // unless a test's own vars turn it on (a later `--var` wins).
+        command.arg("--var").arg("INDEX_INTERVAL_SECS:0");
         for (name, value) in vars {
             command.arg("--var").arg(format!("{name}:{value}"));
         }

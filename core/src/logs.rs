@@ -12,13 +12,14 @@
 use std::ops::RangeInclusive;
 
 use alloy_json_rpc::{Id, Request, Response, ResponsePayload};
-use alloy_primitives::{Address, B256, U64, U256};
+use alloy_primitives::{Address, B256, Bytes, U64, U256};
 use alloy_sol_types::SolEvent;
 use serde::{Deserialize, Serialize};
 
 use crate::{
     Error, Result,
     abi::AgentRegistry,
+    feed::{AgentLog, EventBlock, EventLog, LogKind},
     record::small,
     rpc::{excerpt, rpc_error},
 };
@@ -77,26 +78,78 @@ pub enum Logs {
     Refused { hint: Option<u64>, message: String },
 }
 
+/// A log as a node answers it (pending logs have no block yet; some nodes add `blockTimestamp`).
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Log {
     block_number: Option<U64>,
+    block_hash: Option<B256>,
+    block_timestamp: Option<U64>,
+    transaction_hash: Option<B256>,
+    log_index: Option<U64>,
     #[serde(default)]
     topics: Vec<B256>,
     #[serde(default)]
+    data: Bytes,
+    #[serde(default)]
     removed: bool,
+}
+
+/// One of the registry's [`AGENT_EVENTS`], with where it is and, for the change feed, what it
+/// says ([`crate::feed::LogKind`]; `None` when its data does not decode as the event's, which a
+/// registry other than ours may emit: the agent is still touched).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AgentLogEntry {
+    pub touch: Touch,
+    pub block_hash: B256,
+    /// The block's time when the node gave it with the log.
+    pub block_time: Option<u64>,
+    pub transaction_hash: B256,
+    pub log_index: u64,
+    pub kind: Option<LogKind>,
+}
+
+impl AgentLogEntry {
+    /// The feed's view of the log, given its block's time (the entry's own, or the block
+    /// header's); `None` when its data did not decode.
+    pub fn for_feed(&self, block_time: u64) -> Option<AgentLog> {
+        Some(AgentLog {
+            agent_id: self.touch.agent_id,
+            block: EventBlock { number: self.touch.block, hash: self.block_hash, time: block_time },
+            log: EventLog { transaction_hash: self.transaction_hash, log_index: self.log_index },
+            kind: self.kind?,
+        })
+    }
+}
+
+/// What the provider answered to [`logs_request`], each log whole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AgentLogs {
+    /// The registry's agent logs of the range, in the node's order (block, then log index).
+    Found(Vec<AgentLogEntry>),
+    /// As [`Logs::Refused`].
+    Refused { hint: Option<u64>, message: String },
 }
 
 /// The answer to [`logs_request`]: the agents touched, or the provider's refusal of the range.
 /// Logs a node marks `removed` (reorganised away) and events other than [`AGENT_EVENTS`] are
 /// skipped.
 pub fn decode_logs(body: &str) -> Result<Logs> {
+    Ok(match decode_agent_logs(body)? {
+        AgentLogs::Found(entries) => Logs::Touched(entries.iter().map(|entry| entry.touch).collect()),
+        AgentLogs::Refused { hint, message } => Logs::Refused { hint, message },
+    })
+}
+
+/// The answer to [`logs_request`] with each log whole, for the change feed: as [`decode_logs`]
+/// skips and refuses.
+pub fn decode_agent_logs(body: &str) -> Result<AgentLogs> {
     let response: Response = serde_json::from_str(body)
         .map_err(|error| Error::Rpc(format!("not a JSON-RPC answer ({error}): {}", excerpt(body))))?;
     let raw = match response.payload {
         ResponsePayload::Success(raw) => raw,
         ResponsePayload::Failure(error) if is_range_refusal(error.code, &error.message) => {
-            return Ok(Logs::Refused {
+            return Ok(AgentLogs::Refused {
                 hint: hinted_end(&error.message),
                 message: error.message.into_owned(),
             });
@@ -105,7 +158,7 @@ pub fn decode_logs(body: &str) -> Result<Logs> {
     };
     let logs: Vec<Log> = serde_json::from_str(raw.get())
         .map_err(|error| Error::Decode(format!("eth_getLogs: {error}: {}", excerpt(raw.get()))))?;
-    let mut touched = Vec::with_capacity(logs.len());
+    let mut found = Vec::with_capacity(logs.len());
     for log in logs {
         let (Some(block), Some(event), Some(agent)) =
             (log.block_number, log.topics.first(), log.topics.get(1))
@@ -115,9 +168,54 @@ pub fn decode_logs(body: &str) -> Result<Logs> {
         if log.removed || !AGENT_EVENTS.contains(event) {
             continue;
         }
-        touched.push(Touch { block: block.to(), agent_id: small(U256::from_be_bytes(agent.0), "agent id")? });
+        found.push(AgentLogEntry {
+            touch: Touch { block: block.to(), agent_id: small(U256::from_be_bytes(agent.0), "agent id")? },
+            block_hash: log.block_hash.unwrap_or_default(),
+            block_time: log.block_timestamp.map(|time| time.to()),
+            transaction_hash: log.transaction_hash.unwrap_or_default(),
+            log_index: log.log_index.map_or(0, |index| index.to()),
+            kind: log_kind(&log.topics, &log.data),
+        });
     }
-    Ok(Logs::Touched(touched))
+    Ok(AgentLogs::Found(found))
+}
+
+/// What an agent log says, if its topics and data decode as its event's.
+fn log_kind(topics: &[B256], data: &Bytes) -> Option<LogKind> {
+    use AgentRegistry::{
+        AgentReactivated, AgentRegistered, AgentRevoked, AgentSuspended, AgentTerminated, ComplianceAttested,
+        RevenueReported,
+    };
+    let topics = topics.iter().copied();
+    Some(match topics.clone().next()? {
+        AgentRegistered::SIGNATURE_HASH => {
+            LogKind::Registered { wallet: AgentRegistered::decode_raw_log(topics, data).ok()?.agentWallet }
+        }
+        ComplianceAttested::SIGNATURE_HASH => {
+            LogKind::Attested { at: ComplianceAttested::decode_raw_log(topics, data).ok()?.attestedAt }
+        }
+        RevenueReported::SIGNATURE_HASH => {
+            RevenueReported::decode_raw_log(topics, data).ok()?;
+            LogKind::RevenueReported
+        }
+        AgentSuspended::SIGNATURE_HASH => {
+            AgentSuspended::decode_raw_log(topics, data).ok()?;
+            LogKind::Suspended
+        }
+        AgentReactivated::SIGNATURE_HASH => {
+            AgentReactivated::decode_raw_log(topics, data).ok()?;
+            LogKind::Reactivated
+        }
+        AgentRevoked::SIGNATURE_HASH => {
+            AgentRevoked::decode_raw_log(topics, data).ok()?;
+            LogKind::Revoked
+        }
+        AgentTerminated::SIGNATURE_HASH => {
+            AgentTerminated::decode_raw_log(topics, data).ok()?;
+            LogKind::Terminated
+        }
+        _ => return None,
+    })
 }
 
 /// A provider's refusal of a log query's range or result count (`../shared/PROVIDERS.md`): Infura
@@ -182,6 +280,91 @@ mod tests {
         assert_eq!(filter["address"].as_str().unwrap().parse::<Address>().unwrap(), REGISTRY);
         assert_eq!((filter["fromBlock"].as_str(), filter["toBlock"].as_str()), (Some("0x10"), Some("0xff")));
         assert_eq!(filter["topics"][0].as_array().unwrap().len(), AGENT_EVENTS.len());
+    }
+
+    /// A node's JSON of `event` in block `number` at `index`.
+    fn node_log<E: SolEvent>(event: &E, number: u64, index: u64) -> serde_json::Value {
+        let topics: Vec<String> =
+            event.encode_topics().iter().map(|topic| B256::from(topic.0).to_string()).collect();
+        serde_json::json!({
+            "blockNumber": format!("{number:#x}"),
+            "blockHash": B256::repeat_byte(number as u8).to_string(),
+            "transactionHash": B256::repeat_byte(0xf0 | index as u8).to_string(),
+            "logIndex": format!("{index:#x}"),
+            "topics": topics,
+            "data": Bytes::from(event.encode_data()).to_string(),
+            "removed": false,
+        })
+    }
+
+    #[test]
+    fn each_agent_event_decodes_whole_for_the_feed() {
+        use AgentRegistry::*;
+        let id = U256::from(7);
+        let wallet = address!("0x70997970c51812dc3a010c7d01b50e0d17dc79c8");
+        let registered = AgentRegistered {
+            agentId: id,
+            creator: Address::ZERO,
+            agentWallet: wallet,
+            haftungsperson: Address::ZERO,
+            parentAgentId: U256::ZERO,
+            generation: U256::ZERO,
+        };
+        let attested = ComplianceAttested { agentId: id, attester: Address::ZERO, attestedAt: 1_700_000_000 };
+        let reported = RevenueReported {
+            agentId: id,
+            amount: U256::from(5),
+            currency: "USD".into(),
+            category: "x".into(),
+            periodStart: 1,
+            periodEnd: 2,
+        };
+        let mut logs = vec![
+            node_log(&registered, 10, 0),
+            node_log(&attested, 11, 1),
+            node_log(&reported, 11, 2),
+            node_log(&AgentSuspended { agentId: id, regulator: Address::ZERO }, 12, 0),
+            node_log(&AgentReactivated { agentId: id, regulator: Address::ZERO }, 12, 1),
+            node_log(&AgentRevoked { agentId: id, regulator: Address::ZERO }, 13, 0),
+            node_log(&AgentTerminated { agentId: id, caller: Address::ZERO }, 13, 1),
+        ];
+        // A registry not ours: the attestation's data cut short. The agent is still touched.
+        let mut short = node_log(&attested, 14, 0);
+        short["data"] = "0x01".into();
+        logs.push(short);
+        let mut timed = node_log(&attested, 15, 0);
+        timed["blockTimestamp"] = "0x6553f100".into();
+        logs.push(timed);
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": 0, "result": logs}).to_string();
+        let AgentLogs::Found(entries) = decode_agent_logs(&body).unwrap() else { panic!("found") };
+        let kinds: Vec<Option<LogKind>> = entries.iter().map(|entry| entry.kind).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                Some(LogKind::Registered { wallet }),
+                Some(LogKind::Attested { at: 1_700_000_000 }),
+                Some(LogKind::RevenueReported),
+                Some(LogKind::Suspended),
+                Some(LogKind::Reactivated),
+                Some(LogKind::Revoked),
+                Some(LogKind::Terminated),
+                None,
+                Some(LogKind::Attested { at: 1_700_000_000 }),
+            ]
+        );
+        assert!(entries.iter().all(|entry| entry.touch.agent_id == 7));
+        let second = &entries[2];
+        assert_eq!((second.touch.block, second.block_hash, second.log_index), (11, B256::repeat_byte(11), 2));
+        assert_eq!(second.transaction_hash, B256::repeat_byte(0xf2));
+        assert_eq!((second.block_time, entries[8].block_time), (None, Some(0x6553f100)));
+        let feed = second.for_feed(99).unwrap();
+        assert_eq!((feed.block.number, feed.block.time, feed.log.log_index), (11, 99, 2));
+        assert_eq!(entries[7].for_feed(99), None, "nothing to say of an undecodable log");
+        assert_eq!(
+            decode_logs(&body).unwrap(),
+            Logs::Touched(entries.iter().map(|entry| entry.touch).collect()),
+            "the index's touches are the same logs"
+        );
     }
 
     #[test]

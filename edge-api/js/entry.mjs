@@ -6,6 +6,7 @@ import {
   fetch as handleFetch,
   scheduled as handleScheduled,
   NonceStore as RustNonceStore,
+  IndexPacer as RustIndexPacer,
 } from "../build/kya_edge_api.js";
 import wasmModule from "../build/kya_edge_api_bg.wasm";
 
@@ -29,6 +30,23 @@ export class NonceStore extends DurableObject {
   constructor(ctx, env) {
     super(ctx, env);
     this.inner = new RustNonceStore(ctx, env);
+  }
+
+  async fetch(request) {
+    return this.inner.fetch(request);
+  }
+
+  async alarm() {
+    return this.inner.alarm();
+  }
+}
+
+// The registry index's runner (edge-api/src/index/pace.rs): runs the index from its alarm at the
+// chain's pace; the Cron Trigger only makes sure its alarm is set.
+export class IndexPacer extends DurableObject {
+  constructor(ctx, env) {
+    super(ctx, env);
+    this.inner = new RustIndexPacer(ctx, env);
   }
 
   async fetch(request) {

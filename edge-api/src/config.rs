@@ -36,6 +36,10 @@ pub const DEFAULT_INDEX_BLOCKS_PER_RUN: u64 = 10_000;
 /// Seconds an answer from the index is cached when `INDEX_ANSWER_TTL_SECS` is not set: runs
 /// come once a minute, so a write shows in answers within two.
 pub const DEFAULT_INDEX_ANSWER_TTL_SECS: u64 = 30;
+/// Seconds between the starts of two index runs when `INDEX_INTERVAL_SECS` is not set: Base's
+/// block time, so a write shows within a block or two (0 turns the pacer off: the Cron Trigger
+/// runs the index once a minute).
+pub const DEFAULT_INDEX_INTERVAL_SECS: u64 = 2;
 /// Seconds after its last run the index stops answering when `INDEX_MAX_AGE_SECS` is not set:
 /// the endpoints read the chain directly instead, and say so.
 pub const DEFAULT_INDEX_MAX_AGE_SECS: u64 = 600;
@@ -82,6 +86,9 @@ pub(crate) struct IndexConfig {
     /// Seconds an answer from the index is cached (`INDEX_ANSWER_TTL_SECS`; 0 turns caching
     /// of them off).
     pub(crate) answer_ttl_secs: u64,
+    /// Seconds between the starts of two runs of the pacer (`INDEX_INTERVAL_SECS`; 0 turns the
+    /// pacer off).
+    pub(crate) interval_secs: u64,
 }
 
 impl IndexConfig {
@@ -139,6 +146,9 @@ impl Config {
                 answer_ttl_secs: var("INDEX_ANSWER_TTL_SECS")
                     .and_then(|secs| secs.parse().ok())
                     .unwrap_or(DEFAULT_INDEX_ANSWER_TTL_SECS),
+                interval_secs: var("INDEX_INTERVAL_SECS")
+                    .and_then(|secs| secs.parse().ok())
+                    .unwrap_or(DEFAULT_INDEX_INTERVAL_SECS),
             },
             verify: VerifyPolicy {
                 clock_skew_secs: var("VERIFY_CLOCK_SKEW_SECS")

@@ -16,12 +16,13 @@ mod rpc;
 mod snapshot;
 mod verify;
 
+pub use index::IndexPacer;
 pub use verify::nonces::NonceStore;
 
 pub use config::{
     DEFAULT_BATCH_SIZE, DEFAULT_INDEX_AGENTS_PER_RUN, DEFAULT_INDEX_ANSWER_TTL_SECS,
-    DEFAULT_INDEX_BLOCKS_PER_RUN, DEFAULT_INDEX_MAX_AGE_SECS, DEFAULT_INDEX_REORG_WINDOW,
-    DEFAULT_INDEX_SWEEP_PER_RUN, DEFAULT_MEMORY_CACHE_BYTES, DEFAULT_RPC_URL,
+    DEFAULT_INDEX_BLOCKS_PER_RUN, DEFAULT_INDEX_INTERVAL_SECS, DEFAULT_INDEX_MAX_AGE_SECS,
+    DEFAULT_INDEX_REORG_WINDOW, DEFAULT_INDEX_SWEEP_PER_RUN, DEFAULT_MEMORY_CACHE_BYTES, DEFAULT_RPC_URL,
 };
 pub use error::{Error, Result};
 
@@ -52,10 +53,11 @@ async fn fetch(request: Request, env: Env, context: Context) -> worker::Result<R
     }
 }
 
-/// A Cron Trigger (`wrangler.toml`): one bounded step of the registry index.
+/// A Cron Trigger (`wrangler.toml`): the watchdog of the registry index's pacer, which runs the
+/// index at the chain's pace (or, with the pacer off, one bounded step of the index).
 #[event(scheduled)]
 async fn scheduled(_event: ScheduledEvent, env: Env, _context: ScheduleContext) {
-    index::run(&env).await;
+    index::watch(&env).await;
 }
 
 async fn respond(mut request: Request, env: Env, context: Context) -> Result<Response> {

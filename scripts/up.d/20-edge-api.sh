@@ -3,8 +3,9 @@
 # local chain, offline (no telemetry, no Cloudflare calls). Its Cache API, KV and D1 state start
 # empty: every `scripts/up.sh` deploys a fresh chain at the same addresses, so old cached answers
 # would otherwise describe the previous chain. The registry index's tables are created by the
-# project's migrations (edge-api/migrations/), and its scheduled handler is run every
-# INDEX_EVERY seconds (default 5) through --test-scheduled, as a Cron Trigger would run it.
+# project's migrations (edge-api/migrations/). Its pacer (a Durable Object) runs the index every
+# INDEX_INTERVAL_SECS (wrangler.toml: 2); the scheduled handler, its watchdog, is called once a
+# minute through --test-scheduled, as the Cron Trigger would.
 bash scripts/build-worker.sh
 edge_port=${PORT:-3000}
 rm -rf .wrangler/state
@@ -23,18 +24,19 @@ run_edge_api() {
 start_service "edge API" run_edge_api
 wait_until 90 "the edge API" curl -fsS "http://127.0.0.1:$edge_port/health"
 
-# The index's runs: what a Cron Trigger does in a deployment, every few seconds here.
+# The index's watchdog: what the Cron Trigger does in a deployment, once a minute (the first
+# call sets the pacer's alarm, which then runs the index at the chain's pace).
 run_index() {
   # Ends at once on the SIGTERM of up.sh's stop (or a Ctrl-C): the pause runs in the background
   # so that the trap is not held up behind it.
   trap 'exit 0' TERM INT
   while true; do
     curl -fsS -o /dev/null "http://127.0.0.1:$edge_port/__scheduled?cron=*+*+*+*+*" || true
-    sleep "${INDEX_EVERY:-5}" &
+    sleep 60 &
     wait $!
   done
 }
 start_service "index runs" run_index
 summary+=("edge API   http://127.0.0.1:$edge_port (GET /health, /api/v1/stats, /agents, /agent/:id, /kya/:wallet, ...)")
-summary+=("index      D1 under wrangler dev, run every ${INDEX_EVERY:-5} s (GET /health shows it)")
+summary+=("index      D1 under wrangler dev, run every 2 s by its Durable Object pacer (GET /health shows it)")
 summary+=("explorer   http://127.0.0.1:$edge_port/ (the registry explorer page, served with the Worker)")

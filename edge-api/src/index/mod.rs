@@ -8,15 +8,19 @@
 //! - `tally`: the totals kept by name (currencies, categories, generations), in their own table.
 //! - `follow`: the registry's logs over a range of blocks, split as providers refuse.
 //! - `run`: one bounded run of the indexer.
+//! - `pace`: the Durable Object that runs it at the chain's pace, and the Cron Trigger's watchdog.
 //! - `serve`: the answers from the index, and when it must not answer.
 
 mod follow;
 mod limits;
+mod pace;
 mod run;
 mod serve;
 mod store;
 mod tally;
 
+pub use pace::IndexPacer;
+pub(crate) use pace::watch;
 pub(crate) use run::run;
 pub(crate) use serve::{Served, answer};
 pub(crate) use store::Store;

@@ -15,5 +15,6 @@ mod index;
 mod index_attacks;
 mod interop;
 mod methods;
+mod pace;
 mod providers;
 mod verify;
