@@ -23,7 +23,7 @@ use crate::{
     ATTESTATION_VALIDITY_SECS, Agent, AgentStatus, Cents, Compliance, Revenue,
     pagination::Page,
     query::AgentsQuery,
-    stats::{ComplianceItem, DetailedStats, RevenueAggregate, Stats, StatusDistribution, percentage},
+    stats::{DetailedStats, RevenueAggregate, Stats, StatusDistribution, percentage},
     view::{AgentListItem, RecentRegistration},
 };
 
@@ -365,14 +365,16 @@ pub fn unfiltered_page_ids(total: u64, query: &AgentsQuery) -> Range<u64> {
     first..start.saturating_add(limit).min(total).saturating_add(1).max(first)
 }
 
-/// What `/agents/compliance` needs of an agent.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ComplianceRow {
-    pub agent_id: u64,
-    pub creator: Address,
-    pub status: AgentStatus,
-    pub last_attestation: u64,
-    pub child_count: u64,
+/// What `/agents/compliance` needs of an agent: the Rust statement of an item's rendering, which
+/// the Worker leaves to D1 ([`compliance_item_sql`]) and the tests hold it to.
+#[cfg(test)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ComplianceRow {
+    pub(crate) agent_id: u64,
+    pub(crate) creator: Address,
+    pub(crate) status: AgentStatus,
+    pub(crate) last_attestation: u64,
+    pub(crate) child_count: u64,
 }
 
 /// `/agents/compliance` in parts, for a body streamed in order of ascending `lastAttestation`,
@@ -389,8 +391,9 @@ pub const COMPLIANCE_SEPARATOR: &str = ",";
 pub const COMPLIANCE_TAIL: &str = "]}";
 
 /// One item of `/agents/compliance`, at `now`.
-pub fn compliance_item(row: &ComplianceRow, now: u64) -> String {
-    json(&ComplianceItem {
+#[cfg(test)]
+pub(crate) fn compliance_item(row: &ComplianceRow, now: u64) -> String {
+    json(&crate::stats::ComplianceItem {
         agent_id: row.agent_id,
         creator: row.creator,
         status: row.status,
@@ -400,7 +403,7 @@ pub fn compliance_item(row: &ComplianceRow, now: u64) -> String {
 
 /// The SQL expression that renders one `/agents/compliance` item of an index row (columns `id`,
 /// `creator`, stored checksummed, `status`, `last_attestation`, `child_count`) exactly as
-/// [`compliance_item`] renders it, at the Unix time bound to the parameter `now_param` (e.g.
+/// `compliance_item` (a test's) renders it, at the Unix time bound to the parameter `now_param` (e.g.
 /// `?5`). The database renders the list, so the Worker copies text instead of decoding every
 /// row into values and encoding them again: at 100,000 agents that decoding was nearly all of
 /// the endpoint's CPU. The rule is [`Compliance::at`]'s, written once more in SQL and held to it
