@@ -53,6 +53,17 @@ pub enum Error {
     /// currencies and categories, or too long ones), named in the message.
     #[error("{0}")]
     AnswerTooLarge(String),
+    /// `after` names a batch older than the change feed keeps: events after it may be gone.
+    #[error(
+        "Gone: the cursor is older than the change feed keeps (its oldest batch is {oldest}); start again without after"
+    )]
+    ChangesGone {
+        /// The oldest batch kept.
+        oldest: u64,
+    },
+    /// The change feed needs the registry index's D1 binding, which this deployment lacks.
+    #[error("the change feed needs the registry index (D1 binding INDEX), which this deployment has not")]
+    FeedUnavailable,
     /// The Workers runtime failed (Cache API, KV, fetch plumbing).
     #[error("worker runtime: {0}")]
     Runtime(#[from] worker::Error),
@@ -68,6 +79,8 @@ impl Error {
             Self::BadVerifyRequest(_) => 400,
             Self::MethodNotAllowed(_) | Self::VerifyMethodNotAllowed(_) => 405,
             Self::RateLimited { .. } => 429,
+            Self::ChangesGone { .. } => 410,
+            Self::FeedUnavailable => 503,
             // A provider that refuses even a batch of one call, or keeps failing: a bad gateway.
             // So is one whose `eth_call` gas cap is below what a lone call needs.
             Self::Core(kya_core::Error::BatchRefused(_) | kya_core::Error::OutOfGas(_))
@@ -113,6 +126,8 @@ mod tests {
         assert_eq!(Error::RegistryNotConfigured.status(), 500);
         assert_eq!(Error::D1Limit("x".into()).status(), 500);
         assert_eq!(Error::AnswerTooLarge("x".into()).status(), 507);
+        assert_eq!(Error::ChangesGone { oldest: 4 }.status(), 410);
+        assert_eq!(Error::FeedUnavailable.status(), 503);
         assert_eq!(Error::from(kya_core::Error::BatchRefused("x".into())).status(), 502);
         assert_eq!(Error::ProviderFailed("x".into()).status(), 502);
         assert_eq!(Error::from(kya_core::Error::OutOfGas("x".into())).status(), 502);

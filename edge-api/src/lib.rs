@@ -118,9 +118,10 @@ async fn serve(request: &mut Request, env: &Env, context: &Context, now: u64) ->
     let config = Config::from_env(env);
     let budget = Cell::new(rpc::SUBREQUEST_BUDGET);
     let rpc = Rpc { url: &config.rpc_url, batch_size: config.batch_size, multicall: None, budget: &budget };
-    match endpoint {
+    match &endpoint {
         Endpoint::Health => return health::answer(&config, &rpc, index::Store::open(env)).await,
         Endpoint::OpenApi => return http::json(200, openapi::DOCUMENT, openapi::CACHE_CONTROL),
+        Endpoint::Changes(query) => return index::changes::answer(env, query).await,
         _ => {}
     }
     let origin = url.origin().ascii_serialization();

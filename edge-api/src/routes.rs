@@ -3,7 +3,10 @@
 //! one row here, one variant, and its answer in [`crate::answers`].
 
 use alloy_primitives::Address;
-use kya_core::query::{AgentsQuery, RevenueQuery, parse_agent_id, parse_wallet};
+use kya_core::{
+    feed::ChangesQuery,
+    query::{AgentsQuery, RevenueQuery, parse_agent_id, parse_wallet},
+};
 
 use crate::{Error, Result};
 
@@ -26,6 +29,7 @@ pub(crate) enum Endpoint {
     Revenue(u64, RevenueQuery),
     RevenueAggregate,
     Kya(Address),
+    Changes(ChangesQuery),
 }
 
 /// Query parameters as decoded from the URL.
@@ -38,7 +42,7 @@ struct Route {
     parse: fn(&[&str], Query<'_>) -> Result<Endpoint>,
 }
 
-const ROUTES: [Route; 11] = [
+const ROUTES: [Route; 12] = [
     Route { pattern: "/health", parse: |_, _| Ok(Endpoint::Health) },
     Route { pattern: "/openapi.json", parse: |_, _| Ok(Endpoint::OpenApi) },
     Route { pattern: "/api/v1/stats", parse: |_, _| Ok(Endpoint::Stats) },
@@ -61,6 +65,10 @@ const ROUTES: [Route; 11] = [
     },
     Route { pattern: "/api/v1/revenue/aggregate", parse: |_, _| Ok(Endpoint::RevenueAggregate) },
     Route { pattern: "/api/v1/kya/:wallet", parse: |path, _| Ok(Endpoint::Kya(parse_wallet(path[0])?)) },
+    Route {
+        pattern: "/api/v1/changes",
+        parse: |_, query| Ok(Endpoint::Changes(ChangesQuery::parse(pairs(query))?)),
+    },
 ];
 
 /// Every path pattern of the table (`:name` for a captured segment), for the OpenAPI
@@ -118,7 +126,8 @@ impl Endpoint {
     /// revenue history).
     pub(crate) fn cache_policy(&self) -> Option<CachePolicy> {
         let (path, ttl) = match self {
-            Self::Health | Self::OpenApi | Self::Revenue(..) => return None,
+            // The feed moves every run: a page is read from D1 each time (its cost is bounded).
+            Self::Health | Self::OpenApi | Self::Revenue(..) | Self::Changes(_) => return None,
             Self::Stats => ("/api/v1/stats".into(), AGENT_DATA_TTL),
             Self::StatsDetailed => ("/api/v1/stats/detailed".into(), AGENT_DATA_TTL),
             Self::Agent(id) => (format!("/api/v1/agent/{id}"), AGENT_DATA_TTL),

@@ -10,7 +10,9 @@
 //! - `run`: one bounded run of the indexer.
 //! - `pace`: the Durable Object that runs it at the chain's pace, and the Cron Trigger's watchdog.
 //! - `serve`: the answers from the index, and when it must not answer.
+//! - `changes`: `GET /api/v1/changes`, pages of the change feed the runs append.
 
+pub(crate) mod changes;
 mod follow;
 mod limits;
 mod pace;

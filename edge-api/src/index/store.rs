@@ -98,14 +98,17 @@ impl Store {
     }
 
     /// `sql` with `params` bound, once both pass D1's limits.
-    fn statement(&self, sql: &str, params: Vec<Param>) -> Result<D1PreparedStatement> {
+    pub(super) fn statement(&self, sql: &str, params: Vec<Param>) -> Result<D1PreparedStatement> {
         self.limits.check(sql, &params)?;
         let values: Vec<_> = params.into_iter().map(Param::into_js).collect();
         Ok(self.db.prepare(sql).bind(&values)?)
     }
 
     /// Every row `statement` selects.
-    async fn all<T: for<'de> Deserialize<'de>>(&self, statement: D1PreparedStatement) -> Result<Vec<T>> {
+    pub(super) async fn all<T: for<'de> Deserialize<'de>>(
+        &self,
+        statement: D1PreparedStatement,
+    ) -> Result<Vec<T>> {
         self.limits.spend(1)?;
         Ok(statement.all().await?.results()?)
     }

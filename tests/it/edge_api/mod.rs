@@ -7,6 +7,7 @@
 
 mod blocks;
 mod bulk;
+mod changes;
 mod demo;
 mod expect;
 mod failures;

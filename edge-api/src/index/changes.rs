@@ -1,0 +1,124 @@
+//! `GET /api/v1/changes`: a page of the change feed (docs/change-feed.md) from the index's
+//! `feed_batches`, oldest first, with the query's filters (`kya_core::feed`).
+//!
+//! A page reads at most [`BATCHES_PER_PAGE`] batches from its cursor's, by the table's key: its
+//! cost depends neither on the registry's size nor on how far back the cursor is. A page ends at
+//! its limit or where those batches end, whichever comes first; `more` then says whether the
+//! feed holds entries past `next`.
+
+use kya_core::feed::{ChangesQuery, Cursor, Event, Unservable, check_cursor, page};
+use serde::Deserialize;
+use worker::{Env, Response};
+
+use super::{Store, limits::Param};
+use crate::{Error, Result, http};
+
+/// The most batches a page reads. A run writes a batch of at most `CHUNK_BYTES` (250 KB), so
+/// a page reads at most 4 MB however the feed was written; most batches hold a few events.
+const BATCHES_PER_PAGE: u64 = 16;
+
+/// The answer to `GET /api/v1/changes?…`.
+pub(crate) async fn answer(env: &Env, query: &ChangesQuery) -> Result<Response> {
+    let store = Store::open(env).ok_or(Error::FeedUnavailable)?;
+    let held = store.feed_held().await?;
+    check_cursor(query.after, held).map_err(|unservable| match unservable {
+        Unservable::Gone { oldest } => Error::ChangesGone { oldest },
+        Unservable::Unknown { .. } => Error::Core(kya_core::Error::InvalidQuery {
+            name: "after",
+            reason: "names no event this feed has written",
+        }),
+    })?;
+    let from = match (query.after, held) {
+        (Some(after), _) => after.batch,
+        (None, Some((oldest, _))) => oldest,
+        (None, None) => return http::json(200, &body(&[], None, false), "no-store"),
+    };
+    let batches = store.feed_batches(from, BATCHES_PER_PAGE).await?;
+    let newest_read = batches.last().map(|(batch, _)| *batch);
+    let entries: Vec<Event> = batches.into_iter().flat_map(|(_, events)| events).collect();
+    let found = page(&entries, query);
+    let filled = found.events.len() as u64 == query.limit;
+    let more = match (held, newest_read) {
+        (Some((_, newest)), Some(read)) => {
+            read < newest || (filled && found.next != entries.last().map(|entry| entry.id))
+        }
+        _ => false,
+    };
+    http::json(200, &body(&found.events, found.next, more), "no-store")
+}
+
+/// `{"events":[…],"next":"<id>"|null,"more":bool}`.
+fn body(events: &[Event], next: Option<Cursor>, more: bool) -> String {
+    let mut body = String::from("{\"events\":[");
+    for (index, event) in events.iter().enumerate() {
+        if index > 0 {
+            body.push(',');
+        }
+        body.push_str(&event.to_json());
+    }
+    body.push_str("],\"next\":");
+    match next {
+        Some(next) => {
+            body.push('"');
+            body.push_str(&next.to_string());
+            body.push('"');
+        }
+        None => body.push_str("null"),
+    }
+    body.push_str(if more { ",\"more\":true}" } else { ",\"more\":false}" });
+    body
+}
+
+impl Store {
+    /// The oldest and the newest batch the feed holds, `None` while it holds none.
+    async fn feed_held(&self) -> Result<Option<(u64, u64)>> {
+        #[derive(Deserialize)]
+        struct Held {
+            oldest: Option<u64>,
+            newest: Option<u64>,
+        }
+        let statement =
+            self.statement("SELECT MIN(batch) AS oldest, MAX(batch) AS newest FROM feed_batches", vec![])?;
+        let rows: Vec<Held> = self.all(statement).await?;
+        Ok(rows.first().and_then(|held| held.oldest.zip(held.newest)))
+    }
+
+    /// Up to `count` batches from `from` on, each with its events.
+    async fn feed_batches(&self, from: u64, count: u64) -> Result<Vec<(u64, Vec<Event>)>> {
+        #[derive(Deserialize)]
+        struct Batch {
+            batch: u64,
+            events: String,
+        }
+        let statement = self.statement(
+            "SELECT batch, events FROM feed_batches WHERE batch >= ?1 ORDER BY batch LIMIT ?2",
+            vec![Param::Number(from), Param::Number(count)],
+        )?;
+        let rows: Vec<Batch> = self.all(statement).await?;
+        rows.into_iter()
+            .map(|row| {
+                let events = serde_json::from_str(&row.events).map_err(|error| {
+                    Error::Runtime(worker::Error::RustError(format!(
+                        "feed batch {} does not decode: {error}",
+                        row.batch
+                    )))
+                })?;
+                Ok((row.batch, events))
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_page_names_where_to_go_on() {
+        assert_eq!(body(&[], None, false), r#"{"events":[],"next":null,"more":false}"#);
+        assert_eq!(
+            body(&[], Some(Cursor { batch: 4, index: 2 }), true),
+            r#"{"events":[],"next":"4-2","more":true}"#
+        );
+    }
+}

@@ -1,0 +1,203 @@
+//! `GET /api/v1/changes` (docs/change-feed.md) under `wrangler dev`, serving what the index's
+//! `feed_batches` table holds: pages in feed order, each filter, `next` and `more`, the 400s of
+//! malformed or unknown cursors, and the 410 of a cursor past the retention. The batches are
+//! written here with `wrangler d1 execute` from `kya_core::feed`'s own types, as the index's
+//! runs will write them; the events the runs derive from a chain are issue 26's next step.
+
+use alloy::primitives::{Address, B256, address};
+use kya_core::{
+    AgentStatus,
+    feed::{Change, Cursor, Detail, Event, EventBlock, EventLog, EventType, Standing},
+};
+use kya_tests::edge_fixture::{EdgeClient, EdgeWorker};
+use serde_json::{Value, json};
+
+const A: Address = address!("0x70997970c51812dc3a010c7d01b50e0d17dc79c8");
+const B: Address = address!("0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc");
+
+fn change(
+    kind: EventType,
+    agent_id: u64,
+    wallet: Address,
+    number: u64,
+    detail: Detail,
+    standing: Standing,
+) -> Change {
+    Change {
+        kind,
+        agent_id,
+        wallet,
+        block: EventBlock { number, hash: B256::repeat_byte(number as u8), time: 1_780_000_000 + number * 2 },
+        log: Some(EventLog { transaction_hash: B256::repeat_byte(0x40 + number as u8), log_index: 0 }),
+        standing,
+        detail,
+    }
+}
+
+const COMPLIANT: Standing =
+    Standing { is_registered: true, is_compliant: true, status: Some(AgentStatus::Active) };
+const SUSPENDED: Standing =
+    Standing { is_registered: true, is_compliant: false, status: Some(AgentStatus::Suspended) };
+
+/// Three batches: two registrations (one compliant from the start), a suspension of the first,
+/// then the registrations confirmed and the suspension retracted by a reorganisation.
+fn feed() -> Vec<Vec<Event>> {
+    let id = |batch, index| Cursor { batch, index };
+    let registered_a =
+        Event::provisional(id(1, 0), change(EventType::Registered, 1, A, 10, Detail::None {}, COMPLIANT));
+    let compliant_a = Event::provisional(
+        id(1, 1),
+        change(
+            EventType::ComplianceChanged,
+            1,
+            A,
+            10,
+            Detail::Compliance { from: false, to: true },
+            COMPLIANT,
+        ),
+    );
+    let registered_b =
+        Event::provisional(id(1, 2), change(EventType::Registered, 2, B, 11, Detail::None {}, COMPLIANT));
+    let suspended_a = Event::provisional(
+        id(2, 0),
+        change(
+            EventType::StatusChanged,
+            1,
+            A,
+            12,
+            Detail::Status { from: AgentStatus::Active, to: AgentStatus::Suspended },
+            SUSPENDED,
+        ),
+    );
+    let lapsed_a = Event::provisional(
+        id(2, 1),
+        change(
+            EventType::ComplianceChanged,
+            1,
+            A,
+            12,
+            Detail::Compliance { from: true, to: false },
+            SUSPENDED,
+        ),
+    );
+    vec![
+        vec![registered_a, compliant_a, registered_b],
+        vec![suspended_a, lapsed_a],
+        vec![
+            Event::confirmation(id(3, 0), &registered_a),
+            Event::confirmation(id(3, 1), &compliant_a),
+            Event::confirmation(id(3, 2), &registered_b),
+            Event::retraction(id(3, 3), &suspended_a, COMPLIANT),
+            Event::retraction(id(3, 4), &lapsed_a, COMPLIANT),
+        ],
+    ]
+}
+
+fn json_of(events: &[&Event]) -> Vec<Value> {
+    events.iter().map(|event| serde_json::from_str(&event.to_json()).unwrap()).collect()
+}
+
+async fn page(api: &EdgeClient, query: &str) -> Value {
+    let answer = api.get(&format!("/api/v1/changes{query}")).await;
+    assert_eq!(answer.status, 200, "{query}: {}", answer.text);
+    assert_eq!(answer.header("cache-control"), Some("no-store"), "{query}");
+    answer.body
+}
+
+#[tokio::test]
+async fn the_feed_is_served_in_order_with_its_filters_cursors_and_retention() {
+    // No chain: the feed is read from D1 alone.
+    let worker = EdgeWorker::start_indexed(&[
+        ("RPC_URL", "http://127.0.0.1:9".to_owned()),
+        ("REGISTRY_ADDRESS", Address::repeat_byte(0x11).to_checksum(None)),
+    ])
+    .await;
+    let api = worker.client();
+    assert_eq!(page(&api, "").await, json!({"events": [], "next": null, "more": false}), "an empty feed");
+    let empty_after = api.get("/api/v1/changes?after=1-0").await;
+    assert_eq!(empty_after.status, 400, "{}", empty_after.text);
+
+    let batches = feed();
+    let inserts: Vec<String> = batches
+        .iter()
+        .enumerate()
+        .map(|(number, events)| {
+            let json = serde_json::to_string(events).unwrap();
+            format!(
+                "INSERT INTO feed_batches (batch, created_at, events) VALUES ({}, {}, '{json}')",
+                number + 1,
+                1_780_000_000 + number
+            )
+        })
+        .collect();
+    worker.execute_index(&inserts.join("; "));
+    let all: Vec<&Event> = batches.iter().flatten().collect();
+
+    // Everything, in feed order.
+    assert_eq!(page(&api, "").await, json!({"events": json_of(&all), "next": "3-4", "more": false}));
+
+    // Pages of two, resumed with `next`, see each event once.
+    let mut seen = Vec::new();
+    let mut query = "?limit=2".to_owned();
+    loop {
+        let body = page(&api, &query).await;
+        seen.extend(body["events"].as_array().unwrap().clone());
+        if body["more"] == false {
+            break;
+        }
+        query = format!("?limit=2&after={}", body["next"].as_str().unwrap());
+    }
+    assert_eq!(seen, json_of(&all));
+
+    // Filters: values of one name match any, names must all match; `next` moves past the rest.
+    let of_b = page(&api, &format!("?wallet={}", B.to_string().to_lowercase())).await;
+    assert_eq!(of_b, json!({"events": json_of(&[all[2], all[7]]), "next": "3-4", "more": false}));
+    let flips = page(&api, "?agentId=1&type=agent.compliance_changed").await;
+    assert_eq!(flips["events"], json!(json_of(&[all[1], all[4], all[6], all[9]])));
+    let finals = page(&api, "?final=true").await;
+    assert_eq!(finals["events"], json!(json_of(&[all[5], all[6], all[7]])));
+    let either =
+        page(&api, &format!("?wallet={A},{B}&type=agent.registered&type=agent.status_changed&after=1-0"))
+            .await;
+    assert_eq!(either["events"], json!(json_of(&[all[2], all[3], all[5], all[7], all[8]])));
+    let retracted = &page(&api, "?after=3-2&limit=1").await["events"][0];
+    assert_eq!(
+        (
+            retracted["finality"].as_str(),
+            retracted["retracts"].as_str(),
+            retracted["standing"]["isCompliant"].as_bool()
+        ),
+        (Some("retracted"), Some("2-0"), Some(true)),
+        "the standing once the reorganisation was applied"
+    );
+
+    // Malformed and unknown cursors and filters are 400s that name the parameter.
+    for (query, message) in [
+        (
+            "?after=abc",
+            "invalid query parameter 'after': must be an event id such as 12-0, as the feed gave it",
+        ),
+        ("?after=4-0", "invalid query parameter 'after': names no event this feed has written"),
+        ("?final=yes", "invalid query parameter 'final': must be true or false"),
+        (
+            "?type=agent.deleted",
+            "invalid query parameter 'type': must be one of agent.registered, agent.status_changed, agent.attested, agent.attestation_expired, agent.revenue_reported, agent.compliance_changed",
+        ),
+        ("?limit=0", "invalid query parameter 'limit': must be a positive integer"),
+    ] {
+        let answer = api.get(&format!("/api/v1/changes{query}")).await;
+        assert_eq!((answer.status, answer.body["error"].as_str()), (400, Some(message)), "{query}");
+    }
+
+    // Past the retention: the oldest batch dropped, a cursor in it is gone; without a cursor the
+    // page starts at the oldest batch kept.
+    worker.execute_index("DELETE FROM feed_batches WHERE batch = 1");
+    let gone = api.get("/api/v1/changes?after=1-2").await;
+    assert_eq!(gone.status, 410, "{}", gone.text);
+    assert_eq!(
+        gone.body["error"],
+        "Gone: the cursor is older than the change feed keeps (its oldest batch is 2); start again without after"
+    );
+    assert_eq!(page(&api, "").await["events"], json!(json_of(&all[3..])));
+    assert_eq!(page(&api, "?after=2-1").await["events"], json!(json_of(&all[5..])));
+}
