@@ -29,6 +29,9 @@ pub(crate) const DEFAULT_READ_RATE_LIMIT_PER_MINUTE: u32 = 120;
 /// Default length of a daemon's lease on a key: renewed every third of it, taken over by
 /// another daemon this long after its holder stopped renewing (died, or lost the database).
 pub(crate) const DEFAULT_LEASE_SECS: u64 = 30;
+/// Default time a standby waits for a key's holder to send a relay it handed off before
+/// answering 202 (accepted, not sent yet: the client reads the relay by its id).
+pub(crate) const DEFAULT_HANDOFF_WAIT_SECS: u64 = 10;
 /// Shortest lease: renewals every second.
 const MIN_LEASE_SECS: u64 = 3;
 /// Default pause between two passes of the reconciler over unfinished relays.
@@ -101,6 +104,9 @@ pub struct Config {
     /// How long a lease on a key lasts without renewal (`RELAYER_LEASE_SECS`, default 30, at
     /// least 3).
     pub lease_secs: u64,
+    /// How long a standby waits for the key's holder to send a relay it handed off before
+    /// answering 202 (`RELAYER_HANDOFF_WAIT_SECS`, default 10).
+    pub handoff_wait: std::time::Duration,
     /// Listening address (`RELAYER_HOST`, default 127.0.0.1).
     pub host: IpAddr,
     /// Listening port (`RELAYER_PORT`, default 3001).
@@ -150,7 +156,7 @@ pub struct Config {
     pub client_budget_share_percent: u64,
     /// Equal slices the day's budget opens in, unspent ones carried over (`BUDGET_SLICES`,
     /// default 24, at least 1; 1 turns pacing off).
-    pub budget_slices: u64,
+    pub budget_slices: std::num::NonZeroU64,
     /// Seconds a budget window lasts after its first use (`BUDGET_WINDOW_SECS`, default 86,400:
     /// SPEC.md's day). Shorter for trials and tests that watch a window or its slices go by.
     pub budget_window_secs: u64,
@@ -212,11 +218,9 @@ impl WebhookSecret {
     /// raw text's bytes; at least `kya_core::standard_webhooks::MIN_SECRET_BYTES`. Errors never
     /// quote it.
     pub fn parse(text: &str) -> Result<Self> {
-        use kya_core::standard_webhooks::{SecretError, decode_secret};
-        decode_secret(text).map(Self).map_err(|error| {
-            let separator = if error == SecretError::TooShort { " " } else { ": " };
-            Error::Config(format!("WEBHOOK_SECRET{separator}{error}"))
-        })
+        kya_core::standard_webhooks::decode_secret(text)
+            .map(Self)
+            .map_err(|error| Error::Config(error.describe("WEBHOOK_SECRET")))
     }
 
     /// The key's bytes, for the HMAC.
@@ -282,6 +286,7 @@ impl std::fmt::Debug for Config {
             .field("relayers", &self.signers.iter().map(PrivateKeySigner::address).collect::<Vec<_>>())
             .field("relayer_id", &self.relayer_id)
             .field("lease_secs", &self.lease_secs)
+            .field("handoff_wait", &self.handoff_wait)
             .field("host", &self.host)
             .field("port", &self.port)
             .field("daily_gas_budget_wei", &self.daily_gas_budget_wei)
@@ -358,6 +363,10 @@ impl Config {
             signers: signers(&lookup)?,
             relayer_id: relayer_id(&lookup)?,
             lease_secs: number("RELAYER_LEASE_SECS", DEFAULT_LEASE_SECS)?.max(MIN_LEASE_SECS),
+            handoff_wait: std::time::Duration::from_secs(number(
+                "RELAYER_HANDOFF_WAIT_SECS",
+                DEFAULT_HANDOFF_WAIT_SECS,
+            )?),
             host: lookup("RELAYER_HOST")
                 .map_or(Ok(IpAddr::from([127, 0, 0, 1])), |host| host.trim().parse())
                 .map_err(|_| Error::Config("RELAYER_HOST is not an IP address".into()))?,
@@ -411,10 +420,8 @@ impl Config {
                 "CLIENT_BUDGET_SHARE_PERCENT",
                 DEFAULT_CLIENT_BUDGET_SHARE_PERCENT,
             )?,
-            budget_slices: match number("BUDGET_SLICES", DEFAULT_BUDGET_SLICES)? {
-                0 => return Err(Error::Config("BUDGET_SLICES must be at least 1 (1: no pacing)".into())),
-                slices => slices,
-            },
+            budget_slices: std::num::NonZeroU64::new(number("BUDGET_SLICES", DEFAULT_BUDGET_SLICES)?)
+                .ok_or_else(|| Error::Config("BUDGET_SLICES must be at least 1 (1: no pacing)".into()))?,
             budget_window_secs: match number("BUDGET_WINDOW_SECS", crate::store::BUDGET_WINDOW_SECS)? {
                 0 => return Err(Error::Config("BUDGET_WINDOW_SECS must be at least 1".into())),
                 secs => secs,
@@ -626,7 +633,8 @@ mod tests {
         assert_eq!(config.signer_share_wei(), 2_500_000_000_000_000, "5% of 0.05 ETH");
         assert_eq!(config.client_share_wei(), 5_000_000_000_000_000, "10% of 0.05 ETH");
         assert_eq!(config.deadline_margin_secs, 120);
-        assert_eq!((config.budget_slices, config.budget_window_secs), (24, 86_400), "an hour a slice");
+        assert_eq!((config.budget_slices.get(), config.budget_window_secs), (24, 86_400), "an hour a slice");
+        assert_eq!(config.handoff_wait, std::time::Duration::from_secs(10));
         assert!(config.trusted_proxies.is_empty());
         assert_eq!(config.metrics_address.to_string(), "127.0.0.1:9464");
     }
@@ -776,8 +784,8 @@ mod tests {
         let mut settings = base();
         settings.extend([("BUDGET_SLICES", "1"), ("BUDGET_WINDOW_SECS", "60")]);
         let config = Config::from_lookup(lookup(&settings)).unwrap();
-        assert_eq!(config.pacing(), crate::pacing::Pacing { window_secs: 60, slices: 1 });
-        assert_eq!(config.budget_limits().slices, 1);
+        assert_eq!(config.pacing(), crate::pacing::Pacing::off(60));
+        assert_eq!(config.budget_limits().slices.get(), 1);
         let error = Config::from_lookup(lookup(&base()[1..])).unwrap_err().to_string();
         assert!(error.contains("REGISTRY_ADDRESS"), "{error}");
     }

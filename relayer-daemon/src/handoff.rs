@@ -1,9 +1,9 @@
 //! Every daemon accepts: one that holds no key that can pay (a standby, with more daemons than
 //! keys) reserves the relay on a key another daemon holds and hands it off through the shared
 //! store; that key's holder sends it. The standby answers as if it had sent it once the holder
-//! has (200, with the transaction's hash), or 202 with the relay's id past [`HANDOFF_WAIT`], as
-//! a retry of a relay not sent yet is answered. The holder is woken by PostgreSQL's `NOTIFY`,
-//! and looks every [`HANDOFF_POLL`] for one it missed.
+//! has (200, with the transaction's hash), or 202 with the relay's id past the hand-off wait
+//! (`RELAYER_HANDOFF_WAIT_SECS`), as a retry of a relay not sent yet is answered. The holder is
+//! woken by PostgreSQL's `NOTIFY`, and looks every [`HANDOFF_POLL`] for one it missed.
 
 use std::{sync::Arc, time::Duration};
 
@@ -19,21 +19,18 @@ use crate::{
     time,
 };
 
-/// How long a standby waits for the holder to send a relay it handed off before answering 202
-/// (accepted, not sent yet: the client reads the relay by its id).
-pub(crate) const HANDOFF_WAIT: Duration = Duration::from_secs(10);
-
 /// How often a holder looks for relays handed off to it without being woken.
 const HANDOFF_POLL: Duration = Duration::from_secs(1);
 
 impl Relayer {
     /// Stage 13 on a standby: hands `reservation` (on a key another daemon holds) to that
-    /// key's holder, and answers once it is sent, or with 202 past [`HANDOFF_WAIT`].
+    /// key's holder, and answers once it is sent, or with 202 past the configured
+    /// hand-off wait.
     pub(crate) async fn hand_off(&self, reservation: &Reservation) -> Result<Relayed> {
         let (id, lane, now) = (reservation.id, reservation.lane, time::now());
         self.db(move |store| store.hand_off(id, lane, now)).await?;
         tracing::info!(relay = %reservation.relay_id, %lane, "relay handed off to the key's holder");
-        let waited_until = tokio::time::Instant::now() + HANDOFF_WAIT;
+        let waited_until = tokio::time::Instant::now() + self.config.handoff_wait;
         let mut pause = Duration::from_millis(20);
         loop {
             tokio::time::sleep(pause).await;

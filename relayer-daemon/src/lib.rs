@@ -40,6 +40,6 @@ pub use request::RelayBody;
 pub use store::{
     BUDGET_WINDOW_SECS, BudgetLimits, BudgetState, DatabaseTimeouts, DatabaseUrl, DueEvent, LaneHolder,
     Lease, Location, NewRelay, OutboxEvent, Outcome, Pruned, RATE_WINDOW_SECS, RateKind, Refusal,
-    RelayRecord, RelayStatus, ReplaceRefusal, Replacement, Reservation, SentTx, Settlement, SignerCount,
-    Store, Taking, TxKind,
+    RelayRecord, RelayStatus, ReplaceRefusal, Replacement, Reservation, Sending, SentTx, Settlement,
+    SignerCount, Store, Taking, TxKind,
 };

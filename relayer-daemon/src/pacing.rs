@@ -6,19 +6,21 @@
 //! Times are Unix seconds passed in; the store keeps the window's start and what was used, the
 //! caller compares.
 
+use std::num::NonZeroU64;
+
 /// How a budget window opens: its length and its number of slices.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Pacing {
     /// Seconds a budget window lasts after its first use (a day, `BUDGET_WINDOW_SECS`).
     pub window_secs: u64,
-    /// Equal slices the window opens in, at least 1 (`BUDGET_SLICES`).
-    pub slices: u64,
+    /// Equal slices the window opens in (`BUDGET_SLICES`).
+    pub slices: NonZeroU64,
 }
 
 impl Pacing {
     /// The whole budget open at once, over a window of `window_secs`.
     pub fn off(window_secs: u64) -> Self {
-        Self { window_secs, slices: 1 }
+        Self { window_secs, slices: NonZeroU64::MIN }
     }
 
     /// The slice (0 for the first) running at `now` in the window that started at
@@ -26,7 +28,7 @@ impl Pacing {
     /// slices of a window that does not divide evenly differ by at most a second, and the last
     /// runs until the window ends (and on, should `now` be past it: the store resets first).
     fn slice_at(&self, window_start: u64, now: u64) -> u64 {
-        let slices = self.slices.max(1);
+        let slices = self.slices.get();
         let into = u128::from(now.saturating_sub(window_start));
         let slice = into * u128::from(slices) / u128::from(self.window_secs.max(1));
         (slice.min(u128::from(slices - 1))) as u64
@@ -34,7 +36,7 @@ impl Pacing {
 
     /// When slice `k` of the window that started at `window_start` opens.
     fn slice_start(&self, window_start: u64, k: u64) -> u64 {
-        let offset = (u128::from(k) * u128::from(self.window_secs)).div_ceil(u128::from(self.slices.max(1)));
+        let offset = (u128::from(k) * u128::from(self.window_secs)).div_ceil(u128::from(self.slices.get()));
         window_start.saturating_add(offset as u64)
     }
 
@@ -43,7 +45,7 @@ impl Pacing {
     /// the slices opened so far, unspent ones carried over, rounded down. The last slice opens
     /// the whole of `total_wei`.
     pub fn open_wei(&self, total_wei: u128, window_start: Option<u64>, now: u64) -> u128 {
-        let slices = self.slices.max(1);
+        let slices = self.slices.get();
         let opened = window_start.map_or(0, |start| self.slice_at(start, now)) + 1;
         if opened >= slices {
             return total_wei;
@@ -58,7 +60,7 @@ impl Pacing {
     pub fn next_slice_at(&self, window_start: Option<u64>, now: u64) -> Option<u64> {
         let start = window_start?;
         let next = self.slice_at(start, now) + 1;
-        (next < self.slices).then(|| self.slice_start(start, next))
+        (next < self.slices.get()).then(|| self.slice_start(start, next))
     }
 }
 
@@ -68,7 +70,7 @@ mod tests {
 
     const DAY: u64 = 24 * 60 * 60;
     const HOUR: u64 = 60 * 60;
-    const HOURLY: Pacing = Pacing { window_secs: DAY, slices: 24 };
+    const HOURLY: Pacing = Pacing { window_secs: DAY, slices: NonZeroU64::new(24).unwrap() };
 
     #[test]
     fn a_window_opens_its_first_slice_at_its_start() {
@@ -123,7 +125,7 @@ mod tests {
     #[test]
     fn a_window_that_does_not_divide_evenly_opens_its_slices_on_whole_seconds() {
         // 100 s in 3 slices: they open 0, 34 and 67 s in (⌈100 k ÷ 3⌉).
-        let odd = Pacing { window_secs: 100, slices: 3 };
+        let odd = Pacing { window_secs: 100, slices: NonZeroU64::new(3).unwrap() };
         assert_eq!(odd.next_slice_at(Some(10), 10), Some(44));
         assert_eq!(odd.open_wei(3, Some(10), 43), 1);
         assert_eq!(odd.open_wei(3, Some(10), 44), 2);

@@ -17,7 +17,9 @@ use crate::{
     relayer::{InFlightGuard, Relayer},
     request::RelayBody,
     sender::{Outgoing, Sent},
-    store::{Lease, NewRelay, RateKind, Refusal, RelayRecord, RelayStatus, Reservation, SignerCount},
+    store::{
+        Lease, NewRelay, RateKind, Refusal, RelayRecord, RelayStatus, Reservation, Sending, SignerCount,
+    },
     time,
 };
 
@@ -485,7 +487,7 @@ impl Relayer {
     /// lane's lease go before anything was recorded), recording each signed transaction before
     /// the node sees it, then follows it. A send that fails releases the reservation (a relay
     /// another daemon sent meanwhile is left as it is). `handed_off`: a relay a standby accepted,
-    /// whose first record must find it unsent ([`crate::store::Store::mark_first_sent`]).
+    /// whose first record must find it unsent ([`crate::store::Sending::handed_off_first`]).
     /// Returns what was sent, and on which lane.
     pub(crate) async fn send_reserved(
         self: &Arc<Self>,
@@ -504,12 +506,15 @@ impl Relayer {
             async move {
                 relayer
                     .db(move |store| {
-                        let now = time::now();
-                        if first {
-                            store.mark_first_sent(id, signed.nonce, signed.hash, at, now, &lease)
-                        } else {
-                            store.mark_sent(id, signed.nonce, signed.hash, at, now, &lease)
-                        }
+                        let sending = Sending {
+                            id,
+                            relayer_nonce: signed.nonce,
+                            tx_hash: signed.hash,
+                            block: at,
+                            now: time::now(),
+                            handed_off_first: first,
+                        };
+                        store.mark_sent(&sending, &lease)
                     })
                     .await
             }

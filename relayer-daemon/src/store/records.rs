@@ -132,6 +132,25 @@ impl TxKind {
     }
 }
 
+/// A relay's signed transaction, recorded just before it is submitted ([`super::Store::mark_sent`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sending {
+    /// The relay's row id.
+    pub id: i64,
+    /// The transaction's nonce on the key's account.
+    pub relayer_nonce: u64,
+    /// Its hash.
+    pub tx_hash: B256,
+    /// The latest block when it was signed.
+    pub block: u64,
+    /// When it is recorded (Unix seconds).
+    pub now: u64,
+    /// The first record for a relay handed off to this daemon: it is recorded only while no
+    /// transaction is recorded for the relay, so that a daemon that read it unsent before
+    /// another sent it does not send it again.
+    pub handed_off_first: bool,
+}
+
 /// One transaction sent for a relay.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SentTx {
