@@ -125,7 +125,7 @@ impl RelayerChain {
         let url = rpc_url.parse().map_err(|_| {
             Error::Config(format!("RPC_URL is not a URL: {}", kya_core::redact::url(rpc_url)))
         })?;
-        crate::tls::install_crypto_provider();
+        kya_native_http::install_crypto_provider();
         let http = reqwest::Client::builder()
             .timeout(RPC_TIMEOUT)
             .build()

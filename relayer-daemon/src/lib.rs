@@ -26,7 +26,6 @@ mod settlement;
 mod store;
 mod stuck;
 mod time;
-mod tls;
 mod transport;
 mod webhooks;
 

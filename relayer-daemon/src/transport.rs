@@ -62,7 +62,7 @@ impl RetryingHttp {
             .headers(request.headers())
             .send()
             .await
-            .map_err(|error| TransportErrorKind::custom_str(&error_chain(&error)))?;
+            .map_err(|error| TransportErrorKind::custom_str(&kya_native_http::error_chain(&error)))?;
         let status = response.status().as_u16();
         let retry_after = response
             .headers()
@@ -85,18 +85,6 @@ impl RetryingHttp {
         let failure = Failure::of_answer(&answer);
         Ok((Ok(answer), failure))
     }
-}
-
-/// An error with its sources: reqwest's own text says only that sending failed, while the
-/// reason (a refused connection, a certificate the system's roots do not vouch for) is in them.
-fn error_chain(error: &reqwest::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(inner) = source {
-        text = format!("{text}: {inner}");
-        source = inner.source();
-    }
-    text
 }
 
 impl tower::Service<RequestPacket> for RetryingHttp {
@@ -180,7 +168,7 @@ mod tests {
     }
 
     fn provider(url: reqwest::Url) -> impl Provider {
-        crate::tls::install_crypto_provider();
+        kya_native_http::install_crypto_provider();
         let client = RpcClient::new(RetryingHttp::new(reqwest::Client::new(), url), true);
         ProviderBuilder::new().disable_recommended_fillers().connect_client(client)
     }

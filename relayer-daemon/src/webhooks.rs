@@ -72,13 +72,11 @@ fn describe(error: &reqwest::Error) -> String {
     } else {
         "request failed"
     };
-    let mut detail = String::new();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        detail = cause.to_string();
-        source = cause.source();
+    // Only the innermost cause: reqwest's own text quotes the URL.
+    match kya_native_http::root_cause(error) {
+        Some(detail) if !detail.is_empty() => format!("{kind}: {detail}"),
+        _ => kind.to_owned(),
     }
-    if detail.is_empty() { kind.to_owned() } else { format!("{kind}: {detail}") }
 }
 
 impl Relayer {
@@ -95,7 +93,7 @@ impl Relayer {
     async fn deliver_events(self: Arc<Self>, config: WebhookConfig) {
         let owner = format!("{}-{:016x}", std::process::id(), (jitter() * (1u64 << 53) as f64) as u64);
         // reqwest panics building a client before a TLS crypto provider is installed.
-        crate::tls::install_crypto_provider();
+        kya_native_http::install_crypto_provider();
         let http = match reqwest::Client::builder()
             .timeout(config.timeout)
             // A redirect is the receiver's answer, not an instruction: see the module's doc.
