@@ -30,7 +30,7 @@ impl Relayer {
         let (id, lane, now) = (reservation.id, reservation.lane, time::now());
         self.db(move |store| store.hand_off(id, lane, now)).await?;
         tracing::info!(relay = %reservation.relay_id, %lane, "relay handed off to the key's holder");
-        let waited_until = tokio::time::Instant::now() + self.config.handoff_wait;
+        let waited_until = tokio::time::Instant::now() + self.config.keys.handoff_wait;
         let mut pause = Duration::from_millis(20);
         loop {
             tokio::time::sleep(pause).await;
@@ -120,7 +120,7 @@ impl Relayer {
             )));
         };
         let outgoing = Outgoing {
-            to: self.config.forwarder,
+            to: self.config.chain.forwarder,
             gas_limit: record.gas_limit,
             fees: Fees {
                 max_fee_per_gas: record.max_fee_wei,

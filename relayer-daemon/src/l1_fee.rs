@@ -35,7 +35,8 @@ impl Relayer {
         if !self.op_stack().await? {
             return Ok(0);
         }
-        let outgoing = Outgoing { to: self.config.forwarder, gas_limit, fees, input: input.to_vec().into() };
+        let outgoing =
+            Outgoing { to: self.config.chain.forwarder, gas_limit, fees, input: input.to_vec().into() };
         let quote = self.chain.l1_fee(self.pool.first().unsigned(&outgoing), at).await?;
         Ok(quote.saturating_mul(L1_FEE_HEADROOM))
     }

@@ -34,7 +34,7 @@ impl Relayer {
     /// Starts the task that keeps the leases, until shutdown begins.
     pub(crate) fn spawn_lease_keeper(self: &Arc<Self>) {
         let relayer = Arc::clone(self);
-        let pause = keeper_pause(self.config.lease_secs);
+        let pause = keeper_pause(self.config.keys.lease_secs);
         self.background.spawn(async move {
             loop {
                 tokio::select! {
@@ -52,7 +52,8 @@ impl Relayer {
 
     /// One round: heartbeat, renew, stop on lost keys, give back or take keys to the fair share.
     async fn keep_leases(self: &Arc<Self>, taking: Taking) -> Result<()> {
-        let (id, lease_secs, now) = (self.config.relayer_id.clone(), self.config.lease_secs, time::now());
+        let (id, lease_secs, now) =
+            (self.config.keys.relayer_id.clone(), self.config.keys.lease_secs, time::now());
         let alive =
             self.lease_db(move |store| store.heartbeat(&id, now, now.saturating_sub(lease_secs))).await?;
         let held = self.pool.held();
@@ -64,7 +65,7 @@ impl Relayer {
             }
             tracing::warn!(
                 lane = %lease.lane,
-                relayer_id = %self.config.relayer_id,
+                relayer_id = %self.config.keys.relayer_id,
                 "the lease on this key was taken by another daemon (this one stalled, or another runs with the same RELAYER_ID); sending on it stopped"
             );
         }
@@ -106,7 +107,8 @@ impl Relayer {
             .filter(|sender| sender.lease().is_none())
             .map(|sender| sender.address())
             .collect();
-        let (id, lease_secs, now) = (self.config.relayer_id.clone(), self.config.lease_secs, time::now());
+        let (id, lease_secs, now) =
+            (self.config.keys.relayer_id.clone(), self.config.keys.lease_secs, time::now());
         let taken =
             self.lease_db(move |store| store.take_lanes(&id, &free, wanted, taking, now, lease_secs)).await?;
         for lease in &taken {
@@ -133,7 +135,7 @@ impl Relayer {
                 leases.push(lease);
             }
         }
-        let id = self.config.relayer_id.clone();
+        let id = self.config.keys.relayer_id.clone();
         let released = self
             .db(move |store| {
                 store.release_lanes(&leases)?;

@@ -29,7 +29,10 @@ mod time;
 mod transport;
 mod webhooks;
 
-pub use config::{Config, WebhookConfig, WebhookSecret};
+pub use config::{
+    BudgetConfig, ChainConfig, Config, FollowerConfig, KeyConfig, RelayConfig, RpcUrl, ServerConfig, Signers,
+    StoreConfig, WebhookConfig, WebhookSecret, WebhookUrl,
+};
 pub use error::{Error, Result};
 pub use l1_fee::L1_FEE_HEADROOM;
 pub use pacing::Pacing;

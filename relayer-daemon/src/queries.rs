@@ -36,7 +36,7 @@ impl Relayer {
                 Ok((store.budget(now)?, store.lane_depths()?, store.lane_holders(&addresses, now)?))
             })
             .await?;
-        let minimum = U256::from(self.config.min_balance_wei);
+        let minimum = U256::from(self.config.relay.min_balance_wei);
         let mut lanes = Vec::new();
         for (address, balance) in self.cached_balances().await? {
             lanes.push(LaneStatus {
@@ -49,8 +49,8 @@ impl Relayer {
             });
         }
         let first = &lanes[0];
-        let limit = self.config.daily_gas_budget_wei;
-        let pacing = self.config.pacing();
+        let limit = self.config.budget.daily_gas_budget_wei;
+        let pacing = self.config.budget.pacing();
         let open = pacing.open_wei(limit, budget.window_start, now);
         Ok(RelayerStatus {
             relayer: first.address,
@@ -62,11 +62,14 @@ impl Relayer {
                 used_wei: U256::from(budget.used_wei),
                 remaining_wei: U256::from(limit.saturating_sub(budget.used_wei)),
                 pending_wei: Some(U256::from(budget.pending_wei)),
-                resets_at: budget.resets_at(self.config.budget_window_secs).map(iso8601),
+                resets_at: budget.resets_at(self.config.budget.window_secs).map(iso8601),
                 open_wei: Some(U256::from(open.saturating_sub(budget.used_wei))),
                 next_slice_at: pacing.next_slice_at(budget.window_start, now).map(iso8601),
             },
-            contracts: Contracts { registry: self.config.registry, forwarder: self.config.forwarder },
+            contracts: Contracts {
+                registry: self.config.chain.registry,
+                forwarder: self.config.chain.forwarder,
+            },
             lanes,
         })
     }
@@ -102,7 +105,7 @@ impl Relayer {
                     name: forward_request::DOMAIN_NAME.into(),
                     version: forward_request::DOMAIN_VERSION.into(),
                     chain_id: self.chain_id,
-                    verifying_contract: self.config.forwarder,
+                    verifying_contract: self.config.chain.forwarder,
                 }
             }
         };
@@ -135,16 +138,17 @@ impl Relayer {
             None => None,
         };
         Ok(self.metrics.render(&Gauges {
-            budget_limit_wei: self.config.daily_gas_budget_wei,
+            budget_limit_wei: self.config.budget.daily_gas_budget_wei,
             budget_used_wei: budget.used_wei,
             budget_pending_wei: budget.pending_wei,
             budget_open_wei: self
                 .config
+                .budget
                 .pacing()
-                .open_wei(self.config.daily_gas_budget_wei, budget.window_start, now)
+                .open_wei(self.config.budget.daily_gas_budget_wei, budget.window_start, now)
                 .saturating_sub(budget.used_wei),
             keys,
-            waiting_too_long: waiting_too_long(&in_the_pool, self.config.stuck_after_secs, now),
+            waiting_too_long: waiting_too_long(&in_the_pool, self.config.followers.stuck_after_secs, now),
             webhooks_pending,
         }))
     }

@@ -160,7 +160,7 @@ impl Relayer {
     fn identify(&self, body: RelayBody, function: &'static str) -> Checked {
         let digest = forward_request::signing_digest(
             &body.request,
-            &forward_request::domain(self.chain_id, self.config.forwarder),
+            &forward_request::domain(self.chain_id, self.config.chain.forwarder),
         );
         Checked { body, function, digest }
     }
@@ -170,16 +170,16 @@ impl Relayer {
     /// Returns the write's name.
     fn policy(&self, body: &RelayBody) -> Result<&'static str> {
         let request = &body.request;
-        if request.to != self.config.registry {
+        if request.to != self.config.chain.registry {
             return Err(Error::WrongTarget);
         }
         if request.value > U256::ZERO {
             return Err(Error::ValueTransfer);
         }
-        if request.gas > U256::from(self.config.max_request_gas) {
+        if request.gas > U256::from(self.config.relay.max_request_gas) {
             return Err(Error::GasAboveCap {
                 requested: request.gas.to_string(),
-                cap: self.config.max_request_gas,
+                cap: self.config.relay.max_request_gas,
             });
         }
         Ok(registry_call::exact_write(&request.data)?)
@@ -206,7 +206,7 @@ impl Relayer {
     /// its hourly limit is refused with the limit's own 429 from memory, before any store access,
     /// unless `request` is one of the requests counted (a retry, answered with its relay).
     fn prefilter(&self, client: &str, request: B256) -> Result<()> {
-        let refused = self.prefilter.check(client, request, self.config.rate_limit_per_ip, time::now());
+        let refused = self.prefilter.check(client, request, self.config.relay.rate_limit_per_ip, time::now());
         if refused.is_err() {
             self.metrics.prefiltered();
         }
@@ -216,7 +216,7 @@ impl Relayer {
     /// Stage 4, per-IP limit (every request that gets this far counts), keyed by `client`: an
     /// IPv4 address or an IPv6 /48.
     async fn ip_limit(&self, client: &str, request: B256) -> Result<()> {
-        let (ip, per_ip, now) = (client.to_owned(), self.config.rate_limit_per_ip, time::now());
+        let (ip, per_ip, now) = (client.to_owned(), self.config.relay.rate_limit_per_ip, time::now());
         if self.db(move |store| store.hit(RateKind::Ip, &ip, per_ip, now)).await? {
             self.prefilter.counted(client, request, per_ip, now);
             Ok(())
@@ -227,7 +227,7 @@ impl Relayer {
 
     /// Stage 5, off-chain signature: the recovered signer must be `from`.
     fn off_chain_signature(&self, checked: &Checked) -> Result<()> {
-        match checked.body.recover_signer(self.chain_id, self.config.forwarder) {
+        match checked.body.recover_signer(self.chain_id, self.config.chain.forwarder) {
             Some(signer) if signer == checked.body.request.from => Ok(()),
             _ => Err(Error::InvalidSignature),
         }
@@ -239,7 +239,7 @@ impl Relayer {
     /// spent, so they fail `verify` and never count. Nobody can spend another signer's quota.
     async fn signer_limit_read_only(&self, checked: &Checked) -> Result<()> {
         let (key, per_signer, now) =
-            (checked.signer().to_checksum(None), self.config.rate_limit_per_signer, time::now());
+            (checked.signer().to_checksum(None), self.config.relay.rate_limit_per_signer, time::now());
         if self.db(move |store| store.hits(RateKind::Signer, &key, now)).await? >= per_signer {
             return Err(Error::SignerRateLimited(per_signer));
         }
@@ -260,7 +260,7 @@ impl Relayer {
         if !ours.is_empty() {
             return Ok(Payers { lanes: ours, held: true });
         }
-        let (all, me, now) = (self.pool.addresses(), self.config.relayer_id.clone(), time::now());
+        let (all, me, now) = (self.pool.addresses(), self.config.keys.relayer_id.clone(), time::now());
         let others: Vec<Address> = self
             .db(move |store| store.lane_holders(&all, now))
             .await?
@@ -283,7 +283,7 @@ impl Relayer {
         if lanes.is_empty() {
             return Ok(lanes);
         }
-        let minimum = U256::from(self.config.min_balance_wei);
+        let minimum = U256::from(self.config.relay.min_balance_wei);
         Ok(self
             .balances_of(lanes)
             .await?
@@ -308,17 +308,17 @@ impl Relayer {
             })
             .await?;
         let cheapest = MIN_TX_GAS.saturating_mul(fees.max_fee_per_gas);
-        let limits = self.config.budget_limits();
+        let limits = self.config.budget.limits();
         if limits.total_wei.saturating_sub(budget.used_wei) < cheapest {
             return Err(Error::BudgetExhausted);
         }
         if limits.signer_wei.saturating_sub(by_signer) < cheapest {
-            return Err(Error::SignerShareExhausted(self.config.signer_budget_share_percent));
+            return Err(Error::SignerShareExhausted(self.config.budget.signer_share_percent));
         }
         if limits.client_wei.saturating_sub(by_client) < cheapest {
-            return Err(Error::ClientShareExhausted(self.config.client_budget_share_percent));
+            return Err(Error::ClientShareExhausted(self.config.budget.client_share_percent));
         }
-        let pacing = self.config.pacing();
+        let pacing = self.config.budget.pacing();
         if pacing.open_wei(limits.total_wei, budget.window_start, now).saturating_sub(budget.used_wei)
             < cheapest
             && let Some(opens_at) = pacing.next_slice_at(budget.window_start, now)
@@ -334,7 +334,7 @@ impl Relayer {
     /// with its forwarder nonce unspent, so it could be signed again and again.
     fn deadline_room(&self, checked: &Checked, head_time: u64) -> Result<()> {
         let deadline: u64 = checked.body.request.deadline.to();
-        let margin = self.config.deadline_margin_secs;
+        let margin = self.config.relay.deadline_margin_secs;
         if deadline != 0 && deadline < head_time.saturating_add(margin) {
             return Err(Error::DeadlineTooNear {
                 deadline,
@@ -361,7 +361,7 @@ impl Relayer {
     /// accepted meanwhile is answered with that relay and not counted.
     async fn count_signer(&self, checked: &Checked) -> Result<Option<Relayed>> {
         let (key, nonce, per_signer, now) =
-            (checked.signer(), checked.nonce(), self.config.rate_limit_per_signer, time::now());
+            (checked.signer(), checked.nonce(), self.config.relay.rate_limit_per_signer, time::now());
         match self.db(move |store| store.count_signer(key, nonce, per_signer, now)).await? {
             SignerCount::Counted => Ok(None),
             SignerCount::Limited => Err(Error::SignerRateLimited(per_signer)),
@@ -411,16 +411,16 @@ impl Relayer {
             l1_fee_wei,
             lanes,
         };
-        let (limits, now) = (self.config.budget_limits(), time::now());
+        let (limits, now) = (self.config.budget.limits(), time::now());
         match self.db(move |store| store.reserve(&new_relay, &limits, now)).await? {
             Ok(reservation) => Ok(Ok(reservation)),
             Err(Refusal::Budget) => Err(Error::BudgetExhausted),
             Err(Refusal::Slice { opens_at }) => Err(Error::slice_spent(opens_at, now)),
             Err(Refusal::SignerShare) => {
-                Err(Error::SignerShareExhausted(self.config.signer_budget_share_percent))
+                Err(Error::SignerShareExhausted(self.config.budget.signer_share_percent))
             }
             Err(Refusal::ClientShare) => {
-                Err(Error::ClientShareExhausted(self.config.client_budget_share_percent))
+                Err(Error::ClientShareExhausted(self.config.budget.client_share_percent))
             }
             Err(Refusal::Duplicate) => self.held(checked).await?.map(Err).ok_or(Error::InvalidSignature),
         }
@@ -454,7 +454,7 @@ impl Relayer {
             signature: checked.body.signature.clone(),
         }
         .abi_encode();
-        let outgoing = Outgoing { to: self.config.forwarder, gas_limit, fees, input: input.into() };
+        let outgoing = Outgoing { to: self.config.chain.forwarder, gas_limit, fees, input: input.into() };
         let (sent, lane) = self
             .send_reserved(reservation.id, &reservation.relay_id, reservation.lane, &outgoing, at, false)
             .await?;

@@ -115,9 +115,9 @@ impl Relayer {
     /// the store, resumes following the relays a previous run left with the node, and starts the
     /// reconciler, whose first pass ends the relays left unfinished.
     pub async fn start(config: Config) -> Result<Arc<Self>> {
-        let chain = RelayerChain::connect(&config.rpc_url, config.forwarder)?;
-        let chain_id = reach(&chain, config.startup_retry).await?;
-        let (location, budget_window) = (config.store_location(), config.budget_window_secs);
+        let chain = RelayerChain::connect(config.chain.rpc_url.as_str(), config.chain.forwarder)?;
+        let chain_id = reach(&chain, config.chain.startup_retry).await?;
+        let (location, budget_window) = (config.store.location(), config.budget.window_secs);
         // The store's own blocking work (PostgreSQL connects and migrates) off the async threads.
         let (store, lease_store) = tokio::task::spawn_blocking(move || {
             let store = Store::open_at(&location)?.with_budget_window(budget_window);
@@ -130,15 +130,9 @@ impl Relayer {
         // With webhooks on, every change of a relay is written to the outbox with the change.
         let store = Arc::new(if config.webhook.is_some() { store.with_webhook_events() } else { store });
         let lease_store = lease_store.map_or_else(|| Arc::clone(&store), Arc::new);
-        let pool = Pool::new(&chain, &config.signers, chain_id);
+        let pool = Pool::new(&chain, &config.keys.signers, chain_id);
         let stop = CancellationToken::new();
-        let stuck = Policy {
-            after_blocks: config.stuck_after_blocks,
-            after_secs: config.stuck_after_secs,
-            bump_percent: config.fee_bump_percent,
-            max_fee_wei: config.max_fee_per_gas_wei,
-            max_cancel_fee_wei: config.max_cancel_fee_per_gas_wei,
-        };
+        let stuck = config.followers.stuck_policy();
         let relayer = Arc::new(Self {
             config,
             chain,
@@ -182,10 +176,10 @@ impl Relayer {
         tracing::info!(
             relayers = ?relayer.pool.addresses(),
             held = ?relayer.pool.held().iter().map(|lease| lease.lane).collect::<Vec<_>>(),
-            relayer_id = %relayer.config.relayer_id,
+            relayer_id = %relayer.config.keys.relayer_id,
             chain_id,
-            registry = %relayer.config.registry,
-            forwarder = %relayer.config.forwarder,
+            registry = %relayer.config.chain.registry,
+            forwarder = %relayer.config.chain.forwarder,
             "relayer ready"
         );
         Ok(relayer)
@@ -193,17 +187,17 @@ impl Relayer {
 
     /// Per-IP limit of the read endpoints, per minute.
     pub fn read_rate_limit_per_minute(&self) -> std::num::NonZeroU32 {
-        self.config.read_rate_limit_per_minute
+        self.config.server.read_rate_limit_per_minute
     }
 
     /// The reverse proxies whose `X-Forwarded-For` names the client.
     pub fn trusted_proxies(&self) -> &kya_core::client_ip::TrustedProxies {
-        &self.config.trusted_proxies
+        &self.config.server.trusted_proxies
     }
 
     /// Where the operator's metrics listener should bind.
     pub fn metrics_address(&self) -> std::net::SocketAddr {
-        self.config.metrics_address
+        self.config.server.metrics_address
     }
 
     /// The first key's address: with one key, the relayer wallet's.

@@ -165,7 +165,7 @@ impl Relayer {
         let _in_flight = InFlightGuard::new(&self.in_flight, (record.signer, record.forwarder_nonce));
         loop {
             let outgoing = self.outgoing(record, sender.address(), kind, fees);
-            let (id, limits) = (record.id, self.config.budget_limits());
+            let (id, limits) = (record.id, self.config.budget.limits());
             let recorded = |hash: B256, lease: Lease| {
                 let replacement = Replacement {
                     tx_hash: hash,
@@ -245,7 +245,7 @@ impl Relayer {
     ) -> Outgoing {
         match kind {
             TxKind::Relay => Outgoing {
-                to: self.config.forwarder,
+                to: self.config.chain.forwarder,
                 gas_limit: record.gas_limit,
                 fees,
                 input: record.input.clone().unwrap_or_default(),
@@ -298,7 +298,7 @@ impl Relayer {
     /// `RECONCILE_INTERVAL_SECS`, until shutdown begins.
     pub(crate) fn spawn_reconciler(self: &Arc<Self>) {
         let relayer = Arc::clone(self);
-        let interval = self.config.reconcile_interval;
+        let interval = self.config.followers.reconcile_interval;
         self.background.spawn(async move {
             loop {
                 if let Err(error) = relayer.reconcile().await {
@@ -319,8 +319,8 @@ impl Relayer {
     /// retention window's traffic.
     async fn prune(&self) -> Result<()> {
         let now = time::now();
-        let calldata_before = now.saturating_sub(self.config.calldata_retention_secs);
-        let relays_before = now.saturating_sub(self.config.relay_retention_secs);
+        let calldata_before = now.saturating_sub(self.config.store.calldata_retention_secs);
+        let relays_before = now.saturating_sub(self.config.store.relay_retention_secs);
         let pruned = self.db(move |store| store.prune(calldata_before, relays_before, now)).await?;
         if pruned != Pruned::default() {
             tracing::info!(calldata = pruned.calldata, relays = pruned.relays, "pruned finished relays");
@@ -332,7 +332,7 @@ impl Relayer {
     /// handler or a replacement of this process is working on. One still pending gets a
     /// follower (after a restart, its stuck transaction is replaced like any other).
     async fn reconcile(self: &Arc<Self>) -> Result<()> {
-        let horizon = time::now().saturating_sub(self.config.reconcile_grace_secs);
+        let horizon = time::now().saturating_sub(self.config.followers.reconcile_grace_secs);
         let open = self.db(move |store| store.open_since(horizon)).await?;
         // Relays on a key another daemon holds are that daemon's: only it knows which it is
         // sending right now.

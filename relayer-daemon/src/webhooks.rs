@@ -109,7 +109,7 @@ impl Relayer {
         let lease_ms = u64::try_from((config.timeout * 2 + LEASE_MARGIN).as_millis()).unwrap_or(u64::MAX);
         let config = Arc::new(config);
         let mut in_flight = tokio::task::JoinSet::new();
-        tracing::info!(url = %kya_core::redact::url(&config.url), "delivering relay events");
+        tracing::info!(url = %kya_core::redact::url(config.url.as_str()), "delivering relay events");
         loop {
             let free = config.concurrency.saturating_sub(in_flight.len());
             if free > 0 {
@@ -167,7 +167,7 @@ impl Relayer {
         let timestamp = time::now();
         let signature = signature(config.secret.bytes(), &event.event_id, timestamp, &event.body);
         let sent = http
-            .post(&config.url)
+            .post(config.url.as_str())
             .header("content-type", "application/json")
             .header("user-agent", concat!("kya-relayer/", env!("CARGO_PKG_VERSION")))
             .header("webhook-id", &event.event_id)
