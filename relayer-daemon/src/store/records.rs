@@ -5,7 +5,7 @@ use super::{
     Store,
     codec::{Text, optional},
     parse_wei,
-    schema::OPEN,
+    schema::{OPEN, WITH_THE_NODE},
     sql::{Row, Sql, Value, args},
 };
 use crate::error::{Error, Result};
@@ -45,7 +45,9 @@ pub enum RelayStatus {
 }
 
 impl RelayStatus {
-    const ALL: [Self; 11] = [
+    /// Every status: the one list the store's SQL sets are written from
+    /// ([`super::schema::StatusSet`]) and its indexes are tested against.
+    pub const ALL: [Self; 11] = [
         Self::Accepted,
         Self::Sent,
         Self::Replaced,
@@ -95,14 +97,27 @@ impl RelayStatus {
 
     /// Still waiting for the chain (the reconciler's and the follower's business).
     pub const fn is_open(self) -> bool {
-        matches!(self, Self::Accepted | Self::Sent | Self::Replaced | Self::Cancelling)
+        matches!(self, Self::Accepted) || self.is_with_the_node()
+    }
+
+    /// Its transaction is with the node (sent, replaced or being cancelled): the follower's.
+    pub const fn is_with_the_node(self) -> bool {
+        matches!(self, Self::Sent | Self::Replaced | Self::Cancelling)
     }
 
     /// A retry of the same signed request is answered with this relay rather than relayed again:
     /// the request is on its way or ran. Dropped, failed, reverted and expired relays never ran,
     /// so their request may be relayed again.
     pub const fn is_held(self) -> bool {
-        self.is_open() || matches!(self, Self::Mined | Self::CallFailed | Self::Executed)
+        self.is_live() || matches!(self, Self::CallFailed)
+    }
+
+    /// A relay that keeps any other relay of its (signer, forwarder nonce) out of the store: the
+    /// statuses of the unique index `relays_live_request_v3` (both engines; their tests check it).
+    /// Not `call_failed`, which [`RelayStatus::is_held`] answers a retry with: its request ran, so
+    /// its forwarder nonce is used up and the forwarder's own check refuses any other relay of it.
+    pub const fn is_live(self) -> bool {
+        self.is_open() || matches!(self, Self::Mined | Self::Executed)
     }
 
     pub(super) fn parse(text: &str) -> Result<Self> {
@@ -428,7 +443,7 @@ impl Store {
     /// Relays whose transaction is with the node (sent, replaced or being cancelled): what the
     /// follower watches.
     pub fn in_the_pool(&self) -> Result<Vec<RelayRecord>> {
-        self.records_where("status IN ('sent', 'replaced', 'cancelling')", &[])
+        self.records_where(&format!("status IN {WITH_THE_NODE}"), &[])
     }
 
     /// The relay with row id `id`.
