@@ -6,7 +6,7 @@ use std::num::NonZeroU64;
 use super::reader::Settings;
 use crate::{
     error::{Error, Result},
-    pacing::Pacing,
+    rules::pacing::Pacing,
     store::{BUDGET_WINDOW_SECS, BudgetLimits},
 };
 

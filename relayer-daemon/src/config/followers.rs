@@ -4,7 +4,7 @@
 use super::reader::Settings;
 use crate::{
     error::{Error, Result},
-    stuck::{MIN_BUMP_PERCENT, Policy},
+    rules::stuck::{MIN_BUMP_PERCENT, Policy},
 };
 
 /// Default pause between two passes of the reconciler over unfinished relays.

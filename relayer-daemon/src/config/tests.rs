@@ -186,7 +186,7 @@ fn bad_values_name_their_variable() {
     let mut settings = base();
     settings.extend([("BUDGET_SLICES", "1"), ("BUDGET_WINDOW_SECS", "60")]);
     let config = Config::from_lookup(lookup(&settings)).unwrap();
-    assert_eq!(config.budget.pacing(), crate::pacing::Pacing::off(60));
+    assert_eq!(config.budget.pacing(), crate::rules::pacing::Pacing::off(60));
     assert_eq!(config.budget.limits().slices.get(), 1);
     let error = Config::from_lookup(lookup(&base()[1..])).unwrap_err().to_string();
     assert!(error.contains("REGISTRY_ADDRESS"), "{error}");

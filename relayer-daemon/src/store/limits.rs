@@ -7,7 +7,7 @@ use super::{
     schema::OPEN,
     sql::{Lock, Sql, args},
 };
-use crate::{error::Result, pacing::Pacing};
+use crate::{error::Result, rules::pacing::Pacing};
 use alloy::primitives::{Address, U256};
 
 /// How long a gas budget lasts after its first use (SPEC.md: a day; `BUDGET_WINDOW_SECS`).

@@ -19,7 +19,7 @@ use super::{
 };
 use crate::{
     error::{Error, Result},
-    lane_rules::least_busy,
+    rules::lanes::least_busy,
 };
 
 /// Gas of a plain transfer: what a cancellation (a zero-value self-transfer) uses.

@@ -4,8 +4,8 @@ use std::sync::OnceLock;
 
 use rusqlite::Transaction;
 
-use super::records::RelayStatus;
 use crate::error::Result;
+use crate::rules::status::RelayStatus;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS budget (

@@ -1,5 +1,5 @@
 //! The key pool's rules, pure: which key a new relay goes to, and how many keys each daemon of a
-//! cluster takes. The pool itself is [`crate::lanes`]; the store counts the depths these read.
+//! cluster takes. The pool itself is [`crate::keys::lanes`]; the store counts the depths these read.
 
 use alloy::primitives::Address;
 

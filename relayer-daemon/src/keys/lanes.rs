@@ -1,10 +1,10 @@
 //! The key pool: one [`Sender`] per relayer key, each its own nonce lane, with this daemon's
 //! lease on it. A stuck transaction holds up only the relays behind it on its own key's nonces;
-//! the other lanes go on. The pure rules of the pool are [`crate::lane_rules`]'s.
+//! the other lanes go on. The pure rules of the pool are [`crate::rules::lanes`]'s.
 
 use alloy::{primitives::Address, signers::local::PrivateKeySigner};
 
-use crate::{chain::RelayerChain, sender::Sender, store::Lease};
+use crate::{chain::RelayerChain, keys::sender::Sender, store::Lease};
 
 /// The relayer's keys, in the configured order (the first is the one a single-key relayer had).
 #[derive(Debug)]

@@ -1,7 +1,7 @@
 //! After the send: a follower per sent relay reads the receipts of its transactions, settles
 //! the budget with what the mined one cost, and sends a stuck one again (higher fees at the same
-//! relayer nonce, or a cancellation: [`crate::stuck`] decides); the reconciler's I/O gathers the
-//! facts for the pure [`crate::reconcile`] about relays a crash or a lost answer left open, and
+//! relayer nonce, or a cancellation: [`crate::rules::stuck`] decides); the reconciler's I/O gathers the
+//! facts for the pure [`crate::rules::reconcile`] about relays a crash or a lost answer left open, and
 //! applies its decision.
 
 use std::{
@@ -15,15 +15,15 @@ use alloy::primitives::{Address, B256, Bytes};
 use crate::{
     chain::Receipt,
     error::Result,
-    nonce::AfterReplace,
-    reconcile::{self, Decision, Facts},
+    keys::sender::{Outgoing, Sender},
     relayer::{InFlightGuard, Relayer, lock},
-    sender::{Outgoing, Sender},
+    rules::nonce::AfterReplace,
+    rules::reconcile::{self, Decision, Facts},
+    rules::stuck::{Latest, Plan},
     store::{
         Lease, Outcome, Pruned, RelayRecord, RelayStatus, ReplaceRefusal, Replacement, SentTx, Settlement,
         TRANSFER_GAS, TxKind,
     },
-    stuck::{Latest, Plan},
     time,
 };
 
@@ -229,7 +229,7 @@ impl Relayer {
         self.pool.lane(self.key_of(record))
     }
 
-    /// Whether this daemon follows and reconciles `record`: see [`crate::lanes::Pool::looks_after`].
+    /// Whether this daemon follows and reconciles `record`: see [`crate::keys::lanes::Pool::looks_after`].
     pub(crate) fn looks_after(&self, record: &RelayRecord) -> bool {
         self.pool.looks_after(self.key_of(record))
     }
@@ -241,7 +241,7 @@ impl Relayer {
         record: &RelayRecord,
         lane: Address,
         kind: TxKind,
-        fees: crate::chain::Fees,
+        fees: crate::rules::fees::Fees,
     ) -> Outgoing {
         match kind {
             TxKind::Relay => Outgoing {
@@ -430,7 +430,7 @@ impl Relayer {
 /// What the stuck policy needs of a relay's latest transaction.
 fn latest_of(tx: &SentTx) -> Latest {
     Latest {
-        fees: crate::chain::Fees {
+        fees: crate::rules::fees::Fees {
             max_fee_per_gas: tx.max_fee_wei,
             max_priority_fee_per_gas: tx.priority_fee_wei,
         },

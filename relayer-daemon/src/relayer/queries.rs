@@ -11,9 +11,9 @@ use kya_core::{
 
 use crate::{
     error::{Error, Result},
-    metrics::{Gauges, KeyGauge},
+    relayer::metrics::{Gauges, KeyGauge},
+    relayer::settlement::waiting_too_long,
     relayer::{Relayer, lock},
-    settlement::waiting_too_long,
     store::RelayRecord,
     time,
 };

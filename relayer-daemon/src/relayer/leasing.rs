@@ -11,8 +11,8 @@ use alloy::primitives::Address;
 
 use crate::{
     error::Result,
-    lane_rules::fair_share,
     relayer::Relayer,
+    rules::lanes::fair_share,
     store::{Lease, Taking},
     time,
 };

@@ -6,7 +6,7 @@
 //! self-transfer instead, so later relays are not blocked behind it. Cancellations have a cap of
 //! their own: past it, the relay waits (for the fees to fall, or the transaction to be mined).
 
-use crate::chain::Fees;
+use super::fees::Fees;
 
 /// The smallest fee rise nodes accept for a replacement (geth's default `txpool.pricebump`).
 pub(crate) const MIN_BUMP_PERCENT: u64 = 10;

@@ -4,7 +4,7 @@
 //! after an answer saying the node has not seen the block the read names (a load balancer's
 //! backend behind the one that served the head block a relay's checks pinned). A transaction
 //! whose answer is lost, or that a gateway failed on, is never sent again here: the nonce
-//! machinery ([`crate::nonce`]) finds out whether the node has it.
+//! machinery ([`crate::rules::nonce`]) finds out whether the node has it.
 //!
 //! Not alloy's `RetryBackoffLayer`: its policy sees the error and not the request, so it would
 //! send a transaction again after a gateway's 502 or 504, and alloy's HTTP transport keeps a

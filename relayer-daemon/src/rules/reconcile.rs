@@ -6,7 +6,7 @@
 //! Cases it ends: a process killed between reserving and sending; a send that timed out where
 //! the node never took the transaction; a transaction that is never mined.
 
-use crate::store::Outcome;
+use super::status::Outcome;
 
 /// What the chain says about one unfinished relay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,7 +1,17 @@
 //! The relayer's shared state and lifecycle: start-up (retrying an unreachable node), the store
 //! in the blocking pool, the work in flight, and shutdown. The stages live beside it:
-//! [`crate::relay`] (the `POST /relay` checks), [`crate::settlement`] (receipts, replacements,
-//! the reconciler) and [`crate::queries`] (the read endpoints).
+//! [`crate::relayer::relay`] (the `POST /relay` checks), [`crate::relayer::settlement`] (receipts, replacements,
+//! the reconciler) and [`crate::relayer::queries`] (the read endpoints).
+
+pub(crate) mod handoff;
+pub(crate) mod l1_fee;
+pub(crate) mod leasing;
+pub(crate) mod metrics;
+pub(crate) mod prefilter;
+pub(crate) mod queries;
+pub(crate) mod relay;
+pub(crate) mod settlement;
+pub(crate) mod webhooks;
 
 use std::{
     collections::{HashMap, HashSet},
@@ -16,11 +26,11 @@ use crate::{
     chain::RelayerChain,
     config::Config,
     error::{Error, Result},
-    lanes::Pool,
-    metrics::Metrics,
-    prefilter::PreFilter,
+    keys::lanes::Pool,
+    relayer::metrics::Metrics,
+    relayer::prefilter::PreFilter,
+    rules::stuck::Policy,
     store::{self, Store},
-    stuck::Policy,
 };
 
 /// How long shutdown lets running settlements finish (anvil and fast chains mine in well under
@@ -100,7 +110,7 @@ pub struct Relayer {
     /// Relays (row ids) a follower of this process watches.
     pub(crate) followed: Mutex<HashSet<i64>>,
     /// The keys' balances the metrics show, and when they were read: a scrape reads the chain
-    /// at most once per [`crate::queries::BALANCE_CACHE`].
+    /// at most once per [`crate::relayer::queries::BALANCE_CACHE`].
     pub(crate) cached_balances: Mutex<Option<BalancesRead>>,
     /// The forwarder's EIP-712 domain once the node answered it: it never changes for a
     /// deployment, so `/domain` asks the chain once.

@@ -4,7 +4,7 @@
 //! [`L1_FEE_HEADROOM`]. What a mined transaction really paid is its receipt's `l1Fee`
 //! ([`crate::chain::Receipt`]), which settlement books.
 
-use crate::{chain::Fees, error::Result, relayer::Relayer, sender::Outgoing};
+use crate::{error::Result, keys::sender::Outgoing, relayer::Relayer, rules::fees::Fees};
 
 /// How many times the oracle's quote a relay reserves for its L1 data fee. The quote is priced
 /// at the L1 base fee of the pinned block; the fee charged is priced when the transaction is

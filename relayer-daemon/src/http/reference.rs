@@ -33,12 +33,12 @@ pub(crate) const FILES: [File; 4] = [
     File {
         path: "/docs",
         content_type: "text/html; charset=utf-8",
-        body: include_bytes!("../public/docs.html"),
+        body: include_bytes!("../../public/docs.html"),
     },
     File {
         path: "/docs.js",
         content_type: "text/javascript; charset=utf-8",
-        body: include_bytes!("../../edge-api/public/docs.js"),
+        body: include_bytes!("../../../edge-api/public/docs.js"),
     },
     File {
         path: "/vendor/swagger-ui/swagger-ui-bundle.js",
@@ -84,7 +84,7 @@ mod tests {
             assert!(!file.body.is_empty(), "{} is embedded", file.path);
         }
         assert!(!page.contains("<script>") && !page.contains("<style"), "nothing inline");
-        let headers = include_str!("../../edge-api/public/_headers");
+        let headers = include_str!("../../../edge-api/public/_headers");
         for policy in [PAGE_POLICY, FILE_POLICY] {
             assert!(headers.contains(&format!("Content-Security-Policy: {policy}")), "{policy}");
         }

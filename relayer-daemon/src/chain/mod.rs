@@ -6,6 +6,8 @@
 //! decoder of every node's and provider's shape, and worded here for the relayer's answers.
 //! Nothing here holds the key.
 
+pub(crate) mod transport;
+
 use alloy::{
     eips::BlockId,
     network::TransactionBuilder,
@@ -27,9 +29,10 @@ use kya_core::{
 };
 
 use crate::{
+    chain::transport::RetryingHttp,
     error::{Error, Result},
+    rules::fees::Fees,
     store::Outcome,
-    transport::RetryingHttp,
 };
 
 /// Longest wait for one JSON-RPC answer.
@@ -66,15 +69,6 @@ pub(crate) struct SendFailure {
     pub(crate) node_answered: bool,
     /// The node's or the transport's message.
     pub(crate) message: String,
-}
-
-/// Suggested EIP-1559 fees.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Fees {
-    /// Max fee per gas: the worst-case price the budget reserves at.
-    pub(crate) max_fee_per_gas: u128,
-    /// Priority fee per gas.
-    pub(crate) max_priority_fee_per_gas: u128,
 }
 
 /// A mined transaction's receipt, with the L1 data fee an OP Stack node reports in it.

@@ -1,6 +1,6 @@
 //! The relayer account's nonce as a pure state machine: what the sender knows of its next
 //! nonce, what it must ask the node before signing, and what each answer of the node to a
-//! submission means. No I/O here: [`crate::sender::Sender`] asks the node and feeds the answers
+//! submission means. No I/O here: [`crate::keys::sender::Sender`] asks the node and feeds the answers
 //! in, which keeps every case ("nonce too low", "already known", a lost answer, a replacement)
 //! testable without a node.
 

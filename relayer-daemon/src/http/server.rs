@@ -12,7 +12,7 @@ use warp::{
     reply::Response,
 };
 
-use crate::{error::Error, read_limit::ReadLimiter, relayer::Relayer};
+use crate::{error::Error, http::read_limit::ReadLimiter, relayer::Relayer};
 
 /// Largest `POST /relay` body: a registration's calldata is well under 2 KiB.
 const MAX_BODY_BYTES: u64 = 64 * 1024;
@@ -145,16 +145,17 @@ pub fn routes(
         .and(with())
         .then(|relayer: Arc<Relayer>| async move { respond(relayer.domain().await) });
     let openapi = warp::path!("openapi.json").and(read()).map(|| {
-        warp::reply::with_header(crate::openapi::DOCUMENT, "content-type", "application/json").into_response()
+        warp::reply::with_header(crate::http::openapi::DOCUMENT, "content-type", "application/json")
+            .into_response()
     });
     // The API reference (`/docs`) and the files it loads. The path first: another method on any
     // other path stays a 404, not a 405.
     let reference = warp::path::full()
         .and_then(|path: warp::path::FullPath| async move {
-            crate::reference::file(path.as_str()).ok_or_else(warp::reject::not_found)
+            crate::http::reference::file(path.as_str()).ok_or_else(warp::reject::not_found)
         })
         .and(read())
-        .map(crate::reference::response);
+        .map(crate::http::reference::response);
     let health = warp::path!("health")
         .and(read())
         .map(|| warp::reply::json(&json!({ "status": "ok" })).into_response());

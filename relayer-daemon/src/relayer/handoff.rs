@@ -10,11 +10,11 @@ use std::{sync::Arc, time::Duration};
 use alloy::primitives::Address;
 
 use crate::{
-    chain::Fees,
     error::{Error, Result},
-    relay::Relayed,
+    keys::sender::Outgoing,
+    relayer::relay::Relayed,
     relayer::{InFlightGuard, Relayer, lock},
-    sender::Outgoing,
+    rules::fees::Fees,
     store::{RelayRecord, RelayStatus, Reservation},
     time,
 };

@@ -11,12 +11,13 @@ use alloy::{
 use kya_core::{abi::Forwarder, client_ip::relay_client_of, forward_request, registry_call, relayer_view};
 
 use crate::{
-    chain::{Fees, Simulation, forwarder_refusal},
+    chain::{Simulation, forwarder_refusal},
     error::{Error, Result},
-    lane_rules::least_busy,
+    keys::sender::{Outgoing, Sent},
     relayer::{InFlightGuard, Relayer},
-    request::RelayBody,
-    sender::{Outgoing, Sent},
+    rules::fees::Fees,
+    rules::lanes::least_busy,
+    rules::request::RelayBody,
     store::{
         Lease, NewRelay, RateKind, Refusal, RelayRecord, RelayStatus, Reservation, Sending, SignerCount,
     },

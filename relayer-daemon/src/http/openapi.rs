@@ -8,7 +8,7 @@
 //! hold its methods and CORS headers to the server's.
 
 /// The document, embedded at build time.
-pub const DOCUMENT: &str = include_str!("../openapi.json");
+pub const DOCUMENT: &str = include_str!("../../openapi.json");
 
 #[cfg(test)]
 mod tests {
@@ -17,7 +17,7 @@ mod tests {
     use serde_json::Value;
 
     use super::*;
-    use crate::server;
+    use crate::http::server;
 
     fn document() -> Value {
         serde_json::from_str(DOCUMENT).expect("the document is JSON")

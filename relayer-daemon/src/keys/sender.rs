@@ -7,7 +7,7 @@
 //! know by its hash. After an answer that leaves our view of the nonce in doubt, the next
 //! submission re-reads the node's pending count instead of guessing; after a submission whose
 //! answer was lost, it first asks the node for that transaction (the rules are
-//! [`crate::nonce`]'s). Fee replacements and cancellations reuse a relay's nonce under the same
+//! [`crate::rules::nonce`]'s). Fee replacements and cancellations reuse a relay's nonce under the same
 //! lock.
 //!
 //! A sender sends only while its daemon holds the key's lease ([`Lease`]): each record is made
@@ -23,9 +23,10 @@ use alloy::{
 use tokio::sync::Mutex;
 
 use crate::{
-    chain::{Fees, RelayerChain},
+    chain::RelayerChain,
     error::{Error, Result},
-    nonce::{self, AfterReplace, AfterSend, Answer, NextNonce, Question},
+    rules::fees::Fees,
+    rules::nonce::{self, AfterReplace, AfterSend, Answer, NextNonce, Question},
     store::Lease,
 };
 
