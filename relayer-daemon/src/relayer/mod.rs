@@ -82,41 +82,41 @@ pub(crate) type BalancesRead = (std::time::Instant, Vec<(Address, alloy::primiti
 /// The relayer's shared state.
 #[derive(Debug)]
 pub struct Relayer {
-    pub(crate) config: Config,
-    pub(crate) chain: RelayerChain,
-    pub(crate) chain_id: u64,
+    config: Config,
+    chain: RelayerChain,
+    chain_id: u64,
     /// The relayer's keys, one nonce lane each.
-    pub(crate) pool: Pool,
-    pub(crate) store: Arc<Store>,
+    pool: Pool,
+    store: Arc<Store>,
     /// The lease keeper's store: on PostgreSQL a connection of its own, so renewals go on while
     /// a request waits on a lock (on SQLite, the same store).
-    pub(crate) lease_store: Arc<Store>,
-    pub(crate) metrics: Metrics,
+    lease_store: Arc<Store>,
+    metrics: Metrics,
     /// The per-IP limit's certain refusals, answered from memory before any store access.
-    pub(crate) prefilter: PreFilter,
-    pub(crate) stuck: Policy,
+    prefilter: PreFilter,
+    stuck: Policy,
     /// Relay handlers: shutdown waits for every one (a relay that reserved budget finishes and
     /// is recorded, even if its client hung up).
-    pub(crate) handlers: TaskTracker,
+    handlers: TaskTracker,
     /// Followers of sent relays, the reconciler and the webhook delivery task.
-    pub(crate) background: TaskTracker,
+    background: TaskTracker,
     /// Cancelled when shutdown begins: the reconciler stops, followers start no replacement, the
     /// webhook task claims no more events.
-    pub(crate) closing: CancellationToken,
+    closing: CancellationToken,
     /// Cancelled when shutdown's grace is over: followers stop (the next start resumes them).
     /// `closing` is its child, so this cancels both.
-    pub(crate) stop: CancellationToken,
-    pub(crate) in_flight: InFlight,
+    stop: CancellationToken,
+    in_flight: InFlight,
     /// Relays (row ids) a follower of this process watches.
-    pub(crate) followed: Mutex<HashSet<i64>>,
+    followed: Mutex<HashSet<i64>>,
     /// The keys' balances the metrics show, and when they were read: a scrape reads the chain
     /// at most once per [`crate::relayer::queries::BALANCE_CACHE`].
-    pub(crate) cached_balances: Mutex<Option<BalancesRead>>,
+    cached_balances: Mutex<Option<BalancesRead>>,
     /// The forwarder's EIP-712 domain once the node answered it: it never changes for a
     /// deployment, so `/domain` asks the chain once.
-    pub(crate) domain: tokio::sync::OnceCell<crate::chain::Domain>,
+    domain: tokio::sync::OnceCell<crate::chain::Domain>,
     /// Whether the chain charges an OP Stack L1 data fee, once known ([`Relayer::op_stack`]).
-    pub(crate) op_stack: tokio::sync::OnceCell<bool>,
+    op_stack: tokio::sync::OnceCell<bool>,
 }
 
 impl Relayer {
