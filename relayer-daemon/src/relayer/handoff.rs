@@ -50,12 +50,12 @@ impl Relayer {
         let wake = Arc::new(tokio::sync::Notify::new());
         self.store.listen_for_handoffs(&wake);
         let relayer = Arc::clone(self);
-        self.background.spawn(async move {
+        self.shutdown.spawn_background(async move {
             loop {
                 tokio::select! {
                     () = wake.notified() => {}
                     () = tokio::time::sleep(HANDOFF_POLL) => {}
-                    () = relayer.closing.cancelled() => return,
+                    () = relayer.shutdown.begun() => return,
                 }
                 if let Err(error) = relayer.send_handed_off().await {
                     tracing::warn!(error = %error.detail(), "sending the relays handed off failed; retrying");
@@ -79,7 +79,7 @@ impl Relayer {
             // Held from here: a later look, and the reconciler, leave it to this task.
             let guard = InFlightGuard::new(&self.in_flight, key);
             let relayer = Arc::clone(self);
-            self.handlers.spawn(async move {
+            self.shutdown.spawn_handler(async move {
                 let _in_flight = guard;
                 let (id, relay_id) = (record.id, record.relay_id.clone());
                 match relayer.send_one_handed_off(record).await {

@@ -35,11 +35,11 @@ impl Relayer {
     pub(crate) fn spawn_lease_keeper(self: &Arc<Self>) {
         let relayer = Arc::clone(self);
         let pause = keeper_pause(self.config.keys.lease_secs);
-        self.background.spawn(async move {
+        self.shutdown.spawn_background(async move {
             loop {
                 tokio::select! {
                     () = tokio::time::sleep(pause) => {}
-                    () = relayer.closing.cancelled() => return,
+                    () = relayer.shutdown.begun() => return,
                 }
                 if let Err(error) = relayer.keep_leases(Taking::Free).await {
                     // A lease not renewed runs out; sends stop on their own once less than its

@@ -11,6 +11,7 @@ pub(crate) mod prefilter;
 pub(crate) mod queries;
 pub(crate) mod relay;
 pub(crate) mod settlement;
+mod shutdown;
 pub(crate) mod webhooks;
 
 use std::{
@@ -20,8 +21,8 @@ use std::{
 };
 
 use alloy::primitives::{Address, U256};
-use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
+use self::shutdown::Shutdown;
 use crate::{
     chain::RelayerChain,
     config::Config,
@@ -95,17 +96,8 @@ pub struct Relayer {
     /// The per-IP limit's certain refusals, answered from memory before any store access.
     prefilter: PreFilter,
     stuck: Policy,
-    /// Relay handlers: shutdown waits for every one (a relay that reserved budget finishes and
-    /// is recorded, even if its client hung up).
-    handlers: TaskTracker,
-    /// Followers of sent relays, the reconciler and the webhook delivery task.
-    background: TaskTracker,
-    /// Cancelled when shutdown begins: the reconciler stops, followers start no replacement, the
-    /// webhook task claims no more events.
-    closing: CancellationToken,
-    /// Cancelled when shutdown's grace is over: followers stop (the next start resumes them).
-    /// `closing` is its child, so this cancels both.
-    stop: CancellationToken,
+    /// The relayer's tasks and the phases of its shutdown.
+    shutdown: Shutdown,
     in_flight: InFlight,
     /// Relays (row ids) a follower of this process watches.
     followed: Mutex<HashSet<i64>>,
@@ -141,7 +133,6 @@ impl Relayer {
         let store = Arc::new(if config.webhook.is_some() { store.with_webhook_events() } else { store });
         let lease_store = lease_store.map_or_else(|| Arc::clone(&store), Arc::new);
         let pool = Pool::new(&chain, &config.keys.signers, chain_id);
-        let stop = CancellationToken::new();
         let stuck = config.followers.stuck_policy();
         let relayer = Arc::new(Self {
             config,
@@ -153,10 +144,7 @@ impl Relayer {
             metrics: Metrics::default(),
             prefilter: PreFilter::default(),
             stuck,
-            handlers: TaskTracker::new(),
-            background: TaskTracker::new(),
-            closing: stop.child_token(),
-            stop,
+            shutdown: Shutdown::new(),
             in_flight: Arc::default(),
             followed: Mutex::default(),
             cached_balances: Mutex::default(),
@@ -254,14 +242,7 @@ impl Relayer {
     /// takes them at once. Nothing is lost: whoever holds a key next follows and reconciles what
     /// is left on it.
     pub async fn drain(&self) {
-        self.closing.cancel();
-        self.handlers.close();
-        self.handlers.wait().await;
-        self.background.close();
-        if tokio::time::timeout(SHUTDOWN_SETTLE_GRACE, self.background.wait()).await.is_err() {
-            self.stop.cancel();
-            self.background.wait().await;
-        }
+        self.shutdown.drain(SHUTDOWN_SETTLE_GRACE).await;
         self.release_lanes().await;
     }
 }

@@ -89,8 +89,8 @@ impl Relayer {
     pub async fn relay(self: &Arc<Self>, body: Vec<u8>, client: IpAddr) -> Result<Relayed> {
         let relayer = Arc::clone(self);
         let outcome = self
-            .handlers
-            .spawn(async move { relayer.relay_checked(&body, client).await })
+            .shutdown
+            .spawn_handler(async move { relayer.relay_checked(&body, client).await })
             .await
             .map_err(|error| Error::Internal(format!("relay task failed: {error}")))?;
         if let Err(error) = &outcome {

@@ -63,12 +63,9 @@ impl Relayer {
             return;
         }
         let relayer = Arc::clone(self);
-        self.background.spawn(async move {
+        self.shutdown.spawn_follower(async move {
             let _followed = Followed { relayer: &relayer, id };
-            tokio::select! {
-                () = relayer.follow_until_closed(id) => {}
-                () = relayer.stop.cancelled() => {}
-            }
+            relayer.follow_until_closed(id).await;
         });
     }
 
@@ -103,7 +100,7 @@ impl Relayer {
             return Ok(Look::Closed);
         }
         let Some(latest) = record.txs.last() else { return Ok(Look::Waiting) };
-        if self.closing.is_cancelled() {
+        if self.shutdown.has_begun() {
             return Ok(Look::Waiting);
         }
         let block = self.chain.block_number().await?;
@@ -299,7 +296,7 @@ impl Relayer {
     pub(crate) fn spawn_reconciler(self: &Arc<Self>) {
         let relayer = Arc::clone(self);
         let interval = self.config.followers.reconcile_interval;
-        self.background.spawn(async move {
+        self.shutdown.spawn_background(async move {
             loop {
                 if let Err(error) = relayer.reconcile().await {
                     tracing::warn!(error = %error.detail(), "reconciling relays failed; retrying later");
@@ -309,7 +306,7 @@ impl Relayer {
                 }
                 tokio::select! {
                     () = tokio::time::sleep(interval) => {}
-                    () = relayer.closing.cancelled() => return,
+                    () = relayer.shutdown.begun() => return,
                 }
             }
         });

@@ -84,7 +84,7 @@ impl Relayer {
     pub(crate) fn spawn_webhooks(self: &Arc<Self>) {
         let Some(config) = self.config.webhook.clone() else { return };
         let relayer = Arc::clone(self);
-        self.background.spawn(async move { relayer.deliver_events(config).await });
+        self.shutdown.spawn_background(async move { relayer.deliver_events(config).await });
     }
 
     /// Claims due events (up to the free places) and delivers each in a task of its own, until
@@ -132,7 +132,7 @@ impl Relayer {
                 }
             }
             tokio::select! {
-                () = self.closing.cancelled() => break,
+                () = self.shutdown.begun() => break,
                 Some(_) = in_flight.join_next(), if !in_flight.is_empty() => {}
                 () = self.store.event_written() => {}
                 () = tokio::time::sleep(POLL) => {}
@@ -140,7 +140,7 @@ impl Relayer {
         }
         tokio::select! {
             () = async { while in_flight.join_next().await.is_some() {} } => {}
-            () = self.stop.cancelled() => {
+            () = self.shutdown.grace_over() => {
                 in_flight.abort_all();
                 while in_flight.join_next().await.is_some() {}
             }
