@@ -13,8 +13,8 @@ mod store;
 mod time;
 
 pub use config::{
-    BudgetConfig, ChainConfig, Config, FollowerConfig, KeyConfig, RelayConfig, RpcUrl, ServerConfig, Signers,
-    StoreConfig, WebhookConfig, WebhookSecret, WebhookUrl,
+    BudgetConfig, ChainConfig, Config, FollowerConfig, KeyConfig, RedactedUrl, RelayConfig, ServerConfig,
+    Signers, StoreConfig, WebhookConfig, WebhookSecret,
 };
 pub use error::{Error, Result};
 pub use http::{openapi, server};

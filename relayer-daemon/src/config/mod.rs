@@ -2,7 +2,7 @@
 //! defaults: one part per subsystem, each read through the typed [`reader::Settings`] and
 //! building its own policy values ([`FollowerConfig::stuck_policy`], [`BudgetConfig::limits`]).
 //!
-//! Secrets sit in newtypes whose `Debug` redacts them ([`RpcUrl`], [`Signers`], [`WebhookUrl`],
+//! Secrets sit in newtypes whose `Debug` redacts them ([`RedactedUrl`], [`Signers`],
 //! [`WebhookSecret`], the store's `DatabaseUrl`), so every `Debug` here is derived: a setting
 //! added later shows in the start-up log without a hand-written formatter to forget.
 
@@ -11,6 +11,7 @@ mod chain;
 mod followers;
 mod keys;
 mod reader;
+mod redacted;
 mod relay;
 mod server;
 mod store;
@@ -19,13 +20,14 @@ mod tests;
 mod webhook;
 
 pub use budget::BudgetConfig;
-pub use chain::{ChainConfig, RpcUrl};
+pub use chain::ChainConfig;
 pub use followers::FollowerConfig;
 pub use keys::{KeyConfig, Signers};
+pub use redacted::RedactedUrl;
 pub use relay::RelayConfig;
 pub use server::ServerConfig;
 pub use store::StoreConfig;
-pub use webhook::{WebhookConfig, WebhookSecret, WebhookUrl};
+pub use webhook::{WebhookConfig, WebhookSecret};
 
 use crate::error::Result;
 

@@ -1,6 +1,6 @@
 //! Webhooks: the receiver, the signing key, and the delivery's pace.
 
-use super::reader::Settings;
+use super::{reader::Settings, redacted::RedactedUrl};
 use crate::error::{Error, Result};
 
 /// Default time one webhook delivery attempt may take, in seconds.
@@ -17,7 +17,7 @@ pub(crate) const DEFAULT_WEBHOOK_RETRY_MAX_MS: u64 = 600_000;
 #[derive(Debug, Clone)]
 pub struct WebhookConfig {
     /// The receiver (`WEBHOOK_URL`, http).
-    pub url: WebhookUrl,
+    pub url: RedactedUrl,
     /// The signing key (`WEBHOOK_SECRET`).
     pub secret: WebhookSecret,
     /// Longest time of one attempt (`WEBHOOK_TIMEOUT_SECS`, default 10).
@@ -49,7 +49,7 @@ impl WebhookConfig {
         let millis =
             |name: &str, default: u64| settings.number(name, default).map(std::time::Duration::from_millis);
         Ok(Some(Self {
-            url: WebhookUrl(url),
+            url: RedactedUrl::new(url),
             secret,
             timeout: std::time::Duration::from_secs(
                 settings.number("WEBHOOK_TIMEOUT_SECS", DEFAULT_WEBHOOK_TIMEOUT_SECS)?.max(1),
@@ -63,24 +63,6 @@ impl WebhookConfig {
             retry_max: millis("WEBHOOK_RETRY_MAX_MS", DEFAULT_WEBHOOK_RETRY_MAX_MS)?
                 .max(std::time::Duration::from_millis(1)),
         }))
-    }
-}
-
-/// The receiver's URL. Receivers put tokens in the path or the query, so its `Debug` shows only
-/// the scheme, host and port.
-#[derive(Clone, PartialEq, Eq)]
-pub struct WebhookUrl(String);
-
-impl WebhookUrl {
-    /// The whole URL, to post to (never to a log).
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for WebhookUrl {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "WebhookUrl({})", kya_core::redact::url(&self.0))
     }
 }
 
