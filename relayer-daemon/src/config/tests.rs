@@ -259,3 +259,15 @@ fn a_keystore_file_works_instead_of_a_key() {
     let error = Config::from_lookup(lookup(&settings)).unwrap_err().to_string();
     assert!(error.contains("cannot decrypt"), "{error}");
 }
+
+#[test]
+fn the_handoff_wait_is_a_setting() {
+    let mut settings = base();
+    settings.push(("RELAYER_HANDOFF_WAIT_SECS", "3"));
+    let config = Config::from_lookup(lookup(&settings)).unwrap();
+    assert_eq!(config.keys.handoff_wait, std::time::Duration::from_secs(3));
+    settings.pop();
+    settings.push(("RELAYER_HANDOFF_WAIT_SECS", "soon"));
+    let error = Config::from_lookup(lookup(&settings)).unwrap_err().to_string();
+    assert!(error.contains("RELAYER_HANDOFF_WAIT_SECS is not a whole number"), "{error}");
+}
