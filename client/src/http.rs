@@ -99,13 +99,7 @@ fn excerpt(text: &str) -> String {
 
 /// reqwest's error chain, with any URL in it redacted (a hosted URL may carry a key).
 pub(crate) fn reason_of(error: &reqwest::Error) -> String {
-    let mut reason = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(inner) = source {
-        reason = format!("{reason}: {inner}");
-        source = inner.source();
-    }
-    kya_core::redact::urls_in(&reason)
+    kya_native_http::error_chain(error)
 }
 
 #[cfg(test)]

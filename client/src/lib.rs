@@ -12,7 +12,6 @@ mod http;
 mod outcome;
 mod preset;
 mod relayer;
-mod tls;
 mod write;
 
 pub use api::{ApiClient, MAX_PAGE_SIZE};
@@ -34,13 +33,13 @@ pub use kya_core::{
     stats::{DetailedStats, StatusDistribution},
     view::{AgentDetails, AgentListItem, AgentView, RecentRegistration},
 };
+pub use kya_native_http::install_crypto_provider;
 pub use outcome::{Outcome, RegistryResult};
 pub use preset::{ChainPreset, PresetSettings};
 pub use relayer::{
     Contracts, Domain, GasBudget, LaneStatus, NonceView, RelayStatus, RelayView, Relayed, RelayerClient,
     RelayerStatus, SentTransaction, Submitted,
 };
-pub use tls::install_crypto_provider;
 pub use write::{
     GAS_PER_CONSENT, Registration, RevenueReport, Write, capability_hash, cents, constitution_hash,
 };

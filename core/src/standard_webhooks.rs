@@ -33,6 +33,17 @@ impl std::fmt::Display for SecretError {
     }
 }
 
+impl SecretError {
+    /// The refusal of the setting `name` (`WEBHOOK_SECRET`), in the words every service uses:
+    /// the one place they are written. Never quotes the secret.
+    pub fn describe(&self, name: &str) -> String {
+        match self {
+            Self::NotBase64 => format!("{name}: {self}"),
+            Self::TooShort => format!("{name} {self}"),
+        }
+    }
+}
+
 /// A secret's key bytes from its text: `whsec_` and base64 (as Standard Webhooks writes secrets),
 /// or the raw text's bytes; surrounding whitespace ignored.
 pub fn decode_secret(text: &str) -> Result<Vec<u8>, SecretError> {
@@ -85,5 +96,13 @@ mod tests {
         assert_eq!(decode_secret("whsec_not base64!"), Err(SecretError::NotBase64));
         let message = SecretError::NotBase64.to_string() + &SecretError::TooShort.to_string();
         assert!(!message.contains("not base64!"), "errors never quote the secret: {message}");
+        assert_eq!(
+            SecretError::TooShort.describe("WEBHOOK_SECRET"),
+            "WEBHOOK_SECRET must be at least 32 bytes (after base64 decoding, with whsec_)"
+        );
+        assert_eq!(
+            SecretError::NotBase64.describe("WEBHOOK_SECRET"),
+            "WEBHOOK_SECRET: whsec_ must be followed by base64"
+        );
     }
 }

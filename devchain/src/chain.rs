@@ -61,7 +61,7 @@ pub struct Chain {
 impl Chain {
     /// Connects over HTTP. No fillers: the node fills nonce, gas and fees of each transaction.
     pub fn connect(rpc_url: &str) -> anyhow::Result<Self> {
-        crate::tls::install_crypto_provider();
+        kya_native_http::install_crypto_provider();
         let provider =
             ProviderBuilder::new().disable_recommended_fillers().connect_http(rpc_url.parse()?).erased();
         Ok(Self { provider, rpc_url: rpc_url.to_owned() })

@@ -7,7 +7,6 @@ pub mod deploy;
 pub mod dev_accounts;
 pub mod envfile;
 pub mod seed;
-mod tls;
 
 pub use anvil::{Anvil, AnvilOptions};
 pub use chain::{Chain, GAS_MARGIN_PERCENT, TxError};

@@ -15,7 +15,7 @@ async fn main() -> anyhow::Result<()> {
         .init();
     let config = Config::from_env()?;
     tracing::info!(?config, "starting");
-    let address = (config.host, config.port);
+    let address = (config.server.host, config.server.port);
     // A stop while start-up still waits for the node ends the process at once.
     let mut shutdown = Box::pin(shutdown_signal());
     let relayer = tokio::select! {

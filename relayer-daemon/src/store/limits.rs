@@ -7,7 +7,7 @@ use super::{
     schema::OPEN,
     sql::{Lock, Sql, args},
 };
-use crate::{error::Result, pacing::Pacing};
+use crate::{error::Result, rules::pacing::Pacing};
 use alloy::primitives::{Address, U256};
 
 /// How long a gas budget lasts after its first use (SPEC.md: a day; `BUDGET_WINDOW_SECS`).
@@ -62,20 +62,20 @@ pub struct BudgetLimits {
     pub client_wei: u128,
     /// The slices the window opens in (`BUDGET_SLICES`; 1: all at once). The window's length is
     /// the store's ([`Store::with_budget_window`]).
-    pub slices: u64,
+    pub slices: std::num::NonZeroU64,
 }
 
 impl BudgetLimits {
     /// One limit for everything, open at once: no shares, no pacing (the store's own tests).
     pub fn total(wei: u128) -> Self {
-        Self { total_wei: wei, signer_wei: wei, client_wei: wei, slices: 1 }
+        Self { total_wei: wei, signer_wei: wei, client_wei: wei, slices: std::num::NonZeroU64::MIN }
     }
 }
 
 impl Store {
     /// How `limits` open the store's budget windows.
     pub(super) fn pacing(&self, limits: &BudgetLimits) -> Pacing {
-        Pacing { window_secs: self.budget_window_secs, slices: limits.slices.max(1) }
+        Pacing { window_secs: self.budget_window_secs, slices: limits.slices }
     }
 }
 

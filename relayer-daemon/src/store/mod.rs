@@ -52,8 +52,8 @@ pub use outbox::{DueEvent, OutboxEvent};
 pub(crate) use postgres::DEFAULT_POOL_SIZE;
 pub use postgres::{DatabaseTimeouts, DatabaseUrl};
 pub use records::{
-    NewRelay, Outcome, Refusal, RelayRecord, RelayStatus, ReplaceRefusal, Replacement, Reservation, SentTx,
-    Settlement, TxKind,
+    NewRelay, Outcome, Refusal, RelayRecord, RelayStatus, ReplaceRefusal, Replacement, Reservation, Sending,
+    SentTx, Settlement, TxKind,
 };
 pub(crate) use relays::TRANSFER_GAS;
 pub use retention::Pruned;

@@ -114,7 +114,7 @@ pub(super) fn client_config(settings: &TlsSettings) -> Result<Option<ClientConfi
     if settings.mode == TlsMode::Off {
         return Ok(None);
     }
-    crate::tls::install_crypto_provider();
+    kya_native_http::install_crypto_provider();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
         .with_safe_default_protocol_versions()

@@ -16,7 +16,7 @@ use super::sql::PgConnection;
 use crate::error::{Error, Result, is_unavailable, postgres_detail};
 
 /// The migrations, in order: each runs once per database, recorded in `schema_migrations`.
-const MIGRATIONS: &[(i64, &str)] = &[
+pub(super) const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("migrations/postgres/0001_initial.sql")),
     (2, include_str!("migrations/postgres/0002_lanes.sql")),
     (3, include_str!("migrations/postgres/0003_lane_leases.sql")),

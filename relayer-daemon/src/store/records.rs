@@ -5,113 +5,16 @@ use super::{
     Store,
     codec::{Text, optional},
     parse_wei,
-    schema::OPEN,
+    schema::{OPEN, WITH_THE_NODE},
     sql::{Row, Sql, Value, args},
 };
-use crate::error::{Error, Result};
+use crate::error::Result;
+pub use crate::rules::status::{Outcome, RelayStatus};
 use alloy::primitives::{Address, B256, Bytes, U256};
 use kya_core::{
-    relayer_view::{RelayStatus as PublicStatus, RelayView, SentTransaction},
+    relayer_view::{RelayView, SentTransaction},
     time::iso8601,
 };
-
-/// Where a relay stands. Stored as [`RelayStatus::as_str`]; clients see [`RelayStatus::public`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum RelayStatus {
-    /// Checked and reserved for; not sent yet.
-    Accepted,
-    /// Its transaction is with the node, not mined yet.
-    Sent,
-    /// It was stuck and is now sent again at the same relayer nonce with higher fees.
-    Replaced,
-    /// It was stuck past its deadline or the fee cap: a zero-value self-transfer at its relayer
-    /// nonce is on its way to cancel it. Clients read `expired`; should the relay's own
-    /// transaction win the race, it ends `mined` all the same.
-    Cancelling,
-    /// Mined, and the registry call succeeded.
-    Mined,
-    /// Mined, but the registry call inside `execute` failed: gas paid, request nonce used up.
-    CallFailed,
-    /// Mined, but the transaction itself failed (the forwarder reverted, or it ran out of gas).
-    Reverted,
-    /// The request ran on chain with no receipt of ours to show for it: worst case charged.
-    Executed,
-    /// Never sent: the node refused it; the reservation was released.
-    Failed,
-    /// It will never be mined: reservation released, the request may be relayed again.
-    Dropped,
-    /// Its relayer nonce was cancelled: the request never ran, and may be signed afresh.
-    Expired,
-}
-
-impl RelayStatus {
-    const ALL: [Self; 11] = [
-        Self::Accepted,
-        Self::Sent,
-        Self::Replaced,
-        Self::Cancelling,
-        Self::Mined,
-        Self::CallFailed,
-        Self::Reverted,
-        Self::Executed,
-        Self::Failed,
-        Self::Dropped,
-        Self::Expired,
-    ];
-
-    /// The text kept in the store.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Accepted => "accepted",
-            Self::Sent => "sent",
-            Self::Replaced => "replaced",
-            Self::Cancelling => "cancelling",
-            Self::Mined => "mined",
-            Self::CallFailed => "call_failed",
-            Self::Reverted => "reverted",
-            Self::Executed => "executed",
-            Self::Failed => "failed",
-            Self::Dropped => "dropped",
-            Self::Expired => "expired",
-        }
-    }
-
-    /// The status `GET /relay/:id` reports (INTERFACE.md section 3): a relay being cancelled
-    /// already reads `expired`.
-    pub const fn public(self) -> PublicStatus {
-        match self {
-            Self::Accepted => PublicStatus::Accepted,
-            Self::Sent => PublicStatus::Sent,
-            Self::Replaced => PublicStatus::Replaced,
-            Self::Cancelling | Self::Expired => PublicStatus::Expired,
-            Self::Mined => PublicStatus::Mined,
-            Self::CallFailed => PublicStatus::CallFailed,
-            Self::Reverted => PublicStatus::Reverted,
-            Self::Executed => PublicStatus::Executed,
-            Self::Failed => PublicStatus::Failed,
-            Self::Dropped => PublicStatus::Dropped,
-        }
-    }
-
-    /// Still waiting for the chain (the reconciler's and the follower's business).
-    pub const fn is_open(self) -> bool {
-        matches!(self, Self::Accepted | Self::Sent | Self::Replaced | Self::Cancelling)
-    }
-
-    /// A retry of the same signed request is answered with this relay rather than relayed again:
-    /// the request is on its way or ran. Dropped, failed, reverted and expired relays never ran,
-    /// so their request may be relayed again.
-    pub const fn is_held(self) -> bool {
-        self.is_open() || matches!(self, Self::Mined | Self::CallFailed | Self::Executed)
-    }
-
-    pub(super) fn parse(text: &str) -> Result<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|status| status.as_str() == text)
-            .ok_or_else(|| Error::StoreCorrupt(format!("unknown relay status {text:?}")))
-    }
-}
 
 /// What a transaction of a relay does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,6 +33,25 @@ impl TxKind {
             Self::Cancel => "cancel",
         }
     }
+}
+
+/// A relay's signed transaction, recorded just before it is submitted ([`super::Store::mark_sent`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sending {
+    /// The relay's row id.
+    pub id: i64,
+    /// The transaction's nonce on the key's account.
+    pub relayer_nonce: u64,
+    /// Its hash.
+    pub tx_hash: B256,
+    /// The latest block when it was signed.
+    pub block: u64,
+    /// When it is recorded (Unix seconds).
+    pub now: u64,
+    /// The first record for a relay handed off to this daemon: it is recorded only while no
+    /// transaction is recorded for the relay, so that a daemon that read it unsent before
+    /// another sent it does not send it again.
+    pub handed_off_first: bool,
 }
 
 /// One transaction sent for a relay.
@@ -177,7 +99,7 @@ pub struct NewRelay {
     /// in every later worst case of the relay, its fee replacements' and its cancellation's.
     pub l1_fee_wei: u128,
     /// The lanes (relayer keys) it may go to, in pool order: [`Store::reserve`] picks the one with
-    /// the fewest open relays ([`crate::lanes::least_busy`]).
+    /// the fewest open relays ([`crate::keys::lanes::least_busy`]).
     pub lanes: Vec<Address>,
 }
 
@@ -225,32 +147,6 @@ pub enum ReplaceRefusal {
     SignerShare,
     /// The relay's client's share cannot cover it.
     ClientShare,
-}
-
-/// How a mined relay ended, from its receipt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// The transaction succeeded and the forwarder's call of the registry did too.
-    Mined,
-    /// The transaction itself failed (the forwarder reverted, or it ran out of gas).
-    Reverted,
-    /// The transaction succeeded but the registry call inside it reverted (`Executed` with
-    /// `success` false): the request's nonce is used up and the gas paid.
-    CallFailed,
-    /// The cancellation (a self-transfer at the relay's relayer nonce) was mined.
-    Cancelled,
-}
-
-impl Outcome {
-    /// The relay's status after this outcome.
-    pub const fn status(self) -> RelayStatus {
-        match self {
-            Self::Mined => RelayStatus::Mined,
-            Self::Reverted => RelayStatus::Reverted,
-            Self::CallFailed => RelayStatus::CallFailed,
-            Self::Cancelled => RelayStatus::Expired,
-        }
-    }
 }
 
 /// What a mined transaction of a relay says, for [`Store::settle`].
@@ -409,7 +305,7 @@ impl Store {
     /// Relays whose transaction is with the node (sent, replaced or being cancelled): what the
     /// follower watches.
     pub fn in_the_pool(&self) -> Result<Vec<RelayRecord>> {
-        self.records_where("status IN ('sent', 'replaced', 'cancelling')", &[])
+        self.records_where(&format!("status IN {WITH_THE_NODE}"), &[])
     }
 
     /// The relay with row id `id`.

@@ -11,13 +11,15 @@ use super::{
     leases::{self, Lease},
     limits::{BudgetLimits, BudgetState, ShareOf, Window, roll, spent_by, write_budget},
     new_relay_id, parse_wei,
-    records::{NewRelay, Refusal, RelayStatus, ReplaceRefusal, Replacement, Reservation, Settlement, TxKind},
+    records::{
+        NewRelay, Refusal, RelayStatus, ReplaceRefusal, Replacement, Reservation, Sending, Settlement, TxKind,
+    },
     schema::OPEN,
     sql::{Lock, Sql, args},
 };
 use crate::{
     error::{Error, Result},
-    lane_rules::least_busy,
+    rules::lanes::least_busy,
 };
 
 /// Gas of a plain transfer: what a cancellation (a zero-value self-transfer) uses.
@@ -154,47 +156,12 @@ impl Store {
 
     /// Records the relay's first signed transaction, just before it is submitted (again, with
     /// its new nonce and hash, should it be re-signed after the node refused the first: the
-    /// refused hash leaves the history). A closed relay is never reopened. Only under `lease`,
-    /// current with its margin left: else [`Error::LaneLost`] and nothing is recorded (so
-    /// nothing may be submitted).
-    pub fn mark_sent(
-        &self,
-        id: i64,
-        relayer_nonce: u64,
-        tx_hash: B256,
-        block: u64,
-        now: u64,
-        lease: &Lease,
-    ) -> Result<()> {
-        self.record_sent(id, relayer_nonce, tx_hash, block, now, lease, false)
-    }
-
-    /// [`Store::mark_sent`] for a relay handed off to this daemon, the first time: only while
-    /// no transaction is recorded for it (else [`Error::LaneLost`], nothing recorded), so that
-    /// a daemon that read it unsent before another sent it does not send it again.
-    pub fn mark_first_sent(
-        &self,
-        id: i64,
-        relayer_nonce: u64,
-        tx_hash: B256,
-        block: u64,
-        now: u64,
-        lease: &Lease,
-    ) -> Result<()> {
-        self.record_sent(id, relayer_nonce, tx_hash, block, now, lease, true)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn record_sent(
-        &self,
-        id: i64,
-        relayer_nonce: u64,
-        tx_hash: B256,
-        block: u64,
-        now: u64,
-        lease: &Lease,
-        unsent_only: bool,
-    ) -> Result<()> {
+    /// refused hash leaves the history). A closed relay is never reopened, and the first record
+    /// of a relay handed off finds it unsent or records nothing ([`Sending::handed_off_first`]).
+    /// Only under `lease`, current with its margin left: else [`Error::LaneLost`] and nothing is
+    /// recorded (so nothing may be submitted).
+    pub fn mark_sent(&self, sending: &Sending, lease: &Lease) -> Result<()> {
+        let Sending { id, relayer_nonce, tx_hash, block, now, handed_off_first: unsent_only } = *sending;
         self.with(|connection| {
             let mut tx = connection.transaction(&[Lock::Relay(id), Lock::Lane(lease.lane.text())])?;
             leases::holds(&mut tx, lease, now)?;

@@ -69,6 +69,11 @@ fn leased(store: &Store) -> Lease {
     taken[0]
 }
 
+/// The record of relay `id`'s transaction at `relayer_nonce`, sent by this daemon's own handler.
+fn sending(id: i64, relayer_nonce: u64, tx_hash: B256, block: u64, now: u64) -> Sending {
+    Sending { id, relayer_nonce, tx_hash, block, now, handed_off_first: false }
+}
+
 fn relay(signer: &str, nonce: u64, gas_limit: u64) -> NewRelay {
     NewRelay {
         signer: who(signer),
@@ -115,7 +120,7 @@ fn reservations_cannot_overdraw_and_settle_to_the_real_cost(engine: Engine) {
     assert_eq!((state.used_wei, state.pending_wei), (1_000, 1_000));
     assert_eq!(state.resets_at(BUDGET_WINDOW_SECS), Some(100 + BUDGET_WINDOW_SECS));
 
-    store.mark_sent(first.id, 7, h(0xabc), 1, 102, &leased(&store)).unwrap();
+    store.mark_sent(&sending(first.id, 7, h(0xabc), 1, 102), &leased(&store)).unwrap();
     store.settle(first.id, &Settlement::of(h(0xabc), 123, Outcome::Mined), 103).unwrap();
     store.settle(first.id, &Settlement::of(h(0xabc), 999, Outcome::Mined), 104).unwrap();
     store.release(second.id, "node refused", 104).unwrap();
@@ -167,7 +172,7 @@ fn dropped_relays_free_their_request_and_executed_ones_keep_the_worst_case(engin
     store.drop_relay(dropped.id, "never sent", 6).unwrap();
     store.mark_executed(executed.id, 6).unwrap();
     // A late mark_sent does not reopen a closed relay.
-    store.mark_sent(dropped.id, 3, h(0x1), 1, 6, &leased(&store)).unwrap();
+    store.mark_sent(&sending(dropped.id, 3, h(0x1), 1, 6), &leased(&store)).unwrap();
     let state = store.budget(7).unwrap();
     assert_eq!((state.used_wei, state.pending_wei), (200, 0));
     let statuses: Vec<_> = store.records().unwrap().into_iter().map(|r| (r.status, r.cost_wei)).collect();
@@ -189,7 +194,7 @@ fn the_budget_resets_a_day_after_first_use_and_persists(engine: Engine) {
         let store = place.open();
         let reservation =
             store.reserve(&relay("s", 0, 10), &BudgetLimits::total(1_000), 50).unwrap().unwrap();
-        store.mark_sent(reservation.id, 0, h(0x1), 1, 50, &leased(&store)).unwrap();
+        store.mark_sent(&sending(reservation.id, 0, h(0x1), 1, 50), &leased(&store)).unwrap();
         assert!(store.hit(RateKind::Signer, "s", 1, 50).unwrap());
     }
     let store = place.open();
@@ -226,12 +231,17 @@ fn the_budget_resets_a_day_after_first_use_and_persists(engine: Engine) {
 fn reservations_open_at_a_reset_and_their_later_costs_are_booked_in_the_next_window(engine: Engine) {
     let (_place, store) = store(engine);
     let lease = leased(&store);
-    let limits = BudgetLimits { total_wei: 1_000, signer_wei: 1_000, client_wei: 700, slices: 1 };
+    let limits = BudgetLimits {
+        total_wei: 1_000,
+        signer_wei: 1_000,
+        client_wei: 700,
+        slices: std::num::NonZeroU64::MIN,
+    };
     // 600 reserved at 10 and sent; 100 reserved and settled at 30 in the same window.
     let open = store.reserve(&from("s", "a", 0, 60), &limits, 10).unwrap().unwrap();
-    store.mark_sent(open.id, 0, h(0xa), 1, 11, &lease).unwrap();
+    store.mark_sent(&sending(open.id, 0, h(0xa), 1, 11), &lease).unwrap();
     let settled = store.reserve(&from("t", "b", 0, 10), &limits, 12).unwrap().unwrap();
-    store.mark_sent(settled.id, 1, h(0xb), 1, 12, &lease).unwrap();
+    store.mark_sent(&sending(settled.id, 1, h(0xb), 1, 12), &lease).unwrap();
     store.settle(settled.id, &Settlement::of(h(0xb), 30, Outcome::Mined), 13).unwrap();
     // Three windows later (no use between): the window running then holds the open reservation.
     let reset = 10 + 3 * BUDGET_WINDOW_SECS;
@@ -264,13 +274,18 @@ fn reservations_open_at_a_reset_and_their_later_costs_are_booked_in_the_next_win
 fn replacements_and_cancellations_count_against_both_shares(engine: Engine) {
     let (_place, store) = store(engine);
     let lease = leased(&store);
-    let limits = BudgetLimits { total_wei: 1_000_000, signer_wei: 250, client_wei: 400, slices: 1 };
+    let limits = BudgetLimits {
+        total_wei: 1_000_000,
+        signer_wei: 250,
+        client_wei: 400,
+        slices: std::num::NonZeroU64::MIN,
+    };
     // 100 each (10 gas at 10 wei): signer s from client a, twice; signer t from client a.
     let first = store.reserve(&from("s", "a", 0, 10), &limits, 5).unwrap().unwrap();
     store.reserve(&from("s", "a", 1, 10), &limits, 5).unwrap().unwrap();
     let other = store.reserve(&from("t", "a", 0, 10), &limits, 5).unwrap().unwrap();
-    store.mark_sent(first.id, 0, h(1), 1, 6, &lease).unwrap();
-    store.mark_sent(other.id, 1, h(2), 1, 6, &lease).unwrap();
+    store.mark_sent(&sending(first.id, 0, h(1), 1, 6), &lease).unwrap();
+    store.mark_sent(&sending(other.id, 1, h(2), 1, 6), &lease).unwrap();
     // s's first at 16 wei a gas: 160 + 100 > 250.
     let to = |hash: u16, max_fee_wei: u128| Replacement { max_fee_wei, ..fee_bump(h(hash), 2) };
     assert_eq!(
@@ -307,7 +322,12 @@ fn a_reservation_past_the_open_slices_waits_for_the_next_one(engine: Engine) {
     let (_place, store) = store(engine);
     const HOUR: u64 = 3_600;
     // 2,400 wei over 24 slices: 100 an hour.
-    let limits = BudgetLimits { total_wei: 2_400, signer_wei: 2_400, client_wei: 2_400, slices: 24 };
+    let limits = BudgetLimits {
+        total_wei: 2_400,
+        signer_wei: 2_400,
+        client_wei: 2_400,
+        slices: std::num::NonZeroU64::new(24).unwrap(),
+    };
     // More than a slice at once, with no window running: refused, and the window starts.
     assert_eq!(
         store.reserve(&relay("s", 0, 15), &limits, 50).unwrap(),
@@ -351,7 +371,7 @@ fn a_replacement_grows_the_reservation_and_keeps_every_hash(engine: Engine) {
     let first = store.reserve(&relay("s", 0, 100), &BudgetLimits::total(10_000), 5).unwrap().unwrap();
     assert_eq!(first.reserved_wei, 1_000);
     assert_eq!(first.relay_id.len(), 32);
-    store.mark_sent(first.id, 4, h(0xaa), 7, 6, &lease).unwrap();
+    store.mark_sent(&sending(first.id, 4, h(0xaa), 7, 6), &lease).unwrap();
     let bumped = fee_bump(h(0xbb), 9);
     assert_eq!(store.replace(first.id, &bumped, &BudgetLimits::total(10_000), 8, &lease).unwrap(), Ok(1_200));
     assert_eq!(store.budget(8).unwrap().pending_wei, 1_200);
@@ -422,7 +442,7 @@ fn the_l1_fee_reservation_stays_in_every_worst_case(engine: Engine) {
     assert_eq!(first.reserved_wei, 100 * 10 + 77);
     let record = store.relay(first.id).unwrap().unwrap();
     assert_eq!((record.l1_fee_wei, record.reserved_wei), (77, 1_077));
-    store.mark_sent(first.id, 0, h(0xaa), 7, 6, &lease).unwrap();
+    store.mark_sent(&sending(first.id, 0, h(0xaa), 7, 6), &lease).unwrap();
     let bumped = fee_bump(h(0xbb), 9);
     assert_eq!(
         store.replace(first.id, &bumped, &BudgetLimits::total(10_000), 8, &lease).unwrap(),
@@ -554,7 +574,7 @@ fn a_relay_goes_to_the_candidate_lane_with_the_fewest_open_relays(engine: Engine
     assert_eq!(depths, expected);
     // An ended relay no longer counts: b's settles, its released one is gone, so b is the idlest.
     let on_b = store.take_lanes("daemon", &[b], 1, Taking::AtStart, 0, 1 << 40).unwrap()[0];
-    store.mark_sent(first[1].id, 0, h(0xb0), 1, 6, &on_b).unwrap();
+    store.mark_sent(&sending(first[1].id, 0, h(0xb0), 1, 6), &on_b).unwrap();
     store.settle(first[1].id, &Settlement::of(h(0xb0), 10, Outcome::Mined), 7).unwrap();
     store.release(first[2].id, "node refused", 7).unwrap();
     assert_eq!(on("s5", &[a, b, c]).lane, b);
@@ -588,21 +608,27 @@ fn a_relay_handed_off_is_sent_once_and_only_on_its_own_lane(engine: Engine) {
 
     let lease = leased(&store);
     let elsewhere = store.take_lanes("daemon", &[other], 1, Taking::AtStart, 0, 1 << 40).unwrap()[0];
-    let refused = store.mark_first_sent(handed.id, 0, h(0xe1), 1, 7, &elsewhere).unwrap_err();
+    let refused = store
+        .mark_sent(&Sending { handed_off_first: true, ..sending(handed.id, 0, h(0xe1), 1, 7) }, &elsewhere)
+        .unwrap_err();
     assert!(matches!(refused, Error::LaneLost(lane) if lane == other), "{refused:?}");
-    let refused = store.mark_sent(handed.id, 0, h(0xe1), 1, 7, &elsewhere).unwrap_err();
+    let refused = store.mark_sent(&sending(handed.id, 0, h(0xe1), 1, 7), &elsewhere).unwrap_err();
     assert!(matches!(refused, Error::LaneLost(_)), "not on its lane: {refused:?}");
     assert_eq!(store.relay(handed.id).unwrap().unwrap().status, RelayStatus::Accepted, "nothing recorded");
 
-    store.mark_first_sent(handed.id, 0, h(0xe2), 1, 7, &lease).unwrap();
+    store
+        .mark_sent(&Sending { handed_off_first: true, ..sending(handed.id, 0, h(0xe2), 1, 7) }, &lease)
+        .unwrap();
     assert_eq!(listed(&[LANE]), Vec::<i64>::new(), "sent: no longer waiting");
     // A second daemon that read it unsent records nothing, so submits nothing.
-    let late = store.mark_first_sent(handed.id, 1, h(0xe3), 1, 8, &lease).unwrap_err();
+    let late = store
+        .mark_sent(&Sending { handed_off_first: true, ..sending(handed.id, 1, h(0xe3), 1, 8) }, &lease)
+        .unwrap_err();
     assert!(matches!(late, Error::LaneLost(_)), "{late:?}");
     let record = store.relay(handed.id).unwrap().unwrap();
     assert_eq!((record.tx_hash, record.relayer_nonce, record.txs.len()), (Some(h(0xe2)), Some(0), 1));
     // Its sender's own re-sign still records (the relay is sent, on its lane).
-    store.mark_sent(handed.id, 1, h(0xe4), 1, 8, &lease).unwrap();
+    store.mark_sent(&sending(handed.id, 1, h(0xe4), 1, 8), &lease).unwrap();
     assert_eq!(store.relay(handed.id).unwrap().unwrap().tx_hash, Some(h(0xe4)));
     // A daemon that lost the lane gives up only a relay nobody sent.
     store.release_unsent(handed.id, "lost the lane", 9).unwrap();
@@ -622,7 +648,12 @@ fn from(signer: &str, client: &str, nonce: u64, gas_limit: u64) -> NewRelay {
 
 fn a_signer_and_a_client_spend_at_most_their_share(engine: Engine) {
     let (_place, store) = store(engine);
-    let limits = BudgetLimits { total_wei: 10_000, signer_wei: 250, client_wei: 400, slices: 1 };
+    let limits = BudgetLimits {
+        total_wei: 10_000,
+        signer_wei: 250,
+        client_wei: 400,
+        slices: std::num::NonZeroU64::MIN,
+    };
     // 100 wei each (10 gas × 10 wei): a signer's third relay would pass 250.
     let first = store.reserve(&from("s", "a", 0, 10), &limits, 5).unwrap().unwrap();
     let second = store.reserve(&from("s", "a", 1, 10), &limits, 5).unwrap().unwrap();
@@ -656,9 +687,9 @@ fn every_change_clients_see_is_an_event_and_a_relays_events_go_one_at_a_time_in_
     let limits = BudgetLimits::total(u128::MAX);
     let a = store.reserve(&relay("a", 0, 100), &limits, 10).unwrap().unwrap();
     let b = store.reserve(&relay("b", 0, 100), &limits, 10).unwrap().unwrap();
-    store.mark_sent(a.id, 0, h(1), 1, 11, &lease).unwrap();
-    store.mark_sent(a.id, 0, h(1), 1, 11, &lease).unwrap();
-    store.mark_sent(a.id, 1, h(2), 1, 12, &lease).unwrap();
+    store.mark_sent(&sending(a.id, 0, h(1), 1, 11), &lease).unwrap();
+    store.mark_sent(&sending(a.id, 0, h(1), 1, 11), &lease).unwrap();
+    store.mark_sent(&sending(a.id, 1, h(2), 1, 12), &lease).unwrap();
     let bump = fee_bump(h(3), 2);
     store.replace(a.id, &bump, &BudgetLimits::total(u128::MAX), 13, &lease).unwrap().unwrap();
     store.settle(a.id, &Settlement::of(h(3), 5, Outcome::Mined), 14).unwrap();
@@ -764,7 +795,8 @@ fn two_stores_on_one_database_keep_one_budget_one_count_and_one_book(engine: Eng
     let daemons = [place.open().with_webhook_events(), place.open().with_webhook_events()];
     // 100 wei per relay (10 gas at 10 wei): a first slice of 48,000 ÷ 24 has room for 20 of the
     // 48 attempts.
-    let limits = BudgetLimits { slices: 24, ..BudgetLimits::total(48_000) };
+    let limits =
+        BudgetLimits { slices: std::num::NonZeroU64::new(24).unwrap(), ..BudgetLimits::total(48_000) };
     let outcomes: Vec<_> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..daemons.len() * THREADS)
             .map(|worker| {
@@ -866,8 +898,8 @@ fn a_key_is_leased_to_one_daemon_at_a_time_and_a_lost_lease_records_nothing(engi
 
     // One records under its lease while the lease has its margin left, not after.
     let first = one.reserve(&relay("s1", 0, 10), &BudgetLimits::total(u128::MAX), 102).unwrap().unwrap();
-    one.mark_sent(first.id, 0, h(1), 1, 107, &held[0]).unwrap();
-    let late = one.mark_sent(first.id, 0, h(2), 1, 108, &held[0]).unwrap_err();
+    one.mark_sent(&sending(first.id, 0, h(1), 1, 107), &held[0]).unwrap();
+    let late = one.mark_sent(&sending(first.id, 0, h(2), 1, 108), &held[0]).unwrap_err();
     assert!(matches!(late, Error::LaneLost(lane) if lane == LANE), "{late:?}");
     assert_eq!(one.relay(first.id).unwrap().unwrap().tx_hash, Some(h(1)), "nothing recorded");
 

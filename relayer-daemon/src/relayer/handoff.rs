@@ -1,0 +1,153 @@
+//! Every daemon accepts: one that holds no key that can pay (a standby, with more daemons than
+//! keys) reserves the relay on a key another daemon holds and hands it off through the shared
+//! store; that key's holder sends it. The standby answers as if it had sent it once the holder
+//! has (200, with the transaction's hash), or 202 with the relay's id past the hand-off wait
+//! (`RELAYER_HANDOFF_WAIT_SECS`), as a retry of a relay not sent yet is answered. The holder is
+//! woken by PostgreSQL's `NOTIFY`, and looks every [`HANDOFF_POLL`] for one it missed.
+
+use std::{sync::Arc, time::Duration};
+
+use alloy::primitives::Address;
+
+use crate::{
+    error::{Error, Result},
+    keys::sender::Outgoing,
+    relayer::relay::Relayed,
+    relayer::{InFlightGuard, Relayer, lock},
+    rules::fees::Fees,
+    store::{RelayRecord, RelayStatus, Reservation},
+    time,
+};
+
+/// How often a holder looks for relays handed off to it without being woken.
+const HANDOFF_POLL: Duration = Duration::from_secs(1);
+
+impl Relayer {
+    /// Stage 13 on a standby: hands `reservation` (on a key another daemon holds) to that
+    /// key's holder, and answers once it is sent, or with 202 past the configured
+    /// hand-off wait.
+    pub(crate) async fn hand_off(&self, reservation: &Reservation) -> Result<Relayed> {
+        let (id, lane, now) = (reservation.id, reservation.lane, time::now());
+        self.db(move |store| store.hand_off(id, lane, now)).await?;
+        tracing::info!(relay = %reservation.relay_id, %lane, "relay handed off to the key's holder");
+        let waited_until = tokio::time::Instant::now() + self.config.keys.handoff_wait;
+        let mut pause = Duration::from_millis(20);
+        loop {
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(250));
+            let record = self.db(move |store| store.relay(id)).await?.ok_or(Error::RelayNotFound)?;
+            match record.status {
+                RelayStatus::Accepted if tokio::time::Instant::now() < waited_until => {}
+                RelayStatus::Failed => return Err(unsent(&record)),
+                _ => return Ok(Relayed::of(&record)),
+            }
+        }
+    }
+
+    /// Starts the task that sends the relays handed off to the keys this daemon holds, until
+    /// shutdown begins.
+    pub(crate) fn spawn_handoff_sender(self: &Arc<Self>) {
+        let wake = Arc::new(tokio::sync::Notify::new());
+        self.store.listen_for_handoffs(&wake);
+        let relayer = Arc::clone(self);
+        self.shutdown.spawn_background(async move {
+            loop {
+                tokio::select! {
+                    () = wake.notified() => {}
+                    () = tokio::time::sleep(HANDOFF_POLL) => {}
+                    () = relayer.shutdown.begun() => return,
+                }
+                if let Err(error) = relayer.send_handed_off().await {
+                    tracing::warn!(error = %error.detail(), "sending the relays handed off failed; retrying");
+                }
+            }
+        });
+    }
+
+    /// One look: each relay handed off on a key this daemon holds, not already being sent here,
+    /// is sent by a task of its own (a relay handler's, which shutdown waits for).
+    async fn send_handed_off(self: &Arc<Self>) -> Result<()> {
+        let held: Vec<Address> = self.pool.held().iter().map(|lease| lease.lane).collect();
+        if held.is_empty() {
+            return Ok(());
+        }
+        for record in self.db(move |store| store.handed_off(&held)).await? {
+            let key = (record.signer, record.forwarder_nonce);
+            if lock(&self.in_flight).contains_key(&key) {
+                continue;
+            }
+            // Held from here: a later look, and the reconciler, leave it to this task.
+            let guard = InFlightGuard::new(&self.in_flight, key);
+            let relayer = Arc::clone(self);
+            self.shutdown.spawn_handler(async move {
+                let _in_flight = guard;
+                let (id, relay_id) = (record.id, record.relay_id.clone());
+                match relayer.send_one_handed_off(record).await {
+                    Ok(()) => {
+                        if let Err(error) = relayer.db(move |store| store.handed_over(id)).await {
+                            tracing::warn!(relay = %relay_id, error = %error.detail(), "forgetting a hand-off failed; retention sweeps it");
+                        }
+                    }
+                    // A relay still unsent (the store or the node failed before its send) stays
+                    // handed off, and the next look tries again; one the send closed (released,
+                    // or sent by another daemon) is listed no more, and retention forgets it.
+                    Err(error) => {
+                        tracing::info!(relay = %relay_id, error = %error.detail(), "a relay handed off was not sent");
+                    }
+                }
+            });
+        }
+        Ok(())
+    }
+
+    /// Sends one relay handed off (read again now: another daemon may have sent it, or moved it
+    /// to a key this one does not hold, since it was listed).
+    async fn send_one_handed_off(self: &Arc<Self>, listed: RelayRecord) -> Result<()> {
+        let id = listed.id;
+        let Some(record) = self.db(move |store| store.relay(id)).await? else { return Ok(()) };
+        let Some(lane) =
+            record.lane.filter(|lane| self.pool.lane(*lane).is_some_and(|s| s.lease().is_some()))
+        else {
+            return Ok(());
+        };
+        if record.status != RelayStatus::Accepted {
+            return Ok(());
+        }
+        let Some(input) = record.input.clone() else {
+            return Err(Error::Internal(format!(
+                "relay {} was handed off without its calldata",
+                record.relay_id
+            )));
+        };
+        let outgoing = Outgoing {
+            to: self.config.chain.forwarder,
+            gas_limit: record.gas_limit,
+            fees: Fees {
+                max_fee_per_gas: record.max_fee_wei,
+                max_priority_fee_per_gas: record.priority_fee_wei,
+            },
+            input,
+        };
+        let (at, _) = self.chain.head().await?;
+        let (sent, lane) = self.send_reserved(id, &record.relay_id, lane, &outgoing, at, true).await?;
+        tracing::info!(
+            signer = %record.signer,
+            forwarder_nonce = %record.forwarder_nonce,
+            relay = %record.relay_id,
+            %lane,
+            tx = %sent.hash,
+            relayer_nonce = sent.nonce,
+            gas_limit = record.gas_limit,
+            reserved_wei = %record.reserved_wei,
+            "relay sent (handed off by another daemon)"
+        );
+        Ok(())
+    }
+}
+
+/// The answer for a relay handed off that its holder could not send (it was released): the
+/// words of a key that is no longer free, or of a failed send.
+fn unsent(record: &RelayRecord) -> Error {
+    let reason = record.error.clone().unwrap_or_default();
+    if reason == Error::NoFreeLane.to_string() { Error::NoFreeLane } else { Error::Rpc(reason) }
+}

@@ -1,0 +1,266 @@
+//! The relayer's shared state and lifecycle: start-up (retrying an unreachable node), the store
+//! in the blocking pool, the work in flight, and shutdown. The stages live beside it:
+//! [`crate::relayer::relay`] (the `POST /relay` checks), [`crate::relayer::settlement`] (receipts, replacements,
+//! the reconciler) and [`crate::relayer::queries`] (the read endpoints).
+
+pub(crate) mod handoff;
+pub(crate) mod l1_fee;
+pub(crate) mod leasing;
+pub(crate) mod metrics;
+pub(crate) mod prefilter;
+pub(crate) mod queries;
+pub(crate) mod relay;
+pub(crate) mod settlement;
+mod shutdown;
+pub(crate) mod webhooks;
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use alloy::primitives::{Address, U256};
+
+use self::shutdown::Shutdown;
+use crate::{
+    chain::RelayerChain,
+    config::Config,
+    error::{Error, Result},
+    keys::lanes::Pool,
+    relayer::metrics::Metrics,
+    relayer::prefilter::PreFilter,
+    rules::stuck::Policy,
+    store::{self, Store},
+};
+
+/// How long shutdown lets running settlements finish (anvil and fast chains mine in well under
+/// this); whatever is left is settled at the next start.
+const SHUTDOWN_SETTLE_GRACE: Duration = Duration::from_secs(3);
+/// First pause between two start-up attempts to reach the node; it doubles up to the next.
+const STARTUP_FIRST_PAUSE: Duration = Duration::from_millis(250);
+/// Longest pause between two start-up attempts.
+const STARTUP_MAX_PAUSE: Duration = Duration::from_secs(10);
+
+/// Locks `mutex`, reusing it if a panic poisoned it: the data behind these locks (sets of ids)
+/// stays consistent whatever a panicking holder was doing.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Requests (signer, forwarder nonce) that a handler or a replacement of this process is
+/// working on right now, with how many hold each: the reconciler leaves their records alone.
+pub(crate) type InFlight = Arc<Mutex<HashMap<(Address, U256), usize>>>;
+
+/// Holds a request in [`InFlight`] until dropped.
+pub(crate) struct InFlightGuard {
+    set: InFlight,
+    key: (Address, U256),
+}
+
+impl InFlightGuard {
+    pub(crate) fn new(set: &InFlight, key: (Address, U256)) -> Self {
+        *lock(set).entry(key).or_default() += 1;
+        Self { set: Arc::clone(set), key }
+    }
+}
+
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        let mut set = lock(&self.set);
+        if let Some(count) = set.get_mut(&self.key) {
+            *count -= 1;
+            if *count == 0 {
+                set.remove(&self.key);
+            }
+        }
+    }
+}
+
+/// The keys' balances in wei, and when they were read.
+pub(crate) type BalancesRead = (std::time::Instant, Vec<(Address, alloy::primitives::U256)>);
+
+/// The relayer's shared state.
+#[derive(Debug)]
+pub struct Relayer {
+    config: Config,
+    chain: RelayerChain,
+    chain_id: u64,
+    /// The relayer's keys, one nonce lane each.
+    pool: Pool,
+    store: Arc<Store>,
+    /// The lease keeper's store: on PostgreSQL a connection of its own, so renewals go on while
+    /// a request waits on a lock (on SQLite, the same store).
+    lease_store: Arc<Store>,
+    metrics: Metrics,
+    /// The per-IP limit's certain refusals, answered from memory before any store access.
+    prefilter: PreFilter,
+    stuck: Policy,
+    /// The relayer's tasks and the phases of its shutdown.
+    shutdown: Shutdown,
+    in_flight: InFlight,
+    /// Relays (row ids) a follower of this process watches.
+    followed: Mutex<HashSet<i64>>,
+    /// The keys' balances the metrics show, and when they were read: a scrape reads the chain
+    /// at most once per [`crate::relayer::queries::BALANCE_CACHE`].
+    cached_balances: Mutex<Option<BalancesRead>>,
+    /// The forwarder's EIP-712 domain once the node answered it: it never changes for a
+    /// deployment, so `/domain` asks the chain once.
+    domain: tokio::sync::OnceCell<crate::chain::Domain>,
+    /// Whether the chain charges an OP Stack L1 data fee, once known ([`Relayer::op_stack`]).
+    op_stack: tokio::sync::OnceCell<bool>,
+}
+
+impl Relayer {
+    /// Connects to the chain (retrying with backoff for `STARTUP_RETRY_SECS` while the node is
+    /// unreachable), learns whether it is an OP Stack chain (which charges an L1 data fee), opens
+    /// the store, resumes following the relays a previous run left with the node, and starts the
+    /// reconciler, whose first pass ends the relays left unfinished.
+    pub async fn start(config: Config) -> Result<Arc<Self>> {
+        let chain = RelayerChain::connect(config.chain.rpc_url.as_str(), config.chain.forwarder)?;
+        let chain_id = reach(&chain, config.chain.startup_retry).await?;
+        let (location, budget_window) = (config.store.location(), config.budget.window_secs);
+        // The store's own blocking work (PostgreSQL connects and migrates) off the async threads.
+        let (store, lease_store) = tokio::task::spawn_blocking(move || {
+            let store = Store::open_at(&location)?.with_budget_window(budget_window);
+            let lease_store = store.second_connection()?;
+            Ok::<_, Error>((store, lease_store))
+        })
+        .await
+        .map_err(|error| Error::Internal(format!("opening the store failed: {error}")))??;
+        tracing::info!(store = %store.location(), "store open");
+        // With webhooks on, every change of a relay is written to the outbox with the change.
+        let store = Arc::new(if config.webhook.is_some() { store.with_webhook_events() } else { store });
+        let lease_store = lease_store.map_or_else(|| Arc::clone(&store), Arc::new);
+        let pool = Pool::new(&chain, &config.keys.signers, chain_id);
+        let stuck = config.followers.stuck_policy();
+        let relayer = Arc::new(Self {
+            config,
+            chain,
+            chain_id,
+            pool,
+            store,
+            lease_store,
+            metrics: Metrics::default(),
+            prefilter: PreFilter::default(),
+            stuck,
+            shutdown: Shutdown::new(),
+            in_flight: Arc::default(),
+            followed: Mutex::default(),
+            cached_balances: Mutex::default(),
+            domain: tokio::sync::OnceCell::new(),
+            op_stack: tokio::sync::OnceCell::new(),
+        });
+        // Learnt now for the log; a node that cannot tell yet is asked again by the first relay.
+        if let Err(error) = relayer.op_stack().await {
+            tracing::warn!(error = %error.detail(), "could not tell whether the chain is OP Stack; asking again at the first relay");
+        }
+        let first = relayer.address();
+        let adopted = relayer.db(move |store| store.adopt_unlaned(first)).await?;
+        if adopted > 0 {
+            tracing::info!(relays = adopted, lane = %first, "relays recorded before lanes given to the first key");
+        }
+        // The keys first: only a key this daemon holds is sent on, and its relays followed.
+        relayer.take_lanes_at_start().await?;
+        for record in relayer.db(|store| store.in_the_pool()).await? {
+            if relayer.looks_after(&record) {
+                relayer.follow(record.id);
+            }
+        }
+        relayer.spawn_lease_keeper();
+        relayer.spawn_reconciler();
+        relayer.spawn_webhooks();
+        relayer.spawn_handoff_sender();
+        tracing::info!(
+            relayers = ?relayer.pool.addresses(),
+            held = ?relayer.pool.held().iter().map(|lease| lease.lane).collect::<Vec<_>>(),
+            relayer_id = %relayer.config.keys.relayer_id,
+            chain_id,
+            registry = %relayer.config.chain.registry,
+            forwarder = %relayer.config.chain.forwarder,
+            "relayer ready"
+        );
+        Ok(relayer)
+    }
+
+    /// Per-IP limit of the read endpoints, per minute.
+    pub fn read_rate_limit_per_minute(&self) -> std::num::NonZeroU32 {
+        self.config.server.read_rate_limit_per_minute
+    }
+
+    /// The reverse proxies whose `X-Forwarded-For` names the client.
+    pub fn trusted_proxies(&self) -> &kya_core::client_ip::TrustedProxies {
+        &self.config.server.trusted_proxies
+    }
+
+    /// Where the operator's metrics listener should bind.
+    pub fn metrics_address(&self) -> std::net::SocketAddr {
+        self.config.server.metrics_address
+    }
+
+    /// The first key's address: with one key, the relayer wallet's.
+    pub fn address(&self) -> Address {
+        self.pool.first().address()
+    }
+
+    /// Every key's address (one nonce lane each), in the configured order.
+    pub fn addresses(&self) -> Vec<Address> {
+        self.pool.addresses()
+    }
+
+    /// The store (tests read its records).
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Runs `job` on the store in the blocking pool: SQLite commits wait for the disk (fsync),
+    /// which must not stall the async workers serving other requests.
+    pub(crate) async fn db<T: Send + 'static>(
+        &self,
+        job: impl FnOnce(&Store) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let store = Arc::clone(&self.store);
+        tokio::task::spawn_blocking(move || store::on_blocking_thread(|| job(&store)))
+            .await
+            .map_err(|error| Error::Internal(format!("store task failed: {error}")))?
+    }
+
+    /// Runs `job` on the lease keeper's store ([`Relayer::lease_store`]), as [`Relayer::db`].
+    pub(crate) async fn lease_db<T: Send + 'static>(
+        &self,
+        job: impl FnOnce(&Store) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let store = Arc::clone(&self.lease_store);
+        tokio::task::spawn_blocking(move || store::on_blocking_thread(|| job(&store)))
+            .await
+            .map_err(|error| Error::Internal(format!("store task failed: {error}")))?
+    }
+
+    /// Graceful shutdown: waits for relay handlers (a relay that reserved budget finishes and
+    /// is recorded), stops the reconciler and the lease keeper, gives followers a short grace to
+    /// see their receipts, then stops them and gives the keys' leases back, so another daemon
+    /// takes them at once. Nothing is lost: whoever holds a key next follows and reconciles what
+    /// is left on it.
+    pub async fn drain(&self) {
+        self.shutdown.drain(SHUTDOWN_SETTLE_GRACE).await;
+        self.release_lanes().await;
+    }
+}
+
+/// The chain id, asked until the node answers or `patience` is over: a daemon started with its
+/// node (a container and its sidecar, a node restarting) must not exit at once.
+async fn reach(chain: &RelayerChain, patience: Duration) -> Result<u64> {
+    let deadline = tokio::time::Instant::now() + patience;
+    let mut pause = STARTUP_FIRST_PAUSE;
+    loop {
+        match chain.chain_id().await {
+            Ok(chain_id) => return Ok(chain_id),
+            Err(error) if tokio::time::Instant::now() + pause < deadline => {
+                tracing::warn!(error = %error.detail(), retry_in = ?pause, "the RPC endpoint is unreachable; retrying");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(STARTUP_MAX_PAUSE);
+            }
+            Err(error) => return Err(error),
+        }
+    }
+}

@@ -1,0 +1,585 @@
+//! `POST /relay`: the checks as named stages, cheapest first (SPEC.md sections 7 and 8), then
+//! the reservation and the send. A retry of a signed request the relayer already holds is
+//! answered with that relay (its id and status) before any check that would count or refuse it.
+
+use std::{net::IpAddr, sync::Arc};
+
+use alloy::{
+    primitives::{Address, B256, U256},
+    sol_types::SolCall,
+};
+use kya_core::{abi::Forwarder, client_ip::relay_client_of, forward_request, registry_call, relayer_view};
+
+use crate::{
+    chain::{Simulation, forwarder_refusal},
+    error::{Error, Result},
+    keys::sender::{Outgoing, Sent},
+    relayer::{InFlightGuard, Relayer},
+    rules::fees::Fees,
+    rules::lanes::least_busy,
+    rules::request::RelayBody,
+    store::{
+        Lease, NewRelay, RateKind, Refusal, RelayRecord, RelayStatus, Reservation, Sending, SignerCount,
+    },
+    time,
+};
+
+/// Headroom on the node's gas estimate: anvil's estimate alone has been seen to fall a few
+/// thousand gas short of what the mined transaction used.
+pub const GAS_MARGIN_PERCENT: u64 = 30;
+/// Gas of the cheapest transaction: the budget must have at least this much left at the current
+/// fee before a request is worth checking on chain.
+const MIN_TX_GAS: u128 = 21_000;
+
+/// `estimate` plus [`GAS_MARGIN_PERCENT`], saturating rather than overflowing.
+pub(crate) fn with_margin(estimate: u64) -> u64 {
+    estimate.saturating_add(estimate.saturating_mul(GAS_MARGIN_PERCENT) / 100)
+}
+
+/// The answer to an accepted `POST /relay`: 200 once a transaction is with the node, 202 while
+/// the relay is accepted but not sent yet (a retry that arrives in between).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Relayed {
+    /// Hash, signer, nonce, relay id and status.
+    pub body: relayer_view::Relayed,
+    /// A transaction is with the node (200), or not yet (202).
+    pub sent: bool,
+}
+
+impl Relayed {
+    /// The answer for `record`.
+    pub(crate) fn of(record: &RelayRecord) -> Self {
+        Self {
+            body: relayer_view::Relayed {
+                tx_hash: record.tx_hash,
+                from: record.signer,
+                nonce: record.forwarder_nonce,
+                relay_id: Some(record.relay_id.clone()),
+                status: Some(record.status.public()),
+            },
+            sent: record.status != RelayStatus::Accepted,
+        }
+    }
+}
+
+/// A parsed, signature-checked request and what identifies it: its signer (`from`), forwarder
+/// nonce, EIP-712 digest and signature.
+struct Checked {
+    body: RelayBody,
+    /// The registry write it calls.
+    function: &'static str,
+    /// EIP-712 digest on this chain and forwarder.
+    digest: B256,
+}
+
+impl Checked {
+    fn signer(&self) -> Address {
+        self.body.request.from
+    }
+
+    fn nonce(&self) -> U256 {
+        self.body.request.nonce
+    }
+}
+
+impl Relayer {
+    /// Handles a `POST /relay` body from `client`. The work runs as a tracked task: once a
+    /// reservation is made the relay finishes (and is recorded) even if the client hangs up,
+    /// and shutdown waits for it.
+    pub async fn relay(self: &Arc<Self>, body: Vec<u8>, client: IpAddr) -> Result<Relayed> {
+        let relayer = Arc::clone(self);
+        let outcome = self
+            .shutdown
+            .spawn_handler(async move { relayer.relay_checked(&body, client).await })
+            .await
+            .map_err(|error| Error::Internal(format!("relay task failed: {error}")))?;
+        if let Err(error) = &outcome {
+            self.metrics.rejected(error.reason());
+            tracing::info!(%client, reason = error.reason(), error = %error, "relay refused");
+        }
+        outcome
+    }
+
+    async fn relay_checked(self: &Arc<Self>, body: &[u8], client: IpAddr) -> Result<Relayed> {
+        let body = RelayBody::parse(body)?;
+        let function = self.policy(&body)?;
+        let checked = self.identify(body, function);
+        // What costs the relayer money is counted per IPv6 /48, not per address or /64.
+        let client = relay_client_of(client).to_string();
+        self.prefilter(&client, checked.digest)?;
+        if let Some(held) = self.held(&checked).await? {
+            return Ok(held);
+        }
+        let outcome = self.stages(&checked, client.clone()).await;
+        if outcome.is_ok() {
+            self.prefilter.accepted(&client, checked.digest);
+        }
+        match outcome {
+            // A copy of this request accepted (and perhaps mined) while this one was being
+            // checked: the forwarder now refuses its nonce, but the request is held.
+            Err(Error::InvalidSignature) => match self.held(&checked).await? {
+                Some(held) => Ok(held),
+                None => Err(Error::InvalidSignature),
+            },
+            other => other,
+        }
+    }
+
+    /// Stages 4 to 13, for a request that is not held.
+    async fn stages(self: &Arc<Self>, checked: &Checked, client: String) -> Result<Relayed> {
+        self.ip_limit(&client, checked.digest).await?;
+        self.off_chain_signature(checked)?;
+        self.signer_limit_read_only(checked).await?;
+        let payers = self.lanes_that_can_pay().await?;
+        let fees = self.budget_left(checked, &client).await?;
+        let (at, head_time) = self.chain.head().await?;
+        self.deadline_room(checked, head_time)?;
+        self.forwarder_verify(checked, at).await?;
+        if let Some(held) = self.count_signer(checked).await? {
+            return Ok(held);
+        }
+        self.simulate(checked, at).await?;
+        let gas_limit = with_margin(
+            self.chain
+                .estimate_execute(self.address(), &checked.body.request, &checked.body.signature, at)
+                .await?,
+        );
+        // From here until this handler ends, the reconciler leaves the record to it.
+        let _in_flight = InFlightGuard::new(&self.in_flight, (checked.signer(), checked.nonce()));
+        let reservation = match self.reserve(checked, &client, payers.lanes, gas_limit, fees, at).await? {
+            Ok(reservation) => reservation,
+            Err(held) => return Ok(held),
+        };
+        if !payers.held {
+            return self.hand_off(&reservation).await;
+        }
+        self.send(checked, &reservation, gas_limit, fees, at).await
+    }
+
+    /// Stage 1 (after [`RelayBody::parse`]), the request's identity: signer, nonce, digest,
+    /// signature.
+    fn identify(&self, body: RelayBody, function: &'static str) -> Checked {
+        let digest = forward_request::signing_digest(
+            &body.request,
+            &forward_request::domain(self.chain_id, self.config.chain.forwarder),
+        );
+        Checked { body, function, digest }
+    }
+
+    /// Stage 2, policy: only the registry, no value, gas within the cap, and data that is
+    /// exactly one registry write (no padding the relayer would pay 16 gas a byte for, no view).
+    /// Returns the write's name.
+    fn policy(&self, body: &RelayBody) -> Result<&'static str> {
+        let request = &body.request;
+        if request.to != self.config.chain.registry {
+            return Err(Error::WrongTarget);
+        }
+        if request.value > U256::ZERO {
+            return Err(Error::ValueTransfer);
+        }
+        if request.gas > U256::from(self.config.relay.max_request_gas) {
+            return Err(Error::GasAboveCap {
+                requested: request.gas.to_string(),
+                cap: self.config.relay.max_request_gas,
+            });
+        }
+        Ok(registry_call::exact_write(&request.data)?)
+    }
+
+    /// Stage 3, held: this very signed request (same signer, nonce, digest and signature) is on its
+    /// way or ran. Its relay answers, whatever the chain says now: a retry of a request being
+    /// mined must not read "Invalid signature or nonce mismatch", which tells an agent to
+    /// re-sign. Nothing is counted: no new transaction comes of it.
+    async fn held(&self, checked: &Checked) -> Result<Option<Relayed>> {
+        let (signer, nonce, digest, signature) =
+            (checked.signer(), checked.nonce(), checked.digest, checked.body.signature.clone());
+        let held = self.db(move |store| store.held(signer, nonce, digest, &signature)).await?;
+        held.map(|record| {
+            let relayed = Relayed::of(&record);
+            self.metrics.retried();
+            tracing::info!(relay = %record.relay_id, status = record.status.public().as_str(), "a retry of a held relay");
+            Ok(relayed)
+        })
+        .transpose()
+    }
+
+    /// Before stage 3, the per-IP limit's pre-filter: a client this daemon alone has seen reach
+    /// its hourly limit is refused with the limit's own 429 from memory, before any store access,
+    /// unless `request` is one of the requests counted (a retry, answered with its relay).
+    fn prefilter(&self, client: &str, request: B256) -> Result<()> {
+        let refused = self.prefilter.check(client, request, self.config.relay.rate_limit_per_ip, time::now());
+        if refused.is_err() {
+            self.metrics.prefiltered();
+        }
+        refused
+    }
+
+    /// Stage 4, per-IP limit (every request that gets this far counts), keyed by `client`: an
+    /// IPv4 address or an IPv6 /48.
+    async fn ip_limit(&self, client: &str, request: B256) -> Result<()> {
+        let (ip, per_ip, now) = (client.to_owned(), self.config.relay.rate_limit_per_ip, time::now());
+        if self.db(move |store| store.hit(RateKind::Ip, &ip, per_ip, now)).await? {
+            self.prefilter.counted(client, request, per_ip, now);
+            Ok(())
+        } else {
+            Err(Error::IpRateLimited(per_ip))
+        }
+    }
+
+    /// Stage 5, off-chain signature: the recovered signer must be `from`.
+    fn off_chain_signature(&self, checked: &Checked) -> Result<()> {
+        match checked.body.recover_signer(self.chain_id, self.config.chain.forwarder) {
+            Some(signer) if signer == checked.body.request.from => Ok(()),
+            _ => Err(Error::InvalidSignature),
+        }
+    }
+
+    /// Stage 6, per-signer limit, read only: a signer at its limit is refused before any RPC call.
+    /// The request is counted after the forwarder's `verify` ([`Self::count_signer`]): anyone
+    /// can replay a signer's old requests, whose signatures still recover, but their nonces are
+    /// spent, so they fail `verify` and never count. Nobody can spend another signer's quota.
+    async fn signer_limit_read_only(&self, checked: &Checked) -> Result<()> {
+        let (key, per_signer, now) =
+            (checked.signer().to_checksum(None), self.config.relay.rate_limit_per_signer, time::now());
+        if self.db(move |store| store.hits(RateKind::Signer, &key, now)).await? >= per_signer {
+            return Err(Error::SignerRateLimited(per_signer));
+        }
+        Ok(())
+    }
+
+    /// Stage 7, balance: the keys this daemon holds the lease of that hold at least
+    /// `MIN_BALANCE`, in pool order. A key below it is passed over (the relay goes to another
+    /// lane). When none of this daemon's keys can pay (it holds none: the cluster's keys are all
+    /// leased to other daemons), the keys other daemons hold that can: the relay is handed off
+    /// to their holder ([`Self::hand_off`]). 503 only when no daemon holds a key, or none that
+    /// can pay.
+    async fn lanes_that_can_pay(&self) -> Result<Payers> {
+        let held: Vec<Address> = self.pool.held().iter().map(|lease| lease.lane).collect();
+        // A relay reads its lanes fresh, and the cached balances are read again after it.
+        self.balances_changed();
+        let ours = self.paying(held.clone()).await?;
+        if !ours.is_empty() {
+            return Ok(Payers { lanes: ours, held: true });
+        }
+        let (all, me, now) = (self.pool.addresses(), self.config.keys.relayer_id.clone(), time::now());
+        let others: Vec<Address> = self
+            .db(move |store| store.lane_holders(&all, now))
+            .await?
+            .into_iter()
+            .filter(|holder| holder.holder.as_ref().is_some_and(|holder| *holder != me))
+            .map(|holder| holder.lane)
+            .collect();
+        if others.is_empty() {
+            return Err(if held.is_empty() { Error::NoFreeLane } else { Error::BalanceTooLow });
+        }
+        let theirs = self.paying(others).await?;
+        if theirs.is_empty() {
+            return Err(Error::BalanceTooLow);
+        }
+        Ok(Payers { lanes: theirs, held: false })
+    }
+
+    /// Those of `lanes` that hold at least `MIN_BALANCE`, in their order.
+    async fn paying(&self, lanes: Vec<Address>) -> Result<Vec<Address>> {
+        if lanes.is_empty() {
+            return Ok(lanes);
+        }
+        let minimum = U256::from(self.config.relay.min_balance_wei);
+        Ok(self
+            .balances_of(lanes)
+            .await?
+            .into_iter()
+            .filter(|(_, balance)| *balance >= minimum)
+            .map(|(lane, _)| lane)
+            .collect())
+    }
+
+    /// Stage 8, budget: is any transaction still affordable at today's fee, in the budget and in
+    /// the signer's and the client's shares? Returns the fees. (Read only: stage 12 reserves.)
+    async fn budget_left(&self, checked: &Checked, client: &str) -> Result<Fees> {
+        let fees = self.chain.fees().await?;
+        let (signer, client, now) = (checked.signer(), client.to_owned(), time::now());
+        let (budget, by_signer, by_client) = self
+            .db(move |store| {
+                Ok((
+                    store.budget(now)?,
+                    store.spent_by_signer(signer, now)?,
+                    store.spent_by_client(&client, now)?,
+                ))
+            })
+            .await?;
+        let cheapest = MIN_TX_GAS.saturating_mul(fees.max_fee_per_gas);
+        let limits = self.config.budget.limits();
+        if limits.total_wei.saturating_sub(budget.used_wei) < cheapest {
+            return Err(Error::BudgetExhausted);
+        }
+        if limits.signer_wei.saturating_sub(by_signer) < cheapest {
+            return Err(Error::SignerShareExhausted(self.config.budget.signer_share_percent));
+        }
+        if limits.client_wei.saturating_sub(by_client) < cheapest {
+            return Err(Error::ClientShareExhausted(self.config.budget.client_share_percent));
+        }
+        let pacing = self.config.budget.pacing();
+        if pacing.open_wei(limits.total_wei, budget.window_start, now).saturating_sub(budget.used_wei)
+            < cheapest
+            && let Some(opens_at) = pacing.next_slice_at(budget.window_start, now)
+        {
+            return Err(Error::slice_spent(opens_at, now));
+        }
+        Ok(fees)
+    }
+
+    /// Stage 9a, room before the deadline, by the head block's clock (the forwarder's, which on
+    /// a local chain can run days ahead of the wall clock): a request that expires before it is
+    /// mined passes every check at the head and reverts on inclusion, at the relayer's cost,
+    /// with its forwarder nonce unspent, so it could be signed again and again.
+    fn deadline_room(&self, checked: &Checked, head_time: u64) -> Result<()> {
+        let deadline: u64 = checked.body.request.deadline.to();
+        let margin = self.config.relay.deadline_margin_secs;
+        if deadline != 0 && deadline < head_time.saturating_add(margin) {
+            return Err(Error::DeadlineTooNear {
+                deadline,
+                head: head_time,
+                left: deadline.saturating_sub(head_time),
+                margin,
+            });
+        }
+        Ok(())
+    }
+
+    /// Stage 9b, the forwarder's own check (nonce, deadline, signer). It, the simulation and the
+    /// estimate read one block, so they agree even while a copy of this request is mined.
+    async fn forwarder_verify(&self, checked: &Checked, at: u64) -> Result<()> {
+        if self.chain.verify(&checked.body.request, &checked.body.signature, at).await? {
+            Ok(())
+        } else {
+            Err(Error::InvalidSignature)
+        }
+    }
+
+    /// Stage 10, the signer's count: re-checked and recorded in one store transaction, so concurrent
+    /// requests that all passed stage 6 cannot together exceed the limit. A copy of a request
+    /// accepted meanwhile is answered with that relay and not counted.
+    async fn count_signer(&self, checked: &Checked) -> Result<Option<Relayed>> {
+        let (key, nonce, per_signer, now) =
+            (checked.signer(), checked.nonce(), self.config.relay.rate_limit_per_signer, time::now());
+        match self.db(move |store| store.count_signer(key, nonce, per_signer, now)).await? {
+            SignerCount::Counted => Ok(None),
+            SignerCount::Limited => Err(Error::SignerRateLimited(per_signer)),
+            SignerCount::Duplicate => self.held(checked).await?.map(Some).ok_or(Error::InvalidSignature),
+        }
+    }
+
+    /// Stage 11, simulate `execute`: a registry call that would fail is never paid for.
+    async fn simulate(&self, checked: &Checked, at: u64) -> Result<()> {
+        match self.chain.simulate(self.address(), &checked.body.request, &checked.body.signature, at).await? {
+            Simulation::Succeeds => Ok(()),
+            Simulation::CallFails(reason) => Err(Error::Reverted(reason)),
+            Simulation::ForwarderReverts(reason) => Err(forwarder_refusal(reason)),
+        }
+    }
+
+    /// Stage 12, reserve the worst case (limit × max fee, plus on OP Stack chains the L1 data fee
+    /// quoted at block `at` with its headroom) atomically, on the least busy of `lanes`. A copy of this request reserved
+    /// meanwhile is answered with its relay (`Err`); another request with the same nonce is
+    /// refused.
+    async fn reserve(
+        &self,
+        checked: &Checked,
+        client: &str,
+        lanes: Vec<Address>,
+        gas_limit: u64,
+        fees: Fees,
+        at: u64,
+    ) -> Result<std::result::Result<Reservation, Relayed>> {
+        let input = Forwarder::executeCall {
+            req: checked.body.request.clone(),
+            signature: checked.body.signature.clone(),
+        }
+        .abi_encode();
+        let l1_fee_wei = self.l1_fee_reserve(&input, gas_limit, fees, at).await?;
+        let new_relay = NewRelay {
+            signer: checked.signer(),
+            forwarder_nonce: checked.nonce(),
+            digest: checked.digest,
+            signature: checked.body.signature.clone(),
+            deadline: checked.body.request.deadline.to(),
+            input: input.into(),
+            client_ip: client.to_owned(),
+            gas_limit,
+            max_fee_wei: fees.max_fee_per_gas,
+            priority_fee_wei: fees.max_priority_fee_per_gas,
+            l1_fee_wei,
+            lanes,
+        };
+        let (limits, now) = (self.config.budget.limits(), time::now());
+        match self.db(move |store| store.reserve(&new_relay, &limits, now)).await? {
+            Ok(reservation) => Ok(Ok(reservation)),
+            Err(Refusal::Budget) => Err(Error::BudgetExhausted),
+            Err(Refusal::Slice { opens_at }) => Err(Error::slice_spent(opens_at, now)),
+            Err(Refusal::SignerShare) => {
+                Err(Error::SignerShareExhausted(self.config.budget.signer_share_percent))
+            }
+            Err(Refusal::ClientShare) => {
+                Err(Error::ClientShareExhausted(self.config.budget.client_share_percent))
+            }
+            Err(Refusal::Duplicate) => self.held(checked).await?.map(Err).ok_or(Error::InvalidSignature),
+        }
+    }
+
+    /// Moves the accepted relay `id` off `lost` to the least busy key this daemon still holds.
+    /// `None` when it holds no other, or the relay is no longer waiting to be sent.
+    async fn another_lane(&self, id: i64, lost: Address) -> Result<Option<Address>> {
+        let held: Vec<Address> =
+            self.pool.held().iter().map(|lease| lease.lane).filter(|lane| *lane != lost).collect();
+        let now = time::now();
+        self.db(move |store| {
+            let Some(next) = least_busy(&held, &store.lane_depths()?) else { return Ok(None) };
+            Ok(store.move_to_lane(id, next, now)?.then_some(next))
+        })
+        .await
+    }
+
+    /// Stage 13, send. The signed transaction's hash is on disk before the node can see it: after a
+    /// crash or a lost answer, the follower and the reconciler find it by that hash.
+    async fn send(
+        self: &Arc<Self>,
+        checked: &Checked,
+        reservation: &Reservation,
+        gas_limit: u64,
+        fees: Fees,
+        at: u64,
+    ) -> Result<Relayed> {
+        let input = Forwarder::executeCall {
+            req: checked.body.request.clone(),
+            signature: checked.body.signature.clone(),
+        }
+        .abi_encode();
+        let outgoing = Outgoing { to: self.config.chain.forwarder, gas_limit, fees, input: input.into() };
+        let (sent, lane) = self
+            .send_reserved(reservation.id, &reservation.relay_id, reservation.lane, &outgoing, at, false)
+            .await?;
+        let hash: B256 = sent.hash;
+        tracing::info!(
+            function = checked.function,
+            signer = %checked.signer(),
+            forwarder_nonce = %checked.nonce(),
+            relay = %reservation.relay_id,
+            %lane,
+            tx = %hash,
+            relayer_nonce = sent.nonce,
+            gas_limit,
+            reserved_wei = %reservation.reserved_wei,
+            "relay sent"
+        );
+        Ok(Relayed {
+            body: relayer_view::Relayed {
+                tx_hash: Some(hash),
+                from: checked.body.request.from,
+                nonce: checked.body.request.nonce,
+                relay_id: Some(reservation.relay_id.clone()),
+                status: Some(RelayStatus::Sent.public()),
+            },
+            sent: true,
+        })
+    }
+
+    /// Sends the reserved relay `id` on `lane` (on another key this daemon holds, should the
+    /// lane's lease go before anything was recorded), recording each signed transaction before
+    /// the node sees it, then follows it. A send that fails releases the reservation (a relay
+    /// another daemon sent meanwhile is left as it is). `handed_off`: a relay a standby accepted,
+    /// whose first record must find it unsent ([`crate::store::Sending::handed_off_first`]).
+    /// Returns what was sent, and on which lane.
+    pub(crate) async fn send_reserved(
+        self: &Arc<Self>,
+        id: i64,
+        relay_id: &str,
+        mut lane: Address,
+        outgoing: &Outgoing,
+        at: u64,
+        handed_off: bool,
+    ) -> Result<(Sent, Address)> {
+        let relayer = Arc::clone(self);
+        let first = Arc::new(std::sync::atomic::AtomicBool::new(handed_off));
+        let record = move |signed: Sent, lease: Lease| {
+            let relayer = Arc::clone(&relayer);
+            let first = first.swap(false, std::sync::atomic::Ordering::SeqCst);
+            async move {
+                relayer
+                    .db(move |store| {
+                        let sending = Sending {
+                            id,
+                            relayer_nonce: signed.nonce,
+                            tx_hash: signed.hash,
+                            block: at,
+                            now: time::now(),
+                            handed_off_first: first,
+                        };
+                        store.mark_sent(&sending, &lease)
+                    })
+                    .await
+            }
+        };
+        let sent = loop {
+            let sender = self
+                .pool
+                .lane(lane)
+                .ok_or_else(|| Error::Internal(format!("lane {lane} is not one of this relayer's keys")))?;
+            match sender.send(outgoing, &record).await {
+                Ok(sent) => break sent,
+                Err(error @ Error::Unconfirmed { .. }) => {
+                    // Kept on the books as sent: its follower finds the receipt if the node did
+                    // take it, and until then the worst case stays reserved; the reconciler drops
+                    // it if the node never had it.
+                    self.follow(id);
+                    return Err(error);
+                }
+                // The key's lease went (to another daemon, or given back), or the relay is no
+                // longer this lane's to send, before anything was recorded on it: nothing was
+                // sent, so the relay moves to a key still held, or is released when there is
+                // none (unless another daemon, holding its lane now, sent it meanwhile).
+                Err(Error::LaneLost(lost)) => match self.another_lane(id, lost).await? {
+                    Some(next) => {
+                        tracing::info!(relay = %relay_id, from = %lost, to = %next, "the key's lease was lost before sending; moved the relay");
+                        lane = next;
+                    }
+                    None => {
+                        let error = Error::NoFreeLane;
+                        let reason = error.to_string();
+                        self.db(move |store| store.release_unsent(id, &reason, time::now())).await?;
+                        return Err(error);
+                    }
+                },
+                Err(error) => {
+                    let reason = error.to_string();
+                    self.db(move |store| store.release(id, &reason, time::now())).await?;
+                    return Err(error);
+                }
+            }
+        };
+        self.metrics.accepted();
+        self.balances_changed();
+        self.follow(id);
+        Ok((sent, lane))
+    }
+}
+
+/// The keys a relay may be reserved on (stage 7).
+struct Payers {
+    /// The keys, in pool order.
+    lanes: Vec<Address>,
+    /// This daemon holds them (it sends the relay), or other daemons do (it hands it off).
+    held: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gas_margin_saturates() {
+        assert_eq!(with_margin(100_000), 130_000);
+        assert_eq!(with_margin(u64::MAX), u64::MAX);
+        assert_eq!(with_margin(184_467_440_737_095_516), 239_807_672_958_224_170);
+    }
+}

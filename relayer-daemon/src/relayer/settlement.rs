@@ -1,0 +1,449 @@
+//! After the send: a follower per sent relay reads the receipts of its transactions, settles
+//! the budget with what the mined one cost, and sends a stuck one again (higher fees at the same
+//! relayer nonce, or a cancellation: [`crate::rules::stuck`] decides); the reconciler's I/O gathers the
+//! facts for the pure [`crate::rules::reconcile`] about relays a crash or a lost answer left open, and
+//! applies its decision.
+
+use std::{
+    collections::{HashMap, hash_map::Entry},
+    sync::Arc,
+    time::Duration,
+};
+
+use alloy::primitives::{Address, B256, Bytes};
+
+use crate::{
+    chain::Receipt,
+    error::Result,
+    keys::sender::{Outgoing, Sender},
+    relayer::{InFlightGuard, Relayer, lock},
+    rules::nonce::AfterReplace,
+    rules::reconcile::{self, Decision, Facts},
+    rules::stuck::{Latest, Plan},
+    store::{
+        Lease, Outcome, Pruned, RelayRecord, RelayStatus, ReplaceRefusal, Replacement, SentTx, Settlement,
+        TRANSFER_GAS, TxKind,
+    },
+    time,
+};
+
+/// First pause between two looks at a sent relay's receipts; it doubles up to the next.
+const FOLLOW_FIRST_PAUSE: Duration = Duration::from_millis(50);
+/// Longest pause between two looks.
+const FOLLOW_MAX_PAUSE: Duration = Duration::from_secs(2);
+
+/// What one look at a followed relay found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Look {
+    /// It is settled or otherwise closed: stop following.
+    Closed,
+    /// Still waiting.
+    Waiting,
+    /// A transaction was just sent again: look again soon.
+    Resent,
+}
+
+/// Removes a relay from the followed set when its follower ends.
+struct Followed<'a> {
+    relayer: &'a Relayer,
+    id: i64,
+}
+
+impl Drop for Followed<'_> {
+    fn drop(&mut self) {
+        lock(&self.relayer.followed).remove(&self.id);
+    }
+}
+
+impl Relayer {
+    /// Follows the sent relay `id` in the background until it is closed (or shutdown ends),
+    /// unless a follower already does.
+    pub(crate) fn follow(self: &Arc<Self>, id: i64) {
+        if !lock(&self.followed).insert(id) {
+            return;
+        }
+        let relayer = Arc::clone(self);
+        self.shutdown.spawn_follower(async move {
+            let _followed = Followed { relayer: &relayer, id };
+            relayer.follow_until_closed(id).await;
+        });
+    }
+
+    async fn follow_until_closed(&self, id: i64) {
+        let mut pause = FOLLOW_FIRST_PAUSE;
+        loop {
+            match self.look(id).await {
+                Ok(Look::Closed) => return,
+                Ok(Look::Waiting) => {}
+                Ok(Look::Resent) => pause = FOLLOW_FIRST_PAUSE,
+                Err(error) => {
+                    tracing::warn!(id, error = %error.detail(), "following a relay failed; retrying")
+                }
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(FOLLOW_MAX_PAUSE);
+        }
+    }
+
+    /// One look: a receipt of any of its transactions settles it; a stuck one is sent again.
+    async fn look(&self, id: i64) -> Result<Look> {
+        let Some(record) = self.db(move |store| store.relay(id)).await? else { return Ok(Look::Closed) };
+        if !record.status.is_open() {
+            return Ok(Look::Closed);
+        }
+        if !self.looks_after(&record) {
+            // Its key's lease went to another daemon, which follows the key's relays from now on.
+            return Ok(Look::Closed);
+        }
+        if let Some((tx, receipt)) = self.mined(&record).await? {
+            self.settle(&record, tx.hash, &receipt).await?;
+            return Ok(Look::Closed);
+        }
+        let Some(latest) = record.txs.last() else { return Ok(Look::Waiting) };
+        if self.shutdown.has_begun() {
+            return Ok(Look::Waiting);
+        }
+        let block = self.chain.block_number().await?;
+        let waiting = latest_of(latest);
+        if !self.stuck.is_stuck(&waiting, block, time::now()) {
+            return Ok(Look::Waiting);
+        }
+        if !self.chain.knows_transaction(latest.hash).await? {
+            // A replacement whose answer was lost and that never reached the node: the relay is
+            // again on the transaction before it, replaced afresh next time.
+            if record.txs.len() > 1 {
+                let (hash, now) = (latest.hash, time::now());
+                self.db(move |store| store.unreplace(id, hash, now)).await?;
+            }
+            // A first transaction the node does not have is not replaced: its nonce may have
+            // gone to another relay since, and a replacement would knock that one out. The
+            // reconciler drops it instead.
+            return Ok(Look::Waiting);
+        }
+        // The next block is stamped no earlier than the head nor (on a live chain) than now: a
+        // request past its deadline by either clock would only revert, at the relayer's cost.
+        let (_, block_time) = self.chain.head().await?;
+        let suggested = self.chain.fees().await?;
+        let plan = self.stuck.plan(&waiting, record.deadline, block_time.max(time::now()), suggested);
+        self.send_again(&record, plan, block).await
+    }
+
+    /// The first of the relay's transactions (newest first: a replacement is the likelier one)
+    /// with a receipt.
+    async fn mined(&self, record: &RelayRecord) -> Result<Option<(SentTx, Receipt)>> {
+        for tx in record.txs.iter().rev() {
+            if let Some(receipt) = self.chain.receipt(tx.hash).await? {
+                return Ok(Some((tx.clone(), receipt)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Sends the relay's transaction again per `plan`, at its relayer nonce. A fee replacement
+    /// the budget or a share cannot cover becomes a cancellation; a cancellation they cannot
+    /// cover waits (its fees are capped, and the relay may still be mined as it is).
+    async fn send_again(&self, record: &RelayRecord, plan: Plan, block: u64) -> Result<Look> {
+        let (mut kind, fees) = match plan {
+            Plan::Replace(fees) if record.input.is_some() => (TxKind::Relay, fees),
+            // A record of an earlier version has no calldata to send again: cancel it.
+            Plan::Replace(fees) | Plan::Cancel(fees) => (TxKind::Cancel, fees),
+            Plan::Wait => {
+                tracing::debug!(relay = %record.relay_id, "stuck at the cancellation fee cap; waiting");
+                return Ok(Look::Waiting);
+            }
+        };
+        let Some(nonce) = record.relayer_nonce else { return Ok(Look::Waiting) };
+        let Some(sender) = self.lane_of(record) else {
+            // Its key left the configuration: it can still be settled, not sent again.
+            tracing::warn!(relay = %record.relay_id, lane = ?record.lane, "stuck on a key this relayer no longer has");
+            return Ok(Look::Waiting);
+        };
+        // The reconciler leaves the record alone while its new hash is recorded and submitted.
+        let _in_flight = InFlightGuard::new(&self.in_flight, (record.signer, record.forwarder_nonce));
+        loop {
+            let outgoing = self.outgoing(record, sender.address(), kind, fees);
+            let (id, limits) = (record.id, self.config.budget.limits());
+            let recorded = |hash: B256, lease: Lease| {
+                let replacement = Replacement {
+                    tx_hash: hash,
+                    kind,
+                    max_fee_wei: fees.max_fee_per_gas,
+                    priority_fee_wei: fees.max_priority_fee_per_gas,
+                    sent_block: block,
+                };
+                async move {
+                    let now = time::now();
+                    let recorded =
+                        self.db(move |store| store.replace(id, &replacement, &limits, now, &lease)).await?;
+                    Ok(recorded.map(|_| ()))
+                }
+            };
+            let (hash, step) = match sender.replace(&outgoing, nonce, recorded).await? {
+                (_, Err(ReplaceRefusal::Closed)) => return Ok(Look::Waiting),
+                (_, Err(refused)) if kind == TxKind::Relay => {
+                    tracing::warn!(relay = %record.relay_id, ?refused, "the budget or a share cannot cover higher fees; cancelling instead");
+                    kind = TxKind::Cancel;
+                    continue;
+                }
+                (_, Err(refused)) => {
+                    tracing::warn!(relay = %record.relay_id, ?refused, "the budget or a share cannot cover the cancellation; waiting");
+                    return Ok(Look::Waiting);
+                }
+                (hash, Ok(step)) => (hash, step),
+            };
+            if matches!(step, AfterReplace::NonceMined | AfterReplace::Underpriced | AfterReplace::Refused) {
+                // Not in the node: the relay's current transaction is again the one before.
+                let now = time::now();
+                self.db(move |store| store.unreplace(id, hash, now)).await?;
+                return Ok(Look::Waiting);
+            }
+            if step == AfterReplace::Sent {
+                match kind {
+                    TxKind::Relay => self.metrics.replaced(),
+                    TxKind::Cancel => self.metrics.cancelled(),
+                }
+                tracing::info!(
+                    relay = %record.relay_id,
+                    tx = %hash,
+                    lane = %sender.address(),
+                    relayer_nonce = nonce,
+                    max_fee_wei = fees.max_fee_per_gas,
+                    ?kind,
+                    "stuck relay sent again"
+                );
+            }
+            return Ok(Look::Resent);
+        }
+    }
+
+    /// The key of `record`: its lane (a record written before lanes is the first key's).
+    pub(crate) fn key_of(&self, record: &RelayRecord) -> Address {
+        record.lane.unwrap_or_else(|| self.address())
+    }
+
+    /// The sender of `record`'s transactions; `None` if its key is no longer configured.
+    pub(crate) fn lane_of(&self, record: &RelayRecord) -> Option<&Sender> {
+        self.pool.lane(self.key_of(record))
+    }
+
+    /// Whether this daemon follows and reconciles `record`: see [`crate::keys::lanes::Pool::looks_after`].
+    pub(crate) fn looks_after(&self, record: &RelayRecord) -> bool {
+        self.pool.looks_after(self.key_of(record))
+    }
+
+    /// The transaction that sends `record` again as `kind` with `fees`, from `lane` (a
+    /// cancellation is `lane`'s self-transfer at the relay's nonce).
+    fn outgoing(
+        &self,
+        record: &RelayRecord,
+        lane: Address,
+        kind: TxKind,
+        fees: crate::rules::fees::Fees,
+    ) -> Outgoing {
+        match kind {
+            TxKind::Relay => Outgoing {
+                to: self.config.chain.forwarder,
+                gas_limit: record.gas_limit,
+                fees,
+                input: record.input.clone().unwrap_or_default(),
+            },
+            TxKind::Cancel => Outgoing { to: lane, gas_limit: TRANSFER_GAS, fees, input: Bytes::new() },
+        }
+    }
+
+    /// Settles the relay from the receipt of its transaction `hash`: the real cost (gas and any
+    /// L1 data fee) replaces the reservation; a failed registry call gets its reason.
+    pub(crate) async fn settle(&self, record: &RelayRecord, hash: B256, receipt: &Receipt) -> Result<()> {
+        // A mined transaction paid: the cached balances are out of date.
+        self.balances_changed();
+        let (cost_wei, outcome) = self.chain.settlement(receipt);
+        let block_number = receipt.inner.block_number;
+        let revert_reason = match (outcome, &record.input, block_number) {
+            (Outcome::CallFailed, Some(input), Some(block)) => {
+                self.chain.call_failure(input, block).await.unwrap_or_else(|error| {
+                    tracing::warn!(error = %error.detail(), "reading a failed call's reason");
+                    None
+                })
+            }
+            _ => None,
+        };
+        let settlement = Settlement {
+            tx_hash: hash,
+            cost_wei,
+            outcome,
+            block_number,
+            gas_used: Some(receipt.inner.gas_used),
+            revert_reason,
+        };
+        let (id, now) = (record.id, time::now());
+        self.db(move |store| store.settle(id, &settlement, now)).await?;
+        if matches!(outcome, Outcome::Mined | Outcome::CallFailed) {
+            self.metrics.mined_after(now.saturating_sub(record.created_at));
+        }
+        tracing::info!(
+            relay = %record.relay_id,
+            tx = %hash,
+            cost_wei = %cost_wei,
+            l1_fee_wei = %receipt.l1_fee_wei,
+            ?outcome,
+            "relay settled"
+        );
+        Ok(())
+    }
+
+    /// Starts the reconciler: a pass now (ending what a previous run left), then one every
+    /// `RECONCILE_INTERVAL_SECS`, until shutdown begins.
+    pub(crate) fn spawn_reconciler(self: &Arc<Self>) {
+        let relayer = Arc::clone(self);
+        let interval = self.config.followers.reconcile_interval;
+        self.shutdown.spawn_background(async move {
+            loop {
+                if let Err(error) = relayer.reconcile().await {
+                    tracing::warn!(error = %error.detail(), "reconciling relays failed; retrying later");
+                }
+                if let Err(error) = relayer.prune().await {
+                    tracing::warn!(error = %error.detail(), "pruning the store failed; retrying later");
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(interval) => {}
+                    () = relayer.shutdown.begun() => return,
+                }
+            }
+        });
+    }
+
+    /// Forgets what the retention settings say is old enough: the store stays the size of the
+    /// retention window's traffic.
+    async fn prune(&self) -> Result<()> {
+        let now = time::now();
+        let calldata_before = now.saturating_sub(self.config.store.calldata_retention_secs);
+        let relays_before = now.saturating_sub(self.config.store.relay_retention_secs);
+        let pruned = self.db(move |store| store.prune(calldata_before, relays_before, now)).await?;
+        if pruned != Pruned::default() {
+            tracing::info!(calldata = pruned.calldata, relays = pruned.relays, "pruned finished relays");
+        }
+        Ok(())
+    }
+
+    /// One reconciler pass over the relays still open after the grace period, except those a
+    /// handler or a replacement of this process is working on. One still pending gets a
+    /// follower (after a restart, its stuck transaction is replaced like any other).
+    async fn reconcile(self: &Arc<Self>) -> Result<()> {
+        let horizon = time::now().saturating_sub(self.config.followers.reconcile_grace_secs);
+        let open = self.db(move |store| store.open_since(horizon)).await?;
+        // Relays on a key another daemon holds are that daemon's: only it knows which it is
+        // sending right now.
+        let open: Vec<RelayRecord> = {
+            let in_flight = lock(&self.in_flight);
+            open.into_iter()
+                .filter(|record| !in_flight.contains_key(&(record.signer, record.forwarder_nonce)))
+                .filter(|record| self.looks_after(record))
+                .collect()
+        };
+        if open.is_empty() {
+            return Ok(());
+        }
+        // Each lane's mined nonce is read before any receipt of its relays below: a nonce seen
+        // mined here is mined before those reads.
+        let mut mined_nonces: HashMap<Address, u64> = HashMap::new();
+        for record in &open {
+            let lane = self.key_of(record);
+            if let Entry::Vacant(entry) = mined_nonces.entry(lane) {
+                entry.insert(self.chain.mined_nonce(lane).await?);
+            }
+        }
+        for record in open {
+            let id = record.id;
+            let mined_nonce = mined_nonces[&self.key_of(&record)];
+            let (facts, mined) = self.facts(&record, mined_nonce).await?;
+            let decision = reconcile::decide(&facts);
+            let now = time::now();
+            match decision {
+                Decision::Wait => {
+                    self.follow(id);
+                    continue;
+                }
+                Decision::Settle { .. } => {
+                    if let Some((tx, receipt)) = mined {
+                        self.settle(&record, tx.hash, &receipt).await?;
+                    }
+                }
+                Decision::Executed => self.db(move |store| store.mark_executed(id, now)).await?,
+                Decision::Drop { reason, resync } => {
+                    if resync && let Some(sender) = self.lane_of(&record) {
+                        sender.resync().await;
+                    }
+                    self.db(move |store| store.drop_relay(id, reason, now)).await?;
+                }
+            }
+            tracing::info!(
+                id,
+                relay = %record.relay_id,
+                lane = ?record.lane,
+                signer = %record.signer,
+                forwarder_nonce = %record.forwarder_nonce,
+                tx = ?record.tx_hash,
+                ?decision,
+                "reconciled a relay"
+            );
+        }
+        Ok(())
+    }
+
+    /// Gathers the facts about one unfinished relay, with the receipt that settles it if any.
+    async fn facts(
+        &self,
+        record: &RelayRecord,
+        mined_nonce: u64,
+    ) -> Result<(Facts, Option<(SentTx, Receipt)>)> {
+        let request_ran = self.chain.forwarder_nonce(record.signer).await? > record.forwarder_nonce;
+        let mined = self.mined(record).await?;
+        let receipt = mined.as_ref().map(|(_, receipt)| self.chain.settlement(receipt));
+        // Any of its transactions will do: a replacement whose answer was lost may never have
+        // reached the node while the transaction it was to replace still waits there.
+        let node_knows_tx = if receipt.is_none() && !request_ran {
+            let mut knows = false;
+            for tx in record.txs.iter().rev() {
+                if self.chain.knows_transaction(tx.hash).await? {
+                    knows = true;
+                    break;
+                }
+            }
+            knows
+        } else {
+            true
+        };
+        let facts = Facts {
+            has_hash: !record.txs.is_empty(),
+            receipt,
+            request_ran,
+            relayer_nonce_used: record.relayer_nonce.is_some_and(|nonce| mined_nonce > nonce),
+            node_knows_tx,
+        };
+        Ok((facts, mined))
+    }
+}
+
+/// What the stuck policy needs of a relay's latest transaction.
+fn latest_of(tx: &SentTx) -> Latest {
+    Latest {
+        fees: crate::rules::fees::Fees {
+            max_fee_per_gas: tx.max_fee_wei,
+            max_priority_fee_per_gas: tx.priority_fee_wei,
+        },
+        sent_block: tx.sent_block,
+        sent_at: tx.sent_at,
+        is_cancel: tx.kind == TxKind::Cancel,
+    }
+}
+
+/// Relays waiting longer than the stuck threshold, for the metrics.
+pub(crate) fn waiting_too_long(records: &[RelayRecord], after_secs: u64, now: u64) -> usize {
+    records
+        .iter()
+        .filter(|record| {
+            matches!(record.status, RelayStatus::Sent | RelayStatus::Replaced | RelayStatus::Cancelling)
+                && record.sent_at.is_some_and(|sent| now >= sent.saturating_add(after_secs))
+        })
+        .count()
+}

@@ -1,0 +1,109 @@
+//! The reconciler's decision for one relay left `reserved` or `sent`: pure, from what the chain
+//! says about it. The relayer gathers the facts (in an order that keeps them consistent: the
+//! relayer's mined nonce first, the receipt before asking whether the node knows the
+//! transaction) and applies the decision to the store.
+//!
+//! Cases it ends: a process killed between reserving and sending; a send that timed out where
+//! the node never took the transaction; a transaction that is never mined.
+
+use super::status::Outcome;
+
+/// What the chain says about one unfinished relay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Facts {
+    /// The relay has a transaction hash (it was, or may have been, sent).
+    pub(crate) has_hash: bool,
+    /// The receipt of that hash: `gasUsed × effectiveGasPrice` plus any L1 data fee, and how the
+    /// relay ended.
+    pub(crate) receipt: Option<(u128, Outcome)>,
+    /// The signer's forwarder nonce is above the request's: the request ran (by us or not).
+    pub(crate) request_ran: bool,
+    /// The relayer account's mined nonce is above the transaction's: its nonce is used up.
+    pub(crate) relayer_nonce_used: bool,
+    /// The node has the transaction (pending or mined).
+    pub(crate) node_knows_tx: bool,
+}
+
+/// What to do with the relay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Decision {
+    /// Mined: settle with the receipt's cost.
+    Settle {
+        /// Wei paid.
+        cost_wei: u128,
+        /// How it ended.
+        outcome: Outcome,
+    },
+    /// The request ran without a receipt of ours: keep the worst case charged, keep the slot.
+    Executed,
+    /// It will never be mined: release the reservation and free the request.
+    Drop {
+        /// Why, for the record.
+        reason: &'static str,
+        /// The sender's local nonce may point past a gap: re-read it from the node.
+        resync: bool,
+    },
+    /// Still pending: look again next pass.
+    Wait,
+}
+
+/// The decision for a relay with these facts.
+pub(crate) fn decide(facts: &Facts) -> Decision {
+    if let Some((cost_wei, outcome)) = facts.receipt {
+        return Decision::Settle { cost_wei, outcome };
+    }
+    if facts.request_ran {
+        return Decision::Executed;
+    }
+    if !facts.has_hash {
+        return Decision::Drop { reason: "never sent (the relayer stopped before sending)", resync: false };
+    }
+    if facts.relayer_nonce_used {
+        return Decision::Drop { reason: "its relayer nonce was used by another transaction", resync: false };
+    }
+    if !facts.node_knows_tx {
+        return Decision::Drop { reason: "the node does not have the transaction", resync: true };
+    }
+    Decision::Wait
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PENDING: Facts = Facts {
+        has_hash: true,
+        receipt: None,
+        request_ran: false,
+        relayer_nonce_used: false,
+        node_knows_tx: true,
+    };
+
+    #[test]
+    fn each_case_ends_the_right_way() {
+        assert_eq!(decide(&PENDING), Decision::Wait);
+        assert_eq!(
+            decide(&Facts { receipt: Some((7, Outcome::Reverted)), request_ran: true, ..PENDING }),
+            Decision::Settle { cost_wei: 7, outcome: Outcome::Reverted },
+            "a receipt wins"
+        );
+        assert_eq!(decide(&Facts { request_ran: true, node_knows_tx: false, ..PENDING }), Decision::Executed);
+        assert_eq!(
+            decide(&Facts { has_hash: false, request_ran: true, node_knows_tx: false, ..PENDING }),
+            Decision::Executed,
+            "killed after sending, before recording the hash: the request ran"
+        );
+        assert!(matches!(
+            decide(&Facts { has_hash: false, node_knows_tx: false, ..PENDING }),
+            Decision::Drop { resync: false, .. }
+        ));
+        assert!(matches!(
+            decide(&Facts { relayer_nonce_used: true, ..PENDING }),
+            Decision::Drop { resync: false, .. }
+        ));
+        assert!(matches!(
+            decide(&Facts { node_knows_tx: false, ..PENDING }),
+            Decision::Drop { resync: true, .. }
+        ));
+    }
+}
