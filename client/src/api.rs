@@ -4,6 +4,7 @@
 use alloy::primitives::Address;
 use kya_core::{
     AgentStatus, KyaResult,
+    feed::{ChangesAnswer, ChangesQuery},
     lineage::LineageNode,
     pagination::Page,
     stats::DetailedStats,
@@ -96,6 +97,11 @@ impl ApiClient {
     pub async fn verify(&self, request: &ReceivedRequest<'_>, authority: Option<&str>) -> Result<Verdict> {
         let answer = self.service.post("/api/v1/kya/verify", &request.to_json(authority)).await?;
         Verdict::from_answer(answer.body)
+    }
+
+    /// One page of `GET /api/v1/changes`, the change feed ([`crate::ChangeFollower`] follows it).
+    pub async fn changes(&self, query: &ChangesQuery) -> Result<ChangesAnswer> {
+        self.service.get(&format!("/api/v1/changes?{}", query.to_query_string())).await
     }
 
     /// `GET /api/v1/stats/detailed`.

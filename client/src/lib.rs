@@ -7,6 +7,7 @@ pub mod cli;
 mod consent;
 mod erc8128;
 mod error;
+mod feed;
 mod flow;
 mod http;
 mod outcome;
@@ -21,6 +22,7 @@ pub use erc8128::{
     ReceivedRequest, RequestSignature, RequestSigner, SignedBy, Verdict, Verifier, fresh_nonce,
 };
 pub use error::{Error, Result};
+pub use feed::ChangeFollower;
 pub use flow::{Progress, SignedRequest, WriteOptions, direct_write, relay_write, sign_request};
 /// ERC-8128's request, headers and refusals are `kya-core`'s, where signing and verifying are done.
 pub use kya_core::erc8128::{Reason, Refusal, RequestToSign, SignedHeaders, content_digest};

@@ -101,9 +101,42 @@ pub(crate) enum Command {
     Sign(Sign),
     /// Sends an HTTP request signed with ERC-8128 by the agent's key and prints the answer, like curl
     Fetch(Fetch),
+    /// Follows the registry's change feed: one line per event (JSON lines with --json), resuming
+    /// where --state says it stopped
+    Watch(Watch),
     /// Asks the API whether a received request's ERC-8128 signature holds, and the signer's standing;
     /// exit code 0 provision, 3 renew attestation, 4 deny or register (or a refused signature), 1 error
     Verify(Verify),
+}
+
+/// `kya watch`'s filters and where it starts.
+#[derive(Args)]
+pub(crate) struct Watch {
+    /// Only this wallet's events (repeatable)
+    #[arg(long)]
+    pub(crate) wallet: Vec<String>,
+    /// Only this agent's events, by id (repeatable)
+    #[arg(long)]
+    pub(crate) agent: Vec<String>,
+    /// Only events of this type (repeatable): agent.registered, agent.status_changed, agent.attested,
+    /// agent.attestation_expired, agent.revenue_reported, agent.compliance_changed
+    #[arg(long = "type")]
+    pub(crate) kind: Vec<String>,
+    /// Only final events: each change once, once confirmed
+    #[arg(long = "final")]
+    pub(crate) final_only: bool,
+    /// Start after this event id [default: the --state file's, else the oldest event the feed keeps]
+    #[arg(long)]
+    pub(crate) after: Option<String>,
+    /// A file that keeps where the watch stopped: read at the start, written after each event
+    #[arg(long)]
+    pub(crate) state: Option<PathBuf>,
+    /// Seconds between looks once caught up
+    #[arg(long, default_value_t = 2)]
+    pub(crate) poll: u64,
+    /// Stop once caught up instead of waiting for more
+    #[arg(long)]
+    pub(crate) once: bool,
 }
 
 #[derive(Subcommand)]

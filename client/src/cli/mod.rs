@@ -8,6 +8,7 @@ mod register;
 mod render;
 mod settings;
 mod signed;
+mod watch;
 
 use std::{io::IsTerminal, time::Duration};
 
@@ -135,6 +136,7 @@ async fn run(cli: Cli) -> Result<i32> {
         Command::Sign(sign) => return signed::sign(&settings, &sign),
         Command::Fetch(fetch) => return signed::fetch(&settings, &fetch).await,
         Command::Verify(verify) => return signed::verify(&settings, style, &verify).await,
+        Command::Watch(watch) => return watch::run(&settings, &watch).await,
         Command::Attest { id, signing } => {
             let signer = settings::signer(&signing)?;
             let write = Write::Attest { agent_id: agent_id(&id)? };

@@ -78,6 +78,17 @@ pub enum Finality {
     Retracted,
 }
 
+impl Finality {
+    /// The name in JSON.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Provisional => "provisional",
+            Self::Final => "final",
+            Self::Retracted => "retracted",
+        }
+    }
+}
+
 /// An agent's KYA standing, as `GET /kya/:wallet` answers it at a block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -15,6 +15,6 @@ pub use cursor::Cursor;
 pub use derive::{AgentLog, Known, LogKind, Walk};
 pub use event::{Change, Detail, Event, EventBlock, EventLog, EventType, Finality, Standing};
 pub use query::{
-    CHANGES_DEFAULT_LIMIT, CHANGES_MAX_LIMIT, ChangesQuery, MAX_FILTER_VALUES, Page, Unservable,
-    check_cursor, page,
+    CHANGES_DEFAULT_LIMIT, CHANGES_MAX_LIMIT, ChangesAnswer, ChangesQuery, MAX_FILTER_VALUES, Page,
+    Unservable, check_cursor, page,
 };

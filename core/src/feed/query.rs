@@ -3,6 +3,7 @@
 use std::collections::BTreeSet;
 
 use alloy_primitives::Address;
+use serde::{Deserialize, Serialize};
 
 use crate::{
     Error, Result,
@@ -84,6 +85,36 @@ impl ChangesQuery {
         Ok(query)
     }
 
+    /// The query string that asks for this query (`after=…&limit=…&wallet=…`, each filter's
+    /// values as a comma-separated list; what is not set left out), for a client.
+    pub fn to_query_string(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(after) = self.after {
+            parts.push(format!("after={after}"));
+        }
+        parts.push(format!("limit={}", self.limit));
+        let joined = |values: Vec<String>| values.join(",");
+        if !self.wallets.is_empty() {
+            parts.push(format!("wallet={}", joined(self.wallets.iter().map(ToString::to_string).collect())));
+        }
+        if !self.agent_ids.is_empty() {
+            parts.push(format!(
+                "agentId={}",
+                joined(self.agent_ids.iter().map(ToString::to_string).collect())
+            ));
+        }
+        if !self.types.is_empty() {
+            parts.push(format!(
+                "type={}",
+                joined(self.types.iter().map(|kind| kind.as_str().to_owned()).collect())
+            ));
+        }
+        if self.final_only {
+            parts.push("final=true".to_owned());
+        }
+        parts.join("&")
+    }
+
     /// Whether the filters select `event` (the cursor and the limit aside).
     pub fn matches(&self, event: &Event) -> bool {
         let change = &event.change;
@@ -123,6 +154,17 @@ pub fn page<'a>(entries: impl IntoIterator<Item = &'a Event>, query: &ChangesQue
         }
     }
     page
+}
+
+/// The JSON of a page of `GET /api/v1/changes`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangesAnswer {
+    /// The events the filters selected, oldest first.
+    pub events: Vec<Event>,
+    /// Where the next page starts ([`Page::next`]); `null` while the feed is empty.
+    pub next: Option<Cursor>,
+    /// Whether the feed holds events past `next`: false once the page reached the newest.
+    pub more: bool,
 }
 
 /// Why a cursor cannot be served from what the feed holds.
@@ -225,6 +267,18 @@ mod tests {
             parse("").unwrap(),
             ChangesQuery { limit: CHANGES_DEFAULT_LIMIT, ..ChangesQuery::default() }
         );
+    }
+
+    #[test]
+    fn a_query_asks_for_itself() {
+        for text in [
+            "limit=100",
+            "after=4-2&limit=7&wallet=0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC,0x70997970C51812dc3A010C7d01b50e0d17dc79C8&agentId=3,9&type=agent.registered,agent.attested&final=true",
+        ] {
+            let query = parse(text).unwrap();
+            assert_eq!(query.to_query_string(), text);
+            assert_eq!(parse(&query.to_query_string()).unwrap(), query);
+        }
     }
 
     #[test]

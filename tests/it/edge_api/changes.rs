@@ -189,6 +189,46 @@ async fn the_feed_is_served_in_order_with_its_filters_cursors_and_retention() {
         assert_eq!((answer.status, answer.body["error"].as_str()), (400, Some(message)), "{query}");
     }
 
+    // The client's follower and `kya watch`: every event once, in order, resumed where it stopped.
+    let mut follower = kya_client::ChangeFollower::new(
+        kya_client::ApiClient::new(&worker.base).unwrap(),
+        kya_core::feed::ChangesQuery { limit: 3, ..Default::default() },
+        std::time::Duration::from_millis(100),
+    );
+    let mut followed = Vec::new();
+    while let Some(event) = follower.try_next().await.expect("the feed reads") {
+        followed.push(event);
+    }
+    assert_eq!(followed.iter().collect::<Vec<_>>(), all, "pages of three, followed to the end");
+    assert_eq!(follower.position(), Some(Cursor { batch: 3, index: 4 }));
+
+    let state = tempfile::tempdir().unwrap();
+    let cursor_file = state.path().join("cursor");
+    let watch = |extra: &[&str]| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_kya-under-test"));
+        command.env_clear().env("PATH", std::env::var("PATH").unwrap_or_default()).current_dir(state.path());
+        command
+            .args(["--api", &worker.base, "--json", "watch", "--once", "--state"])
+            .arg(&cursor_file)
+            .args(extra);
+        let output = command.output().expect("kya runs");
+        assert!(output.status.success(), "kya watch: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8(output.stdout)
+            .unwrap()
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect::<Vec<Value>>()
+    };
+    assert_eq!(watch(&["--agent", "1", "--type", "agent.registered"]), json_of(&[all[0], all[5]]));
+    assert_eq!(std::fs::read_to_string(&cursor_file).unwrap(), "3-4\n", "where it stopped");
+    assert_eq!(watch(&["--agent", "1"]), Vec::<Value>::new(), "resumed: nothing new");
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_kya-under-test"))
+        .args(["--api", &worker.base, "watch", "--once", "--type", "agent.x"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("invalid query parameter 'type'"));
+
     // Past the retention: the oldest batch dropped, a cursor in it is gone; without a cursor the
     // page starts at the oldest batch kept.
     worker.execute_index("DELETE FROM feed_batches WHERE batch = 1");
@@ -200,4 +240,15 @@ async fn the_feed_is_served_in_order_with_its_filters_cursors_and_retention() {
     );
     assert_eq!(page(&api, "").await["events"], json!(json_of(&all[3..])));
     assert_eq!(page(&api, "?after=2-1").await["events"], json!(json_of(&all[5..])));
+    let mut gone = kya_client::ChangeFollower::new(
+        kya_client::ApiClient::new(&worker.base).unwrap(),
+        kya_core::feed::ChangesQuery {
+            after: Some(Cursor { batch: 1, index: 0 }),
+            limit: 10,
+            ..Default::default()
+        },
+        std::time::Duration::ZERO,
+    );
+    let error = gone.try_next().await.expect_err("gone").to_string();
+    assert!(error.contains("410") && error.contains("start again without after"), "{error}");
 }
