@@ -70,9 +70,15 @@ impl DelayProxy {
                             )
                         };
                         // Taken down: both sockets dropped, so both ends see the connection cut.
+                        // (A proxy whose handle is gone can no longer be taken down.)
+                        let taken_down = async {
+                            if is_down.wait_for(|down| *down).await.is_err() {
+                                std::future::pending::<()>().await;
+                            }
+                        };
                         tokio::select! {
                             _ = both => {}
-                            _ = is_down.wait_for(|down| *down) => {}
+                            () = taken_down => {}
                         }
                     });
                 }
