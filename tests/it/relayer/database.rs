@@ -76,6 +76,19 @@ pub(super) fn through(url: &str, address: SocketAddr) -> String {
     url.replace(&server_of(url).to_string(), &address.to_string())
 }
 
+/// Posts `body` to the daemon at `base` and checks, within `patience` (never a hang), the 503 of a
+/// database that did not answer in time: `Retry-After: 1` and the fixed message.
+async fn refused_as_busy(base: &str, body: &Value, patience: Duration) {
+    let sent = kya_tests::http_client().post(format!("{base}/relay")).json(body).send();
+    let answer = tokio::time::timeout(patience, sent)
+        .await
+        .expect("answered within the timeouts, not never")
+        .expect("the daemon answers");
+    assert_eq!(answer.status().as_u16(), 503);
+    assert_eq!(answer.headers().get("retry-after").and_then(|value| value.to_str().ok()), Some("1"));
+    assert_eq!(answer.json::<Value>().await.unwrap(), json!({ "error": STORE_UNAVAILABLE }));
+}
+
 /// The real binary as a bare child (no log reader), so that the test can freeze it: the process
 /// this test started, stopped and continued by its own id.
 fn spawn_daemon(env: &[(String, String)]) -> Child {
@@ -120,16 +133,8 @@ async fn a_frozen_daemon_holding_the_budget_costs_the_others_the_lock_timeout_no
     signal(&a, "STOP");
     let holder = database.hold("BEGIN; SELECT id FROM budget WHERE id = 1 FOR UPDATE;");
     let asked_at = Instant::now();
-    let sent =
-        kya_tests::http_client().post(format!("{}/relay", b.client.base)).json(&registration(&t, 910)).send();
-    let answer = tokio::time::timeout(Duration::from_secs(10), sent)
-        .await
-        .expect("answered within the lock timeout, not never")
-        .expect("B answers");
+    refused_as_busy(&b.client.base, &registration(&t, 910), Duration::from_secs(10)).await;
     let waited = asked_at.elapsed();
-    assert_eq!(answer.status().as_u16(), 503);
-    assert_eq!(answer.headers().get("retry-after").and_then(|value| value.to_str().ok()), Some("1"));
-    assert_eq!(answer.json::<Value>().await.unwrap(), json!({ "error": STORE_UNAVAILABLE }));
     assert!((Duration::from_millis(900)..Duration::from_secs(5)).contains(&waited), "{waited:?}");
     let reply = b.client.request("GET", "/status", &[]).await;
     assert_eq!(reply.status, 200, "reads that take no lock go on: {}", reply.text);
@@ -185,18 +190,8 @@ async fn the_database_down_answers_503_not_a_hang_and_back_up_relays_again() {
 
     proxy.set_down(true);
     let asked_at = Instant::now();
-    let sent = kya_tests::http_client()
-        .post(format!("{}/relay", daemon.client.base))
-        .json(&registration(&t, 931))
-        .send();
-    let answer = tokio::time::timeout(Duration::from_secs(30), sent)
-        .await
-        .expect("answered once the connect timeout passes, not never")
-        .expect("the daemon answers");
+    refused_as_busy(&daemon.client.base, &registration(&t, 931), Duration::from_secs(30)).await;
     let waited = asked_at.elapsed();
-    assert_eq!(answer.status().as_u16(), 503);
-    assert_eq!(answer.headers().get("retry-after").and_then(|value| value.to_str().ok()), Some("1"));
-    assert_eq!(answer.json::<Value>().await.unwrap(), json!({ "error": STORE_UNAVAILABLE }));
     let (status, read) = daemon.client.get(&format!("/relay/{id}")).await;
     assert_eq!((status, read), (503, json!({ "error": STORE_UNAVAILABLE })), "a read of the store");
     let (status, nonce) = daemon.client.get(&format!("/nonce/{}", keys[0].address())).await;
