@@ -9,6 +9,7 @@ use alloy::{
 use kya_core::abi::AgentRegistry;
 use kya_devchain::{Anvil, AnvilOptions, Chain, Deployment, consent, deploy};
 
+pub mod delay_proxy;
 pub mod edge_fixture;
 pub mod op_stack;
 pub mod openapi;

@@ -70,6 +70,11 @@ impl TestStore {
         self.database.as_ref().map(|database| database.password())
     }
 
+    /// The PostgreSQL database it is, if on PostgreSQL (a test reads the server's own views).
+    pub fn database(&self) -> Option<&kya_test_postgres::TestDatabase> {
+        self.database.as_ref()
+    }
+
     /// A store of its own on it, as the daemon opens it (tests read and write records with it).
     pub fn open(&self) -> Store {
         let location = match &self.database {
@@ -379,6 +384,18 @@ impl BinaryRelayer {
         }
         let client = Client::new(address.expect("listening"), metrics.expect("listening"));
         Self { client, child, output, readers }
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends it the signal `name` (`STOP`, `CONT`: a daemon frozen, as a paused VM is, and
+    /// thawed).
+    pub fn signal(&self, name: &str) {
+        let status = Command::new("kill").args([&format!("-{name}"), &self.pid().to_string()]).status();
+        assert!(status.is_ok_and(|status| status.success()), "kill -{name}");
     }
 
     /// Everything it logged so far.

@@ -141,8 +141,21 @@ impl Sender {
         let mut resigned = false;
         loop {
             let (hash, raw) = self.sign(outgoing, nonce)?;
+            let recording = std::time::Instant::now();
             record(Sent { hash, nonce }, lease).await?;
-            let (answer, message) = self.submit(&raw).await;
+            // The record found the lease current with its margin left. A daemon frozen (or a
+            // store slow) past that margin since may have lost the key meanwhile, and its next
+            // holder may use this nonce: the transaction stays recorded but unsubmitted, as if
+            // its answer were lost (the key's holder drops it: the node never had it).
+            let (answer, message) = if recording.elapsed() < std::time::Duration::from_secs(lease.margin_secs)
+            {
+                self.submit(&raw).await
+            } else {
+                (
+                    Answer::Lost,
+                    "not submitted: the key's lease may have run out since it was recorded".to_owned(),
+                )
+            };
             let (state, step) = nonce::after_send(nonce, hash, answer, resigned);
             *next = state;
             match step {

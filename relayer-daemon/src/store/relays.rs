@@ -156,8 +156,9 @@ impl Store {
 
     /// Records the relay's first signed transaction, just before it is submitted (again, with
     /// its new nonce and hash, should it be re-signed after the node refused the first: the
-    /// refused hash leaves the history). A closed relay is never reopened, and the first record
-    /// of a relay handed off finds it unsent or records nothing ([`Sending::handed_off_first`]).
+    /// refused hash leaves the history). A relay closed meanwhile is not reopened, and nothing is
+    /// recorded for it ([`Error::LaneLost`]: nothing may be submitted); the first record of a
+    /// relay handed off finds it unsent or records nothing ([`Sending::handed_off_first`]).
     /// Only under `lease`, current with its margin left: else [`Error::LaneLost`] and nothing is
     /// recorded (so nothing may be submitted).
     pub fn mark_sent(&self, sending: &Sending, lease: &Lease) -> Result<()> {
@@ -182,31 +183,24 @@ impl Store {
                     i64::from(unsent_only)
                 ],
             )?;
-            let on_its_lane = changed == 1
-                || (!unsent_only
-                    && tx
-                        .query_opt(
-                            "SELECT 1 FROM relays WHERE id = ?1 AND lane = ?2",
-                            args![id, lease.lane.text()],
-                        )?
-                        .is_some());
-            if !on_its_lane {
+            // Nor on a relay closed meanwhile: one a frozen daemon had in hand may have been
+            // dropped by the key's next holder (its request free for the client's retry), and
+            // must not run as well.
+            if changed != 1 {
                 // Nothing recorded, so nothing may be submitted.
                 return Err(Error::LaneLost(lease.lane));
             }
-            if changed == 1 {
-                tx.execute("DELETE FROM relay_txs WHERE relay = ?1", args![id])?;
-                // Typed by CAST: in a SELECT list PostgreSQL would take a bare placeholder for
-                // text, whatever the column it goes to.
-                tx.execute(
-                    "INSERT INTO relay_txs (relay, tx_hash, kind, max_fee_wei, priority_fee_wei,
-                         sent_block, sent_at)
-                     SELECT id, tx_hash, 'relay', max_fee_wei, priority_fee_wei, CAST(?2 AS BIGINT),
-                         CAST(?3 AS BIGINT)
-                     FROM relays WHERE id = ?1",
-                    args![id, block as i64, now as i64],
-                )?;
-            }
+            tx.execute("DELETE FROM relay_txs WHERE relay = ?1", args![id])?;
+            // Typed by CAST: in a SELECT list PostgreSQL would take a bare placeholder for text,
+            // whatever the column it goes to.
+            tx.execute(
+                "INSERT INTO relay_txs (relay, tx_hash, kind, max_fee_wei, priority_fee_wei,
+                     sent_block, sent_at)
+                 SELECT id, tx_hash, 'relay', max_fee_wei, priority_fee_wei, CAST(?2 AS BIGINT),
+                     CAST(?3 AS BIGINT)
+                 FROM relays WHERE id = ?1",
+                args![id, block as i64, now as i64],
+            )?;
             let wrote = self.record_change(&mut tx, id, &before, now)?;
             tx.commit()?;
             self.written(wrote);

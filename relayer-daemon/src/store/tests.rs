@@ -171,8 +171,10 @@ fn dropped_relays_free_their_request_and_executed_ones_keep_the_worst_case(engin
     assert_eq!(store.open_since(5).unwrap().len(), 2);
     store.drop_relay(dropped.id, "never sent", 6).unwrap();
     store.mark_executed(executed.id, 6).unwrap();
-    // A late mark_sent does not reopen a closed relay.
-    store.mark_sent(&sending(dropped.id, 3, h(0x1), 1, 6), &leased(&store)).unwrap();
+    // A late mark_sent does not reopen a closed relay, and records nothing (nothing may be
+    // submitted for it).
+    let late = store.mark_sent(&sending(dropped.id, 3, h(0x1), 1, 6), &leased(&store));
+    assert!(matches!(late, Err(Error::LaneLost(_))), "{late:?}");
     let state = store.budget(7).unwrap();
     assert_eq!((state.used_wei, state.pending_wei), (200, 0));
     let statuses: Vec<_> = store.records().unwrap().into_iter().map(|r| (r.status, r.cost_wei)).collect();

@@ -57,10 +57,11 @@ pub(crate) struct Logs {
 }
 
 impl Cluster {
-    /// Starts `count` daemons on `store` with `keys`, one after another (each waits for its
-    /// "listening" line).
+    /// Starts `count` daemons on `store` with `keys` and the node at `rpc_url`, one after another
+    /// (each waits for its "listening" line).
     pub(crate) fn start(
         chain: &TestChain,
+        rpc_url: &str,
         store: &TestStore,
         keys: &[PrivateKeySigner],
         count: usize,
@@ -68,6 +69,7 @@ impl Cluster {
         let mut env = settings(chain, store);
         env.retain(|(name, _)| name != "RELAYER_KEY");
         set(&mut env, "RELAYER_KEYS", chain::keys_setting(keys));
+        set(&mut env, "RPC_URL", rpc_url);
         set(&mut env, "RELAYER_LEASE_SECS", LEASE_SECS);
         set(&mut env, "RUST_LOG", LOG_FILTER);
         for (name, value) in UNLIMITED {

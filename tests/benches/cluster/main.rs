@@ -9,17 +9,24 @@
 //! - `BENCH_CLUSTER_RELAYS`: relays per row (default 200), each from a signer of its own;
 //! - `BENCH_CLUSTER_CONFIGS`: the rows, `store:daemons:keys` comma-separated (default the eight
 //!   of issue 18: `sqlite:1:1,sqlite:1:4,postgres:1:1,…,postgres:4:4`);
-//! - `BENCH_CLUSTER_CONCURRENCY`: `POST /relay` requests in flight (default 32);
+//! - `BENCH_CLUSTER_CONCURRENCY`: `POST /relay` requests in flight (default 64: with the node
+//!   50 ms away a relay spends about half a second before its send, so four keys' lanes need
+//!   some 40 requests in flight to stay busy; 32 held four daemons back in a trial);
 //! - `BENCH_CLUSTER_POLL_MS`, `BENCH_CLUSTER_POLLS_IN_FLIGHT`: how often each accepted relay is
 //!   read (default 100 ms) and how many reads run at once (default 16);
 //! - `BENCH_CLUSTER_SETTLE_SECS`: how long after the last answer the relays may take to end
 //!   (default 90);
+//! - `BENCH_CLUSTER_RPC_DELAY_MS`: round trips added to every RPC call of the daemons, by a
+//!   delay proxy on loopback in front of anvil (`kya_tests::delay_proxy`), comma-separated; every
+//!   configuration runs at each (default `50,0`: a hosted provider in the daemons' region, then
+//!   anvil on loopback). The bench's own reads and checks go to anvil directly;
 //! - `BENCH_CLUSTER_LOGS`: a folder to write every daemon's log to (`<row>-<daemon id>.log`).
 //!
-//! The default run takes about five minutes on two cores, after the build.
+//! The default run takes about ten minutes on two cores, after the build.
 
 mod chain;
 mod checks;
+mod cpu;
 mod daemons;
 mod figures;
 mod load;
@@ -31,6 +38,7 @@ use std::time::{Duration, Instant};
 
 use kya_tests::{
     TestChain,
+    delay_proxy::DelayProxy,
     relayer_fixture::{TestStore, signed_registrations},
 };
 
@@ -50,6 +58,8 @@ pub(crate) struct Measured {
     pub(crate) took: Duration,
     /// The machine's one-minute load average when the row ended.
     pub(crate) load: String,
+    /// The CPU time of the row's processes from the burst's start to the end of its checks.
+    pub(crate) cpu: cpu::Usage,
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -57,10 +67,12 @@ async fn main() {
     let plan = plan::Plan::from_env();
     let machine = machine();
     let chain = chain::start().await;
+    let mut proxies: Vec<(Duration, DelayProxy)> = Vec::new();
     let mut rows = Vec::new();
     for (index, configuration) in plan.configurations.iter().enumerate() {
         eprintln!("==> {} ({} relays)", configuration.label(), plan.relays);
-        let row = measure(&chain, index, *configuration, &plan).await;
+        let rpc_url = rpc_url(&chain, &mut proxies, configuration.rpc_delay);
+        let row = measure(&chain, &rpc_url, index, *configuration, &plan).await;
         eprintln!(
             "    {:.1} accepted/s, {:.1} mined/s, not mined: {:?}, checks ok: {}",
             row.figures.accepted_per_sec,
@@ -77,10 +89,31 @@ async fn main() {
     std::fs::write(folder.join("relayer-cluster.md"), text).expect("writing the report");
 }
 
+/// The daemons' RPC URL for a node `delay` away (a round trip): anvil's own for none, else a
+/// delay proxy in front of it (one per delay, kept for the run), half the delay each way.
+fn rpc_url(chain: &TestChain, proxies: &mut Vec<(Duration, DelayProxy)>, delay: Duration) -> String {
+    if delay.is_zero() {
+        return chain.rpc_url();
+    }
+    if let Some((_, proxy)) = proxies.iter().find(|(proxied, _)| *proxied == delay) {
+        return format!("http://{}", proxy.address());
+    }
+    let anvil_url = chain.rpc_url();
+    let anvil = anvil_url
+        .strip_prefix("http://")
+        .and_then(|rest| rest.trim_end_matches('/').parse().ok())
+        .unwrap_or_else(|| panic!("anvil's URL is http://<ip>:<port>, not {anvil_url}"));
+    let proxy = DelayProxy::start(anvil, delay / 2);
+    let url = format!("http://{}", proxy.address());
+    proxies.push((delay, proxy));
+    url
+}
+
 /// One row: its keys funded, its daemons started on a fresh store, the burst, the checks, the
 /// daemons stopped.
 async fn measure(
     chain: &TestChain,
+    rpc_url: &str,
     index: usize,
     configuration: Configuration,
     plan: &plan::Plan,
@@ -91,19 +124,36 @@ async fn measure(
     let bodies = signed_registrations(chain, &signers);
     let store = TestStore::new(configuration.engine);
     let started = Instant::now();
-    let cluster = tokio::task::block_in_place(|| Cluster::start(chain, &store, &keys, configuration.daemons));
+    let cluster =
+        tokio::task::block_in_place(|| Cluster::start(chain, rpc_url, &store, &keys, configuration.daemons));
     cluster.until_leases_settle(configuration.keys).await;
     let (holders, leased) = holders(&cluster).await;
     let next_before = chain::next_agent_id(chain).await;
     let bases: Vec<String> = cluster.daemons.iter().map(|daemon| daemon.client.base.clone()).collect();
+    let pids: Vec<u32> = cluster.daemons.iter().map(|daemon| daemon.pid()).collect();
+    let pg_port = store
+        .database()
+        .and_then(|database| database.url().rsplit_once(':')?.1.split('/').next()?.parse().ok());
+    let cpu_before = cpu::sample(&pids, pg_port);
     let outcomes = load::burst(&bases, &bodies, plan).await;
     let checks = checks::check(chain, next_before, &signers, &outcomes, &keys).await;
+    let cpu = cpu::between(&cpu_before, &cpu::sample(&pids, pg_port));
     let logs = tokio::task::block_in_place(|| cluster.stop());
     keep_logs(&configuration, &logs);
     let took = started.elapsed();
     drop(store);
     let load = load_averages().split(", ").next().unwrap_or_default().to_owned();
-    Measured { configuration, figures: figures::of(&outcomes), checks, logs, holders, leased, took, load }
+    Measured {
+        configuration,
+        figures: figures::of(&outcomes),
+        checks,
+        logs,
+        holders,
+        leased,
+        took,
+        load,
+        cpu,
+    }
 }
 
 /// Writes the daemons' logs to `BENCH_CLUSTER_LOGS`, if set.
@@ -111,7 +161,13 @@ fn keep_logs(configuration: &Configuration, logs: &daemons::Logs) {
     let Some(folder) = std::env::var_os("BENCH_CLUSTER_LOGS") else { return };
     let folder = std::path::PathBuf::from(folder);
     std::fs::create_dir_all(&folder).expect("BENCH_CLUSTER_LOGS: a folder");
-    let row = format!("{}-{}x{}", configuration.store(), configuration.daemons, configuration.keys);
+    let row = format!(
+        "{}-{}x{}-{}ms",
+        configuration.store(),
+        configuration.daemons,
+        configuration.keys,
+        configuration.rpc_delay.as_millis()
+    );
     for (id, output) in &logs.outputs {
         std::fs::write(folder.join(format!("{row}-{id}.log")), output).expect("writing a daemon's log");
     }

@@ -5,12 +5,14 @@ use std::time::Duration;
 
 use kya_tests::relayer_fixture::Engine;
 
-/// One row of the report: `daemons` relayer daemons on one store, all with the same `keys`.
+/// One row of the report: `daemons` relayer daemons on one store, all with the same `keys`,
+/// reaching the node `rpc_delay` away (a round trip).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Configuration {
     pub(crate) engine: Engine,
     pub(crate) daemons: usize,
     pub(crate) keys: usize,
+    pub(crate) rpc_delay: Duration,
 }
 
 impl Configuration {
@@ -22,13 +24,13 @@ impl Configuration {
         }
     }
 
-    /// `sqlite 1×4`: how the logs name it.
+    /// `sqlite 1×4, RPC 50 ms`: how the logs name it.
     pub(crate) fn label(&self) -> String {
-        format!("{} {}×{}", self.store(), self.daemons, self.keys)
+        format!("{} {}×{}, RPC {} ms", self.store(), self.daemons, self.keys, self.rpc_delay.as_millis())
     }
 
-    /// Parses `store:daemons:keys` (`postgres:2:4`).
-    fn parse(text: &str) -> Self {
+    /// Parses `store:daemons:keys` (`postgres:2:4`), for a node `rpc_delay` away.
+    fn parse(text: &str, rpc_delay: Duration) -> Self {
         let fields: Vec<&str> = text.trim().split(':').collect();
         let [store, daemons, keys] = fields[..] else {
             panic!("BENCH_CLUSTER_CONFIGS: `store:daemons:keys`, not {text:?}");
@@ -41,7 +43,7 @@ impl Configuration {
         let number = |value: &str| -> usize {
             value.parse().ok().filter(|n| *n > 0).unwrap_or_else(|| panic!("BENCH_CLUSTER_CONFIGS: {text:?}"))
         };
-        let configuration = Self { engine, daemons: number(daemons), keys: number(keys) };
+        let configuration = Self { engine, daemons: number(daemons), keys: number(keys), rpc_delay };
         assert!(
             engine == Engine::Postgres || configuration.daemons == 1,
             "BENCH_CLUSTER_CONFIGS: an SQLite file serves one daemon ({text:?})"
@@ -53,6 +55,11 @@ impl Configuration {
 /// Issue 18's grid: SQLite with one daemon, PostgreSQL with 1, 2 and 4; 1 and 4 keys each.
 const DEFAULT_CONFIGS: &str =
     "sqlite:1:1,sqlite:1:4,postgres:1:1,postgres:1:4,postgres:2:1,postgres:2:4,postgres:4:1,postgres:4:4";
+
+/// The round trips added to every RPC call of the daemons (`BENCH_CLUSTER_RPC_DELAY_MS`), in
+/// milliseconds: 50, a hosted provider in the daemons' region (the report says why), then 0, the
+/// node on loopback.
+const DEFAULT_RPC_DELAYS_MS: &str = "50,0";
 
 /// The run's settings.
 #[derive(Debug, Clone)]
@@ -84,15 +91,23 @@ impl Plan {
                     .unwrap_or_else(|| panic!("{name}: a positive number"))
             })
         };
-        let configurations = std::env::var("BENCH_CLUSTER_CONFIGS")
-            .unwrap_or_else(|_| DEFAULT_CONFIGS.to_owned())
+        let configs = std::env::var("BENCH_CLUSTER_CONFIGS").unwrap_or_else(|_| DEFAULT_CONFIGS.to_owned());
+        let delays =
+            std::env::var("BENCH_CLUSTER_RPC_DELAY_MS").unwrap_or_else(|_| DEFAULT_RPC_DELAYS_MS.to_owned());
+        let configurations = delays
             .split(',')
-            .map(Configuration::parse)
+            .map(|delay| {
+                let delay = delay.trim().parse().unwrap_or_else(|_| {
+                    panic!("BENCH_CLUSTER_RPC_DELAY_MS: milliseconds, comma-separated, not {delays:?}")
+                });
+                Duration::from_millis(delay)
+            })
+            .flat_map(|delay| configs.split(',').map(move |config| Configuration::parse(config, delay)))
             .collect();
         Self {
             configurations,
             relays: number("BENCH_CLUSTER_RELAYS", 200) as usize,
-            concurrency: number("BENCH_CLUSTER_CONCURRENCY", 32) as usize,
+            concurrency: number("BENCH_CLUSTER_CONCURRENCY", 64) as usize,
             poll: Duration::from_millis(number("BENCH_CLUSTER_POLL_MS", 100)),
             polls_in_flight: number("BENCH_CLUSTER_POLLS_IN_FLIGHT", 16) as usize,
             settle: Duration::from_secs(number("BENCH_CLUSTER_SETTLE_SECS", 90)),

@@ -1,28 +1,94 @@
 //! The report's reading: sentences computed from the rows, so that a rerun's text says what its
 //! own figures say.
 
+use std::{fmt::Write as _, time::Duration};
+
 use crate::{
     Measured,
     chain::BLOCK_TIME_SECS,
     report::{describe, ms},
 };
 
+/// The reading, one section per RPC delay (the rows of each compared among themselves).
 pub(crate) fn write(out: &mut String, rows: &[Measured]) {
-    let lines: Vec<String> =
-        [best(rows), targets(rows), stores(rows), keys(rows), chain(rows), daemons(rows), bounds(rows)]
-            .into_iter()
-            .flatten()
-            .collect();
-    out.push_str("\n## Reading\n\n");
-    out.push_str(&lines.join("\n\n"));
-    out.push('\n');
+    out.push_str("\n## Reading\n");
+    let mut delays: Vec<Duration> = Vec::new();
+    for row in rows {
+        if !delays.contains(&row.configuration.rpc_delay) {
+            delays.push(row.configuration.rpc_delay);
+        }
+    }
+    for delay in delays {
+        let group: Vec<&Measured> = rows.iter().filter(|row| row.configuration.rpc_delay == delay).collect();
+        let rows = &group[..];
+        let lines: Vec<String> = [
+            best(rows),
+            targets(rows),
+            lane(delay),
+            stores(rows),
+            keys(rows),
+            chain(rows),
+            daemons(rows),
+            cpu(rows),
+            bounds(rows),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if delay.is_zero() {
+            out.push_str("\n### The node on loopback (no RPC delay)\n\n");
+        } else {
+            writeln!(out, "\n### The node {} ms away (each RPC call's round trip)\n", delay.as_millis())
+                .expect("writing to a String");
+        }
+        out.push_str(&lines.join("\n\n"));
+        out.push('\n');
+    }
 }
 
-fn find<'a>(rows: &'a [Measured], store: &str, daemons: usize, keys: usize) -> Option<&'a Measured> {
-    rows.iter().find(|row| {
+fn find<'a>(rows: &[&'a Measured], store: &str, daemons: usize, keys: usize) -> Option<&'a Measured> {
+    rows.iter().copied().find(|row| {
         let c = &row.configuration;
         c.store() == store && c.daemons == daemons && c.keys == keys
     })
+}
+
+/// What one key's lane can send with the node `delay` away: its sends are serialised (pick the
+/// nonce, sign, record, submit under the key's lock), so at most one submit's round trip each.
+fn lane(delay: Duration) -> Option<String> {
+    (!delay.is_zero()).then(|| {
+        format!(
+            "A key's sends are serialised (pick the nonce, sign, record, submit, under the key's \
+             lock), so one key sends at most one relay per submit round trip: {:.0} a second with \
+             the node {} ms away. That is the bound several keys and daemons lift.",
+            1.0 / delay.as_secs_f64(),
+            delay.as_millis()
+        )
+    })
+}
+
+/// Where the CPU went in the targets' rows, and how busy the cores were.
+fn cpu(rows: &[&Measured]) -> Option<String> {
+    let lines: Vec<String> = [(1, 1), (4, 4)]
+        .into_iter()
+        .filter_map(|(daemons, keys)| {
+            let row = find(rows, "postgres", daemons, keys)?;
+            let u = &row.cpu;
+            let per_relay = |seconds: f64| 1e3 * seconds / row.checks.accepted.max(1) as f64;
+            Some(format!(
+                "{}: {:.0}% of the cores busy; per accepted relay {:.1} ms of CPU in the daemons, \
+                 {:.1} in anvil, {:.1} in PostgreSQL, {:.1} in the bench",
+                describe(&row.configuration),
+                100.0 * u.of_cores(),
+                per_relay(u.daemons),
+                per_relay(u.anvil),
+                per_relay(u.postgres),
+                per_relay(u.bench),
+            ))
+        })
+        .collect();
+    (!lines.is_empty())
+        .then(|| format!("CPU from the burst's start to the end of its checks: {}.", lines.join("; ")))
 }
 
 fn ratio(a: f64, b: f64) -> f64 {
@@ -30,7 +96,7 @@ fn ratio(a: f64, b: f64) -> f64 {
 }
 
 /// The row that mined the most among those whose checks pass.
-fn best(rows: &[Measured]) -> Option<String> {
+fn best(rows: &[&Measured]) -> Option<String> {
     let best = rows
         .iter()
         .filter(|row| row.checks.ok())
@@ -45,7 +111,7 @@ fn best(rows: &[Measured]) -> Option<String> {
 
 /// The throughput targets: one daemon on PostgreSQL at least 0.8× one on SQLite, and four
 /// daemons with four keys at least 3.5× one daemon with one key (on PostgreSQL).
-fn targets(rows: &[Measured]) -> Option<String> {
+fn targets(rows: &[&Measured]) -> Option<String> {
     let verdict = |met: bool| if met { "met" } else { "**not met**" };
     let mut lines = Vec::new();
     if let (Some(sqlite), Some(postgres)) = (find(rows, "sqlite", 1, 1), find(rows, "postgres", 1, 1)) {
@@ -66,7 +132,7 @@ fn targets(rows: &[Measured]) -> Option<String> {
 }
 
 /// SQLite against PostgreSQL, one daemon and one key.
-fn stores(rows: &[Measured]) -> Option<String> {
+fn stores(rows: &[&Measured]) -> Option<String> {
     let (sqlite, postgres) = (find(rows, "sqlite", 1, 1)?, find(rows, "postgres", 1, 1)?);
     Some(format!(
         "One daemon with one key accepted {:.1} relays/s on SQLite and {:.1} on PostgreSQL ({:.2}×): \
@@ -80,7 +146,7 @@ fn stores(rows: &[Measured]) -> Option<String> {
 }
 
 /// One daemon, 4 keys against 1.
-fn keys(rows: &[Measured]) -> Option<String> {
+fn keys(rows: &[&Measured]) -> Option<String> {
     let lines: Vec<String> = ["sqlite", "postgres"]
         .into_iter()
         .filter_map(|store| {
@@ -98,7 +164,7 @@ fn keys(rows: &[Measured]) -> Option<String> {
 }
 
 /// What the chain carries, and what a burst of this size can show.
-fn chain(rows: &[Measured]) -> Option<String> {
+fn chain(rows: &[&Measured]) -> Option<String> {
     let fullest = rows.iter().max_by_key(|row| row.figures.most_in_a_block)?;
     let (used, limit) = fullest.checks.fullest_block_gas?;
     let share = used as f64 / limit.max(1) as f64;
@@ -129,8 +195,8 @@ fn chain(rows: &[Measured]) -> Option<String> {
 }
 
 /// The rows with several daemons: leased keys, or what sharing keys without leases did.
-fn daemons(rows: &[Measured]) -> Option<String> {
-    let multi: Vec<&Measured> = rows.iter().filter(|row| row.configuration.daemons > 1).collect();
+fn daemons(rows: &[&Measured]) -> Option<String> {
+    let multi: Vec<&Measured> = rows.iter().copied().filter(|row| row.configuration.daemons > 1).collect();
     if multi.is_empty() {
         return None;
     }
@@ -185,7 +251,7 @@ fn daemons(rows: &[Measured]) -> Option<String> {
 }
 
 /// What bounds request→mined, and what the bench itself costs.
-fn bounds(rows: &[Measured]) -> Option<String> {
+fn bounds(rows: &[&Measured]) -> Option<String> {
     let reads = rows.iter().map(|row| row.figures.looks_per_sec).fold(0.0, f64::max);
     Some(format!(
         "A block every {BLOCK_TIME_SECS} s bounds request→mined from below: a relay waits for the \

@@ -22,7 +22,10 @@ pub(crate) fn render(plan: &Plan, machine: &str, command: &str, rows: &[Measured
          `kya-relayer`, each with its own `RELAYER_ID` (`bench-1`, …) and the same \
          `RELAYER_KEYS` (keys of the row's own, funded; the signers hold no ETH), with the rate \
          limits, the day's budget and its shares raised so that none refuses the load, and \
-         `RELAYER_LEASE_SECS=6`.\n\n\
+         `RELAYER_LEASE_SECS=6`. The daemons reach anvil through a delay proxy on loopback \
+         (`kya_tests::delay_proxy`) that delivers every byte half the row's RPC round trip late \
+         each way, as a hosted provider some way off would answer (`BENCH_CLUSTER_RPC_DELAY_MS`; \
+         0: anvil's own URL); the bench's reads and checks go to anvil directly.\n\n\
          Each row is a burst of {relays} `register` relays, each from a fresh signer (its own \
          agent wallet, EIP-712 signed by kya-core), at most {concurrency} in flight, request `n` \
          to daemon `n mod daemons`. Each accepted relay is then read with `GET /relay/:id` from \
@@ -51,8 +54,8 @@ pub(crate) fn render(plan: &Plan, machine: &str, command: &str, rows: &[Measured
 
 fn table(out: &mut String, rows: &[Measured]) {
     out.push_str(
-        "| store | daemons | keys | requests | accepted | mined | accepted/s | mined/s | p50 request→mined | p99 request→mined | not mined, by status | checks |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n",
+        "| RPC round trip | store | daemons | keys | requests | accepted | mined | accepted/s | mined/s | p50 request→mined | p99 request→mined | cores busy | not mined, by status | checks |\n\
+         |---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n",
     );
     for row in rows {
         let f = &row.figures;
@@ -63,7 +66,8 @@ fn table(out: &mut String, rows: &[Measured]) {
         };
         writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {:.1} | {:.1} | {} | {} | {errors} | {} |",
+            "| {} ms | {} | {} | {} | {} | {} | {} | {:.1} | {:.1} | {} | {} | {:.0}% | {errors} | {} |",
+            row.configuration.rpc_delay.as_millis(),
             row.configuration.store(),
             row.configuration.daemons,
             row.configuration.keys,
@@ -74,6 +78,7 @@ fn table(out: &mut String, rows: &[Measured]) {
             f.mined_per_sec,
             ms(f.p50),
             ms(f.p99),
+            100.0 * row.cpu.of_cores(),
             verdict(&row.checks),
         )
         .expect("writing to a String");
@@ -110,10 +115,11 @@ fn details(out: &mut String, rows: &[Measured]) {
         let c = &row.checks;
         writeln!(
             out,
-            "\n### {} ({:.0} s)\n\n\
+            "\n### {}, the node {} ms away ({:.0} s)\n\n\
              - registry: {} agents gained, {} accepted, {} of them registered, {} refused but \
              registered, {} seen mined",
             describe(&row.configuration),
+            row.configuration.rpc_delay.as_millis(),
             row.took.as_secs_f64(),
             c.registrations,
             c.accepted,
@@ -152,6 +158,19 @@ fn details(out: &mut String, rows: &[Measured]) {
         .expect("writing to a String");
         writeln!(out, "- lane holders before the burst (`/status`): {}", row.holders)
             .expect("writing to a String");
+        let u = &row.cpu;
+        writeln!(
+            out,
+            "- CPU from the burst's start to the end of its checks ({:.1} s): daemons {:.1} s, anvil \
+             {:.1} s, PostgreSQL {:.1} s, the bench {:.1} s; {:.0}% of the cores",
+            u.wall.as_secs_f64(),
+            u.daemons,
+            u.anvil,
+            u.postgres,
+            u.bench,
+            100.0 * u.of_cores(),
+        )
+        .expect("writing to a String");
         if f.passed_on > 0 {
             writeln!(
                 out,

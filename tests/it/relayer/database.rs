@@ -4,9 +4,10 @@
 //! goes on renewing meanwhile and takes the frozen daemon's key once its lease runs out. Over
 //! TLS (`sslmode=verify-full` against a CA made at test time), a relay goes through end to end,
 //! and a certificate from another CA stops the daemon at start with a clear message and no
-//! password.
+//! password. The database down (every connection cut) and back: 503 meanwhile, relays after.
 
 use std::{
+    net::SocketAddr,
     process::{Child, Command, Stdio},
     time::{Duration, Instant},
 };
@@ -16,19 +17,17 @@ use kya_devchain::dev_accounts;
 use kya_test_postgres::TestDatabase;
 use kya_tests::{
     TestChain,
+    delay_proxy::DelayProxy,
     relayer_fixture::{BinaryRelayer, Engine, TestStore, set, settings},
 };
 use serde_json::{Value, json};
 
 use super::{
     anvil,
-    cluster::{count, holders_until, registration},
+    cluster::{STORE_UNAVAILABLE, count, holders_until, registration},
 };
 
 const BINARY: &str = env!("CARGO_BIN_EXE_kya-relayer-under-test");
-
-/// What a client is told when the database did not answer in time.
-const STORE_UNAVAILABLE: &str = "The relayer's database is busy or unreachable; try again shortly";
 
 /// Two keys, fresh wallets with 10 ETH each: one for each daemon.
 async fn two_keys(t: &TestChain) -> Vec<PrivateKeySigner> {
@@ -64,6 +63,30 @@ fn daemon_env(
         set(&mut env, name, value);
     }
     env
+}
+
+/// The database server's address in `url` (`postgres://user:password@host:port/database`).
+pub(super) fn server_of(url: &str) -> SocketAddr {
+    let (_, rest) = url.rsplit_once('@').expect("a URL with credentials");
+    rest.split('/').next().expect("host:port").parse().expect("an IP address and port")
+}
+
+/// `url` with its server replaced by `address` (a proxy in front of it).
+pub(super) fn through(url: &str, address: SocketAddr) -> String {
+    url.replace(&server_of(url).to_string(), &address.to_string())
+}
+
+/// Posts `body` to the daemon at `base` and checks, within `patience` (never a hang), the 503 of a
+/// database that did not answer in time: `Retry-After: 1` and the fixed message.
+async fn refused_as_busy(base: &str, body: &Value, patience: Duration) {
+    let sent = kya_tests::http_client().post(format!("{base}/relay")).json(body).send();
+    let answer = tokio::time::timeout(patience, sent)
+        .await
+        .expect("answered within the timeouts, not never")
+        .expect("the daemon answers");
+    assert_eq!(answer.status().as_u16(), 503);
+    assert_eq!(answer.headers().get("retry-after").and_then(|value| value.to_str().ok()), Some("1"));
+    assert_eq!(answer.json::<Value>().await.unwrap(), json!({ "error": STORE_UNAVAILABLE }));
 }
 
 /// The real binary as a bare child (no log reader), so that the test can freeze it: the process
@@ -110,16 +133,8 @@ async fn a_frozen_daemon_holding_the_budget_costs_the_others_the_lock_timeout_no
     signal(&a, "STOP");
     let holder = database.hold("BEGIN; SELECT id FROM budget WHERE id = 1 FOR UPDATE;");
     let asked_at = Instant::now();
-    let sent =
-        kya_tests::http_client().post(format!("{}/relay", b.client.base)).json(&registration(&t, 910)).send();
-    let answer = tokio::time::timeout(Duration::from_secs(10), sent)
-        .await
-        .expect("answered within the lock timeout, not never")
-        .expect("B answers");
+    refused_as_busy(&b.client.base, &registration(&t, 910), Duration::from_secs(10)).await;
     let waited = asked_at.elapsed();
-    assert_eq!(answer.status().as_u16(), 503);
-    assert_eq!(answer.headers().get("retry-after").and_then(|value| value.to_str().ok()), Some("1"));
-    assert_eq!(answer.json::<Value>().await.unwrap(), json!({ "error": STORE_UNAVAILABLE }));
     assert!((Duration::from_millis(900)..Duration::from_secs(5)).contains(&waited), "{waited:?}");
     let reply = b.client.request("GET", "/status", &[]).await;
     assert_eq!(reply.status, 200, "reads that take no lock go on: {}", reply.text);
@@ -149,6 +164,62 @@ async fn a_frozen_daemon_holding_the_budget_costs_the_others_the_lock_timeout_no
     let _ = a.wait();
     let (clean, _) = b.terminate();
     assert!(clean);
+}
+
+/// The daemon's database taken down (a proxy in front of it cuts every connection and closes
+/// new ones at once, as a server that went away) and brought back. Meanwhile a relay is answered
+/// 503 "busy or unreachable" with `Retry-After: 1` (at once, or after the connect timeout, 2 s
+/// here), never a hang and nothing written, and so is a read of the store (`GET /relay/:id`); a read of
+/// the chain (`GET /nonce/:address`) still answers. Back up, the pool drops its cut connections
+/// (each met by an operation that then fails, 503) and opens new ones, and the same request,
+/// retried, is relayed and mined; the password never reaches the log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_database_down_answers_503_not_a_hang_and_back_up_relays_again() {
+    let t = TestChain::start().await;
+    let database = TestDatabase::create();
+    let keys: Vec<PrivateKeySigner> = two_keys(&t).await.into_iter().take(1).collect();
+    let proxy = DelayProxy::start(server_of(database.url()), Duration::ZERO);
+    let mut env = daemon_env(&t, &database, &keys, "down-a");
+    let url = format!("{}?connect_timeout=2", through(database.url(), proxy.address()));
+    set(&mut env, "DATABASE_URL", url);
+    let daemon = BinaryRelayer::start(BINARY, &env);
+    let (status, first) = daemon.client.relay(&registration(&t, 930)).await;
+    assert_eq!(status, 200, "{first}");
+    let id = first["relayId"].as_str().unwrap().to_owned();
+    daemon.client.relay_until(&id, |relay| relay["status"] == "mined").await;
+
+    proxy.set_down(true);
+    let asked_at = Instant::now();
+    refused_as_busy(&daemon.client.base, &registration(&t, 931), Duration::from_secs(30)).await;
+    let waited = asked_at.elapsed();
+    let (status, read) = daemon.client.get(&format!("/relay/{id}")).await;
+    assert_eq!((status, read), (503, json!({ "error": STORE_UNAVAILABLE })), "a read of the store");
+    let (status, nonce) = daemon.client.get(&format!("/nonce/{}", keys[0].address())).await;
+    assert_eq!(status, 200, "a read of the chain still answers: {nonce}");
+
+    // Back up: a client retrying after `Retry-After` is relayed once the pool has let go of its
+    // cut connections (an operation that meets one fails, 503, and it leaves the pool).
+    proxy.set_down(false);
+    let mut refused = 0;
+    let again = loop {
+        let (status, again) = daemon.client.relay(&registration(&t, 931)).await;
+        if status == 200 {
+            break again;
+        }
+        assert_eq!((status, &again), (503, &json!({ "error": STORE_UNAVAILABLE })));
+        refused += 1;
+        assert!(refused <= 10, "still refused after {refused} tries");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    daemon.client.relay_until(again["relayId"].as_str().unwrap(), |relay| relay["status"] == "mined").await;
+    let (clean, log) = daemon.terminate();
+    assert!(clean, "{log}");
+    assert!(log.contains("store unavailable"), "{log}");
+    assert!(!log.contains(database.password()), "the password never shows");
+    eprintln!(
+        "database: down, a relay was answered 503 after {waited:?} (connect timeout 2 s); back up, \
+         relayed after {refused} more refusals"
+    );
 }
 
 /// A CA named `name` (PEM), and a server certificate it issued for `localhost` and `127.0.0.1`

@@ -31,6 +31,8 @@ mod concurrency;
 mod database;
 mod errors;
 mod flows;
+mod freeze;
+mod handoffs;
 mod lanes;
 mod lifecycle;
 mod methods;

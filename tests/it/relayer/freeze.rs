@@ -1,0 +1,212 @@
+//! A daemon frozen (SIGSTOP, as a paused VM or cgroup is) while it is inside a reservation,
+//! holding the budget row: the real binary twice on one PostgreSQL database, three keys, anvil.
+//! The other daemon goes on relaying (after the lock timeout, the server ends the frozen
+//! session; after the lease, it holds every key); thawed, the frozen daemon finds its keys gone,
+//! records and sends nothing on them, and takes its share again. Every request runs once and
+//! the books are exact.
+
+use std::time::{Duration, Instant};
+
+use alloy::primitives::{Address, U256};
+use futures::future::join_all;
+use kya_test_postgres::TestDatabase;
+use kya_tests::{
+    TestChain,
+    delay_proxy::DelayProxy,
+    relayer_fixture::{BinaryRelayer, Engine, TestStore, set},
+};
+use serde_json::{Value, json};
+
+use super::{
+    agent_key, balance,
+    cluster::{
+        STORE_UNAVAILABLE, assert_books_exact, cluster_keys, count, daemon_env, holders_until, registration,
+        relay_until_mined, try_relay,
+    },
+    database::{server_of, through},
+};
+
+const BINARY: &str = env!("CARGO_BIN_EXE_kya-relayer-under-test");
+
+/// The frozen daemon's distance from the database, each way: a reservation's dozen round trips
+/// then take tens of milliseconds, long enough to see it under way and stop the daemon inside
+/// it (without it, a reservation lasts about as long as it takes to notice it).
+const DATABASE_ONE_WAY: Duration = Duration::from_millis(2);
+
+/// Seconds a lease lasts: the other daemon holds every key this long after the freeze at most.
+const LEASE_SECS: u64 = 4;
+
+/// Server-side functions of the test (in its own database): `kya_test_reserving(ports)`, a
+/// session of a client on one of `ports` that is inside a reservation (its last statement one of
+/// `Store::reserve`'s), holds the budget row (`FOR UPDATE`: `RowShareLock` on `budget`, waiting
+/// for no lock) and waits for its client (`idle in transaction`); and
+/// `kya_test_wait_for_reserving(ports, seconds)`, polling for one every millisecond.
+const WATCH: &str = r"
+CREATE FUNCTION kya_test_reserving(ports int[]) RETURNS int LANGUAGE sql AS $$
+  SELECT a.pid FROM pg_stat_activity a
+   WHERE a.client_port = ANY (ports) AND a.state = 'idle in transaction'
+     AND a.query ~ '(forwarder_nonce = |COALESCE\(cost_wei, reserved_wei\)|SELECT lane, COUNT|INSERT INTO relays)'
+     AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND l.granted
+                  AND l.mode = 'RowShareLock' AND l.relation = 'budget'::regclass)
+     AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND NOT l.granted)
+   LIMIT 1
+$$;
+CREATE FUNCTION kya_test_wait_for_reserving(ports int[], seconds float8) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+  found int;
+  give_up timestamptz := clock_timestamp() + make_interval(secs => seconds);
+BEGIN
+  LOOP
+    PERFORM pg_stat_clear_snapshot();
+    found := kya_test_reserving(ports);
+    IF found IS NOT NULL OR clock_timestamp() > give_up THEN RETURN found; END IF;
+    PERFORM pg_sleep(0.001);
+  END LOOP;
+END
+$$;
+";
+
+/// A daemon's settings: the cluster's, with a lock timeout of 1 s, an idle-in-transaction
+/// timeout of 3 s (the server ends a frozen session then) and `LEASE_SECS` leases.
+fn frozen_env(
+    t: &TestChain,
+    db: &TestStore,
+    keys: &[alloy::signers::local::PrivateKeySigner],
+    id: &str,
+) -> Vec<(String, String)> {
+    let mut env = daemon_env(t, db, keys, id, LEASE_SECS);
+    set(&mut env, "DATABASE_LOCK_TIMEOUT_MS", "1000");
+    set(&mut env, "DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS", "3000");
+    set(&mut env, "DATABASE_STATEMENT_TIMEOUT_MS", "5000");
+    env
+}
+
+/// Polls until one of `daemon`'s sessions (its connections through `proxy`) is inside a
+/// reservation holding the budget row, then freezes `daemon`; once what it had sent has reached
+/// the server, checks that the session is still in there (else thaws it and tries again).
+/// Returns the frozen session's server pid.
+async fn freeze_inside_a_reservation(
+    daemon: &BinaryRelayer,
+    proxy: &DelayProxy,
+    database: &TestDatabase,
+) -> String {
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(30) {
+        // Read again each time: the daemon's pool opens connections as the burst needs them.
+        let ports = proxy.upstream_ports().iter().map(u16::to_string).collect::<Vec<_>>().join(",");
+        let watch = format!("SELECT kya_test_wait_for_reserving(ARRAY[{ports}]::int[], 0.5)");
+        let found = tokio::task::block_in_place(|| database.value(&watch));
+        if found.is_empty() {
+            continue;
+        }
+        daemon.signal("STOP");
+        tokio::time::sleep(DATABASE_ONE_WAY * 2 + Duration::from_millis(50)).await;
+        let still = tokio::task::block_in_place(|| {
+            database.value(&format!("SELECT kya_test_reserving(ARRAY[{ports}]::int[])"))
+        });
+        if !still.is_empty() {
+            return still;
+        }
+        daemon.signal("CONT");
+    }
+    panic!("the daemon was never caught inside a reservation");
+}
+
+/// Two daemons, three keys (two for A, one for B); A reaches the database 2 ms away. A burst
+/// of 40 registrations goes to A, and A is frozen while one of its sessions is inside a
+/// reservation holding the budget row. Five new registrations to B are each answered within
+/// the lock timeout (200, or 503 "busy" with nothing written), and all five are mined while A
+/// is still frozen (the server ended A's session after the idle-in-transaction timeout); B
+/// holds every key once A's lease runs out. Thawed, A finds both its leases taken (it logs so,
+/// and records and sends nothing on them: each key's nonces go one each to mined relays, no gap),
+/// takes its share again, and every request of the burst, retried through A, runs exactly once;
+/// the books equal the fees to the wei.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_frozen_inside_a_reservation_stalls_no_one_and_sends_nothing_on_its_lost_keys() {
+    let t = TestChain::start().await;
+    let keys = cluster_keys(&t).await;
+    let funded: Vec<U256> = join_all(keys.iter().map(|key| balance(&t, key.address()))).await;
+    let db = TestStore::new(Engine::Postgres);
+    let database = db.database().expect("on PostgreSQL");
+    let proxy = DelayProxy::start(server_of(database.url()), DATABASE_ONE_WAY);
+    let mut env_a = frozen_env(&t, &db, &keys, "frozen-a");
+    set(&mut env_a, "DATABASE_URL", through(database.url(), proxy.address()));
+    let a = BinaryRelayer::start(BINARY, &env_a);
+    holders_until(&a.client, Duration::from_secs(10), |seen| count(seen, "frozen-a") == 3).await;
+    let b = BinaryRelayer::start(BINARY, &frozen_env(&t, &db, &keys, "frozen-b"));
+    holders_until(&b.client, Duration::from_secs(15), |seen| {
+        count(seen, "frozen-a") == 2 && count(seen, "frozen-b") == 1
+    })
+    .await;
+    tokio::task::block_in_place(|| database.value(WATCH));
+
+    let burst: Vec<Value> = (0..40).map(|n| registration(&t, 1_600 + n)).collect();
+    let fresh: Vec<Value> = (0..5).map(|n| registration(&t, 1_700 + n)).collect();
+    let signers: Vec<Address> = (0..40)
+        .map(|n| agent_key(1_600 + n).address())
+        .chain((0..5).map(|n| agent_key(1_700 + n).address()))
+        .collect();
+    let to_a = tokio::spawn({
+        let (base, burst) = (a.client.base.clone(), burst.clone());
+        async move {
+            let http = kya_tests::http_client();
+            join_all(burst.iter().map(|body| try_relay(&http, &base, body))).await
+        }
+    });
+    let frozen_session = freeze_inside_a_reservation(&a, &proxy, database).await;
+    let frozen_at = Instant::now();
+
+    // B answers within the lock timeout (1 s) while the row is held: 200 once the server ended
+    // the frozen session (3 s), else 503 "busy", nothing written.
+    let http = kya_tests::http_client();
+    let answers =
+        join_all(fresh.iter().map(|body| {
+            tokio::time::timeout(Duration::from_secs(5), try_relay(&http, &b.client.base, body))
+        }))
+        .await;
+    for answer in &answers {
+        let (status, body) =
+            answer.as_ref().expect("answered within the lock timeout, not never").clone().expect("B answers");
+        assert!(
+            status == 200 || (status == 503 && body == json!({"error": STORE_UNAVAILABLE})),
+            "{status} {body}"
+        );
+    }
+    // A client's retries: all five mined through B while A is still frozen.
+    join_all(fresh.iter().map(|body| relay_until_mined(&b.client, body))).await;
+    let relayed_in = frozen_at.elapsed();
+    holders_until(&b.client, Duration::from_secs(20), |seen| count(seen, "frozen-b") == 3).await;
+    let every_key_in = frozen_at.elapsed();
+    let ended = tokio::task::block_in_place(|| {
+        database.value(&format!("SELECT count(*) FROM pg_stat_activity WHERE pid = {frozen_session}"))
+    });
+    assert_eq!(ended, "0", "the server ended the frozen session (idle in transaction for 3 s)");
+
+    a.signal("CONT");
+    let burst_answers = to_a.await.unwrap();
+    // Answered as sent before the freeze (200), refused when its store or its key went (503),
+    // or recorded and left unsubmitted past the lease's margin (500: "may still be mined").
+    for (status, answer) in burst_answers.iter().flatten() {
+        let unsubmitted = *status == 500
+            && answer["error"]
+                .as_str()
+                .is_some_and(|error| error.starts_with("Sending the transaction failed"));
+        assert!(matches!(*status, 200 | 202 | 503) || unsubmitted, "{status} {answer}");
+    }
+    let (shares, _) =
+        holders_until(&a.client, Duration::from_secs(20), |seen| count(seen, "frozen-a") >= 1).await;
+    join_all(burst.iter().map(|body| relay_until_mined(&a.client, body))).await;
+    assert_books_exact(&t, &db, &b.client, &keys, &funded, &signers).await;
+
+    let (clean, log_a) = a.terminate();
+    assert!(clean, "{log_a}");
+    let lost = log_a.matches("the lease on this key was taken by another daemon").count();
+    assert!((1..=2).contains(&lost), "A found the keys it held gone:\n{log_a}");
+    let (clean, log_b) = b.terminate();
+    assert!(clean, "{log_b}");
+    eprintln!(
+        "freeze: the other daemon relayed five new requests {relayed_in:?} after the freeze and \
+         held every key after {every_key_in:?}; thawed, the frozen one holds again {shares:?}"
+    );
+}

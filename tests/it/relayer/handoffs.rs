@@ -1,0 +1,151 @@
+//! Hand-offs whose key holder cannot send them: the real binary twice on one PostgreSQL
+//! database, one key, anvil. A standby answers 202 past its wait while the holder's node is
+//! unreachable, and the holder sends the relay once it can; a holder that dies with relays handed
+//! off to it leaves them to the key's next holder, which sends each once.
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use alloy::primitives::{Address, U256};
+use futures::future::join_all;
+use kya_tests::{
+    TestChain,
+    relayer_fixture::{BinaryRelayer, Engine, TestStore, set},
+    rpc_proxy::{self, RpcAction},
+};
+use serde_json::Value;
+
+use super::{
+    agent_key, balance,
+    cluster::{assert_books_exact, cluster_keys, count, daemon_env, holders_until, registration},
+};
+
+const BINARY: &str = env!("CARGO_BIN_EXE_kya-relayer-under-test");
+
+/// The line a daemon logs for each relay handed off to it that it sent.
+const SENT_HANDED_OFF: &str = "relay sent (handed off by another daemon)";
+
+/// The relays handed off and not yet sent (`handoffs`' rows), polled until there are `wanted`.
+async fn until_handed_off(db: &TestStore, wanted: usize) {
+    let database = db.database().expect("on PostgreSQL");
+    let started = Instant::now();
+    loop {
+        let pending = tokio::task::block_in_place(|| database.value("SELECT count(*) FROM handoffs"));
+        if pending == wanted.to_string() {
+            return;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "handed off: {pending}, not {wanted}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// One key, held by H, whose node is behind a proxy the test can cut; S holds none (a standby).
+///
+/// H's node unreachable: a registration sent to S is handed off to H, which cannot send it (its
+/// node does not answer, so the relay stays handed off); past its 10-s wait S answers 202 with
+/// the relay's id, status `accepted` and no transaction. H's node back, H sends it at its next
+/// look, and `GET /relay/:id` on S reads it mined.
+///
+/// Then H's node is cut again, two registrations are handed off to it, and H is SIGKILLed with
+/// them pending. S takes the key once H's lease (3 s) runs out and sends both (its waiting
+/// handlers answer 200 with the hashes, or 202 past the wait); each is mined once. H sent one
+/// relay in all, S two; every request ran once and the books equal the fees to the wei.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_answers_202_while_the_holder_cannot_send_and_a_dead_holders_hand_offs_go_to_the_next() {
+    let t = TestChain::start().await;
+    let keys: Vec<_> = cluster_keys(&t).await.into_iter().take(1).collect();
+    let funded: Vec<U256> = join_all(keys.iter().map(|key| balance(&t, key.address()))).await;
+    let db = TestStore::new(Engine::Postgres);
+    let cut = Arc::new(AtomicBool::new(false));
+    let node = rpc_proxy::start(Some(t.rpc_url()), {
+        let cut = Arc::clone(&cut);
+        Arc::new(move |request: &str| {
+            if cut.load(Ordering::SeqCst) { RpcAction::Close } else { RpcAction::Forward(request.to_owned()) }
+        })
+    })
+    .await;
+    // The cluster's settings, but a relay left unsent is dropped by the key's holder only after
+    // a minute (as after `RECONCILE_GRACE_SECS` any unsent relay is), past this test's waits.
+    let env = |id: &str| {
+        let mut env = daemon_env(&t, &db, &keys, id, 3);
+        set(&mut env, "RECONCILE_GRACE_SECS", "60");
+        env
+    };
+    let mut env_h = env("holder-h");
+    set(&mut env_h, "RPC_URL", node);
+    let holder = BinaryRelayer::start(BINARY, &env_h);
+    holders_until(&holder.client, Duration::from_secs(10), |seen| count(seen, "holder-h") == 1).await;
+    let standby = BinaryRelayer::start(BINARY, &env("standby-s"));
+    let (seen, _) =
+        holders_until(&standby.client, Duration::from_secs(10), |seen| count(seen, "holder-h") == 1).await;
+    assert_eq!(count(&seen, "standby-s"), 0, "{seen:?}");
+    let signers: Vec<Address> = (0..3).map(|n| agent_key(1_800 + n).address()).collect();
+
+    // The holder's node unreachable: 202 past the standby's wait, sent once the node is back.
+    cut.store(true, Ordering::SeqCst);
+    let asked_at = Instant::now();
+    let (status, accepted) = standby.client.relay(&registration(&t, 1_800)).await;
+    let waited = asked_at.elapsed();
+    assert_eq!(status, 202, "{accepted}");
+    assert_eq!(accepted["status"], "accepted", "{accepted}");
+    assert_eq!(accepted["txHash"], Value::Null, "not sent: {accepted}");
+    assert!(waited >= Duration::from_secs(10), "answered after the hand-off wait: {waited:?}");
+    let id = accepted["relayId"].as_str().unwrap().to_owned();
+    let record = db.open().relay_by_id(&id).unwrap().unwrap();
+    assert_eq!(record.lane, Some(keys[0].address()), "reserved on the holder's key");
+    let (_, still) = standby.client.get(&format!("/relay/{id}")).await;
+    assert_eq!(still["status"], "accepted", "{still}");
+    cut.store(false, Ordering::SeqCst);
+    let mined = standby.client.relay_until(&id, |relay| relay["status"] == "mined").await;
+    assert_eq!(mined["relayerNonce"], 0, "{mined}");
+    assert_eq!(holder.output().matches(SENT_HANDED_OFF).count(), 1, "sent by the holder");
+
+    // The holder dies with two relays handed off to it.
+    cut.store(true, Ordering::SeqCst);
+    let pending = tokio::spawn({
+        let (client, bodies) = (standby.client.clone(), [registration(&t, 1_801), registration(&t, 1_802)]);
+        async move { join_all(bodies.iter().map(|body| client.relay(body))).await }
+    });
+    until_handed_off(&db, 2).await;
+    let holder_log = holder.kill();
+    let killed_at = Instant::now();
+    for (status, answer) in pending.await.unwrap() {
+        // Sent by the key's next holder within the wait (200), or past it (202).
+        assert!(
+            (status == 200 && answer["txHash"].is_string())
+                || (status == 202 && answer["status"] == "accepted"),
+            "{status} {answer}"
+        );
+        let id = answer["relayId"].as_str().unwrap();
+        standby.client.relay_until(id, |relay| relay["status"] == "mined").await;
+    }
+    let sent_in = killed_at.elapsed();
+    let (held, _) =
+        holders_until(&standby.client, Duration::from_secs(1), |seen| count(seen, "standby-s") == 1).await;
+    assert_books_exact(&t, &db, &standby.client, &keys, &funded, &signers).await;
+    assert_eq!(
+        tokio::task::block_in_place(|| db.database().unwrap().value("SELECT count(*) FROM handoffs")),
+        "0"
+    );
+
+    let (clean, standby_log) = standby.terminate();
+    assert!(clean, "{standby_log}");
+    assert_eq!(
+        holder_log.matches(SENT_HANDED_OFF).count(),
+        1,
+        "the dead holder sent only the first:\n{holder_log}"
+    );
+    assert_eq!(
+        standby_log.matches(SENT_HANDED_OFF).count(),
+        2,
+        "the next holder sent the two:\n{standby_log}"
+    );
+    eprintln!(
+        "handoffs: 202 after {waited:?}; the dead holder's two hand-offs mined {sent_in:?} after the kill (keys {held:?})"
+    );
+}
