@@ -37,9 +37,12 @@ async fn a_flood_from_one_client_reaches_the_store_at_most_the_limits_worth(engi
     }
     let (_, metrics) = client.metrics().await;
     let prefiltered = counter(&metrics, "relayer_prefiltered_total");
-    // Only requests already past the pre-filter while the 20th was being counted reach the store.
+    // Only requests already past the pre-filter while the 20th was being counted reach the store,
+    // and the few sent in the slots freed meanwhile: a request the store refused (its window
+    // full) may be answered before the 20th's count reaches the filter, and the flood sends
+    // the next in its place. A pre-filter that did nothing would leave 1,980 to the store.
     assert!(
-        prefiltered >= (POSTS - 20 - AT_ONCE) as u64 && prefiltered <= (POSTS - 20) as u64,
+        prefiltered >= (POSTS - 20 - 2 * AT_ONCE) as u64 && prefiltered <= (POSTS - 20) as u64,
         "{prefiltered} refused from memory\n{metrics}"
     );
     assert!(
