@@ -217,7 +217,7 @@ fn move_to(known: &mut Known, to: AgentStatus) -> (EventType, Detail) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::KyaResult;
+    use crate::{KyaResult, test_support::sample_agent};
     use alloy_primitives::{B256, address};
     use proptest::prelude::*;
 
@@ -239,22 +239,7 @@ mod tests {
     }
 
     fn record(status: AgentStatus, last_attestation: u64) -> Agent {
-        Agent {
-            agent_id: 7,
-            creator: Address::ZERO,
-            haftungsperson: Address::ZERO,
-            agent_wallet: WALLET,
-            constitution_hash: B256::ZERO,
-            capability_hash: B256::ZERO,
-            operational_scope: String::new(),
-            parent_agent_id: 0,
-            generation: 0,
-            self_modifying: false,
-            registered_at: T0,
-            last_attestation,
-            last_revenue_report: 0,
-            status,
-        }
+        Agent { agent_wallet: WALLET, ..sample_agent(7, status, last_attestation, T0) }
     }
 
     /// (type, block, compliant after, detail) of each change.
