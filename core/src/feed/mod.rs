@@ -9,6 +9,7 @@ mod derive;
 mod event;
 pub mod finality;
 mod query;
+pub mod run;
 pub mod sse;
 
 pub use cursor::Cursor;
