@@ -6,6 +6,7 @@ import {
   fetch as handleFetch,
   scheduled as handleScheduled,
   NonceStore as RustNonceStore,
+  RefreshLease as RustRefreshLease,
 } from "../build/kya_edge_api.js";
 import wasmModule from "../build/kya_edge_api_bg.wasm";
 
@@ -37,5 +38,17 @@ export class NonceStore extends DurableObject {
 
   async alarm() {
     return this.inner.alarm();
+  }
+}
+
+// The lease of one registry-wide answer's refresh in one data centre (edge-api/src/cache/refresh.rs).
+export class RefreshLease extends DurableObject {
+  constructor(ctx, env) {
+    super(ctx, env);
+    this.inner = new RustRefreshLease(ctx, env);
+  }
+
+  async fetch(request) {
+    return this.inner.fetch(request);
   }
 }

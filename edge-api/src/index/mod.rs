@@ -18,7 +18,7 @@ mod store;
 mod tally;
 
 pub(crate) use run::run;
-pub(crate) use serve::{Served, answer};
+pub(crate) use serve::{Served, answer, answer_reads};
 pub(crate) use store::Store;
 
 use kya_core::{BlockRef, index::Totals, index_plan::Cursor};

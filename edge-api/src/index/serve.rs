@@ -29,6 +29,17 @@ use crate::{
 /// 10,000 agents, so Free's 50 queries an invocation serve up to about 480,000 agents.
 const COMPLIANCE_SLICE: u64 = 10_000;
 
+thread_local! {
+    /// Answers this isolate read from the index (each one state read and the rows it shows):
+    /// reported in `/health`, so that a test counts the reads behind its requests.
+    static ANSWER_READS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Answers this isolate has read from the index since it started.
+pub(crate) fn answer_reads() -> u64 {
+    ANSWER_READS.with(std::cell::Cell::get)
+}
+
 /// What the index made of a registry-wide request.
 pub(crate) enum Served {
     Answer(Answer),
@@ -44,6 +55,7 @@ pub(crate) async fn answer(endpoint: &Endpoint, deps: &Deps<'_>) -> Result<Serve
     let Some(store) = Store::open(deps.env) else {
         return Ok(Served::Fallback("no index: the Worker has no INDEX binding".into()));
     };
+    ANSWER_READS.with(|reads| reads.set(reads.get() + 1));
     // The answers that show totals by name read them with the state, in one batch.
     let by_name = matches!(endpoint, Endpoint::StatsDetailed | Endpoint::RevenueAggregate);
     let read = if by_name {
