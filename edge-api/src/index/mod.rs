@@ -5,7 +5,8 @@
 //!
 //! - `store`: the D1 statements, reads and writes.
 //! - `limits`: D1's documented limits, checked on every statement before D1 sees it.
-//! - `tally`: the totals kept by name (currencies, categories, generations), in their own table.
+//! - `tally`: the totals kept by name (currencies, categories, generations) and the agents whose
+//!   revenue history is unreadable, in their own table.
 //! - `follow`: the registry's logs over a range of blocks, split as providers refuse.
 //! - `run`: one bounded run of the indexer.
 //! - `serve`: the answers from the index, and when it must not answer.
@@ -24,8 +25,8 @@ pub(crate) use store::Store;
 use kya_core::{BlockRef, index::Totals, index_plan::Cursor};
 use serde::{Deserialize, Serialize};
 
-/// The indexer's state, one JSON row of fixed size (its totals by name are in `tallies`; the
-/// maps of [`Totals`] are empty here), written in the same D1 batch as the rows it describes, so
+/// The indexer's state, one JSON row of fixed size (its totals by name and the agents whose
+/// revenue is unreadable are in `tallies`; the maps and the set of [`Totals`] are empty here), written in the same D1 batch as the rows it describes, so
 /// a run killed midway leaves both as the previous run left them.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -225,6 +225,34 @@ pub(super) async fn assert_index_answers_as(
     block
 }
 
+/// The index's rows that held at index block `block` (current rows written at or before it, and
+/// superseded versions that held then) are the agents of the chain at `block`, each with its
+/// status and last attestation.
+async fn assert_rows_held_at(worker: &EdgeWorker, chain: &TestChain, block: u64) {
+    let held = worker.query_index(&format!(
+        "SELECT id, status, last_attestation FROM agents WHERE since <= {block} \
+         UNION ALL SELECT id, status, last_attestation FROM agent_versions WHERE since <= {block} \
+         AND until > {block} ORDER BY id"
+    ));
+    let held: Vec<(u64, u64, u64)> = held
+        .iter()
+        .map(|row| {
+            (
+                row["id"].as_u64().unwrap(),
+                row["status"].as_u64().unwrap(),
+                row["last_attestation"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let chain_at: Vec<(u64, u64, u64)> = snapshot_at(chain, block)
+        .await
+        .agents
+        .iter()
+        .map(|agent| (agent.agent_id, agent.status as u64, agent.last_attestation))
+        .collect();
+    assert_eq!(held, chain_at, "the rows held at block {block}");
+}
+
 pub(super) async fn health_index(api: &EdgeClient) -> Value {
     api.get("/health").await.body["index"].clone()
 }
@@ -358,8 +386,10 @@ async fn the_index_fills_follows_every_write_undoes_reorganisations_and_survives
     write(&chain, creator_a, &AgentRegistry::terminateSelfCall { agentId: id(child) }).await;
     worker.run_index().await;
     assert_index_answers_as_the_chain(&api, &chain, &rpc, "terminate").await;
-    let rows =
-        worker.query_index(&format!("SELECT child_count FROM agents WHERE id = {root} AND until IS NULL"));
+    // Every row as an answer still reading the first fill's block sees it (the current rows
+    // from then, and the versions the runs since superseded): the chain at that block.
+    assert_rows_held_at(&worker, &chain, block).await;
+    let rows = worker.query_index(&format!("SELECT child_count FROM agents WHERE id = {root}"));
     assert_eq!(rows[0]["child_count"], 2, "the root's child count: its lineage child and the new one");
 
     // A reorganisation takes a registration and an attestation away: the next run undoes both.
@@ -412,7 +442,7 @@ async fn the_index_fills_follows_every_write_undoes_reorganisations_and_survives
     assert_index_answers_as_the_chain(&api, &chain, &rpc, "capped logs").await;
 
     // Over all of it, the index kept no more than its current rows and those superseded lately.
-    let current = worker.query_index("SELECT count(*) AS n FROM agents WHERE until IS NULL");
+    let current = worker.query_index("SELECT count(*) AS n FROM agents");
     assert_eq!(current[0]["n"], agents + 1);
     let touches = worker.query_index("SELECT min(block) AS low FROM touches");
     let head = chain.chain.provider().get_block_number().await.unwrap();
@@ -581,7 +611,7 @@ async fn status_pages_at_every_depth_equal_the_chain_as_agents_change_status() {
     let counts_kept = "SELECT status, bucket, agents FROM status_buckets WHERE until IS NULL AND agents > 0 \
                        ORDER BY status, bucket";
     let counts_recounted = "SELECT status, id / 256 AS bucket, count(*) AS agents FROM agents \
-                            WHERE until IS NULL GROUP BY status, id / 256 ORDER BY status, bucket";
+                            GROUP BY status, id / 256 ORDER BY status, bucket";
 
     let (_, compared) = compare_pages("after the fill").await;
     assert!(compared > 60, "{compared} pages");
