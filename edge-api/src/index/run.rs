@@ -55,7 +55,11 @@ pub(crate) async fn run(env: &Env) {
     let (ok, message) = match step(&store, &config).await {
         // Committed with the rows: nothing more to write.
         Ok(Step::Committed(message)) => {
-            worker::console_log!("index run: {message} ({} D1 queries)", store.queries());
+            worker::console_log!(
+                "index run: {message} ({} D1 queries, {} rows written as D1 reports them)",
+                store.queries(),
+                store.rows_written()
+            );
             return;
         }
         Ok(Step::Idle(message)) => (true, message),

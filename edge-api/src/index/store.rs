@@ -82,6 +82,7 @@ impl NewRow {
 pub(crate) struct Store {
     db: D1Database,
     limits: Limits,
+    rows_written: std::cell::Cell<u64>,
 }
 
 /// The state row's statement.
@@ -101,7 +102,7 @@ impl Store {
             .ok()
             .and_then(|value| value.to_string().trim().parse().ok())
             .unwrap_or(DEFAULT_QUERIES_PER_INVOCATION);
-        env.d1(BINDING).ok().map(|db| Self { db, limits: Limits::new(queries) })
+        env.d1(BINDING).ok().map(|db| Self { db, limits: Limits::new(queries), rows_written: 0.into() })
     }
 
     /// `sql` with `params` bound, once both pass D1's limits.
@@ -448,8 +449,18 @@ impl Store {
     /// Runs `statements` as one transaction.
     pub(super) async fn commit(&self, statements: Vec<D1PreparedStatement>) -> Result<()> {
         self.limits.spend(statements.len())?;
-        self.db.batch(statements).await?;
+        let results = self.db.batch(statements).await?;
+        let written: usize = results
+            .iter()
+            .filter_map(|result| result.meta().ok().flatten().and_then(|meta| meta.rows_written))
+            .sum();
+        self.rows_written.set(self.rows_written.get() + written as u64);
         Ok(())
+    }
+
+    /// Rows D1 reported written by this invocation's commits (its `meta.rows_written`).
+    pub(super) fn rows_written(&self) -> u64 {
+        self.rows_written.get()
     }
 
     /// The [`crate::routes`] answers' reads, at index block `block`.

@@ -253,6 +253,22 @@ async fn assert_rows_held_at(worker: &EdgeWorker, chain: &TestChain, block: u64)
     assert_eq!(held, chain_at, "the rows held at block {block}");
 }
 
+/// The rows D1 reported written by the index's last run (its log line: local D1 counts a row
+/// and each index entry a write changes, as production bills them).
+async fn rows_written(worker: &EdgeWorker, api: &EdgeClient) -> u64 {
+    let block = health_index(api).await["block"].as_u64().expect("the index's block");
+    let start = format!("index run: block {block}:");
+    for _ in 0..50 {
+        let output = worker.output();
+        if let Some(line) = output.lines().rfind(|line| line.contains(&start)) {
+            let (_, tail) = line.rsplit_once(" D1 queries, ").expect("the run's counts");
+            return tail.split(' ').next().unwrap().parse().expect("rows written");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("no log line of the run at block {block}:\n{}", worker.output());
+}
+
 pub(super) async fn health_index(api: &EdgeClient) -> Value {
     api.get("/health").await.body["index"].clone()
 }
@@ -362,6 +378,11 @@ async fn the_index_fills_follows_every_write_undoes_reorganisations_and_survives
     assert_index_answers_as_the_chain(&api, &chain, &rpc, "register").await;
     write(&chain, creator_a, &AgentRegistry::attestComplianceCall { agentId: id(child) }).await;
     worker.run_index().await;
+    // D1's own count of the run's writes: the attested agent's version copied, its row and its
+    // `lastAttestation` index entry (3; the version's deletion 10 minutes later is the 4th), the
+    // touches (a log recorded, one leaving the window) and the state row.
+    let written = rows_written(&worker, &api).await;
+    assert!(written <= 3 + 2 + 1, "an attestation's run wrote {written} rows");
     assert_index_answers_as_the_chain(&api, &chain, &rpc, "attest").await;
     let report = AgentRegistry::reportRevenueCall {
         agentId: id(child),
@@ -373,6 +394,9 @@ async fn the_index_fills_follows_every_write_undoes_reorganisations_and_survives
     };
     write(&chain, creator_a, &report).await;
     worker.run_index().await;
+    // The report: the version, the row (no index entry), its currency's and category's tallies.
+    let written = rows_written(&worker, &api).await;
+    assert!(written <= 4 + 2 + 1, "a revenue report's run wrote {written} rows");
     assert_index_answers_as_the_chain(&api, &chain, &rpc, "report revenue").await;
     write(&chain, regulator, &AgentRegistry::suspendAgentCall { agentId: id(child) }).await;
     worker.run_index().await;
