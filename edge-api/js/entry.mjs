@@ -7,6 +7,7 @@ import {
   scheduled as handleScheduled,
   NonceStore as RustNonceStore,
   IndexPacer as RustIndexPacer,
+  RefreshLease as RustRefreshLease,
 } from "../build/kya_edge_api.js";
 import wasmModule from "../build/kya_edge_api_bg.wasm";
 
@@ -55,5 +56,17 @@ export class IndexPacer extends DurableObject {
 
   async alarm() {
     return this.inner.alarm();
+  }
+}
+
+// The lease of one registry-wide answer's refresh in one data centre (edge-api/src/cache/refresh.rs).
+export class RefreshLease extends DurableObject {
+  constructor(ctx, env) {
+    super(ctx, env);
+    this.inner = new RustRefreshLease(ctx, env);
+  }
+
+  async fetch(request) {
+    return this.inner.fetch(request);
   }
 }

@@ -51,7 +51,7 @@ pub(crate) async fn answer(config: &Config, rpc: &Rpc<'_>, index: Option<Store>)
 /// that is, whether it holds every agent (`complete`: only then do answers come from it), the
 /// agents it holds and the registry's count at its block, the fill's and the sweep's cursors and
 /// the agents to read again,
-/// when it was last written, and the last run's outcome.
+/// when it was last written, the last run's outcome, and the answers this isolate read from it.
 fn report(state: &State, head: Option<u64>) -> Value {
     let run = state.last_run.as_ref().map(|run| json!({"at": run.at, "ok": run.ok, "message": run.message}));
     json!({
@@ -69,5 +69,7 @@ fn report(state: &State, head: Option<u64>) -> Value {
             "nextId": state.cursor.reread().start, "endId": state.cursor.reread().end})),
         "updatedAt": state.block.map(|_| state.updated_at),
         "lastRun": run,
+        // Answers this isolate read from the index (not served from a cache) since it started.
+        "answerReads": crate::index::answer_reads(),
     })
 }

@@ -2,6 +2,7 @@
 
 mod answers;
 mod cache;
+mod cached;
 mod config;
 mod deps;
 mod error;
@@ -16,6 +17,7 @@ mod rpc;
 mod snapshot;
 mod verify;
 
+pub use cache::refresh::RefreshLease;
 pub use index::IndexPacer;
 pub use verify::nonces::NonceStore;
 
@@ -147,45 +149,24 @@ async fn serve(request: &mut Request, env: &Env, context: &Context, now: u64) ->
         };
     };
     let key = cache::key(&origin, &config.cache_tag, &policy.path);
-    let memory_budget = config.memory_cache_bytes;
-    if endpoint == Endpoint::AgentsCompliance
-        && let Some(response) = cache::lookup_streamed(&key, now).await
-    {
-        response.headers().set("x-cache", "HIT")?;
-        response.headers().set("x-cache-tier", cache::Tier::CacheApi.name())?;
-        return Ok(response);
-    }
-    let (cached, tier) = match cache::lookup(&key, now, memory_budget).await {
-        Some((cached, tier)) => (cached, Some(tier)),
-        None => match answers::answer(&endpoint, &deps()?).await? {
-            Reply::Answer(answer) => {
-                let ttl = answer.source.ttl(policy.ttl, config.index.answer_ttl_secs);
-                (cache::store(&key, answer, ttl, now, memory_budget).await, None)
-            }
-            // Streamed from the index: never held whole, so kept in the Cache API only, as a
-            // stream teed off the one sent.
-            Reply::Stream(mut response) => {
-                if config.index.answer_ttl_secs > 0 {
-                    cache::keep_streamed(key, &mut response, context)?;
-                }
-                response.headers().set("x-cache", "MISS")?;
-                return Ok(response);
-            }
-        },
+    let index_ttl = config.index.answer_ttl_secs;
+    // The registry-wide answers read up to every row of the index: refreshed one at a time per
+    // data centre (`cached`), when they are cached at all.
+    let lease = (endpoint.registry_wide() && index_ttl > 0)
+        .then(|| {
+            let colo = request.cf().map_or_else(|| "local".to_owned(), |cf| cf.colo());
+            cache::refresh::Lease::of(env, &colo, &key)
+        })
+        .flatten();
+    let request = cached::Request {
+        key,
+        ttl: policy.ttl,
+        index_ttl,
+        now,
+        memory_budget: config.memory_cache_bytes,
+        if_none_match: request.headers().get("if-none-match")?,
+        context,
+        lease,
     };
-    let if_none_match = request.headers().get("if-none-match")?;
-    let response = match if_none_match {
-        Some(candidates) if http::etag_matches(&candidates, &cached.etag) => {
-            let max_age = cached.expires_at.saturating_sub(now);
-            http::not_modified(&cached.etag, &cache::cache_control(max_age))?
-        }
-        _ => cached.response(now)?,
-    };
-    // Diagnostics for operators and tests: whether the chain was read for this answer, and
-    // which tier had it.
-    response.headers().set("x-cache", if tier.is_some() { "HIT" } else { "MISS" })?;
-    if let Some(tier) = tier {
-        response.headers().set("x-cache-tier", tier.name())?;
-    }
-    Ok(response)
+    cached::answer(&endpoint, deps, request).await
 }

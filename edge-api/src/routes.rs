@@ -122,6 +122,18 @@ pub(crate) struct CachePolicy {
 }
 
 impl Endpoint {
+    /// The five registry-wide endpoints: answered from the index, each reading up to every row.
+    pub(crate) const fn registry_wide(&self) -> bool {
+        matches!(
+            self,
+            Self::Stats
+                | Self::StatsDetailed
+                | Self::Agents(_)
+                | Self::AgentsCompliance
+                | Self::RevenueAggregate
+        )
+    }
+
     /// The cache policy, `None` for answers not cached here (`/health`, the OpenAPI document,
     /// revenue history).
     pub(crate) fn cache_policy(&self) -> Option<CachePolicy> {

@@ -20,6 +20,9 @@ use crate::{
 
 mod lru;
 pub(crate) mod memory;
+pub(crate) mod refresh;
+
+use refresh::STALE_SECS;
 
 /// When (Unix seconds) a cached answer's data reaches its TTL; sent along as a diagnostic.
 pub(crate) const EXPIRES_AT: &str = "x-expires-at";
@@ -84,24 +87,49 @@ pub(crate) fn etag(body: &str) -> String {
     format!("\"{}\"", alloy_primitives::hex::encode(&keccak256(body.as_bytes())[..16]))
 }
 
-/// The cached answer under `key` if still fresh at `now`, and the tier that had it.
-pub(crate) async fn lookup(key: &str, now: u64, memory_budget: usize) -> Option<(Rc<CachedAnswer>, Tier)> {
-    if let Some(hit) = memory::get::<CachedAnswer>(key, now) {
-        return Some((hit, Tier::Memory));
+/// What the tiers hold under a key at `now`.
+pub(crate) enum Found<T> {
+    Fresh(T),
+    /// Past its TTL by at most [`STALE_SECS`]: served only while another request refreshes it
+    /// ([`refresh`]).
+    Stale(T),
+    Missing,
+}
+
+/// The cached answer under `key` at `now`, and the tier that had it: fresh from either tier,
+/// else a stale copy.
+pub(crate) async fn lookup(key: &str, now: u64, memory_budget: usize) -> Found<(Rc<CachedAnswer>, Tier)> {
+    let held = memory::get::<CachedAnswer>(key, now);
+    if let Some(hit) = held.as_ref().filter(|hit| hit.expires_at > now) {
+        return Found::Fresh((Rc::clone(hit), Tier::Memory));
     }
+    match from_cache_api(key, now).await {
+        Some(cached) => {
+            let found = Rc::new(cached);
+            memory::keep(key, Rc::clone(&found), found.size(), found.expires_at + STALE_SECS, memory_budget);
+            if found.expires_at > now {
+                Found::Fresh((found, Tier::CacheApi))
+            } else {
+                Found::Stale((found, Tier::CacheApi))
+            }
+        }
+        None => held.map_or(Found::Missing, |held| Found::Stale((held, Tier::Memory))),
+    }
+}
+
+/// The Cache API's entry under `key`, unless past its TTL and [`STALE_SECS`] at `now`.
+async fn from_cache_api(key: &str, now: u64) -> Option<CachedAnswer> {
     let mut response = get(key).await?;
     let header =
         |name: &str| response.headers().get(name).ok().flatten().and_then(|text| text.parse::<u64>().ok());
-    // At or past its TTL (the Cache API's clock may lag ours), or an entry of an older layout.
-    let expires_at = header(EXPIRES_AT).filter(|&expires_at| expires_at > now)?;
+    // Past the staleness allowed (the Cache API's clock may lag ours), or an entry of an older
+    // layout.
+    let expires_at = header(EXPIRES_AT).filter(|&expires_at| expires_at + STALE_SECS > now)?;
     let block = BlockRef { number: header("x-block-number")?, timestamp: header("x-block-timestamp")? };
     let etag = response.headers().get("etag").ok().flatten()?;
     let body = response.text().await.ok()?;
     let source = Source::from_headers(response.headers());
-    let cached =
-        Rc::new(CachedAnswer { answer: Answer { body, block, read_at: 0, source }, etag, expires_at });
-    memory::keep(key, Rc::clone(&cached), cached.size(), expires_at, memory_budget);
-    Some((cached, Tier::CacheApi))
+    Some(CachedAnswer { answer: Answer { body, block, read_at: 0, source }, etag, expires_at })
 }
 
 /// `answer`, stored in both tiers under `key` until its data is `ttl` seconds old.
@@ -115,9 +143,16 @@ pub(crate) async fn store(
     let expires_at = answer.read_at.saturating_add(ttl);
     let cached = Rc::new(CachedAnswer { etag: etag(&answer.body), expires_at, answer });
     if expires_at > now {
-        memory::keep(key, Rc::clone(&cached), cached.size(), expires_at, memory_budget);
-        match cached.response(now) {
-            Ok(response) => put(key, response).await,
+        // Kept past the TTL for a while: the copy served while one request refreshes it.
+        memory::keep(key, Rc::clone(&cached), cached.size(), expires_at + STALE_SECS, memory_budget);
+        let kept = cached.response(now).and_then(|response| {
+            response.headers().set("cache-control", &cache_control(expires_at - now + STALE_SECS))?;
+            Ok(response)
+        });
+        match kept {
+            Ok(response) => {
+                put(key, response).await;
+            }
             Err(error) => worker::console_warn!("caching {key} failed: {error}"),
         }
     }
@@ -125,25 +160,50 @@ pub(crate) async fn store(
 }
 
 /// A streamed answer (`/agents/compliance` from the index: no `ETag`, never held whole) under
-/// `key` in the Cache API while fresh at `now`, its body streamed on as the Cache API gives it,
-/// its `Cache-Control` counting down.
-pub(crate) async fn lookup_streamed(key: &str, now: u64) -> Option<Response> {
-    let mut cached = get(key).await?;
+/// `key` in the Cache API at `now`, fresh or stale ([`Found`]), its body streamed on as the Cache
+/// API gives it, its `Cache-Control` counting down.
+pub(crate) async fn lookup_streamed(key: &str, now: u64) -> Found<Response> {
+    let Some(mut cached) = get(key).await else {
+        return Found::Missing;
+    };
     let headers = cached.headers().clone();
-    let expires_at: u64 = headers.get(EXPIRES_AT).ok().flatten()?.parse().ok()?;
-    if expires_at <= now || headers.has("etag").unwrap_or(true) {
-        return None;
+    let Some(expires_at) = headers.get(EXPIRES_AT).ok().flatten().and_then(|text| text.parse::<u64>().ok())
+    else {
+        return Found::Missing;
+    };
+    if expires_at + STALE_SECS <= now || headers.has("etag").unwrap_or(true) {
+        return Found::Missing;
     }
-    let response = Response::from_stream(cached.stream().ok()?).ok()?;
-    headers.set("cache-control", &cache_control(expires_at - now)).ok()?;
-    Some(response.with_headers(headers))
+    let Some(response) = cached.stream().ok().and_then(|body| Response::from_stream(body).ok()) else {
+        return Found::Missing;
+    };
+    if headers.set("cache-control", &cache_control(expires_at.saturating_sub(now))).is_err() {
+        return Found::Missing;
+    }
+    let response = response.with_headers(headers);
+    if expires_at > now { Found::Fresh(response) } else { Found::Stale(response) }
 }
 
-/// Keeps a copy of the streamed `response` in the Cache API under `key`: the body is teed, and
-/// the copy stored once the response is sent (`wait_until`), so neither is held whole.
-pub(crate) fn keep_streamed(key: String, response: &mut Response, context: &Context) -> Result<()> {
+/// Keeps a copy of the streamed `response` (fresh until `expires_at`, at `now`) in the Cache API
+/// under `key`: the body is teed, and the copy stored once the response is sent (`wait_until`),
+/// so neither is held whole. Then `stored` runs, with whether the copy was stored.
+pub(crate) fn keep_streamed<F>(
+    key: String,
+    response: &mut Response,
+    (now, expires_at): (u64, u64),
+    context: &Context,
+    stored: impl FnOnce(bool) -> F + 'static,
+) -> Result<()>
+where
+    F: std::future::Future<Output = ()> + 'static,
+{
     let copy = response.cloned()?;
-    context.wait_until(async move { put(&key, copy).await });
+    // Kept past the TTL for a while: the copy served while one request refreshes it.
+    copy.headers().set("cache-control", &cache_control(expires_at.saturating_sub(now) + STALE_SECS))?;
+    context.wait_until(async move {
+        let kept = put(&key, copy).await;
+        stored(kept).await;
+    });
     Ok(())
 }
 
@@ -159,7 +219,9 @@ pub(crate) async fn put_text(key: &str, body: String, ttl: u64, header: (&str, &
     let response = http::json(200, &body, &cache_control(ttl))
         .and_then(|response| Ok(response.headers().set(header.0, header.1).map(|()| response)?));
     match response {
-        Ok(response) => put(key, response).await,
+        Ok(response) => {
+            put(key, response).await;
+        }
         Err(error) => worker::console_warn!("caching {key} failed: {error}"),
     }
 }
@@ -174,8 +236,13 @@ async fn get(key: &str) -> Option<Response> {
     }
 }
 
-async fn put(key: &str, response: Response) {
-    if let Err(error) = Cache::default().put(key, response).await {
-        worker::console_warn!("caching {key} failed; the answer is served uncached: {error}");
+/// Stores `response` under `key`; false when the Cache API refused it.
+async fn put(key: &str, response: Response) -> bool {
+    match Cache::default().put(key, response).await {
+        Ok(()) => true,
+        Err(error) => {
+            worker::console_warn!("caching {key} failed; the answer is served uncached: {error}");
+            false
+        }
     }
 }

@@ -5,7 +5,8 @@
 //!
 //! - `store`: the D1 statements, reads and writes.
 //! - `limits`: D1's documented limits, checked on every statement before D1 sees it.
-//! - `tally`: the totals kept by name (currencies, categories, generations), in their own table.
+//! - `tally`: the totals kept by name (currencies, categories, generations) and the agents whose
+//!   revenue history is unreadable, in their own table.
 //! - `follow`: the registry's logs over a range of blocks, split as providers refuse.
 //! - `run`: one bounded run of the indexer.
 //! - `pace`: the Durable Object that runs it at the chain's pace, and the Cron Trigger's watchdog.
@@ -24,14 +25,14 @@ mod tally;
 pub use pace::IndexPacer;
 pub(crate) use pace::watch;
 pub(crate) use run::run;
-pub(crate) use serve::{Served, answer};
+pub(crate) use serve::{Served, answer, answer_reads};
 pub(crate) use store::Store;
 
 use kya_core::{BlockRef, index::Totals, index_plan::Cursor};
 use serde::{Deserialize, Serialize};
 
-/// The indexer's state, one JSON row of fixed size (its totals by name are in `tallies`; the
-/// maps of [`Totals`] are empty here), written in the same D1 batch as the rows it describes, so
+/// The indexer's state, one JSON row of fixed size (its totals by name and the agents whose
+/// revenue is unreadable are in `tallies`; the maps and the set of [`Totals`] are empty here), written in the same D1 batch as the rows it describes, so
 /// a run killed midway leaves both as the previous run left them.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

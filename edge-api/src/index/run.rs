@@ -55,7 +55,11 @@ pub(crate) async fn run(env: &Env) {
     let (ok, message) = match step(&store, &config).await {
         // Committed with the rows: nothing more to write.
         Ok(Step::Committed(message)) => {
-            worker::console_log!("index run: {message} ({} D1 queries)", store.queries());
+            worker::console_log!(
+                "index run: {message} ({} D1 queries, {} rows written as D1 reports them)",
+                store.queries(),
+                store.rows_written()
+            );
             return;
         }
         Ok(Step::Idle(message)) => (true, message),
@@ -209,9 +213,11 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
 
     let now = now();
     let ids: BTreeSet<u64> = changes.keys().copied().collect();
-    let rows: Vec<(&IndexedAgent, u64)> = changes
-        .values()
-        .filter_map(|held| held.as_ref().map(|held| (&held.agent, held.child_count)))
+    let rows: Vec<(&IndexedAgent, u64, Option<&IndexedAgent>)> = changes
+        .iter()
+        .filter_map(|(id, new)| {
+            new.as_ref().map(|new| (&new.agent, new.child_count, held.get(id).map(|old| &old.agent)))
+        })
         .collect();
     let mut statements = store.write_versions(&ids, &rows, at.number, now)?;
     statements.extend(store.write_bucket_moves(&bucket_moves, at.number, now)?);
@@ -258,10 +264,12 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
         message.push_str(&format!("; agents {} to {} to read again", reread.start, reread.end - 1));
     }
     state.last_run = Some(RunOutcome::new(now, true, message.clone()));
-    // The totals kept by name are in their table, not the state row.
+    // The totals kept by name, and the agents whose revenue is unreadable, are in their table,
+    // not the state row.
     state.totals.revenue.by_currency.clear();
     state.totals.revenue.by_category.clear();
     state.totals.generations.clear();
+    state.totals.unreadable.clear();
     statements.push(store.save_state(&state)?);
     store.commit(statements).await?;
     Ok(Step::Committed(message))

@@ -29,6 +29,17 @@ use crate::{
 /// 10,000 agents, so Free's 50 queries an invocation serve up to about 480,000 agents.
 const COMPLIANCE_SLICE: u64 = 10_000;
 
+thread_local! {
+    /// Answers this isolate read from the index (the rows each shows; not its fallbacks):
+    /// reported in `/health`, so that a test counts the reads behind its requests.
+    static ANSWER_READS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Answers this isolate has read from the index since it started.
+pub(crate) fn answer_reads() -> u64 {
+    ANSWER_READS.with(std::cell::Cell::get)
+}
+
 /// What the index made of a registry-wide request.
 pub(crate) enum Served {
     Answer(Answer),
@@ -69,6 +80,8 @@ pub(crate) async fn answer(endpoint: &Endpoint, deps: &Deps<'_>) -> Result<Serve
             "the index's last run was {age} s ago (INDEX_MAX_AGE_SECS is {max_age_secs})"
         )));
     }
+    // The index answers: its rows are read for this answer.
+    ANSWER_READS.with(|reads| reads.set(reads.get() + 1));
     let source =
         Source::Index { lag_blocks: state.head.saturating_sub(block.number), run_at: state.updated_at };
     let chain = redact::url(deps.rpc.url);

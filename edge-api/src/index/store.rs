@@ -1,6 +1,8 @@
-//! The index's D1 statements. Rows are versioned by index block (`since`, `until`): the run
-//! supersedes an agent's current row and inserts the new one; an answer reads the rows that held
-//! at its state's block. Lists of ids and rows go to D1 as JSON parameters (`json_each`), in
+//! The index's D1 statements. An agent's current row is kept in place (`agents`, holding from
+//! index block `since`); the run copies the version it supersedes to `agent_versions` (held
+//! until `until`) and updates the row, naming an indexed column only where its value changed, so
+//! a change writes few rows and index entries (D1 bills both). An answer reads the rows that held
+//! at its state's block: the current ones from before it, and the versions it still needs. Lists of ids and rows go to D1 as JSON parameters (`json_each`), in
 //! chunks of at most [`CHUNK_BYTES`], so D1's limit on bound parameters is never reached and no
 //! parameter nears its limit on strings; a value too long to go inside a chunk's JSON (a
 //! currency name of control characters, escaped six bytes a byte) is bound alone. Every
@@ -37,8 +39,13 @@ pub(super) const CHUNK_BYTES: usize = 250_000;
 const BINDING: &str = "INDEX";
 /// The `state` row holding [`State`].
 const STATE_KEY: &str = "index";
-/// The rows that held at index block `?1`.
-const HELD_AT: &str = "since <= ?1 AND (until IS NULL OR until > ?1)";
+/// The current rows that held at index block `?1` (a row updated after it holds its version
+/// from a later block: the version before is in `agent_versions`).
+const CURRENT_AT: &str = "since <= ?1";
+/// The superseded versions that held at index block `?1`.
+const VERSION_AT: &str = "since <= ?1 AND until > ?1";
+/// The status counts that held at index block `?1` (versioned in one table).
+const BUCKETS_AT: &str = "since <= ?1 AND (until IS NULL OR until > ?1)";
 /// Pairs of numbers from the JSON array of arrays in parameter `?1`, as a row-value list.
 const PAIRS_OF_PARAM_1: &str =
     "SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?1)";
@@ -75,6 +82,7 @@ impl NewRow {
 pub(crate) struct Store {
     db: D1Database,
     limits: Limits,
+    rows_written: std::cell::Cell<u64>,
 }
 
 /// The state row's statement.
@@ -94,7 +102,7 @@ impl Store {
             .ok()
             .and_then(|value| value.to_string().trim().parse().ok())
             .unwrap_or(DEFAULT_QUERIES_PER_INVOCATION);
-        env.d1(BINDING).ok().map(|db| Self { db, limits: Limits::new(queries) })
+        env.d1(BINDING).ok().map(|db| Self { db, limits: Limits::new(queries), rows_written: 0.into() })
     }
 
     /// `sql` with `params` bound, once both pass D1's limits.
@@ -132,7 +140,7 @@ impl Store {
         let statements = vec![
             self.statement(STATE_SELECT, vec![STATE_KEY.into()])?,
             self.statement(
-                "SELECT kind, key, name, count, total FROM tallies WHERE kind = 2 OR (SELECT \
+                "SELECT kind, key, name, count, total FROM tallies WHERE kind IN (2, 3) OR (SELECT \
                  coalesce(json_extract(value, '$.names.count'), 0) <= ?2 \
                  AND coalesce(json_extract(value, '$.names.bytes'), 0) <= ?3 \
                  AND coalesce(json_extract(value, '$.names.unstored'), 0) = 0 FROM state WHERE key = ?1)",
@@ -248,8 +256,7 @@ impl Store {
         }
         let rows: Vec<Row> = self
             .all(self.statement(
-                "SELECT child_count, indexed FROM agents \
-                 WHERE until IS NULL AND id IN (SELECT value FROM json_each(?1))",
+                "SELECT child_count, indexed FROM agents WHERE id IN (SELECT value FROM json_each(?1))",
                 vec![json_param(ids)?],
             )?)
             .await?;
@@ -274,7 +281,7 @@ impl Store {
         }
         let rows: Vec<Row> = self
             .all(self.statement(
-                "SELECT count(*) AS n FROM agents WHERE until IS NULL AND status = ?1 \
+                "SELECT count(*) AS n FROM agents WHERE status = ?1 \
                  AND last_attestation >= ?2 AND last_attestation < ?3",
                 vec![(AgentStatus::Active as u64).into(), range.start.into(), range.end.into()],
             )?)
@@ -328,49 +335,68 @@ impl Store {
         Ok(statements)
     }
 
-    /// The statements that end the current rows of `ids` at index block `block` (wall-clock
-    /// `now`) and insert `rows` (agents as [`kya_core::index::IndexedAgent::stored`] keeps them,
-    /// with their child counts) as holding from it, in chunks. A row already written at `block`
-    /// (a run at the same block as the last) is replaced.
+    /// The statements that supersede the current rows of `ids` at index block `block`
+    /// (wall-clock `now`) by `rows` (agents as [`kya_core::index::IndexedAgent::stored`] keeps
+    /// them, with their child counts and the row they replace, if any), in chunks: each current
+    /// row is copied to `agent_versions` first (unless it was written at `block` itself: a run at
+    /// the same block as the last replaces it), then updated in place, or deleted for an agent
+    /// that leaves the index. An update names an indexed column (status, `lastAttestation`,
+    /// `registeredAt`) only for the rows whose value of it changed: D1 bills an index entry
+    /// written for each row whose write includes the column.
     pub(super) fn write_versions(
         &self,
         ids: &BTreeSet<u64>,
-        rows: &[(&IndexedAgent, u64)],
+        rows: &[(&IndexedAgent, u64, Option<&IndexedAgent>)],
         block: u64,
         now: u64,
     ) -> Result<Vec<D1PreparedStatement>> {
-        let mut new_rows = Vec::with_capacity(rows.len());
-        for (agent, child_count) in rows {
+        // The rows grouped by the indexed columns their write must name.
+        let mut groups: BTreeMap<[bool; 3], Vec<NewRow>> = BTreeMap::new();
+        for (agent, child_count, old) in rows {
             let row = new_row(agent, *child_count)?;
             self.limits.check_row("agents", row.id, row.bytes())?;
-            new_rows.push(row);
+            let (new, old) = (&agent.record, old.map(|old| &old.record));
+            let moved = [
+                old.is_none_or(|old| old.status != new.status),
+                old.is_none_or(|old| old.last_attestation != new.last_attestation),
+                old.is_none_or(|old| old.registered_at != new.registered_at),
+            ];
+            groups.entry(moved).or_default().push(row);
         }
         let mut statements = Vec::new();
         for chunk in json_chunks(&ids.iter().collect::<Vec<_>>(), CHUNK_BYTES)? {
             statements.push(self.statement(
-                "UPDATE agents SET until = ?2, superseded_at = ?3 WHERE until IS NULL AND since < ?2 \
-                 AND id IN (SELECT value FROM json_each(?1))",
+                "INSERT OR REPLACE INTO agent_versions (id, since, until, superseded_at, status, parent, \
+                 registered_at, last_attestation, creator, child_count, item, indexed) \
+                 SELECT id, since, ?2, ?3, status, parent, registered_at, last_attestation, creator, child_count, \
+                 item, indexed FROM agents WHERE since < ?2 AND id IN (SELECT value FROM json_each(?1))",
                 vec![chunk.into(), block.into(), now.into()],
             )?);
         }
-        for chunk in json_chunks(&new_rows, CHUNK_BYTES)? {
-            statements.push(self.statement(
-                "INSERT OR REPLACE INTO agents (id, since, until, superseded_at, status, parent, registered_at, \
-                 last_attestation, creator, child_count, item, indexed) \
-                 SELECT json_extract(value, '$.id'), ?2, NULL, NULL, json_extract(value, '$.status'), \
-                 json_extract(value, '$.parent'), json_extract(value, '$.registered_at'), \
-                 json_extract(value, '$.last_attestation'), json_extract(value, '$.creator'), \
-                 json_extract(value, '$.child_count'), json_extract(value, '$.item'), \
-                 json_extract(value, '$.indexed') FROM json_each(?1)",
-                vec![chunk.into(), block.into()],
-            )?);
-        }
-        // A row replaced at the same block leaves no current row behind for a removed agent.
+        // Agents that leave the index (a reorganisation took their registration away).
         for chunk in json_chunks(&removed(ids, rows), CHUNK_BYTES)? {
             statements.push(self.statement(
-                "DELETE FROM agents WHERE until IS NULL AND since = ?2 AND id IN (SELECT value FROM json_each(?1))",
-                vec![chunk.into(), block.into()],
+                "DELETE FROM agents WHERE id IN (SELECT value FROM json_each(?1))",
+                vec![chunk.into()],
             )?);
+        }
+        for (moved, rows) in &groups {
+            let set = upsert_set(*moved);
+            for chunk in json_chunks(rows, CHUNK_BYTES)? {
+                statements.push(self.statement(
+                    &format!(
+                        "INSERT INTO agents (id, since, status, parent, registered_at, last_attestation, creator, \
+                         child_count, item, indexed) \
+                         SELECT json_extract(value, '$.id'), ?2, json_extract(value, '$.status'), \
+                         json_extract(value, '$.parent'), json_extract(value, '$.registered_at'), \
+                         json_extract(value, '$.last_attestation'), json_extract(value, '$.creator'), \
+                         json_extract(value, '$.child_count'), json_extract(value, '$.item'), \
+                         json_extract(value, '$.indexed') FROM json_each(?1) WHERE true \
+                         ON CONFLICT (id) DO UPDATE SET {set}"
+                    ),
+                    vec![chunk.into(), block.into()],
+                )?);
+            }
         }
         Ok(statements)
     }
@@ -415,7 +441,7 @@ impl Store {
     /// The statements deleting rows superseded before `before` (wall clock): no answer still
     /// reads a block that old.
     pub(super) fn collect_garbage(&self, before: u64) -> Result<Vec<D1PreparedStatement>> {
-        ["agents", "status_buckets"]
+        ["agent_versions", "status_buckets"]
             .into_iter()
             .map(|table| {
                 self.statement(&format!("DELETE FROM {table} WHERE superseded_at < ?1"), vec![before.into()])
@@ -426,8 +452,18 @@ impl Store {
     /// Runs `statements` as one transaction.
     pub(super) async fn commit(&self, statements: Vec<D1PreparedStatement>) -> Result<()> {
         self.limits.spend(statements.len())?;
-        self.db.batch(statements).await?;
+        let results = self.db.batch(statements).await?;
+        let written: usize = results
+            .iter()
+            .filter_map(|result| result.meta().ok().flatten().and_then(|meta| meta.rows_written))
+            .sum();
+        self.rows_written.set(self.rows_written.get() + written as u64);
         Ok(())
+    }
+
+    /// Rows D1 reported written by this invocation's commits (its `meta.rows_written`).
+    pub(super) fn rows_written(&self) -> u64 {
+        self.rows_written.get()
     }
 
     /// The [`crate::routes`] answers' reads, at index block `block`.
@@ -440,8 +476,12 @@ impl Store {
         }
         let rows: Vec<Row> = self
             .all(self.statement(
+                // Each side ordered and limited on its own: the newest of both are among them.
                 &format!(
-                    "SELECT indexed FROM agents WHERE {HELD_AT} ORDER BY registered_at DESC, id DESC LIMIT ?2"
+                    "SELECT indexed FROM (SELECT * FROM (SELECT registered_at, id, indexed FROM agents \
+                     WHERE {CURRENT_AT} ORDER BY registered_at DESC, id DESC LIMIT ?2) \
+                     UNION ALL SELECT registered_at, id, indexed FROM agent_versions WHERE {VERSION_AT}) \
+                     ORDER BY registered_at DESC, id DESC LIMIT ?2"
                 ),
                 vec![block.into(), limit.into()],
             )?)
@@ -461,7 +501,11 @@ impl Store {
             return Ok(Vec::new());
         }
         self.items(
-            format!("SELECT item FROM agents WHERE {HELD_AT} AND id >= ?2 AND id < ?3 ORDER BY id"),
+            format!(
+                "SELECT id, item FROM agents WHERE {CURRENT_AT} AND id >= ?2 AND id < ?3 \
+                 UNION ALL SELECT id, item FROM agent_versions WHERE {VERSION_AT} AND id >= ?2 AND id < ?3 \
+                 ORDER BY id"
+            ),
             vec![block.into(), ids.start.into(), ids.end.into()],
         )
         .await
@@ -485,10 +529,13 @@ impl Store {
         self.items(
             format!(
                 "WITH counted AS (SELECT bucket, agents, sum(agents) OVER (ORDER BY bucket) AS through \
-                 FROM status_buckets WHERE status = ?2 AND {HELD_AT}), \
+                 FROM status_buckets WHERE status = ?2 AND {BUCKETS_AT}), \
                  start AS (SELECT bucket * {STATUS_BUCKET_IDS} AS first_id, ?4 - (through - agents) AS skip \
                  FROM counted WHERE through > ?4 ORDER BY bucket LIMIT 1) \
-                 SELECT item FROM agents WHERE status = ?2 AND {HELD_AT} AND id >= (SELECT first_id FROM start) \
+                 SELECT id, item FROM agents WHERE status = ?2 AND {CURRENT_AT} \
+                 AND id >= (SELECT first_id FROM start) \
+                 UNION ALL SELECT id, item FROM agent_versions WHERE status = ?2 AND {VERSION_AT} \
+                 AND id >= (SELECT first_id FROM start) \
                  ORDER BY id LIMIT ?3 OFFSET coalesce((SELECT skip FROM start), 0)"
             ),
             vec![block.into(), (status as u64).into(), limit.into(), offset.into()],
@@ -530,8 +577,11 @@ impl Store {
              max(position) AS last_position, last_attestation, id FROM ( \
                SELECT {item} AS item, row_number() OVER (ORDER BY last_attestation, id) AS position, \
                  last_attestation, id \
-               FROM agents WHERE {HELD_AT} AND (last_attestation, id) > (?2, ?3) \
-               ORDER BY last_attestation, id LIMIT ?4) \
+               FROM (SELECT id, creator, status, last_attestation, child_count FROM agents \
+                 WHERE {CURRENT_AT} AND (last_attestation, id) > (?2, ?3) \
+                 UNION ALL SELECT id, creator, status, last_attestation, child_count FROM agent_versions \
+                 WHERE {VERSION_AT} AND (last_attestation, id) > (?2, ?3) \
+                 ORDER BY last_attestation, id LIMIT ?4)) \
              GROUP BY (position - 1) / {COMPLIANCE_ITEMS_PER_GROUP} ORDER BY last_position",
             item = compliance_item_sql("?5"),
         );
@@ -561,9 +611,24 @@ pub(super) struct RenderedItems {
 }
 
 /// The ids of `ids` with no new row among `rows`: agents that leave the index.
-fn removed(ids: &BTreeSet<u64>, rows: &[(&IndexedAgent, u64)]) -> Vec<u64> {
-    let kept: BTreeSet<u64> = rows.iter().map(|(agent, _)| agent.record.agent_id).collect();
+fn removed(ids: &BTreeSet<u64>, rows: &[(&IndexedAgent, u64, Option<&IndexedAgent>)]) -> Vec<u64> {
+    let kept: BTreeSet<u64> = rows.iter().map(|(agent, ..)| agent.record.agent_id).collect();
     ids.difference(&kept).copied().collect()
+}
+
+/// The `SET` of an agent row's update: every column that is in no index, and of the indexed
+/// ones (status, `lastAttestation`, `registeredAt`) those `moved` says changed.
+fn upsert_set(moved: [bool; 3]) -> String {
+    let mut set = String::from(
+        "since = excluded.since, parent = excluded.parent, creator = excluded.creator, \
+         child_count = excluded.child_count, item = excluded.item, indexed = excluded.indexed",
+    );
+    for (column, moved) in ["status", "last_attestation", "registered_at"].into_iter().zip(moved) {
+        if moved {
+            set.push_str(&format!(", {column} = excluded.{column}"));
+        }
+    }
+    set
 }
 
 /// `value` as one JSON text parameter.
@@ -651,5 +716,30 @@ impl TallyRow {
             count: self.count,
             total,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An update names an indexed column only when its value moved: D1 bills an index entry for
+    /// each row whose write includes the column.
+    #[test]
+    fn updates_name_only_the_indexed_columns_that_moved() {
+        let unindexed = "since = excluded.since, parent = excluded.parent, creator = excluded.creator, \
+                         child_count = excluded.child_count, item = excluded.item, indexed = excluded.indexed";
+        assert_eq!(upsert_set([false, false, false]), unindexed);
+        assert_eq!(
+            upsert_set([false, true, false]),
+            format!("{unindexed}, last_attestation = excluded.last_attestation")
+        );
+        assert_eq!(
+            upsert_set([true, true, true]),
+            format!(
+                "{unindexed}, status = excluded.status, last_attestation = excluded.last_attestation, \
+                 registered_at = excluded.registered_at"
+            )
+        );
     }
 }

@@ -1,5 +1,6 @@
 //! The totals the index keeps by name, in a table of their own (`tallies`), not in the state
-//! row: revenue reports and their sum per currency and per category, and agents per generation.
+//! row: revenue reports and their sum per currency and per category, agents per generation, and
+//! the agents whose revenue history is unreadable (named in `revenueUnreadable`).
 //! Their number and their names' lengths are the registrants' choice (a registry with a million
 //! currencies, or one currency of 200 KB), so the state row, read by every answer and every
 //! run, holds only fixed-size counts of them ([`Names`]).
@@ -24,6 +25,8 @@ pub(crate) enum TallyKind {
     Currency = 0,
     Category = 1,
     Generation = 2,
+    /// An agent whose revenue history is unreadable (key: its id in decimal; count 1).
+    Unreadable = 3,
 }
 
 impl TryFrom<u8> for TallyKind {
@@ -34,6 +37,7 @@ impl TryFrom<u8> for TallyKind {
             0 => Ok(Self::Currency),
             1 => Ok(Self::Category),
             2 => Ok(Self::Generation),
+            3 => Ok(Self::Unreadable),
             _ => Err(()),
         }
     }
@@ -104,9 +108,11 @@ impl Names {
 
 /// The keys `agent` (as stored) counts under.
 fn keys_of(agent: &IndexedAgent) -> impl Iterator<Item = TallyKey> + '_ {
-    let sums = match &agent.revenue {
-        AgentRevenue::Read(sums) => Some(sums),
-        AgentRevenue::Unreadable => None,
+    let (sums, unreadable) = match &agent.revenue {
+        AgentRevenue::Read(sums) => (Some(sums), None),
+        AgentRevenue::Unreadable => {
+            (None, Some(TallyKey { kind: TallyKind::Unreadable, key: agent.record.agent_id.to_string() }))
+        }
     };
     let revenue = sums.into_iter().flat_map(|sums| {
         let currencies =
@@ -117,6 +123,7 @@ fn keys_of(agent: &IndexedAgent) -> impl Iterator<Item = TallyKey> + '_ {
     });
     std::iter::once(TallyKey { kind: TallyKind::Generation, key: agent.record.generation.to_string() })
         .chain(revenue)
+        .chain(unreadable)
 }
 
 /// The tallies a run loaded: each key its agents count under, and what the index held for it.
@@ -146,6 +153,10 @@ pub(super) async fn load<'a>(
             TallyKind::Generation => {
                 let generation = generation_of(&tally.key)?;
                 totals.generations.insert(generation, tally.count).map(|count| (count, U512::ZERO))
+            }
+            TallyKind::Unreadable => {
+                totals.unreadable.insert(number_of(&tally.key)?);
+                None
             }
         };
         loaded.held.insert(tally.key.clone(), tally);
@@ -177,9 +188,10 @@ pub(super) fn moved<'a>(
                 .ok()
                 .and_then(|generation: u64| totals.generations.get(&generation))
                 .map(|&count| (count, U512::ZERO)),
+            TallyKind::Unreadable => totals.unreadable.contains(&number_of(key)?).then_some((1, U512::ZERO)),
         };
         let held = loaded.held.get(key);
-        let named = key.kind != TallyKind::Generation;
+        let named = matches!(key.kind, TallyKind::Currency | TallyKind::Category);
         match (held, now) {
             (Some(held), Some((count, total))) if (held.count, held.total) == (count, total) => {}
             (Some(_), Some((count, total))) => {
@@ -223,9 +235,14 @@ pub(super) fn moved<'a>(
 
 /// The generation a generation tally's key names.
 fn generation_of(key: &TallyKey) -> Result<u64> {
-    key.key
-        .parse()
-        .map_err(|_| Error::BadConfig(format!("the index's generation tally {} is not a number", key.key)))
+    number_of(key)
+}
+
+/// The number a generation's or an unreadable agent's key names.
+fn number_of(key: &TallyKey) -> Result<u64> {
+    key.key.parse().map_err(|_| {
+        Error::BadConfig(format!("the index's tally {} of kind {:?} is not a number", key.key, key.kind))
+    })
 }
 
 /// Fills `totals`' maps, by name, from every tally the index holds (for an answer).
@@ -235,6 +252,9 @@ pub(super) fn fill(totals: &mut Totals, tallies: Vec<Tally>) -> Result<()> {
             TallyKind::Generation => {
                 let generation = generation_of(&tally.key)?;
                 totals.generations.insert(generation, tally.count);
+            }
+            TallyKind::Unreadable => {
+                totals.unreadable.insert(number_of(&tally.key)?);
             }
             kind => {
                 let name = tally.name.ok_or_else(|| {

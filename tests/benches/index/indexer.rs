@@ -177,7 +177,8 @@ pub(crate) async fn steady(
         message = index["lastRun"]["message"].as_str().unwrap_or_default().to_owned();
         let block = index["block"].as_u64().expect("a complete index");
         let after = counts(worker);
-        let superseded = count(worker, &format!("SELECT count(*) AS n FROM agents WHERE until = {block}"));
+        let superseded =
+            count(worker, &format!("SELECT count(*) AS n FROM agent_versions WHERE until = {block}"));
         let inserted = count(worker, &format!("SELECT count(*) AS n FROM agents WHERE since = {block}"));
         let counts = count(
             worker,
@@ -187,7 +188,7 @@ pub(crate) async fn steady(
         let rows = Rows {
             superseded,
             inserted,
-            collected: (before.agents + inserted).saturating_sub(after.agents),
+            collected: (before.versions + superseded).saturating_sub(after.versions),
             touches: before.touches + after.touches,
             counts,
             state: 1,
@@ -352,15 +353,16 @@ fn next_random(state: &mut u64) -> u64 {
 }
 
 struct Counts {
-    agents: u64,
+    /// Superseded versions kept (`agent_versions`).
+    versions: u64,
     touches: u64,
 }
 
 fn counts(worker: &EdgeWorker) -> Counts {
     let row = &worker.query_index(
-        "SELECT (SELECT count(*) FROM agents) AS agents, (SELECT count(*) FROM touches) AS touches",
+        "SELECT (SELECT count(*) FROM agent_versions) AS versions, (SELECT count(*) FROM touches) AS touches",
     )[0];
-    Counts { agents: row["agents"].as_u64().unwrap_or(0), touches: row["touches"].as_u64().unwrap_or(0) }
+    Counts { versions: row["versions"].as_u64().unwrap_or(0), touches: row["touches"].as_u64().unwrap_or(0) }
 }
 
 fn count(worker: &EdgeWorker, sql: &str) -> u64 {

@@ -313,4 +313,22 @@ async fn a_history_past_the_gas_cap_is_named_not_fatal() {
             within("record")
         );
     }
+
+    // The registry index on the same node: the hog is held without revenue and named, in the
+    // tallies' table (kind 3), not in the state row, which stays fixed-size.
+    let mut vars = chain_vars(&node, registry);
+    vars.push(("INDEX_ANSWER_TTL_SECS", "0".into()));
+    let worker = EdgeWorker::start_indexed(&vars).await;
+    let api = worker.client();
+    worker.run_index().await;
+    let got = api.get("/api/v1/revenue/aggregate").await;
+    assert_eq!(got.header("x-index-fallback"), None, "from the index: {}", got.text);
+    assert_eq!(got.body, aggregate, "/revenue/aggregate from the index");
+    let detailed = api.get("/api/v1/stats/detailed").await;
+    assert_eq!(detailed.body["revenueUnreadable"], json!([HOG]), "/stats/detailed from the index");
+    let state =
+        worker.query_index("SELECT json_extract(value, '$.totals.unreadable') AS unreadable FROM state");
+    assert_eq!(state[0]["unreadable"], "[]", "the state row holds no list");
+    let listed = worker.query_index("SELECT key FROM tallies WHERE kind = 3");
+    assert_eq!(listed, vec![json!({"key": HOG.to_string()})], "the hog, in the tallies");
 }

@@ -225,6 +225,50 @@ pub(super) async fn assert_index_answers_as(
     block
 }
 
+/// The index's rows that held at index block `block` (current rows written at or before it, and
+/// superseded versions that held then) are the agents of the chain at `block`, each with its
+/// status and last attestation.
+async fn assert_rows_held_at(worker: &EdgeWorker, chain: &TestChain, block: u64) {
+    let held = worker.query_index(&format!(
+        "SELECT id, status, last_attestation FROM agents WHERE since <= {block} \
+         UNION ALL SELECT id, status, last_attestation FROM agent_versions WHERE since <= {block} \
+         AND until > {block} ORDER BY id"
+    ));
+    let held: Vec<(u64, u64, u64)> = held
+        .iter()
+        .map(|row| {
+            (
+                row["id"].as_u64().unwrap(),
+                row["status"].as_u64().unwrap(),
+                row["last_attestation"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let chain_at: Vec<(u64, u64, u64)> = snapshot_at(chain, block)
+        .await
+        .agents
+        .iter()
+        .map(|agent| (agent.agent_id, agent.status as u64, agent.last_attestation))
+        .collect();
+    assert_eq!(held, chain_at, "the rows held at block {block}");
+}
+
+/// The rows D1 reported written by the index's last run (its log line: local D1 counts a row
+/// and each index entry a write changes, as production bills them).
+async fn rows_written(worker: &EdgeWorker, api: &EdgeClient) -> u64 {
+    let block = health_index(api).await["block"].as_u64().expect("the index's block");
+    let start = format!("index run: block {block}:");
+    for _ in 0..50 {
+        let output = worker.output();
+        if let Some(line) = output.lines().rfind(|line| line.contains(&start)) {
+            let (_, tail) = line.rsplit_once(" D1 queries, ").expect("the run's counts");
+            return tail.split(' ').next().unwrap().parse().expect("rows written");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("no log line of the run at block {block}:\n{}", worker.output());
+}
+
 pub(super) async fn health_index(api: &EdgeClient) -> Value {
     api.get("/health").await.body["index"].clone()
 }
@@ -334,6 +378,11 @@ async fn the_index_fills_follows_every_write_undoes_reorganisations_and_survives
     assert_index_answers_as_the_chain(&api, &chain, &rpc, "register").await;
     write(&chain, creator_a, &AgentRegistry::attestComplianceCall { agentId: id(child) }).await;
     worker.run_index().await;
+    // D1's own count of the run's writes: the attested agent's version copied, its row and its
+    // `lastAttestation` index entry (3; the version's deletion 10 minutes later is the 4th), the
+    // touches (a log recorded, one leaving the window) and the state row.
+    let written = rows_written(&worker, &api).await;
+    assert!(written <= 3 + 2 + 1, "an attestation's run wrote {written} rows");
     assert_index_answers_as_the_chain(&api, &chain, &rpc, "attest").await;
     let report = AgentRegistry::reportRevenueCall {
         agentId: id(child),
@@ -345,6 +394,9 @@ async fn the_index_fills_follows_every_write_undoes_reorganisations_and_survives
     };
     write(&chain, creator_a, &report).await;
     worker.run_index().await;
+    // The report: the version, the row (no index entry), its currency's and category's tallies.
+    let written = rows_written(&worker, &api).await;
+    assert!(written <= 4 + 2 + 1, "a revenue report's run wrote {written} rows");
     assert_index_answers_as_the_chain(&api, &chain, &rpc, "report revenue").await;
     write(&chain, regulator, &AgentRegistry::suspendAgentCall { agentId: id(child) }).await;
     worker.run_index().await;
@@ -358,8 +410,10 @@ async fn the_index_fills_follows_every_write_undoes_reorganisations_and_survives
     write(&chain, creator_a, &AgentRegistry::terminateSelfCall { agentId: id(child) }).await;
     worker.run_index().await;
     assert_index_answers_as_the_chain(&api, &chain, &rpc, "terminate").await;
-    let rows =
-        worker.query_index(&format!("SELECT child_count FROM agents WHERE id = {root} AND until IS NULL"));
+    // Every row as an answer still reading the first fill's block sees it (the current rows
+    // from then, and the versions the runs since superseded): the chain at that block.
+    assert_rows_held_at(&worker, &chain, block).await;
+    let rows = worker.query_index(&format!("SELECT child_count FROM agents WHERE id = {root}"));
     assert_eq!(rows[0]["child_count"], 2, "the root's child count: its lineage child and the new one");
 
     // A reorganisation takes a registration and an attestation away: the next run undoes both.
@@ -412,7 +466,7 @@ async fn the_index_fills_follows_every_write_undoes_reorganisations_and_survives
     assert_index_answers_as_the_chain(&api, &chain, &rpc, "capped logs").await;
 
     // Over all of it, the index kept no more than its current rows and those superseded lately.
-    let current = worker.query_index("SELECT count(*) AS n FROM agents WHERE until IS NULL");
+    let current = worker.query_index("SELECT count(*) AS n FROM agents");
     assert_eq!(current[0]["n"], agents + 1);
     let touches = worker.query_index("SELECT min(block) AS low FROM touches");
     let head = chain.chain.provider().get_block_number().await.unwrap();
@@ -581,7 +635,7 @@ async fn status_pages_at_every_depth_equal_the_chain_as_agents_change_status() {
     let counts_kept = "SELECT status, bucket, agents FROM status_buckets WHERE until IS NULL AND agents > 0 \
                        ORDER BY status, bucket";
     let counts_recounted = "SELECT status, id / 256 AS bucket, count(*) AS agents FROM agents \
-                            WHERE until IS NULL GROUP BY status, id / 256 ORDER BY status, bucket";
+                            GROUP BY status, id / 256 ORDER BY status, bucket";
 
     let (_, compared) = compare_pages("after the fill").await;
     assert!(compared > 60, "{compared} pages");

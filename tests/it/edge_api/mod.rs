@@ -14,6 +14,7 @@ mod failures;
 mod hostile;
 mod index;
 mod index_attacks;
+mod index_stampede;
 mod interop;
 mod methods;
 mod pace;
