@@ -61,8 +61,20 @@ pub enum Error {
         /// The oldest batch kept.
         oldest: u64,
     },
-    /// The change feed needs the registry index's D1 binding, which this deployment lacks.
-    #[error("the change feed needs the registry index (D1 binding INDEX), which this deployment has not")]
+    /// `after` is well-formed but past the newest batch: no event this feed has written (a
+    /// cursor of another deployment, say). A 404 with SPEC's prefix, as a well-formed id that
+    /// names no agent is.
+    #[error("Agent not found: no event {after} in this change feed (its newest batch is {newest})")]
+    ChangesCursorUnknown {
+        /// The cursor as sent.
+        after: String,
+        /// The newest batch written (0: none yet).
+        newest: u64,
+    },
+    /// The change feed needs the registry index: its D1 binding, with its tables.
+    #[error(
+        "the change feed needs the registry index (D1 binding INDEX with its migrations applied), which this deployment has not"
+    )]
     FeedUnavailable,
     /// The Workers runtime failed (Cache API, KV, fetch plumbing).
     #[error("worker runtime: {0}")]
@@ -75,7 +87,8 @@ impl Error {
         match self {
             Self::Core(error) if error.is_bad_request() => 400,
             Self::Core(kya_core::Error::AgentNotFound(_) | kya_core::Error::AgentIdBeyondRegistry(_))
-            | Self::NoRoute(_) => 404,
+            | Self::NoRoute(_)
+            | Self::ChangesCursorUnknown { .. } => 404,
             Self::BadVerifyRequest(_) => 400,
             Self::MethodNotAllowed(_) | Self::VerifyMethodNotAllowed(_) => 405,
             Self::RateLimited { .. } => 429,
@@ -128,6 +141,8 @@ mod tests {
         assert_eq!(Error::AnswerTooLarge("x".into()).status(), 507);
         assert_eq!(Error::ChangesGone { oldest: 4 }.status(), 410);
         assert_eq!(Error::FeedUnavailable.status(), 503);
+        let unknown = Error::ChangesCursorUnknown { after: "9-0".into(), newest: 3 };
+        assert_eq!((unknown.status(), unknown.to_string().starts_with("Agent not found: ")), (404, true));
         assert_eq!(Error::from(kya_core::Error::BatchRefused("x".into())).status(), 502);
         assert_eq!(Error::ProviderFailed("x".into()).status(), 502);
         assert_eq!(Error::from(kya_core::Error::OutOfGas("x".into())).status(), 502);

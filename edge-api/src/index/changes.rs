@@ -20,13 +20,17 @@ const BATCHES_PER_PAGE: u64 = 16;
 /// The answer to `GET /api/v1/changes?…`.
 pub(crate) async fn answer(env: &Env, query: &ChangesQuery) -> Result<Response> {
     let store = Store::open(env).ok_or(Error::FeedUnavailable)?;
-    let held = store.feed_held().await?;
+    let held = store.feed_held().await.map_err(|error| {
+        // A deployment whose index tables were never created: the feed is not set up, which
+        // the request cannot help (503), not a fault of the Worker's.
+        if error.to_string().contains("no such table") { Error::FeedUnavailable } else { error }
+    })?;
     check_cursor(query.after, held).map_err(|unservable| match unservable {
         Unservable::Gone { oldest } => Error::ChangesGone { oldest },
-        Unservable::Unknown { .. } => Error::Core(kya_core::Error::InvalidQuery {
-            name: "after",
-            reason: "names no event this feed has written",
-        }),
+        Unservable::Unknown { newest } => Error::ChangesCursorUnknown {
+            after: query.after.map(|after| after.to_string()).unwrap_or_default(),
+            newest,
+        },
     })?;
     let from = match (query.after, held) {
         (Some(after), _) => after.batch,

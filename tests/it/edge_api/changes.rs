@@ -115,7 +115,10 @@ async fn the_feed_is_served_in_order_with_its_filters_cursors_and_retention() {
     let api = worker.client();
     assert_eq!(page(&api, "").await, json!({"events": [], "next": null, "more": false}), "an empty feed");
     let empty_after = api.get("/api/v1/changes?after=1-0").await;
-    assert_eq!(empty_after.status, 400, "{}", empty_after.text);
+    assert_eq!(
+        (empty_after.status, empty_after.body["error"].as_str()),
+        (404, Some("Agent not found: no event 1-0 in this change feed (its newest batch is 0)"))
+    );
 
     let batches = feed();
     let inserts: Vec<String> = batches
@@ -171,13 +174,18 @@ async fn the_feed_is_served_in_order_with_its_filters_cursors_and_retention() {
         "the standing once the reorganisation was applied"
     );
 
-    // Malformed and unknown cursors and filters are 400s that name the parameter.
+    // A cursor past the newest batch names no event (404); malformed ones and filters are 400s
+    // that name the parameter.
+    let unknown = api.get("/api/v1/changes?after=4-0").await;
+    assert_eq!(
+        (unknown.status, unknown.body["error"].as_str()),
+        (404, Some("Agent not found: no event 4-0 in this change feed (its newest batch is 3)"))
+    );
     for (query, message) in [
         (
             "?after=abc",
             "invalid query parameter 'after': must be an event id such as 12-0, as the feed gave it",
         ),
-        ("?after=4-0", "invalid query parameter 'after': names no event this feed has written"),
         ("?final=yes", "invalid query parameter 'final': must be true or false"),
         (
             "?type=agent.deleted",
