@@ -359,7 +359,13 @@ impl Store {
     }
 
     fn records_where(&self, condition: &str, values: &[Value]) -> Result<Vec<RelayRecord>> {
-        self.with(|connection| read_records(connection, condition, values))
+        self.with(|connection| {
+            // One snapshot: a relay's status and its transactions as one commit left them.
+            let mut snapshot = connection.snapshot()?;
+            let records = read_records(&mut snapshot, condition, values)?;
+            snapshot.commit()?;
+            Ok(records)
+        })
     }
 }
 
