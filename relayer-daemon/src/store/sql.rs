@@ -269,21 +269,6 @@ impl Connection {
         }
         Ok(Transaction { connection: self, done: false })
     }
-
-    /// A read-only transaction whose reads all see one moment: a relay's row and its
-    /// transactions' rows as one commit left them. On PostgreSQL, READ COMMITTED would give each
-    /// statement a snapshot of its own, so a replacement committed between two reads would show
-    /// its transaction beside the status before it; REPEATABLE READ gives the transaction one.
-    /// SQLite's deferred transaction reads one snapshot from its first read on.
-    pub(crate) fn snapshot(&mut self) -> Result<Transaction<'_>> {
-        match self {
-            Self::Sqlite(connection) => connection.execute_batch("BEGIN")?,
-            Self::Postgres(connection) => {
-                connection.client().batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
-            }
-        }
-        Ok(Transaction { connection: self, done: false })
-    }
 }
 
 /// `BEGIN` and the statements that take `locks`, in their order, as one batch. The values are

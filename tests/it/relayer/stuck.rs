@@ -58,8 +58,11 @@ async fn resume_mining(t: &TestChain) {
 }
 
 /// Whether the relay's latest transaction is the cancellation.
+/// The relay's last transaction is its cancellation, and its status says so (a relay is read in
+/// two statements: the transaction may show a moment before the status).
 fn is_cancelling(relay: &Value) -> bool {
     relay["transactions"].as_array().unwrap().last().unwrap()["kind"] == "cancel"
+        && relay["status"] != "replaced"
 }
 
 /// `tx` is a cancellation: a zero-value self-transfer of the `relayer` with a transfer's gas.
