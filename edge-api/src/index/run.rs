@@ -83,6 +83,14 @@ enum Step {
     Idle(String),
 }
 
+/// The sweep's agents for this run: its whole quota with the Cron Trigger's runs, once a minute;
+/// with the pacer's (many a minute), only in the first run of each minute, so the sweep reads
+/// what it read under the Cron Trigger, however often the pacer runs.
+fn sweep_now(settings: &crate::config::IndexConfig, state: &State, now: u64) -> u64 {
+    let paced = settings.interval_secs > 0 && settings.interval_secs < 60;
+    if paced && state.updated_at / 60 == now / 60 { 0 } else { settings.sweep_quota() }
+}
+
 fn now() -> u64 {
     Date::now().as_millis() / 1000
 }
@@ -167,8 +175,13 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
 
     let mut touched = carried;
     touched.extend(fresh_touches);
-    let mut planned =
-        plan(&touched, state.cursor, chain_next, settings.agents_per_run, settings.sweep_quota());
+    let mut planned = plan(
+        &touched,
+        state.cursor,
+        chain_next,
+        settings.agents_per_run,
+        sweep_now(&settings, &state, now()),
+    );
     let fresh = reads::indexed_agents(&rpc, registry, &planned.read, at).await?;
     let mut held = store.held(&planned.read.iter().copied().chain(planned.gone.clone()).collect()).await?;
     // As stored, within the run's bytes (a row, and the names it does not already count under,
