@@ -280,14 +280,7 @@ pub struct EdgeClient {
 
 impl EdgeClient {
     fn new(base: &str) -> Self {
-        kya_client::install_crypto_provider();
-        // wrangler dev closes a connection idle for a few seconds; a request sent on it just as
-        // it closes fails (`IncompleteMessage`). Pooled connections are dropped before that.
-        let http = reqwest::Client::builder()
-            .pool_idle_timeout(Duration::from_secs(1))
-            .build()
-            .expect("an HTTP client");
-        Self { base: base.to_owned(), http }
+        Self { base: base.to_owned(), http: crate::http_client() }
     }
 
     /// GET `path` from a fresh client IP.

@@ -88,11 +88,17 @@ impl TestChain {
     }
 }
 
-/// An HTTP client (HTTPS through rustls with ring, the process's provider installed first: see
-/// the client's `tls.rs`).
+/// An HTTP client (HTTPS through rustls with ring, the process's provider installed first:
+/// `kya_native_http::install_crypto_provider`).
 pub fn http_client() -> reqwest::Client {
     kya_client::install_crypto_provider();
-    reqwest::Client::new()
+    // Servers under test (wrangler dev among them) close a connection idle for a few seconds; a
+    // request sent on it just as it closes fails (`IncompleteMessage`). Pooled connections are
+    // dropped before that.
+    reqwest::Client::builder()
+        .pool_idle_timeout(std::time::Duration::from_secs(1))
+        .build()
+        .expect("an HTTP client")
 }
 
 /// The workspace root (the tests crate is one level below it).

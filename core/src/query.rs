@@ -109,7 +109,7 @@ impl RevenueQuery {
 pub const MAX_POSITION: u64 = 9_007_199_254_740_991;
 
 /// A page size: a positive integer, clamped to `max` however large it is.
-fn limit(value: &str, max: u64) -> Result<u64> {
+pub(crate) fn limit(value: &str, max: u64) -> Result<u64> {
     // Digits only once `whole` accepts it, so the one parse failure left is overflow: clamped.
     whole(value)
         .filter(|&number| number > 0)

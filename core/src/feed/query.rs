@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::{
     Error, Result,
     feed::{Cursor, Event, EventType, Finality},
-    query::{parse_agent_id, parse_wallet},
+    query::{limit, parse_agent_id, parse_wallet},
 };
 
 /// The default number of events of a page.
@@ -45,7 +45,7 @@ impl ChangesQuery {
         for (name, value) in pairs {
             match name {
                 "after" => query.after = Some(Cursor::parse(value, "after")?),
-                "limit" => query.limit = limit(value)?,
+                "limit" => query.limit = limit(value, CHANGES_MAX_LIMIT)?,
                 "wallet" => {
                     for wallet in list(value) {
                         query.wallets.insert(parse_wallet(wallet)?);
@@ -193,18 +193,6 @@ pub fn check_cursor(after: Option<Cursor>, held: Option<(u64, u64)>) -> Result<(
 
 fn list(value: &str) -> impl Iterator<Item = &str> {
     value.split(',').map(str::trim).filter(|part| !part.is_empty())
-}
-
-fn limit(value: &str) -> Result<u64> {
-    let invalid = Error::InvalidQuery { name: "limit", reason: "must be a positive integer" };
-    if value.is_empty() || !value.bytes().all(|byte| byte.is_ascii_digit()) {
-        return Err(invalid);
-    }
-    match value.parse::<u64>() {
-        Ok(0) => Err(invalid),
-        Ok(limit) => Ok(limit.min(CHANGES_MAX_LIMIT)),
-        Err(_) => Ok(CHANGES_MAX_LIMIT),
-    }
 }
 
 #[cfg(test)]
