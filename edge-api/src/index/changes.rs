@@ -84,16 +84,13 @@ impl Store {
             vec![Param::Number(from), Param::Number(count)],
         )?;
         let rows: Vec<Batch> = self.all(statement).await?;
-        rows.into_iter()
-            .map(|row| {
-                let events = serde_json::from_str(&row.events).map_err(|error| {
-                    Error::Runtime(worker::Error::RustError(format!(
-                        "feed batch {} does not decode: {error}",
-                        row.batch
-                    )))
-                })?;
-                Ok((row.batch, events))
-            })
-            .collect()
+        rows.into_iter().map(|row| Ok((row.batch, decode_events(row.batch, &row.events)?))).collect()
     }
+}
+
+/// The events of batch `batch`, stored as `text` (a JSON array of [`Event`]).
+pub(crate) fn decode_events(batch: u64, text: &str) -> Result<Vec<Event>> {
+    serde_json::from_str(text).map_err(|error| {
+        Error::Runtime(worker::Error::RustError(format!("feed batch {batch} does not decode: {error}")))
+    })
 }

@@ -12,10 +12,12 @@
 //! - `pace`: the Durable Object that runs it at the chain's pace, and the Cron Trigger's watchdog.
 //! - `serve`: the answers from the index, and when it must not answer.
 //! - `changes`: `GET /api/v1/changes`, pages of the change feed the runs append.
+//! - `outlets`: after each run, the feed's new batches handed to the stream and the webhooks.
 
 pub(crate) mod changes;
 mod follow;
 mod limits;
+pub(crate) mod outlets;
 mod pace;
 mod run;
 mod serve;

@@ -51,8 +51,14 @@ pub(crate) async fn run(env: &Env) {
         worker::console_warn!("no INDEX binding: the registry index is off");
         return;
     };
-    let config = Config::from_env(env);
-    let (ok, message) = match step(&store, &config).await {
+    run_once(&store, &Config::from_env(env)).await;
+    // On the run's own store, so its D1 queries count against the same invocation's limit.
+    super::outlets::after_run(&store).await;
+}
+
+/// One run on `store`: its step, then how it ended.
+async fn run_once(store: &Store, config: &Config) {
+    let (ok, message) = match step(store, config).await {
         // Committed with the rows: nothing more to write.
         Ok(Step::Committed(message)) => {
             worker::console_log!(
