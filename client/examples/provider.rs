@@ -88,7 +88,7 @@ async fn infer(
         }
         Verdict::Verified(signed) if !verdict.is_allowed() => answer(
             StatusCode::FORBIDDEN,
-            json!({ "error": signed.kya.decision(), "signer": signed.signer.to_checksum(None) }),
+            json!({ "error": signed.kya.decision(), "signer": signed.signature.signer.to_checksum(None) }),
         ),
         Verdict::Verified(signed) => {
             let agent_id = signed.kya.agent.as_ref().map(|agent| agent.agent_id);
@@ -96,7 +96,7 @@ async fn infer(
             let prompt: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
             answer(
                 StatusCode::OK,
-                json!({ "agentId": agent_id, "signer": signed.signer.to_checksum(None), "echo": prompt }),
+                json!({ "agentId": agent_id, "signer": signed.signature.signer.to_checksum(None), "echo": prompt }),
             )
         }
     }

@@ -86,15 +86,16 @@ pub(crate) fn verdict(style: Style, verdict: &Verdict) -> String {
     let standing = check(style, &signed.kya);
     let (decision, rows) = standing.split_once('\n').unwrap_or((&standing, ""));
     let mut out = format!("{decision}\n");
-    let _ = writeln!(out, "  signature    verified: {}", signed.keyid);
-    let _ = writeln!(out, "  nonce        {}", signed.nonce.as_deref().unwrap_or("none (replayable)"));
+    let _ = writeln!(out, "  signature    verified: {}", signed.signature.keyid);
+    let _ =
+        writeln!(out, "  nonce        {}", signed.signature.nonce.as_deref().unwrap_or("none (replayable)"));
     let _ = writeln!(
         out,
         "  valid        {} to {}",
-        kya_core::time::iso8601(signed.created),
-        kya_core::time::iso8601(signed.expires)
+        kya_core::time::iso8601(signed.signature.created),
+        kya_core::time::iso8601(signed.signature.expires)
     );
-    let _ = writeln!(out, "  covers       {}", signed.components.join(" "));
+    let _ = writeln!(out, "  covers       {}", signed.signature.components.join(" "));
     out.push_str(rows);
     out
 }

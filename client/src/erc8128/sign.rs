@@ -230,9 +230,9 @@ mod tests {
         else {
             panic!("verifies");
         };
-        assert_eq!(verified.signer, signer.address());
-        assert_eq!(verified.nonce.as_deref(), Some("n-1"));
-        assert_eq!(verified.components, ["@method", "@authority", "@path", "@query", "content-digest"]);
+        assert_eq!(verified.facts.signer, signer.address());
+        assert_eq!(verified.facts.nonce.as_deref(), Some("n-1"));
+        assert_eq!(verified.facts.components, ["@method", "@authority", "@path", "@query", "content-digest"]);
     }
 
     #[test]

@@ -3,9 +3,11 @@
 //! signature, claims its nonce once worldwide and reads the signer's KYA standing; the answer
 //! comes back as a [`Verdict`].
 
-use alloy::primitives::Address;
 use base64::Engine;
-use kya_core::{KyaDecision, KyaResult, erc8128::Refusal};
+use kya_core::{
+    KyaDecision, KyaResult,
+    erc8128::{Refusal, SignatureFacts},
+};
 use reqwest::header::HeaderMap;
 use serde::{Deserialize, Serialize, Serializer, ser::SerializeMap};
 use serde_json::{Map, Value, json};
@@ -135,25 +137,13 @@ pub enum Verdict {
     Refused(Refusal),
 }
 
-/// A verified signature and its signer's standing (a `"verified": true` answer).
+/// A verified signature and its signer's standing (a `"verified": true` answer): the signature's
+/// facts as core writes them for the API, and the signer's KYA standing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
 pub struct SignedBy {
-    /// The account that signed (the keyid's address).
-    #[serde(serialize_with = "kya_core::checksum::serialize")]
-    pub signer: Address,
-    /// The keyid as signed.
-    pub keyid: String,
-    /// The keyid's chain.
-    pub chain_id: u64,
-    /// When the signature was made (Unix seconds).
-    pub created: u64,
-    /// When it stops being valid (Unix seconds).
-    pub expires: u64,
-    /// Its nonce, now used.
-    pub nonce: Option<String>,
-    /// The covered components, in the signature's order.
-    pub components: Vec<String>,
+    /// What the signature says: signer, keyid, chain, window, nonce (now used), components.
+    #[serde(flatten)]
+    pub signature: SignatureFacts,
     /// The signer's KYA standing, as `GET /api/v1/kya/:wallet` gives it, at one block.
     pub kya: KyaResult,
 }

@@ -102,5 +102,5 @@ pub use sign::{
     RequestToSign, SignError, SignParams, SignedHeaders, sign_request, sign_request_for_account,
     sign_request_with_secret,
 };
-pub use verified::Verified;
+pub use verified::{SignatureFacts, Verified};
 pub use verify::{SignedRequest, Verification, VerifyPolicy, verify_request};

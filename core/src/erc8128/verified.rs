@@ -4,16 +4,16 @@
 //! [`super::erc1271`] once a contract account has accepted one.
 
 use alloy_primitives::Address;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::replay::ReplayGuard;
 
-/// A verified signature. Serialises as the fields of a `"verified": true` answer (`signer`,
-/// `keyid`, `chainId`, `created`, `expires`, `nonce`, `components`); the label and the replay
-/// guard are the caller's, not the answer's.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// What a verified signature says, as a `"verified": true` answer carries it (`signer`, `keyid`,
+/// `chainId`, `created`, `expires`, `nonce`, `components`): the Worker writes it and the client
+/// reads it with this one type.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Verified {
+pub struct SignatureFacts {
     /// The account that signed: the keyid's address (EIP-55 checksummed in JSON, as every
     /// address the API writes).
     #[serde(serialize_with = "crate::checksum::serialize")]
@@ -30,10 +30,16 @@ pub struct Verified {
     pub nonce: Option<String>,
     /// The covered components, in the signature's order.
     pub components: Vec<String>,
+}
+
+/// A verified signature: what it says, with what only the verifier needs (its label, and what
+/// the caller must still enforce against replay).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verified {
+    /// What the signature says (the answer's fields).
+    pub facts: SignatureFacts,
     /// The label of the verified signature.
-    #[serde(skip)]
     pub label: String,
     /// What the caller must enforce against replay before it acts on the request.
-    #[serde(skip)]
     pub replay: ReplayGuard,
 }

@@ -12,7 +12,7 @@ use super::keyid::KeyId;
 use super::refusal::{Reason, Refusal, malformed, unsupported};
 use super::replay::{NonceClaim, ReplayGuard, ReplayableCheck};
 use super::target::{Target, normalize_authority};
-use super::verified::Verified;
+use super::verified::{SignatureFacts, Verified};
 
 /// A request as the provider received it. Time is passed in: core reads no clock.
 #[derive(Debug, Clone, Copy)]
@@ -233,13 +233,15 @@ fn verified(selected: Selected, key: KeyId, hash: B256, policy: &VerifyPolicy) -
         }),
     };
     Verified {
-        signer: key.address,
-        keyid: selected.keyid,
-        chain_id: key.chain_id,
-        created: selected.created,
-        expires: selected.expires,
-        nonce: selected.nonce,
-        components: selected.components,
+        facts: SignatureFacts {
+            signer: key.address,
+            keyid: selected.keyid,
+            chain_id: key.chain_id,
+            created: selected.created,
+            expires: selected.expires,
+            nonce: selected.nonce,
+            components: selected.components,
+        },
         label: selected.label,
         replay,
     }

@@ -13,7 +13,9 @@ pub(crate) mod nonces;
 use alloy_primitives::Address;
 use kya_core::{
     BlockRef, KyaResult,
-    erc8128::{ReplayGuard, SignedRequest, Verification, Verified, VerifyPolicy, verify_request},
+    erc8128::{
+        ReplayGuard, SignatureFacts, SignedRequest, Verification, Verified, VerifyPolicy, verify_request,
+    },
 };
 use serde::Serialize;
 use worker::{Env, Request, Response};
@@ -61,12 +63,12 @@ pub(crate) async fn answer(
         // An EOA's signature is settled: read its standing and claim its nonce side by side.
         Verification::Verified(verified) => {
             let (read, fresh) =
-                futures::join!(reads::kya(rpc, registry, verified.signer), claim(env, &verified, now));
+                futures::join!(reads::kya(rpc, registry, verified.facts.signer), claim(env, &verified, now));
             if let Some(refusal) = fresh? {
                 return refused(&refusal);
             }
             let (block, agent) = read?;
-            let kya = KyaResult::of(verified.signer, agent.as_ref(), block.timestamp);
+            let kya = KyaResult::of(verified.facts.signer, agent.as_ref(), block.timestamp);
             (verified, block, kya)
         }
         // A contract account's stands on its own answer, read with its standing in one
@@ -80,7 +82,7 @@ pub(crate) async fn answer(
             if let Some(refusal) = claim(env, &verified, now).await? {
                 return refused(&refusal);
             }
-            let kya = KyaResult::of(verified.signer, agent.as_ref(), block.timestamp);
+            let kya = KyaResult::of(verified.facts.signer, agent.as_ref(), block.timestamp);
             (verified, block, kya)
         }
     };
@@ -107,10 +109,10 @@ fn accepted(verified: &Verified, block: BlockRef, kya: &KyaResult) -> Result<Res
     struct Accepted<'a> {
         verified: bool,
         #[serde(flatten)]
-        signature: &'a Verified,
+        signature: &'a SignatureFacts,
         kya: &'a KyaResult,
     }
-    let body = serde_json::to_string(&Accepted { verified: true, signature: verified, kya })
+    let body = serde_json::to_string(&Accepted { verified: true, signature: &verified.facts, kya })
         .map_err(|error| Error::Runtime(error.into()))?;
     let response = http::json(200, &body, "no-store")?;
     http::set_block(response.headers(), block)?;

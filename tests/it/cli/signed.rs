@@ -175,7 +175,7 @@ async fn serve(mut stream: TcpStream, verifier: &Verifier) {
             let prompt: Value = serde_json::from_slice(&body).unwrap_or_default();
             json!({
                 "agentId": signed.kya.agent.as_ref().map(|agent| agent.agent_id),
-                "signer": signed.signer.to_checksum(None),
+                "signer": signed.signature.signer.to_checksum(None),
                 "prompt": prompt["prompt"],
             })
         }

@@ -93,7 +93,7 @@ fn verifies_signatures_of_the_typescript_implementation() {
         );
     for req in [get, post] {
         let verified = req.verify().unwrap();
-        assert_eq!(verified.signer, SIGNER);
+        assert_eq!(verified.facts.signer, SIGNER);
         let input = &req.headers.iter().find(|(n, _)| n == "signature-input").unwrap().1;
         let signature = &req.headers.iter().find(|(n, _)| n == "signature").unwrap().1;
         let ours = req.personal_sign("eth", input.strip_prefix("eth=").unwrap());

@@ -209,7 +209,7 @@ fn contract_accounts_go_through_erc1271() {
     assert_eq!(pending.clone().complete(&[]).unwrap_err().reason, Reason::BadSignature);
     let mut magic = [0u8; 32];
     magic[..4].copy_from_slice(&ERC1271_MAGIC_VALUE);
-    assert_eq!(pending.complete(&magic).unwrap().signer, other);
+    assert_eq!(pending.complete(&magic).unwrap().facts.signer, other);
 }
 
 #[test]

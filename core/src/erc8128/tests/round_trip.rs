@@ -8,17 +8,20 @@ fn round_trip_with_body_and_query() {
     let body = br#"{"amount":"100"}"#;
     let req = Req::new("POST", "https://api.example.com/orders?x=1&y=two", Some(body)).signed(Some("n-1"));
     let verified = req.verify().unwrap();
-    assert_eq!(verified.signer, SIGNER);
-    assert_eq!(verified.keyid, keyid());
-    assert_eq!((verified.chain_id, verified.created, verified.expires), (CHAIN, CREATED, EXPIRES));
-    assert_eq!(verified.nonce.as_deref(), Some("n-1"));
-    assert_eq!(verified.components, ["@method", "@authority", "@path", "@query", "content-digest"]);
+    assert_eq!(verified.facts.signer, SIGNER);
+    assert_eq!(verified.facts.keyid, keyid());
+    assert_eq!(
+        (verified.facts.chain_id, verified.facts.created, verified.facts.expires),
+        (CHAIN, CREATED, EXPIRES)
+    );
+    assert_eq!(verified.facts.nonce.as_deref(), Some("n-1"));
+    assert_eq!(verified.facts.components, ["@method", "@authority", "@path", "@query", "content-digest"]);
     assert_eq!(verified.label, "eth");
     let ReplayGuard::Nonce(claim) = &verified.replay else { panic!("a nonce was signed") };
     assert_eq!(claim.key, format!("{}:n-1", keyid()));
     assert_eq!(claim.remember_until, EXPIRES + 60);
 
-    let json = serde_json::to_value(&verified).unwrap();
+    let json = serde_json::to_value(&verified.facts).unwrap();
     let mut keys: Vec<&str> = json.as_object().unwrap().keys().map(String::as_str).collect();
     keys.sort_unstable();
     assert_eq!(keys, ["chainId", "components", "created", "expires", "keyid", "nonce", "signer"]);
@@ -28,7 +31,7 @@ fn round_trip_with_body_and_query() {
 fn unknown_parameters_are_covered_and_ignored() {
     let req = Req::new("GET", GET, None).signed_as("eth", &member(";tag=\"kya\";x-ext=?1"));
     let verified = req.verify().unwrap();
-    assert_eq!(verified.nonce.as_deref(), Some("n1"));
+    assert_eq!(verified.facts.nonce.as_deref(), Some("n1"));
     // The parameter is in the base: changing it breaks the signature.
     let mut changed = req.clone();
     changed.headers[0].1 = changed.headers[0].1.replace("tag=\"kya\"", "tag=\"other\"");
@@ -137,7 +140,7 @@ fn extra_components_are_signed() {
     for (name, value) in signed.pairs() {
         req.headers.push((name.into(), value.into()));
     }
-    assert_eq!(req.verify().unwrap().components.last().map(String::as_str), Some("x-agent"));
+    assert_eq!(req.verify().unwrap().facts.components.last().map(String::as_str), Some("x-agent"));
     req.headers[0].1 = "kya/2".into();
     assert_eq!(req.reason(), Reason::BadSignature);
 }
@@ -159,7 +162,7 @@ proptest! {
             url.push_str(query);
         }
         let req = Req::new(&method, &url, body.as_deref()).signed(Some("p"));
-        prop_assert_eq!(req.verify().map(|v| v.signer), Ok(SIGNER));
+        prop_assert_eq!(req.verify().map(|v| v.facts.signer), Ok(SIGNER));
         if let Some(body) = body.filter(|b| !b.is_empty()) {
             let mut tampered = req.clone();
             let mut other = body.clone();
