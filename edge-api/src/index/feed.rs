@@ -4,8 +4,9 @@
 //! - **Settlements.** The provisional entries after `settled_through` are read (none when
 //!   nothing waits) and settled against the chain's hashes at their heights
 //!   (`kya_core::feed::run::settle_entries`): `final` once `FEED_FINALITY_DEPTH` blocks follow
-//!   theirs, `retracted` once another block stands at that height. One header (the highest
-//!   waiting entry's) tells whether anything was reorganised; only then are the others asked.
+//!   theirs, `retracted` once another block stands at that height. The highest waiting entry's
+//!   block tells whether anything was reorganised (its hash in the logs the run re-scanned, or
+//!   else its header); only then are the others' headers asked.
 //! - **Changes.** Each agent the run reads and writes (not those it puts off: the run that
 //!   reads them walks them) is walked from the row the index held, through its logs of the new
 //!   blocks, to the record read at the run's block (`changes_of_run`). After a reorganisation,
@@ -117,8 +118,10 @@ async fn walk(
     };
 
     // Headers: the new blocks' logs whose node gave no time, the highest waiting entry's block
-    // (is it still the chain's?), and the run's block.
+    // (is it still the chain's?) unless the re-scanned logs name its hash, and the run's block.
     let mut headers = Headers::default();
+    let hashes_in_logs: BTreeMap<u64, B256> =
+        run.logs.iter().map(|log| (log.touch.block, log.block_hash)).collect();
     let untimed = |from: u64| -> BTreeSet<u64> {
         run.logs
             .iter()
@@ -129,12 +132,16 @@ async fn walk(
     let highest =
         unsettled.iter().max_by_key(|entry| entry.change.block.number).map(|entry| entry.change.block);
     let mut asked = untimed(indexed.number + 1);
-    asked.extend(highest.map(|block| block.number));
+    asked.extend(
+        highest.filter(|block| !hashes_in_logs.contains_key(&block.number)).map(|block| block.number),
+    );
     if !asked.is_empty() {
         asked.insert(at.number);
     }
     headers.ask(rpc, asked).await?;
-    let reorganised = highest.is_some_and(|block| headers.hash(block.number) != Some(block.hash));
+    let reorganised = highest.is_some_and(|block| {
+        hashes_in_logs.get(&block.number).copied().or_else(|| headers.hash(block.number)) != Some(block.hash)
+    });
     if reorganised {
         let lowest = unsettled.iter().map(|entry| entry.change.block.number).min().unwrap_or(indexed.number);
         let mut asked: BTreeSet<u64> = unsettled.iter().map(|entry| entry.change.block.number).collect();
