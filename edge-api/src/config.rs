@@ -52,6 +52,9 @@ pub(crate) const DEFAULT_FEED_FINALITY_DEPTH: u64 = DEFAULT_INDEX_REORG_WINDOW;
 /// The shortest time the change feed keeps its batches, and the default of
 /// `FEED_RETENTION_SECS`: 7 days. A smaller value is raised to it.
 pub(crate) const MIN_FEED_RETENTION_SECS: u64 = 7 * 86_400;
+/// Agents whose attestation lapsed that one run walks at most, when `FEED_LAPSES_PER_RUN` is not
+/// set: the rest are the next runs', each expiry still at the first block a run saw past it.
+pub(crate) const DEFAULT_FEED_LAPSES_PER_RUN: u64 = 1_000;
 
 /// What the Worker reads from its environment on every request (vars are free to read).
 #[derive(Debug, Clone)]
@@ -110,6 +113,9 @@ pub(crate) struct FeedConfig {
     pub(crate) finality_depth: u64,
     /// Seconds a batch is kept (`FEED_RETENTION_SECS`, at least [`MIN_FEED_RETENTION_SECS`]).
     pub(crate) retention_secs: u64,
+    /// Agents whose attestation lapsed that a run walks at most (`FEED_LAPSES_PER_RUN`, at
+    /// least 1).
+    pub(crate) lapses_per_run: u64,
 }
 
 impl IndexConfig {
@@ -180,6 +186,7 @@ impl Config {
                     .and_then(|secs| secs.parse().ok())
                     .unwrap_or(MIN_FEED_RETENTION_SECS)
                     .max(MIN_FEED_RETENTION_SECS),
+                lapses_per_run: count("FEED_LAPSES_PER_RUN", DEFAULT_FEED_LAPSES_PER_RUN),
             },
             verify: VerifyPolicy {
                 clock_skew_secs: var("VERIFY_CLOCK_SKEW_SECS")

@@ -13,8 +13,10 @@
 //!   the new blocks' logs from the fork on are walked too, and the agents whose changes were
 //!   retracted are walked from their record at the block before the fork.
 //! - **Lapses.** Agents the run does not read whose `lastAttestation` plus the validity period
-//!   passed between the index's block time and the run's are found by the `agents` table's
-//!   `last_attestation` index, and walked with no logs: their `agent.attestation_expired`.
+//!   passed by the run's block time, from where the last run's search stopped (`lapses_from`),
+//!   are found by the `agents` table's `(last_attestation, id)` index, at most
+//!   `FEED_LAPSES_PER_RUN`, and walked with no logs from the last second their attestation was
+//!   current: their `agent.attestation_expired`.
 //! - **Retention.** Batches older than `FEED_RETENTION_SECS` are deleted from the oldest, a
 //!   bounded number at a time, never the newest.
 
@@ -22,12 +24,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use alloy_primitives::{Address, B256};
 use kya_core::{
-    Agent, BlockRef,
+    ATTESTATION_VALIDITY_SECS, Agent, BlockRef,
     feed::{
         Cursor, Event, EventBlock, Known, Standing, finality,
         run::{RunChanges, Settling, append, changes_of_run, settle_entries},
     },
-    index::{IndexedAgent, Lapse, lapsing},
+    index::{IndexedAgent, current_from},
     logs::AgentLogEntry,
 };
 use serde::Deserialize;
@@ -43,10 +45,6 @@ use crate::{Error, Result, config::FeedConfig, reads, rpc::Rpc};
 /// The most batches a run reads for the entries still waiting: the depth's worth of runs, and
 /// then some (a batch holds a run's entries).
 const UNSETTLED_BATCHES: u64 = 256;
-/// The most agents whose attestations lapse that one run walks; past it, the rest are in the
-/// run's message (a registry where more than this many agents were attested in the same two
-/// seconds a week before).
-const LAPSES_PER_RUN: u64 = 1_000;
 /// The most old batches one retention step deletes: more than a minute of runs writes.
 const RETENTION_BATCHES_PER_STEP: u64 = 64;
 
@@ -176,22 +174,29 @@ async fn walk(
         })
         .filter_map(|log| log.for_feed(log.block_time.or_else(|| headers.time(log.touch.block))?))
         .collect();
-    let lapsed = match lapsing(indexed.timestamp, at.timestamp) {
-        Lapse::Lapsed(range) if !range.is_empty() => store.lapsing(&range, LAPSES_PER_RUN + 1).await?,
-        _ => Vec::new(),
-    };
-    let lapses_past_cap = lapsed.len() as u64 > LAPSES_PER_RUN;
-    let lapsed: Vec<&IndexedAgent> = lapsed
-        .iter()
-        .take(LAPSES_PER_RUN as usize)
-        .filter(|agent| !run.read.contains_key(&agent.record.agent_id))
-        .collect();
-    let mut before: BTreeMap<u64, Option<Known>> =
+    // Lapses, from where the last run's search stopped up to the attestations that lapsed by
+    // the run's block time, at most `FEED_LAPSES_PER_RUN`: the rest are the next runs'.
+    let edge = current_from(at.timestamp);
+    let from = state.lapses_from.unwrap_or((current_from(indexed.timestamp), 0));
+    let lapsed =
+        if from.0 < edge { store.lapsing(from, edge, config.lapses_per_run).await? } else { Vec::new() };
+    let lapses_past_cap = lapsed.len() as u64 >= config.lapses_per_run;
+    state.lapses_from = Some(match lapsed.last() {
+        Some(last) if lapses_past_cap => (last.record.last_attestation, last.record.agent_id + 1),
+        _ if edge > from.0 => (edge, 0),
+        _ => from,
+    });
+    let before: BTreeMap<u64, Option<Known>> =
         run.read.keys().map(|id| (*id, run.held.get(id).map(|held| Known::of(&held.agent.record)))).collect();
     let mut after = run.read.clone();
-    for agent in &lapsed {
-        before.insert(agent.record.agent_id, Some(Known::of(&agent.record)));
-        after.insert(agent.record.agent_id, Some(&agent.record));
+    let mut rewound = rewound;
+    // Each walked from the last second its attestation was current: a run behind the moment
+    // (the search was capped) still shows the expiry, at its own block.
+    for agent in lapsed.iter().filter(|agent| !run.read.contains_key(&agent.record.agent_id)) {
+        let record = &agent.record;
+        let current_until = record.last_attestation.saturating_add(ATTESTATION_VALIDITY_SECS);
+        rewound.insert(record.agent_id, (Some(Known::of(record)), current_until));
+        after.insert(record.agent_id, Some(record));
     }
     let end = EventBlock {
         number: at.number,
@@ -231,7 +236,9 @@ async fn walk(
     }
     if lapses_past_cap {
         written.summary.push_str(&format!(
-            "; more than {LAPSES_PER_RUN} attestations lapsed: the rest are the next runs'"
+            "{}{} lapsed attestations walked, the rest are the next runs'",
+            if written.summary.is_empty() { "feed: " } else { "; " },
+            config.lapses_per_run
         ));
     }
     Ok(written)
@@ -304,18 +311,19 @@ impl Store {
         Ok(entries)
     }
 
-    /// The agents the index holds whose `lastAttestation` is in `range` (by the
-    /// `agents_by_attestation` index: the rows read are those found), at most `limit`.
-    async fn lapsing(&self, range: &std::ops::Range<u64>, limit: u64) -> Result<Vec<IndexedAgent>> {
+    /// The agents the index holds from (`lastAttestation`, id) `from` on whose `lastAttestation`
+    /// is before `edge`, in that order, at most `limit` (by the `agents_by_attestation` index:
+    /// the rows read are those found).
+    async fn lapsing(&self, from: (u64, u64), edge: u64, limit: u64) -> Result<Vec<IndexedAgent>> {
         #[derive(Deserialize)]
         struct Row {
             indexed: String,
         }
         let rows: Vec<Row> = self
             .all(self.statement(
-                "SELECT indexed FROM agents WHERE last_attestation >= ?1 AND last_attestation < ?2 \
-                 ORDER BY last_attestation, id LIMIT ?3",
-                vec![range.start.into(), range.end.into(), limit.into()],
+                "SELECT indexed FROM agents WHERE (last_attestation, id) >= (?1, ?2) \
+                 AND last_attestation < ?3 ORDER BY last_attestation, id LIMIT ?4",
+                vec![from.0.into(), from.1.into(), edge.into(), limit.into()],
             )?)
             .await?;
         rows.into_iter()

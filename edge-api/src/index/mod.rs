@@ -70,6 +70,10 @@ pub(crate) struct State {
     /// and a run reads no batch.
     #[serde(default)]
     pub(crate) feed_last: Option<kya_core::feed::Cursor>,
+    /// Where the feed's search for lapsed attestations resumes: the (`lastAttestation`, id) of
+    /// the first agent not walked yet (`None`: from the index's block time).
+    #[serde(default)]
+    pub(crate) lapses_from: Option<(u64, u64)>,
 }
 
 const fn first_batch() -> u64 {
@@ -90,6 +94,7 @@ impl Default for State {
             feed_next_batch: first_batch(),
             settled_through: None,
             feed_last: None,
+            lapses_from: None,
         }
     }
 }

@@ -170,6 +170,8 @@ async fn the_runs_write_every_change_lapse_retraction_and_confirmation_and_keep_
         ("INDEX_REORG_WINDOW", "8".to_owned()),
         // No sweep: agents no log touched are found for their lapses by the D1 query alone.
         ("INDEX_SWEEP_PER_RUN", "0".to_owned()),
+        // Two lapses a run: the third agent's is the next run's.
+        ("FEED_LAPSES_PER_RUN", "2".to_owned()),
         ("INDEX_ANSWER_TTL_SECS", "0".to_owned()),
         ("MEMORY_CACHE_BYTES", "0".to_owned()),
     ]);
@@ -285,7 +287,8 @@ async fn the_runs_write_every_change_lapse_retraction_and_confirmation_and_keep_
     assert_eq!(feed.new_events().await, json_of(&expected), "a revocation, two registrations, a suspension");
 
     // Time alone: past every attestation's validity, one empty block. Each agent's attestation
-    // expires at that block; only B, compliant until then, also stops being compliant.
+    // expires at that block; only B, compliant until then, also stops being compliant. A run
+    // walks two lapses: C's is the next run's, still at the first block a run saw past it.
     let provider = chain.chain.provider();
     let _: Value =
         provider.raw_request("evm_increaseTime".into(), (ATTESTATION_VALIDITY_SECS + 60,)).await.unwrap();
@@ -308,11 +311,16 @@ async fn the_runs_write_every_change_lapse_retraction_and_confirmation_and_keep_
             expired(a, attested_a, AgentStatus::Revoked),
             expired(b, registered_b.0.time, AgentStatus::Active),
             flip(b, lapsed_at, standing(AgentStatus::Active, false)),
-            expired(c, registered_c.0.time, AgentStatus::Suspended),
         ],
         none,
     );
     assert_eq!(feed.new_events().await, json_of(&expected), "lapses by time alone");
+    let message = health_index(&api).await["lastRun"]["message"].as_str().unwrap().to_owned();
+    assert!(message.ends_with("; 2 lapsed attestations walked, the rest are the next runs'"), "{message}");
+    worker.run_index().await;
+    assert_eq!(index_block(&api).await, lapse_block, "no new block");
+    let expected = model.run(lapse_block, &[expired(c, registered_c.0.time, AgentStatus::Suspended)], none);
+    assert_eq!(feed.new_events().await, json_of(&expected), "the third lapse, in the next run");
 
     // A reorganisation: B's attestation (block r) is taken away, and the other chain has C's
     // reactivation at the same height instead. The attestation's two entries are retracted,
