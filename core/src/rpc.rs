@@ -6,7 +6,7 @@
 //! call at that block, sent as JSON-RPC [`batches`] and decoded back in plan order.
 
 use alloy_json_rpc::{ErrorPayload, Id, Request, Response, ResponsePacket, ResponsePayload};
-use alloy_primitives::{Address, Bytes, U64, hex};
+use alloy_primitives::{Address, B256, Bytes, U64, hex};
 use alloy_sol_types::SolCall;
 use serde::{Deserialize, Serialize};
 
@@ -34,6 +34,45 @@ pub fn decode_pinned_block(body: &str) -> Result<BlockRef> {
     let header: Option<Header> = single_success(body)?;
     let header = header.ok_or_else(|| Error::Rpc("the node does not have the block".into()))?;
     Ok(BlockRef { number: header.number.to(), timestamp: header.timestamp.to() })
+}
+
+/// The bodies asking for the headers of blocks `numbers` (JSON-RPC ids `0..`, in order), sent
+/// as one batch, for [`decode_headers`]: the change feed's block hashes and times.
+pub fn header_requests(numbers: &[u64]) -> Vec<String> {
+    numbers
+        .iter()
+        .enumerate()
+        .map(|(index, number)| {
+            let request = Request::new(
+                "eth_getBlockByNumber",
+                Id::Number(index as u64),
+                (BlockTag::Number(*number).param(), false),
+            );
+            serde_json::to_string(&request).expect("a request of strings serialises")
+        })
+        .collect()
+}
+
+/// Each block [`header_requests`] asked for, with its hash, in the order asked: `None` where
+/// the node has no such block (the chain is not that high, after a reorganisation).
+pub fn decode_headers(answers: &[String], count: usize) -> Result<Vec<Option<(BlockRef, B256)>>> {
+    #[derive(Deserialize)]
+    struct Header {
+        number: U64,
+        timestamp: U64,
+        hash: B256,
+    }
+    results_by_id(answers, count)?
+        .into_iter()
+        .map(|result| {
+            let raw = result.map_err(|error| rpc_error(&error))?;
+            let header: Option<Header> = serde_json::from_str(raw.get())
+                .map_err(|error| Error::Decode(format!("a block header: {error}: {}", excerpt(raw.get()))))?;
+            Ok(header.map(|header| {
+                (BlockRef { number: header.number.to(), timestamp: header.timestamp.to() }, header.hash)
+            }))
+        })
+        .collect()
 }
 
 /// The block a read runs at.
@@ -647,5 +686,22 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn headers_are_asked_in_one_batch_and_read_back_by_id() {
+        let requests = header_requests(&[0x10, 0x11]);
+        let second: serde_json::Value = serde_json::from_str(&requests[1]).unwrap();
+        assert_eq!(second["id"], 1);
+        assert_eq!(second["params"], serde_json::json!(["0x11", false]));
+        let hash = format!("0x{}", "ab".repeat(32));
+        // Answered out of order, and the second block is missing.
+        let answer = format!(
+            r#"[{{"jsonrpc":"2.0","id":1,"result":null}},{{"jsonrpc":"2.0","id":0,"result":{{"number":"0x10","timestamp":"0x64","hash":"{hash}"}}}}]"#
+        );
+        assert_eq!(
+            decode_headers(&[answer], 2).unwrap(),
+            vec![Some((BlockRef { number: 16, timestamp: 100 }, B256::repeat_byte(0xab))), None]
+        );
     }
 }

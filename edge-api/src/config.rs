@@ -44,6 +44,18 @@ pub const DEFAULT_INDEX_INTERVAL_SECS: u64 = 2;
 /// the endpoints read the chain directly instead, and say so.
 pub const DEFAULT_INDEX_MAX_AGE_SECS: u64 = 600;
 
+/// Blocks that must follow a change's block before the change feed sends it again as `final`,
+/// when `FEED_FINALITY_DEPTH` is not set: the index's reorganisation window (64 blocks, two
+/// minutes on Base), so a change is final only once no reorganisation the index undoes can
+/// remove it.
+pub(crate) const DEFAULT_FEED_FINALITY_DEPTH: u64 = DEFAULT_INDEX_REORG_WINDOW;
+/// The shortest time the change feed keeps its batches, and the default of
+/// `FEED_RETENTION_SECS`: 7 days. A smaller value is raised to it.
+pub(crate) const MIN_FEED_RETENTION_SECS: u64 = 7 * 86_400;
+/// Agents whose attestation lapsed that one run walks at most, when `FEED_LAPSES_PER_RUN` is not
+/// set: the rest are the next runs', each expiry still at the first block a run saw past it.
+pub(crate) const DEFAULT_FEED_LAPSES_PER_RUN: u64 = 1_000;
+
 /// What the Worker reads from its environment on every request (vars are free to read).
 #[derive(Debug, Clone)]
 pub(crate) struct Config {
@@ -60,6 +72,8 @@ pub(crate) struct Config {
     pub(crate) memory_cache_bytes: usize,
     /// The registry index's settings.
     pub(crate) index: IndexConfig,
+    /// The change feed's settings (`FEED_*`).
+    pub(crate) feed: FeedConfig,
     /// What `POST /api/v1/kya/verify` accepts (`CHAIN_ID`, `VERIFY_*`).
     pub(crate) verify: VerifyPolicy,
     /// A short hash of the registry and the RPC endpoint, part of every cache key, so a changed
@@ -91,6 +105,19 @@ pub(crate) struct IndexConfig {
     pub(crate) interval_secs: u64,
 }
 
+/// The change feed's settings (`FEED_*`), for the index's runs that write it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FeedConfig {
+    /// Blocks after a change's block before it is `final` (`FEED_FINALITY_DEPTH`; 0: final as
+    /// soon as a later run finds its block still on the chain).
+    pub(crate) finality_depth: u64,
+    /// Seconds a batch is kept (`FEED_RETENTION_SECS`, at least [`MIN_FEED_RETENTION_SECS`]).
+    pub(crate) retention_secs: u64,
+    /// Agents whose attestation lapsed that a run walks at most (`FEED_LAPSES_PER_RUN`, at
+    /// least 1).
+    pub(crate) lapses_per_run: u64,
+}
+
 impl IndexConfig {
     /// Sweep agents a run reads: all its room without events.
     pub(crate) fn sweep_quota(&self) -> u64 {
@@ -105,7 +132,7 @@ thread_local! {
 
 impl Config {
     /// Reads `RPC_URL`, `REGISTRY_ADDRESS`, `RPC_BATCH_SIZE`, `MEMORY_CACHE_BYTES`, the `INDEX_*`
-    /// settings, `CHAIN_ID` and the `VERIFY_*` settings, and `MULTICALL_ADDRESS`; empty values count as unset, except `MULTICALL_ADDRESS`,
+    /// and `FEED_*` settings, `CHAIN_ID` and the `VERIFY_*` settings, and `MULTICALL_ADDRESS`; empty values count as unset, except `MULTICALL_ADDRESS`,
     /// which empty turns Multicall3 off.
     pub(crate) fn from_env(env: &Env) -> Rc<Self> {
         CONFIG.with(|config| Rc::clone(config.get_or_init(|| Rc::new(Self::read(env)))))
@@ -149,6 +176,17 @@ impl Config {
                 interval_secs: var("INDEX_INTERVAL_SECS")
                     .and_then(|secs| secs.parse().ok())
                     .unwrap_or(DEFAULT_INDEX_INTERVAL_SECS),
+            },
+            feed: FeedConfig {
+                finality_depth: var("FEED_FINALITY_DEPTH")
+                    .and_then(|blocks| blocks.parse().ok())
+                    .unwrap_or(DEFAULT_FEED_FINALITY_DEPTH),
+                // Less than the documented minimum is raised to it: clients are promised a week.
+                retention_secs: var("FEED_RETENTION_SECS")
+                    .and_then(|secs| secs.parse().ok())
+                    .unwrap_or(MIN_FEED_RETENTION_SECS)
+                    .max(MIN_FEED_RETENTION_SECS),
+                lapses_per_run: count("FEED_LAPSES_PER_RUN", DEFAULT_FEED_LAPSES_PER_RUN),
             },
             verify: VerifyPolicy {
                 clock_skew_secs: var("VERIFY_CLOCK_SKEW_SECS")

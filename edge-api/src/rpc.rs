@@ -15,7 +15,7 @@ use std::{
     time::Duration,
 };
 
-use alloy_primitives::Address;
+use alloy_primitives::{Address, B256};
 use futures::future::{LocalBoxFuture, try_join_all};
 use kya_core::{
     BlockRef, Error as CoreError,
@@ -23,8 +23,8 @@ use kya_core::{
     redact,
     retry::{self, Effect, Failure},
     rpc::{
-        BlockTag, CallPlan, Outcome, batch_body, batches, block_request, decode_pinned_block,
-        pin_block_request, whole_batch_error,
+        BlockTag, CallPlan, Outcome, batch_body, batches, block_request, decode_headers, decode_pinned_block,
+        header_requests, pin_block_request, whole_batch_error,
     },
 };
 use wasm_bindgen::JsValue;
@@ -70,6 +70,15 @@ impl Rpc<'_> {
     pub(crate) async fn block(&self, number: u64) -> Result<BlockRef> {
         let answer = self.post(block_request(BlockTag::Number(number))).await?;
         Ok(decode_pinned_block(&answer)?)
+    }
+
+    /// The headers of blocks `numbers`, asked in one batch: each block with its hash, `None`
+    /// where the node has no such block.
+    pub(crate) async fn headers(&self, numbers: &[u64]) -> Result<Vec<Option<(BlockRef, B256)>>> {
+        if numbers.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.exchange(&header_requests(numbers), |answers| decode_headers(answers, numbers.len())).await
     }
 
     /// One JSON-RPC request's answer, through the same transport as every read (retries,

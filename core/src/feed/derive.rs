@@ -74,6 +74,13 @@ impl Known {
     }
 }
 
+impl Standing {
+    /// The standing `agent`'s record gives at `time`, as `/kya/<wallet>` answers it.
+    pub const fn of(agent: &Agent, time: u64) -> Self {
+        Known::of(agent).standing(time)
+    }
+}
+
 /// One agent's way through a run: feed it the agent's logs in order, then [`Walk::settle`].
 #[derive(Debug, Clone)]
 pub struct Walk {

@@ -1,12 +1,19 @@
-//! What one run of the index adds to the feed: every agent's changes over the run, merged in
-//! block order ([`changes_of_run`]), then numbered into batches a D1 row each
-//! ([`into_batches`]).
+//! What one run of the index adds to the feed: the settlements of earlier provisional entries
+//! ([`settle_entries`]: confirmed once deep enough, retracted once their block is gone), every
+//! agent's changes over the run, merged in block order ([`changes_of_run`]), then all of it
+//! numbered into batches a D1 row each ([`append`], [`into_batches`]), with the feed's new
+//! `settled_through`.
 
 use std::collections::BTreeMap;
 
+use alloy_primitives::B256;
+
 use crate::{
     Agent,
-    feed::{AgentLog, Change, Cursor, Event, EventBlock, Known, Walk},
+    feed::{
+        AgentLog, Change, Cursor, Event, EventBlock, Known, Standing, Walk,
+        finality::{self, Settlement},
+    },
 };
 
 /// What a run knows of the agents it changed.
@@ -19,6 +26,10 @@ pub struct RunChanges<'a> {
     pub before: BTreeMap<u64, Option<Known>>,
     /// Each agent the run read, as read at the run's block (`None`: no such agent there).
     pub after: BTreeMap<u64, Option<&'a Agent>>,
+    /// Agents walked from a block before the index's instead (a reorganisation withdrew changes
+    /// of theirs): what they were there (`None`: not registered yet) and that block's time. They
+    /// take the place of `before`.
+    pub rewound: BTreeMap<u64, (Option<Known>, u64)>,
 }
 
 /// Every change of the run, in block order: each agent walked from what the index held, at
@@ -33,8 +44,12 @@ pub fn changes_of_run(run: &RunChanges<'_>, from_time: u64, end: EventBlock) -> 
     }
     let mut keyed = Vec::new();
     for (&agent_id, &after) in &run.after {
-        let before = run.before.get(&agent_id).copied().flatten();
-        let mut walk = Walk::new(agent_id, before, from_time);
+        let (before, time) = run
+            .rewound
+            .get(&agent_id)
+            .copied()
+            .unwrap_or_else(|| (run.before.get(&agent_id).copied().flatten(), from_time));
+        let mut walk = Walk::new(agent_id, before, time);
         for log in logs_of.get(&agent_id).into_iter().flatten() {
             walk.log(log);
         }
@@ -57,7 +72,18 @@ pub fn into_batches<T>(
     max_bytes: usize,
     make: impl Fn(Cursor, &T) -> Event,
 ) -> Vec<(u64, String)> {
+    numbered(entries, next_batch, max_bytes, make).0
+}
+
+/// [`into_batches`], with the id each entry got.
+fn numbered<T>(
+    entries: &[T],
+    next_batch: u64,
+    max_bytes: usize,
+    make: impl Fn(Cursor, &T) -> Event,
+) -> (Vec<(u64, String)>, Vec<Cursor>) {
     let mut batches = Vec::new();
+    let mut ids = Vec::with_capacity(entries.len());
     let mut current = String::new();
     let mut id = Cursor { batch: next_batch, index: 0 };
     for entry in entries {
@@ -71,13 +97,142 @@ pub fn into_batches<T>(
         }
         current.push(if id.index == 0 { '[' } else { ',' });
         current.push_str(&json);
+        ids.push(id);
         id.index += 1;
     }
     if id.index > 0 {
         current.push(']');
         batches.push((id.batch, current));
     }
-    batches
+    (batches, ids)
+}
+
+/// An entry a run appends, before its id is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Appending {
+    /// A change, first seen: `provisional`.
+    New(Change),
+    /// An earlier provisional entry whose block is deep enough: `final`.
+    Confirm(Event),
+    /// An earlier provisional entry whose block a reorganisation removed, with the agent's
+    /// standing once the reorganisation was applied: `retracted`.
+    Retract(Event, Standing),
+}
+
+impl Appending {
+    /// The entry at `id`.
+    pub const fn at(&self, id: Cursor) -> Event {
+        match self {
+            Self::New(change) => Event::provisional(id, *change),
+            Self::Confirm(provisional) => Event::confirmation(id, provisional),
+            Self::Retract(provisional, standing) => Event::retraction(id, provisional, *standing),
+        }
+    }
+}
+
+/// What becomes of the feed's unsettled entries in a run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Settling {
+    /// Their confirmations and retractions, in the entries' order.
+    pub settled: Vec<Appending>,
+    /// The entries still waiting for depth.
+    pub waiting: Vec<Event>,
+}
+
+impl Settling {
+    /// The lowest block a retraction withdraws: the chain was reorganised from there on, so the
+    /// agents whose changes it withdrew are walked again from the block before it.
+    pub fn fork(&self) -> Option<u64> {
+        self.settled
+            .iter()
+            .filter_map(|entry| match entry {
+                Appending::Retract(provisional, _) => Some(provisional.change.block.number),
+                _ => None,
+            })
+            .min()
+    }
+
+    /// How many entries it confirms and how many it retracts.
+    pub fn counts(&self) -> (usize, usize) {
+        let retracted = self.settled.iter().filter(|entry| matches!(entry, Appending::Retract(..))).count();
+        (self.settled.len() - retracted, retracted)
+    }
+
+    /// The agents whose changes a retraction withdraws.
+    pub fn retracted_agents(&self) -> std::collections::BTreeSet<u64> {
+        self.settled
+            .iter()
+            .filter_map(|entry| match entry {
+                Appending::Retract(provisional, _) => Some(provisional.change.agent_id),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// Settles `unsettled` (the feed's provisional entries no later entry settles, in order, as
+/// [`finality::unsettled`] finds them): `canonical` names the chain's hash at a height (`None`:
+/// the chain is not that high), blocks up to `final_block` are deep enough, and `standing`
+/// gives an agent's standing once a reorganisation is applied.
+pub fn settle_entries(
+    unsettled: &[Event],
+    canonical: impl Fn(u64) -> Option<B256>,
+    final_block: u64,
+    standing: impl Fn(u64) -> Standing,
+) -> Settling {
+    let mut settling = Settling::default();
+    for entry in unsettled {
+        match finality::settlement(entry, canonical(entry.change.block.number), final_block) {
+            Settlement::Confirm => settling.settled.push(Appending::Confirm(*entry)),
+            Settlement::Retract => {
+                settling.settled.push(Appending::Retract(*entry, standing(entry.change.agent_id)));
+            }
+            Settlement::Wait => settling.waiting.push(*entry),
+        }
+    }
+    settling
+}
+
+/// What a run appends to the feed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Appended {
+    /// The new batches: number and JSON array of events, each a D1 row.
+    pub batches: Vec<(u64, String)>,
+    /// The number the next batch takes.
+    pub next_batch: u64,
+    /// The last entry appended (`None`: none).
+    pub last: Option<Cursor>,
+    /// Every provisional entry up to here is settled: the next run reads the feed after it.
+    pub settled_through: Option<Cursor>,
+}
+
+/// The run's entries: `settling`'s settlements first (they concern earlier blocks), then
+/// `changes` (in block order), numbered into batches from `next_batch` of at most `max_bytes`
+/// each. `settled_through` was the feed's before the run.
+pub fn append(
+    settling: &Settling,
+    changes: &[Change],
+    next_batch: u64,
+    settled_through: Option<Cursor>,
+    max_bytes: usize,
+) -> Appended {
+    let entries: Vec<Appending> =
+        settling.settled.iter().copied().chain(changes.iter().copied().map(Appending::New)).collect();
+    let (batches, ids) = numbered(&entries, next_batch, max_bytes, |id, entry| entry.at(id));
+    let first_new = entries.iter().zip(&ids).find(|(entry, _)| matches!(entry, Appending::New(_)));
+    // The oldest entry still waiting: one of the earlier ones, or else the run's first change.
+    let waiting: Vec<Event> = match (settling.waiting.first(), first_new) {
+        (Some(first), _) => vec![*first],
+        (None, Some((entry, id))) => vec![entry.at(*id)],
+        (None, None) => Vec::new(),
+    };
+    Appended {
+        next_batch: batches.last().map_or(next_batch, |(batch, _)| batch + 1),
+        last: ids.last().copied(),
+        settled_through: finality::settled_through(&waiting, ids.last().copied().or(settled_through))
+            .max(settled_through),
+        batches,
+    }
 }
 
 #[cfg(test)]
@@ -124,6 +279,7 @@ mod tests {
                 (3, None),
             ]),
             after: BTreeMap::from([(1, Some(&one)), (2, Some(&two)), (3, Some(&three))]),
+            rewound: BTreeMap::new(),
         };
         let changes = changes_of_run(&run, 1_700_000_010, block(12));
         let order: Vec<(u64, EventType, u64)> =
@@ -154,6 +310,7 @@ mod tests {
             logs: &logs,
             before: BTreeMap::from([(1, Some(Known::of(&one)))]),
             after: BTreeMap::from([(1, Some(&one))]),
+            rewound: BTreeMap::new(),
         };
         let changes = changes_of_run(&run, 1_700_000_000, block(20));
         assert_eq!(changes.len(), 10);
@@ -177,5 +334,93 @@ mod tests {
             into_batches(&changes[..0], 1, max, |id, change: &Change| Event::provisional(id, *change))
                 .is_empty()
         );
+    }
+
+    /// A provisional entry of agent `agent_id` at block `number` whose hash ends in `hash`.
+    fn entry(batch: u64, index: u32, agent_id: u64, number: u64, hash: u8) -> Event {
+        let agent = sample_agent(agent_id, AgentStatus::Active, 1_700_000_000, 1_700_000_000);
+        Event::provisional(
+            Cursor { batch, index },
+            Change {
+                kind: EventType::RevenueReported,
+                agent_id,
+                wallet: agent.agent_wallet,
+                block: EventBlock { number, hash: B256::with_last_byte(hash), time: 1_700_000_000 + number },
+                log: None,
+                standing: Standing::of(&agent, 1_700_000_000),
+                detail: Detail::None {},
+            },
+        )
+    }
+
+    #[test]
+    fn a_run_appends_settlements_then_its_changes_and_moves_settled_through() {
+        // Blocks 10, 11, 12 as the feed saw them; the chain now has another block 12.
+        let earlier = [entry(1, 0, 1, 10, 0xa0), entry(1, 1, 2, 11, 0xa1), entry(2, 0, 3, 12, 0xa2)];
+        let canonical = |number: u64| match number {
+            10 => Some(B256::with_last_byte(0xa0)),
+            11 => Some(B256::with_last_byte(0xa1)),
+            12 => Some(B256::with_last_byte(0xb2)),
+            _ => None,
+        };
+        let now = |agent_id: u64| Standing { is_compliant: agent_id == 3, ..Standing::UNREGISTERED };
+        let settling = settle_entries(&earlier, canonical, 10, now);
+        assert_eq!(
+            settling.settled,
+            vec![Appending::Confirm(earlier[0]), Appending::Retract(earlier[2], now(3))]
+        );
+        assert_eq!(settling.waiting, vec![earlier[1]], "block 11 is not deep enough yet");
+        assert_eq!((settling.fork(), settling.retracted_agents()), (Some(12), [3].into()));
+        assert_eq!(settling.counts(), (1, 1));
+
+        let new = [entry(9, 9, 4, 13, 0xc3).change, entry(9, 9, 4, 14, 0xc4).change];
+        let appended = append(&settling, &new, 3, Some(Cursor { batch: 0, index: 0 }), 1 << 20);
+        assert_eq!(appended.next_batch, 4);
+        let events: Vec<Event> = serde_json::from_str(&appended.batches[0].1).unwrap();
+        let at = |index| Cursor { batch: 3, index };
+        assert_eq!(
+            events,
+            vec![
+                Event::confirmation(at(0), &earlier[0]),
+                Event::retraction(at(1), &earlier[2], now(3)),
+                Event::provisional(at(2), new[0]),
+                Event::provisional(at(3), new[1]),
+            ]
+        );
+        assert_eq!(appended.settled_through, Some(earlier[0].id), "block 11's entry still waits");
+        assert_eq!(appended.last, Some(at(3)));
+
+        // Nothing waits: settled through the last settlement, before the run's first change.
+        let settled = settle_entries(&earlier[..1], canonical, 10, now);
+        let appended = append(&settled, &new, 3, None, 1 << 20);
+        assert_eq!(appended.settled_through, Some(at(0)));
+        let appended = append(&settled, &[], 3, None, 1 << 20);
+        assert_eq!(appended.settled_through, Some(at(0)), "through the last entry");
+        // A run that appends nothing leaves the feed as it was.
+        let idle = append(&Settling::default(), &[], 5, Some(at(2)), 1 << 20);
+        assert_eq!((idle.batches.len(), idle.next_batch, idle.settled_through), (0, 5, Some(at(2))));
+        assert_eq!(idle.last, None);
+    }
+
+    #[test]
+    fn agents_whose_changes_were_retracted_are_walked_from_before_the_fork() {
+        // The index held agent 1 suspended (a suspension a reorganisation removed); at the block
+        // before the fork, and at the run's block, it is Active.
+        let active = sample_agent(1, AgentStatus::Active, 1_700_000_000, 1_700_000_000);
+        let suspended = Agent { status: AgentStatus::Suspended, ..active.clone() };
+        let mut run = RunChanges {
+            logs: &[],
+            before: BTreeMap::from([(1, Some(Known::of(&suspended)))]),
+            after: BTreeMap::from([(1, Some(&active))]),
+            rewound: BTreeMap::new(),
+        };
+        let walked_from_held = changes_of_run(&run, 1_700_000_020, block(20));
+        assert_eq!(
+            walked_from_held.iter().map(|change| change.kind).collect::<Vec<_>>(),
+            vec![EventType::StatusChanged, EventType::ComplianceChanged],
+            "from the held row, a correction"
+        );
+        run.rewound.insert(1, (Some(Known::of(&active)), 1_700_000_011));
+        assert_eq!(changes_of_run(&run, 1_700_000_020, block(20)), vec![], "nothing changed since the fork");
     }
 }

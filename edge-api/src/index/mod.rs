@@ -11,10 +11,13 @@
 //! - `run`: one bounded run of the indexer.
 //! - `pace`: the Durable Object that runs it at the chain's pace, and the Cron Trigger's watchdog.
 //! - `serve`: the answers from the index, and when it must not answer.
+//! - `feed`: a run's part of the change feed: the changes it derives, the settlements of
+//!   earlier entries, and the batches it appends with its rows.
 //! - `changes`: `GET /api/v1/changes`, pages of the change feed the runs append.
 //! - `outlets`: after each run, the feed's new batches handed to the stream and the webhooks.
 
 pub(crate) mod changes;
+mod feed;
 mod follow;
 mod limits;
 pub(crate) mod outlets;
@@ -36,7 +39,7 @@ use serde::{Deserialize, Serialize};
 /// The indexer's state, one JSON row of fixed size (its totals by name and the agents whose
 /// revenue is unreadable are in `tallies`; the maps and the set of [`Totals`] are empty here), written in the same D1 batch as the rows it describes, so
 /// a run killed midway leaves both as the previous run left them.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct State {
     /// The block the index reflects (its last run's); `None` before the first run.
@@ -56,6 +59,44 @@ pub(crate) struct State {
     pub(crate) names: tally::Names,
     /// How the last run ended.
     pub(crate) last_run: Option<RunOutcome>,
+    /// The number the change feed's next batch takes (from 1).
+    #[serde(default = "first_batch")]
+    pub(crate) feed_next_batch: u64,
+    /// Every provisional entry of the feed up to here is confirmed or retracted: a run reads
+    /// the feed after it for the entries still waiting (`None`: from the start).
+    #[serde(default)]
+    pub(crate) settled_through: Option<kya_core::feed::Cursor>,
+    /// The feed's last entry (`None`: none yet): when it is `settled_through`, nothing waits
+    /// and a run reads no batch.
+    #[serde(default)]
+    pub(crate) feed_last: Option<kya_core::feed::Cursor>,
+    /// Where the feed's search for lapsed attestations resumes: the (`lastAttestation`, id) of
+    /// the first agent not walked yet (`None`: from the index's block time).
+    #[serde(default)]
+    pub(crate) lapses_from: Option<(u64, u64)>,
+}
+
+const fn first_batch() -> u64 {
+    1
+}
+
+impl Default for State {
+    fn default() -> Self {
+        Self {
+            block: None,
+            head: 0,
+            updated_at: 0,
+            chain_next: 0,
+            cursor: Cursor::default(),
+            totals: Totals::default(),
+            names: tally::Names::default(),
+            last_run: None,
+            feed_next_batch: first_batch(),
+            settled_through: None,
+            feed_last: None,
+            lapses_from: None,
+        }
+    }
 }
 
 impl State {

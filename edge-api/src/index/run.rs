@@ -20,12 +20,12 @@ use kya_core::{
     BlockRef,
     index::{BucketMoves, IndexedAgent, Lapse, child_change, lapsing},
     index_plan::{bounded_end, changed_in_window, plan},
-    logs::{Touch, follow_range},
+    logs::{AgentLogEntry, Touch, follow_range},
 };
 use worker::{Date, Env};
 
 use super::{
-    RunOutcome, State, Store, follow,
+    RunOutcome, State, Store, feed, follow,
     store::{CHUNK_BYTES, Held, row_bytes},
     tally::{self, Loaded},
 };
@@ -93,8 +93,14 @@ enum Step {
 /// with the pacer's (many a minute), only in the first run of each minute, so the sweep reads
 /// what it read under the Cron Trigger, however often the pacer runs.
 fn sweep_now(settings: &crate::config::IndexConfig, state: &State, now: u64) -> u64 {
+    if first_of_minute(settings, state, now) { settings.sweep_quota() } else { 0 }
+}
+
+/// Whether this run is the first of its minute (every run is, under the Cron Trigger): what
+/// is done once a minute whatever the pace (the sweep, the feed's retention) is done in it.
+fn first_of_minute(settings: &crate::config::IndexConfig, state: &State, now: u64) -> bool {
     let paced = settings.interval_secs > 0 && settings.interval_secs < 60;
-    if paced && state.updated_at / 60 == now / 60 { 0 } else { settings.sweep_quota() }
+    !paced || state.updated_at / 60 != now / 60
 }
 
 fn now() -> u64 {
@@ -109,8 +115,8 @@ struct Followed {
     /// logs show that are not recorded yet.
     gone: Vec<Touch>,
     added: Vec<Touch>,
-    /// Logs of the blocks followed.
-    logs: usize,
+    /// Logs of the blocks followed (up to the run's block), for the change feed.
+    logs: Vec<AgentLogEntry>,
     /// `eth_getLogs` requests it took (more than one: a provider refused a range).
     requests: u32,
     /// Blocks past the index's whose logs the provider refused even alone.
@@ -147,8 +153,9 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
         && let Some(range) =
             follow_range(indexed.number, head.number, settings.reorg_window, settings.blocks_per_run)
     {
-        let follow::Followed { touched: touches, refused, requests } =
-            follow::touches(&rpc, registry, range.clone()).await?;
+        let follow::Followed { logs, refused, requests } =
+            follow::logs(&rpc, registry, range.clone()).await?;
+        let touches: Vec<Touch> = logs.iter().map(|log| log.touch).collect();
         let recorded = store.touches_since(*range.start()).await?;
         carried = changed_in_window(&recorded, &touches, indexed.number);
         let new: Vec<Touch> = touches.iter().filter(|touch| touch.block > indexed.number).copied().collect();
@@ -160,7 +167,7 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
             from: *range.start(),
             gone: recorded.difference(&touches).copied().collect(),
             added: touches.difference(&recorded).copied().collect(),
-            logs: touches.len(),
+            logs: logs.into_iter().filter(|log| log.touch.block <= end).collect(),
             requests,
             refused: refused.into_iter().filter(|block| (indexed.number + 1..=end).contains(block)).collect(),
         });
@@ -225,12 +232,24 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
     let mut new: BTreeMap<u64, Option<IndexedAgent>> =
         kept.into_iter().map(|agent| (agent.record.agent_id, Some(agent))).collect();
     new.extend(planned.gone.clone().map(|id| (id, None)));
+
+    // The change feed's part, from the agents as held and as read, before the rows move.
+    let now = now();
+    let run_feed = feed::RunFeed {
+        indexed: state.block,
+        at,
+        logs: followed.as_ref().map_or(&[], |followed| followed.logs.as_slice()),
+        read: new.iter().map(|(id, agent)| (*id, agent.as_ref().map(|agent| &agent.record))).collect(),
+        held: &held,
+    };
+    let retention_due = first_of_minute(&settings, &state, now);
+    let fed =
+        feed::write(store, &rpc, registry, &config.feed, &mut state, &run_feed, now, retention_due).await?;
     let (changes, bucket_moves, loaded) = apply(store, &mut state, &new, &mut held, at).await?;
     let mut names_count = state.names;
     let (tallies, tallies_gone) = tally::moved(&state.totals, &loaded, &names, &mut names_count)?;
     state.names = names_count;
 
-    let now = now();
     let ids: BTreeSet<u64> = changes.keys().copied().collect();
     let rows: Vec<(&IndexedAgent, u64, Option<&IndexedAgent>)> = changes
         .iter()
@@ -246,6 +265,7 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
     }
     statements.extend(store.write_tallies(&tallies, &tallies_gone)?);
     statements.extend(store.collect_garbage(now.saturating_sub(SUPERSEDED_KEEP_SECS))?);
+    statements.extend(fed.statements);
     let read = planned.read.len();
     state.block = Some(at);
     state.head = head.number;
@@ -253,7 +273,7 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
     state.chain_next = chain_next;
     state.cursor = planned.next;
     let logs = followed.as_ref().map_or(String::from("no logs followed"), |followed| {
-        let (logs, requests) = (followed.logs, followed.requests);
+        let (logs, requests) = (followed.logs.len(), followed.requests);
         format!("{logs} logs of blocks {} to {} in {requests} eth_getLogs", followed.from, at.number)
     });
     let fill = if state.complete_at().is_some() || planned.next.filled >= chain_next {
@@ -272,6 +292,9 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
             "; the provider refused the logs of block {} alone: every agent is read again",
             followed.refused.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
         ));
+    }
+    if !fed.summary.is_empty() {
+        message.push_str(&format!("; {}", fed.summary));
     }
     if deferred > 0 {
         message.push_str(&format!(

@@ -121,6 +121,11 @@ impl Store {
         Ok(statement.all().await?.results()?)
     }
 
+    /// D1's limits, as this invocation checks them.
+    pub(super) fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
     /// D1 queries this invocation made.
     pub(super) fn queries(&self) -> u32 {
         self.limits.spent()

@@ -11,6 +11,7 @@ mod changes;
 mod demo;
 mod expect;
 mod failures;
+mod feed;
 mod hostile;
 mod index;
 mod index_attacks;

@@ -1,0 +1,356 @@
+//! A run's part of the change feed (docs/change-feed.md): what it appends, in the same D1
+//! commit as the index's rows and state, so a run killed midway leaves both as they were.
+//!
+//! - **Settlements.** The provisional entries after `settled_through` are read (none when
+//!   nothing waits) and settled against the chain's hashes at their heights
+//!   (`kya_core::feed::run::settle_entries`): `final` once `FEED_FINALITY_DEPTH` blocks follow
+//!   theirs, `retracted` once another block stands at that height. The highest waiting entry's
+//!   block tells whether anything was reorganised (its hash in the logs the run re-scanned, or
+//!   else its header); only then are the others' headers asked.
+//! - **Changes.** Each agent the run reads and writes (not those it puts off: the run that
+//!   reads them walks them) is walked from the row the index held, through its logs of the new
+//!   blocks, to the record read at the run's block (`changes_of_run`). After a reorganisation,
+//!   the new blocks' logs from the fork on are walked too, and the agents whose changes were
+//!   retracted are walked from their record at the block before the fork.
+//! - **Lapses.** Agents the run does not read whose `lastAttestation` plus the validity period
+//!   passed by the run's block time, from where the last run's search stopped (`lapses_from`),
+//!   are found by the `agents` table's `(last_attestation, id)` index, at most
+//!   `FEED_LAPSES_PER_RUN`, and walked with no logs from the last second their attestation was
+//!   current: their `agent.attestation_expired`.
+//! - **Retention.** Batches older than `FEED_RETENTION_SECS` are deleted from the oldest, a
+//!   bounded number at a time, never the newest.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use alloy_primitives::{Address, B256};
+use kya_core::{
+    ATTESTATION_VALIDITY_SECS, Agent, BlockRef,
+    feed::{
+        Cursor, Event, EventBlock, Known, Standing, finality,
+        run::{RunChanges, Settling, append, changes_of_run, settle_entries},
+    },
+    index::{IndexedAgent, current_from},
+    logs::AgentLogEntry,
+};
+use serde::Deserialize;
+use worker::D1PreparedStatement;
+
+use super::{
+    State, Store,
+    limits::Param,
+    store::{CHUNK_BYTES, Held},
+};
+use crate::{Error, Result, config::FeedConfig, reads, rpc::Rpc};
+
+/// The most batches a run reads for the entries still waiting: the depth's worth of runs, and
+/// then some (a batch holds a run's entries).
+const UNSETTLED_BATCHES: u64 = 256;
+/// The most old batches one retention step deletes: more than a minute of runs writes.
+const RETENTION_BATCHES_PER_STEP: u64 = 64;
+
+/// What a run knows that the feed needs.
+pub(super) struct RunFeed<'a> {
+    /// The index's block before the run (`None`: the first run, which the feed starts after).
+    pub(super) indexed: Option<BlockRef>,
+    /// The run's block.
+    pub(super) at: BlockRef,
+    /// The registry's logs the run followed, up to its block.
+    pub(super) logs: &'a [AgentLogEntry],
+    /// The agents the run writes (read, not put off), as read at its block (`None`: gone).
+    pub(super) read: BTreeMap<u64, Option<&'a Agent>>,
+    /// The agents as the index held them before the run.
+    pub(super) held: &'a BTreeMap<u64, Held>,
+}
+
+/// What the feed adds to the run's commit.
+#[derive(Default)]
+pub(super) struct Written {
+    pub(super) statements: Vec<D1PreparedStatement>,
+    /// For the run's message (empty when the feed did not move).
+    pub(super) summary: String,
+}
+
+/// The feed's statements for one run, and `state`'s feed fields moved past them.
+#[expect(clippy::too_many_arguments, reason = "the run's parts, each needed")]
+pub(super) async fn write(
+    store: &Store,
+    rpc: &Rpc<'_>,
+    registry: Address,
+    config: &FeedConfig,
+    state: &mut State,
+    run: &RunFeed<'_>,
+    now: u64,
+    retention_due: bool,
+) -> Result<Written> {
+    let mut written = Written::default();
+    // The first run fills the index; the feed starts after it.
+    if let Some(indexed) = run.indexed {
+        written = walk(store, rpc, registry, config, state, run, indexed, now).await?;
+    }
+    // After the inserts: the newest batch, which it spares, is this run's if it wrote one.
+    if retention_due {
+        written.statements.push(store.feed_retention(now.saturating_sub(config.retention_secs))?);
+    }
+    Ok(written)
+}
+
+/// [`write`] after the first run: settlements, changes and lapses.
+#[expect(clippy::too_many_arguments, reason = "the run's parts, each needed")]
+async fn walk(
+    store: &Store,
+    rpc: &Rpc<'_>,
+    registry: Address,
+    config: &FeedConfig,
+    state: &mut State,
+    run: &RunFeed<'_>,
+    indexed: BlockRef,
+    now: u64,
+) -> Result<Written> {
+    let mut written = Written::default();
+    let at = run.at;
+
+    let unsettled = if state.settled_through < state.feed_last {
+        finality::unsettled(&store.feed_after(state.settled_through).await?)
+    } else {
+        Vec::new()
+    };
+
+    // Headers: the new blocks' logs whose node gave no time, the highest waiting entry's block
+    // (is it still the chain's?) unless the re-scanned logs name its hash, and the run's block.
+    let mut headers = Headers::default();
+    let hashes_in_logs: BTreeMap<u64, B256> =
+        run.logs.iter().map(|log| (log.touch.block, log.block_hash)).collect();
+    let untimed = |from: u64| -> BTreeSet<u64> {
+        run.logs
+            .iter()
+            .filter(|log| log.block_time.is_none() && log.touch.block >= from && log.touch.block <= at.number)
+            .map(|log| log.touch.block)
+            .collect()
+    };
+    let highest =
+        unsettled.iter().max_by_key(|entry| entry.change.block.number).map(|entry| entry.change.block);
+    let mut asked = untimed(indexed.number + 1);
+    asked.extend(
+        highest.filter(|block| !hashes_in_logs.contains_key(&block.number)).map(|block| block.number),
+    );
+    if !asked.is_empty() {
+        asked.insert(at.number);
+    }
+    headers.ask(rpc, asked).await?;
+    let reorganised = highest.is_some_and(|block| {
+        hashes_in_logs.get(&block.number).copied().or_else(|| headers.hash(block.number)) != Some(block.hash)
+    });
+    if reorganised {
+        let lowest = unsettled.iter().map(|entry| entry.change.block.number).min().unwrap_or(indexed.number);
+        let mut asked: BTreeSet<u64> = unsettled.iter().map(|entry| entry.change.block.number).collect();
+        asked.extend(untimed(lowest));
+        headers.ask(rpc, asked).await?;
+    }
+    let seen: BTreeMap<u64, B256> =
+        unsettled.iter().map(|entry| (entry.change.block.number, entry.change.block.hash)).collect();
+    let canonical = |number: u64| if reorganised { headers.hash(number) } else { seen.get(&number).copied() };
+    let standing = |agent_id: u64| match run.read.get(&agent_id) {
+        Some(Some(agent)) => Standing::of(agent, at.timestamp),
+        Some(None) => Standing::UNREGISTERED,
+        None => run
+            .held
+            .get(&agent_id)
+            .map_or(Standing::UNREGISTERED, |held| Standing::of(&held.agent.record, at.timestamp)),
+    };
+    let settling =
+        settle_entries(&unsettled, canonical, at.number.saturating_sub(config.finality_depth), standing);
+
+    // The walk: from the rows held (or, for agents whose changes were retracted, from the block
+    // before the fork), through the logs of the new blocks (and, after a reorganisation, of the
+    // other chain's blocks from the fork on).
+    let fork = settling.fork();
+    let rewound = rewind(rpc, registry, &settling, run).await?;
+    let logs: Vec<_> = run
+        .logs
+        .iter()
+        .filter(|log| {
+            let number = log.touch.block;
+            number <= at.number && (number > indexed.number || fork.is_some_and(|fork| number >= fork))
+        })
+        .filter_map(|log| log.for_feed(log.block_time.or_else(|| headers.time(log.touch.block))?))
+        .collect();
+    // Lapses, from where the last run's search stopped up to the attestations that lapsed by
+    // the run's block time, at most `FEED_LAPSES_PER_RUN`: the rest are the next runs'.
+    let edge = current_from(at.timestamp);
+    let from = state.lapses_from.unwrap_or((current_from(indexed.timestamp), 0));
+    let lapsed =
+        if from.0 < edge { store.lapsing(from, edge, config.lapses_per_run).await? } else { Vec::new() };
+    let lapses_past_cap = lapsed.len() as u64 >= config.lapses_per_run;
+    state.lapses_from = Some(match lapsed.last() {
+        Some(last) if lapses_past_cap => (last.record.last_attestation, last.record.agent_id + 1),
+        _ if edge > from.0 => (edge, 0),
+        _ => from,
+    });
+    let before: BTreeMap<u64, Option<Known>> =
+        run.read.keys().map(|id| (*id, run.held.get(id).map(|held| Known::of(&held.agent.record)))).collect();
+    let mut after = run.read.clone();
+    let mut rewound = rewound;
+    // Each walked from the last second its attestation was current: a run behind the moment
+    // (the search was capped) still shows the expiry, at its own block.
+    for agent in lapsed.iter().filter(|agent| !run.read.contains_key(&agent.record.agent_id)) {
+        let record = &agent.record;
+        let current_until = record.last_attestation.saturating_add(ATTESTATION_VALIDITY_SECS);
+        rewound.insert(record.agent_id, (Some(Known::of(record)), current_until));
+        after.insert(record.agent_id, Some(record));
+    }
+    let end = EventBlock {
+        number: at.number,
+        hash: headers.hash(at.number).unwrap_or_default(),
+        time: at.timestamp,
+    };
+    let mut changes =
+        changes_of_run(&RunChanges { logs: &logs, before, after, rewound }, indexed.timestamp, end);
+    // Changes no log made are at the run's block: its hash, if not asked yet.
+    if changes.iter().any(|change| change.block.number == at.number && change.block.hash == B256::ZERO) {
+        headers.ask(rpc, BTreeSet::from([at.number])).await?;
+        let hash = headers.hash(at.number).ok_or_else(|| {
+            kya_core::Error::Rpc(format!("the node has no block {} it just read at", at.number))
+        })?;
+        for change in changes.iter_mut().filter(|change| change.block.number == at.number) {
+            if change.block.hash == B256::ZERO {
+                change.block.hash = hash;
+            }
+        }
+    }
+
+    let appended = append(&settling, &changes, state.feed_next_batch, state.settled_through, CHUNK_BYTES);
+    for (batch, events) in &appended.batches {
+        written.statements.push(store.feed_insert(*batch, now, events)?);
+    }
+    state.feed_last = appended.last.or(state.feed_last);
+    state.feed_next_batch = appended.next_batch;
+    state.settled_through = appended.settled_through;
+
+    let (confirmed, retracted) = settling.counts();
+    if !appended.batches.is_empty() {
+        written.summary = format!(
+            "feed: {} changes, {confirmed} final, {retracted} retracted in {} batches",
+            changes.len(),
+            appended.batches.len()
+        );
+    }
+    if lapses_past_cap {
+        written.summary.push_str(&format!(
+            "{}{} lapsed attestations walked, the rest are the next runs'",
+            if written.summary.is_empty() { "feed: " } else { "; " },
+            config.lapses_per_run
+        ));
+    }
+    Ok(written)
+}
+
+/// The agents whose changes `settling` retracts that the run writes, each as it was at the
+/// block before the fork (`None`: not registered yet) with that block's time.
+async fn rewind(
+    rpc: &Rpc<'_>,
+    registry: Address,
+    settling: &Settling,
+    run: &RunFeed<'_>,
+) -> Result<BTreeMap<u64, (Option<Known>, u64)>> {
+    let ids: Vec<u64> =
+        settling.retracted_agents().into_iter().filter(|id| run.read.contains_key(id)).collect();
+    let Some(fork) = settling.fork().filter(|fork| *fork > 0 && !ids.is_empty()) else {
+        return Ok(BTreeMap::new());
+    };
+    let (block, next) = reads::next_agent_id(rpc, registry, Some(rpc.block(fork - 1).await?)).await?;
+    let registered: Vec<u64> = ids.iter().copied().filter(|id| *id < next).collect();
+    let agents = reads::indexed_agents(rpc, registry, &registered, block).await?;
+    let known: BTreeMap<u64, Known> =
+        agents.iter().map(|agent| (agent.record.agent_id, Known::of(&agent.record))).collect();
+    Ok(ids.into_iter().map(|id| (id, (known.get(&id).copied(), block.timestamp))).collect())
+}
+
+/// Block headers a run asked for.
+#[derive(Default)]
+struct Headers(BTreeMap<u64, Option<(BlockRef, B256)>>);
+
+impl Headers {
+    /// Asks for the headers of `numbers` not asked yet, in one batch.
+    async fn ask(&mut self, rpc: &Rpc<'_>, numbers: BTreeSet<u64>) -> Result<()> {
+        let numbers: Vec<u64> = numbers.into_iter().filter(|number| !self.0.contains_key(number)).collect();
+        let found = rpc.headers(&numbers).await?;
+        self.0.extend(numbers.into_iter().zip(found));
+        Ok(())
+    }
+
+    fn hash(&self, number: u64) -> Option<B256> {
+        self.0.get(&number).copied().flatten().map(|(_, hash)| hash)
+    }
+
+    fn time(&self, number: u64) -> Option<u64> {
+        self.0.get(&number).copied().flatten().map(|(block, _)| block.timestamp)
+    }
+}
+
+impl Store {
+    /// The feed's entries after `after` (all, for `None`), from at most [`UNSETTLED_BATCHES`]
+    /// batches.
+    async fn feed_after(&self, after: Option<Cursor>) -> Result<Vec<Event>> {
+        #[derive(Deserialize)]
+        struct Batch {
+            batch: u64,
+            events: String,
+        }
+        let from = after.map_or(1, |after| after.batch);
+        let rows: Vec<Batch> = self
+            .all(self.statement(
+                "SELECT batch, events FROM feed_batches WHERE batch >= ?1 ORDER BY batch LIMIT ?2",
+                vec![from.into(), UNSETTLED_BATCHES.into()],
+            )?)
+            .await?;
+        let mut entries = Vec::new();
+        for row in rows {
+            let events = super::changes::decode_events(row.batch, &row.events)?;
+            entries.extend(events.into_iter().filter(|event| after.is_none_or(|after| event.id > after)));
+        }
+        Ok(entries)
+    }
+
+    /// The agents the index holds from (`lastAttestation`, id) `from` on whose `lastAttestation`
+    /// is before `edge`, in that order, at most `limit` (by the `agents_by_attestation` index:
+    /// the rows read are those found).
+    async fn lapsing(&self, from: (u64, u64), edge: u64, limit: u64) -> Result<Vec<IndexedAgent>> {
+        #[derive(Deserialize)]
+        struct Row {
+            indexed: String,
+        }
+        let rows: Vec<Row> = self
+            .all(self.statement(
+                "SELECT indexed FROM agents WHERE (last_attestation, id) >= (?1, ?2) \
+                 AND last_attestation < ?3 ORDER BY last_attestation, id LIMIT ?4",
+                vec![from.0.into(), from.1.into(), edge.into(), limit.into()],
+            )?)
+            .await?;
+        rows.into_iter()
+            .map(|row| {
+                serde_json::from_str(&row.indexed)
+                    .map_err(|error| Error::BadConfig(format!("an index row does not decode: {error}")))
+            })
+            .collect()
+    }
+
+    /// The statement appending batch `batch` (a JSON array of events) at wall-clock `now`.
+    fn feed_insert(&self, batch: u64, now: u64, events: &str) -> Result<D1PreparedStatement> {
+        self.limits().check_row("feed_batches", batch, events.len() + 16)?;
+        self.statement(
+            "INSERT INTO feed_batches (batch, created_at, events) VALUES (?1, ?2, ?3)",
+            vec![batch.into(), now.into(), Param::Text(events.to_owned())],
+        )
+    }
+
+    /// The statement deleting batches written before `before`, from the oldest, at most
+    /// [`RETENTION_BATCHES_PER_STEP`], never the newest: it reads those oldest rows by the key,
+    /// whatever the feed's length.
+    fn feed_retention(&self, before: u64) -> Result<D1PreparedStatement> {
+        self.statement(
+            "DELETE FROM feed_batches WHERE batch IN (SELECT batch FROM feed_batches ORDER BY batch LIMIT ?2) \
+             AND created_at < ?1 AND batch < (SELECT max(batch) FROM feed_batches)",
+            vec![before.into(), RETENTION_BATCHES_PER_STEP.into()],
+        )
+    }
+}
