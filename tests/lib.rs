@@ -17,6 +17,7 @@ pub mod policy_wallet;
 pub mod provider_shapes;
 pub mod relayer_fixture;
 pub mod rpc_proxy;
+pub mod sse_listener;
 pub mod tls_proxy;
 pub mod webhook_receiver;
 pub mod worker_profile;

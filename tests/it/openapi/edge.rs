@@ -7,7 +7,7 @@ use kya_tests::{
     repo_root,
 };
 
-/// Examples per operation: GET, HEAD and OPTIONS of the 11 paths and their boundary cases in
+/// Examples per operation: GET, HEAD and OPTIONS of the 12 paths and their boundary cases in
 /// under half a minute here.
 const MAX_EXAMPLES: u32 = 25;
 
