@@ -75,8 +75,12 @@ impl Store {
             oldest: Option<u64>,
             newest: Option<u64>,
         }
-        let statement =
-            self.statement("SELECT MIN(batch) AS oldest, MAX(batch) AS newest FROM feed_batches", vec![])?;
+        // One subquery each: SQLite answers a lone MIN or MAX of the key from one end of it,
+        // but both in one SELECT scan the table (D1 counted every batch kept as a row read).
+        let statement = self.statement(
+            "SELECT (SELECT MIN(batch) FROM feed_batches) AS oldest, (SELECT MAX(batch) FROM feed_batches) AS newest",
+            vec![],
+        )?;
         let rows: Vec<Held> = self.all(statement).await?;
         Ok(rows.first().and_then(|held| held.oldest.zip(held.newest)))
     }
