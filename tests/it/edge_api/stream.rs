@@ -196,6 +196,70 @@ async fn listeners_get_each_event_once_in_order_with_filters_resumes_and_heartbe
     let mut from_query = open(&worker, "?after=3-3&agentId=1").await;
     receives(&mut from_query, &messages(&[all[9]]), "after= with a filter").await;
 
+    // The client's follower pages to the end, then follows the stream; so does `kya watch`.
+    let of_agent_2 = |after: Option<Cursor>| kya_core::feed::ChangesQuery {
+        after,
+        limit: 2,
+        agent_ids: [2].into(),
+        ..Default::default()
+    };
+    let mut follower = kya_client::ChangeFollower::streaming(
+        kya_client::ApiClient::new(&worker.base).unwrap(),
+        of_agent_2(None),
+    );
+    let mut followed = Vec::new();
+    for _ in 0..4 {
+        followed.push(tokio::time::timeout(PATIENCE, follower.next()).await.expect("in time").unwrap());
+    }
+    assert_eq!(followed.iter().collect::<Vec<_>>(), [all[2], all[7], &expiry, &reactivated], "paged");
+    let next = tokio::spawn(async move { (follower.next().await, follower) });
+    let attested = |batch: u64, number: u64| {
+        Event::provisional(
+            Cursor { batch, index: 0 },
+            change(
+                EventType::Attested,
+                2,
+                B,
+                number,
+                Detail::Attested { attested_at: 1_780_000_000 + number },
+                COMPLIANT,
+            ),
+        )
+    };
+    write_batches(&worker, 6, &[vec![attested(6, 16)]]);
+    worker.run_index().await;
+    let (streamed, follower) = tokio::time::timeout(PATIENCE, next).await.expect("in time").unwrap();
+    assert_eq!(streamed.unwrap(), attested(6, 16), "streamed");
+    assert_eq!(follower.position(), Some(Cursor { batch: 6, index: 0 }));
+
+    let state = tempfile::tempdir().unwrap();
+    let cursor_file = state.path().join("cursor");
+    std::fs::write(&cursor_file, "4-0\n").unwrap();
+    let mut watch = tokio::process::Command::new(env!("CARGO_BIN_EXE_kya-under-test"))
+        .args(["--api", &worker.base, "--json", "watch", "--agent", "2", "--state"])
+        .arg(&cursor_file)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("kya runs");
+    let mut lines =
+        tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(watch.stdout.take().unwrap()));
+    let mut watched = Vec::new();
+    for _ in 0..2 {
+        watched.push(
+            tokio::time::timeout(PATIENCE, lines.next_line()).await.expect("in time").unwrap().unwrap(),
+        );
+    }
+    assert_eq!(watched, [reactivated.to_json(), attested(6, 16).to_json()], "paged from the state file");
+    // Caught up: the next event comes through the stream.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    write_batches(&worker, 7, &[vec![attested(7, 17)]]);
+    worker.run_index().await;
+    let line = tokio::time::timeout(PATIENCE, lines.next_line()).await.expect("in time").unwrap().unwrap();
+    assert_eq!(line, attested(7, 17).to_json(), "streamed");
+    assert_eq!(std::fs::read_to_string(&cursor_file).unwrap(), "7-0\n");
+    watch.kill().await.unwrap();
+
     // Past the retention: 410, whether the cursor comes as after= or as Last-Event-ID.
     worker.execute_index("DELETE FROM feed_batches WHERE batch = 1");
     let gone = serde_json::json!({"error": "Gone: the cursor is older than the change feed keeps (its oldest batch is 2); start again without after"});
