@@ -189,9 +189,12 @@ impl StreamShard {
             let listener = listeners.open.get_mut(&id).expect("a resuming listener is never dropped");
             opening.push_str(&listener.take(&resumed.events));
             let backlog = listener.backlog.take().unwrap_or_default();
-            opening.push_str(&listener.take(&backlog));
-            if !resumed.whole {
-                // Dropping its sender ends the stream after what it was given.
+            if resumed.whole {
+                opening.push_str(&listener.take(&backlog));
+            } else {
+                // Not the backlog: it is later than batches D1 still holds for this listener.
+                // Dropping its sender ends the stream after what it was given; it reconnects
+                // from there.
                 listeners.open.remove(&id);
             }
         }
