@@ -269,3 +269,42 @@ pub(super) fn stream_response(response: Response) -> Result<Response> {
     headers.set("x-accel-buffering", "no")?;
     Ok(response.with_headers(headers))
 }
+
+#[cfg(test)]
+mod tests {
+    use alloy_primitives::{Address, B256};
+    use kya_core::feed::{Change, Detail, EventBlock, EventType, Standing};
+
+    use super::*;
+
+    fn event(batch: u64, index: u32, agent_id: u64) -> Event {
+        Event::provisional(
+            Cursor { batch, index },
+            Change {
+                kind: EventType::Registered,
+                agent_id,
+                wallet: Address::repeat_byte(agent_id as u8),
+                block: EventBlock { number: batch, hash: B256::ZERO, time: 0 },
+                log: None,
+                standing: Standing { is_registered: true, is_compliant: false, status: None },
+                detail: Detail::None {},
+            },
+        )
+    }
+
+    #[test]
+    fn a_listener_is_offered_each_event_once_in_order_and_sent_what_it_selects() {
+        let (sender, _receiver) = mpsc::channel(4);
+        let query = ChangesQuery { agent_ids: [2].into(), ..ChangesQuery::default() };
+        let position = Some(Cursor { batch: 1, index: 0 });
+        let mut listener = Listener { query, position, sender, backlog: None };
+        let batch = [event(1, 0, 2), event(1, 1, 1), event(1, 2, 2)];
+        // 1-0 is its position already, 1-1 another agent's.
+        assert_eq!(listener.take(&batch), sse::message(&batch[2]));
+        assert_eq!(listener.position, Some(Cursor { batch: 1, index: 2 }));
+        assert_eq!(listener.take(&batch), "", "handed again (an outlet's retry): nothing twice");
+        assert_eq!(listener.take(&[event(2, 0, 1)]), "");
+        assert_eq!(listener.position, Some(Cursor { batch: 2, index: 0 }), "a skipped event moves it on");
+        assert_eq!(listener.take(&[event(1, 3, 2)]), "", "an older event, late: never out of order");
+    }
+}
