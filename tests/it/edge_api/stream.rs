@@ -14,7 +14,7 @@ use kya_core::{
     feed::{Cursor, Detail, Event, EventType},
 };
 use kya_tests::{
-    edge_fixture::EdgeWorker,
+    edge_fixture::{EdgeWorker, fresh_ip},
     sse_listener::{Message, Refused, SseListener},
 };
 use serde_json::Value;
@@ -277,4 +277,24 @@ async fn listeners_get_each_event_once_in_order_with_filters_resumes_and_heartbe
     assert_eq!(refused(&worker, "?after=1-2", None).await, (410, gone.clone()));
     assert_eq!(refused(&worker, "", Some("1-2")).await, (410, gone));
     assert_eq!(refused(&worker, "", Some("141-0")).await.0, 404);
+
+    // HEAD: the stream's status and headers, the cursor checked, no stream; OPTIONS: the
+    // preflight, which lets a browser send Last-Event-ID.
+    let api = worker.client();
+    let head = api.request("HEAD", &format!("{PATH}?after=2-0"), &fresh_ip(), &[]).await;
+    assert_eq!(
+        (head.status, head.header("content-type"), head.text.as_str()),
+        (200, Some("text/event-stream; charset=utf-8"), "")
+    );
+    assert_eq!(api.request("HEAD", &format!("{PATH}?after=1-0"), &fresh_ip(), &[]).await.status, 410);
+    let preflight = [
+        ("origin", "https://example.org"),
+        ("access-control-request-method", "GET"),
+        ("access-control-request-headers", "last-event-id"),
+    ];
+    let options = api.request("OPTIONS", PATH, &fresh_ip(), &preflight).await;
+    assert_eq!(
+        (options.status, options.header("access-control-allow-headers")),
+        (204, Some("Content-Type, If-None-Match, Last-Event-ID"))
+    );
 }
