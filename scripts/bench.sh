@@ -17,6 +17,8 @@
 #   verify.md         POST /api/v1/kya/verify against GET /api/v1/kya/:wallet, cold and warm: time,
 #                     RPC round trips, the Worker's CPU with the nonce store's Durable Object apart
 #                     (cargo bench -p kya-tests --bench verify, the Worker built with WASM_KEEP_NAMES=1)
+#   change-stream.md  GET /api/v1/changes/stream with 1, 100 and 1,000 listeners: D1 rows read,
+#                     latency to each listener (cargo bench -p kya-tests --bench stream)
 # BENCH_AGENTS=N sets the registry size of the system benchmark (default 1000; 10000 takes a
 # minute more to seed). BENCH_INDEX_AGENTS lists the index benchmark's sizes (default 1000; the
 # committed reports are 1000, 10000 and 100000: about 5, 5 and 33 minutes, the last with 8 of
@@ -41,3 +43,5 @@ cargo bench -p kya-tests --locked --bench cluster
 printf '\n==> ERC-8128 verification against a KYA read\n' >&2
 # The wasm's function names let the profiles tell the nonce store's Durable Object from the Worker.
 WASM_KEEP_NAMES=1 cargo bench -p kya-tests --locked --bench verify
+printf '\n==> The change feed stream with 1, 100 and 1,000 listeners\n' >&2
+cargo bench -p kya-tests --locked --bench stream

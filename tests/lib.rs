@@ -17,6 +17,7 @@ pub mod policy_wallet;
 pub mod provider_shapes;
 pub mod relayer_fixture;
 pub mod rpc_proxy;
+pub mod sse_listener;
 pub mod tls_proxy;
 pub mod webhook_receiver;
 pub mod worker_profile;
@@ -104,6 +105,24 @@ pub fn http_client() -> reqwest::Client {
 /// The workspace root (the tests crate is one level below it).
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
+}
+
+/// The commit a benchmark measured, and which files under `paths` differed from it (its report
+/// names both).
+pub fn commit_measured(paths: &[&str]) -> String {
+    let git = |args: &[&str]| {
+        let output =
+            std::process::Command::new("git").args(args).current_dir(repo_root()).output().expect("git runs");
+        String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    };
+    let head = git(&["rev-parse", "HEAD"]);
+    let changed = git(&[&["status", "--porcelain", "--"], paths].concat());
+    if changed.is_empty() {
+        format!("commit `{head}`")
+    } else {
+        let files: Vec<&str> = changed.lines().filter_map(|line| line.split_whitespace().last()).collect();
+        format!("commit `{head}` with uncommitted changes to {}", files.join(", "))
+    }
 }
 
 /// Runs the Python script `tests/<script>` in `.tools/venv` (installed by `scripts/bootstrap.sh`)

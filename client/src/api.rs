@@ -4,7 +4,7 @@
 use alloy::primitives::Address;
 use kya_core::{
     AgentStatus, KyaResult,
-    feed::{ChangesAnswer, ChangesQuery},
+    feed::{ChangesAnswer, ChangesQuery, Cursor},
     lineage::LineageNode,
     pagination::Page,
     stats::DetailedStats,
@@ -15,6 +15,7 @@ use crate::{
     Result,
     erc8128::{ReceivedRequest, Verdict},
     http::Service,
+    stream::ChangeStream,
 };
 
 /// Largest page `/agents` serves (SPEC.md section 8): paging through everything uses it.
@@ -102,6 +103,20 @@ impl ApiClient {
     /// One page of `GET /api/v1/changes`, the change feed ([`crate::ChangeFollower`] follows it).
     pub async fn changes(&self, query: &ChangesQuery) -> Result<ChangesAnswer> {
         self.service.get(&format!("/api/v1/changes?{}", query.to_query_string())).await
+    }
+
+    /// `GET /api/v1/changes/stream`: the events `query`'s filters select as they come, after
+    /// `last` (sent as `Last-Event-ID`; none: from the next event the index adds).
+    /// [`crate::ChangeFollower`] reconnects it when it ends.
+    pub async fn change_stream(&self, query: &ChangesQuery, last: Option<Cursor>) -> Result<ChangeStream> {
+        let filters = ChangesQuery { after: None, ..query.clone() };
+        let headers: Vec<(&str, String)> =
+            last.map(|last| ("last-event-id", last.to_string())).into_iter().collect();
+        let response = self
+            .service
+            .open(&format!("/api/v1/changes/stream?{}", filters.to_query_string()), &headers)
+            .await?;
+        Ok(ChangeStream::new(response, self.service.name))
     }
 
     /// `GET /api/v1/stats/detailed`.

@@ -1,23 +1,32 @@
-//! Following the change feed (`GET /api/v1/changes`, docs/change-feed.md): a typed iterator over
-//! its events that pages from a cursor, waits when it has caught up, and tells where to resume.
+//! Following the change feed (docs/change-feed.md): a typed iterator over its events that pages
+//! `GET /api/v1/changes` from a cursor until it has caught up, then follows the stream
+//! (`GET /api/v1/changes/stream`) or polls, and tells where to resume.
 
 use std::{collections::VecDeque, time::Duration};
 
 use kya_core::feed::{ChangesQuery, Cursor, Event};
 
-use crate::{ApiClient, Result};
+use crate::{ApiClient, ChangeStream, Error, Result};
+
+/// How long a follower waits before it reconnects a stream that ended (the stream's own `retry`).
+const RECONNECT: Duration = Duration::from_millis(kya_core::feed::sse::RECONNECT_MS);
 
 /// The events of the feed that `query` selects, from its cursor on, one at a time.
 ///
-/// It reads a page when it has no event left, and [`ChangeFollower::next`] waits `poll` between
-/// pages once it has caught up. [`ChangeFollower::position`] is where to start again (`after=`)
-/// to miss nothing and repeat nothing: the last event handed out, or past the events the filters
-/// skipped.
-#[derive(Debug, Clone)]
+/// It reads pages while it has no event left and the feed holds more. Once it has caught up,
+/// [`ChangeFollower::next`] follows the stream from where the pages stopped (built with
+/// [`ChangeFollower::streaming`]), reconnecting it with `Last-Event-ID` when it ends; or it waits
+/// `poll` between pages (built with [`ChangeFollower::new`], and for an API without the stream).
+/// [`ChangeFollower::position`] is where to start again (`after=`) to miss nothing and repeat
+/// nothing: the last event handed out, or past the events the filters skipped.
+#[derive(Debug)]
 pub struct ChangeFollower {
     api: ApiClient,
     query: ChangesQuery,
-    poll: Duration,
+    /// `None`: follow the stream once caught up.
+    poll: Option<Duration>,
+    /// The open stream, once the pages have caught up.
+    stream: Option<ChangeStream>,
     /// Read but not handed out yet.
     waiting: VecDeque<Event>,
     /// Where the last page ended (the next page's `after`).
@@ -27,19 +36,75 @@ pub struct ChangeFollower {
 }
 
 impl ChangeFollower {
-    /// Follows `query` from its `after` (none: from the oldest event kept) on `api`.
+    /// Follows `query` from its `after` (none: from the oldest event kept) on `api`, reading a
+    /// page every `poll` once caught up.
     pub fn new(api: ApiClient, query: ChangesQuery, poll: Duration) -> Self {
+        Self::with(api, query, Some(poll))
+    }
+
+    /// Follows `query` from its `after` (none: from the oldest event kept) on `api`, through the
+    /// stream once caught up.
+    pub fn streaming(api: ApiClient, query: ChangesQuery) -> Self {
+        Self::with(api, query, None)
+    }
+
+    fn with(api: ApiClient, query: ChangesQuery, poll: Option<Duration>) -> Self {
         let start = query.after;
-        Self { api, query, poll, waiting: VecDeque::new(), read_through: start, position: start }
+        Self {
+            api,
+            query,
+            poll,
+            stream: None,
+            waiting: VecDeque::new(),
+            read_through: start,
+            position: start,
+        }
     }
 
     /// The next event, waiting as long as it takes for one.
     pub async fn next(&mut self) -> Result<Event> {
         loop {
-            if let Some(event) = self.try_next().await? {
+            if self.stream.is_none()
+                && let Some(event) = self.try_next().await?
+            {
                 return Ok(event);
             }
-            tokio::time::sleep(self.poll).await;
+            match self.poll {
+                Some(poll) => tokio::time::sleep(poll).await,
+                None => {
+                    if let Some(event) = self.streamed().await? {
+                        return Ok(event);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The stream's next event: `None` when it ended (reconnected after [`RECONNECT`] on the
+    /// next call), or when the API has no stream (the follower polls from then on).
+    async fn streamed(&mut self) -> Result<Option<Event>> {
+        let stream = match &mut self.stream {
+            Some(stream) => stream,
+            None => match self.api.change_stream(&self.query, self.position).await {
+                Ok(stream) => self.stream.insert(stream),
+                // An API older than the stream: no route, so poll as before.
+                Err(Error::Api { status: 404, message, .. }) if message.contains("no resource at") => {
+                    self.poll = Some(RECONNECT);
+                    return Ok(None);
+                }
+                Err(error) => return Err(error),
+            },
+        };
+        match stream.next().await? {
+            Some(event) => {
+                self.position = Some(event.id);
+                Ok(Some(event))
+            }
+            None => {
+                self.stream = None;
+                tokio::time::sleep(RECONNECT).await;
+                Ok(None)
+            }
         }
     }
 

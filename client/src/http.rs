@@ -55,6 +55,26 @@ impl Service {
         self.send(self.http.post(self.url(path)).json(body)).await
     }
 
+    /// GET `path` with `headers`, the 2xx response left unread (a stream); an error status is
+    /// [`Error::Api`] with the service's message, as for [`Service::get`].
+    pub(crate) async fn open(&self, path: &str, headers: &[(&str, String)]) -> Result<reqwest::Response> {
+        let mut request = self.http.get(self.url(path));
+        for (name, value) in headers {
+            request = request.header(*name, value);
+        }
+        let response = request.send().await.map_err(|error| Error::Unreachable {
+            service: self.name,
+            url: kya_core::redact::url(&self.base),
+            reason: reason_of(&error),
+        })?;
+        let status = response.status().as_u16();
+        if !(200..300).contains(&status) {
+            let text = response.text().await.unwrap_or_default();
+            return Err(Error::Api { service: self.name, status, message: message_of(&text) });
+        }
+        Ok(response)
+    }
+
     fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }

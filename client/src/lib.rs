@@ -13,6 +13,7 @@ mod http;
 mod outcome;
 mod preset;
 mod relayer;
+mod stream;
 mod write;
 
 pub use api::{ApiClient, MAX_PAGE_SIZE};
@@ -42,6 +43,7 @@ pub use relayer::{
     Contracts, Domain, GasBudget, LaneStatus, NonceView, RelayStatus, RelayView, Relayed, RelayerClient,
     RelayerStatus, SentTransaction, Submitted,
 };
+pub use stream::ChangeStream;
 pub use write::{
     GAS_PER_CONSENT, Registration, RevenueReport, Write, capability_hash, cents, constitution_hash,
 };

@@ -8,6 +8,7 @@ import {
   NonceStore as RustNonceStore,
   IndexPacer as RustIndexPacer,
   RefreshLease as RustRefreshLease,
+  StreamShard as RustStreamShard,
 } from "../build/kya_edge_api.js";
 import wasmModule from "../build/kya_edge_api_bg.wasm";
 
@@ -64,6 +65,19 @@ export class RefreshLease extends DurableObject {
   constructor(ctx, env) {
     super(ctx, env);
     this.inner = new RustRefreshLease(ctx, env);
+  }
+
+  async fetch(request) {
+    return this.inner.fetch(request);
+  }
+}
+
+// A shard of the change feed's stream (edge-api/src/index/stream/shard.rs): holds its listeners'
+// open Server-Sent Events responses and writes to them the batches each index run hands it.
+export class StreamShard extends DurableObject {
+  constructor(ctx, env) {
+    super(ctx, env);
+    this.inner = new RustStreamShard(ctx, env);
   }
 
   async fetch(request) {

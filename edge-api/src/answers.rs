@@ -34,6 +34,7 @@ pub(crate) async fn answer(endpoint: &Endpoint, deps: &Deps<'_>) -> Result<Reply
         Endpoint::Health => return Err(Error::NoRoute("/health".into())),
         Endpoint::OpenApi => return Err(Error::NoRoute("/openapi.json".into())),
         Endpoint::Changes(_) => return Err(Error::NoRoute("/api/v1/changes".into())),
+        Endpoint::ChangesStream(_) => return Err(Error::NoRoute("/api/v1/changes/stream".into())),
         // The snapshot's answers are as old as the snapshot; every other answer reads the chain now.
         Endpoint::Stats
         | Endpoint::StatsDetailed

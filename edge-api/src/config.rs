@@ -55,6 +55,11 @@ pub(crate) const MIN_FEED_RETENTION_SECS: u64 = 7 * 86_400;
 /// Agents whose attestation lapsed that one run walks at most, when `FEED_LAPSES_PER_RUN` is not
 /// set: the rest are the next runs', each expiry still at the first block a run saw past it.
 pub(crate) const DEFAULT_FEED_LAPSES_PER_RUN: u64 = 1_000;
+/// Seconds between two heartbeat comments of `GET /api/v1/changes/stream` when
+/// `FEED_STREAM_HEARTBEAT_SECS` is not set: below the idle timeouts of common proxies (30 to 100 s).
+pub const DEFAULT_FEED_STREAM_HEARTBEAT_SECS: u64 = 15;
+/// Durable Objects holding the stream's listeners when `FEED_STREAM_SHARDS` is not set.
+pub const DEFAULT_FEED_STREAM_SHARDS: u64 = 4;
 
 /// What the Worker reads from its environment on every request (vars are free to read).
 #[derive(Debug, Clone)]
@@ -76,6 +81,8 @@ pub(crate) struct Config {
     pub(crate) feed: FeedConfig,
     /// What `POST /api/v1/kya/verify` accepts (`CHAIN_ID`, `VERIFY_*`).
     pub(crate) verify: VerifyPolicy,
+    /// The change feed's stream (`FEED_STREAM_*`).
+    pub(crate) stream: StreamConfig,
     /// A short hash of the registry and the RPC endpoint, part of every cache key, so a changed
     /// configuration never serves what the old one answered.
     pub(crate) cache_tag: String,
@@ -116,6 +123,15 @@ pub(crate) struct FeedConfig {
     /// Agents whose attestation lapsed that a run walks at most (`FEED_LAPSES_PER_RUN`, at
     /// least 1).
     pub(crate) lapses_per_run: u64,
+}
+
+/// The settings of `GET /api/v1/changes/stream` (`FEED_STREAM_*`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StreamConfig {
+    /// Seconds between two heartbeat comments (`FEED_STREAM_HEARTBEAT_SECS`, at least 1).
+    pub(crate) heartbeat_secs: u64,
+    /// Durable Objects the listeners are spread over (`FEED_STREAM_SHARDS`, at least 1).
+    pub(crate) shards: u64,
 }
 
 impl IndexConfig {
@@ -197,6 +213,10 @@ impl Config {
                 // which this Worker does not offer yet: a nonce is always required.
                 require_nonce: true,
                 ..VerifyPolicy::new(count("CHAIN_ID", BASE_SEPOLIA_CHAIN_ID))
+            },
+            stream: StreamConfig {
+                heartbeat_secs: count("FEED_STREAM_HEARTBEAT_SECS", DEFAULT_FEED_STREAM_HEARTBEAT_SECS),
+                shards: count("FEED_STREAM_SHARDS", DEFAULT_FEED_STREAM_SHARDS),
             },
             multicall: match raw("MULTICALL_ADDRESS") {
                 None => Some(MULTICALL3_ADDRESS.to_string()),

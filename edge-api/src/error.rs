@@ -71,6 +71,11 @@ pub enum Error {
         /// The newest batch written (0: none yet).
         newest: u64,
     },
+    /// `GET /api/v1/changes/stream` with a `Last-Event-ID` that is not an event id.
+    #[error(
+        "invalid Last-Event-ID header: must be an event id such as 12-0, as the feed gave it (got {0:?})"
+    )]
+    InvalidLastEventId(String),
     /// The change feed needs the registry index: its D1 binding, with its tables.
     #[error(
         "the change feed needs the registry index (D1 binding INDEX with its migrations applied), which this deployment has not"
@@ -89,7 +94,7 @@ impl Error {
             Self::Core(kya_core::Error::AgentNotFound(_) | kya_core::Error::AgentIdBeyondRegistry(_))
             | Self::NoRoute(_)
             | Self::ChangesCursorUnknown { .. } => 404,
-            Self::BadVerifyRequest(_) => 400,
+            Self::BadVerifyRequest(_) | Self::InvalidLastEventId(_) => 400,
             Self::MethodNotAllowed(_) | Self::VerifyMethodNotAllowed(_) => 405,
             Self::RateLimited { .. } => 429,
             Self::ChangesGone { .. } => 410,
@@ -141,6 +146,7 @@ mod tests {
         assert_eq!(Error::AnswerTooLarge("x".into()).status(), 507);
         assert_eq!(Error::ChangesGone { oldest: 4 }.status(), 410);
         assert_eq!(Error::FeedUnavailable.status(), 503);
+        assert_eq!(Error::InvalidLastEventId("x".into()).status(), 400);
         let unknown = Error::ChangesCursorUnknown { after: "9-0".into(), newest: 3 };
         assert_eq!((unknown.status(), unknown.to_string().starts_with("Agent not found: ")), (404, true));
         assert_eq!(Error::from(kya_core::Error::BatchRefused("x".into())).status(), 502);

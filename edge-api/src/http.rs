@@ -81,9 +81,9 @@ pub(crate) const METHODS: &str = "GET, HEAD, OPTIONS";
 /// The methods of `POST /api/v1/kya/verify`, the one path that takes a body.
 pub(crate) const VERIFY_METHODS: &str = "POST, OPTIONS";
 
-/// Request headers a cross-origin caller may send (a JSON body's type, and `If-None-Match` for
-/// a 304).
-pub(crate) const ALLOWED_HEADERS: &str = "Content-Type, If-None-Match";
+/// Request headers a cross-origin caller may send (a JSON body's type, `If-None-Match` for a
+/// 304, and the stream's `Last-Event-ID`).
+pub(crate) const ALLOWED_HEADERS: &str = "Content-Type, If-None-Match, Last-Event-ID";
 
 /// Seconds a browser may keep a preflight's answer.
 pub(crate) const PREFLIGHT_MAX_AGE: &str = "86400";

@@ -18,13 +18,14 @@ mod snapshot;
 mod verify;
 
 pub use cache::refresh::RefreshLease;
-pub use index::IndexPacer;
+pub use index::{IndexPacer, StreamShard};
 pub use verify::nonces::NonceStore;
 
 pub use config::{
-    DEFAULT_BATCH_SIZE, DEFAULT_INDEX_AGENTS_PER_RUN, DEFAULT_INDEX_ANSWER_TTL_SECS,
-    DEFAULT_INDEX_BLOCKS_PER_RUN, DEFAULT_INDEX_INTERVAL_SECS, DEFAULT_INDEX_MAX_AGE_SECS,
-    DEFAULT_INDEX_REORG_WINDOW, DEFAULT_INDEX_SWEEP_PER_RUN, DEFAULT_MEMORY_CACHE_BYTES, DEFAULT_RPC_URL,
+    DEFAULT_BATCH_SIZE, DEFAULT_FEED_STREAM_HEARTBEAT_SECS, DEFAULT_FEED_STREAM_SHARDS,
+    DEFAULT_INDEX_AGENTS_PER_RUN, DEFAULT_INDEX_ANSWER_TTL_SECS, DEFAULT_INDEX_BLOCKS_PER_RUN,
+    DEFAULT_INDEX_INTERVAL_SECS, DEFAULT_INDEX_MAX_AGE_SECS, DEFAULT_INDEX_REORG_WINDOW,
+    DEFAULT_INDEX_SWEEP_PER_RUN, DEFAULT_MEMORY_CACHE_BYTES, DEFAULT_RPC_URL,
 };
 pub use error::{Error, Result};
 
@@ -124,6 +125,10 @@ async fn serve(request: &mut Request, env: &Env, context: &Context, now: u64) ->
         Endpoint::Health => return health::answer(&config, &rpc, index::Store::open(env)).await,
         Endpoint::OpenApi => return http::json(200, openapi::DOCUMENT, openapi::CACHE_CONTROL),
         Endpoint::Changes(query) => return index::changes::answer(env, query).await,
+        Endpoint::ChangesStream(query) => {
+            let head = method == "HEAD";
+            return index::stream::answer(env, request.headers(), query.clone(), head).await;
+        }
         _ => {}
     }
     let origin = url.origin().ascii_serialization();

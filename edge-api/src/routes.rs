@@ -30,6 +30,7 @@ pub(crate) enum Endpoint {
     RevenueAggregate,
     Kya(Address),
     Changes(ChangesQuery),
+    ChangesStream(ChangesQuery),
 }
 
 /// Query parameters as decoded from the URL.
@@ -42,7 +43,7 @@ struct Route {
     parse: fn(&[&str], Query<'_>) -> Result<Endpoint>,
 }
 
-const ROUTES: [Route; 12] = [
+const ROUTES: [Route; 13] = [
     Route { pattern: "/health", parse: |_, _| Ok(Endpoint::Health) },
     Route { pattern: "/openapi.json", parse: |_, _| Ok(Endpoint::OpenApi) },
     Route { pattern: "/api/v1/stats", parse: |_, _| Ok(Endpoint::Stats) },
@@ -68,6 +69,10 @@ const ROUTES: [Route; 12] = [
     Route {
         pattern: "/api/v1/changes",
         parse: |_, query| Ok(Endpoint::Changes(ChangesQuery::parse(pairs(query))?)),
+    },
+    Route {
+        pattern: "/api/v1/changes/stream",
+        parse: |_, query| Ok(Endpoint::ChangesStream(ChangesQuery::parse(pairs(query))?)),
     },
 ];
 
@@ -139,7 +144,9 @@ impl Endpoint {
     pub(crate) fn cache_policy(&self) -> Option<CachePolicy> {
         let (path, ttl) = match self {
             // The feed moves every run: a page is read from D1 each time (its cost is bounded).
-            Self::Health | Self::OpenApi | Self::Revenue(..) | Self::Changes(_) => return None,
+            Self::Health | Self::OpenApi | Self::Revenue(..) | Self::Changes(_) | Self::ChangesStream(_) => {
+                return None;
+            }
             Self::Stats => ("/api/v1/stats".into(), AGENT_DATA_TTL),
             Self::StatsDetailed => ("/api/v1/stats/detailed".into(), AGENT_DATA_TTL),
             Self::Agent(id) => (format!("/api/v1/agent/{id}"), AGENT_DATA_TTL),

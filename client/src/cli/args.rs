@@ -131,9 +131,10 @@ pub(crate) struct Watch {
     /// A file that keeps where the watch stopped: read at the start, written after each event
     #[arg(long)]
     pub(crate) state: Option<PathBuf>,
-    /// Seconds between looks once caught up
-    #[arg(long, default_value_t = 2)]
-    pub(crate) poll: u64,
+    /// Once caught up, read a page every SECS seconds (default 2) instead of following the
+    /// stream (GET /api/v1/changes/stream)
+    #[arg(long, value_name = "SECS", num_args = 0..=1, default_missing_value = "2")]
+    pub(crate) poll: Option<u64>,
     /// Stop once caught up instead of waiting for more
     #[arg(long)]
     pub(crate) once: bool,

@@ -1,5 +1,6 @@
 //! `kya watch`: follows the change feed (docs/change-feed.md), one line per event (the event's
-//! JSON with `--json`), resuming where the `--state` file says it stopped.
+//! JSON with `--json`), resuming where the `--state` file says it stopped: pages until caught up,
+//! then the stream (or, with `--poll`, a page every few seconds).
 
 use std::{path::Path, time::Duration};
 
@@ -17,7 +18,11 @@ pub(crate) async fn run(settings: &Settings, watch: &Watch) -> Result<i32> {
     {
         query.after = saved(state)?;
     }
-    let mut follower = ChangeFollower::new(settings.api()?, query, Duration::from_secs(watch.poll.max(1)));
+    let api = settings.api()?;
+    let mut follower = match watch.poll {
+        Some(secs) => ChangeFollower::new(api, query, Duration::from_secs(secs.max(1))),
+        None => ChangeFollower::streaming(api, query),
+    };
     loop {
         let event = if watch.once {
             match follower.try_next().await? {

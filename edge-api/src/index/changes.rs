@@ -6,32 +6,21 @@
 //! its limit or where those batches end, whichever comes first; `more` then says whether the
 //! feed holds entries past `next`.
 
-use kya_core::feed::{ChangesAnswer, ChangesQuery, Event, Unservable, check_cursor, page};
+use kya_core::feed::{ChangesAnswer, ChangesQuery, Cursor, Event, Unservable, check_cursor, page};
 use serde::Deserialize;
 use worker::{Env, Response};
 
 use super::{Store, limits::Param};
 use crate::{Error, Result, http};
 
-/// The most batches a page reads. A run writes a batch of at most `CHUNK_BYTES` (250 KB), so
+/// The most batches a page reads (and a stream's resume, per page). A run writes a batch of at most `CHUNK_BYTES` (250 KB), so
 /// a page reads at most 4 MB however the feed was written; most batches hold a few events.
-const BATCHES_PER_PAGE: u64 = 16;
+pub(super) const BATCHES_PER_PAGE: u64 = 16;
 
 /// The answer to `GET /api/v1/changes?…`.
 pub(crate) async fn answer(env: &Env, query: &ChangesQuery) -> Result<Response> {
     let store = Store::open(env).ok_or(Error::FeedUnavailable)?;
-    let held = store.feed_held().await.map_err(|error| {
-        // A deployment whose index tables were never created: the feed is not set up, which
-        // the request cannot help (503), not a fault of the Worker's.
-        if error.to_string().contains("no such table") { Error::FeedUnavailable } else { error }
-    })?;
-    check_cursor(query.after, held).map_err(|unservable| match unservable {
-        Unservable::Gone { oldest } => Error::ChangesGone { oldest },
-        Unservable::Unknown { newest } => Error::ChangesCursorUnknown {
-            after: query.after.map(|after| after.to_string()).unwrap_or_default(),
-            newest,
-        },
-    })?;
+    let held = servable(&store, query.after).await?;
     let from = match (query.after, held) {
         (Some(after), _) => after.batch,
         (None, Some((oldest, _))) => oldest,
@@ -51,6 +40,26 @@ pub(crate) async fn answer(env: &Env, query: &ChangesQuery) -> Result<Response> 
     reply(ChangesAnswer { events: found.events, next: found.next, more })
 }
 
+/// The batches the feed holds (oldest, newest), once `after` is known to be a cursor they can
+/// serve: the 410 of one past the retention, the 404 of one past the newest batch, the 503 of a
+/// deployment without the feed's tables. One D1 query; `/changes` and the stream's resumes
+/// answer alike through it.
+pub(super) async fn servable(store: &Store, after: Option<Cursor>) -> Result<Option<(u64, u64)>> {
+    let held = store.feed_held().await.map_err(|error| {
+        // A deployment whose index tables were never created: the feed is not set up, which
+        // the request cannot help (503), not a fault of the Worker's.
+        if error.to_string().contains("no such table") { Error::FeedUnavailable } else { error }
+    })?;
+    check_cursor(after, held).map_err(|unservable| match unservable {
+        Unservable::Gone { oldest } => Error::ChangesGone { oldest },
+        Unservable::Unknown { newest } => Error::ChangesCursorUnknown {
+            after: after.map(|after| after.to_string()).unwrap_or_default(),
+            newest,
+        },
+    })?;
+    Ok(held)
+}
+
 /// A page, never cached: the feed moves every run.
 fn reply(answer: ChangesAnswer) -> Result<Response> {
     let body = serde_json::to_string(&answer)
@@ -66,14 +75,18 @@ impl Store {
             oldest: Option<u64>,
             newest: Option<u64>,
         }
-        let statement =
-            self.statement("SELECT MIN(batch) AS oldest, MAX(batch) AS newest FROM feed_batches", vec![])?;
+        // One subquery each: SQLite answers a lone MIN or MAX of the key from one end of it,
+        // but both in one SELECT scan the table (D1 counted every batch kept as a row read).
+        let statement = self.statement(
+            "SELECT (SELECT MIN(batch) FROM feed_batches) AS oldest, (SELECT MAX(batch) FROM feed_batches) AS newest",
+            vec![],
+        )?;
         let rows: Vec<Held> = self.all(statement).await?;
         Ok(rows.first().and_then(|held| held.oldest.zip(held.newest)))
     }
 
     /// Up to `count` batches from `from` on, each with its events.
-    async fn feed_batches(&self, from: u64, count: u64) -> Result<Vec<(u64, Vec<Event>)>> {
+    pub(super) async fn feed_batches(&self, from: u64, count: u64) -> Result<Vec<(u64, Vec<Event>)>> {
         #[derive(Deserialize)]
         struct Batch {
             batch: u64,

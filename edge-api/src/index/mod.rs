@@ -15,6 +15,8 @@
 //!   earlier entries, and the batches it appends with its rows.
 //! - `changes`: `GET /api/v1/changes`, pages of the change feed the runs append.
 //! - `outlets`: after each run, the feed's new batches handed to the stream and the webhooks.
+//! - `stream`: `GET /api/v1/changes/stream`, the feed as Server-Sent Events from Durable Object
+//!   shards of listeners.
 
 pub(crate) mod changes;
 mod feed;
@@ -25,6 +27,7 @@ mod pace;
 mod run;
 mod serve;
 mod store;
+pub(crate) mod stream;
 mod tally;
 
 pub use pace::IndexPacer;
@@ -32,6 +35,7 @@ pub(crate) use pace::watch;
 pub(crate) use run::run;
 pub(crate) use serve::{Served, answer, answer_reads};
 pub(crate) use store::Store;
+pub use stream::StreamShard;
 
 use kya_core::{BlockRef, index::Totals, index_plan::Cursor};
 use serde::{Deserialize, Serialize};

@@ -9,11 +9,8 @@
 //! Cost: one D1 query per outlet per run, reading the cursor's row and the new batches only
 //! (none when the feed did not move), whatever the feed's length or the listeners' number.
 
-// Until the stream and the webhooks take their batches here (issue 26); whichever lands first
-// removes this.
-#![expect(dead_code, reason = "the outlets' shared steps, before their outlets")]
-
 use serde::Deserialize;
+use worker::Env;
 
 use super::{Store, limits::Param};
 use crate::Result;
@@ -31,8 +28,13 @@ pub(crate) struct FeedBatch {
 
 /// The steps after each run of the index (the pacer's and the Cron Trigger's): each outlet in
 /// turn, each on its own cursor. A failure is logged and left for the next run.
-pub(crate) async fn after_run(_store: &Store) {
+pub(crate) async fn after_run(env: &Env, store: &Store) {
     // Outlets are added here: the stream's shards (changes/stream) and the webhooks' queue.
+    let read = store.rows_read();
+    if let Err(error) = super::stream::outlet::hand(env, store).await {
+        worker::console_error!("feed stream: {error}; the batches wait for the next run");
+    }
+    worker::console_log!("feed outlets: {} D1 rows read", store.rows_read() - read);
 }
 
 /// The batches after `outlet`'s cursor, oldest first, at most [`BATCHES_PER_RUN`].

@@ -83,6 +83,7 @@ pub(crate) struct Store {
     db: D1Database,
     limits: Limits,
     rows_written: std::cell::Cell<u64>,
+    rows_read: std::cell::Cell<u64>,
 }
 
 /// The state row's statement.
@@ -102,7 +103,12 @@ impl Store {
             .ok()
             .and_then(|value| value.to_string().trim().parse().ok())
             .unwrap_or(DEFAULT_QUERIES_PER_INVOCATION);
-        env.d1(BINDING).ok().map(|db| Self { db, limits: Limits::new(queries), rows_written: 0.into() })
+        env.d1(BINDING).ok().map(|db| Self {
+            db,
+            limits: Limits::new(queries),
+            rows_written: 0.into(),
+            rows_read: 0.into(),
+        })
     }
 
     /// `sql` with `params` bound, once both pass D1's limits.
@@ -118,7 +124,15 @@ impl Store {
         statement: D1PreparedStatement,
     ) -> Result<Vec<T>> {
         self.limits.spend(1)?;
-        Ok(statement.all().await?.results()?)
+        let result = statement.all().await?;
+        let read = result.meta().ok().flatten().and_then(|meta| meta.rows_read).unwrap_or(0);
+        self.rows_read.set(self.rows_read.get() + read as u64);
+        Ok(result.results()?)
+    }
+
+    /// Rows this invocation's reads ([`Store::all`]) read, as D1 reports them for billing.
+    pub(super) fn rows_read(&self) -> u64 {
+        self.rows_read.get()
     }
 
     /// D1's limits, as this invocation checks them.

@@ -1,9 +1,9 @@
 //! The verify benchmark's report, `docs/bench/verify.md`: the target's verdicts first, then the
 //! warm and the cold tables.
 
-use std::{fmt::Write as _, process::Command, time::Duration};
+use std::{fmt::Write as _, time::Duration};
 
-use kya_tests::{repo_root, worker_profile::Profile};
+use kya_tests::worker_profile::Profile;
 
 use crate::{
     BLOCKS, COLD_PROFILED, COLD_TIMED, Cold, Kind, PER_BLOCK, REPEATS, Rpc, WARM_UP, Warm,
@@ -290,16 +290,5 @@ fn mean_requests(rpc: &[Rpc]) -> f64 {
 
 /// The commit measured, and the files of the Worker's sources that differed from it.
 fn commit() -> String {
-    let git = |args: &[&str]| {
-        let output = Command::new("git").args(args).current_dir(repo_root()).output().expect("git runs");
-        String::from_utf8_lossy(&output.stdout).trim().to_owned()
-    };
-    let head = git(&["rev-parse", "HEAD"]);
-    let changed = git(&["status", "--porcelain", "--", "core", "edge-api", "wrangler.toml", "Cargo.lock"]);
-    if changed.is_empty() {
-        format!("commit `{head}`")
-    } else {
-        let files: Vec<&str> = changed.lines().filter_map(|line| line.split_whitespace().last()).collect();
-        format!("commit `{head}` with uncommitted changes to {}", files.join(", "))
-    }
+    kya_tests::commit_measured(&["core", "edge-api", "wrangler.toml", "Cargo.lock"])
 }

@@ -12,10 +12,10 @@ use kya_core::{
 use kya_tests::edge_fixture::{EdgeClient, EdgeWorker};
 use serde_json::{Value, json};
 
-const A: Address = address!("0x70997970c51812dc3a010c7d01b50e0d17dc79c8");
-const B: Address = address!("0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc");
+pub(super) const A: Address = address!("0x70997970c51812dc3a010c7d01b50e0d17dc79c8");
+pub(super) const B: Address = address!("0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc");
 
-fn change(
+pub(super) fn change(
     kind: EventType,
     agent_id: u64,
     wallet: Address,
@@ -34,14 +34,14 @@ fn change(
     }
 }
 
-const COMPLIANT: Standing =
+pub(super) const COMPLIANT: Standing =
     Standing { is_registered: true, is_compliant: true, status: Some(AgentStatus::Active) };
-const SUSPENDED: Standing =
+pub(super) const SUSPENDED: Standing =
     Standing { is_registered: true, is_compliant: false, status: Some(AgentStatus::Suspended) };
 
 /// Three batches: two registrations (one compliant from the start), a suspension of the first,
 /// then the registrations confirmed and the suspension retracted by a reorganisation.
-fn feed() -> Vec<Vec<Event>> {
+pub(super) fn feed() -> Vec<Vec<Event>> {
     let id = |batch, index| Cursor { batch, index };
     let registered_a =
         Event::provisional(id(1, 0), change(EventType::Registered, 1, A, 10, Detail::None {}, COMPLIANT));
@@ -93,7 +93,23 @@ fn feed() -> Vec<Vec<Event>> {
     ]
 }
 
-fn json_of(events: &[&Event]) -> Vec<Value> {
+/// Writes `batches` as the feed's batches `first`, `first + 1`, … (as the index's runs write
+/// them: one row each, its events a JSON array of `kya_core::feed::Event`).
+pub(super) fn write_batches(worker: &EdgeWorker, first: u64, batches: &[Vec<Event>]) {
+    let inserts: Vec<String> = (first..)
+        .zip(batches)
+        .map(|(number, events)| {
+            let json = serde_json::to_string(events).unwrap();
+            format!(
+                "INSERT INTO feed_batches (batch, created_at, events) VALUES ({number}, {}, '{json}')",
+                1_780_000_000 + number
+            )
+        })
+        .collect();
+    worker.execute_index(&inserts.join("; "));
+}
+
+pub(super) fn json_of(events: &[&Event]) -> Vec<Value> {
     events.iter().map(|event| serde_json::from_str(&event.to_json()).unwrap()).collect()
 }
 
@@ -121,19 +137,7 @@ async fn the_feed_is_served_in_order_with_its_filters_cursors_and_retention() {
     );
 
     let batches = feed();
-    let inserts: Vec<String> = batches
-        .iter()
-        .enumerate()
-        .map(|(number, events)| {
-            let json = serde_json::to_string(events).unwrap();
-            format!(
-                "INSERT INTO feed_batches (batch, created_at, events) VALUES ({}, {}, '{json}')",
-                number + 1,
-                1_780_000_000 + number
-            )
-        })
-        .collect();
-    worker.execute_index(&inserts.join("; "));
+    write_batches(&worker, 1, &batches);
     let all: Vec<&Event> = batches.iter().flatten().collect();
 
     // Everything, in feed order.

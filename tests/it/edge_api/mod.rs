@@ -20,4 +20,5 @@ mod interop;
 mod methods;
 mod pace;
 mod providers;
+mod stream;
 mod verify;

@@ -1,0 +1,61 @@
+//! `GET /api/v1/changes/stream`: the change feed as Server-Sent Events (docs/change-feed.md,
+//! "Stream"), with `/changes`' filters, resumable with `Last-Event-ID` or `after=`.
+//!
+//! - `shard`: the Durable Objects ([`StreamShard`], binding `FEED_STREAM`) that hold the
+//!   listeners' open responses and write each event to them, with a heartbeat comment.
+//! - `outlet`: after each index run, the feed's new batches sent once to every shard.
+//!
+//! The Worker only picks a shard for a new listener and passes the shard's response on, with the
+//! API's headers. Listeners cost no D1 query while they listen: a shard reads D1 only to resume
+//! a listener from its cursor.
+
+pub(crate) mod outlet;
+mod shard;
+
+pub use shard::StreamShard;
+
+use kya_core::feed::{ChangesQuery, Cursor};
+use worker::{Env, Headers, Response};
+
+use crate::{Error, Result, config::Config};
+
+/// The answer to `GET` (or `HEAD`) `/api/v1/changes/stream?…`: a shard's stream of the events
+/// after the client's cursor (`Last-Event-ID`, else `after`) that `query`'s filters select.
+pub(crate) async fn answer(
+    env: &Env,
+    headers: &Headers,
+    mut query: ChangesQuery,
+    head: bool,
+) -> Result<Response> {
+    // An `EventSource` reconnecting sends the last id it saw and the URL it first opened: the
+    // header is the newer place.
+    if let Some(last) = headers.get("last-event-id")? {
+        query.after =
+            Some(Cursor::parse(&last, "Last-Event-ID").map_err(|_| Error::InvalidLastEventId(last))?);
+    }
+    let namespace = env.durable_object(shard::BINDING).map_err(|_| Error::FeedUnavailable)?;
+    let store = super::Store::open(env).ok_or(Error::FeedUnavailable)?;
+    if head {
+        // GET's status without opening a stream: the cursor's check, one D1 query.
+        super::changes::servable(&store, query.after).await?;
+        return shard::stream_response(Response::empty()?);
+    }
+    let shards = Config::from_env(env).stream.shards;
+    let stub = namespace.id_from_name(&shard::name(pick(shards)))?.get_stub()?;
+    let response = stub.fetch_with_str(&format!("{}?{}", shard::LISTEN, query.to_query_string())).await?;
+    // A subrequest's headers cannot be changed: the same status and body under headers of our
+    // own, which `http::finish` then completes.
+    let own = Headers::new();
+    for (name, value) in response.headers().entries() {
+        own.set(&name, &value)?;
+    }
+    let status = response.status_code();
+    Ok(Response::from_body(response.body().clone())?.with_status(status).with_headers(own))
+}
+
+/// A shard for a new listener, at random: listeners spread evenly whoever they are (one client
+/// opening many streams included), and a shard holds no state a listener must come back to.
+fn pick(shards: u64) -> u64 {
+    let shards = shards.max(1);
+    ((worker::js_sys::Math::random() * shards as f64) as u64).min(shards - 1)
+}

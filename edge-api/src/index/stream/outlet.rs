@@ -1,0 +1,67 @@
+//! The stream's outlet: after each index run, the batches the feed gained since the stream was
+//! last handed any, sent once to every shard ([`super::shard`]).
+//!
+//! Cost per run: the outlet's one D1 query ([`crate::index::outlets::pending`]) and, when the
+//! feed moved, one write of its cursor and one Durable Object request per shard, whatever the
+//! number of listeners. A shard that cannot be reached keeps the cursor where it was: the next
+//! run hands every shard the same batches again, and each listener's position drops what it
+//! was already sent.
+
+use futures::future::join_all;
+use worker::{Env, Method, RequestInit};
+
+use super::shard;
+use crate::{
+    Error, Result,
+    config::Config,
+    index::{Store, outlets},
+};
+
+/// The outlet's name: its cursor is the `state` row `outlet:stream`.
+const OUTLET: &str = "stream";
+
+/// Hands the feed's new batches to every shard; none without the shards' binding.
+pub(crate) async fn hand(env: &Env, store: &Store) -> Result<()> {
+    let Ok(namespace) = env.durable_object(shard::BINDING) else { return Ok(()) };
+    let batches = outlets::pending(store, OUTLET).await?;
+    let Some(last) = batches.last().map(|batch| batch.batch) else { return Ok(()) };
+    // The batches' events as the run stored them: the JSON is not parsed here.
+    let body = format!(
+        "[{}]",
+        batches
+            .iter()
+            .map(|batch| format!("{{\"batch\":{},\"events\":{}}}", batch.batch, batch.events))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let shards = Config::from_env(env).stream.shards;
+    let sent = join_all((0..shards).map(|shard| {
+        let body = body.clone();
+        let namespace = &namespace;
+        async move {
+            let stub = namespace.id_from_name(&shard::name(shard))?.get_stub()?;
+            let mut init = RequestInit::new();
+            init.with_method(Method::Post).with_body(Some(body.into()));
+            let mut response =
+                stub.fetch_with_request(worker::Request::new_with_init(shard::NOTIFY, &init)?).await?;
+            let text = response.text().await.unwrap_or_default();
+            match response.status_code() {
+                200 => Ok(text.parse::<u64>().unwrap_or(0)),
+                status => Err(Error::Runtime(worker::Error::RustError(format!(
+                    "stream shard {shard} answered {status}: {text}"
+                )))),
+            }
+        }
+    }))
+    .await;
+    let mut listeners = 0;
+    for result in sent {
+        listeners += result?;
+    }
+    outlets::handed(store, OUTLET, last).await?;
+    worker::console_log!(
+        "feed stream: handed batches {}..={last} to {shards} shards holding {listeners} listeners",
+        batches[0].batch
+    );
+    Ok(())
+}

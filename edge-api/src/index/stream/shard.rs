@@ -1,0 +1,310 @@
+//! A shard of the stream's listeners: a Durable Object (binding `FEED_STREAM`, one object per
+//! shard name) that holds the open Server-Sent Events responses of the listeners the Worker sent
+//! it, and writes each event of the batches the index's runs hand it ([`super::outlet`]) to
+//! every listener whose filters select it.
+//!
+//! - **No D1 while listening.** Events arrive from the run (`POST /notify`); each is framed once
+//!   for all of the shard's listeners. D1 is read only when a listener resumes from a cursor:
+//!   `/changes`' cursor check and its pages from the cursor's batch, the same queries.
+//! - **Nothing missed, nothing repeated.** Each listener has a position, the last event it was
+//!   offered (selected or not). It is sent only events past it, in feed order. A resuming
+//!   listener is registered before its D1 read; batches the run hands meanwhile wait in its
+//!   backlog and follow what D1 gave, past the position that read reached.
+//! - **A heartbeat** comment every `FEED_STREAM_HEARTBEAT_SECS` while the shard has listeners,
+//!   from a timer in the object (the object stays in memory while a response is open); it also
+//!   finds the listeners that left.
+//! - **A restart** (a deployment, an eviction, a crash) ends every response the shard held. The
+//!   listeners reconnect with `Last-Event-ID` (an `EventSource` does so by itself, after the
+//!   `retry` the stream opened with), and resume from D1 on whichever shard the Worker picks.
+
+use std::{cell::RefCell, collections::BTreeMap, rc::Rc, time::Duration};
+
+use futures::{StreamExt, channel::mpsc, stream};
+use kya_core::feed::{ChangesQuery, Cursor, Event, sse};
+use serde::Deserialize;
+use worker::{Delay, DurableObject, Env, Headers, Request, Response, State, durable_object};
+
+use crate::{Error, Result, config::Config, http, index::Store};
+
+/// The binding of the shards' namespace in `wrangler.toml`.
+pub(crate) const BINDING: &str = "FEED_STREAM";
+
+/// The URL a listener's request is sent to (only the path reaches the object).
+pub(super) const LISTEN: &str = "https://stream-shard/listen";
+
+/// The URL the run's batches are sent to.
+pub(super) const NOTIFY: &str = "https://stream-shard/notify";
+
+/// The name of shard `shard` (0 to `FEED_STREAM_SHARDS` - 1).
+pub(crate) fn name(shard: u64) -> String {
+    format!("shard-{shard}")
+}
+
+/// Messages queued for one listener at most. A listener that reads nothing for that long (a
+/// heartbeat every 15 s: hours) is dropped; it reconnects and resumes from its cursor.
+const QUEUE: usize = 1_024;
+
+/// Pages (each a `/changes` page of 16 batches) one resume reads at most. A listener further
+/// behind is sent those and its stream ends: it reconnects from where they stopped.
+const PAGES_PER_RESUME: u32 = 8;
+
+/// One batch as the run hands it.
+#[derive(Deserialize)]
+pub(super) struct Handed {
+    pub(super) events: Vec<Event>,
+}
+
+type Sender = mpsc::Sender<worker::Result<Vec<u8>>>;
+
+/// One open response.
+struct Listener {
+    query: ChangesQuery,
+    /// The last event offered to this listener, selected or not: it is sent only later ones.
+    position: Option<Cursor>,
+    sender: Sender,
+    /// While it resumes from D1: the events handed meanwhile, sent after D1's.
+    backlog: Option<Vec<Event>>,
+}
+
+impl Listener {
+    /// The frames of `events` past the position that the filters select, the position moved
+    /// past every one of them.
+    fn take(&mut self, events: &[Event]) -> String {
+        let mut text = String::new();
+        for event in events {
+            if self.position.is_some_and(|position| event.id <= position) {
+                continue;
+            }
+            self.position = Some(event.id);
+            if self.query.matches(event) {
+                text.push_str(&sse::message(event));
+            }
+        }
+        text
+    }
+
+    /// Queues `text`; false when the listener left or stopped reading.
+    fn send(&mut self, text: String) -> bool {
+        text.is_empty() || self.sender.try_send(Ok(text.into_bytes())).is_ok()
+    }
+}
+
+/// The shard's listeners, shared by its requests and its heartbeat.
+#[derive(Default)]
+struct Listeners {
+    next: u64,
+    open: BTreeMap<u64, Listener>,
+    /// The newest event this shard was handed: where a listener without a cursor starts.
+    newest: Option<Cursor>,
+    /// Whether the heartbeat's timer runs.
+    beating: bool,
+}
+
+/// The Durable Object of one shard of listeners.
+#[durable_object]
+pub struct StreamShard {
+    env: Env,
+    listeners: Rc<RefCell<Listeners>>,
+}
+
+impl DurableObject for StreamShard {
+    fn new(_state: State, env: Env) -> Self {
+        Self { env, listeners: Rc::default() }
+    }
+
+    /// `GET /listen?<query>`: a new listener's stream (or the error `/changes` gives its
+    /// cursor). `POST /notify`: the batches of a run, a JSON array of `{batch, events}`.
+    async fn fetch(&self, mut request: Request) -> worker::Result<Response> {
+        let url = request.url()?;
+        let answer = match url.path() {
+            "/notify" => match serde_json::from_str::<Vec<Handed>>(&request.text().await?) {
+                Ok(batches) => {
+                    let listeners = self.deliver(batches);
+                    Response::ok(listeners.to_string()).map_err(Error::from)
+                }
+                Err(error) => Err(Error::Runtime(worker::Error::RustError(format!(
+                    "the run's batches do not decode: {error}"
+                )))),
+            },
+            "/listen" => {
+                let pairs: Vec<(String, String)> = url.query_pairs().into_owned().collect();
+                match ChangesQuery::parse(pairs.iter().map(|(name, value)| (name.as_str(), value.as_str()))) {
+                    Ok(query) => self.listen(query).await,
+                    Err(error) => Err(error.into()),
+                }
+            }
+            path => Err(Error::NoRoute(path.to_owned())),
+        };
+        answer
+            .or_else(|error| http::error(&error))
+            .map_err(|error| worker::Error::RustError(error.to_string()))
+    }
+}
+
+impl StreamShard {
+    /// Writes the events of `batches` to every listener; how many listeners the shard holds.
+    fn deliver(&self, batches: Vec<Handed>) -> usize {
+        let events: Vec<Event> = batches.into_iter().flat_map(|batch| batch.events).collect();
+        let mut listeners = self.listeners.borrow_mut();
+        listeners.open.retain(|_, listener| match &mut listener.backlog {
+            Some(backlog) => {
+                backlog.extend_from_slice(&events);
+                true
+            }
+            None => {
+                let text = listener.take(&events);
+                listener.send(text)
+            }
+        });
+        if let Some(last) = events.last() {
+            listeners.newest = listeners.newest.max(Some(last.id));
+        }
+        listeners.open.len()
+    }
+
+    /// A new listener: its stream, opened with the events after its cursor that D1 holds.
+    async fn listen(&self, query: ChangesQuery) -> Result<Response> {
+        let (sender, receiver) = mpsc::channel(QUEUE);
+        let after = query.after;
+        let id = {
+            let mut listeners = self.listeners.borrow_mut();
+            let id = listeners.next;
+            listeners.next += 1;
+            // Without a cursor the listener starts at what the shard was last handed.
+            let position = after.or(listeners.newest);
+            let backlog = after.map(|_| Vec::new());
+            listeners.open.insert(id, Listener { query, position, sender, backlog });
+            id
+        };
+        let mut opening = sse::opening(after);
+        if let Some(after) = after {
+            let resumed = match self.resume(after).await {
+                Ok(resumed) => resumed,
+                Err(error) => {
+                    self.listeners.borrow_mut().open.remove(&id);
+                    return Err(error);
+                }
+            };
+            let mut listeners = self.listeners.borrow_mut();
+            let listener = listeners.open.get_mut(&id).expect("a resuming listener is never dropped");
+            opening.push_str(&listener.take(&resumed.events));
+            let backlog = listener.backlog.take().unwrap_or_default();
+            if resumed.whole {
+                opening.push_str(&listener.take(&backlog));
+            } else {
+                // Not the backlog: it is later than batches D1 still holds for this listener.
+                // Dropping its sender ends the stream after what it was given; it reconnects
+                // from there.
+                listeners.open.remove(&id);
+            }
+        }
+        self.beat();
+        let first = stream::once(async move { Ok::<_, worker::Error>(opening.into_bytes()) });
+        stream_response(Response::from_stream(first.chain(receiver))?)
+    }
+
+    /// The events after `after` that D1 holds, `/changes`' cursor check first (410, 404, 503).
+    async fn resume(&self, after: Cursor) -> Result<Resumed> {
+        let store = Store::open(&self.env).ok_or(Error::FeedUnavailable)?;
+        let held = crate::index::changes::servable(&store, Some(after)).await?;
+        let newest = held.map_or(0, |(_, newest)| newest);
+        let mut resumed = Resumed { events: Vec::new(), whole: false };
+        let mut from = after.batch;
+        for _ in 0..PAGES_PER_RESUME {
+            let batches = store.feed_batches(from, crate::index::changes::BATCHES_PER_PAGE).await?;
+            let last = batches.last().map(|(batch, _)| *batch);
+            resumed.events.extend(batches.into_iter().flat_map(|(_, events)| events));
+            match last {
+                Some(last) if last < newest => from = last + 1,
+                _ => {
+                    resumed.whole = true;
+                    break;
+                }
+            }
+        }
+        worker::console_log!(
+            "feed stream: a resume after {after} read {} D1 rows in {} queries",
+            store.rows_read(),
+            store.queries()
+        );
+        Ok(resumed)
+    }
+
+    /// Starts the heartbeat's timer unless it runs. It stops once no listener is left.
+    fn beat(&self) {
+        if std::mem::replace(&mut self.listeners.borrow_mut().beating, true) {
+            return;
+        }
+        let every = Duration::from_secs(Config::from_env(&self.env).stream.heartbeat_secs);
+        let listeners = Rc::clone(&self.listeners);
+        worker::wasm_bindgen_futures::spawn_local(async move {
+            loop {
+                Delay::from(every).await;
+                let mut listeners = listeners.borrow_mut();
+                listeners.open.retain(|_, listener| {
+                    listener.backlog.is_some() || listener.send(sse::HEARTBEAT.to_owned())
+                });
+                if listeners.open.is_empty() {
+                    listeners.beating = false;
+                    return;
+                }
+            }
+        });
+    }
+}
+
+/// What a resume read from D1.
+struct Resumed {
+    events: Vec<Event>,
+    /// False when the listener is further behind than one resume reads.
+    whole: bool,
+}
+
+/// `response` with a stream's headers: `text/event-stream`, never cached, never buffered by a
+/// proxy that honours `X-Accel-Buffering`.
+pub(super) fn stream_response(response: Response) -> Result<Response> {
+    let headers = Headers::new();
+    headers.set("content-type", "text/event-stream; charset=utf-8")?;
+    headers.set("cache-control", "no-store")?;
+    headers.set("x-accel-buffering", "no")?;
+    Ok(response.with_headers(headers))
+}
+
+#[cfg(test)]
+mod tests {
+    use alloy_primitives::{Address, B256};
+    use kya_core::feed::{Change, Detail, EventBlock, EventType, Standing};
+
+    use super::*;
+
+    fn event(batch: u64, index: u32, agent_id: u64) -> Event {
+        Event::provisional(
+            Cursor { batch, index },
+            Change {
+                kind: EventType::Registered,
+                agent_id,
+                wallet: Address::repeat_byte(agent_id as u8),
+                block: EventBlock { number: batch, hash: B256::ZERO, time: 0 },
+                log: None,
+                standing: Standing { is_registered: true, is_compliant: false, status: None },
+                detail: Detail::None {},
+            },
+        )
+    }
+
+    #[test]
+    fn a_listener_is_offered_each_event_once_in_order_and_sent_what_it_selects() {
+        let (sender, _receiver) = mpsc::channel(4);
+        let query = ChangesQuery { agent_ids: [2].into(), ..ChangesQuery::default() };
+        let position = Some(Cursor { batch: 1, index: 0 });
+        let mut listener = Listener { query, position, sender, backlog: None };
+        let batch = [event(1, 0, 2), event(1, 1, 1), event(1, 2, 2)];
+        // 1-0 is its position already, 1-1 another agent's.
+        assert_eq!(listener.take(&batch), sse::message(&batch[2]));
+        assert_eq!(listener.position, Some(Cursor { batch: 1, index: 2 }));
+        assert_eq!(listener.take(&batch), "", "handed again (an outlet's retry): nothing twice");
+        assert_eq!(listener.take(&[event(2, 0, 1)]), "");
+        assert_eq!(listener.position, Some(Cursor { batch: 2, index: 0 }), "a skipped event moves it on");
+        assert_eq!(listener.take(&[event(1, 3, 2)]), "", "an older event, late: never out of order");
+    }
+}
