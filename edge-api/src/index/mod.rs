@@ -13,8 +13,10 @@
 //! - `serve`: the answers from the index, and when it must not answer.
 //! - `changes`: `GET /api/v1/changes`, pages of the change feed the runs append.
 //! - `outlets`: after each run, the feed's new batches handed to the stream and the webhooks.
+//! - `dead_letters`: the webhooks' dead letters, recorded where an operator reads them.
 
 pub(crate) mod changes;
+mod dead_letters;
 mod follow;
 mod limits;
 pub(crate) mod outlets;

@@ -53,7 +53,7 @@ pub(crate) async fn run(env: &Env) {
     };
     run_once(&store, &Config::from_env(env)).await;
     // On the run's own store, so its D1 queries count against the same invocation's limit.
-    super::outlets::after_run(&store).await;
+    super::outlets::after_run(env, &store).await;
 }
 
 /// One run on `store`: its step, then how it ended.

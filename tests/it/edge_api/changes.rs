@@ -41,7 +41,7 @@ const SUSPENDED: Standing =
 
 /// Three batches: two registrations (one compliant from the start), a suspension of the first,
 /// then the registrations confirmed and the suspension retracted by a reorganisation.
-fn feed() -> Vec<Vec<Event>> {
+pub(super) fn feed() -> Vec<Vec<Event>> {
     let id = |batch, index| Cursor { batch, index };
     let registered_a =
         Event::provisional(id(1, 0), change(EventType::Registered, 1, A, 10, Detail::None {}, COMPLIANT));
@@ -93,6 +93,22 @@ fn feed() -> Vec<Vec<Event>> {
     ]
 }
 
+/// Writes `batches` into the Worker's `feed_batches`, numbered from `first`, as the index's runs
+/// write them.
+pub(super) fn write_batches(worker: &EdgeWorker, first: u64, batches: &[Vec<Event>]) {
+    let inserts: Vec<String> = (first..)
+        .zip(batches)
+        .map(|(number, events)| {
+            let json = serde_json::to_string(events).unwrap();
+            format!(
+                "INSERT INTO feed_batches (batch, created_at, events) VALUES ({number}, {}, '{json}')",
+                1_780_000_000 + number
+            )
+        })
+        .collect();
+    worker.execute_index(&inserts.join("; "));
+}
+
 fn json_of(events: &[&Event]) -> Vec<Value> {
     events.iter().map(|event| serde_json::from_str(&event.to_json()).unwrap()).collect()
 }
@@ -121,19 +137,7 @@ async fn the_feed_is_served_in_order_with_its_filters_cursors_and_retention() {
     );
 
     let batches = feed();
-    let inserts: Vec<String> = batches
-        .iter()
-        .enumerate()
-        .map(|(number, events)| {
-            let json = serde_json::to_string(events).unwrap();
-            format!(
-                "INSERT INTO feed_batches (batch, created_at, events) VALUES ({}, {}, '{json}')",
-                number + 1,
-                1_780_000_000 + number
-            )
-        })
-        .collect();
-    worker.execute_index(&inserts.join("; "));
+    write_batches(&worker, 1, &batches);
     let all: Vec<&Event> = batches.iter().flatten().collect();
 
     // Everything, in feed order.

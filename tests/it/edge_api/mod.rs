@@ -20,3 +20,4 @@ mod methods;
 mod pace;
 mod providers;
 mod verify;
+mod webhooks;
