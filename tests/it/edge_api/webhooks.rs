@@ -32,14 +32,22 @@ fn ids_of(events: &[&Event], agent: Option<u64>) -> Vec<String> {
         .collect()
 }
 
-/// Every attempt of `deliveries` verified by `standardwebhooks` under `secret`.
+/// Every attempt of `deliveries` verified by `standardwebhooks` under `secret`, its body as the
+/// edge API's OpenAPI document describes it (its `webhooks`), its `id` the header's.
 fn assert_signed(secret: &str, deliveries: &[Delivery]) {
     let checked: Vec<(Delivery, Option<u64>)> =
         deliveries.iter().map(|delivery| (delivery.clone(), None)).collect();
     let verdicts = verify(secret, &checked);
     assert_eq!(verdicts.len(), deliveries.len());
+    let contract = kya_tests::openapi::edge();
+    let schema = &contract.document()["webhooks"]["changeEvent"]["post"]["requestBody"]["content"]["application/json"]
+        ["schema"];
     for (delivery, verdict) in deliveries.iter().zip(verdicts) {
         assert_eq!(verdict, Ok(()), "attempt of {} not verified", delivery.id);
+        contract
+            .validate("ChangeEvent", schema, &delivery.json())
+            .unwrap_or_else(|error| panic!("{error}: {delivery:#?}"));
+        assert_eq!(delivery.json()["id"], delivery.id.as_str());
     }
 }
 
