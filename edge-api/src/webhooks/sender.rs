@@ -17,7 +17,7 @@
 //!   event's id (the same on every attempt, for the receiver's deduplication),
 //!   `webhook-timestamp` the attempt's time.
 
-use std::{collections::BTreeSet, time::Duration};
+use std::time::Duration;
 
 use futures::future::{Either, join_all, select};
 use kya_core::{feed::Cursor, redact, standard_webhooks::signature};
@@ -42,8 +42,6 @@ const AT_ONCE: usize = 6;
 /// Attempts one alarm makes at most (each a subrequest; Workers Free allows 50 per invocation);
 /// the rest follow in the next alarm, at once.
 const PER_ALARM: usize = 36;
-/// Released events read per round, oldest first: enough to find every waiting agent's oldest.
-const READ_PER_ROUND: u64 = 1_000;
 
 /// What the queue's consumer sends the object.
 #[derive(Debug, Deserialize)]
@@ -59,7 +57,6 @@ pub(crate) struct Accept {
 struct Pending {
     batch: u64,
     idx: u32,
-    agent_id: u64,
     body: String,
     attempts: u32,
     due_ms: u64,
@@ -323,25 +320,21 @@ fn accept_handoff(sql: &SqlStorage, handoff: &Handoff, skip: bool, now: u64) -> 
     Ok("released")
 }
 
-/// Each agent's oldest released event, oldest first.
+/// Each agent's oldest released event, oldest first: one row per agent however many of its
+/// events wait (SQLite gives a `MIN()` query's other columns from the row holding the minimum).
 fn heads(sql: &SqlStorage) -> worker::Result<Vec<Pending>> {
     let Some(accepted) = meta(sql, "accepted")?.map(|text| parse_cursor(&text)).transpose()? else {
         return Ok(Vec::new());
     };
-    let released: Vec<Pending> = sql
+    let mut heads: Vec<Pending> = sql
         .exec(
-            "SELECT batch, idx, agent_id, body, attempts, due_ms FROM pending \
-             WHERE batch < ? OR (batch = ? AND idx <= ?) ORDER BY batch, idx LIMIT ?",
-            vec![
-                int(accepted.batch),
-                int(accepted.batch),
-                int(u64::from(accepted.index)),
-                int(READ_PER_ROUND),
-            ],
+            "SELECT batch, idx, body, attempts, due_ms, MIN(batch * 4294967296 + idx) AS place \
+             FROM pending WHERE batch < ? OR (batch = ? AND idx <= ?) GROUP BY agent_id",
+            vec![int(accepted.batch), int(accepted.batch), int(u64::from(accepted.index))],
         )?
         .to_array()?;
-    let mut seen = BTreeSet::new();
-    Ok(released.into_iter().filter(|event| seen.insert(event.agent_id)).collect())
+    heads.sort_by_key(Pending::id);
+    Ok(heads)
 }
 
 fn delete(sql: &SqlStorage, head: &Pending) -> worker::Result<()> {
