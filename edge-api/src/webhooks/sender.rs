@@ -24,8 +24,9 @@ use kya_core::{feed::Cursor, redact, standard_webhooks::signature};
 use serde::Deserialize;
 use wasm_bindgen::JsValue;
 use worker::{
-    Date, Delay, DurableObject, Env, Fetch, Headers, MessageBuilder, Method, QueueContentType, Request,
-    RequestInit, RequestRedirect, Response, SqlStorage, SqlStorageValue, State, durable_object,
+    AbortController, Date, Delay, DurableObject, Env, Fetch, Headers, MessageBuilder, Method,
+    QueueContentType, Request, RequestInit, RequestRedirect, Response, SqlStorage, SqlStorageValue, State,
+    durable_object,
 };
 
 use super::{
@@ -232,14 +233,21 @@ async fn attempt(receiver: &Receiver, key: &[u8], head: &Pending, timeout_secs: 
     let request =
         Request::new_with_init(&receiver.url, &init).map_err(|error| redact::urls_in(&error.to_string()))?;
     let fetch = Fetch::Request(request);
-    let sent = Box::pin(fetch.send());
+    let controller = AbortController::default();
+    let signal = controller.signal();
+    let sent = Box::pin(fetch.send_with_signal(&signal));
     let timeout = Box::pin(Delay::from(Duration::from_secs(timeout_secs)));
     let response = match select(sent, timeout).await {
         Either::Left((Ok(response), _)) => response,
         Either::Left((Err(error), _)) => {
             return Err(format!("could not deliver: {}", redact::urls_in(&error.to_string())));
         }
-        Either::Right(_) => return Err(format!("no answer within {timeout_secs} s")),
+        Either::Right((_, sent)) => {
+            // Closes the connection rather than leave it to a receiver that never answers.
+            drop(sent);
+            controller.abort();
+            return Err(format!("no answer within {timeout_secs} s"));
+        }
     };
     match response.status_code() {
         200..=299 => Ok(()),

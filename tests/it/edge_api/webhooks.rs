@@ -57,7 +57,9 @@ async fn receivers_get_their_events_once_in_order_signed_with_retries_redirects_
     let compliance = Receiver::start().await;
     let moved = Receiver::start().await;
     let target = Receiver::start().await;
+    let hung = Receiver::start().await;
     flaky.answer(500);
+    hung.answer(0);
     moved.redirect(302, &target.url());
     let receivers = json!([
         { "name": "flaky", "url": flaky.url(), "secret": "WEBHOOK_SECRET_FLAKY" },
@@ -68,6 +70,12 @@ async fn receivers_get_their_events_once_in_order_signed_with_retries_redirects_
             "filter": "agentId=1&type=agent.compliance_changed",
         },
         { "name": "moved", "url": moved.url(), "secret": "WEBHOOK_SECRET_MOVED", "filter": "agentId=2" },
+        {
+            "name": "hung",
+            "url": hung.url(),
+            "secret": "WEBHOOK_SECRET_MOVED",
+            "filter": "agentId=2&type=agent.registered&final=true",
+        },
     ]);
     // No chain: the runs fail at once, and their outlets still hand the feed on.
     let worker = EdgeWorker::start_indexed(&[
@@ -77,10 +85,15 @@ async fn receivers_get_their_events_once_in_order_signed_with_retries_redirects_
         ("WEBHOOK_SECRET_FLAKY", FLAKY_SECRET.to_owned()),
         ("WEBHOOK_SECRET_COMPLIANCE", COMPLIANCE_SECRET.to_owned()),
         ("WEBHOOK_SECRET_MOVED", MOVED_SECRET.to_owned()),
-        // Three attempts, a second apart: a receiver that stays down is dead-lettered in seconds.
-        ("WEBHOOK_MAX_ATTEMPTS", "3".to_owned()),
-        ("WEBHOOK_RETRY_SECS", "1".to_owned()),
-        ("WEBHOOK_RETRY_MAX_SECS", "1".to_owned()),
+        // Four attempts, two seconds apart: a receiver that stays down is dead-lettered in
+        // seconds, but not before the test's second `wrangler d1 execute` has ended (a dead letter
+        // is a D1 write, and a second process writing the same local database at that moment
+        // was seen to hang the next run on a loaded machine).
+        ("WEBHOOK_MAX_ATTEMPTS", "4".to_owned()),
+        ("WEBHOOK_RETRY_SECS", "2".to_owned()),
+        ("WEBHOOK_RETRY_MAX_SECS", "2".to_owned()),
+        // Short for the receiver that hangs, long enough for the others on a loaded machine.
+        ("WEBHOOK_TIMEOUT_SECS", "3".to_owned()),
     ])
     .await;
 
@@ -99,24 +112,24 @@ async fn receivers_get_their_events_once_in_order_signed_with_retries_redirects_
     flaky.until(Duration::from_secs(30), |seen| seen.len() >= 2).await;
     flaky.answer(200);
     let failing_since = clock.elapsed();
-    let patience = Duration::from_secs(30);
+    let patience = Duration::from_secs(60);
     flaky
         .until(patience, |seen| seen.iter().filter(|delivery| delivery.answered == 200).count() >= all.len())
         .await;
     compliance.until(patience, |seen| seen.len() >= 4).await;
     let dead_letters = || {
         worker.query_index(
-            "SELECT receiver, event_id, agent_id, attempts, last_error, event FROM webhook_dead_letters ORDER BY event_id",
+            "SELECT receiver, event_id, agent_id, attempts, last_error, event FROM webhook_dead_letters ORDER BY event_id, receiver",
         )
     };
     let started = Instant::now();
-    while dead_letters().len() < 2 {
+    while dead_letters().len() < 3 {
         assert!(started.elapsed() < patience, "no dead letters:\n{}", worker.output());
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     eprintln!(
         "webhooks: first failed attempts {failing_since:.1?} after the batches were written (two wrangler d1 \
-         execute and two runs), every event delivered and both dead letters recorded {:.1?} after",
+         execute and two runs), every event delivered and the three dead letters recorded {:.1?} after",
         clock.elapsed()
     );
     // Whatever else was coming has come by now.
@@ -160,31 +173,39 @@ async fn receivers_get_their_events_once_in_order_signed_with_retries_redirects_
     );
     assert_signed(COMPLIANCE_SECRET, &flips);
 
-    // A redirect is never followed: three attempts of each of agent 2's events, all answered
+    // A redirect is never followed: four attempts of each of agent 2's events, all answered
     // 302, nothing at the target; then each is dead-lettered and recorded in D1.
-    assert_eq!(ids(&moved.deliveries()), ["1-2", "1-2", "1-2", "3-2", "3-2", "3-2"]);
+    assert_eq!(ids(&moved.deliveries()), ["1-2", "1-2", "1-2", "1-2", "3-2", "3-2", "3-2", "3-2"]);
     assert!(moved.deliveries().iter().all(|attempt| attempt.answered == 302));
     assert_signed(MOVED_SECRET, &moved.deliveries());
     assert!(target.deliveries().is_empty(), "the redirect's target was reached: {:#?}", target.deliveries());
-    let error = "HTTP 302 redirect (redirects are not followed: set the receiver's url to the target)";
-    let expected_dead: Vec<Value> = [all[2], all[7]]
-        .iter()
-        .map(|event| {
-            json!({
-                "receiver": "moved",
-                "event_id": event.id.to_string(),
-                "agent_id": 2,
-                "attempts": 3,
-                "last_error": error,
-                "event": event.to_json(),
-            })
+    let redirected = "HTTP 302 redirect (redirects are not followed: set the receiver's url to the target)";
+    let dead = |receiver: &str, event: &Event, error: &str| {
+        json!({
+            "receiver": receiver,
+            "event_id": event.id.to_string(),
+            "agent_id": 2,
+            "attempts": 4,
+            "last_error": error,
+            "event": event.to_json(),
         })
-        .collect();
-    assert_eq!(dead_letters(), expected_dead);
+    };
+    // A receiver that never answers: each attempt given up after WEBHOOK_TIMEOUT_SECS, its one
+    // event (agent 2's final registration) dead-lettered after 4; the others never waited on it.
+    assert_eq!(ids(&hung.deliveries()), ["3-2", "3-2", "3-2", "3-2"]);
+    assert_signed(MOVED_SECRET, &hung.deliveries());
+    assert_eq!(
+        dead_letters(),
+        [
+            dead("moved", all[2], redirected),
+            dead("hung", all[7], "no answer within 3 s"),
+            dead("moved", all[7], redirected),
+        ]
+    );
 
     // No secret and no receiver URL's token in anything the Worker logged.
     let log = worker.output();
-    assert!(log.contains("dead-lettered after 3 attempts"), "the log names the dead letters:\n{log}");
+    assert!(log.contains("dead-lettered after 4 attempts"), "the log names the dead letters:\n{log}");
     for secret in [
         FLAKY_SECRET,
         COMPLIANCE_SECRET,
