@@ -319,13 +319,14 @@ fn accept_handoff(sql: &SqlStorage, handoff: &Handoff, skip: bool, now: u64) -> 
             vec![SqlStorageValue::from(rows[index].after.clone())],
         )?);
     }
-    if through == accepted {
-        return Ok("held");
+    match through {
+        // The chain moved on (it never moves back).
+        Some(through) if Some(through) != accepted => {
+            set_meta(sql, "accepted", &through.to_string())?;
+            Ok("released")
+        }
+        _ => Ok("held"),
     }
-    let through = through.expect("moved");
-    set_meta(sql, "accepted", &through.to_string())?;
-    // What a skipped handoff held never reaches the receiver; nothing else is dropped.
-    Ok("released")
 }
 
 /// Each agent's oldest released event, oldest first: one row per agent however many of its
