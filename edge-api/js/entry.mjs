@@ -5,10 +5,12 @@ import {
   initSync,
   fetch as handleFetch,
   scheduled as handleScheduled,
+  queue as handleQueue,
   NonceStore as RustNonceStore,
   IndexPacer as RustIndexPacer,
   RefreshLease as RustRefreshLease,
   StreamShard as RustStreamShard,
+  WebhookSender as RustWebhookSender,
 } from "../build/kya_edge_api.js";
 import wasmModule from "../build/kya_edge_api_bg.wasm";
 
@@ -23,6 +25,10 @@ export default {
   // The registry index's run (a Cron Trigger in wrangler.toml).
   async scheduled(event, env, ctx) {
     return handleScheduled(event, env, ctx);
+  },
+  // The webhooks' queues (wrangler.toml): handoffs to the receivers' senders, dead letters.
+  async queue(batch, env, ctx) {
+    return handleQueue(batch, env, ctx);
   },
 };
 
@@ -82,5 +88,22 @@ export class StreamShard extends DurableObject {
 
   async fetch(request) {
     return this.inner.fetch(request);
+  }
+}
+
+// The sender of one webhook receiver (edge-api/src/webhooks/sender.rs): orders, signs, delivers
+// and retries its events from its alarm.
+export class WebhookSender extends DurableObject {
+  constructor(ctx, env) {
+    super(ctx, env);
+    this.inner = new RustWebhookSender(ctx, env);
+  }
+
+  async fetch(request) {
+    return this.inner.fetch(request);
+  }
+
+  async alarm() {
+    return this.inner.alarm();
   }
 }

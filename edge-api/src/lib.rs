@@ -16,10 +16,12 @@ mod routes;
 mod rpc;
 mod snapshot;
 mod verify;
+mod webhooks;
 
 pub use cache::refresh::RefreshLease;
 pub use index::{IndexPacer, StreamShard};
 pub use verify::nonces::NonceStore;
+pub use webhooks::sender::WebhookSender;
 
 pub use config::{
     DEFAULT_BATCH_SIZE, DEFAULT_FEED_STREAM_HEARTBEAT_SECS, DEFAULT_FEED_STREAM_SHARDS,
@@ -32,7 +34,8 @@ pub use error::{Error, Result};
 use std::cell::Cell;
 
 use worker::{
-    Context, Date, Env, Headers, Method, Request, Response, ScheduleContext, ScheduledEvent, event,
+    Context, Date, Env, Headers, MessageBatch, Method, Request, Response, ScheduleContext, ScheduledEvent,
+    event,
 };
 
 use crate::{answers::Reply, config::Config, deps::Deps, routes::Endpoint, rpc::Rpc};
@@ -61,6 +64,14 @@ async fn fetch(request: Request, env: Env, context: Context) -> worker::Result<R
 #[event(scheduled)]
 async fn scheduled(_event: ScheduledEvent, env: Env, _context: ScheduleContext) {
     index::watch(&env).await;
+}
+
+/// The webhooks' queues (`wrangler.toml`): handoffs to the receivers' senders, and dead letters
+/// to record.
+#[event(queue)]
+async fn queue(batch: MessageBatch<String>, env: Env, _context: Context) -> worker::Result<()> {
+    webhooks::consume(batch, &env).await;
+    Ok(())
 }
 
 async fn respond(mut request: Request, env: Env, context: Context) -> Result<Response> {

@@ -17,8 +17,10 @@
 //! - `outlets`: after each run, the feed's new batches handed to the stream and the webhooks.
 //! - `stream`: `GET /api/v1/changes/stream`, the feed as Server-Sent Events from Durable Object
 //!   shards of listeners.
+//! - `dead_letters`: the webhooks' dead letters, recorded where an operator reads them.
 
 pub(crate) mod changes;
+mod dead_letters;
 mod feed;
 mod follow;
 mod limits;

@@ -22,3 +22,4 @@ mod pace;
 mod providers;
 mod stream;
 mod verify;
+mod webhooks;

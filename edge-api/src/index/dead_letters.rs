@@ -1,0 +1,40 @@
+//! The webhooks' dead letters in D1 (`webhook_dead_letters`, migration 0008): what a receiver's
+//! sender gave up on, recorded by the dead-letter queue's consumer where an operator reads it.
+
+use kya_core::feed::Event;
+
+use super::{Store, limits::Param};
+use crate::Result;
+
+impl Store {
+    /// Records `events` as dead for `receiver`, after `attempts`, with the last error; a copy
+    /// of a row already recorded changes nothing.
+    pub(crate) async fn record_dead_letters(
+        &self,
+        receiver: &str,
+        events: &[Event],
+        attempts: u32,
+        last_error: &str,
+        now: u64,
+    ) -> Result<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        // One statement for the handoff's events, whatever their number (a handoff holds at
+        // most 100 KB of them): the events' JSON array unrolled by `json_each`.
+        let array = format!("[{}]", events.iter().map(Event::to_json).collect::<Vec<_>>().join(","));
+        let statement = self.statement(
+            "INSERT INTO webhook_dead_letters (receiver, event_id, agent_id, attempts, last_error, event, dead_at) \
+             SELECT ?1, json_extract(value, '$.id'), json_extract(value, '$.agentId'), ?2, ?3, value, ?4 \
+             FROM json_each(?5) WHERE true ON CONFLICT (receiver, event_id) DO NOTHING",
+            vec![
+                receiver.into(),
+                Param::Number(u64::from(attempts)),
+                last_error.into(),
+                Param::Number(now),
+                array.into(),
+            ],
+        )?;
+        self.commit(vec![statement]).await
+    }
+}
