@@ -432,6 +432,55 @@ fn a_replacement_grows_the_reservation_and_keeps_every_hash(engine: Engine) {
     );
 }
 
+/// A relay read while another daemon replaces it again and again is always as one commit left
+/// it: its current hash and fee are its last transaction's, and its status says how many it
+/// has. Read in two statements (the relay's row, then its transactions), a replacement
+/// committed between them showed its transaction beside the status and hash before it, on both
+/// engines (SQLite's two stores are two connections to one file), within the first replacements.
+fn a_relay_read_while_it_is_replaced_is_one_commits_state(engine: Engine) {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    const REPLACEMENTS: u128 = 300;
+    let place = Place::new(engine);
+    let (writer, reader) = (place.open(), place.open());
+    let lease = leased(&writer);
+    let first = writer.reserve(&relay("s", 0, 100), &BudgetLimits::total(u128::MAX), 5).unwrap().unwrap();
+    writer.mark_sent(&sending(first.id, 4, h(0), 7, 6), &lease).unwrap();
+    let (done, reads) = (AtomicBool::new(false), AtomicUsize::new(0));
+    std::thread::scope(|scope| {
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                scope.spawn(|| {
+                    while !done.load(Ordering::Relaxed) {
+                        let record = reader.relay_by_id(&first.relay_id).unwrap().unwrap();
+                        let last = record.txs.last().expect("sent");
+                        let shown = (record.tx_hash, record.max_fee_wei, record.status);
+                        let status =
+                            if record.txs.len() == 1 { RelayStatus::Sent } else { RelayStatus::Replaced };
+                        assert_eq!(shown, (Some(last.hash), last.max_fee_wei, status), "{record:?}");
+                        reads.fetch_add(1, Ordering::Relaxed);
+                    }
+                })
+            })
+            .collect();
+        for n in 1..=REPLACEMENTS {
+            let bump = Replacement { max_fee_wei: 10 + n, ..fee_bump(h(n as u16), 8) };
+            writer.replace(first.id, &bump, &BudgetLimits::total(u128::MAX), 8, &lease).unwrap().unwrap();
+            // Each replacement meets reads under way, however slow the machine.
+            let seen = reads.load(Ordering::Relaxed);
+            while reads.load(Ordering::Relaxed) == seen && !readers.iter().any(|reader| reader.is_finished())
+            {
+                std::thread::yield_now();
+            }
+        }
+        done.store(true, Ordering::Relaxed);
+        for reader in readers {
+            reader.join().unwrap();
+        }
+    });
+    assert!(reads.into_inner() >= REPLACEMENTS as usize);
+    assert_eq!(reader.relay(first.id).unwrap().unwrap().txs.len(), REPLACEMENTS as usize + 1);
+}
+
 /// On an OP Stack chain a relay reserves its L1 data fee beside the gas; every later worst
 /// case (a fee replacement, the cancellation) keeps it, and the receipt's cost replaces it all.
 fn the_l1_fee_reservation_stays_in_every_worst_case(engine: Engine) {
@@ -1032,6 +1081,7 @@ on_both_engines!(
     dropped_relays_free_their_request_and_executed_ones_keep_the_worst_case,
     the_budget_resets_a_day_after_first_use_and_persists,
     a_replacement_grows_the_reservation_and_keeps_every_hash,
+    a_relay_read_while_it_is_replaced_is_one_commits_state,
     the_l1_fee_reservation_stays_in_every_worst_case,
     a_retry_finds_the_held_relay_by_its_exact_signed_request,
     a_damaged_store_is_its_own_error,
