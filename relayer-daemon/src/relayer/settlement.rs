@@ -191,8 +191,15 @@ impl Relayer {
                 }
                 (hash, Ok(step)) => (hash, step),
             };
-            if matches!(step, AfterReplace::NonceMined | AfterReplace::Underpriced | AfterReplace::Refused) {
-                // Not in the node: the relay's current transaction is again the one before.
+            if matches!(
+                step,
+                AfterReplace::NonceMined
+                    | AfterReplace::Underpriced
+                    | AfterReplace::Refused
+                    | AfterReplace::Withheld
+            ) {
+                // Not in the node (or, withheld, never submitted): the relay's current
+                // transaction is again the one before.
                 let now = time::now();
                 self.db(move |store| store.unreplace(id, hash, now)).await?;
                 return Ok(Look::Waiting);

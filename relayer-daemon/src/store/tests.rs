@@ -481,6 +481,51 @@ fn a_relay_read_while_it_is_replaced_is_one_commits_state(engine: Engine) {
     assert_eq!(reader.relay(first.id).unwrap().unwrap().txs.len(), REPLACEMENTS as usize + 1);
 }
 
+/// A first transaction recorded but withheld (its daemon stalled past the lease's margin while
+/// recording it) is taken back: the relay is accepted again, on its reservation, and handed to
+/// its key's holder, who sends it once. A relay the key's next holder closed meanwhile, or one
+/// on another transaction since, is left as it is.
+fn a_withheld_transaction_is_taken_back_and_the_relay_handed_to_its_keys_holder(engine: Engine) {
+    let (_place, store) = store(engine);
+    let lease = leased(&store);
+    let limits = BudgetLimits::total(u128::MAX);
+    let first = store.reserve(&relay("s", 0, 100), &limits, 5).unwrap().unwrap();
+    store.mark_sent(&sending(first.id, 4, h(1), 7, 6), &lease).unwrap();
+    assert!(!store.withdraw(first.id, h(2), 7).unwrap(), "not the relay's transaction");
+    assert_eq!(store.relay(first.id).unwrap().unwrap().tx_hash, Some(h(1)));
+
+    assert!(store.withdraw(first.id, h(1), 7).unwrap());
+    let record = store.relay(first.id).unwrap().unwrap();
+    assert_eq!(
+        (record.status, record.tx_hash, record.relayer_nonce, record.txs.len(), record.sent_at),
+        (RelayStatus::Accepted, None, None, 0, None)
+    );
+    assert_eq!(record.reserved_wei, 1_000, "the reservation stays");
+    assert_eq!(store.budget(7).unwrap().pending_wei, 1_000);
+    assert!(store.relay_by_hash(h(1)).unwrap().is_none(), "the withheld hash is forgotten");
+    let handed: Vec<i64> = store.handed_off(&[LANE]).unwrap().iter().map(|record| record.id).collect();
+    assert_eq!(handed, [first.id]);
+    // The key's holder sends it, once.
+    let again = Sending { handed_off_first: true, ..sending(first.id, 4, h(3), 8, 8) };
+    store.mark_sent(&again, &lease).unwrap();
+    assert!(store.mark_sent(&Sending { tx_hash: h(4), ..again }, &lease).is_err(), "sent already");
+    assert_eq!(store.relay(first.id).unwrap().unwrap().tx_hash, Some(h(3)));
+    assert!(!store.withdraw(first.id, h(1), 9).unwrap());
+
+    // Dropped by the key's next holder before the stalled daemon woke: left dropped.
+    let second = store.reserve(&relay("t", 0, 100), &limits, 10).unwrap().unwrap();
+    store.mark_sent(&sending(second.id, 5, h(5), 7, 10), &lease).unwrap();
+    store.drop_relay(second.id, "the node does not have the transaction", 11).unwrap();
+    assert!(!store.withdraw(second.id, h(5), 12).unwrap());
+    assert_eq!(store.relay(second.id).unwrap().unwrap().status, RelayStatus::Dropped);
+    // Replaced meanwhile: on the replacement, left so.
+    let third = store.reserve(&relay("u", 0, 100), &limits, 12).unwrap().unwrap();
+    store.mark_sent(&sending(third.id, 6, h(6), 7, 12), &lease).unwrap();
+    store.replace(third.id, &fee_bump(h(7), 8), &limits, 13, &lease).unwrap().unwrap();
+    assert!(!store.withdraw(third.id, h(6), 14).unwrap());
+    assert_eq!(store.relay(third.id).unwrap().unwrap().txs.len(), 2);
+}
+
 /// On an OP Stack chain a relay reserves its L1 data fee beside the gas; every later worst
 /// case (a fee replacement, the cancellation) keeps it, and the receipt's cost replaces it all.
 fn the_l1_fee_reservation_stays_in_every_worst_case(engine: Engine) {
@@ -1082,6 +1127,7 @@ on_both_engines!(
     the_budget_resets_a_day_after_first_use_and_persists,
     a_replacement_grows_the_reservation_and_keeps_every_hash,
     a_relay_read_while_it_is_replaced_is_one_commits_state,
+    a_withheld_transaction_is_taken_back_and_the_relay_handed_to_its_keys_holder,
     the_l1_fee_reservation_stays_in_every_worst_case,
     a_retry_finds_the_held_relay_by_its_exact_signed_request,
     a_damaged_store_is_its_own_error,
