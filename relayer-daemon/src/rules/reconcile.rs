@@ -4,7 +4,8 @@
 //! transaction) and applies the decision to the store.
 //!
 //! Cases it ends: a process killed between reserving and sending; a send that timed out where
-//! the node never took the transaction; a transaction that is never mined.
+//! the node never took the transaction; a transaction that is never mined. A recorded
+//! transaction is never dropped while its nonce is open: it is sent again at that nonce.
 
 use super::status::Outcome;
 
@@ -43,6 +44,14 @@ pub(crate) enum Decision {
         /// The sender's local nonce may point past a gap: re-read it from the node.
         resync: bool,
     },
+    /// Recorded, but no transaction of it is with the node and its relayer nonce is still
+    /// unused: send it again at that nonce (a fee replacement, or the cancellation the stuck
+    /// policy picks). Not dropped: the daemon that recorded it (this one, or a stalled one that
+    /// lost the key between its lease check and its submit) may still submit the recorded
+    /// transaction, which the nonce would then take with nothing booked for it. Sent again, the
+    /// nonce goes to one of the relay's own transactions, whichever is mined, so the books
+    /// count it; or to another transaction, and then the relay is dropped ([`Decision::Drop`]).
+    Resend,
     /// Still pending: look again next pass.
     Wait,
 }
@@ -62,7 +71,7 @@ pub(crate) fn decide(facts: &Facts) -> Decision {
         return Decision::Drop { reason: "its relayer nonce was used by another transaction", resync: false };
     }
     if !facts.node_knows_tx {
-        return Decision::Drop { reason: "the node does not have the transaction", resync: true };
+        return Decision::Resend;
     }
     Decision::Wait
 }
@@ -101,9 +110,17 @@ mod tests {
             decide(&Facts { relayer_nonce_used: true, ..PENDING }),
             Decision::Drop { resync: false, .. }
         ));
-        assert!(matches!(
+        assert_eq!(
             decide(&Facts { node_knows_tx: false, ..PENDING }),
-            Decision::Drop { resync: true, .. }
-        ));
+            Decision::Resend,
+            "its nonce still open: the recorded transaction may yet be submitted"
+        );
+        assert!(
+            matches!(
+                decide(&Facts { node_knows_tx: false, relayer_nonce_used: true, ..PENDING }),
+                Decision::Drop { resync: false, .. }
+            ),
+            "its nonce taken by another transaction: it can never be mined"
+        );
     }
 }

@@ -526,6 +526,48 @@ fn a_withheld_transaction_is_taken_back_and_the_relay_handed_to_its_keys_holder(
     assert_eq!(store.relay(third.id).unwrap().unwrap().txs.len(), 2);
 }
 
+/// The reconciler closes a relay only as it read it: one moved to another key and sent there
+/// since (by a daemon thawed with that key), or sent again, is left open for the next pass,
+/// so its transaction's cost is booked when it is mined. One unchanged is closed.
+fn the_reconciler_closes_a_relay_only_as_it_read_it(engine: Engine) {
+    const OTHER: Address = Address::repeat_byte(0x1b);
+    let (_place, store) = store(engine);
+    let lease = leased(&store);
+    let other = store.take_lanes("daemon", &[OTHER], 1, Taking::AtStart, 0, 1 << 40).unwrap()[0];
+    let limits = BudgetLimits::total(u128::MAX);
+    let moved = store.reserve(&relay("s", 0, 100), &limits, 5).unwrap().unwrap();
+    let seen = store.relay(moved.id).unwrap().unwrap();
+    assert!(store.move_to_lane(moved.id, OTHER, 6).unwrap());
+    store.mark_sent(&sending(moved.id, 0, h(1), 7, 6), &other).unwrap();
+    store.close_as_seen(&seen, false, "never sent", 7).unwrap();
+    store.close_as_seen(&seen, true, "", 7).unwrap();
+    let record = store.relay(moved.id).unwrap().unwrap();
+    assert_eq!((record.status, record.tx_hash), (RelayStatus::Sent, Some(h(1))), "left as sent");
+
+    let resent = store.reserve(&relay("t", 0, 100), &limits, 5).unwrap().unwrap();
+    store.mark_sent(&sending(resent.id, 1, h(2), 7, 6), &lease).unwrap();
+    let seen = store.relay(resent.id).unwrap().unwrap();
+    store.replace(resent.id, &fee_bump(h(3), 8), &limits, 8, &lease).unwrap().unwrap();
+    store.close_as_seen(&seen, false, "the node lost it", 9).unwrap();
+    assert_eq!(store.relay(resent.id).unwrap().unwrap().status, RelayStatus::Replaced);
+    let seen = store.relay(resent.id).unwrap().unwrap();
+    store.close_as_seen(&seen, true, "", 9).unwrap();
+    let record = store.relay(resent.id).unwrap().unwrap();
+    assert_eq!((record.status, record.cost_wei), (RelayStatus::Executed, Some(1_200)), "the worst case");
+
+    let unchanged = store.reserve(&relay("u", 0, 100), &limits, 5).unwrap().unwrap();
+    let seen = store.relay(unchanged.id).unwrap().unwrap();
+    store.close_as_seen(&seen, false, "never sent", 9).unwrap();
+    let record = store.relay(unchanged.id).unwrap().unwrap();
+    assert_eq!((record.status, record.error.as_deref()), (RelayStatus::Dropped, Some("never sent")));
+    let state = store.budget(10).unwrap();
+    assert_eq!(
+        (state.used_wei, state.pending_wei),
+        (1_000 + 1_200, 1_000),
+        "the moved relay's reservation stays"
+    );
+}
+
 /// On an OP Stack chain a relay reserves its L1 data fee beside the gas; every later worst
 /// case (a fee replacement, the cancellation) keeps it, and the receipt's cost replaces it all.
 fn the_l1_fee_reservation_stays_in_every_worst_case(engine: Engine) {
@@ -1128,6 +1170,7 @@ on_both_engines!(
     a_replacement_grows_the_reservation_and_keeps_every_hash,
     a_relay_read_while_it_is_replaced_is_one_commits_state,
     a_withheld_transaction_is_taken_back_and_the_relay_handed_to_its_keys_holder,
+    the_reconciler_closes_a_relay_only_as_it_read_it,
     the_l1_fee_reservation_stays_in_every_worst_case,
     a_retry_finds_the_held_relay_by_its_exact_signed_request,
     a_damaged_store_is_its_own_error,
