@@ -354,7 +354,7 @@ impl Store {
                 args![signer.text(), nonce.text(), digest.text(), signature.text()],
             )?
             .pop()
-            .filter(|record| record.status.is_held()))
+            .filter(|record| record.status.is_live()))
     }
 
     /// Every relay record, oldest first.

@@ -143,6 +143,39 @@ fn the_same_request_is_reserved_once_unless_it_failed(engine: Engine) {
     );
     store.release(first.id, "node refused", 0).unwrap();
     assert!(store.reserve(&relay("s", 3, 1), &BudgetLimits::total(1_000), 0).unwrap().is_ok());
+
+    // A relay whose registry call failed ran: it keeps its request, as a mined one does, in the
+    // store's checks and in its unique index alike; a reverted one never ran and does not.
+    let lease = leased(&store);
+    for (n, outcome, kept) in
+        [(4, Outcome::CallFailed, true), (5, Outcome::Mined, true), (6, Outcome::Reverted, false)]
+    {
+        let ran = store.reserve(&relay("s", n, 1), &BudgetLimits::total(1_000), 1).unwrap().unwrap();
+        store.mark_sent(&sending(ran.id, n, h(n as u16), 1, 1), &lease).unwrap();
+        store.settle(ran.id, &Settlement::of(h(n as u16), 1, outcome), 2).unwrap();
+        let again = store.reserve(&relay("s", n, 1), &BudgetLimits::total(1_000), 3).unwrap();
+        assert_eq!(again == Err(Refusal::Duplicate), kept, "{outcome:?}: {again:?}");
+        let retry = relay("s", n, 1);
+        let held = store.held(retry.signer, retry.forwarder_nonce, retry.digest, &retry.signature).unwrap();
+        assert_eq!(held.map(|record| record.id), kept.then_some(ran.id).or(again.ok().map(|r| r.id)));
+    }
+    // The index itself, beneath the checks: a second live row of a request whose call failed
+    // is refused by the database.
+    let second_row = store.with(|connection| {
+        connection.execute(
+            "INSERT INTO relays (relay_id, signer, forwarder_nonce, client_ip, gas_limit, max_fee_wei,
+                 reserved_wei, window_start, status, created_at)
+             SELECT 'copy', signer, forwarder_nonce, client_ip, gas_limit, max_fee_wei, '0', window_start,
+                 'mined', created_at
+             FROM relays WHERE status = 'call_failed'",
+            &[],
+        )
+    });
+    let refused = second_row.unwrap_err().to_string();
+    assert!(
+        refused.contains("relays_live_request_v4") || refused.contains("UNIQUE constraint failed"),
+        "{refused}"
+    );
 }
 
 fn signer_counts_recheck_the_limit_and_skip_requests_already_accepted(engine: Engine) {
