@@ -7,7 +7,11 @@
 
 use std::time::{Duration, Instant};
 
-use alloy::primitives::{Address, U256};
+use alloy::{
+    consensus::Transaction as _,
+    primitives::{Address, B256, U256},
+    providers::Provider as _,
+};
 use futures::future::join_all;
 use kya_test_postgres::TestDatabase;
 use kya_tests::{
@@ -207,8 +211,87 @@ async fn a_daemon_frozen_inside_a_reservation_stalls_no_one_and_sends_nothing_on
     assert!((1..=2).contains(&lost), "A found the keys it held gone:\n{log_a}");
     let (clean, log_b) = b.terminate();
     assert!(clean, "{log_b}");
+    // How often the freeze met the two rare paths, for whoever reads the run: a transaction
+    // withheld past the lease's margin (its relay handed to the key's holder), and a recorded
+    // relay the key's next holder sent again at its nonce.
+    let withheld = log_a.matches("not submitted past the lease's margin").count();
+    let resent = log_b.matches("decision=Resend").count();
     eprintln!(
         "freeze: the other daemon relayed five new requests {relayed_in:?} after the freeze and \
-         held every key after {every_key_in:?}; thawed, the frozen one holds again {shares:?}"
+         held every key after {every_key_in:?}; thawed, the frozen one holds again {shares:?}; \
+         withheld {withheld}, sent again at its nonce {resent}"
     );
+}
+
+/// Server-side stand-in for a daemon stalled between recording a transaction and submitting it:
+/// the commit of the first record of a sent transaction takes `seconds` (a deferred trigger,
+/// once), so the record outlasts the lease's margin, as after a freeze.
+fn stall_the_first_record(seconds: f64) -> String {
+    format!(
+        r"
+CREATE TABLE kya_test_stall (done boolean NOT NULL);
+INSERT INTO kya_test_stall VALUES (false);
+CREATE FUNCTION kya_test_stall_once() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE kya_test_stall SET done = true WHERE NOT done;
+  IF FOUND THEN PERFORM pg_sleep({seconds}); END IF;
+  RETURN NULL;
+END
+$$;
+CREATE CONSTRAINT TRIGGER kya_test_stall_at_commit AFTER UPDATE OF status ON relays
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (NEW.status = 'sent')
+  EXECUTE FUNCTION kya_test_stall_once();
+"
+    )
+}
+
+/// A daemon whose record of a relay's first transaction outlasts the lease's margin (3-s
+/// leases: a 1-s margin; the record's commit stalls 1.5 s, as a daemon frozen there would)
+/// withholds it: the transaction is not submitted, its record is taken back, and the relay
+/// goes to its key's holder (here the same daemon), which signs it again (the same bytes: same
+/// nonce, same fees) and sends it. The client is
+/// answered 200 with the hash that was sent (before the fix: 500 "may still be mined"); the
+/// relay has that one transaction, at the withheld one's nonce; the request runs once and the books are exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_recorded_past_the_leases_margin_is_withheld_and_its_relay_sent_by_the_keys_holder() {
+    let t = TestChain::start().await;
+    let keys = cluster_keys(&t).await[..1].to_vec();
+    let funded = vec![balance(&t, keys[0].address()).await];
+    let db = TestStore::new(Engine::Postgres);
+    let daemon = BinaryRelayer::start(BINARY, &daemon_env(&t, &db, &keys, "stalled", 3));
+    holders_until(&daemon.client, Duration::from_secs(10), |seen| count(seen, "stalled") == 1).await;
+    let database = db.database().expect("on PostgreSQL");
+    tokio::task::block_in_place(|| database.value(&stall_the_first_record(1.5)));
+
+    let body = registration(&t, 1_800);
+    let (status, answer) = daemon.client.relay(&body).await;
+    // Sent by the key's holder while the handler waited for it (and on anvil perhaps mined).
+    assert!(status == 200 && ["sent", "mined"].contains(&answer["status"].as_str().unwrap()), "{answer}");
+    let sent: B256 = answer["txHash"].as_str().unwrap().parse().unwrap();
+    let relay = daemon
+        .client
+        .relay_until(answer["relayId"].as_str().unwrap(), |relay| relay["status"] == "mined")
+        .await;
+    assert_eq!(relay["txHash"], answer["txHash"]);
+    assert_eq!(
+        relay["transactions"].as_array().map(Vec::len),
+        Some(1),
+        "the withheld one is forgotten: {relay}"
+    );
+    let stalled = tokio::task::block_in_place(|| database.value("SELECT done FROM kya_test_stall"));
+    assert_eq!(stalled, "t", "the record stalled once");
+    assert_books_exact(&t, &db, &daemon.client, &keys, &funded, &[agent_key(1_800).address()]).await;
+
+    let (clean, log) = daemon.terminate();
+    assert!(clean, "{log}");
+    let line = log
+        .lines()
+        .find(|line| line.contains("not submitted past the lease's margin"))
+        .unwrap_or_else(|| panic!("withheld:\n{log}"));
+    let withheld: B256 = line.split("tx=").nth(1).unwrap()[..66].parse().unwrap();
+    // Signed again by the key's holder at the same nonce with the same fees: the same bytes,
+    // the same hash, submitted once (the withheld copy never was).
+    assert_eq!(withheld, sent);
+    let mined = t.chain.provider().get_transaction_by_hash(sent).await.unwrap().unwrap();
+    assert_eq!(mined.nonce(), 0, "at the withheld one's nonce, the key's first");
 }
