@@ -8,16 +8,21 @@
 use std::time::{Duration, Instant};
 
 use alloy::{
-    consensus::Transaction as _,
-    primitives::{Address, B256, U256},
+    consensus::{SignableTransaction, Transaction as _, TxEip1559, TxEnvelope},
+    eips::Encodable2718,
+    network::TxSignerSync,
+    primitives::{Address, B256, Bytes, TxKind, U256},
     providers::Provider as _,
+    sol_types::SolCall,
 };
 use futures::future::join_all;
+use kya_core::abi::Forwarder;
+use kya_relayer::{BudgetLimits, NewRelay, Sending, Taking};
 use kya_test_postgres::TestDatabase;
 use kya_tests::{
     TestChain,
     delay_proxy::DelayProxy,
-    relayer_fixture::{BinaryRelayer, Engine, TestStore, set},
+    relayer_fixture::{BinaryRelayer, Engine, TestStore, forward, set, sign_with_core},
 };
 use serde_json::{Value, json};
 
@@ -28,6 +33,7 @@ use super::{
         registration, relay_until_mined, try_relay,
     },
     database::{server_of, through},
+    register_call,
 };
 
 const BINARY: &str = env!("CARGO_BIN_EXE_kya-relayer-under-test");
@@ -294,4 +300,86 @@ async fn a_transaction_recorded_past_the_leases_margin_is_withheld_and_its_relay
     assert_eq!(withheld, sent);
     let mined = t.chain.provider().get_transaction_by_hash(sent).await.unwrap().unwrap();
     assert_eq!(mined.nonce(), 0, "at the withheld one's nonce, the key's first");
+}
+
+/// The race of a daemon frozen between its lease check and its submit, without the timing: what
+/// such a daemon leaves is set up through the store (a relay reserved and its first transaction
+/// signed at the key's first nonce and recorded under its lease, not submitted), its lease runs
+/// out, and another daemon takes the key. It does not drop the relay (the node never had the
+/// transaction, but its nonce is open): it sends it again at that nonce, with higher fees, and
+/// that is mined. The frozen daemon, thawed, submits its recorded transaction: refused, the
+/// nonce is used. The request ran once, through its own relay; the books are exact. (Dropped,
+/// as before, the late transaction would have run the request with nothing booked.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_a_daemon_that_lost_its_key_submits_late_finds_its_nonce_fenced() {
+    let t = TestChain::start().await;
+    let keys = cluster_keys(&t).await[..1].to_vec();
+    let key = keys[0].clone();
+    let funded = vec![balance(&t, key.address()).await];
+    let db = TestStore::new(Engine::Postgres);
+    let agent = agent_key(1_810);
+    let request = forward(&t, agent.address(), 0, &register_call(agent.address(), 0));
+    let signed = sign_with_core(&t, &agent, &request);
+    let input: Bytes = Forwarder::executeCall { req: request.clone(), signature: signed.signature.clone() }
+        .abi_encode()
+        .into();
+    let (gas_limit, max_fee, priority_fee) = (900_000u64, 10_000_000_000u128, 1_000_000_000u128);
+
+    // What the frozen daemon left: its record, under its lease, of a transaction it never sent.
+    let store = db.open();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let lease = store.take_lanes("frozen", &[key.address()], 1, Taking::Free, now, 3).unwrap()[0];
+    let new_relay = NewRelay {
+        signer: agent.address(),
+        forwarder_nonce: U256::ZERO,
+        digest: signed.digest,
+        signature: signed.signature.clone(),
+        deadline: 0,
+        input: input.clone(),
+        client_ip: "127.0.0.1".into(),
+        gas_limit,
+        max_fee_wei: max_fee,
+        priority_fee_wei: priority_fee,
+        l1_fee_wei: 0,
+        lanes: vec![key.address()],
+    };
+    let reservation = store.reserve(&new_relay, &BudgetLimits::total(u128::MAX), now).unwrap().unwrap();
+    let mut tx = TxEip1559 {
+        chain_id: t.chain_id(),
+        nonce: 0,
+        gas_limit,
+        max_fee_per_gas: max_fee,
+        max_priority_fee_per_gas: priority_fee,
+        to: TxKind::Call(t.forwarder()),
+        value: U256::ZERO,
+        access_list: Default::default(),
+        input,
+    };
+    let signature = key.sign_transaction_sync(&mut tx).unwrap();
+    let envelope: TxEnvelope = tx.into_signed(signature).into();
+    let late = *envelope.tx_hash();
+    let block = t.chain.provider().get_block_number().await.unwrap();
+    let sending =
+        Sending { id: reservation.id, relayer_nonce: 0, tx_hash: late, block, now, handed_off_first: false };
+    store.mark_sent(&sending, &lease).unwrap();
+    drop(store);
+
+    // Its lease runs out; the key's next holder takes it and fences the nonce.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let next = BinaryRelayer::start(BINARY, &daemon_env(&t, &db, &keys, "next", 3));
+    let relay = next.client.relay_until(&reservation.relay_id, |relay| relay["status"] == "mined").await;
+    let hashes: Vec<&str> =
+        relay["transactions"].as_array().unwrap().iter().map(|tx| tx["txHash"].as_str().unwrap()).collect();
+    assert_eq!(hashes.len(), 2, "{relay}");
+    assert_eq!(hashes[0], late.to_string(), "{relay}");
+    assert_eq!(relay["txHash"].as_str(), Some(hashes[1]), "mined as the one sent again");
+    assert_eq!(relay["relayerNonce"], 0);
+
+    // Thawed, the frozen daemon submits what it recorded: the nonce is taken.
+    let refused = t.chain.provider().send_raw_transaction(&envelope.encoded_2718()).await.unwrap_err();
+    assert!(refused.to_string().to_lowercase().contains("nonce too low"), "{refused}");
+    assert_books_exact(&t, &db, &next.client, &keys, &funded, &[agent.address()]).await;
+    let (clean, log) = next.terminate();
+    assert!(clean, "{log}");
+    assert!(log.contains("decision=Resend"), "{log}");
 }
