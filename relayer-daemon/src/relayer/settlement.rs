@@ -439,14 +439,40 @@ impl Relayer {
         } else {
             true
         };
+        let relayer_nonce_used = record.relayer_nonce.is_some_and(|nonce| mined_nonce > nonce);
+        let nonce_pending_for_another = if !node_knows_tx && !relayer_nonce_used {
+            self.nonce_pending_for_another(record).await?
+        } else {
+            false
+        };
         let facts = Facts {
             has_hash: !record.txs.is_empty(),
             receipt,
             request_ran,
-            relayer_nonce_used: record.relayer_nonce.is_some_and(|nonce| mined_nonce > nonce),
+            relayer_nonce_used,
             node_knows_tx,
+            nonce_pending_for_another,
         };
         Ok((facts, mined))
+    }
+
+    /// Whether the node has a transaction of another relay at `record`'s relayer nonce on its
+    /// key (sent there after the node lost `record`'s).
+    async fn nonce_pending_for_another(&self, record: &RelayRecord) -> Result<bool> {
+        let Some(nonce) = record.relayer_nonce else { return Ok(false) };
+        let (id, lane) = (record.id, record.lane);
+        let others = self.db(|store| store.in_the_pool()).await?;
+        for other in others
+            .iter()
+            .filter(|other| other.id != id && other.lane == lane && other.relayer_nonce == Some(nonce))
+        {
+            for tx in other.txs.iter().rev() {
+                if self.chain.knows_transaction(tx.hash).await? {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
     }
 }
 

@@ -23,6 +23,9 @@ pub(crate) struct Facts {
     pub(crate) relayer_nonce_used: bool,
     /// The node has the transaction (pending or mined).
     pub(crate) node_knows_tx: bool,
+    /// The node has another relay's transaction at the same relayer nonce on the same key (a
+    /// relay sent there after the node lost this one): this one is not sent again over it.
+    pub(crate) nonce_pending_for_another: bool,
 }
 
 /// What to do with the relay.
@@ -51,6 +54,8 @@ pub(crate) enum Decision {
     /// transaction, which the nonce would then take with nothing booked for it. Sent again, the
     /// nonce goes to one of the relay's own transactions, whichever is mined, so the books
     /// count it; or to another transaction, and then the relay is dropped ([`Decision::Drop`]).
+    /// Not over another relay's transaction the node holds at that nonce, which it would knock
+    /// out: then it waits for whichever is mined.
     Resend,
     /// Still pending: look again next pass.
     Wait,
@@ -70,7 +75,7 @@ pub(crate) fn decide(facts: &Facts) -> Decision {
     if facts.relayer_nonce_used {
         return Decision::Drop { reason: "its relayer nonce was used by another transaction", resync: false };
     }
-    if !facts.node_knows_tx {
+    if !facts.node_knows_tx && !facts.nonce_pending_for_another {
         return Decision::Resend;
     }
     Decision::Wait
@@ -86,6 +91,7 @@ mod tests {
         request_ran: false,
         relayer_nonce_used: false,
         node_knows_tx: true,
+        nonce_pending_for_another: false,
     };
 
     #[test]
@@ -114,6 +120,11 @@ mod tests {
             decide(&Facts { node_knows_tx: false, ..PENDING }),
             Decision::Resend,
             "its nonce still open: the recorded transaction may yet be submitted"
+        );
+        assert_eq!(
+            decide(&Facts { node_knows_tx: false, nonce_pending_for_another: true, ..PENDING }),
+            Decision::Wait,
+            "another relay's transaction at its nonce is with the node: not knocked out"
         );
         assert!(
             matches!(
