@@ -52,6 +52,17 @@ pub enum Error {
     /// told [`Error::NoFreeLane`]'s words.
     #[error("No relayer key is free on this relayer right now. Please try again later or use direct mode.")]
     LaneLost(alloy::primitives::Address),
+    /// A transaction was recorded but not submitted: the key's lease may have run out while it
+    /// was recorded (the daemon stalled). Handled inside (the record is taken back and the
+    /// relay handed to the key's holder); a client that meets it is told
+    /// [`Error::NoFreeLane`]'s words.
+    #[error("No relayer key is free on this relayer right now. Please try again later or use direct mode.")]
+    Withheld {
+        /// The hash recorded and withheld.
+        tx_hash: alloy::primitives::B256,
+        /// Its relayer nonce.
+        nonce: u64,
+    },
     /// The daily gas budget cannot cover this relay.
     #[error("Daily gas budget exhausted. Try again tomorrow.")]
     BudgetExhausted,
@@ -221,9 +232,11 @@ impl Error {
             | Self::SignerShareExhausted(_)
             | Self::ClientShareExhausted(_)
             | Self::ReadRateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
-            Self::BalanceTooLow | Self::NoFreeLane | Self::LaneLost(_) | Self::StoreUnavailable(_) => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            Self::BalanceTooLow
+            | Self::NoFreeLane
+            | Self::LaneLost(_)
+            | Self::Withheld { .. }
+            | Self::StoreUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Reverted(_)
             | Self::Rpc(_)
             | Self::Unconfirmed { .. }
@@ -256,7 +269,7 @@ impl Error {
             Self::ReadRateLimited(_) => "read_rate_limit",
             Self::InvalidSignature => "invalid_signature",
             Self::BalanceTooLow => "balance_too_low",
-            Self::NoFreeLane | Self::LaneLost(_) => "no_free_lane",
+            Self::NoFreeLane | Self::LaneLost(_) | Self::Withheld { .. } => "no_free_lane",
             Self::BudgetExhausted => "budget_exhausted",
             Self::BudgetSliceSpent { .. } => "budget_slice_spent",
             Self::NotExactCall(_) => "not_exact_call",

@@ -20,6 +20,8 @@ use alloy::{
     primitives::{Address, B256, Bytes, TxKind, U256},
     signers::local::PrivateKeySigner,
 };
+use std::convert::Infallible;
+
 use tokio::sync::Mutex;
 
 use crate::{
@@ -51,6 +53,18 @@ pub(crate) struct Sent {
     /// The relayer-account nonce it used.
     pub(crate) nonce: u64,
 }
+
+/// What became of a transaction recorded under the key's lease.
+#[derive(Debug)]
+enum Submission {
+    /// Submitted: the node's answer, classified, with its message.
+    Answered(Answer, String),
+    /// Not submitted: the lease's margin passed while it was recorded.
+    Withheld,
+}
+
+/// Why a recorded transaction was not submitted, for the log.
+const WITHHELD: &str = "recorded but not submitted: the key's lease may have run out while it was recorded";
 
 /// The relayer's signer with its nonce.
 #[derive(Debug)]
@@ -119,7 +133,8 @@ impl Sender {
     /// [`Error::LaneLost`]). A "nonce too low" answer means another
     /// transaction took the nonce: the nonce is re-read from the node and the transaction
     /// re-signed (and recorded again) once with it. [`Error::Unconfirmed`] means the node may or
-    /// may not have the transaction.
+    /// may not have the transaction; [`Error::Withheld`], that it was recorded but not submitted
+    /// ([`Sender::record_then_submit`]): the caller takes the record back.
     pub(crate) async fn send<Recorded: Future<Output = Result<()>>>(
         &self,
         outgoing: &Outgoing,
@@ -141,20 +156,15 @@ impl Sender {
         let mut resigned = false;
         loop {
             let (hash, raw) = self.sign(outgoing, nonce)?;
-            let recording = std::time::Instant::now();
-            record(Sent { hash, nonce }, lease).await?;
-            // The record found the lease current with its margin left. A daemon frozen (or a
-            // store slow) past that margin since may have lost the key meanwhile, and its next
-            // holder may use this nonce: the transaction stays recorded but unsubmitted, as if
-            // its answer were lost (the key's holder drops it: the node never had it).
-            let (answer, message) = if recording.elapsed() < std::time::Duration::from_secs(lease.margin_secs)
-            {
-                self.submit(&raw).await
-            } else {
-                (
-                    Answer::Lost,
-                    "not submitted: the key's lease may have run out since it was recorded".to_owned(),
-                )
+            let recorded = async { record(Sent { hash, nonce }, lease).await.map(Ok::<(), Infallible>) };
+            let (answer, message) = match self.record_then_submit(&raw, lease, recorded).await? {
+                Ok(Submission::Answered(answer, message)) => (answer, message),
+                Ok(Submission::Withheld) => {
+                    // The node never had it: the next send reads the nonce from the node again.
+                    *next = NextNonce::Unknown;
+                    return Err(Error::Withheld { tx_hash: hash, nonce });
+                }
+                Err(never) => match never {},
             };
             let (state, step) = nonce::after_send(nonce, hash, answer, resigned);
             *next = state;
@@ -183,7 +193,8 @@ impl Sender {
     /// holds (a fee replacement or a cancellation), has `record` store it under the key's lease,
     /// and submits it. The next nonce does not move; the sender's lock keeps this from
     /// interleaving with a send. When `record` refuses (the relay closed meanwhile, or the budget
-    /// cannot cover the higher fees), nothing is submitted and its refusal is returned as it is.
+    /// cannot cover the higher fees), nothing is submitted and its refusal is returned as it is;
+    /// past the lease's margin it is recorded but not submitted ([`AfterReplace::Withheld`]).
     pub(crate) async fn replace<Refused, Recorded>(
         &self,
         outgoing: &Outgoing,
@@ -196,15 +207,39 @@ impl Sender {
         let _next = self.next_nonce.lock().await;
         let lease = self.lease().ok_or(Error::LaneLost(self.address()))?;
         let (hash, raw) = self.sign(outgoing, nonce)?;
-        if let Err(refused) = record(hash, lease).await? {
-            return Ok((hash, Err(refused)));
-        }
-        let (answer, message) = self.submit(&raw).await;
-        let step = nonce::after_replace(answer);
+        let (step, message) = match self.record_then_submit(&raw, lease, record(hash, lease)).await? {
+            Err(refused) => return Ok((hash, Err(refused))),
+            Ok(Submission::Answered(answer, message)) => (nonce::after_replace(answer), message),
+            Ok(Submission::Withheld) => (AfterReplace::Withheld, WITHHELD.to_owned()),
+        };
         if !matches!(step, AfterReplace::Sent) {
             tracing::info!(%hash, nonce, ?step, %message, "replacement not taken");
         }
         Ok((hash, Ok(step)))
+    }
+
+    /// Has `record` store a signed transaction under `lease`, then submits `raw`, unless `record`
+    /// refused it or the lease's margin passed while it recorded: the one rule for every
+    /// transaction a sender submits (first sends, fee replacements, cancellations). The record
+    /// found the lease current with its margin left; a daemon frozen (or a store slow) past that
+    /// margin since may have lost the key meanwhile, and its next holder may use the nonce, so
+    /// the transaction is withheld: the caller takes its record back (nobody else has its bytes).
+    async fn record_then_submit<Refused>(
+        &self,
+        raw: &[u8],
+        lease: Lease,
+        record: impl Future<Output = Result<std::result::Result<(), Refused>>>,
+    ) -> Result<std::result::Result<Submission, Refused>> {
+        let recording = std::time::Instant::now();
+        if let Err(refused) = record.await? {
+            return Ok(Err(refused));
+        }
+        if recording.elapsed() >= std::time::Duration::from_secs(lease.margin_secs) {
+            tracing::warn!(lane = %lease.lane, "{WITHHELD}");
+            return Ok(Ok(Submission::Withheld));
+        }
+        let (answer, message) = self.submit(raw).await;
+        Ok(Ok(Submission::Answered(answer, message)))
     }
 
     /// Forgets the local nonce, so the next send re-reads it from the node: the reconciler found
@@ -252,5 +287,64 @@ impl Sender {
             .map_err(|error| Error::Rpc(format!("signing the transaction: {error}")))?;
         let envelope: TxEnvelope = tx.into_signed(signature).into();
         Ok((*envelope.tx_hash(), envelope.encoded_2718()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::rules::fees::Fees;
+
+    /// A lease whose margin is one second: a record taking longer passes it.
+    const LEASE: Lease = Lease { lane: Address::ZERO, fence: 1, margin_secs: 1 };
+    const PAST_THE_MARGIN: Duration = Duration::from_millis(1_100);
+
+    /// A sender whose node is a closed port on loopback: anything it submits has its answer lost.
+    fn sender() -> Sender {
+        let chain = RelayerChain::connect("http://127.0.0.1:1", Address::ZERO).unwrap();
+        let sender = Sender::new(chain, PrivateKeySigner::random(), 31_337);
+        *sender.lease_slot() = Some(LEASE);
+        sender
+    }
+
+    fn outgoing() -> Outgoing {
+        let fees = Fees { max_fee_per_gas: 10, max_priority_fee_per_gas: 1 };
+        Outgoing { to: Address::ZERO, gas_limit: 21_000, fees, input: Bytes::new() }
+    }
+
+    /// The margin rule is one path for every transaction: a first send, a fee replacement and a
+    /// cancellation recorded past the lease's margin are all withheld, never submitted; recorded
+    /// in time, they are submitted (here the node's answer is lost, so the sender knows it tried).
+    #[tokio::test]
+    async fn every_transaction_recorded_past_the_leases_margin_is_withheld() {
+        let sender = sender();
+        *sender.next_nonce.lock().await = NextNonce::Known(4);
+        let slow = |_, _| async {
+            tokio::time::sleep(PAST_THE_MARGIN).await;
+            Ok(())
+        };
+        let withheld = sender.send(&outgoing(), slow).await.unwrap_err();
+        assert!(matches!(withheld, Error::Withheld { nonce: 4, .. }), "{withheld:?}");
+        assert_eq!(*sender.next_nonce.lock().await, NextNonce::Unknown, "read from the node next");
+
+        let cancellation = Outgoing { to: sender.address(), ..outgoing() };
+        let fee_bump = Outgoing { input: Bytes::from(vec![1, 2, 3]), ..outgoing() };
+        for (kind, outgoing) in [("a fee replacement", fee_bump), ("a cancellation", cancellation)] {
+            let slow = |_, _| async {
+                tokio::time::sleep(PAST_THE_MARGIN).await;
+                Ok(Ok::<(), ()>(()))
+            };
+            let (_, step) = sender.replace(&outgoing, 4, slow).await.unwrap();
+            assert_eq!(step, Ok(AfterReplace::Withheld), "{kind}");
+        }
+
+        let quick = |_, _| async { Ok(Ok::<(), ()>(())) };
+        let (_, step) = sender.replace(&outgoing(), 4, quick).await.unwrap();
+        assert_eq!(step, Ok(AfterReplace::Unconfirmed), "submitted: its answer lost");
+        *sender.next_nonce.lock().await = NextNonce::Known(4);
+        let submitted = sender.send(&outgoing(), |_, _| async { Ok(()) }).await.unwrap_err();
+        assert!(matches!(submitted, Error::Unconfirmed { nonce: 4, .. }), "{submitted:?}");
     }
 }

@@ -30,6 +30,12 @@ impl Relayer {
         let (id, lane, now) = (reservation.id, reservation.lane, time::now());
         self.db(move |store| store.hand_off(id, lane, now)).await?;
         tracing::info!(relay = %reservation.relay_id, %lane, "relay handed off to the key's holder");
+        self.await_holder(id).await
+    }
+
+    /// Waits for the holder of relay `id`'s key to send it (handed off): its answer once sent,
+    /// or 202 with the relay's id past the configured hand-off wait.
+    pub(crate) async fn await_holder(&self, id: i64) -> Result<Relayed> {
         let waited_until = tokio::time::Instant::now() + self.config.keys.handoff_wait;
         let mut pause = Duration::from_millis(20);
         loop {

@@ -145,7 +145,7 @@ impl Relayer {
                 .await?,
         );
         // From here until this handler ends, the reconciler leaves the record to it.
-        let _in_flight = InFlightGuard::new(&self.in_flight, (checked.signer(), checked.nonce()));
+        let in_flight = InFlightGuard::new(&self.in_flight, (checked.signer(), checked.nonce()));
         let reservation = match self.reserve(checked, &client, payers.lanes, gas_limit, fees, at).await? {
             Ok(reservation) => reservation,
             Err(held) => return Ok(held),
@@ -153,7 +153,17 @@ impl Relayer {
         if !payers.held {
             return self.hand_off(&reservation).await;
         }
-        self.send(checked, &reservation, gas_limit, fees, at).await
+        match self.send(checked, &reservation, gas_limit, fees, at).await {
+            // Recorded past the lease's margin and not submitted (this daemon stalled): the
+            // record was taken back and the relay handed to its key's holder, which may be this
+            // daemon again (its hand-off sender leaves alone what a handler holds). Answered as a
+            // standby answers: once sent, or 202 with the relay's id.
+            Err(Error::Withheld { .. }) => {
+                drop(in_flight);
+                self.await_holder(reservation.id).await
+            }
+            outcome => outcome,
+        }
     }
 
     /// Stage 1 (after [`RelayBody::parse`]), the request's identity: signer, nonce, digest,
@@ -527,6 +537,19 @@ impl Relayer {
                 .ok_or_else(|| Error::Internal(format!("lane {lane} is not one of this relayer's keys")))?;
             match sender.send(outgoing, &record).await {
                 Ok(sent) => break sent,
+                Err(Error::Withheld { tx_hash, nonce }) => {
+                    // Never submitted: the record is taken back and the relay handed to its key's
+                    // holder (it is on the books as accepted again), unless the key's next holder
+                    // closed it meanwhile (the request is then free for the client's retry).
+                    let now = time::now();
+                    let withdrawn = self.db(move |store| store.withdraw(id, tx_hash, now)).await?;
+                    tracing::warn!(relay = %relay_id, tx = %tx_hash, relayer_nonce = nonce, withdrawn, "not submitted past the lease's margin; the relay goes to its key's holder");
+                    return Err(if withdrawn {
+                        Error::Withheld { tx_hash, nonce }
+                    } else {
+                        Error::NoFreeLane
+                    });
+                }
                 Err(error @ Error::Unconfirmed { .. }) => {
                     // Kept on the books as sent: its follower finds the receipt if the node did
                     // take it, and until then the worst case stays reserved; the reconciler drops

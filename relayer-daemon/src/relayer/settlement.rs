@@ -115,17 +115,24 @@ impl Relayer {
                 let (hash, now) = (latest.hash, time::now());
                 self.db(move |store| store.unreplace(id, hash, now)).await?;
             }
-            // A first transaction the node does not have is not replaced: its nonce may have
-            // gone to another relay since, and a replacement would knock that one out. The
-            // reconciler drops it instead.
+            // A first transaction the node does not have is not replaced here: its nonce may
+            // have gone to another relay since. The reconciler sends it again after its grace
+            // while the nonce is open, or drops it once another transaction took the nonce.
             return Ok(Look::Waiting);
         }
+        self.send_again_now(&record, latest, block).await
+    }
+
+    /// Sends `record` again at its relayer nonce, after its `latest` transaction, as the stuck
+    /// policy plans: fees raised, or the cancellation.
+    async fn send_again_now(&self, record: &RelayRecord, latest: &SentTx, block: u64) -> Result<Look> {
         // The next block is stamped no earlier than the head nor (on a live chain) than now: a
         // request past its deadline by either clock would only revert, at the relayer's cost.
         let (_, block_time) = self.chain.head().await?;
         let suggested = self.chain.fees().await?;
-        let plan = self.stuck.plan(&waiting, record.deadline, block_time.max(time::now()), suggested);
-        self.send_again(&record, plan, block).await
+        let plan =
+            self.stuck.plan(&latest_of(latest), record.deadline, block_time.max(time::now()), suggested);
+        self.send_again(record, plan, block).await
     }
 
     /// The first of the relay's transactions (newest first: a replacement is the likelier one)
@@ -191,8 +198,15 @@ impl Relayer {
                 }
                 (hash, Ok(step)) => (hash, step),
             };
-            if matches!(step, AfterReplace::NonceMined | AfterReplace::Underpriced | AfterReplace::Refused) {
-                // Not in the node: the relay's current transaction is again the one before.
+            if matches!(
+                step,
+                AfterReplace::NonceMined
+                    | AfterReplace::Underpriced
+                    | AfterReplace::Refused
+                    | AfterReplace::Withheld
+            ) {
+                // Not in the node (or, withheld, never submitted): the relay's current
+                // transaction is again the one before.
                 let now = time::now();
                 self.db(move |store| store.unreplace(id, hash, now)).await?;
                 return Ok(Look::Waiting);
@@ -368,12 +382,24 @@ impl Relayer {
                         self.settle(&record, tx.hash, &receipt).await?;
                     }
                 }
-                Decision::Executed => self.db(move |store| store.mark_executed(id, now)).await?,
+                Decision::Executed => {
+                    let seen = record.clone();
+                    self.db(move |store| store.close_as_seen(&seen, true, "", now)).await?;
+                }
+                Decision::Resend => {
+                    // The latest recorded transaction: every relay with a hash has one.
+                    if let Some(latest) = record.txs.last() {
+                        let block = self.chain.block_number().await?;
+                        self.send_again_now(&record, latest, block).await?;
+                    }
+                    self.follow(id);
+                }
                 Decision::Drop { reason, resync } => {
                     if resync && let Some(sender) = self.lane_of(&record) {
                         sender.resync().await;
                     }
-                    self.db(move |store| store.drop_relay(id, reason, now)).await?;
+                    let seen = record.clone();
+                    self.db(move |store| store.close_as_seen(&seen, false, reason, now)).await?;
                 }
             }
             tracing::info!(
@@ -413,14 +439,40 @@ impl Relayer {
         } else {
             true
         };
+        let relayer_nonce_used = record.relayer_nonce.is_some_and(|nonce| mined_nonce > nonce);
+        let nonce_pending_for_another = if !node_knows_tx && !relayer_nonce_used {
+            self.nonce_pending_for_another(record).await?
+        } else {
+            false
+        };
         let facts = Facts {
             has_hash: !record.txs.is_empty(),
             receipt,
             request_ran,
-            relayer_nonce_used: record.relayer_nonce.is_some_and(|nonce| mined_nonce > nonce),
+            relayer_nonce_used,
             node_knows_tx,
+            nonce_pending_for_another,
         };
         Ok((facts, mined))
+    }
+
+    /// Whether the node has a transaction of another relay at `record`'s relayer nonce on its
+    /// key (sent there after the node lost `record`'s).
+    async fn nonce_pending_for_another(&self, record: &RelayRecord) -> Result<bool> {
+        let Some(nonce) = record.relayer_nonce else { return Ok(false) };
+        let (id, lane) = (record.id, record.lane);
+        let others = self.db(|store| store.in_the_pool()).await?;
+        for other in others
+            .iter()
+            .filter(|other| other.id != id && other.lane == lane && other.relayer_nonce == Some(nonce))
+        {
+            for tx in other.txs.iter().rev() {
+                if self.chain.knows_transaction(tx.hash).await? {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
     }
 }
 

@@ -122,6 +122,9 @@ pub(crate) enum AfterReplace {
     Refused,
     /// The node may have it.
     Unconfirmed,
+    /// Recorded, not submitted: the key's lease may have run out while it was recorded (never
+    /// an answer of the node's; the sender decides it before submitting).
+    Withheld,
 }
 
 /// A replacement never moves the next nonce: it reuses a nonce the sender handed out before.

@@ -4,7 +4,8 @@
 //! transaction) and applies the decision to the store.
 //!
 //! Cases it ends: a process killed between reserving and sending; a send that timed out where
-//! the node never took the transaction; a transaction that is never mined.
+//! the node never took the transaction; a transaction that is never mined. A recorded
+//! transaction is never dropped while its nonce is open: it is sent again at that nonce.
 
 use super::status::Outcome;
 
@@ -22,6 +23,9 @@ pub(crate) struct Facts {
     pub(crate) relayer_nonce_used: bool,
     /// The node has the transaction (pending or mined).
     pub(crate) node_knows_tx: bool,
+    /// The node has another relay's transaction at the same relayer nonce on the same key (a
+    /// relay sent there after the node lost this one): this one is not sent again over it.
+    pub(crate) nonce_pending_for_another: bool,
 }
 
 /// What to do with the relay.
@@ -43,6 +47,16 @@ pub(crate) enum Decision {
         /// The sender's local nonce may point past a gap: re-read it from the node.
         resync: bool,
     },
+    /// Recorded, but no transaction of it is with the node and its relayer nonce is still
+    /// unused: send it again at that nonce (a fee replacement, or the cancellation the stuck
+    /// policy picks). Not dropped: the daemon that recorded it (this one, or a stalled one that
+    /// lost the key between its lease check and its submit) may still submit the recorded
+    /// transaction, which the nonce would then take with nothing booked for it. Sent again, the
+    /// nonce goes to one of the relay's own transactions, whichever is mined, so the books
+    /// count it; or to another transaction, and then the relay is dropped ([`Decision::Drop`]).
+    /// Not over another relay's transaction the node holds at that nonce, which it would knock
+    /// out: then it waits for whichever is mined.
+    Resend,
     /// Still pending: look again next pass.
     Wait,
 }
@@ -61,8 +75,8 @@ pub(crate) fn decide(facts: &Facts) -> Decision {
     if facts.relayer_nonce_used {
         return Decision::Drop { reason: "its relayer nonce was used by another transaction", resync: false };
     }
-    if !facts.node_knows_tx {
-        return Decision::Drop { reason: "the node does not have the transaction", resync: true };
+    if !facts.node_knows_tx && !facts.nonce_pending_for_another {
+        return Decision::Resend;
     }
     Decision::Wait
 }
@@ -77,6 +91,7 @@ mod tests {
         request_ran: false,
         relayer_nonce_used: false,
         node_knows_tx: true,
+        nonce_pending_for_another: false,
     };
 
     #[test]
@@ -101,9 +116,22 @@ mod tests {
             decide(&Facts { relayer_nonce_used: true, ..PENDING }),
             Decision::Drop { resync: false, .. }
         ));
-        assert!(matches!(
+        assert_eq!(
             decide(&Facts { node_knows_tx: false, ..PENDING }),
-            Decision::Drop { resync: true, .. }
-        ));
+            Decision::Resend,
+            "its nonce still open: the recorded transaction may yet be submitted"
+        );
+        assert_eq!(
+            decide(&Facts { node_knows_tx: false, nonce_pending_for_another: true, ..PENDING }),
+            Decision::Wait,
+            "another relay's transaction at its nonce is with the node: not knocked out"
+        );
+        assert!(
+            matches!(
+                decide(&Facts { node_knows_tx: false, relayer_nonce_used: true, ..PENDING }),
+                Decision::Drop { resync: false, .. }
+            ),
+            "its nonce taken by another transaction: it can never be mined"
+        );
     }
 }

@@ -96,19 +96,14 @@ impl RelayStatus {
         matches!(self, Self::Sent | Self::Replaced | Self::Cancelling)
     }
 
-    /// A retry of the same signed request is answered with this relay rather than relayed again:
-    /// the request is on its way or ran. Dropped, failed, reverted and expired relays never ran,
-    /// so their request may be relayed again.
-    pub const fn is_held(self) -> bool {
-        self.is_live() || matches!(self, Self::CallFailed)
-    }
-
-    /// A relay that keeps any other relay of its (signer, forwarder nonce) out of the store: the
-    /// statuses of the unique index `relays_live_request_v3` (both engines; their tests check it).
-    /// Not `call_failed`, which [`RelayStatus::is_held`] answers a retry with: its request ran, so
-    /// its forwarder nonce is used up and the forwarder's own check refuses any other relay of it.
+    /// A relay that keeps any other relay of its (signer, forwarder nonce) out of the store (the
+    /// statuses of the unique index `relays_live_request_v4`, both engines; their tests check it),
+    /// and that a retry of the same signed request is answered with rather than relayed again:
+    /// the request is on its way or ran. `call_failed` is one: its request ran (the registry call
+    /// inside failed), its forwarder nonce is used up, as `mined`'s and `executed`'s are. Dropped,
+    /// failed, reverted and expired relays never ran, so their request may be relayed again.
     pub const fn is_live(self) -> bool {
-        self.is_open() || matches!(self, Self::Mined | Self::Executed)
+        self.is_open() || matches!(self, Self::Mined | Self::CallFailed | Self::Executed)
     }
 
     pub(crate) fn parse(text: &str) -> Result<Self> {

@@ -10,7 +10,7 @@ use std::{
     time::Duration,
 };
 
-use alloy::primitives::Address;
+use alloy::primitives::{Address, B256};
 use postgres::fallible_iterator::FallibleIterator;
 
 use super::{
@@ -24,21 +24,59 @@ use crate::error::Result;
 /// PostgreSQL's channel of hand-offs; the payload is the lane.
 const CHANNEL: &str = "kya_handoffs";
 
+/// Hands relay `id` to `lane`'s holder inside `tx`, announced at its commit on PostgreSQL.
+fn hand_off_in(tx: &mut impl Sql, postgres: bool, id: i64, lane: &str, now: u64) -> Result<()> {
+    tx.execute(
+        "INSERT INTO handoffs (relay, lane, at) VALUES (?1, ?2, ?3) ON CONFLICT (relay) DO NOTHING",
+        args![id, lane, now as i64],
+    )?;
+    if postgres {
+        // Delivered at commit, to every daemon listening.
+        tx.execute("SELECT pg_notify(?1, ?2)", args![CHANNEL, lane])?;
+    }
+    Ok(())
+}
+
 impl Store {
     /// Hands the accepted relay `id`, reserved on `lane`, to the lane's holder, and wakes it.
     pub fn hand_off(&self, id: i64, lane: Address, now: u64) -> Result<()> {
         self.with(|connection| {
             let postgres = matches!(connection, Connection::Postgres(_));
             let mut tx = connection.transaction(&[Lock::Rows])?;
-            tx.execute(
-                "INSERT INTO handoffs (relay, lane, at) VALUES (?1, ?2, ?3) ON CONFLICT (relay) DO NOTHING",
-                args![id, lane.text(), now as i64],
-            )?;
-            if postgres {
-                // Delivered at commit, to every daemon listening.
-                tx.execute("SELECT pg_notify(?1, ?2)", args![CHANNEL, lane.text()])?;
-            }
+            hand_off_in(&mut tx, postgres, id, &lane.text(), now)?;
             tx.commit()
+        })
+    }
+
+    /// Takes back the first record of relay `id`, the transaction `tx_hash` that was recorded but
+    /// never submitted (its daemon stalled past the lease's margin while recording it: see
+    /// `Sender::record_then_submit`), and hands the relay to its lane's holder, as a standby
+    /// hands off: it is `accepted` again, with no transaction, and the key's holder (this daemon
+    /// again, or the one that took the key) sends it. Nobody else has the withheld transaction's
+    /// bytes, so it can never be mined. `false`, changing nothing, unless the relay is still on
+    /// that record alone (its key's next holder may have dropped it since, freeing the request).
+    pub fn withdraw(&self, id: i64, tx_hash: B256, now: u64) -> Result<bool> {
+        self.with(|connection| {
+            let postgres = matches!(connection, Connection::Postgres(_));
+            let mut tx = connection.transaction(&[Lock::Relay(id)])?;
+            let before = self.seen(&mut tx, id)?;
+            let lane: Option<String> = tx
+                .query_opt(
+                    "UPDATE relays SET status = 'accepted', relayer_nonce = NULL, tx_hash = NULL,
+                         sent_at = NULL, updated_at = ?3
+                     WHERE id = ?1 AND status = 'sent' AND tx_hash = ?2 AND lane IS NOT NULL
+                     RETURNING lane",
+                    args![id, tx_hash.text(), now as i64],
+                )?
+                .map(|row| row.get(0))
+                .transpose()?;
+            let Some(lane) = lane else { return Ok(false) };
+            tx.execute("DELETE FROM relay_txs WHERE relay = ?1", args![id])?;
+            hand_off_in(&mut tx, postgres, id, &lane, now)?;
+            let wrote = self.record_change(&mut tx, id, &before, now)?;
+            tx.commit()?;
+            self.written(wrote);
+            Ok(true)
         })
     }
 

@@ -21,6 +21,7 @@ pub(super) const MIGRATIONS: &[(i64, &str)] = &[
     (2, include_str!("migrations/postgres/0002_lanes.sql")),
     (3, include_str!("migrations/postgres/0003_lane_leases.sql")),
     (4, include_str!("migrations/postgres/0004_handoffs.sql")),
+    (5, include_str!("migrations/postgres/0005_live_request_v4.sql")),
 ];
 
 /// A lock key of our own (an arbitrary constant: "kya" in ASCII) under which migrations run, so

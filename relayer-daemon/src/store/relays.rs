@@ -12,7 +12,8 @@ use super::{
     limits::{BudgetLimits, BudgetState, ShareOf, Window, roll, spent_by, write_budget},
     new_relay_id, parse_wei,
     records::{
-        NewRelay, Refusal, RelayStatus, ReplaceRefusal, Replacement, Reservation, Sending, Settlement, TxKind,
+        NewRelay, Refusal, RelayRecord, RelayStatus, ReplaceRefusal, Replacement, Reservation, Sending,
+        Settlement, TxKind,
     },
     schema::OPEN,
     sql::{Lock, Sql, args},
@@ -376,7 +377,15 @@ impl Store {
     /// [`Store::release`], unless a transaction was recorded for the relay meanwhile (another
     /// daemon, holding its lane now, sent it): what a daemon that lost the lane gives up.
     pub fn release_unsent(&self, id: i64, error: &str, now: u64) -> Result<()> {
-        self.finish_if(id, Some(RelayStatus::Accepted), RelayStatus::Failed, Some(0), Some(error), now, None)
+        self.finish_if(
+            id,
+            Only::Status(RelayStatus::Accepted),
+            RelayStatus::Failed,
+            Some(0),
+            Some(error),
+            now,
+            None,
+        )
     }
 
     /// Replaces the reservation of a mined relay by what it really cost, and records how it
@@ -405,6 +414,21 @@ impl Store {
         self.finish(id, RelayStatus::Dropped, Some(0), Some(reason), now, None)
     }
 
+    /// The reconciler's [`Store::drop_relay`] and [`Store::mark_executed`] (`executed`), only
+    /// while the relay is still as `seen` shows it: its status, current hash and lane. The
+    /// reconciler decides on a record read before its calls to the node; a relay changed since
+    /// (moved to another key and sent by a daemon that holds it, sent again) is not what it
+    /// decided on, and is left for its next pass. Closing it anyway would drop a relay whose
+    /// transaction is on its way: the request would run with nothing booked for it.
+    pub fn close_as_seen(&self, seen: &RelayRecord, executed: bool, reason: &str, now: u64) -> Result<()> {
+        let (status, cost_wei, reason) = if executed {
+            (RelayStatus::Executed, None, "the request ran; no receipt of ours found")
+        } else {
+            (RelayStatus::Dropped, Some(0), reason)
+        };
+        self.finish_if(seen.id, Only::AsSeen(seen), status, cost_wei, Some(reason), now, None)
+    }
+
     /// `cost_wei` replaces the reservation; `None` keeps the reservation as the cost.
     fn finish(
         &self,
@@ -415,15 +439,15 @@ impl Store {
         now: u64,
         mined: Option<&Settlement>,
     ) -> Result<()> {
-        self.finish_if(id, None, status, cost_wei, error, now, mined)
+        self.finish_if(id, Only::Open, status, cost_wei, error, now, mined)
     }
 
-    /// [`Store::finish`], only while the relay's status is `only` (any open one when `None`).
+    /// [`Store::finish`], only while the relay is as `only` says (and open).
     #[allow(clippy::too_many_arguments)]
     fn finish_if(
         &self,
         id: i64,
-        only: Option<RelayStatus>,
+        only: Only<'_>,
         status: RelayStatus,
         cost_wei: Option<u128>,
         error: Option<&str>,
@@ -434,13 +458,23 @@ impl Store {
             // The budget's lock (the cost replaces the reservation in it), and then the relay's.
             let mut tx = connection.transaction(&[Lock::Budget, Lock::Relay(id)])?;
             let row = tx.query_one(
-                "SELECT reserved_wei, window_start, status FROM relays WHERE id = ?1",
+                "SELECT reserved_wei, window_start, status, tx_hash, lane FROM relays WHERE id = ?1",
                 args![id],
             )?;
             let (reserved, window_start, previous): (String, i64, String) =
                 (row.get(0)?, row.get(1)?, row.get(2)?);
+            let (tx_hash, lane): (Option<String>, Option<String>) = (row.get(3)?, row.get(4)?);
             let previous = RelayStatus::parse(&previous)?;
-            if !previous.is_open() || only.is_some_and(|only| only != previous) {
+            let as_expected = match only {
+                Only::Open => true,
+                Only::Status(status) => status == previous,
+                Only::AsSeen(seen) => {
+                    seen.status == previous
+                        && tx_hash == seen.tx_hash.map(|hash| hash.text())
+                        && lane == seen.lane.map(|lane| lane.text())
+                }
+            };
+            if !previous.is_open() || !as_expected {
                 // Already settled (a settlement after a restart racing a live one): once only.
                 return Ok(());
             }
@@ -486,6 +520,17 @@ impl Store {
             Ok(())
         })
     }
+}
+
+/// Which open relays [`Store::finish_if`] closes.
+#[derive(Debug, Clone, Copy)]
+enum Only<'a> {
+    /// Any open relay.
+    Open,
+    /// One with this status.
+    Status(RelayStatus),
+    /// One still as this record shows it: status, current hash and lane.
+    AsSeen(&'a RelayRecord),
 }
 
 /// Open relays (accepted and not yet ended) per lane, read on `sql`.

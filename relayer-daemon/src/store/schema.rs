@@ -118,8 +118,9 @@ INSERT INTO relay_txs (relay, tx_hash, kind, max_fee_wei, priority_fee_wei, sent
 CREATE UNIQUE INDEX IF NOT EXISTS relays_by_relay_id ON relays (relay_id);
 DROP INDEX IF EXISTS relays_live_request;
 DROP INDEX IF EXISTS relays_live_request_v2;
-CREATE UNIQUE INDEX IF NOT EXISTS relays_live_request_v3 ON relays (signer, forwarder_nonce)
-    WHERE status IN ('accepted', 'sent', 'replaced', 'cancelling', 'mined', 'executed');
+DROP INDEX IF EXISTS relays_live_request_v3;
+CREATE UNIQUE INDEX IF NOT EXISTS relays_live_request_v4 ON relays (signer, forwarder_nonce)
+    WHERE status IN ('accepted', 'sent', 'replaced', 'cancelling', 'mined', 'call_failed', 'executed');
 CREATE INDEX IF NOT EXISTS relays_open ON relays (status, created_at);
 CREATE INDEX IF NOT EXISTS relays_by_request ON relays (signer, forwarder_nonce);
 CREATE INDEX IF NOT EXISTS relays_by_signer_window ON relays (signer, window_start);
@@ -130,7 +131,7 @@ CREATE INDEX IF NOT EXISTS relays_by_tx_hash ON relays (tx_hash);
 ";
 
 /// Statuses of a relay that hold its (signer, forwarder nonce) against any other relay of it
-/// ([`RelayStatus::is_live`]). The unique index `relays_live_request_v3` of both engines is
+/// ([`RelayStatus::is_live`]). The unique index `relays_live_request_v4` of both engines is
 /// written over the same set, which the tests below check.
 pub(super) static LIVE: StatusSet = StatusSet::new(RelayStatus::is_live);
 /// Statuses of a relay still waiting for the chain ([`RelayStatus::is_open`]).
@@ -291,9 +292,10 @@ mod tests {
     #[test]
     fn both_engines_keep_one_live_relay_per_request_over_the_live_statuses() {
         let live: BTreeSet<String> = LIVE.statuses().map(|status| status.as_str().to_owned()).collect();
-        assert_eq!(live.len(), 6, "{live:?}");
+        assert_eq!(live.len(), 7, "{live:?}");
+        assert!(live.contains("call_failed"), "a request whose call failed ran: {live:?}");
         for (engine, sql) in [("SQLite", sqlite()), ("PostgreSQL", postgres())] {
-            let index = indexes(&sql).remove("relays_live_request_v3").unwrap_or_else(|| panic!("{engine}"));
+            let index = indexes(&sql).remove("relays_live_request_v4").unwrap_or_else(|| panic!("{engine}"));
             let (columns, condition) = index.split_once(" WHERE ").expect("a partial index");
             // The columns `is_taken` and a retry look a request up by.
             assert_eq!(columns, "UNIQUE ON relays (signer, forwarder_nonce)", "{engine}");
@@ -303,7 +305,10 @@ mod tests {
 
     #[test]
     fn the_sql_sets_are_written_from_the_enum() {
-        assert_eq!(LIVE.to_string(), "('accepted', 'sent', 'replaced', 'cancelling', 'mined', 'executed')");
+        assert_eq!(
+            LIVE.to_string(),
+            "('accepted', 'sent', 'replaced', 'cancelling', 'mined', 'call_failed', 'executed')"
+        );
         assert_eq!(OPEN.to_string(), "('accepted', 'sent', 'replaced', 'cancelling')");
         assert_eq!(WITH_THE_NODE.to_string(), "('sent', 'replaced', 'cancelling')");
         for status in RelayStatus::ALL {

@@ -31,7 +31,7 @@ use super::{agent_key, agent_of, anvil, balance, cost, forwarder_nonce, register
 const BINARY: &str = env!("CARGO_BIN_EXE_kya-relayer-under-test");
 
 /// The 503 of a daemon holding no key.
-const NO_FREE_KEY: &str =
+pub(super) const NO_FREE_KEY: &str =
     "No relayer key is free on this relayer right now. Please try again later or use direct mode.";
 
 /// The 503 of a daemon whose database did not answer in time (a lock held past the lock timeout).

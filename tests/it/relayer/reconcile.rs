@@ -44,6 +44,10 @@ async fn record_becomes(relayer: &InProcessRelayer, index: usize, status: &str) 
     panic!("record {index} never became {status}: {:?}", relayer.relayer.store().records().unwrap());
 }
 
+fn records_count(relayer: &InProcessRelayer) -> usize {
+    relayer.relayer.store().records().unwrap().len()
+}
+
 fn now() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
 }
@@ -88,7 +92,9 @@ async fn a_reservation_left_by_a_killed_relayer_is_freed_at_the_next_start(engin
     relayer.stop().await;
 }
 
-async fn a_transaction_that_is_never_mined_does_not_hold_shutdown_and_is_dropped_later(engine: Engine) {
+async fn a_transaction_the_node_forgets_does_not_hold_shutdown_and_is_sent_again_at_its_nonce(
+    engine: Engine,
+) {
     let t = TestChain::start().await;
     let db = TestStore::new(engine);
     let agent = agent_key(310);
@@ -107,27 +113,29 @@ async fn a_transaction_that_is_never_mined_does_not_hold_shutdown_and_is_dropped
     let left = db.open().records().unwrap();
     assert_eq!((left[0].status.as_str(), left[0].cost_wei), ("sent", None), "{left:?}");
 
-    // The node forgets the transaction; the next run drops the relay and frees the request.
+    // The node forgets the transaction; the next run sends the relay again at its relayer nonce
+    // (the nonce is still open, and whoever recorded the transaction could still submit it, so
+    // it is not dropped): one relay, mined as its replacement, paid once.
     anvil(&t, "anvil_dropTransaction", serde_json::json!([hash])).await;
     anvil(&t, "evm_setAutomine", serde_json::json!([true])).await;
     let relayer = InProcessRelayer::start(&eager(&t, &db)).await;
-    let dropped = record_becomes(&relayer, 0, "dropped").await;
-    assert_eq!(dropped.tx_hash, Some(hash));
+    let mined = record_becomes(&relayer, 0, "mined").await;
+    assert_eq!(mined.txs.len(), 2, "the forgotten transaction and the one sent again: {mined:?}");
+    assert_eq!(mined.txs[0].hash, hash);
+    assert_eq!(mined.tx_hash, Some(mined.txs[1].hash));
+    let tx = t.chain.provider().get_transaction_by_hash(mined.txs[1].hash).await.unwrap().unwrap();
+    assert_eq!(Some(tx.nonce()), mined.relayer_nonce, "at the forgotten transaction's nonce");
     let (_, relay) = relayer.client.get(&format!("/relay/tx/{hash}")).await;
     assert_eq!(
         (relay["status"].as_str(), relay["relayId"].as_str()),
-        (Some("dropped"), Some(&*dropped.relay_id))
+        (Some("mined"), Some(&*mined.relay_id))
     );
-    assert_eq!(relay["costWei"], "0");
-    let (status, answer) = relayer.client.relay(&signed).await;
-    assert_eq!(status, 200, "the same signed request is accepted again: {answer}");
-    assert_ne!(answer["relayId"], dropped.relay_id, "as a new relay");
-    let mined = receipt(&t, &answer).await;
-    assert!(mined.status());
     assert_ne!(agent_of(&t, agent.address()).await, 0);
-    let tx = t.chain.provider().get_transaction_by_hash(mined.transaction_hash).await.unwrap().unwrap();
-    assert_eq!(Some(tx.nonce()), dropped.relayer_nonce, "the dropped transaction's nonce is reused");
-    assert_eq!(relayer.client.used_wei_settled().await, cost(&mined));
+    let (status, answer) = relayer.client.relay(&signed).await;
+    assert_eq!((status, answer["relayId"].as_str()), (200, Some(&*mined.relay_id)), "a retry: {answer}");
+    let paid = cost(&t.chain.provider().get_transaction_receipt(mined.txs[1].hash).await.unwrap().unwrap());
+    assert_eq!(relayer.client.used_wei_settled().await, paid);
+    assert_eq!(records_count(&relayer), 1);
     relayer.stop().await;
 }
 
@@ -301,7 +309,7 @@ async fn a_transaction_is_recorded_before_the_node_sees_it(engine: Engine) {
 
 super::on_both_stores!(
     a_reservation_left_by_a_killed_relayer_is_freed_at_the_next_start,
-    a_transaction_that_is_never_mined_does_not_hold_shutdown_and_is_dropped_later,
+    a_transaction_the_node_forgets_does_not_hold_shutdown_and_is_sent_again_at_its_nonce,
     after_a_lost_send_answer_the_next_relay_continues_after_the_transaction_the_node_has,
     a_registry_call_that_fails_after_its_simulation_is_recorded_as_call_failed,
     a_failed_calls_reason_reads_the_same_in_every_providers_revert_shape,
