@@ -46,6 +46,9 @@ pub(crate) struct Fill {
     pub(crate) run_worker_cpu_max: Duration,
     /// RPC HTTP requests and JSON-RPC calls of the whole fill.
     pub(crate) rpc: (usize, usize),
+    /// CPU of wrangler's whole process tree over the fill ([`crate::cpu::process_tree`]): the
+    /// figure compared with Ponder's fill.
+    pub(crate) tree_cpu: Duration,
 }
 
 /// Fill runs profiled: one in this many (the second among them: the first also compiles the
@@ -64,6 +67,7 @@ pub(crate) async fn fill(
     let api = worker.client();
     let meter = Meter::attach(worker.pid());
     let (requests, calls) = (setup.proxy.requests(), setup.proxy.calls());
+    let tree_cpu = crate::cpu::process_tree(worker.pid());
     let started = Instant::now();
     let (mut runs, mut walls, mut cpus, mut worker_cpus) = (0u64, Vec::new(), Vec::new(), Vec::new());
     loop {
@@ -92,6 +96,7 @@ pub(crate) async fn fill(
         }
     }
     let wall = started.elapsed();
+    let tree_cpu = crate::cpu::process_tree(worker.pid()) - tree_cpu;
     let rpc = (setup.proxy.requests() - requests, setup.proxy.calls() - calls);
     let run_cpu_max = cpus.iter().copied().max().unwrap_or_default();
     let run_worker_cpu_max = worker_cpus.iter().copied().max().unwrap_or_default();
@@ -105,6 +110,7 @@ pub(crate) async fn fill(
         run_worker_cpu: median(worker_cpus),
         run_worker_cpu_max,
         rpc,
+        tree_cpu,
     }
 }
 
