@@ -94,7 +94,7 @@ pub(crate) async fn measure(setup: &Setup, worker: &mut EdgeWorker, agents: u64)
             server.synced(&setup.chain, RESTART_WITHIN).await;
             theirs.push(timing::get(&http, &server.base, &path, &fresh_ip()).await);
         }
-        mismatches.extend(compare(&path, &ours[0], &theirs[0]));
+        mismatches.extend(compare(&path, &ours, &theirs));
         paths.push(Path { path, ours: cold(&ours), ponder: cold(&theirs) });
     }
     SideBySide { load, ponder_fill, paths, mismatches }
@@ -139,11 +139,16 @@ fn cold(answers: &[Timed]) -> Cold {
     }
 }
 
-/// The key figures of the two answers of `path` that differ (none when both agree).
-fn compare(path: &str, ours: &Timed, theirs: &Timed) -> Vec<String> {
-    if ours.status != 200 || theirs.status != 200 {
-        return vec![format!("`{path}`: status {} ≠ Ponder's {}", ours.status, theirs.status)];
+/// What differs between the two servers' answers of `path`: a status other than 200 in any
+/// sample, or else the key figures of their first answers (none when both agree).
+fn compare(path: &str, ours: &[Timed], theirs: &[Timed]) -> Vec<String> {
+    let statuses =
+        |answers: &[Timed]| answers.iter().map(|answer| answer.status.to_string()).collect::<Vec<_>>();
+    if ours.iter().chain(theirs).any(|answer| answer.status != 200) {
+        let (mine, other) = (statuses(ours).join(", "), statuses(theirs).join(", "));
+        return vec![format!("`{path}`: statuses {mine}, Ponder's {other}")];
     }
+    let (ours, theirs) = (&ours[0], &theirs[0]);
     let parse = |answer: &Timed| serde_json::from_slice::<Value>(&answer.body).unwrap_or(Value::Null);
     let (ours, theirs) = (key_figures(&parse(ours)), key_figures(&parse(theirs)));
     ours.iter()
