@@ -181,6 +181,13 @@ impl EdgeWorker {
     /// What `sql` gives on the Worker's local index: its `results` and D1's `meta` (`rows_read`,
     /// `rows_written`, as D1 counts them for billing).
     pub fn execute_index(&self, sql: &str) -> Value {
+        self.try_execute_index(sql).unwrap_or_else(|failure| panic!("{failure}"))
+    }
+
+    /// [`EdgeWorker::execute_index`], its failure (`sql`, then wrangler's output) returned
+    /// rather than a panic: for a caller that retries (`SQLITE_BUSY` while the runtime writes
+    /// the same file).
+    pub fn try_execute_index(&self, sql: &str) -> Result<Value, String> {
         let output = wrangler(&repo_root())
             .args(["d1", "execute", "INDEX", "--local", "--json", "--persist-to"])
             .arg(self._state.path().join("state"))
@@ -188,10 +195,11 @@ impl EdgeWorker {
             .output()
             .expect("wrangler runs");
         let text = String::from_utf8_lossy(&output.stdout);
-        assert!(output.status.success(), "{sql}: {text}{}", String::from_utf8_lossy(&output.stderr));
-        let answer: Value =
-            serde_json::from_str(&text).unwrap_or_else(|error| panic!("{sql}: {error}: {text}"));
-        answer[0].clone()
+        if !output.status.success() {
+            return Err(format!("{sql}: {text}{}", String::from_utf8_lossy(&output.stderr)));
+        }
+        let answer: Value = serde_json::from_str(&text).map_err(|error| format!("{sql}: {error}: {text}"))?;
+        Ok(answer[0].clone())
     }
 
     /// The folder wrangler keeps the Worker's local state in (KV, Cache API, the index's D1).

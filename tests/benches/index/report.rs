@@ -92,11 +92,12 @@ fn side_by_side(out: &mut String, m: &Measured) {
     }
     if p.mismatches.is_empty() {
         out.push_str(
-            "\nBoth answered 200 every time, and their key figures agree: the totals of `/stats`, \
-             `/stats/detailed` and `/revenue/aggregate`, and each list's length and first ids.\n",
+            "\nBoth answered 200 every time, and their answers agree: the block each names, the \
+             totals of `/stats`, `/stats/detailed` and `/revenue/aggregate`, and each list's \
+             length and first ids.\n",
         );
     } else {
-        out.push_str("\nThe answers' key figures differ:\n\n");
+        out.push_str("\nThe answers differ (first samples; ours names its block in `X-Block-Number`, Ponder in `X-Indexed-Block`):\n\n");
         for mismatch in &p.mismatches {
             writeln!(out, "- {mismatch}").expect("writing to a String");
         }

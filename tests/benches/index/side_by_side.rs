@@ -149,13 +149,25 @@ fn compare(path: &str, ours: &[Timed], theirs: &[Timed]) -> Vec<String> {
         return vec![format!("`{path}`: statuses {mine}, Ponder's {other}")];
     }
     let (ours, theirs) = (&ours[0], &theirs[0]);
+    // The block each answer names: a difference in the figures below is read against it.
+    let mut differences = Vec::new();
+    let (our_block, their_block) = (ours.header("x-block-number"), theirs.header("x-indexed-block"));
+    if our_block != their_block {
+        differences.push(format!(
+            "`{path}`: block: {} ≠ Ponder's {}",
+            our_block.unwrap_or("absent"),
+            their_block.unwrap_or("absent")
+        ));
+    }
     let parse = |answer: &Timed| serde_json::from_slice::<Value>(&answer.body).unwrap_or(Value::Null);
     let (ours, theirs) = (key_figures(&parse(ours)), key_figures(&parse(theirs)));
-    ours.iter()
-        .zip(&theirs)
-        .filter(|((_, mine), (_, other))| mine != other)
-        .map(|((name, mine), (_, other))| format!("`{path}`: {name}: {mine} ≠ Ponder's {other}"))
-        .collect()
+    differences.extend(
+        ours.iter()
+            .zip(&theirs)
+            .filter(|((_, mine), (_, other))| mine != other)
+            .map(|((name, mine), (_, other))| format!("`{path}`: {name}: {mine} ≠ Ponder's {other}")),
+    );
+    differences
 }
 
 /// Totals and the first ids of an answer, as text (numbers and digit strings alike): the
