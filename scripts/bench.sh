@@ -9,8 +9,11 @@
 #                     at 1,000 and 10,000 agents (cargo bench -p kya-tests --bench rpc_cost)
 #   index-<N>.md      the registry index against the direct path at N agents: the five endpoints
 #                     cold (time, CPU, D1 rows), the indexer's first fill and steady state, a
-#                     write's way to the answers (cargo bench -p kya-tests --bench index); the
-#                     cost model in docs/index-cost.md is built on these reports
+#                     write's way to the answers, and Ponder (../shared/peer-ponder, installed
+#                     into target/peer-ponder by npm ci) side by side on the same chain: both
+#                     fills and the endpoints cold, each server restarted before each sample
+#                     (cargo bench -p kya-tests --bench index; BENCH_INDEX_PONDER=0 leaves Ponder
+#                     out); the cost model in docs/index-cost.md is built on these reports
 #   relayer-cluster.md relays per second accepted and mined by 1, 2 and 4 relayer daemons with 1
 #                     and 4 keys on PostgreSQL, and one daemon on SQLite, on anvil mining a block
 #                     a second, with on-chain checks per row (cargo bench -p kya-tests --bench cluster)
@@ -21,8 +24,9 @@
 #                     latency to each listener (cargo bench -p kya-tests --bench stream)
 # BENCH_AGENTS=N sets the registry size of the system benchmark (default 1000; 10000 takes a
 # minute more to seed). BENCH_INDEX_AGENTS lists the index benchmark's sizes (default 1000; the
-# committed reports are 1000, 10000 and 100000: about 5, 5 and 33 minutes, the last with 8 of
-# seeding and about 6 GB for anvil). Compare ratios within one run: machines here are noisy.
+# committed reports are 1000, 10000 and 100000: about 5, 5 and 33 minutes without Ponder, the
+# last with 8 of seeding and about 6 GB for anvil; Ponder's fill adds about 4 minutes at 10000).
+# Compare ratios within one run: machines here are noisy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

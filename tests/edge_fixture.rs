@@ -4,7 +4,7 @@
 use std::{
     fs::File,
     net::TcpListener,
-    path::PathBuf,
+    path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     sync::{
         Arc, Mutex,
@@ -47,6 +47,9 @@ pub struct EdgeWorker {
     /// Wrangler's DevTools inspector (`crate::worker_profile`).
     inspector_port: u16,
     log: PathBuf,
+    /// What it was started with, for [`EdgeWorker::restart`].
+    vars: Vec<(String, String)>,
+    indexed: bool,
     _state: tempfile::TempDir,
 }
 
@@ -70,39 +73,61 @@ impl EdgeWorker {
 
     async fn start_with(vars: &[(&str, String)], indexed: bool) -> Self {
         build_worker();
-        let client = crate::http_client();
         for attempt in 1..=3 {
             let mut worker = Self::spawn(vars, indexed);
-            let started = Instant::now();
-            loop {
-                let probe =
-                    client.get(format!("{}/health", worker.base)).header("cf-connecting-ip", "203.0.113.1");
-                let answered_by_worker = probe
-                    .timeout(Duration::from_secs(5))
-                    .send()
-                    .await
-                    .is_ok_and(|response| response.headers().contains_key("x-ratelimit-remaining"));
-                // Ours, not another test's Worker on a port ours failed to bind: wrangler says
-                // it is ready on exactly this address.
-                if answered_by_worker && worker.output().contains(&format!("Ready on {}", worker.base)) {
-                    return worker;
-                }
-                if let Ok(Some(status)) = worker.child.try_wait() {
-                    eprintln!(
-                        "wrangler dev exited ({status}) before answering, attempt {attempt}:\n{}",
-                        worker.output()
-                    );
-                    break;
-                }
-                assert!(
-                    started.elapsed() < Duration::from_secs(90),
-                    "wrangler dev did not answer within 90 s:\n{}",
-                    worker.output()
-                );
-                tokio::time::sleep(Duration::from_millis(200)).await;
+            if worker.answers(attempt).await {
+                return worker;
             }
         }
         panic!("wrangler dev exited before answering three times (its output is above)");
+    }
+
+    /// Stops the Worker and starts it again on the same state directory (its D1 index, KV and
+    /// Cache API as they were) with the same vars, on free ports (`base` and the inspector's
+    /// port change), and waits as [`EdgeWorker::start`] does: a fresh isolate, so a request
+    /// after it is cold. A profiler attached before must be attached again.
+    pub async fn restart(&mut self) {
+        self.stop();
+        for attempt in 1..=3 {
+            self.launch();
+            if self.answers(attempt).await {
+                return;
+            }
+        }
+        panic!("wrangler dev exited before answering three times after a restart (its output is above)");
+    }
+
+    /// Waits until the Worker itself answers `/health`: true once it does, false if wrangler
+    /// exited first (its output printed).
+    async fn answers(&mut self, attempt: u32) -> bool {
+        let client = crate::http_client();
+        let started = Instant::now();
+        loop {
+            let probe = client.get(format!("{}/health", self.base)).header("cf-connecting-ip", "203.0.113.1");
+            let answered_by_worker = probe
+                .timeout(Duration::from_secs(5))
+                .send()
+                .await
+                .is_ok_and(|response| response.headers().contains_key("x-ratelimit-remaining"));
+            // Ours, not another test's Worker on a port ours failed to bind: wrangler says
+            // it is ready on exactly this address.
+            if answered_by_worker && self.output().contains(&format!("Ready on {}", self.base)) {
+                return true;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                eprintln!(
+                    "wrangler dev exited ({status}) before answering, attempt {attempt}:\n{}",
+                    self.output()
+                );
+                return false;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(90),
+                "wrangler dev did not answer within 90 s:\n{}",
+                self.output()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 
     /// One `wrangler dev` on free ports, with a fresh state directory (the index's tables
@@ -123,34 +148,17 @@ impl EdgeWorker {
                 String::from_utf8_lossy(&migrated.stderr)
             );
         }
-        let port = free_port();
-        // Two ports the system handed out one after the other can be the same one.
-        let inspector_port = std::iter::repeat_with(free_port).find(|&other| other != port).expect("a port");
-        let log = state.path().join("wrangler.log");
-        let output = File::create(&log).expect("log file");
-        let mut command = wrangler(&root);
-        command
-            .args(["dev", "--ip", "127.0.0.1", "--port", &port.to_string()])
-            // Concurrent instances would all want the default devtools port 9229.
-            .args(["--inspector-port", &inspector_port.to_string(), "--show-interactive-dev-session=false"])
-            .arg("--persist-to")
-            .arg(state.path().join("state"))
-            // `log`: the Worker's own console lines (KV counter writes) are part of what tests read.
-            .args(["--log-level", "log"])
-            .stdin(Stdio::null())
-            .stdout(output.try_clone().expect("log handle"))
-            .stderr(output);
-        if indexed {
-            command.arg("--test-scheduled");
-        }
-        // One run per `run_index`: tests drive the index themselves, so the pacer stays off
-        // unless a test's own vars turn it on (a later `--var` wins).
-        command.arg("--var").arg("INDEX_INTERVAL_SECS:0");
-        for (name, value) in vars {
-            command.arg("--var").arg(format!("{name}:{value}"));
-        }
-        let child = command.spawn().expect("wrangler starts (run scripts/bootstrap.sh)");
-        Self { child, base: format!("http://127.0.0.1:{port}"), inspector_port, log, _state: state }
+        let vars: Vec<(String, String)> =
+            vars.iter().map(|(name, value)| ((*name).to_owned(), value.clone())).collect();
+        let (child, base, inspector_port, log) = launch_wrangler(state.path(), &vars, indexed);
+        Self { child, base, inspector_port, log, vars, indexed, _state: state }
+    }
+
+    /// [`launch_wrangler`] on this Worker's state directory, vars and ports chosen anew.
+    fn launch(&mut self) {
+        let (child, base, inspector_port, log) =
+            launch_wrangler(self._state.path(), &self.vars, self.indexed);
+        (self.child, self.base, self.inspector_port, self.log) = (child, base, inspector_port, log);
     }
 
     /// Runs the index's scheduled handler once (`/__scheduled`, as a Cron Trigger would) and
@@ -173,6 +181,13 @@ impl EdgeWorker {
     /// What `sql` gives on the Worker's local index: its `results` and D1's `meta` (`rows_read`,
     /// `rows_written`, as D1 counts them for billing).
     pub fn execute_index(&self, sql: &str) -> Value {
+        self.try_execute_index(sql).unwrap_or_else(|failure| panic!("{failure}"))
+    }
+
+    /// [`EdgeWorker::execute_index`], its failure (`sql`, then wrangler's output) returned
+    /// rather than a panic: for a caller that retries (`SQLITE_BUSY` while the runtime writes
+    /// the same file).
+    pub fn try_execute_index(&self, sql: &str) -> Result<Value, String> {
         let output = wrangler(&repo_root())
             .args(["d1", "execute", "INDEX", "--local", "--json", "--persist-to"])
             .arg(self._state.path().join("state"))
@@ -180,10 +195,11 @@ impl EdgeWorker {
             .output()
             .expect("wrangler runs");
         let text = String::from_utf8_lossy(&output.stdout);
-        assert!(output.status.success(), "{sql}: {text}{}", String::from_utf8_lossy(&output.stderr));
-        let answer: Value =
-            serde_json::from_str(&text).unwrap_or_else(|error| panic!("{sql}: {error}: {text}"));
-        answer[0].clone()
+        if !output.status.success() {
+            return Err(format!("{sql}: {text}{}", String::from_utf8_lossy(&output.stderr)));
+        }
+        let answer: Value = serde_json::from_str(&text).map_err(|error| format!("{sql}: {error}: {text}"))?;
+        Ok(answer[0].clone())
     }
 
     /// The folder wrangler keeps the Worker's local state in (KV, Cache API, the index's D1).
@@ -214,6 +230,13 @@ impl EdgeWorker {
 
 impl Drop for EdgeWorker {
     fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+impl EdgeWorker {
+    /// Stops wrangler with SIGINT (SIGKILL after 10 s) and reaps it.
+    fn stop(&mut self) {
         // Already ended (and reaped): its pid may belong to another process by now.
         if let Ok(Some(_)) = self.child.try_wait() {
             return;
@@ -230,6 +253,40 @@ impl Drop for EdgeWorker {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `wrangler dev` on free ports and the state directory `state` (`<state>/state`), logging to
+/// `<state>/wrangler.log` (rewritten): the child, `http://127.0.0.1:<port>`, the inspector's
+/// port and the log.
+fn launch_wrangler(state: &Path, vars: &[(String, String)], indexed: bool) -> (Child, String, u16, PathBuf) {
+    let port = free_port();
+    // Two ports the system handed out one after the other can be the same one.
+    let inspector_port = std::iter::repeat_with(free_port).find(|&other| other != port).expect("a port");
+    let log = state.join("wrangler.log");
+    let output = File::create(&log).expect("log file");
+    let mut command = wrangler(&repo_root());
+    command
+        .args(["dev", "--ip", "127.0.0.1", "--port", &port.to_string()])
+        // Concurrent instances would all want the default devtools port 9229.
+        .args(["--inspector-port", &inspector_port.to_string(), "--show-interactive-dev-session=false"])
+        .arg("--persist-to")
+        .arg(state.join("state"))
+        // `log`: the Worker's own console lines (KV counter writes) are part of what tests read.
+        .args(["--log-level", "log"])
+        .stdin(Stdio::null())
+        .stdout(output.try_clone().expect("log handle"))
+        .stderr(output);
+    if indexed {
+        command.arg("--test-scheduled");
+    }
+    // One run per `run_index`: tests drive the index themselves, so the pacer stays off
+    // unless a test's own vars turn it on (a later `--var` wins).
+    command.arg("--var").arg("INDEX_INTERVAL_SECS:0");
+    for (name, value) in vars {
+        command.arg("--var").arg(format!("{name}:{value}"));
+    }
+    let child = command.spawn().expect("wrangler starts (run scripts/bootstrap.sh)");
+    (child, format!("http://127.0.0.1:{port}"), inspector_port, log)
 }
 
 /// Wrangler from the project's `node_modules`, run from the repository, offline (no telemetry,

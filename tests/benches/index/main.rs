@@ -6,13 +6,18 @@
 //! size, `docs/bench/index-<agents>.md`. `BENCH_INDEX_AGENTS` lists the sizes (default `1000`;
 //! the committed reports are `1000,10000,100000`: each report gives the time its size took).
 //! `BENCH_INDEX_PAID_PER_RUN` sets the larger run size of the second fill (default 2000).
+//! Each size also runs Ponder (`../shared/peer-ponder/`, installed into `target/peer-ponder/`)
+//! on the same chain: its fill, and the endpoints cold on both servers, each restarted before
+//! each sample (`side_by_side.rs`); `BENCH_INDEX_PONDER=0` leaves it out.
 //! Absolute times depend on the machine; compare the ratios within one report.
 
 mod cpu;
 mod d1;
 mod endpoints;
 mod indexer;
+mod ponder;
 mod report;
+mod side_by_side;
 mod timing;
 
 use std::time::{Duration, Instant};
@@ -45,6 +50,8 @@ pub(crate) struct Measured {
     pub(crate) steady: Vec<indexer::Steady>,
     /// A write's way to the answers, at 10 and 100 other changes a minute.
     pub(crate) freshness: Vec<indexer::Freshness>,
+    /// Ours and Ponder side by side, unless `BENCH_INDEX_PONDER=0`.
+    pub(crate) ponder: Option<side_by_side::SideBySide>,
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -84,7 +91,7 @@ async fn measure(agents: u64, paid_per_run: u64) -> Measured {
     let mut vars = chain_vars(&setup.proxy.url, setup.chain.registry());
     // Every answer reads D1: nothing cached in the isolate or the Cache API.
     vars.extend([("INDEX_ANSWER_TTL_SECS", "0".to_owned()), ("MEMORY_CACHE_BYTES", "0".to_owned())]);
-    let worker = EdgeWorker::start_indexed(&vars).await;
+    let mut worker = EdgeWorker::start_indexed(&vars).await;
     let mut profiler = Profiler::attach(worker.inspector_port()).await;
     let mut fills =
         vec![indexer::fill(&setup, &worker, &mut profiler, agents, kya_edge_defaults::AGENTS_PER_RUN).await];
@@ -100,6 +107,13 @@ async fn measure(agents: u64, paid_per_run: u64) -> Measured {
         eprintln!("{agents}: {changes} changes a minute measured ({:.1?} in all)", started.elapsed());
     }
     drop(profiler);
+    let ponder = if side_by_side::enabled() {
+        let compared = side_by_side::measure(&setup, &mut worker, agents).await;
+        eprintln!("{agents}: Ponder side by side measured ({:.1?} in all)", started.elapsed());
+        Some(compared)
+    } else {
+        None
+    };
     drop(worker);
 
     let mut paid_vars = chain_vars(&setup.proxy.url, setup.chain.registry());
@@ -109,7 +123,7 @@ async fn measure(agents: u64, paid_per_run: u64) -> Measured {
     fills.push(indexer::fill(&setup, &paid, &mut paid_profiler, agents, paid_per_run).await);
     let took = started.elapsed();
     eprintln!("{agents}: done in {took:.1?}");
-    Measured { agents, seeding, took, load, fills, storage, endpoints, steady, freshness }
+    Measured { agents, seeding, took, load, fills, storage, endpoints, steady, freshness, ponder }
 }
 
 /// Blocks whose state anvil keeps: reads older than that fail. Every read of the benchmark is at

@@ -39,8 +39,101 @@ pub(crate) fn render(m: &Measured) -> String {
         m.took.as_secs_f64() / 60.0,
     );
     endpoints(&mut out, m);
+    side_by_side(&mut out, m);
     indexer(&mut out, m);
     out
+}
+
+fn side_by_side(out: &mut String, m: &Measured) {
+    out.push_str("\n## Side by side with Ponder\n\n");
+    let Some(p) = &m.ponder else {
+        out.push_str("Not run at this size (`BENCH_INDEX_PONDER=0`).\n");
+        return;
+    };
+    write!(
+        out,
+        "Ponder 0.16 with embedded PGlite (`../shared/peer-ponder/`, installed by `npm ci` into \
+         `target/peer-ponder/`) on the same chain, after the steady-state minutes above, through \
+         a counting proxy of its own, which asks Ponder's `eth_call`s at the head: the peer \
+         reads `getAgent` at each registration's block for fields set once at registration and \
+         shown in none of the five answers, and anvil here keeps only its last 32 blocks' \
+         states (`tests/benches/index/ponder.rs`, `side_by_side.rs`). Load averages when it \
+         started: {} (2 shared cores).\n\n\
+         ### The endpoints cold, each server restarted before each sample\n\n\
+         Ours: the filled index's Worker (every answer reads D1), stopped and started again on \
+         its own state directory, `/health` answered, then one request. Ponder: stopped and \
+         started again on its PGlite directory, `/status` at the chain's head, then one request. \
+         Medians of 3 per server and path; the other server stopped meanwhile. The ratio is ours \
+         ÷ Ponder's (below 1: ours is faster), on the last byte.\n\n\
+         | endpoint | ours cold (restarted) | Ponder cold (restarted) | ratio |\n\
+         |---|---:|---:|---:|\n",
+        p.load,
+    )
+    .expect("writing to a String");
+    for row in &p.paths {
+        let time = |cold: &crate::side_by_side::Cold| {
+            if cold.status != 200 {
+                format!("fails: {} after {}", cold.status, ms(cold.last_byte))
+            } else if row.path.ends_with("/compliance") {
+                format!("{} first byte, {} last", ms(cold.first_byte), ms(cold.last_byte))
+            } else {
+                ms(cold.last_byte)
+            }
+        };
+        writeln!(
+            out,
+            "| `{}` | {} | {} | {:.2} |",
+            row.path,
+            time(&row.ours),
+            time(&row.ponder),
+            row.ours.last_byte.as_secs_f64() / row.ponder.last_byte.as_secs_f64(),
+        )
+        .expect("writing to a String");
+    }
+    if p.mismatches.is_empty() {
+        out.push_str(
+            "\nBoth answered 200 every time, and their answers agree: the block each names, the \
+             totals of `/stats`, `/stats/detailed` and `/revenue/aggregate`, and each list's \
+             length and first ids.\n",
+        );
+    } else {
+        out.push_str("\nThe answers differ (first samples; ours names its block in `X-Block-Number`, Ponder in `X-Indexed-Block`):\n\n");
+        for mismatch in &p.mismatches {
+            writeln!(out, "- {mismatch}").expect("writing to a String");
+        }
+    }
+    out.push_str(
+        "\n### First fill\n\n\
+         Wall time from the start (Ponder's: its build and start-up included, until `/status` \
+         names the chain's head; ours: the first run until `/health` says complete, runs back to \
+         back) and CPU seconds of the whole process tree (`/proc`: user and system time of every \
+         process and thread, children included: wrangler, its proxy and the runtime, with local \
+         D1's SQLite; Ponder's node with PGlite), RPC requests through the counting proxy.\n\n\
+         | indexer | wall time | CPU seconds | RPC requests (calls) |\n\
+         |---|---:|---:|---:|\n",
+    );
+    for fill in &m.fills {
+        writeln!(
+            out,
+            "| ours, runs of {} | {:.1} s | {:.1} s | {} ({}) |",
+            fill.per_run,
+            fill.wall.as_secs_f64(),
+            fill.tree_cpu.as_secs_f64(),
+            fill.rpc.0,
+            fill.rpc.1,
+        )
+        .expect("writing to a String");
+    }
+    let fill = &p.ponder_fill;
+    writeln!(
+        out,
+        "| Ponder | {:.1} s | {:.1} s | {} ({}) |",
+        fill.wall.as_secs_f64(),
+        fill.cpu.as_secs_f64(),
+        fill.rpc.0,
+        fill.rpc.1,
+    )
+    .expect("writing to a String");
 }
 
 fn endpoints(out: &mut String, m: &Measured) {

@@ -1,0 +1,214 @@
+//! Ours against Ponder (`../shared/peer-ponder/`) on the same chain: Ponder's first fill (wall
+//! time, CPU seconds of its process tree, RPC requests through a counting proxy of its own, which
+//! asks its `eth_call`s at the head: [`PonderProxy`]), then
+//! each path of [`endpoints::paths`] cold on both servers, each restarted before each sample
+//! (median of [`COLD_SAMPLES`]), and the key figures of both answers compared.
+//!
+//! Ours is the filled index's Worker (`INDEX_ANSWER_TTL_SECS=0`, `MEMORY_CACHE_BYTES=0`: every
+//! answer reads D1), restarted on its own state directory ([`EdgeWorker::restart`]); Ponder is
+//! restarted on its PGlite directory and waited for until `/status` names the chain's head. Each
+//! server is stopped while the other is measured.
+
+use std::time::{Duration, Instant};
+
+use alloy::providers::Provider;
+use kya_tests::edge_fixture::{EdgeWorker, fresh_ip};
+use serde_json::Value;
+
+use crate::{
+    Setup, cpu, endpoints,
+    ponder::{self, Ponder, PonderProxy},
+    report,
+    timing::{self, Timed, median},
+};
+
+/// Restarts (and cold requests) per path and server.
+const COLD_SAMPLES: usize = 3;
+
+/// Everything measured side by side at one size.
+pub(crate) struct SideBySide {
+    /// Load averages when the comparison started.
+    pub(crate) load: String,
+    pub(crate) ponder_fill: PonderFill,
+    pub(crate) paths: Vec<Path>,
+    /// Key figures on which the two answers differ, as `path: figure: ours ≠ Ponder's`.
+    pub(crate) mismatches: Vec<String>,
+}
+
+/// Ponder's first fill, from its start (build and start-up included) to `/status` at the head.
+pub(crate) struct PonderFill {
+    pub(crate) wall: Duration,
+    /// CPU of its process tree ([`cpu::process_tree`]).
+    pub(crate) cpu: Duration,
+    /// RPC HTTP requests and JSON-RPC calls.
+    pub(crate) rpc: (usize, usize),
+}
+
+/// One path on both servers.
+pub(crate) struct Path {
+    pub(crate) path: String,
+    pub(crate) ours: Cold,
+    pub(crate) ponder: Cold,
+}
+
+/// Medians of the cold samples of one server.
+pub(crate) struct Cold {
+    pub(crate) status: u16,
+    pub(crate) first_byte: Duration,
+    pub(crate) last_byte: Duration,
+}
+
+/// Whether the benchmark runs Ponder: `BENCH_INDEX_PONDER=0` leaves it out.
+pub(crate) fn enabled() -> bool {
+    std::env::var("BENCH_INDEX_PONDER").map_or(true, |value| value.trim() != "0")
+}
+
+/// Ponder's fill and both servers cold, `worker` being our filled index (restarted here).
+pub(crate) async fn measure(setup: &Setup, worker: &mut EdgeWorker, agents: u64) -> SideBySide {
+    let load = report::load();
+    at_head(setup, worker).await;
+    let app = ponder::install();
+    let scratch = tempfile::tempdir().expect("a temporary directory");
+    let proxy = PonderProxy::start(&setup.chain.rpc_url()).await;
+    let config = ponder::Config {
+        app,
+        rpc_url: proxy.url.clone(),
+        chain_id: setup.chain.chain_id(),
+        registry: setup.chain.registry(),
+        pglite: scratch.path().join("pglite"),
+    };
+    let ponder_fill = fill(setup, &proxy, &config, agents).await;
+    eprintln!("{agents}: Ponder filled in {:.1?}, {:.1?} CPU", ponder_fill.wall, ponder_fill.cpu);
+
+    let http = kya_tests::http_client();
+    let (mut paths, mut mismatches) = (Vec::new(), Vec::new());
+    for path in endpoints::paths(agents) {
+        let mut ours = Vec::new();
+        for _ in 0..COLD_SAMPLES {
+            worker.restart().await;
+            ours.push(timing::get(&http, &worker.base, &path, &fresh_ip()).await);
+        }
+        let mut theirs = Vec::new();
+        for _ in 0..COLD_SAMPLES {
+            let mut server = Ponder::start(&config);
+            server.synced(&setup.chain, RESTART_WITHIN).await;
+            theirs.push(timing::get(&http, &server.base, &path, &fresh_ip()).await);
+        }
+        mismatches.extend(compare(&path, &ours, &theirs));
+        paths.push(Path { path, ours: cold(&ours), ponder: cold(&theirs) });
+    }
+    SideBySide { load, ponder_fill, paths, mismatches }
+}
+
+/// How long a restarted Ponder may take to sync again.
+const RESTART_WITHIN: Duration = Duration::from_secs(300);
+
+/// Runs `worker`'s index until it names the chain's head, as Ponder will: both judge compliance
+/// at their block's timestamp.
+async fn at_head(setup: &Setup, worker: &EdgeWorker) {
+    let head = setup.chain.chain.provider().get_block_number().await.expect("the head");
+    for _ in 0..5 {
+        worker.run_index().await;
+        let index = worker.client().get("/health").await.body["index"].clone();
+        if index["block"].as_u64() == Some(head) {
+            return;
+        }
+    }
+    panic!("the index did not reach block {head} in 5 runs");
+}
+
+/// Ponder started on a fresh PGlite directory until it has indexed the head.
+async fn fill(setup: &Setup, proxy: &PonderProxy, config: &ponder::Config, agents: u64) -> PonderFill {
+    let (requests, calls) = proxy.counts();
+    let started = Instant::now();
+    let mut server = Ponder::start(config);
+    // 10,000 agents took 254 s here: a generous bound.
+    let within = Duration::from_millis(agents * 60).max(Duration::from_secs(900));
+    server.synced(&setup.chain, within).await;
+    let wall = started.elapsed();
+    let cpu = cpu::process_tree(server.pid());
+    let rpc = (proxy.counts().0 - requests, proxy.counts().1 - calls);
+    PonderFill { wall, cpu, rpc }
+}
+
+fn cold(answers: &[Timed]) -> Cold {
+    Cold {
+        status: answers.iter().map(|answer| answer.status).find(|&status| status != 200).unwrap_or(200),
+        first_byte: median(answers.iter().map(|answer| answer.first_byte).collect()),
+        last_byte: median(answers.iter().map(|answer| answer.last_byte).collect()),
+    }
+}
+
+/// What differs between the two servers' answers of `path`: a status other than 200 in any
+/// sample, or else the key figures of their first answers (none when both agree).
+fn compare(path: &str, ours: &[Timed], theirs: &[Timed]) -> Vec<String> {
+    let statuses =
+        |answers: &[Timed]| answers.iter().map(|answer| answer.status.to_string()).collect::<Vec<_>>();
+    if ours.iter().chain(theirs).any(|answer| answer.status != 200) {
+        let (mine, other) = (statuses(ours).join(", "), statuses(theirs).join(", "));
+        return vec![format!("`{path}`: statuses {mine}, Ponder's {other}")];
+    }
+    let (ours, theirs) = (&ours[0], &theirs[0]);
+    // The block each answer names: a difference in the figures below is read against it.
+    let mut differences = Vec::new();
+    let (our_block, their_block) = (ours.header("x-block-number"), theirs.header("x-indexed-block"));
+    if our_block != their_block {
+        differences.push(format!(
+            "`{path}`: block: {} ≠ Ponder's {}",
+            our_block.unwrap_or("absent"),
+            their_block.unwrap_or("absent")
+        ));
+    }
+    let parse = |answer: &Timed| serde_json::from_slice::<Value>(&answer.body).unwrap_or(Value::Null);
+    let (ours, theirs) = (key_figures(&parse(ours)), key_figures(&parse(theirs)));
+    differences.extend(
+        ours.iter()
+            .zip(&theirs)
+            .filter(|((_, mine), (_, other))| mine != other)
+            .map(|((name, mine), (_, other))| format!("`{path}`: {name}: {mine} ≠ Ponder's {other}")),
+    );
+    differences
+}
+
+/// Totals and the first ids of an answer, as text (numbers and digit strings alike): the
+/// figures both servers must agree on. The other fields (times, addresses, `chain`) are checked
+/// against the chain by the tests (ours) and by the peer's `scripts/compare.mjs` (Ponder's).
+fn key_figures(body: &Value) -> Vec<(&'static str, String)> {
+    let totals = [
+        "totalAgents",
+        "compliantCount",
+        "total",
+        "totalPages",
+        "totalReports",
+        "totalAmount",
+        "byCurrency",
+        "byCategory",
+        "totalRevenue",
+        "statusDistribution",
+        "generationDistribution",
+        "complianceRate",
+    ];
+    let mut figures: Vec<(&'static str, String)> =
+        totals.into_iter().map(|name| (name, text(&body[name]))).collect();
+    let data = body["data"].as_array().map(Vec::as_slice).unwrap_or_default();
+    figures.push(("data's length", data.len().to_string()));
+    let first: Vec<String> = data.iter().take(5).map(|item| text(&item["agentId"])).collect();
+    figures.push(("first ids", first.join(", ")));
+    figures
+}
+
+/// `value` as text: numbers and strings bare (a sum may be a number on one side and a digit
+/// string on the other), objects as `key=value` pairs in key order.
+fn text(value: &Value) -> String {
+    match value {
+        Value::Null => "absent".to_owned(),
+        Value::String(text) => text.clone(),
+        Value::Object(map) => {
+            let mut pairs: Vec<String> =
+                map.iter().map(|(key, value)| format!("{key}={}", text(value))).collect();
+            pairs.sort();
+            format!("{{{}}}", pairs.join(", "))
+        }
+        other => other.to_string(),
+    }
+}
