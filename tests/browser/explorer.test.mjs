@@ -388,7 +388,7 @@ test('a 390-px phone screen: nothing wider than the screen, every column and the
   await phone.close();
 });
 
-test('the API reference at /docs, linked from the page, lists every operation of /openapi.json', async () => {
+test('the API reference at /docs, linked from the page, lists every operation and webhook of /openapi.json', async () => {
   assert.equal(await page.locator('[data-testid="api-docs-link"]').getAttribute('href'), '/docs');
   const document = await (await fetch(`${base}/openapi.json`)).json();
   const docs = await context.newPage();
@@ -409,8 +409,12 @@ test('the API reference at /docs, linked from the page, lists every operation of
       const cell = block.querySelector('.opblock-summary-path');
       return `${method} ${cell.dataset.path ?? cell.innerText.replace(/\u200b/g, '')}`;
     }));
-  const documented = Object.entries(document.paths)
-    .flatMap(([path, item]) => Object.keys(item).map((method) => `${method} ${path}`));
+  // The paths' operations, and the webhooks' (the change feed's deliveries to a receiver, which
+  // the reference shows under their name).
+  const operations = (entries) =>
+    Object.entries(entries ?? {}).flatMap(([name, item]) => Object.keys(item).map((method) => `${method} ${name}`));
+  const documented = [...operations(document.paths), ...operations(document.webhooks)];
+  assert.ok(documented.includes('post changeEvent'), `the feed's webhook is documented: ${documented}`);
   assert.deepEqual([...shown].sort(), documented.sort());
   assert.ok(shown.length >= 33, `every operation: ${shown}`);
   await docs.screenshot({ path: join(screenshots, '08-api-reference.png'), fullPage: true });
