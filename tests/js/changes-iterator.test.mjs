@@ -11,7 +11,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { ChangeFeedError, followChanges } from '../../core/pkg/changes.js';
+import { ChangeFeedError, followChanges, parseServerSentEvents } from '../../core/pkg/changes.js';
 
 const base = process.env.KYA_API;
 const expected = JSON.parse(process.env.EXPECTED_EVENTS ?? 'null');
@@ -73,4 +73,25 @@ test("a refused cursor throws the API's status and message", async () => {
     && error.message === "invalid query parameter 'after': must be an event id such as 12-0, as the feed gave it");
   await assert.rejects(first({ after: '99-0' }), (error) => error instanceof ChangeFeedError && error.status === 404
     && /^Agent not found: no event 99-0 in this change feed/.test(error.message));
+});
+
+test('the SSE parser: any line ending, split anywhere, comments, multi-line data, retry', async () => {
+  const text = 'retry: 3000\r\n: after 1-2\r\n\r\nid: 2-0\revent: a\rdata: {"x":\rdata: 1}\r\r'
+    + ': keep-alive\n\nid: 2-1\nevent: b\ndata:plain\n\ndata: no id\r\n\r\nid: 3-0\n\n';
+  const bytes = new TextEncoder().encode(text);
+  // One byte at a time: every line ending, CRLF included, is split across chunks somewhere.
+  const body = new ReadableStream({
+    start(controller) {
+      for (const byte of bytes) controller.enqueue(new Uint8Array([byte]));
+      controller.close();
+    },
+  });
+  const messages = [];
+  for await (const message of parseServerSentEvents(body)) messages.push(message);
+  assert.deepEqual(messages, [
+    { retry: 3000 },
+    { id: '2-0', event: 'a', data: '{"x":\n1}' },
+    { id: '2-1', event: 'b', data: 'plain' },
+    { id: undefined, event: 'message', data: 'no id' },
+  ]);
 });

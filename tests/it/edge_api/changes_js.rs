@@ -14,7 +14,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader, Lines};
 use super::changes::{feed, json_of, write_batches};
 
 /// The checks in `tests/js/changes-iterator.test.mjs`: all must have run and passed.
-const NODE_CHECKS: usize = 3;
+const NODE_CHECKS: usize = 4;
 
 /// Reads node's stdout until a line starts with `marker`; every line read is kept in `report`.
 async fn wait_for(
