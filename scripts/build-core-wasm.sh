@@ -17,11 +17,12 @@ cargo build --locked --profile wasm-release --target wasm32-unknown-unknown -p k
 out=core/pkg
 bindgen_and_optimise "$target_dir/wasm32-unknown-unknown/wasm-release/kya_core.wasm" "$out" kya_core
 
-cp core/npm/node.js core/npm/README.md "$out/"
+cp core/npm/node.js core/npm/changes.js core/npm/changes.d.ts core/npm/README.md "$out/"
 
 version=$(awk -F'"' '/^version = / { print $2; exit }' Cargo.toml)
 # `exports`: Node gets the entry that instantiates the wasm at import; browsers and bundlers the
-# plain module (call `init` once), and `kya-core/wasm` names the wasm file for a bundler to copy.
+# plain module (call `init` once), `kya-core/changes` the change feed's iterator (plain JS, no
+# wasm), and `kya-core/wasm` names the wasm file for a bundler to copy.
 cat > "$out/package.json" <<JSON
 {
   "name": "kya-core",
@@ -38,10 +39,14 @@ cat > "$out/package.json" <<JSON
       "node": "./node.js",
       "default": "./kya_core.js"
     },
+    "./changes": {
+      "types": "./changes.d.ts",
+      "default": "./changes.js"
+    },
     "./wasm": "./kya_core_bg.wasm",
     "./package.json": "./package.json"
   },
-  "files": ["kya_core.js", "kya_core_bg.wasm", "kya_core.d.ts", "kya_core_bg.wasm.d.ts", "node.js", "README.md"],
+  "files": ["kya_core.js", "kya_core_bg.wasm", "kya_core.d.ts", "kya_core_bg.wasm.d.ts", "node.js", "changes.js", "changes.d.ts", "README.md"],
   "sideEffects": ["./node.js"]
 }
 JSON

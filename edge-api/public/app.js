@@ -38,8 +38,9 @@ class ApiError extends Error {
 /** The newest block any answer was read at, shown in the header. */
 let newestBlock = null;
 
-/** GET an /api/v1 path: its JSON body and the block it was read at. */
-async function api(path) {
+/** GET an /api/v1 path: its JSON body and the block it was read at. `pinned: false` for an
+ * answer read at no one block (the change feed's: each event names its own). */
+async function api(path, { pinned = true } = {}) {
   let response;
   try {
     response = await fetch(path, { headers: { accept: 'application/json' } });
@@ -50,6 +51,7 @@ async function api(path) {
   if (!response.ok) {
     throw new ApiError(response.status, body?.error ?? `HTTP ${response.status}`);
   }
+  if (!pinned) return { body, block: null };
   const number = Number(response.headers.get('x-block-number'));
   const timestamp = Number(response.headers.get('x-block-timestamp'));
   if (!Number.isSafeInteger(timestamp) || timestamp <= 0) {
@@ -544,6 +546,95 @@ async function loadStats() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Recent changes: the last CHANGES_SHOWN events of the change feed, newest first. Seeded by
+// paging /api/v1/changes to its end (the feed is oldest first and has no "newest" query), then
+// followed live by an EventSource on /api/v1/changes/stream from the last page's `next`. An
+// EventSource reconnects by itself and sends Last-Event-ID, so the stream resumes where it broke.
+
+const CHANGES_SHOWN = 20;
+/** At most this many pages are read to seed the panel; past that it starts from the stream. */
+const CHANGES_SEED_PAGES = 20;
+const CHANGES_RETRY_MS = 10_000;
+const CHANGE_TYPES = [
+  'agent.registered', 'agent.status_changed', 'agent.attested', 'agent.attestation_expired',
+  'agent.revenue_reported', 'agent.compliance_changed',
+];
+
+function setChangesState(state, text) {
+  const label = $('changes-state');
+  label.textContent = text;
+  $('changes-panel').dataset.state = state;
+}
+
+/** One event as a list item: type, finality, agent, wallet (short) and block. */
+function changeItem(event) {
+  const settles = event.confirms ?? event.retracts;
+  return element('li', { 'data-event-id': event.id, 'data-type': event.type, 'data-finality': event.finality },
+    element('span', { className: 'change-type' }, event.type),
+    element('span', { className: `change-finality finality-${event.finality}` },
+      settles ? `${event.finality} (${settles})` : event.finality),
+    element('span', { className: 'change-meta' },
+      agentLink(event.agentId, `Agent #${event.agentId}`), ' · ',
+      element('code', { title: event.wallet }, shortAddress(event.wallet)), ' · ',
+      `block #${event.block.number}`));
+}
+
+/** Puts `events` (oldest first) at the top of the list, keeping the newest CHANGES_SHOWN. */
+function showChanges(events) {
+  const list = $('changes-list');
+  list.prepend(...events.map(changeItem).reverse());
+  while (list.children.length > CHANGES_SHOWN) list.lastElementChild.remove();
+  list.dataset.newest = list.firstElementChild?.dataset.eventId ?? '';
+}
+
+async function seedChanges() {
+  let after = null;
+  let recent = [];
+  for (let page = 0; page < CHANGES_SEED_PAGES; page += 1) {
+    const query = new URLSearchParams({ limit: '1000' });
+    if (after) query.set('after', after);
+    const { body } = await api(`/api/v1/changes?${query}`, { pinned: false });
+    recent = recent.concat(body.events).slice(-CHANGES_SHOWN);
+    after = body.next ?? after;
+    if (!body.more) return { recent, after };
+  }
+  // A feed too long to page here: show only what the stream brings from now on.
+  return { recent: [], after: null };
+}
+
+async function followChanges() {
+  setChangesState('loading', 'Loading…');
+  let seed;
+  try {
+    seed = await seedChanges();
+  } catch (error) {
+    // A 503 is a deployment whose index has not run yet: try again shortly.
+    setChangesState('waiting', `The change feed could not be read (${error.message}); trying again.`);
+    setTimeout(followChanges, CHANGES_RETRY_MS);
+    return;
+  }
+  showChanges(seed.recent);
+  const url = seed.after ? `/api/v1/changes/stream?after=${encodeURIComponent(seed.after)}` : '/api/v1/changes/stream';
+  const source = new EventSource(url);
+  source.addEventListener('open', () => setChangesState('live', 'Live'));
+  source.addEventListener('error', () => {
+    // CONNECTING: the EventSource is retrying by itself (with Last-Event-ID). CLOSED: the server
+    // refused the stream (a 4xx/5xx answer), which an EventSource does not retry.
+    if (source.readyState === EventSource.CLOSED) setChangesState('error', 'The change stream was refused.');
+    else setChangesState('reconnecting', 'Reconnecting…');
+  });
+  for (const type of CHANGE_TYPES) {
+    source.addEventListener(type, (message) => {
+      try {
+        showChanges([JSON.parse(message.data)]);
+      } catch (error) {
+        showError($('app-error'), `A change event could not be read: ${error.message}`);
+      }
+    });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Start
 
 async function start() {
@@ -576,7 +667,7 @@ async function start() {
   window.addEventListener('hashchange', route);
   document.body.dataset.ready = 'true';
   route();
-  await Promise.all([loadAgents(), loadStats()]);
+  await Promise.all([loadAgents(), loadStats(), followChanges()]);
 }
 
 start();

@@ -350,6 +350,85 @@ test('the statistics chart shows the seeded distributions', async () => {
   await shot('07-statistics');
 });
 
+/** Every event of the change feed, oldest first, paged as a client would. */
+async function allChanges() {
+  const events = [];
+  let after = null;
+  for (;;) {
+    const query = new URLSearchParams({ limit: '1000' });
+    if (after) query.set('after', after);
+    const response = await fetch(`${base}/api/v1/changes?${query}`);
+    assert.equal(response.status, 200, `/api/v1/changes?${query}`);
+    const body = await response.json();
+    events.push(...body.events);
+    after = body.next ?? after;
+    if (!body.more) return events;
+  }
+}
+
+/** What the recent-changes panel of `target` lists, newest first. */
+const panelRows = (target) => target.locator('#changes-list li').evaluateAll((items) => items.map((item) => ({
+  id: item.dataset.eventId,
+  type: item.querySelector('.change-type').textContent,
+  finality: item.dataset.finality,
+  agent: item.querySelector('[data-agent-link]').dataset.agentLink,
+  wallet: item.querySelector('code').title,
+  block: item.querySelector('.change-meta').textContent.match(/block #(\d+)$/)[1],
+})));
+/** The rows the panel must list for `events` (oldest first): the newest 20, newest first. */
+const expectedRows = (events) => events.slice(-20).reverse().map((event) => ({
+  id: event.id, type: event.type, finality: event.finality, agent: String(event.agentId),
+  wallet: event.wallet, block: String(event.block.number),
+}));
+
+/** Waits for `target`'s recent-changes panel to be live; else fails naming what it shows. */
+async function changesLive(target) {
+  try {
+    await target.waitForSelector('#changes-panel[data-state="live"]');
+  } catch (error) {
+    const state = await target.locator('#changes-panel').getAttribute('data-state');
+    throw new Error(`the panel is not live: ${state}, "${await target.locator('#changes-state').innerText()}"`, { cause: error });
+  }
+}
+
+/** Calls anvil (RPC_URL), whose accounts and clock the test may move. */
+async function anvil(method, params = []) {
+  const response = await fetch(process.env.RPC_URL, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
+  });
+  const body = await response.json();
+  assert.ok(!body.error, `${method}: ${JSON.stringify(body.error)}`);
+  return body.result;
+}
+
+test("recent changes: the next index run's events arrive live, newest first", async () => {
+  // tests/it ran the index once before the page opened. That first run fills the index and adds
+  // nothing to the feed (docs/change-feed.md), so the panel is live and empty.
+  await changesLive(page);
+  assert.deepEqual(await allChanges(), []);
+  assert.deepEqual(await panelRows(page), []);
+  // Eight days on, every attestation current at the seed has lapsed: the next run adds an
+  // agent.attestation_expired for each (and agent.compliance_changed for the compliant), which the
+  // open page must receive from the stream.
+  await anvil('evm_increaseTime', [8 * 86400]);
+  await anvil('evm_mine');
+  const run = await fetch(`${base}/__scheduled?cron=*+*+*+*+*`);
+  assert.equal(run.status, 200, 'the index ran');
+  const events = await allChanges();
+  const agentsOf = (type) => events.filter((event) => event.type === type).map((event) => event.agentId).sort((a, b) => a - b);
+  const current = demo.agents.filter((agent) => agent.lastAttestation && chainNow - agent.lastAttestation <= WEEK);
+  assert.deepEqual(agentsOf('agent.attestation_expired'), current.map((agent) => agent.agentId));
+  assert.deepEqual(agentsOf('agent.compliance_changed'), demo.agents.filter(isCompliant).map((agent) => agent.agentId));
+  assert.ok(events.length > 20, `more events than the panel shows: ${events.length}`);
+  await page.waitForSelector(`#changes-list[data-newest="${events.at(-1).id}"]`, { timeout: 60_000 });
+  assert.deepEqual(await panelRows(page), expectedRows(events), "the panel shows the stream's events");
+  assert.equal(await page.locator('#changes-panel').getAttribute('data-state'), 'live');
+  await page.locator('#changes-panel').scrollIntoViewIfNeeded();
+  await shot('10-recent-changes');
+});
+
 test('a 390-px phone screen: nothing wider than the screen, every column and the pager on it', async () => {
   const phone = await context.newPage();
   await phone.setViewportSize({ width: 390, height: 844 });
@@ -364,6 +443,9 @@ test('a 390-px phone screen: nothing wider than the screen, every column and the
   await phone.waitForSelector(`#agent-panel[data-state="ready"][data-query="${hive.agentId}"]`);
   await phone.click('#show-lineage');
   await phone.waitForSelector(`#lineage-panel[data-state="ready"][data-root="${hive.agentId}"]`);
+  // The recent-changes panel, seeded by /api/v1/changes (the test before added the events).
+  await changesLive(phone);
+  assert.deepEqual(await panelRows(phone), expectedRows(await allChanges()), 'the panel seeded from /changes');
   const layout = await phone.evaluate(() => {
     const width = document.documentElement.clientWidth;
     const outside = [...document.querySelectorAll('body *')]
@@ -379,12 +461,14 @@ test('a 390-px phone screen: nothing wider than the screen, every column and the
   assert.deepEqual(layout.outside, [], 'every element lies within the screen');
   assert.ok(layout.scrollWidth <= layout.width, `no horizontal scrolling: ${layout.scrollWidth} px wide`);
   for (const selector of ['#agents-table thead th:nth-child(4)', '#agents-table tbody tr:first-child td:nth-child(4)',
-    '#prev-page', '#next-page', '#agent-record']) {
+    '#prev-page', '#next-page', '#agent-record', '#changes-list li:first-child']) {
     const box = await phone.locator(selector).boundingBox();
     assert.ok(box && box.x >= 0 && box.x + box.width <= 390, `${selector} on the screen: ${JSON.stringify(box)}`);
   }
   assert.match(await phone.locator('#agents-table tbody tr:first-child td:nth-child(4)').innerText(), /^\d{4}-\d\d-\d\d/);
-  await phone.screenshot({ path: join(screenshots, '09-phone-390px.png'), fullPage: true });
+  const phoneShot = join(screenshots, '09-phone-390px.png');
+  await phone.screenshot({ path: phoneShot, fullPage: true });
+  console.log(`the 390-px screenshot: ${phoneShot}`);
   await phone.close();
 });
 

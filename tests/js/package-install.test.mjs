@@ -46,7 +46,7 @@ before(async () => {
   const cargoVersion = /^version = "([^"]+)"/m.exec(await readFile(path.join(root, 'Cargo.toml'), 'utf8'))[1];
   assert.equal(packed.filename, `kya-core-${cargoVersion}.tgz`, 'the tarball carries the crate version');
   assert.deepEqual(packed.files.map((file) => file.path).sort(), [
-    'README.md', 'kya_core.d.ts', 'kya_core.js', 'kya_core_bg.wasm', 'kya_core_bg.wasm.d.ts', 'node.js', 'package.json',
+    'README.md', 'changes.d.ts', 'changes.js', 'kya_core.d.ts', 'kya_core.js', 'kya_core_bg.wasm', 'kya_core_bg.wasm.d.ts', 'node.js', 'package.json',
   ]);
   app = path.join(work, 'app');
   await cp(path.join(root, 'tests/js/package-consumer'), app, { recursive: true });

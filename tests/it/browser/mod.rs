@@ -2,7 +2,7 @@
 //! Worker under `wrangler dev` serving page and API, and `tests/browser/explorer.test.mjs`
 //! (playwright-core driving Debian's chromium) checking what the page shows against the seed's
 //! model, and that the page and `/docs` work under their security headers. Screenshots land in
-//! `test-output/screenshots/`.
+//! `target/browser-screenshots/` (the report names the 390-px one).
 
 use kya_devchain::seed;
 use kya_tests::{
@@ -12,13 +12,15 @@ use kya_tests::{
 };
 
 /// The checks in `tests/browser/explorer.test.mjs`: all must have run and passed.
-const BROWSER_CHECKS: usize = 15;
+const BROWSER_CHECKS: usize = 16;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn explorer_page_shows_the_seeded_registry() {
     let chain = TestChain::start().await;
     let demo = seed::seed_demo(&chain.chain, &chain.deployment).await.expect("demo seeds");
-    let worker = EdgeWorker::start(&chain_vars(&chain.rpc_url(), chain.registry())).await;
+    let worker = EdgeWorker::start_indexed(&chain_vars(&chain.rpc_url(), chain.registry())).await;
+    // The index once, so that the page's recent-changes panel is seeded; the test runs it again.
+    worker.run_index().await;
 
     let model = tempfile::tempdir().expect("a temporary directory");
     let demo_json = model.path().join("demo.json");
@@ -29,6 +31,8 @@ async fn explorer_page_shows_the_seeded_registry() {
         .current_dir(repo_root())
         .env("EXPLORER_URL", &worker.base)
         .env("DEMO_JSON", &demo_json)
+        .env("RPC_URL", chain.rpc_url())
+        .env("SCREENSHOT_DIR", repo_root().join("target/browser-screenshots"))
         .output()
         .await
         .expect("node runs the browser test");

@@ -8,6 +8,7 @@
 mod blocks;
 mod bulk;
 mod changes;
+mod changes_js;
 mod demo;
 mod expect;
 mod failures;

@@ -62,6 +62,7 @@ import init, {
   signRequest,
   verifyRequest,
 } from 'kya-core';
+import { ChangeFeedError, followChanges, type ChangeEvent, type ChangesPage } from 'kya-core/changes';
 
 await init();
 initSync({ module: new Uint8Array() });
@@ -177,7 +178,25 @@ verifyRequest({ method: 'GET', url: toSign.url, headers: received, chainId: 8453
 // @ts-expect-error: a reason is one of the API's eleven names
 const notAReason: Reason = 'tired';
 
+// The change feed's iterator (kya-core/changes): events narrow on `type`.
+async function lastFlip(): Promise<boolean | undefined> {
+  const controller = new AbortController();
+  try {
+    for await (const event of followChanges({ base: 'https://api.example', agentId: [7], type: 'agent.compliance_changed', signal: controller.signal })) {
+      const seen: ChangeEvent = event;
+      if (seen.type === 'agent.compliance_changed') return seen.to;
+    }
+  } catch (error) {
+    if (error instanceof ChangeFeedError) return error.status === 410 ? undefined : false;
+  }
+  return undefined;
+}
+const emptyPage: ChangesPage = { events: [], next: null, more: false };
+// @ts-expect-error: a status change goes from a status, not a boolean
+const notAStatusChange: ChangeEvent = { ...({} as ChangeEvent), type: 'agent.status_changed', from: true, to: false };
+
 export const used = [
+  lastFlip, emptyPage, notAStatusChange,
   seconds, status, badge, decision, notABadge, constitution, walletNumber, hashBytes, registeredAt, agentStatus,
   again, firstChild, amount, periodEnd, onChain, digest, fields, chainId, messageNonce, valid,
   consentKind, consentFields, liabilityDigest, consentDigests,

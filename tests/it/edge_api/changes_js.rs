@@ -1,0 +1,96 @@
+//! The npm package's change-feed iterator (`core/npm/changes.js`, `kya-core/changes`) under node
+//! against the real Worker under `wrangler dev`: `tests/js/changes-iterator.test.mjs` follows the
+//! feed while this test writes its batches (as `edge_api::changes` does) and runs the index, which
+//! hands each batch to the stream's shards. The node test cuts the stream once; the iterator must
+//! resume with `Last-Event-ID` and yield exactly the feed's events, in order, none twice.
+
+use std::{process::Stdio, time::Duration};
+
+use alloy::primitives::Address;
+use kya_core::feed::Event;
+use kya_tests::{edge_fixture::EdgeWorker, node_test_count, repo_root, run_script};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader, Lines};
+
+use super::changes::{feed, json_of, write_batches};
+
+/// The checks in `tests/js/changes-iterator.test.mjs`: all must have run and passed.
+const NODE_CHECKS: usize = 4;
+
+/// Reads node's stdout until a line starts with `marker`; every line read is kept in `report`.
+async fn wait_for(
+    lines: &mut Lines<BufReader<tokio::process::ChildStdout>>,
+    marker: &str,
+    report: &mut String,
+) {
+    let found = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(line) = lines.next_line().await.expect("node's stdout reads") {
+            report.push_str(&line);
+            report.push('\n');
+            if line.starts_with(marker) {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(found, Ok(true), "node never said {marker:?}:\n{report}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_npm_iterator_yields_the_feed_once_in_order_across_a_reconnect() {
+    run_script("build-core-wasm.sh");
+    // No chain: the feed is read from D1 alone (the index's step fails and is logged).
+    let worker = EdgeWorker::start_indexed(&[
+        ("RPC_URL", "http://127.0.0.1:9".to_owned()),
+        ("REGISTRY_ADDRESS", Address::repeat_byte(0x11).to_checksum(None)),
+        ("FEED_STREAM_SHARDS", "2".to_owned()),
+    ])
+    .await;
+    let batches = feed();
+    let all: Vec<&Event> = batches.iter().flatten().collect();
+    write_batches(&worker, 1, &batches[..1]);
+    worker.run_index().await;
+
+    let mut node = tokio::process::Command::new("node")
+        .args(["--test", "--test-reporter=spec", "tests/js/changes-iterator.test.mjs"])
+        .current_dir(repo_root())
+        .env("KYA_API", &worker.base)
+        .env("EXPECTED_EVENTS", serde_json::to_string(&json_of(&all)).unwrap())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("node starts");
+    let mut lines = BufReader::new(node.stdout.take().unwrap()).lines();
+    let mut report = String::new();
+
+    // Batch 2 while the iterator streams (it cuts that stream after the batch's first event),
+    // batch 3 once it has reconnected.
+    wait_for(&mut lines, "kya-feed: streaming", &mut report).await;
+    write_batches(&worker, 2, &batches[1..2]);
+    worker.run_index().await;
+    wait_for(&mut lines, "kya-feed: resumed", &mut report).await;
+    write_batches(&worker, 3, &batches[2..]);
+    worker.run_index().await;
+
+    let finished = tokio::time::timeout(Duration::from_secs(120), async {
+        while let Some(line) = lines.next_line().await.expect("node's stdout reads") {
+            report.push_str(&line);
+            report.push('\n');
+        }
+        let mut stderr = String::new();
+        node.stderr.take().unwrap().read_to_string(&mut stderr).await.expect("node's stderr reads");
+        report.push_str(&stderr);
+        node.wait().await.expect("node ends")
+    })
+    .await
+    .unwrap_or_else(|_| panic!("node did not finish:\n{report}"));
+    println!("{report}");
+    assert!(
+        finished.success(),
+        "the iterator's test failed ({finished}):\n{report}\nwrangler:\n{}",
+        worker.output()
+    );
+    assert_eq!(node_test_count(&report, "pass"), Some(NODE_CHECKS), "every check ran:\n{report}");
+    assert_eq!(node_test_count(&report, "fail"), Some(0), "{report}");
+}

@@ -1,0 +1,97 @@
+// The npm package's change-feed iterator (core/pkg/changes.js, `kya-core/changes`) against the
+// real Worker under `wrangler dev`, driven by tests/it/edge_api/changes_js.rs:
+//
+//   KYA_API=<the Worker> EXPECTED_EVENTS=<the feed's events as JSON> node --test tests/js/changes-iterator.test.mjs
+//
+// The driver writes the feed's first batch and runs the index, then waits for this test to say
+// on stdout that the iterator is streaming (`kya-feed: streaming`). It writes the second batch
+// and runs the index; the test cuts the stream right after the batch's first event, and the
+// iterator reconnects with Last-Event-ID (`kya-feed: resumed <id>`). The driver then writes the
+// third batch. The iterator must yield exactly the feed's events, in order, none twice.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import { ChangeFeedError, followChanges, parseServerSentEvents } from '../../core/pkg/changes.js';
+
+const base = process.env.KYA_API;
+const expected = JSON.parse(process.env.EXPECTED_EVENTS ?? 'null');
+if (!base || !Array.isArray(expected)) {
+  console.error('set KYA_API (the Worker) and EXPECTED_EVENTS (the feed as JSON)');
+  process.exit(2);
+}
+
+test('pages, then the stream, cut and resumed with Last-Event-ID: every event once, in order', async () => {
+  const yielded = [];
+  /** Each stream request: the Last-Event-ID it sent, the last event yielded before it, its cutter. */
+  const streams = [];
+  const fetchWatched = async (url, init) => {
+    if (!new URL(url).pathname.endsWith('/changes/stream')) return fetch(url, init);
+    const cutter = new AbortController();
+    const stream = { lastEventId: init.headers['last-event-id'] ?? null, before: yielded.at(-1)?.id ?? null, cutter };
+    streams.push(stream);
+    const response = await fetch(url, { ...init, signal: cutter.signal });
+    console.log(streams.length === 1 ? 'kya-feed: streaming' : `kya-feed: resumed ${stream.lastEventId}`);
+    return response;
+  };
+  const firstOfSecondBatch = expected.find((event) => event.id.startsWith('2-')).id;
+  for await (const event of followChanges({ base, fetch: fetchWatched })) {
+    yielded.push(event);
+    // A dropped connection, cut by the client: the iterator must reconnect by itself.
+    if (event.id === firstOfSecondBatch && streams.length === 1) streams[0].cutter.abort();
+    if (yielded.length >= expected.length) break;
+  }
+  assert.deepEqual(yielded, expected);
+  assert.equal(new Set(yielded.map((event) => event.id)).size, yielded.length, 'no event twice');
+  // Two connections: the first from where the pages ended, the second from the last event yielded.
+  const lastOfFirstBatch = expected.filter((event) => event.id.startsWith('1-')).at(-1).id;
+  assert.deepEqual(streams.map((stream) => [stream.lastEventId, stream.before]),
+    [[lastOfFirstBatch, lastOfFirstBatch], [streams[1].before, streams[1].before]]);
+  assert.ok(streams[1].before?.startsWith('2-'), `cut within the second batch: ${streams[1].before}`);
+});
+
+test('the filters select as /changes does', async () => {
+  const of = async (options, count) => {
+    const events = [];
+    for await (const event of followChanges({ base, ...options })) {
+      events.push(event);
+      if (events.length === count) break;
+    }
+    return events;
+  };
+  const ofAgent2 = expected.filter((event) => event.agentId === 2);
+  assert.deepEqual(await of({ agentId: 2 }, ofAgent2.length), ofAgent2);
+  const flips = expected.filter((event) => event.type === 'agent.compliance_changed' && event.finality === 'final');
+  assert.deepEqual(await of({ type: ['agent.compliance_changed'], final: true }, flips.length), flips);
+  const wallet = expected[0].wallet;
+  const ofWallet = expected.filter((event) => event.wallet === wallet).slice(2);
+  assert.deepEqual(await of({ wallet: wallet.toLowerCase(), after: expected[1].id, pageSize: 1 }, ofWallet.length), ofWallet);
+});
+
+test("a refused cursor throws the API's status and message", async () => {
+  const first = (options) => followChanges({ base, ...options }).next();
+  await assert.rejects(first({ after: 'abc' }), (error) => error instanceof ChangeFeedError && error.status === 400
+    && error.message === "invalid query parameter 'after': must be an event id such as 12-0, as the feed gave it");
+  await assert.rejects(first({ after: '99-0' }), (error) => error instanceof ChangeFeedError && error.status === 404
+    && /^Agent not found: no event 99-0 in this change feed/.test(error.message));
+});
+
+test('the SSE parser: any line ending, split anywhere, comments, multi-line data, retry', async () => {
+  const text = 'retry: 3000\r\n: after 1-2\r\n\r\nid: 2-0\revent: a\rdata: {"x":\rdata: 1}\r\r'
+    + ': keep-alive\n\nid: 2-1\nevent: b\ndata:plain\n\ndata: no id\r\n\r\nid: 3-0\n\n';
+  const bytes = new TextEncoder().encode(text);
+  // One byte at a time: every line ending, CRLF included, is split across chunks somewhere.
+  const body = new ReadableStream({
+    start(controller) {
+      for (const byte of bytes) controller.enqueue(new Uint8Array([byte]));
+      controller.close();
+    },
+  });
+  const messages = [];
+  for await (const message of parseServerSentEvents(body)) messages.push(message);
+  assert.deepEqual(messages, [
+    { retry: 3000 },
+    { id: '2-0', event: 'a', data: '{"x":\n1}' },
+    { id: '2-1', event: 'b', data: 'plain' },
+    { id: undefined, event: 'message', data: 'no id' },
+  ]);
+});
