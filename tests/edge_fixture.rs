@@ -237,21 +237,7 @@ impl Drop for EdgeWorker {
 impl EdgeWorker {
     /// Stops wrangler with SIGINT (SIGKILL after 10 s) and reaps it.
     fn stop(&mut self) {
-        // Already ended (and reaped): its pid may belong to another process by now.
-        if let Ok(Some(_)) = self.child.try_wait() {
-            return;
-        }
-        let pid = self.child.id().to_string();
-        let _ = Command::new("kill").args(["-INT", &pid]).status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        crate::interrupt_then_kill(&mut self.child, Duration::from_secs(10));
     }
 }
 

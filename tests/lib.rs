@@ -91,6 +91,25 @@ impl TestChain {
 
 /// An HTTP client (HTTPS through rustls with ring, the process's provider installed first:
 /// `kya_native_http::install_crypto_provider`).
+/// Stops `child` with SIGINT, so it can close what it holds (wrangler its runtime, Ponder its
+/// database), then SIGKILL after `grace`, and reaps it. A child that already ended is left alone:
+/// its pid may belong to another process by now.
+pub fn interrupt_then_kill(child: &mut std::process::Child, grace: std::time::Duration) {
+    if let Ok(Some(_)) = child.try_wait() {
+        return;
+    }
+    let _ = std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status();
+    let deadline = std::time::Instant::now() + grace;
+    while std::time::Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 pub fn http_client() -> reqwest::Client {
     kya_client::install_crypto_provider();
     // Servers under test (wrangler dev among them) close a connection idle for a few seconds; a

@@ -238,19 +238,6 @@ impl Ponder {
 impl Drop for Ponder {
     /// SIGINT (Ponder closes PGlite and ends), SIGKILL after 15 s.
     fn drop(&mut self) {
-        // Already ended (and reaped): its pid may belong to another process by now.
-        if let Ok(Some(_)) = self.child.try_wait() {
-            return;
-        }
-        let _ = Command::new("kill").args(["-INT", &self.child.id().to_string()]).status();
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        kya_tests::interrupt_then_kill(&mut self.child, Duration::from_secs(15));
     }
 }
