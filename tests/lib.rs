@@ -144,6 +144,13 @@ pub fn commit_measured(paths: &[&str]) -> String {
     }
 }
 
+/// `/proc/loadavg`'s three load averages (1, 5 and 15 minutes), as `0.52, 0.80, 1.10`: a
+/// benchmark's report names them, since the machine's cores are shared.
+pub fn load_averages() -> String {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    text.split_whitespace().take(3).collect::<Vec<_>>().join(", ")
+}
+
 /// Runs the Python script `tests/<script>` in `.tools/venv` (installed by `scripts/bootstrap.sh`)
 /// with `job` as JSON on its standard input; its standard output read as JSON. `what` names it
 /// in a failure, with the script's standard error.

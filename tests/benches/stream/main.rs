@@ -33,12 +33,14 @@ use kya_core::{
     AgentStatus,
     feed::{Change, Cursor, Detail, Event, EventBlock, EventType, Standing},
 };
-use kya_tests::{edge_fixture::EdgeWorker, repo_root, sse_listener::SseListener};
+use kya_tests::{edge_fixture::EdgeWorker, repo_root, sse_listener::SseListener, worker_profile::Profiler};
 
 /// Listener counts measured.
 const LISTENERS: [usize; 3] = [1, 100, 1_000];
 /// Runs (each adding one batch) per listener count.
 const RUNS: u64 = 10;
+/// Runs more per listener count, under the profiler.
+const PROFILED_RUNS: u64 = 5;
 /// Events in each batch.
 const EVENTS_PER_BATCH: u32 = 3;
 /// The pacer's runs an hour at its default `INDEX_INTERVAL_SECS` of 2.
@@ -56,6 +58,8 @@ struct Phase {
     /// Milliseconds from each run's start (its batch just written) to each event's receipt, every
     /// listener.
     from_run: Vec<f64>,
+    /// The Worker's CPU (V8's profiler) over [`PROFILED_RUNS`] runs that handed out a batch.
+    cpu: Duration,
     /// The resume's D1 rows read, and how many events it sent.
     resume_rows: u64,
     resumed_events: usize,
@@ -114,7 +118,39 @@ fn last_logged(log: &str, prefix: &str, suffix: &str) -> u64 {
 /// Received messages: (listener, event id, when).
 type Receipts = Arc<Mutex<Vec<(usize, String, Instant)>>>;
 
-async fn phase(worker: &EdgeWorker, count: usize, next_batch: &mut u64) -> Phase {
+/// Writes the next batch, triggers the run that hands it out and waits until every listener has
+/// it: the milliseconds from the run's start to each receipt.
+async fn hand_out(worker: &EdgeWorker, receipts: &Receipts, count: usize, next_batch: &mut u64) -> Vec<f64> {
+    let batch = *next_batch;
+    *next_batch += 1;
+    write_batch(worker, batch);
+    // The batch is written: the run that hands it out starts now (under the pacer, the next
+    // run starts within INDEX_INTERVAL_SECS).
+    let run_started = Instant::now();
+    worker.run_index().await;
+    // `run_index` returns once the run (and its hand-over) ended; the receipts may still be on
+    // their way.
+    let expected = count * EVENTS_PER_BATCH as usize;
+    let deadline = Instant::now() + PATIENCE;
+    let prefix = format!("{batch}-");
+    loop {
+        let arrived = receipts.lock().unwrap().iter().filter(|(_, id, _)| id.starts_with(&prefix)).count();
+        if arrived >= expected {
+            break;
+        }
+        assert!(Instant::now() < deadline, "batch {batch}: {arrived} of {expected} events arrived");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    receipts
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, id, _)| id.starts_with(&prefix))
+        .map(|(_, _, at)| at.duration_since(run_started).as_secs_f64() * 1_000.0)
+        .collect()
+}
+
+async fn phase(worker: &EdgeWorker, profiler: &mut Profiler, count: usize, next_batch: &mut u64) -> Phase {
     let receipts: Receipts = Arc::default();
     let mut tasks = Vec::with_capacity(count);
     for chunk in (0..count).collect::<Vec<_>>().chunks(100) {
@@ -136,36 +172,14 @@ async fn phase(worker: &EdgeWorker, count: usize, next_batch: &mut u64) -> Phase
     let first_batch = *next_batch;
     let mut from_run = Vec::new();
     for _ in 0..RUNS {
-        let batch = *next_batch;
-        *next_batch += 1;
-        write_batch(worker, batch);
-        // The batch is written: the run that hands it out starts now (under the pacer, the next
-        // run starts within INDEX_INTERVAL_SECS).
-        let run_started = Instant::now();
-        worker.run_index().await;
-        // `run_index` returns once the run (and its hand-over) ended; the receipts may still be
-        // on their way.
-        let expected = count * EVENTS_PER_BATCH as usize;
-        let deadline = Instant::now() + PATIENCE;
-        loop {
-            let arrived = receipts
-                .lock()
-                .unwrap()
-                .iter()
-                .filter(|(_, id, _)| id.starts_with(&format!("{batch}-")))
-                .count();
-            if arrived >= expected {
-                break;
-            }
-            assert!(Instant::now() < deadline, "batch {batch}: {arrived} of {expected} events arrived");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        for (_, id, at) in receipts.lock().unwrap().iter() {
-            if id.starts_with(&format!("{batch}-")) {
-                from_run.push(at.duration_since(run_started).as_secs_f64() * 1_000.0);
-            }
-        }
+        from_run.extend(hand_out(worker, &receipts, count, next_batch).await);
     }
+    // The Worker's CPU over more runs, apart: the profiler slows what it samples.
+    profiler.start().await;
+    for _ in 0..PROFILED_RUNS {
+        hand_out(worker, &receipts, count, next_batch).await;
+    }
+    let cpu = profiler.stop().await.cpu();
     // Every listener got every event once, in order.
     let receipts = receipts.lock().unwrap().clone();
     let wanted: Vec<String> = (first_batch..*next_batch)
@@ -196,6 +210,7 @@ async fn phase(worker: &EdgeWorker, count: usize, next_batch: &mut u64) -> Phase
         outlet_rows: sum_logged(phase_log, "feed outlets: ", " D1 rows read"),
         held: last_logged(phase_log, "shards holding ", " listeners"),
         from_run,
+        cpu,
         resume_rows,
         resumed_events,
     }
@@ -207,7 +222,7 @@ fn percentile(values: &[f64], fraction: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * fraction).round() as usize]
 }
 
-fn report(phases: &[Phase], commit: &str) -> String {
+fn report(phases: &[Phase], commit: &str, load: (&str, &str)) -> String {
     let mut text = String::new();
     let _ = writeln!(text, "# The change feed's stream: cost and latency by listener count\n");
     let _ = writeln!(
@@ -215,8 +230,10 @@ fn report(phases: &[Phase], commit: &str) -> String {
         "Measured by `cargo bench -p kya-tests --bench stream` (`tests/benches/stream/main.rs`) at {commit}, \
          under `wrangler dev` on this machine (two cores shared with other work; the listeners' clients \
          on the same machine), with the default 4 shards. Each listener count: {RUNS} runs, each adding \
-         a batch of {EVENTS_PER_BATCH} events, every event checked received once and in order by every \
-         listener.\n"
+         a batch of {EVENTS_PER_BATCH} events, then {PROFILED_RUNS} more under V8's profiler, every event \
+         checked received once and in order by every listener. Load averages (1, 5, 15 min): {} at the \
+         start, {} at the end.\n",
+        load.0, load.1
     );
     let _ = writeln!(
         text,
@@ -253,6 +270,31 @@ fn report(phases: &[Phase], commit: &str) -> String {
             percentile(run, 1.0),
         );
     }
+    let _ = writeln!(
+        text,
+        "\n| listeners | Worker CPU, {PROFILED_RUNS} runs | events delivered | CPU per event delivered | per delivery added, over the row above |"
+    );
+    let _ = writeln!(text, "|---|---|---|---|---|");
+    let mut above: Option<(Duration, u64)> = None;
+    for phase in phases {
+        let delivered = phase.listeners as u64 * PROFILED_RUNS * u64::from(EVENTS_PER_BATCH);
+        let micros = phase.cpu.as_secs_f64() * 1e6;
+        let marginal = above.map_or_else(
+            || "".to_owned(),
+            |(cpu, then)| {
+                let more = micros - cpu.as_secs_f64() * 1e6;
+                format!("{:.1} µs", more / (delivered - then) as f64)
+            },
+        );
+        let _ = writeln!(
+            text,
+            "| {} | {:.1} ms | {delivered} | {:.1} µs | {marginal} |",
+            phase.listeners,
+            micros / 1_000.0,
+            micros / delivered as f64,
+        );
+        above = Some((phase.cpu, delivered));
+    }
     text
 }
 
@@ -264,14 +306,16 @@ async fn main() {
     ])
     .await;
     let commit = kya_tests::commit_measured(&["core", "edge-api", "wrangler.toml", "Cargo.lock"]);
+    let mut profiler = Profiler::attach(worker.inspector_port()).await;
+    let load_start = kya_tests::load_averages();
     let mut next_batch = 1;
     let mut phases = Vec::new();
     for count in LISTENERS {
         let started = Instant::now();
-        phases.push(phase(&worker, count, &mut next_batch).await);
+        phases.push(phase(&worker, &mut profiler, count, &mut next_batch).await);
         eprintln!("{count} listeners: {:.0} s", started.elapsed().as_secs_f64());
     }
-    let text = report(&phases, &commit);
+    let text = report(&phases, &commit, (&load_start, &kya_tests::load_averages()));
     println!("{text}");
     let path = repo_root().join("docs/bench/change-stream.md");
     let kept = std::fs::read_to_string(&path).unwrap_or_default();
