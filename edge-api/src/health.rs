@@ -1,6 +1,7 @@
 //! `/health`: `ok` when the RPC endpoint answers with a block, `degraded` (503) when not. It
 //! answers without `REGISTRY_ADDRESS` too, naming what is configured, and reports the registry
-//! index (`index`: `null` without the `INDEX` binding or before its first run).
+//! index (`index`: `null` without the `INDEX` binding or before its first run) and the webhooks'
+//! dead letters per receiver (`deadLetters`: `null` without the binding).
 
 use serde_json::{Value, json};
 use worker::Response;
@@ -20,7 +21,7 @@ pub(crate) async fn answer(config: &Config, rpc: &Rpc<'_>, index: Option<Store>)
         Err(_) => serde_json::Value::from(config.registry_text()),
     };
     let shown_rpc = kya_core::redact::url(rpc.url);
-    let state = match index {
+    let state = match &index {
         None => None,
         Some(store) => match store.state().await {
             Ok(state) if state.last_run.is_some() => Some(state),
@@ -32,19 +33,41 @@ pub(crate) async fn answer(config: &Config, rpc: &Rpc<'_>, index: Option<Store>)
             }
         },
     };
+    let dead_letters = match &index {
+        None => Value::Null,
+        Some(store) => dead_letters(store).await,
+    };
     let (status, body) = match rpc.pin().await {
         Ok(block) => (
             200,
             json!({"status": "ok", "registry": registry, "rpc": shown_rpc, "block": block.number,
-                "index": state.as_ref().map_or(Value::Null, |state| report(state, Some(block.number)))}),
+                "index": state.as_ref().map_or(Value::Null, |state| report(state, Some(block.number))),
+                "deadLetters": dead_letters}),
         ),
         Err(error) => (
             503,
             json!({"status": "degraded", "registry": registry, "rpc": shown_rpc, "error": error.to_string(),
-                "index": state.as_ref().map_or(Value::Null, |state| report(state, None))}),
+                "index": state.as_ref().map_or(Value::Null, |state| report(state, None)),
+                "deadLetters": dead_letters}),
         ),
     };
     http::json(status, &body.to_string(), "no-store")
+}
+
+/// The webhooks' dead letters kept in D1, per receiver that has any (`[]`: none), from the
+/// counts the triggers of migration 0009 keep: a row read per receiver, not per dead letter.
+/// `null` when they cannot be read (the migration not applied).
+async fn dead_letters(store: &Store) -> Value {
+    match store.dead_letter_counts().await {
+        Ok(counts) => counts
+            .iter()
+            .map(|count| json!({"receiver": count.receiver, "events": count.events, "newestAt": count.newest_at}))
+            .collect(),
+        Err(error) => {
+            worker::console_warn!("reading the webhooks' dead letter counts failed: {error}");
+            Value::Null
+        }
+    }
 }
 
 /// The index as `/health` reports it: the block it reflects and how many blocks behind `head`

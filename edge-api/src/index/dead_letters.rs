@@ -1,7 +1,10 @@
 //! The webhooks' dead letters in D1 (`webhook_dead_letters`, migration 0008): what a receiver's
-//! sender gave up on, recorded by the dead-letter queue's consumer where an operator reads it.
+//! sender gave up on, recorded by the dead-letter queue's consumer where an operator reads it,
+//! and counted per receiver for `/health` (`webhook_dead_letter_counts`, migration 0009, kept by
+//! triggers).
 
 use kya_core::feed::Event;
+use serde::Deserialize;
 
 use super::{Store, limits::Param};
 use crate::Result;
@@ -37,4 +40,22 @@ impl Store {
         )?;
         self.commit(vec![statement]).await
     }
+
+    /// The dead letters kept per receiver that has any, by name: one row read per receiver,
+    /// however many dead letters are kept.
+    pub(crate) async fn dead_letter_counts(&self) -> Result<Vec<DeadLetterCount>> {
+        let sql = "SELECT receiver, events, newest_at FROM webhook_dead_letter_counts ORDER BY receiver";
+        self.all(self.statement(sql, Vec::new())?).await
+    }
+}
+
+/// One receiver's dead letters, as `/health` reports them.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub(crate) struct DeadLetterCount {
+    /// The receiver's name in `WEBHOOKS`.
+    pub(crate) receiver: String,
+    /// Its dead letters kept in `webhook_dead_letters`.
+    pub(crate) events: u64,
+    /// When the newest was recorded (Unix seconds).
+    pub(crate) newest_at: u64,
 }

@@ -17,7 +17,8 @@
 //! - `outlets`: after each run, the feed's new batches handed to the stream and the webhooks.
 //! - `stream`: `GET /api/v1/changes/stream`, the feed as Server-Sent Events from Durable Object
 //!   shards of listeners.
-//! - `dead_letters`: the webhooks' dead letters, recorded where an operator reads them.
+//! - `dead_letters`: the webhooks' dead letters, recorded where an operator reads them, and
+//!   counted per receiver for `/health`.
 
 pub(crate) mod changes;
 mod dead_letters;
