@@ -10,10 +10,12 @@ pub const HEARTBEAT: &str = ": keep-alive\n\n";
 
 /// The stream's first frame: the reconnection delay, and where it starts (a comment, so an
 /// `EventSource`'s `Last-Event-ID` stays the last event's).
-pub fn opening(after: Option<Cursor>) -> String {
-    match after {
-        Some(after) => format!("retry: {RECONNECT_MS}\n: after {after}\n\n"),
-        None => format!("retry: {RECONNECT_MS}\n\n"),
+/// `after`: the client's cursor; else `start`, the first batch a stream without a cursor sends.
+pub fn opening(after: Option<Cursor>, start: Option<u64>) -> String {
+    match (after, start) {
+        (Some(after), _) => format!("retry: {RECONNECT_MS}\n: after {after}\n\n"),
+        (None, Some(start)) => format!("retry: {RECONNECT_MS}\n: from batch {start}\n\n"),
+        (None, None) => format!("retry: {RECONNECT_MS}\n\n"),
     }
 }
 
@@ -59,7 +61,8 @@ mod tests {
         assert_eq!(&lines[3..], ["", ""], "one blank line ends the message");
         let data: Event = serde_json::from_str(lines[2].strip_prefix("data: ").unwrap()).unwrap();
         assert_eq!(data, event);
-        assert_eq!(opening(Some(Cursor { batch: 9, index: 4 })), "retry: 3000\n: after 9-4\n\n");
+        assert_eq!(opening(Some(Cursor { batch: 9, index: 4 }), None), "retry: 3000\n: after 9-4\n\n");
+        assert_eq!(opening(None, Some(12)), "retry: 3000\n: from batch 12\n\n");
         assert!(HEARTBEAT.starts_with(':') && HEARTBEAT.ends_with("\n\n"));
     }
 }

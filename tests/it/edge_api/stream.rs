@@ -6,7 +6,13 @@
 //! `edge_api::changes`; the run is the Cron Trigger's (`INDEX_INTERVAL_SECS = 0`), which hands
 //! them to the shards after its step (with no chain here, the step itself fails and is logged).
 
-use std::time::Duration;
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
 
 use alloy::primitives::Address;
 use kya_core::{
@@ -127,7 +133,7 @@ async fn listeners_get_each_event_once_in_order_with_filters_resumes_and_heartbe
         everything.received()
     );
     assert!(
-        everything.received().starts_with("retry: 3000\n\n: keep-alive\n\n"),
+        everything.received().starts_with("retry: 3000\n: from batch 1\n\n: keep-alive\n\n"),
         "{}",
         everything.received()
     );
@@ -297,4 +303,76 @@ async fn listeners_get_each_event_once_in_order_with_filters_resumes_and_heartbe
         (options.status, options.header("access-control-allow-headers")),
         (204, Some("Content-Type, If-None-Match, Last-Event-ID"))
     );
+}
+
+/// The batch a stream opened without a cursor starts at, from its opening comment (in what it
+/// received so far).
+fn start_of(listener: &SseListener) -> u64 {
+    let received = listener.received();
+    let line = received.lines().find_map(|line| line.strip_prefix(": from batch "));
+    line.and_then(|start| start.parse().ok()).unwrap_or_else(|| panic!("no start in {received:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listeners_without_a_cursor_get_every_event_appended_after_they_connected_while_runs_append() {
+    let worker = EdgeWorker::start_indexed(&[
+        ("RPC_URL", "http://127.0.0.1:9".to_owned()),
+        ("REGISTRY_ADDRESS", Address::repeat_byte(0x11).to_checksum(None)),
+        ("FEED_STREAM_SHARDS", "2".to_owned()),
+    ])
+    .await;
+    let batches = feed();
+    write_batches(&worker, 1, &batches[..1]);
+    worker.run_index().await;
+
+    // Listeners connect one after another before, while and after batches 2 and 3 are appended
+    // and handed out, each run right as some of them connect.
+    let opened = Arc::new(AtomicUsize::new(0));
+    let appended = Arc::new(AtomicBool::new(false));
+    let connecting = tokio::spawn({
+        let (base, opened, appended) = (worker.base.clone(), Arc::clone(&opened), Arc::clone(&appended));
+        async move {
+            let mut listeners = Vec::new();
+            let mut after_appends = 0;
+            while after_appends < 2 && listeners.len() < 60 {
+                after_appends += usize::from(appended.load(Ordering::SeqCst));
+                let listener = SseListener::open(&base, PATH, None).await.expect("a stream");
+                listeners.push(listener);
+                opened.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            listeners
+        }
+    });
+    while opened.load(Ordering::SeqCst) < 2 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for (number, batch) in [(2, &batches[1..2]), (3, &batches[2..3])] {
+        tokio::task::block_in_place(|| write_batches(&worker, number, batch));
+        worker.run_index().await;
+    }
+    appended.store(true, Ordering::SeqCst);
+    let mut listeners = connecting.await.unwrap();
+
+    // Each gets exactly the events of the batches from its start on (the first batch the feed
+    // did not hold when it was accepted), once each, in order: none it connected before is lost,
+    // none appended before it connected is sent.
+    // Every hand-over has reached the shards by now.
+    tokio::time::sleep(QUIET).await;
+    let all = batches.iter().flatten().count();
+    let mut starts = Vec::new();
+    for listener in &mut listeners {
+        // Everything it was sent (it can be no more than the whole feed), then its start.
+        let got = listener.take(all + 1, Duration::from_millis(300)).await;
+        let start = start_of(listener);
+        let expected: Vec<&Event> =
+            (start..=3).filter_map(|batch| batches.get(batch as usize - 1)).flatten().collect();
+        assert_eq!(got, messages(&expected), "a listener from batch {start}");
+        starts.push(start);
+    }
+    let resumed_from_start = worker.output().matches("feed stream: a resume from batch").count();
+    eprintln!("the listeners' starts: {starts:?}; {resumed_from_start} read their start from D1");
+    assert!(starts.windows(2).all(|pair| pair[0] <= pair[1]), "{starts:?}");
+    assert_eq!(starts.first(), Some(&2), "some connected before the appends: {starts:?}");
+    assert_eq!(starts.last(), Some(&4), "some after: {starts:?}");
 }

@@ -5,9 +5,11 @@
 //!   listeners' open responses and write each event to them, with a heartbeat comment.
 //! - `outlet`: after each index run, the feed's new batches sent once to every shard.
 //!
-//! The Worker only picks a shard for a new listener and passes the shard's response on, with the
-//! API's headers. Listeners cost no D1 query while they listen: a shard reads D1 only to resume
-//! a listener from its cursor.
+//! The Worker picks a shard for a new listener and passes the shard's response on, with the
+//! API's headers; for a listener without a cursor it first reads where the feed ends (one D1
+//! query), the listener's start. Listeners cost no D1 query while they listen: a shard reads D1
+//! only to resume a listener from its cursor (or from its start, when a run handed the shard a
+//! batch past the start before the listener reached it).
 
 pub(crate) mod outlet;
 mod shard;
@@ -40,9 +42,18 @@ pub(crate) async fn answer(
         super::changes::servable(&store, query.after).await?;
         return shard::stream_response(Response::empty()?);
     }
+    let mut url = format!("{}?{}", shard::LISTEN, query.to_query_string());
+    if query.after.is_none() {
+        // Without a cursor the listener gets every event appended from now on: from the first
+        // batch the feed does not hold yet. The shard may have been handed it before it
+        // registers the listener (a run appending right now); it then reads it from D1.
+        let held = super::changes::servable(&store, None).await?;
+        let start = held.map_or(1, |(_, newest)| newest + 1);
+        url.push_str(&format!("&{}={start}", shard::START));
+    }
     let shards = Config::from_env(env).stream.shards;
     let stub = namespace.id_from_name(&shard::name(pick(shards)))?.get_stub()?;
-    let response = stub.fetch_with_str(&format!("{}?{}", shard::LISTEN, query.to_query_string())).await?;
+    let response = stub.fetch_with_str(&url).await?;
     // A subrequest's headers cannot be changed: the same status and body under headers of our
     // own, which `http::finish` then completes.
     let own = Headers::new();

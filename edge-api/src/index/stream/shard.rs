@@ -32,6 +32,10 @@ pub(crate) const BINDING: &str = "FEED_STREAM";
 /// The URL a listener's request is sent to (only the path reaches the object).
 pub(super) const LISTEN: &str = "https://stream-shard/listen";
 
+/// The parameter of [`LISTEN`] naming a listener's first batch when it has no cursor: the first
+/// batch the feed did not hold when the Worker accepted it.
+pub(super) const START: &str = "start";
+
 /// The URL the run's batches are sent to.
 pub(super) const NOTIFY: &str = "https://stream-shard/notify";
 
@@ -128,8 +132,11 @@ impl DurableObject for StreamShard {
             },
             "/listen" => {
                 let pairs: Vec<(String, String)> = url.query_pairs().into_owned().collect();
-                match ChangesQuery::parse(pairs.iter().map(|(name, value)| (name.as_str(), value.as_str()))) {
-                    Ok(query) => self.listen(query).await,
+                let start =
+                    pairs.iter().find(|(name, _)| name == START).and_then(|(_, value)| value.parse().ok());
+                let query_pairs = pairs.iter().filter(|(name, _)| name != START);
+                match ChangesQuery::parse(query_pairs.map(|(name, value)| (name.as_str(), value.as_str()))) {
+                    Ok(query) => self.listen(query, start).await,
                     Err(error) => Err(error.into()),
                 }
             }
@@ -162,23 +169,25 @@ impl StreamShard {
         listeners.open.len()
     }
 
-    /// A new listener: its stream, opened with the events after its cursor that D1 holds.
-    async fn listen(&self, query: ChangesQuery) -> Result<Response> {
+    /// A new listener: its stream, opened with the events after its cursor that D1 holds, or,
+    /// without a cursor, every event from batch `start` on (the Worker's reading of where the
+    /// feed ended when it accepted the listener; without it, from what the shard was last
+    /// handed).
+    async fn listen(&self, query: ChangesQuery, start: Option<u64>) -> Result<Response> {
         let (sender, receiver) = mpsc::channel(QUEUE);
         let after = query.after;
-        let id = {
+        let (id, resume) = {
             let mut listeners = self.listeners.borrow_mut();
             let id = listeners.next;
             listeners.next += 1;
-            // Without a cursor the listener starts at what the shard was last handed.
-            let position = after.or(listeners.newest);
-            let backlog = after.map(|_| Vec::new());
+            let (position, resume) = starting_point(after, start, listeners.newest);
+            let backlog = resume.as_ref().map(|_| Vec::new());
             listeners.open.insert(id, Listener { query, position, sender, backlog });
-            id
+            (id, resume)
         };
-        let mut opening = sse::opening(after);
-        if let Some(after) = after {
-            let resumed = match self.resume(after).await {
+        let mut opening = sse::opening(after, start);
+        if let Some(resume) = resume {
+            let resumed = match self.resume(resume).await {
                 Ok(resumed) => resumed,
                 Err(error) => {
                     self.listeners.borrow_mut().open.remove(&id);
@@ -203,13 +212,14 @@ impl StreamShard {
         stream_response(Response::from_stream(first.chain(receiver))?)
     }
 
-    /// The events after `after` that D1 holds, `/changes`' cursor check first (410, 404, 503).
-    async fn resume(&self, after: Cursor) -> Result<Resumed> {
+    /// The events D1 holds from batch `resume.from` on, a client's cursor first checked as
+    /// `/changes` checks it (410, 404, 503).
+    async fn resume(&self, resume: Resume) -> Result<Resumed> {
         let store = Store::open(&self.env).ok_or(Error::FeedUnavailable)?;
-        let held = crate::index::changes::servable(&store, Some(after)).await?;
+        let held = crate::index::changes::servable(&store, resume.checked).await?;
         let newest = held.map_or(0, |(_, newest)| newest);
         let mut resumed = Resumed { events: Vec::new(), whole: false };
-        let mut from = after.batch;
+        let mut from = resume.from;
         for _ in 0..PAGES_PER_RESUME {
             let batches = store.feed_batches(from, crate::index::changes::BATCHES_PER_PAGE).await?;
             let last = batches.last().map(|(batch, _)| *batch);
@@ -223,7 +233,8 @@ impl StreamShard {
             }
         }
         worker::console_log!(
-            "feed stream: a resume after {after} read {} D1 rows in {} queries",
+            "feed stream: a resume from batch {} read {} D1 rows in {} queries",
+            resume.from,
             store.rows_read(),
             store.queries()
         );
@@ -251,6 +262,34 @@ impl StreamShard {
             }
         });
     }
+}
+
+/// A new listener's position, and whether it resumes from D1 first: from its cursor `after`; else
+/// from batch `start` (none: from what the shard was last handed, `newest`), read from D1 when
+/// the shard was handed batches from `start` on before the listener reached it (a run appending
+/// while the Worker passed the listener on).
+fn starting_point(
+    after: Option<Cursor>,
+    start: Option<u64>,
+    newest: Option<Cursor>,
+) -> (Option<Cursor>, Option<Resume>) {
+    // Just before the start: the position that skips every earlier batch.
+    let before_start = start.map(|start| Cursor { batch: start.saturating_sub(1), index: u32::MAX });
+    match (after, before_start) {
+        (Some(after), _) => (Some(after), Some(Resume { from: after.batch, checked: Some(after) })),
+        (None, Some(before)) if newest > Some(before) => {
+            (Some(before), Some(Resume { from: before.batch + 1, checked: None }))
+        }
+        (None, before) => (newest.max(before), None),
+    }
+}
+
+/// Where a listener resumes from D1: from batch `from`, after its client's cursor `checked` (none
+/// for a listener without a cursor, whose start the Worker read from D1 itself).
+#[derive(Debug, PartialEq, Eq)]
+struct Resume {
+    from: u64,
+    checked: Option<Cursor>,
 }
 
 /// What a resume read from D1.
@@ -306,5 +345,32 @@ mod tests {
         assert_eq!(listener.take(&[event(2, 0, 1)]), "");
         assert_eq!(listener.position, Some(Cursor { batch: 2, index: 0 }), "a skipped event moves it on");
         assert_eq!(listener.take(&[event(1, 3, 2)]), "", "an older event, late: never out of order");
+    }
+
+    #[test]
+    fn a_listener_without_a_cursor_starts_at_its_start_batch_from_d1_when_the_shard_is_past_it() {
+        let at = |batch, index| Some(Cursor { batch, index });
+        let before_5 = at(4, u32::MAX);
+        // The shard was handed up to batch 4: batch 5 on comes live.
+        assert_eq!(starting_point(None, Some(5), at(4, 2)), (before_5, None));
+        // A shard not handed anything yet (started since): the same.
+        assert_eq!(starting_point(None, Some(5), None), (before_5, None));
+        // A run appended batch 5 and handed it to the shard before the listener got there: batch
+        // 5 on is read from D1 (no cursor to check), later hand-overs wait in its backlog.
+        assert_eq!(
+            starting_point(None, Some(5), at(5, 0)),
+            (before_5, Some(Resume { from: 5, checked: None }))
+        );
+        assert_eq!(
+            starting_point(None, Some(1), at(1, 3)),
+            (at(0, u32::MAX), Some(Resume { from: 1, checked: None }))
+        );
+        // A cursor: resumed from it, checked.
+        assert_eq!(
+            starting_point(at(3, 1), Some(9), at(8, 0)),
+            (at(3, 1), Some(Resume { from: 3, checked: at(3, 1) }))
+        );
+        // No start (a Worker of before): from what the shard was last handed.
+        assert_eq!(starting_point(None, None, at(4, 2)), (at(4, 2), None));
     }
 }
