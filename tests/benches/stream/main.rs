@@ -51,7 +51,7 @@ const PATIENCE: Duration = Duration::from_secs(60);
 /// What one listener count measured.
 struct Phase {
     listeners: usize,
-    /// D1 rows the outlet read over the phase's runs.
+    /// D1 rows the outlet read over the phase's runs, the profiled ones included.
     outlet_rows: u64,
     /// Listeners the shards reported holding at the phase's last run.
     held: u64,
@@ -237,11 +237,13 @@ fn report(phases: &[Phase], commit: &str, load: (&str, &str)) -> String {
     );
     let _ = writeln!(
         text,
-        "| listeners | shards' listeners at the last run | D1 rows read by the stream, {RUNS} runs | per run | per hour (1,800 runs) | one resume's D1 rows (events sent) |"
+        "| listeners | shards' listeners at the last run | D1 rows read by the stream, {} runs | per run | per hour (1,800 runs) | one resume's D1 rows (events sent) |",
+        RUNS + PROFILED_RUNS
     );
     let _ = writeln!(text, "|---|---|---|---|---|---|");
     for phase in phases {
-        let per_run = phase.outlet_rows as f64 / RUNS as f64;
+        // The outlet's log lines cover the profiled runs too.
+        let per_run = phase.outlet_rows as f64 / (RUNS + PROFILED_RUNS) as f64;
         let _ = writeln!(
             text,
             "| {} | {} | {} | {per_run:.1} | {:.0} | {} ({}) |",
