@@ -95,29 +95,11 @@ pub fn settled_through(still_waiting: &[Event], last: Option<Cursor>) -> Option<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{
-        AgentStatus,
-        feed::{Change, Detail, EventBlock, EventType},
-    };
-    use alloy_primitives::Address;
+    use crate::feed::{EventBlock, testing::attested};
 
     fn provisional(batch: u64, index: u32, number: u64, hash: u8) -> Event {
-        Event::provisional(
-            Cursor { batch, index },
-            Change {
-                kind: EventType::Attested,
-                agent_id: number,
-                wallet: Address::ZERO,
-                block: EventBlock { number, hash: B256::repeat_byte(hash), time: number },
-                log: None,
-                standing: Standing {
-                    is_registered: true,
-                    is_compliant: true,
-                    status: Some(AgentStatus::Active),
-                },
-                detail: Detail::None {},
-            },
-        )
+        let block = EventBlock { number, hash: B256::repeat_byte(hash), time: number };
+        attested(Cursor { batch, index }, number, block)
     }
 
     #[test]

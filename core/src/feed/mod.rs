@@ -11,6 +11,8 @@ pub mod finality;
 mod query;
 pub mod run;
 pub mod sse;
+#[cfg(any(test, feature = "test-util"))]
+pub mod testing;
 
 pub use cursor::Cursor;
 pub use derive::{AgentLog, Known, LogKind, Walk};

@@ -48,8 +48,15 @@ const UNSETTLED_BATCHES: u64 = 256;
 /// The most old batches one retention step deletes: more than a minute of runs writes.
 const RETENTION_BATCHES_PER_STEP: u64 = 64;
 
-/// What a run knows that the feed needs.
+/// A run as the feed sees it: where it reads and writes, and what the run knows. One context
+/// for [`write`] and [`walk`].
 pub(super) struct RunFeed<'a> {
+    pub(super) store: &'a Store,
+    pub(super) rpc: &'a Rpc<'a>,
+    pub(super) registry: Address,
+    pub(super) config: &'a FeedConfig,
+    /// Wall-clock time (Unix seconds): the batches' `created_at`, and the retention's clock.
+    pub(super) now: u64,
     /// The index's block before the run (`None`: the first run, which the feed starts after).
     pub(super) indexed: Option<BlockRef>,
     /// The run's block.
@@ -71,43 +78,24 @@ pub(super) struct Written {
 }
 
 /// The feed's statements for one run, and `state`'s feed fields moved past them.
-#[expect(clippy::too_many_arguments, reason = "the run's parts, each needed")]
-pub(super) async fn write(
-    store: &Store,
-    rpc: &Rpc<'_>,
-    registry: Address,
-    config: &FeedConfig,
-    state: &mut State,
-    run: &RunFeed<'_>,
-    now: u64,
-    retention_due: bool,
-) -> Result<Written> {
+pub(super) async fn write(run: &RunFeed<'_>, state: &mut State, retention_due: bool) -> Result<Written> {
     let mut written = Written::default();
     // The first run fills the index; the feed starts after it.
     if let Some(indexed) = run.indexed {
-        written = walk(store, rpc, registry, config, state, run, indexed, now).await?;
+        written = walk(run, state, indexed).await?;
     }
     // After the inserts: the newest batch, which it spares, is this run's if it wrote one.
     if retention_due {
-        written.statements.push(store.feed_retention(now.saturating_sub(config.retention_secs))?);
+        let before = run.now.saturating_sub(run.config.retention_secs);
+        written.statements.push(run.store.feed_retention(before)?);
     }
     Ok(written)
 }
 
 /// [`write`] after the first run: settlements, changes and lapses.
-#[expect(clippy::too_many_arguments, reason = "the run's parts, each needed")]
-async fn walk(
-    store: &Store,
-    rpc: &Rpc<'_>,
-    registry: Address,
-    config: &FeedConfig,
-    state: &mut State,
-    run: &RunFeed<'_>,
-    indexed: BlockRef,
-    now: u64,
-) -> Result<Written> {
+async fn walk(run: &RunFeed<'_>, state: &mut State, indexed: BlockRef) -> Result<Written> {
+    let RunFeed { store, rpc, registry, config, now, at, .. } = *run;
     let mut written = Written::default();
-    let at = run.at;
 
     let unsettled = if state.settled_through < state.feed_last {
         finality::unsettled(&store.feed_after(state.settled_through).await?)

@@ -236,6 +236,11 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
     // The change feed's part, from the agents as held and as read, before the rows move.
     let now = now();
     let run_feed = feed::RunFeed {
+        store,
+        rpc: &rpc,
+        registry,
+        config: &config.feed,
+        now,
         indexed: state.block,
         at,
         logs: followed.as_ref().map_or(&[], |followed| followed.logs.as_slice()),
@@ -243,8 +248,7 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
         held: &held,
     };
     let retention_due = first_of_minute(&settings, &state, now);
-    let fed =
-        feed::write(store, &rpc, registry, &config.feed, &mut state, &run_feed, now, retention_due).await?;
+    let fed = feed::write(&run_feed, &mut state, retention_due).await?;
     let (changes, bucket_moves, loaded) = apply(store, &mut state, &new, &mut held, at).await?;
     let mut names_count = state.names;
     let (tallies, tallies_gone) = tally::moved(&state.totals, &loaded, &names, &mut names_count)?;

@@ -176,9 +176,21 @@ impl Store {
     /// The statement storing `state`.
     pub(super) fn save_state(&self, state: &State) -> Result<D1PreparedStatement> {
         let text = serde_json::to_string(state).map_err(|error| Error::Runtime(error.into()))?;
+        self.state_put(STATE_KEY, text)
+    }
+
+    /// The value of `state`'s row `key` (the outlets' cursors and chains keep theirs beside the
+    /// indexer's), `None` before one is stored.
+    pub(super) async fn state_value(&self, key: &str) -> Result<Option<String>> {
+        let rows: Vec<StateRow> = self.all(self.statement(STATE_SELECT, vec![key.into()])?).await?;
+        Ok(rows.into_iter().next().map(|row| row.value))
+    }
+
+    /// The statement storing `value` as `state`'s row `key`.
+    pub(super) fn state_put(&self, key: &str, value: String) -> Result<D1PreparedStatement> {
         self.statement(
             "INSERT INTO state (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = ?2",
-            vec![STATE_KEY.into(), text.into()],
+            vec![key.into(), value.into()],
         )
     }
 

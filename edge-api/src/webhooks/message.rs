@@ -124,29 +124,11 @@ pub(crate) fn backoff_secs(attempts: u32, first: u64, max: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use alloy_primitives::{Address, B256};
-    use kya_core::{
-        AgentStatus,
-        feed::{Change, Detail, EventBlock, EventType, Standing},
-    };
+    use alloy_primitives::B256;
+    use kya_core::feed::{EventBlock, testing::attested};
 
     fn event(batch: u64, index: u32) -> Event {
-        Event::provisional(
-            Cursor { batch, index },
-            Change {
-                kind: EventType::Attested,
-                agent_id: 7,
-                wallet: Address::repeat_byte(7),
-                block: EventBlock { number: batch, hash: B256::ZERO, time: 1 },
-                log: None,
-                standing: Standing {
-                    is_registered: true,
-                    is_compliant: true,
-                    status: Some(AgentStatus::Active),
-                },
-                detail: Detail::None {},
-            },
-        )
+        attested(Cursor { batch, index }, 7, EventBlock { number: batch, hash: B256::ZERO, time: 1 })
     }
 
     #[test]

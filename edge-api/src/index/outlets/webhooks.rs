@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 
 use kya_core::feed::{Cursor, Event};
-use serde::Deserialize;
 use worker::Env;
 
 use super::{handed, pending};
@@ -19,14 +18,14 @@ use crate::{
 /// (`crate::webhooks::message`); then the chains, then the outlet's cursor. A failure before
 /// either is written sends the same events again next run, which the senders take as copies
 /// (what they accepted already, or the same place in a chain). Without receivers the outlet does nothing, not even a D1 query: receivers named
-/// later start at the oldest batch kept.
-pub(super) async fn hand(env: &Env, store: &Store) -> Result<()> {
+/// later start at the oldest batch kept. Whether there were new batches.
+pub(super) async fn hand(env: &Env, store: &Store) -> Result<bool> {
     let receivers = webhooks::receivers::from_env(env).map_err(Error::BadConfig)?;
     if receivers.is_empty() {
-        return Ok(());
+        return Ok(false);
     }
     let batches = pending(store, WEBHOOKS).await?;
-    let Some(through) = batches.last().map(|batch| batch.batch) else { return Ok(()) };
+    let Some(through) = batches.last().map(|batch| batch.batch) else { return Ok(false) };
     let mut events: Vec<Event> = Vec::new();
     for batch in &batches {
         events.extend(decode_events(batch.batch, &batch.events)?);
@@ -46,18 +45,14 @@ pub(super) async fn hand(env: &Env, store: &Store) -> Result<()> {
     let chains = serde_json::to_string(&chains).map_err(|error| {
         Error::Runtime(worker::Error::RustError(format!("the chains serialise: {error}")))
     })?;
-    let save_chains = store.statement(
-        "INSERT INTO state (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = ?2",
-        vec![CHAINS_KEY.into(), chains.into()],
-    )?;
-    store.commit(vec![save_chains]).await?;
+    store.commit(vec![store.state_put(CHAINS_KEY, chains)?]).await?;
     handed(store, WEBHOOKS, through).await?;
     worker::console_log!(
         "webhooks outlet: batches through {through}, {} handoffs to {} receivers",
         handoffs.len(),
         receivers.len()
     );
-    Ok(())
+    Ok(true)
 }
 
 /// The webhooks' outlet's name (its cursor is `outlet:webhooks`).
@@ -70,16 +65,9 @@ const CHAINS_KEY: &str = "webhooks:chains";
 impl Store {
     /// Each receiver's last event sent (`webhooks:chains`), empty before the first.
     async fn webhook_chains(&self) -> Result<BTreeMap<String, Cursor>> {
-        #[derive(Deserialize)]
-        struct Row {
-            value: String,
-        }
-        let rows: Vec<Row> = self
-            .all(self.statement("SELECT value FROM state WHERE key = ?1", vec![CHAINS_KEY.into()])?)
-            .await?;
-        match rows.first() {
+        match self.state_value(CHAINS_KEY).await? {
             None => Ok(BTreeMap::new()),
-            Some(row) => serde_json::from_str(&row.value).map_err(|error| {
+            Some(value) => serde_json::from_str(&value).map_err(|error| {
                 Error::Runtime(worker::Error::RustError(format!("{CHAINS_KEY} does not decode: {error}")))
             }),
         }

@@ -20,11 +20,12 @@ use crate::{
 /// The outlet's name: its cursor is the `state` row `outlet:stream`.
 const OUTLET: &str = "stream";
 
-/// Hands the feed's new batches to every shard; none without the shards' binding.
-pub(crate) async fn hand(env: &Env, store: &Store) -> Result<()> {
-    let Ok(namespace) = env.durable_object(shard::BINDING) else { return Ok(()) };
+/// Hands the feed's new batches to every shard (none without the shards' binding); whether there
+/// were any.
+pub(crate) async fn hand(env: &Env, store: &Store) -> Result<bool> {
+    let Ok(namespace) = env.durable_object(shard::BINDING) else { return Ok(false) };
     let batches = outlets::pending(store, OUTLET).await?;
-    let Some(last) = batches.last().map(|batch| batch.batch) else { return Ok(()) };
+    let Some(last) = batches.last().map(|batch| batch.batch) else { return Ok(false) };
     // The batches' events as the run stored them: the JSON is not parsed here.
     let body = format!(
         "[{}]",
@@ -63,5 +64,5 @@ pub(crate) async fn hand(env: &Env, store: &Store) -> Result<()> {
         "feed stream: handed batches {}..={last} to {shards} shards holding {listeners} listeners",
         batches[0].batch
     );
-    Ok(())
+    Ok(true)
 }
