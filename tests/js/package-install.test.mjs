@@ -1,7 +1,8 @@
 // kya-core's npm package as a new user gets it. `npm pack` of core/pkg/ (built by
 // scripts/build-core-wasm.sh) makes the versioned tarball; it is installed into a fresh temporary
 // project (a copy of tests/js/package-consumer/), where:
-//   1. tsc --noEmit type-checks a TypeScript consumer using every export with its real types;
+//   1. tsc --noEmit type-checks a TypeScript consumer using every export with its real types, and
+//      docs/dropping-sessions.md's JavaScript sample;
 //   2. Node imports the package by name (ESM) and runs the checks of checks.js;
 //   3. esbuild bundles a page importing it, which headless Chromium loads and runs the same checks.
 // Digests (forward requests and consents) are compared with viem's, compliance with values worked
@@ -10,7 +11,7 @@
 // Run by the Rust end-to-end test `core_package` (offline: the tarball has no dependencies).
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { cp, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -50,8 +51,28 @@ before(async () => {
   ]);
   app = path.join(work, 'app');
   await cp(path.join(root, 'tests/js/package-consumer'), app, { recursive: true });
+  await addPageSample(app);
   run('npm', ['install', '--offline', '--no-audit', '--no-fund', '--loglevel=error', path.join(work, packed.filename)], app);
 });
+
+/**
+ * docs/dropping-sessions.md's JavaScript sample, type-checked with the consumer (its helpers
+ * declared as a provider would write them), so the page cannot drift from the package's types.
+ */
+async function addPageSample(dir) {
+  const page = await readFile(path.join(root, 'docs/dropping-sessions.md'), 'utf8');
+  const sample = /```js\n([\s\S]*?)```/.exec(page)?.[1];
+  assert.ok(sample, 'docs/dropping-sessions.md has a js block');
+  const helpers = [
+    'declare function loadPosition(): Promise<string | undefined>;',
+    'declare function savePosition(id: string): Promise<void>;',
+    'declare function dropSessions(wallet: string): Promise<void>;',
+  ].join('\n');
+  await writeFile(path.join(dir, 'dropping-sessions.ts'), `${sample}\n${helpers}\n`);
+  const tsconfig = JSON.parse(await readFile(path.join(dir, 'tsconfig.json'), 'utf8'));
+  tsconfig.files.push('dropping-sessions.ts');
+  await writeFile(path.join(dir, 'tsconfig.json'), JSON.stringify(tsconfig, null, 2));
+}
 
 after(async () => {
   if (work) await rm(work, { recursive: true, force: true });
