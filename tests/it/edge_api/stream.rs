@@ -25,7 +25,7 @@ use kya_tests::{
 };
 use serde_json::Value;
 
-use super::changes::{B, COMPLIANT, SUSPENDED, change, feed, write_batches};
+use super::changes::{A, B, COMPLIANT, SUSPENDED, change, feed, write_batches};
 
 const PATH: &str = "/api/v1/changes/stream";
 
@@ -234,9 +234,16 @@ async fn listeners_get_each_event_once_in_order_with_filters_resumes_and_heartbe
     };
     write_batches(&worker, 6, &[vec![attested(6, 16)]]);
     worker.run_index().await;
-    let (streamed, follower) = tokio::time::timeout(PATIENCE, next).await.expect("in time").unwrap();
+    let (streamed, mut follower) = tokio::time::timeout(PATIENCE, next).await.expect("in time").unwrap();
     assert_eq!(streamed.unwrap(), attested(6, 16), "streamed");
     assert_eq!(follower.position(), Some(Cursor { batch: 6, index: 0 }));
+    // Caught up, the follower waits on the stream: batch 7 comes through it, with agent 1's
+    // attestation, which its filter drops there.
+    let next = tokio::spawn(async move { (follower.next().await, follower) });
+    let of_agent_1 = Event::provisional(
+        Cursor { batch: 7, index: 1 },
+        change(EventType::Attested, 1, A, 16, Detail::Attested { attested_at: 1_780_000_016 }, COMPLIANT),
+    );
 
     let state = tempfile::tempdir().unwrap();
     let cursor_file = state.path().join("cursor");
@@ -259,19 +266,25 @@ async fn listeners_get_each_event_once_in_order_with_filters_resumes_and_heartbe
     assert_eq!(watched, [reactivated.to_json(), attested(6, 16).to_json()], "paged from the state file");
     // Caught up: the next event comes through the stream.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    write_batches(&worker, 7, &[vec![attested(7, 17)]]);
+    write_batches(&worker, 7, &[vec![attested(7, 17), of_agent_1]]);
     worker.run_index().await;
     let line = tokio::time::timeout(PATIENCE, lines.next_line()).await.expect("in time").unwrap().unwrap();
     assert_eq!(line, attested(7, 17).to_json(), "streamed");
     assert_eq!(std::fs::read_to_string(&cursor_file).unwrap(), "7-0\n");
     watch.kill().await.unwrap();
+    let (streamed, mut follower) = tokio::time::timeout(PATIENCE, next).await.expect("in time").unwrap();
+    assert_eq!(streamed.unwrap(), attested(7, 17), "streamed");
+    let next = tokio::spawn(async move { (follower.next().await, follower) });
 
     // A listener further behind than one resume reads (8 pages of 16 batches) gets those, its
     // stream ends, and it reconnects from there: every event once, in order, over two streams.
     let many: Vec<Vec<Event>> = (8..=140).map(|batch| vec![attested(batch, batch + 10)]).collect();
     write_batches(&worker, 8, &many);
     worker.run_index().await;
-    let mut far_behind = open_from(&worker, "", Some("7-0")).await;
+    // The follower's stream dropped agent 1's 7-1: its next event is agent 2's at 8-0.
+    let (streamed, _) = tokio::time::timeout(PATIENCE, next).await.expect("in time").unwrap();
+    assert_eq!(streamed.unwrap(), many[0][0], "the filter applies on the stream");
+    let mut far_behind = open_from(&worker, "", Some("7-1")).await;
     let first: Vec<Message> = far_behind.take(200, Duration::from_secs(5)).await;
     assert_eq!(first, messages(&many[..127].iter().flatten().collect::<Vec<_>>()), "batches 8 to 134");
     let mut rest = open_from(&worker, "", Some(&first.last().unwrap().id)).await;
