@@ -7,7 +7,8 @@
 // on stdout that the iterator is streaming (`kya-feed: streaming`). It writes the second batch
 // and runs the index; the test cuts the stream right after the batch's first event, and the
 // iterator reconnects with Last-Event-ID (`kya-feed: resumed <id>`). The driver then writes the
-// third batch. The iterator must yield exactly the feed's events, in order, none twice.
+// third batch. The iterator must yield exactly the feed's events, in order, none twice; a second
+// one, filtered to agent 2 and streaming before the second batch, exactly agent 2's.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
@@ -24,12 +25,31 @@ test('pages, then the stream, cut and resumed with Last-Event-ID: every event on
   const yielded = [];
   /** Each stream request: the Last-Event-ID it sent, the last event yielded before it, its cutter. */
   const streams = [];
+  // Beside it, an iterator filtered to agent 2: the driver writes the next batches once both
+  // stream, so the filter applies on the stream part too, not only on the pages.
+  let filteredStreaming;
+  const bothStreaming = new Promise((resolve) => { filteredStreaming = resolve; });
+  const ofAgent2 = expected.filter((event) => event.agentId === 2);
+  const filtered = (async () => {
+    const events = [];
+    const fetchFiltered = async (url, init) => {
+      const response = await fetch(url, init);
+      if (new URL(url).pathname.endsWith('/changes/stream')) filteredStreaming();
+      return response;
+    };
+    for await (const event of followChanges({ base, agentId: 2, fetch: fetchFiltered })) {
+      events.push(event);
+      if (events.length >= ofAgent2.length) break;
+    }
+    return events;
+  })();
   const fetchWatched = async (url, init) => {
     if (!new URL(url).pathname.endsWith('/changes/stream')) return fetch(url, init);
     const cutter = new AbortController();
     const stream = { lastEventId: init.headers['last-event-id'] ?? null, before: yielded.at(-1)?.id ?? null, cutter };
     streams.push(stream);
     const response = await fetch(url, { ...init, signal: cutter.signal });
+    if (streams.length === 1) await bothStreaming;
     console.log(streams.length === 1 ? 'kya-feed: streaming' : `kya-feed: resumed ${stream.lastEventId}`);
     return response;
   };
@@ -42,6 +62,8 @@ test('pages, then the stream, cut and resumed with Last-Event-ID: every event on
   }
   assert.deepEqual(yielded, expected);
   assert.equal(new Set(yielded.map((event) => event.id)).size, yielded.length, 'no event twice');
+  assert.ok(ofAgent2.some((event) => !event.id.startsWith('1-')), 'agent 2 has events past the pages');
+  assert.deepEqual(await filtered, ofAgent2, "agent 2's events, once each, pages and stream alike");
   // Two connections: the first from where the pages ended, the second from the last event yielded.
   const lastOfFirstBatch = expected.filter((event) => event.id.startsWith('1-')).at(-1).id;
   assert.deepEqual(streams.map((stream) => [stream.lastEventId, stream.before]),
