@@ -166,9 +166,10 @@ impl EdgeWorker {
     pub async fn run_index(&self) {
         let response = crate::http_client()
             .get(format!("{}/__scheduled?cron=*+*+*+*+*", self.base))
+            .timeout(RUN_INDEX_TIMEOUT)
             .send()
             .await
-            .unwrap_or_else(|error| panic!("/__scheduled: {error}"));
+            .unwrap_or_else(|error| panic!("/__scheduled: {error}\n{}", self.output()));
         assert_eq!(response.status().as_u16(), 200, "/__scheduled:\n{}", self.output());
     }
 
@@ -180,8 +181,23 @@ impl EdgeWorker {
 
     /// What `sql` gives on the Worker's local index: its `results` and D1's `meta` (`rows_read`,
     /// `rows_written`, as D1 counts them for billing).
+    ///
+    /// `wrangler d1 execute --local` opens the SQLite file the running Worker also writes, so a
+    /// statement sent right as a run commits can meet `SQLITE_BUSY` (seen under load in the
+    /// stream tests and the index bench). A busy statement ran nothing, so it is sent again, for
+    /// about 5 s; any other failure panics at once.
     pub fn execute_index(&self, sql: &str) -> Value {
-        self.try_execute_index(sql).unwrap_or_else(|failure| panic!("{failure}"))
+        let mut tries = 1;
+        loop {
+            match self.try_execute_index(sql) {
+                Ok(answer) => return answer,
+                Err(failure) if tries < BUSY_TRIES && failure.contains("SQLITE_BUSY") => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+                Err(failure) => panic!("{failure} (try {tries})"),
+            }
+        }
     }
 
     /// [`EdgeWorker::execute_index`], its failure (`sql`, then wrangler's output) returned
@@ -412,3 +428,11 @@ impl CountingProxy {
 pub fn chain_vars(rpc_url: &str, registry: Address) -> Vec<(&'static str, String)> {
     vec![("RPC_URL", rpc_url.to_owned()), ("REGISTRY_ADDRESS", registry.to_checksum(None))]
 }
+
+/// How long [`EdgeWorker::run_index`] waits for one run: far above any run the tests or the
+/// benches make (a 2,000-agent fill run takes about a second), so that a hung run fails its test
+/// with the Worker's log instead of holding the suite until its own time limit.
+const RUN_INDEX_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// Tries of [`EdgeWorker::execute_index`] on a busy file: about 5 s.
+const BUSY_TRIES: u32 = 10;
