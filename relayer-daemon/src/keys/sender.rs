@@ -185,6 +185,10 @@ impl Sender {
                     resigned = true;
                 }
                 AfterSend::Refused => return Err(Error::Rpc(message)),
+                AfterSend::Unfunded => {
+                    tracing::warn!(lane = %self.address(), nonce, %message, "the node refused the send: the key cannot pay it");
+                    return Err(Error::BalanceTooLow);
+                }
             }
         }
     }
