@@ -296,6 +296,33 @@ impl Error {
         Self::BudgetSliceSpent { opens_at, wait_secs: opens_at.saturating_sub(now).max(1) }
     }
 
+    /// What a relay's send failed with, from the words its record keeps (`error`, the failure's
+    /// `Display`, written when the send released it): for a client of another daemon (a
+    /// standby, which handed the relay off) to get the status and words the sending daemon's
+    /// own client would have got. Words no send fails with read as an RPC failure.
+    pub(crate) fn of_released(reason: &str) -> Self {
+        let fixed = [
+            Self::NoFreeLane,
+            Self::BalanceTooLow,
+            Self::InvalidSignature,
+            Self::StoreUnavailable(String::new()),
+            Self::Rpc(String::new()),
+        ];
+        if let Some(error) = fixed.into_iter().find(|error| error.to_string() == reason) {
+            return error;
+        }
+        type Detailed = (&'static str, fn(String) -> Error);
+        let with_detail: [Detailed; 3] = [
+            ("storage error: ", Self::Store),
+            ("corrupt store: ", Self::StoreCorrupt),
+            ("internal error: ", Self::Internal),
+        ];
+        with_detail
+            .into_iter()
+            .find_map(|(prefix, error)| reason.strip_prefix(prefix).map(|detail| error(detail.to_owned())))
+            .unwrap_or_else(|| Self::Rpc(reason.to_owned()))
+    }
+
     /// An RPC failure, keeping the node's message for the log with any URL in it redacted (it
     /// never holds the key: the key only signs locally and is never sent).
     pub(crate) fn rpc(error: impl std::fmt::Display) -> Self {
@@ -313,5 +340,34 @@ impl Error {
             }
             other => other.to_string(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every failure a send releases a relay with reads back from its record as itself: the
+    /// same status and words, for a standby's client as for the sender's.
+    #[test]
+    fn a_released_relays_failure_reads_back_as_itself() {
+        for error in [
+            Error::NoFreeLane,
+            Error::BalanceTooLow,
+            Error::InvalidSignature,
+            Error::StoreUnavailable("57014: canceling statement due to lock timeout".into()),
+            Error::Rpc("insufficient funds for gas * price + value".into()),
+            Error::Store("23505: duplicate key".into()),
+            Error::StoreCorrupt("a wei amount".into()),
+            Error::Internal("relay task failed".into()),
+        ] {
+            let read = Error::of_released(&error.to_string());
+            assert_eq!((read.status(), read.to_string()), (error.status(), error.to_string()), "{error:?}");
+        }
+        let unknown = Error::of_released("something else");
+        assert_eq!(
+            (unknown.status(), unknown.to_string()),
+            (StatusCode::INTERNAL_SERVER_ERROR, "RPC request failed; try again later".into())
+        );
     }
 }

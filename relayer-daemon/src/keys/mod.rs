@@ -3,3 +3,4 @@
 
 pub(crate) mod lanes;
 pub(crate) mod sender;
+pub(crate) mod timings;

@@ -27,6 +27,7 @@ use tokio::sync::Mutex;
 use crate::{
     chain::RelayerChain,
     error::{Error, Result},
+    keys::timings::{Phase, Timings},
     rules::fees::Fees,
     rules::nonce::{self, AfterReplace, AfterSend, Answer, NextNonce, Question},
     store::Lease,
@@ -76,6 +77,8 @@ pub(crate) struct Sender {
     next_nonce: Mutex<NextNonce>,
     /// This daemon's lease on the key, while it holds one.
     lease: std::sync::Mutex<Option<Lease>>,
+    /// Where its sends spent their time.
+    timings: Timings,
 }
 
 impl Sender {
@@ -87,7 +90,13 @@ impl Sender {
             chain_id,
             next_nonce: Mutex::new(NextNonce::Unknown),
             lease: std::sync::Mutex::new(None),
+            timings: Timings::default(),
         }
+    }
+
+    /// Where this key's sends spent their time.
+    pub(crate) fn timings(&self) -> &Timings {
+        &self.timings
     }
 
     /// The lease this daemon holds on the key, if any.
@@ -140,8 +149,12 @@ impl Sender {
         outgoing: &Outgoing,
         record: impl Fn(Sent, Lease) -> Recorded,
     ) -> Result<Sent> {
+        let asked = std::time::Instant::now();
         let mut next = self.next_nonce.lock().await;
+        self.timings.add(Phase::Waiting, asked.elapsed());
+        self.timings.sent();
         let lease = self.lease().ok_or(Error::LaneLost(self.address()))?;
+        let asking = std::time::Instant::now();
         let mut nonce = match next.question() {
             Question::None(nonce) => nonce,
             Question::PendingCount => self.chain.pending_nonce(self.address()).await?,
@@ -153,6 +166,7 @@ impl Sender {
                 }
             }
         };
+        self.timings.add(Phase::Nonce, asking.elapsed());
         let mut resigned = false;
         loop {
             let (hash, raw) = self.sign(outgoing, nonce)?;
@@ -185,6 +199,10 @@ impl Sender {
                     resigned = true;
                 }
                 AfterSend::Refused => return Err(Error::Rpc(message)),
+                AfterSend::Unfunded => {
+                    tracing::warn!(lane = %self.address(), nonce, %message, "the node refused the send: the key cannot pay it");
+                    return Err(Error::BalanceTooLow);
+                }
             }
         }
     }
@@ -231,14 +249,19 @@ impl Sender {
         record: impl Future<Output = Result<std::result::Result<(), Refused>>>,
     ) -> Result<std::result::Result<Submission, Refused>> {
         let recording = std::time::Instant::now();
-        if let Err(refused) = record.await? {
+        let recorded = record.await;
+        let recorded_in = recording.elapsed();
+        self.timings.add(Phase::Recording, recorded_in);
+        if let Err(refused) = recorded? {
             return Ok(Err(refused));
         }
-        if recording.elapsed() >= std::time::Duration::from_secs(lease.margin_secs) {
+        if recorded_in >= std::time::Duration::from_secs(lease.margin_secs) {
             tracing::warn!(lane = %lease.lane, "{WITHHELD}");
             return Ok(Ok(Submission::Withheld));
         }
+        let submitting = std::time::Instant::now();
         let (answer, message) = self.submit(raw).await;
+        self.timings.add(Phase::Submitting, submitting.elapsed());
         Ok(Ok(Submission::Answered(answer, message)))
     }
 

@@ -33,18 +33,25 @@ impl Relayer {
         self.await_holder(id).await
     }
 
-    /// Waits for the holder of relay `id`'s key to send it (handed off): its answer once sent,
-    /// or 202 with the relay's id past the configured hand-off wait.
+    /// Waits for the holder of relay `id`'s key to send it (handed off): its answer once the
+    /// node has the transaction, the holder's refusal once it failed, or, past the configured
+    /// hand-off wait, the relay as it stands (202 with its id while it is not sent).
     pub(crate) async fn await_holder(&self, id: i64) -> Result<Relayed> {
         let waited_until = tokio::time::Instant::now() + self.config.keys.handoff_wait;
         let mut pause = Duration::from_millis(20);
         loop {
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(250));
-            let record = self.db(move |store| store.relay(id)).await?.ok_or(Error::RelayNotFound)?;
+            let (record, handed_off) =
+                self.db(move |store| Ok((store.relay(id)?, store.is_handed_off(id)?))).await?;
+            let record = record.ok_or(Error::RelayNotFound)?;
+            let waiting = tokio::time::Instant::now() < waited_until;
             match record.status {
-                RelayStatus::Accepted if tokio::time::Instant::now() < waited_until => {}
                 RelayStatus::Failed => return Err(unsent(&record)),
+                RelayStatus::Accepted if waiting => {}
+                // Recorded, and perhaps not submitted yet: the node may still refuse it (the
+                // relay then fails, and that refusal is the answer).
+                RelayStatus::Sent if handed_off && waiting => {}
                 _ => return Ok(Relayed::of(&record)),
             }
         }
@@ -151,9 +158,10 @@ impl Relayer {
     }
 }
 
-/// The answer for a relay handed off that its holder could not send (it was released): the
-/// words of a key that is no longer free, or of a failed send.
+/// The answer for a relay handed off that its holder could not send (it was released): what the
+/// holder's own client would have got for the same failure (a key that is no longer free, a key
+/// the node says cannot pay, a store that did not answer, a failed RPC call), the same status
+/// and words.
 fn unsent(record: &RelayRecord) -> Error {
-    let reason = record.error.clone().unwrap_or_default();
-    if reason == Error::NoFreeLane.to_string() { Error::NoFreeLane } else { Error::Rpc(reason) }
+    Error::of_released(record.error.as_deref().unwrap_or_default())
 }

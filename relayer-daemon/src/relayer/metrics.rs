@@ -3,6 +3,7 @@
 //! waiting gauges, rendered as the text exposition format (no registry crate needed for a
 //! handful of series).
 
+use crate::keys::timings::Phase;
 use std::{
     collections::BTreeMap,
     fmt::Write,
@@ -62,6 +63,9 @@ pub(crate) struct Gauges {
     pub(crate) waiting_too_long: usize,
     /// Webhook events not yet delivered (`None`: webhooks are off).
     pub(crate) webhooks_pending: Option<u64>,
+    /// First sends timed on every key, and the seconds they spent in each phase (in
+    /// [`Phase::ALL`]'s order), summed over the keys.
+    pub(crate) sends: (u64, [f64; 4]),
 }
 
 impl Metrics {
@@ -204,6 +208,22 @@ impl Metrics {
             let _ = writeln!(out, "# TYPE {name} gauge");
             let _ = writeln!(out, "{name} {value}");
         }
+        let (sends, seconds) = gauges.sends;
+        let name = "relayer_send_seconds_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Seconds the keys' sends spent waiting for the key's lock, asking the nonce, recording and submitting."
+        );
+        let _ = writeln!(out, "# TYPE {name} counter");
+        for (phase, spent) in Phase::ALL.iter().zip(seconds) {
+            let _ = writeln!(out, "{name}{{phase=\"{}\"}} {spent}", phase.label());
+        }
+        let _ = writeln!(
+            out,
+            "# HELP relayer_sends_timed_total First sends timed by relayer_send_seconds_total."
+        );
+        let _ = writeln!(out, "# TYPE relayer_sends_timed_total counter");
+        let _ = writeln!(out, "relayer_sends_timed_total {sends}");
         let keyed: [(&str, &str, KeyValue); 2] = [
             ("relayer_key_balance_wei", "Each relayer key's balance in wei.", |key| key.balance_wei),
             (
@@ -258,6 +278,7 @@ mod tests {
             ],
             waiting_too_long: 2,
             webhooks_pending: Some(4),
+            sends: (3, [0.5, 0.0, 0.25, 1.5]),
         });
         let (a, b) =
             ("0xaAaAaAaaAaAaAaaAaAAAAAAAAaaaAaAaAaaAaaAa", "0xbBbBBBBbbBBBbbbBbbBbbbbBBbBbbbbBbBbbBBbB");
@@ -273,6 +294,8 @@ mod tests {
         assert!(text.contains("relayer_replacements_total 1\n"));
         assert!(text.contains("relayer_cancellations_total 0\n"));
         assert!(text.contains("relayer_relays_waiting_too_long 2\n"));
+        assert!(text.contains("relayer_send_seconds_total{phase=\"recording\"} 0.25\n"), "{text}");
+        assert!(text.contains("relayer_sends_timed_total 3\n"), "{text}");
         assert!(text.contains("relayer_webhooks_pending 4\n"), "{text}");
         assert!(text.contains("relayer_webhooks_delivered_total 0\n"), "{text}");
         assert!(text.contains("relayer_accept_to_mined_seconds_bucket{le=\"1\"} 1\n"), "{text}");

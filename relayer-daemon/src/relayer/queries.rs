@@ -150,6 +150,12 @@ impl Relayer {
             keys,
             waiting_too_long: waiting_too_long(&in_the_pool, self.config.followers.stuck_after_secs, now),
             webhooks_pending,
+            sends: self.pool.senders().iter().map(|sender| sender.timings().read()).fold(
+                (0, [0.0; 4]),
+                |(sends, seconds), (more, spent)| {
+                    (sends + more, std::array::from_fn(|i| seconds[i] + spent[i]))
+                },
+            ),
         }))
     }
 

@@ -17,7 +17,11 @@ pub(crate) enum Answer {
     NonceTooLow,
     /// Another transaction with this nonce is pending and pays as much or more.
     Underpriced,
-    /// Any other refusal (funds, fees…): nothing was taken, the nonce state is unknown.
+    /// The key cannot pay the transaction's worst case ("insufficient funds for gas * price +
+    /// value"): nothing was taken. Its balance fell since the relay's balance check (another
+    /// daemon's sends on the key, a withdrawal), or `MIN_BALANCE` is below one relay's cost.
+    Unfunded,
+    /// Any other refusal (fees…): nothing was taken, the nonce state is unknown.
     Refused,
     /// No answer (timeout, dropped connection): the node may or may not have it.
     Lost,
@@ -31,6 +35,8 @@ impl Answer {
             Self::AlreadyKnown
         } else if message.contains("nonce too low") || message.contains("nonce has already been used") {
             Self::NonceTooLow
+        } else if message.contains("insufficient funds") {
+            Self::Unfunded
         } else if message.contains("replacement transaction underpriced")
             || message.contains("replacement fee too low")
         {
@@ -87,6 +93,9 @@ pub(crate) enum AfterSend {
     Resign,
     /// Refused: nothing was taken.
     Refused,
+    /// Refused because the key cannot pay: nothing was taken, and the relay is refused as a
+    /// key below `MIN_BALANCE` is.
+    Unfunded,
     /// The node may have it: keep the relay on the books.
     Unconfirmed,
 }
@@ -105,6 +114,7 @@ pub(crate) fn after_send(nonce: u64, hash: B256, answer: Answer, resigned: bool)
         Answer::NonceTooLow | Answer::Underpriced | Answer::Refused => {
             (NextNonce::Unknown, AfterSend::Refused)
         }
+        Answer::Unfunded => (NextNonce::Unknown, AfterSend::Unfunded),
     }
 }
 
@@ -135,7 +145,7 @@ pub(crate) fn after_replace(answer: Answer) -> AfterReplace {
         Answer::Taken | Answer::AlreadyKnown => AfterReplace::Sent,
         Answer::NonceTooLow => AfterReplace::NonceMined,
         Answer::Underpriced => AfterReplace::Underpriced,
-        Answer::Refused => AfterReplace::Refused,
+        Answer::Refused | Answer::Unfunded => AfterReplace::Refused,
         Answer::Lost => AfterReplace::Unconfirmed,
     }
 }
@@ -155,7 +165,12 @@ mod tests {
         assert_eq!(Answer::of_refusal("Nonce too low"), Answer::NonceTooLow);
         assert_eq!(Answer::of_refusal("already known"), Answer::AlreadyKnown);
         assert_eq!(Answer::of_refusal("replacement transaction underpriced"), Answer::Underpriced);
-        assert_eq!(Answer::of_refusal("insufficient funds for gas * price + value"), Answer::Refused);
+        assert_eq!(Answer::of_refusal("insufficient funds for gas * price + value"), Answer::Unfunded);
+        // anvil's words.
+        assert_eq!(Answer::of_refusal("Insufficient funds for gas * price + value"), Answer::Unfunded);
+        assert_eq!(after_send(4, HASH, Answer::Unfunded, false), (NextNonce::Unknown, AfterSend::Unfunded));
+        assert_eq!(after_replace(Answer::Unfunded), AfterReplace::Refused);
+        assert_eq!(Answer::of_refusal("max fee per gas less than block base fee"), Answer::Refused);
     }
 
     #[test]

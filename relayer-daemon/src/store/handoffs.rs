@@ -91,6 +91,15 @@ impl Store {
             .collect())
     }
 
+    /// Whether relay `id` is still handed off: its holder has not finished sending it. A relay
+    /// recorded as sent while its hand-off stands may yet be refused by the node (the record
+    /// comes before the submission); the holder forgets the hand-off once the node has it.
+    pub fn is_handed_off(&self, id: i64) -> Result<bool> {
+        self.with(|connection| {
+            Ok(connection.query_opt("SELECT 1 FROM handoffs WHERE relay = ?1", args![id])?.is_some())
+        })
+    }
+
     /// The hand-off of relay `id` is dealt with (sent, or failed and released).
     pub fn handed_over(&self, id: i64) -> Result<()> {
         self.with(|connection| {

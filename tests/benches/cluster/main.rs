@@ -33,6 +33,7 @@ mod load;
 mod plan;
 mod reading;
 mod report;
+mod sends;
 
 use std::time::{Duration, Instant};
 
@@ -60,6 +61,8 @@ pub(crate) struct Measured {
     pub(crate) load: String,
     /// The CPU time of the row's processes from the burst's start to the end of its checks.
     pub(crate) cpu: cpu::Usage,
+    /// Where the keys' sends spent their time.
+    pub(crate) sends: sends::SendPhases,
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -138,6 +141,8 @@ async fn measure(
     let outcomes = load::burst(&bases, &bodies, plan).await;
     let checks = checks::check(chain, next_before, &signers, &outcomes, &keys).await;
     let cpu = cpu::between(&cpu_before, &cpu::sample(&pids, pg_port));
+    let sends = sends::read(&cluster).await;
+    eprintln!("    sends: {}", sends.words());
     let logs = tokio::task::block_in_place(|| cluster.stop());
     keep_logs(&configuration, &logs);
     let took = started.elapsed();
@@ -153,6 +158,7 @@ async fn measure(
         took,
         load,
         cpu,
+        sends,
     }
 }
 
@@ -215,29 +221,8 @@ fn machine() -> String {
         "Machine: {cores} cores ({model}), {memory_gib:.0} GiB, shared with anvil, PostgreSQL, the \
          daemons and the bench client alike; load averages at the start: {load}. Absolute rates \
          depend on it: compare rows within this report.\n\nCode measured: {}.",
-        commit()
+        kya_tests::commit_measured(&["relayer-daemon", "core", "Cargo.lock"])
     )
-}
-
-/// The commit measured, and the relayer's files that differed from it.
-fn commit() -> String {
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-    let git = |args: &[&str]| {
-        std::process::Command::new("git")
-            .args(args)
-            .current_dir(root)
-            .output()
-            .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_owned())
-            .unwrap_or_default()
-    };
-    let head = git(&["rev-parse", "HEAD"]);
-    let changed = git(&["status", "--porcelain", "--", "relayer-daemon", "core", "Cargo.lock"]);
-    if changed.is_empty() {
-        format!("commit `{head}`")
-    } else {
-        let files: Vec<&str> = changed.lines().filter_map(|line| line.split_whitespace().last()).collect();
-        format!("commit `{head}` with uncommitted changes to {}", files.join(", "))
-    }
 }
 
 /// `/proc/loadavg`'s three load averages, `0.52, 0.80, 1.10`.

@@ -158,6 +158,12 @@ fn details(out: &mut String, rows: &[Measured]) {
         .expect("writing to a String");
         writeln!(out, "- lane holders before the burst (`/status`): {}", row.holders)
             .expect("writing to a String");
+        writeln!(
+            out,
+            "- the keys' sends (`relayer_send_seconds_total`, summed over the daemons): {}",
+            row.sends.words()
+        )
+        .expect("writing to a String");
         let u = &row.cpu;
         writeln!(
             out,

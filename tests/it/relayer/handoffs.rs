@@ -1,7 +1,8 @@
-//! Hand-offs whose key holder cannot send them: the real binary twice on one PostgreSQL
-//! database, one key, anvil. A standby answers 202 past its wait while the holder's node is
-//! unreachable, and the holder sends the relay once it can; a holder that dies with relays handed
-//! off to it leaves them to the key's next holder, which sends each once.
+//! Hand-offs whose key holder cannot send them: the real binary two or three times on one
+//! PostgreSQL database, one key, anvil. A standby answers 202 past its wait while the holder's
+//! node is unreachable, and the holder sends the relay once it can; a holder that dies with relays
+//! handed off to it leaves them to the key's next holder, which sends each once; a send the node
+//! refuses answers the standby's client as the holder's own.
 
 use std::{
     sync::{
@@ -11,18 +12,24 @@ use std::{
     time::{Duration, Instant},
 };
 
-use alloy::primitives::{Address, U256};
+use alloy::{
+    primitives::{Address, U256},
+    providers::Provider,
+};
 use futures::future::join_all;
 use kya_tests::{
     TestChain,
     relayer_fixture::{BinaryRelayer, Engine, TestStore, set},
     rpc_proxy::{self, RpcAction},
 };
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::{
-    agent_key, balance,
-    cluster::{assert_books_exact, cluster_keys, count, daemon_env, holders_until, registration},
+    agent_key, anvil, balance,
+    cluster::{
+        assert_books_exact, cluster_keys, count, daemon_env, holders_until, registration, relay_until_mined,
+    },
+    forwarder_nonce,
 };
 
 const BINARY: &str = env!("CARGO_BIN_EXE_kya-relayer-under-test");
@@ -148,4 +155,84 @@ async fn a_standby_answers_202_while_the_holder_cannot_send_and_a_dead_holders_h
     eprintln!(
         "handoffs: 202 after {waited:?}; the dead holder's two hand-offs mined {sent_in:?} after the kill (keys {held:?})"
     );
+}
+
+/// SPEC.md's 503 for a relayer key that cannot pay.
+const BALANCE_TOO_LOW: &str = "Relayer balance too low. Please try again later or use direct mode.";
+
+/// One key, held by H; S1 and S2 hold none (standbys). `MIN_BALANCE` is 0.000001 ETH, and the
+/// key is left with exactly that (10^12 wei): enough for every daemon's balance check, far from
+/// one registration's worst case, so anvil refuses H's send ("insufficient funds for gas *
+/// price + value") and nothing is taken.
+///
+/// A registration sent to S1, another to S2 (both handed off to H), and a third to H itself all
+/// get the same answer: 503 with SPEC.md's words for a key that cannot pay, never a 500. Each
+/// relay ends `failed` with those words, nothing stays reserved (the budget's `usedWei` is 0 on
+/// every daemon), the key's nonce and balance are untouched, and no request ran. The key funded
+/// again, the same three requests are relayed through the same daemons, each mined once, and
+/// the books equal the fees to the wei.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_the_node_refuses_answers_a_standbys_client_as_the_holders() {
+    let t = TestChain::start().await;
+    let keys: Vec<_> = cluster_keys(&t).await.into_iter().take(1).collect();
+    let key = keys[0].address();
+    let db = TestStore::new(Engine::Postgres);
+    let env = |id: &str| {
+        let mut env = daemon_env(&t, &db, &keys, id, 3);
+        set(&mut env, "MIN_BALANCE", "0.000001");
+        env
+    };
+    let holder = BinaryRelayer::start(BINARY, &env("holder-h"));
+    holders_until(&holder.client, Duration::from_secs(10), |seen| count(seen, "holder-h") == 1).await;
+    let standbys =
+        [BinaryRelayer::start(BINARY, &env("standby-s1")), BinaryRelayer::start(BINARY, &env("standby-s2"))];
+    for standby in &standbys {
+        holders_until(&standby.client, Duration::from_secs(10), |seen| count(seen, "holder-h") == 1).await;
+    }
+    let daemons = [&standbys[0], &standbys[1], &holder];
+    let agents: [u64; 3] = [1_810, 1_811, 1_812];
+    let signers: Vec<Address> = agents.iter().map(|n| agent_key(*n).address()).collect();
+
+    let at_minimum = U256::from(1_000_000_000_000u64);
+    anvil(&t, "anvil_setBalance", json!([key, at_minimum])).await;
+    for (daemon, n) in daemons.iter().zip(agents) {
+        let answer = daemon.client.relay(&registration(&t, n)).await;
+        assert_eq!(answer, (503, json!({"error": BALANCE_TOO_LOW})), "agent {n}");
+    }
+    let records = db.open().records().unwrap();
+    assert_eq!(records.len(), 3, "{records:?}");
+    for record in &records {
+        assert_eq!(record.status, kya_relayer::RelayStatus::Failed, "{record:?}");
+        assert_eq!(record.error.as_deref(), Some(BALANCE_TOO_LOW), "{record:?}");
+        // Its transaction was recorded before the node saw (and refused) it: kept for the
+        // record, at no cost.
+        assert_eq!(
+            (record.lane, record.relayer_nonce, record.cost_wei),
+            (Some(key), Some(0), Some(0)),
+            "{record:?}"
+        );
+    }
+    for daemon in daemons {
+        let (_, status) = daemon.client.get("/status").await;
+        assert_eq!(status["dailyGasBudget"]["usedWei"], "0", "nothing reserved: {status}");
+    }
+    assert_eq!(t.chain.provider().get_transaction_count(key).await.unwrap(), 0, "nothing taken");
+    assert_eq!(balance(&t, key).await, at_minimum);
+    for signer in &signers {
+        assert_eq!(forwarder_nonce(&t, *signer).await, 0, "{signer}: its request never ran");
+    }
+
+    let funded = U256::from(10u128.pow(19));
+    anvil(&t, "anvil_setBalance", json!([key, funded])).await;
+    for (daemon, n) in daemons.iter().zip(agents) {
+        let mined = relay_until_mined(&daemon.client, &registration(&t, n)).await;
+        assert_eq!(mined["status"], "mined", "agent {n}: {mined}");
+    }
+    assert_books_exact(&t, &db, &holder.client, &keys, &[funded], &signers).await;
+    for standby in standbys {
+        let (clean, log) = standby.terminate();
+        assert!(clean, "{log}");
+    }
+    let (clean, log) = holder.terminate();
+    assert!(clean, "{log}");
 }
