@@ -187,9 +187,8 @@ impl Window {
 /// What the relays whose `column` is `key` cost in the budget window running now (`window`):
 /// settled relays at their cost, open ones at their reservation (a worst case). A relay still
 /// open when the stored window ended belongs to the one running now, whether or not a write has
-/// moved it there yet ([`roll`]). Wei amounts are decimal text beyond SQLite's 64-bit integers:
-/// summed here on SQLite, and on PostgreSQL by the server as `NUMERIC` (one row, not one per
-/// relay: a client's share is read under the budget's lock, and one client can have thousands).
+/// moved it there yet ([`roll`]). Summed here, not in SQL: wei amounts are decimal text beyond
+/// SQLite's 64-bit integers.
 pub(super) fn spent_by(sql: &mut impl Sql, column: ShareOf, key: &str, window: &Window) -> Result<u128> {
     let Some(window_start) = window.current.window_start else { return Ok(0) };
     // The stored window, when it ended and its open relays carried into the current one;
@@ -199,14 +198,9 @@ pub(super) fn spent_by(sql: &mut impl Sql, column: ShareOf, key: &str, window: &
         ShareOf::Signer => "signer",
         ShareOf::Client => "client_ip",
     };
-    let amount = if sql.postgres() {
-        "CAST(COALESCE(SUM(CAST(COALESCE(cost_wei, reserved_wei) AS NUMERIC)), 0) AS TEXT)"
-    } else {
-        "COALESCE(cost_wei, reserved_wei)"
-    };
     let amounts = sql.query(
         &format!(
-            "SELECT {amount} FROM relays WHERE {column} = ?1
+            "SELECT COALESCE(cost_wei, reserved_wei) FROM relays WHERE {column} = ?1
              AND (window_start = ?2 OR (window_start = ?3 AND status IN {OPEN}))"
         ),
         args![key, window_start as i64, carried_from as i64],

@@ -166,14 +166,6 @@ impl Store {
         let Sending { id, relayer_nonce, tx_hash, block, now, handed_off_first: unsent_only } = *sending;
         self.with(|connection| {
             let mut tx = connection.transaction(&[Lock::Relay(id), Lock::Lane(lease.lane.text())])?;
-            if tx.postgres() && !self.events {
-                // The statements below as one: this runs under the key's lock, where every round
-                // trip to the server delays the key's next send.
-                if record_sent_at_once(&mut tx, sending, lease)? != 1 {
-                    return Err(Error::LaneLost(lease.lane));
-                }
-                return tx.commit();
-            }
             leases::holds(&mut tx, lease, now)?;
             let before = self.seen(&mut tx, id)?;
             // Only on the lease's own lane: a relay moved to another lane meanwhile (a hand-off's
@@ -552,39 +544,4 @@ fn lane_depths(sql: &mut impl Sql) -> Result<Vec<(Address, u64)>> {
     rows.iter()
         .map(|row| Ok((Address::from_text(&row.get::<String>(0)?, "lane")?, row.get::<i64>(1)? as u64)))
         .collect()
-}
-
-/// [`Store::mark_sent`] on PostgreSQL without webhook events, in one statement (SQLite has no
-/// data-modifying `WITH`): the lease's check, the relay's update, and its history replaced by
-/// the new transaction, in the caller's transaction holding the relay's and the lane's rows.
-/// Returns the transactions recorded: 1, or 0 when the lease is not current with its margin
-/// left, or the relay is not this lane's to send, or closed (nothing recorded: nothing may be
-/// submitted).
-fn record_sent_at_once(tx: &mut impl Sql, sending: &Sending, lease: &Lease) -> Result<usize> {
-    tx.execute(
-        "WITH sent AS (
-             UPDATE relays SET status = 'sent', relayer_nonce = ?2, tx_hash = ?3, sent_at = ?4,
-                 updated_at = ?4
-             WHERE id = ?1 AND (status = 'accepted' OR (status = 'sent' AND CAST(?6 AS BIGINT) = 0))
-                 AND lane = ?5
-                 AND EXISTS (SELECT 1 FROM lanes WHERE address = ?5 AND fence = ?7 AND lease_until >= ?8)
-             RETURNING id, max_fee_wei, priority_fee_wei
-         ), cleared AS (
-             DELETE FROM relay_txs WHERE relay IN (SELECT id FROM sent)
-         )
-         INSERT INTO relay_txs (relay, tx_hash, kind, max_fee_wei, priority_fee_wei, sent_block, sent_at)
-         SELECT id, ?3, 'relay', max_fee_wei, priority_fee_wei, CAST(?9 AS BIGINT), CAST(?4 AS BIGINT)
-         FROM sent",
-        args![
-            sending.id,
-            sending.relayer_nonce as i64,
-            sending.tx_hash.text(),
-            sending.now as i64,
-            lease.lane.text(),
-            i64::from(sending.handed_off_first),
-            lease.fence,
-            (sending.now + lease.margin_secs) as i64,
-            sending.block as i64
-        ],
-    )
 }

@@ -172,9 +172,6 @@ pub(crate) trait Sql {
     /// The rows `sql` returns.
     fn query(&mut self, sql: &str, args: &[Value]) -> Result<Vec<Row>>;
 
-    /// Whether the statements go to PostgreSQL (else SQLite): for the few written for one engine.
-    fn postgres(&self) -> bool;
-
     /// The first row `sql` returns, if any.
     fn query_opt(&mut self, sql: &str, args: &[Value]) -> Result<Option<Row>> {
         Ok(self.query(sql, args)?.into_iter().next())
@@ -303,10 +300,6 @@ fn begin_with(locks: &[Lock]) -> String {
 }
 
 impl Sql for Connection {
-    fn postgres(&self) -> bool {
-        matches!(self, Self::Postgres(_))
-    }
-
     fn execute(&mut self, sql: &str, args: &[Value]) -> Result<usize> {
         match self {
             Self::Sqlite(connection) => {
@@ -384,10 +377,6 @@ impl Drop for Transaction<'_> {
 }
 
 impl Sql for Transaction<'_> {
-    fn postgres(&self) -> bool {
-        self.connection.postgres()
-    }
-
     fn execute(&mut self, sql: &str, args: &[Value]) -> Result<usize> {
         self.connection.execute(sql, args)
     }
