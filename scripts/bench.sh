@@ -14,6 +14,10 @@
 #                     fills and the endpoints cold, each server restarted before each sample
 #                     (cargo bench -p kya-tests --bench index; BENCH_INDEX_PONDER=0 leaves Ponder
 #                     out); the cost model in docs/index-cost.md is built on these reports
+#   compliance-<N>.md GET /api/v1/agents/compliance from the index alone at N agents: the Worker's
+#                     CPU by function, first and last byte; builds side by side with
+#                     BENCH_COMPLIANCE_BUILDS (cargo bench -p kya-tests --bench compliance, the
+#                     Worker built with WASM_KEEP_NAMES=1; BENCH_COMPLIANCE_AGENTS, default 10000)
 #   relayer-cluster.md relays per second accepted and mined by 1, 2 and 4 relayer daemons with 1
 #                     and 4 keys on PostgreSQL, and one daemon on SQLite, on anvil mining a block
 #                     a second, with on-chain checks per row (cargo bench -p kya-tests --bench cluster)
@@ -42,6 +46,8 @@ printf '\n==> RPC cost per endpoint (%s agents)\n' "${BENCH_RPC_AGENTS:-1000,100
 cargo bench -p kya-tests --locked --bench rpc_cost
 printf '\n==> the registry index against the direct path (%s agents)\n' "${BENCH_INDEX_AGENTS:-1000}" >&2
 cargo bench -p kya-tests --locked --bench index
+printf '\n==> /agents/compliance from the index (%s agents)\n' "${BENCH_COMPLIANCE_AGENTS:-10000}" >&2
+WASM_KEEP_NAMES=1 cargo bench -p kya-tests --locked --bench compliance
 printf '\n==> the relayer cluster (%s relays a row)\n' "${BENCH_CLUSTER_RELAYS:-200}" >&2
 cargo bench -p kya-tests --locked --bench cluster
 printf '\n==> ERC-8128 verification against a KYA read\n' >&2

@@ -82,6 +82,8 @@ impl Profiler {
 pub struct Profile {
     /// Per sample: whether it is `(idle)`.
     idle: Vec<bool>,
+    /// Per sample: the function it landed in (its call frame's name, and its script's file).
+    functions: Vec<String>,
     /// Per sample: microseconds since the sample before (the first: since the start).
     deltas: Vec<u64>,
     /// The profile as DevTools gave it, for a `.cpuprofile` file.
@@ -101,7 +103,16 @@ impl Profile {
         let numbers = |key: &str| -> Vec<u64> {
             profile[key].as_array().into_iter().flatten().filter_map(Value::as_u64).collect()
         };
-        let idle = numbers("samples").iter().map(|node| idle_nodes.contains(node)).collect();
+        let samples = numbers("samples");
+        let idle = samples.iter().map(|node| idle_nodes.contains(node)).collect();
+        let names: std::collections::HashMap<u64, String> = profile["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|node| Some((node["id"].as_u64()?, function_name(&node["callFrame"]))))
+            .collect();
+        let functions =
+            samples.iter().map(|node| names.get(node).cloned().unwrap_or_else(|| "?".into())).collect();
         // Deltas are signed in the protocol; V8 gives them in order, so they are never below 0.
         let deltas = profile["timeDeltas"]
             .as_array()
@@ -109,29 +120,71 @@ impl Profile {
             .flatten()
             .map(|delta| delta.as_i64().unwrap_or(0).max(0) as u64)
             .collect();
-        Self { idle, deltas, raw: profile.clone() }
+        Self { idle, functions, deltas, raw: profile.clone() }
     }
 
     /// The isolate's CPU time in the profile: each sample that is not `(idle)` counts the time
     /// to the next sample, at most the median spacing of the samples (the last: the median).
     pub fn cpu(&self) -> Duration {
+        Duration::from_micros(self.weights().iter().sum())
+    }
+
+    /// [`Profile::cpu`] by the function each sample landed in (its self time), most first.
+    pub fn by_function(&self) -> Vec<(String, Duration)> {
+        let mut times = std::collections::HashMap::<&str, u64>::new();
+        for (function, micros) in self.functions.iter().zip(self.weights()) {
+            if micros > 0 {
+                *times.entry(function).or_default() += micros;
+            }
+        }
+        let mut times: Vec<(String, Duration)> = times
+            .into_iter()
+            .map(|(function, micros)| (function.to_owned(), Duration::from_micros(micros)))
+            .collect();
+        times.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        times
+    }
+
+    /// Per sample, the microseconds it counts: to the next sample, at most the median spacing
+    /// (the last: the median); `(idle)` samples nothing.
+    fn weights(&self) -> Vec<u64> {
         let mut spacings: Vec<u64> = self.deltas.iter().skip(1).copied().collect();
         if spacings.is_empty() {
-            return Duration::ZERO;
+            return vec![0; self.idle.len()];
         }
         spacings.sort_unstable();
         let median = spacings[spacings.len() / 2];
-        let micros: u64 = (0..self.idle.len())
-            .filter(|&sample| !self.idle[sample])
-            .map(|sample| self.deltas.get(sample + 1).copied().unwrap_or(median).min(median))
-            .sum();
-        Duration::from_micros(micros)
+        (0..self.idle.len())
+            .map(|sample| {
+                if self.idle[sample] {
+                    0
+                } else {
+                    self.deltas.get(sample + 1).copied().unwrap_or(median).min(median)
+                }
+            })
+            .collect()
     }
 
     /// Samples taken.
     pub fn samples(&self) -> usize {
         self.idle.len()
     }
+}
+
+/// A call frame as a profile's reader names it: the function, and its script's file name
+/// (`wasm` for the Worker's Rust, whose names a build with `WASM_KEEP_NAMES=1` keeps), with the
+/// line of an anonymous function.
+fn function_name(frame: &Value) -> String {
+    let name = frame["functionName"].as_str().filter(|name| !name.is_empty());
+    let url = frame["url"].as_str().unwrap_or("");
+    let mut file =
+        if url.starts_with("wasm://") { "wasm" } else { url.rsplit('/').next().unwrap_or("") }.to_owned();
+    if let (None, false, Some(line)) = (name, file.is_empty(), frame["lineNumber"].as_i64()) {
+        // DevTools counts lines from 0.
+        file = format!("{file}:{}", line + 1);
+    }
+    let name = name.unwrap_or("(anonymous)");
+    if file.is_empty() { name.to_owned() } else { format!("{name} ({file})") }
 }
 
 #[cfg(test)]
@@ -161,5 +214,7 @@ mod tests {
         let idle = profile(&[3, 2, 2, 3], &[0, 100, 100, 100]);
         assert_eq!(idle.cpu(), Duration::from_micros(200));
         assert_eq!(profile(&[], &[]).cpu(), Duration::ZERO);
+        // The same time by function: `fetch` only, (idle) left out.
+        assert_eq!(busy.by_function(), vec![("fetch".to_owned(), Duration::from_micros(600))]);
     }
 }

@@ -11,11 +11,17 @@
 use futures::{StreamExt, stream};
 use kya_core::{
     BlockRef,
-    index::{COMPLIANCE_SEPARATOR, COMPLIANCE_TAIL, agents_page_body, compliance_head, unfiltered_page_ids},
+    index::{
+        COMPLIANCE_TAIL, agents_page_body, compliance_head, restore_compliance_quotes, unfiltered_page_ids,
+    },
     redact,
     stats::RECENT_REGISTRATIONS,
 };
-use worker::{Headers, Response};
+use wasm_bindgen::{JsCast, JsValue, prelude::wasm_bindgen};
+use worker::{
+    Headers, Response, ResponseBody,
+    js_sys::{Array, JsString, Uint8Array, WebAssembly},
+};
 
 use super::{State, Store};
 use crate::{
@@ -133,8 +139,15 @@ pub(crate) async fn answer(endpoint: &Endpoint, deps: &Deps<'_>) -> Result<Serve
     Ok(Served::Answer(Answer { body, block, read_at: deps.now, source }))
 }
 
-/// `/agents/compliance` streamed: the head, then each slice of rows rendered as it arrives.
+/// `/agents/compliance` streamed: the head, then each slice of rows as it arrives.
 /// `ttl` is its freshness in seconds, until `expires_at`.
+///
+/// D1 renders the items, each `"` as a stand-in JSON does not escape (parsing D1's results is the
+/// binding's JSON.parse); its binding hands them over as JavaScript strings, which the runtime's
+/// own `Array.join` and `TextEncoder` join and encode to UTF-8. The Worker only puts the quotes
+/// back, in one pass over the bytes. Copying the strings into wasm through wasm-bindgen (a
+/// UTF-16 unit at a time) and escaping every quote had been most of the endpoint's CPU
+/// (`docs/index-cost.md`).
 fn compliance(
     store: Store,
     state: &State,
@@ -144,44 +157,51 @@ fn compliance(
 ) -> Result<Response> {
     struct Cursor {
         store: Store,
+        encoder: TextEncoder,
+        /// A slice's bytes while their quotes are restored, kept for the next slice.
+        buffer: Vec<u8>,
         /// The last (`lastAttestation`, id) sent; `None` once the tail is sent.
         after: Option<(i64, u64)>,
         first: bool,
     }
-    let head = stream::once(std::future::ready(Ok::<Vec<u8>, worker::Error>(
-        compliance_head(state.totals.agents).into_bytes(),
-    )));
-    let start = Cursor { store, after: Some((-1, 0)), first: true };
+    let bytes = |text: &str| -> JsValue { Uint8Array::from(text.as_bytes()).into() };
+    let head = stream::once(std::future::ready(Ok::<JsValue, JsValue>(bytes(&compliance_head(
+        state.totals.agents,
+    )))));
+    let start =
+        Cursor { store, encoder: TextEncoder::new(), buffer: Vec::new(), after: Some((-1, 0)), first: true };
     let items = stream::unfold(start, move |mut cursor| async move {
         let after = cursor.after?;
-        let groups =
-            match cursor.store.compliance_items(block.number, block.timestamp, after, COMPLIANCE_SLICE).await
-            {
-                Ok(groups) => groups,
-                Err(error) => {
-                    // The body is cut short: a client sees JSON that does not parse, never a
-                    // shorter list that does.
-                    worker::console_error!("streaming /agents/compliance failed: {error}");
-                    cursor.after = None;
-                    return Some((Err(worker::Error::RustError(error.to_string())), cursor));
-                }
-            };
-        let Some(last) = groups.last() else {
-            cursor.after = None;
-            return Some((Ok(COMPLIANCE_TAIL.as_bytes().to_vec()), cursor));
-        };
-        cursor.after = Some(last.last);
-        let mut chunk = String::with_capacity(groups.iter().map(|group| group.items.len() + 1).sum());
-        for group in &groups {
-            if !cursor.first {
-                chunk.push_str(COMPLIANCE_SEPARATOR);
+        let read = cursor
+            .store
+            .compliance_items(block.number, block.timestamp, after, COMPLIANCE_SLICE, cursor.first)
+            .await;
+        let slice = match read {
+            Ok(Some(slice)) => slice,
+            Ok(None) => {
+                cursor.after = None;
+                return Some((Ok(bytes(COMPLIANCE_TAIL)), cursor));
             }
-            cursor.first = false;
-            chunk.push_str(&group.items);
+            Err(error) => {
+                // The body is cut short: a client sees JSON that does not parse, never a
+                // shorter list that does.
+                worker::console_error!("streaming /agents/compliance failed: {error}");
+                cursor.after = None;
+                return Some((Err(JsValue::from_str(&error.to_string())), cursor));
+            }
+        };
+        cursor.after = Some(slice.last);
+        cursor.first = false;
+        if let Err(error) = encode(&cursor.encoder, &slice.items, &mut cursor.buffer) {
+            worker::console_error!("streaming /agents/compliance failed: {error:?}");
+            cursor.after = None;
+            return Some((Err(error), cursor));
         }
-        Some((Ok(chunk.into_bytes()), cursor))
+        restore_compliance_quotes(&mut cursor.buffer);
+        Some((Ok(Uint8Array::from(cursor.buffer.as_slice()).into()), cursor))
     });
-    let response = Response::from_stream(head.chain(items))?;
+    let body = wasm_streams::ReadableStream::from_stream(head.chain(items)).into_raw();
+    let response = Response::from_body(ResponseBody::Stream(body))?;
     let headers = Headers::new();
     headers.set("content-type", "application/json; charset=utf-8")?;
     headers.set("cache-control", &crate::cache::cache_control(ttl))?;
@@ -189,4 +209,55 @@ fn compliance(
     http::set_block(&headers, block)?;
     source.set_headers(&headers)?;
     Ok(response.with_headers(headers))
+}
+
+/// `texts` (JavaScript strings of ASCII) encoded into `buffer`, replacing what it held, by the
+/// runtime's `TextEncoder` writing straight into the wasm memory: no joined string, no
+/// intermediate array, and the strings not copied a UTF-16 unit at a time by wasm-bindgen.
+fn encode(encoder: &TextEncoder, texts: &Array, buffer: &mut Vec<u8>) -> std::result::Result<(), JsValue> {
+    let texts: Vec<JsString> = texts.iter().map(JsCast::unchecked_into).collect();
+    // ASCII: a byte per UTF-16 unit. A text that is not would stop short, and fail below.
+    let total: usize = texts.iter().map(|text| text.length() as usize).sum();
+    buffer.clear();
+    buffer.resize(total, 0);
+    let offset = u32::try_from(buffer.as_ptr() as usize).map_err(|_| JsValue::from_str("not wasm32"))?;
+    // A view of `buffer` in the wasm memory. Nothing allocates until the view's last use, so the
+    // memory cannot grow under it (which would detach it: then nothing is written, and the
+    // check below fails).
+    let memory: WebAssembly::Memory = wasm_bindgen::memory().unchecked_into();
+    let view = Uint8Array::new_with_byte_offset_and_length(&memory.buffer(), offset, total as u32);
+    let mut written = 0;
+    for text in &texts {
+        let result = encoder.encode_into(text, &view.subarray(written, total as u32));
+        if result.read() != text.length() {
+            return Err(JsValue::from_str("an item of /agents/compliance is not ASCII"));
+        }
+        written += result.written();
+    }
+    if written as usize != total {
+        return Err(JsValue::from_str("an item of /agents/compliance is not ASCII"));
+    }
+    Ok(())
+}
+
+#[wasm_bindgen]
+extern "C" {
+    /// The runtime's `TextEncoder`, bound to take a JavaScript string as it is (web-sys's
+    /// methods take a Rust `&str`, which would copy the text through wasm).
+    type TextEncoder;
+
+    #[wasm_bindgen(constructor)]
+    fn new() -> TextEncoder;
+
+    #[wasm_bindgen(method, js_name = encodeInto)]
+    fn encode_into(this: &TextEncoder, text: &JsString, into: &Uint8Array) -> EncodeIntoResult;
+
+    /// What `encodeInto` did: UTF-16 units read, bytes written.
+    type EncodeIntoResult;
+
+    #[wasm_bindgen(method, getter)]
+    fn read(this: &EncodeIntoResult) -> u32;
+
+    #[wasm_bindgen(method, getter)]
+    fn written(this: &EncodeIntoResult) -> u32;
 }

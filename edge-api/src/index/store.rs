@@ -17,12 +17,18 @@ use alloy_primitives::U512;
 use kya_core::{
     AgentStatus,
     index::{
-        BucketMoves, COMPLIANCE_SEPARATOR, IndexedAgent, STATUS_BUCKET_IDS, compliance_item_sql, list_item,
+        BucketMoves, COMPLIANCE_QUOTE_STAND_IN, COMPLIANCE_SEPARATOR, IndexedAgent, STATUS_BUCKET_IDS,
+        compliance_item_sql, list_item,
     },
     logs::Touch,
 };
 use serde::{Deserialize, Serialize};
-use worker::{D1Database, D1PreparedStatement, Env};
+use wasm_bindgen::{JsCast, JsValue};
+use worker::{
+    D1Database, D1PreparedStatement, Env,
+    js_sys::{Array, Reflect},
+    wasm_bindgen_futures::JsFuture,
+};
 
 use super::{
     State,
@@ -584,48 +590,72 @@ impl Store {
     }
 
     /// Up to `limit` items of `/agents/compliance` after `after` (`lastAttestation`, id), in that
-    /// order, at time `now`: rendered by D1 ([`compliance_item_sql`]) and handed over in groups
-    /// of [`COMPLIANCE_ITEMS_PER_GROUP`], so the Worker takes a few long strings instead of
-    /// decoding every row's values (which cost about 2.5 µs an agent).
+    /// order, at time `now`: rendered by D1 ([`compliance_item_sql`]) and joined by it in groups
+    /// of [`COMPLIANCE_ITEMS_PER_GROUP`], each led by [`COMPLIANCE_SEPARATOR`] unless it opens
+    /// the list (`first`: these are its first items), each `"` as [`COMPLIANCE_QUOTE_STAND_IN`].
+    /// `None` past the last item.
+    ///
+    /// The groups stay JavaScript strings, as D1's binding parsed them: decoding them into Rust
+    /// (serde-wasm-bindgen copies a string into the wasm memory a UTF-16 unit at a time) was
+    /// about 40% of the endpoint's CPU, and the response needs them back in JavaScript.
     pub(super) async fn compliance_items(
         &self,
         block: u64,
         now: u64,
         after: (i64, u64),
         limit: u64,
-    ) -> Result<Vec<RenderedItems>> {
-        #[derive(Deserialize)]
-        struct Group {
-            items: String,
-            last_attestation: i64,
-            id: u64,
-        }
+        first: bool,
+    ) -> Result<Option<RenderedItems>> {
         // `max(position)` makes the bare `last_attestation` and `id` the group's last row's
         // (SQLite's rule for a lone min() or max()); `ORDER BY` inside `group_concat` keeps the
-        // items in the list's order whatever way the grouping runs.
+        // items in the list's order whatever way the grouping runs; `grp`, grouped by, is the
+        // same on each of a group's rows.
         let query = format!(
-            "SELECT group_concat(item, '{COMPLIANCE_SEPARATOR}' ORDER BY position) AS items, \
+            "SELECT CASE WHEN grp = 0 AND ?6 THEN '' ELSE '{COMPLIANCE_SEPARATOR}' END \
+             || replace(group_concat(item, '{COMPLIANCE_SEPARATOR}' ORDER BY position), '\"', '{stand_in}') \
+             AS items, \
              max(position) AS last_position, last_attestation, id FROM ( \
-               SELECT {item} AS item, row_number() OVER (ORDER BY last_attestation, id) AS position, \
-                 last_attestation, id \
+               SELECT {item} AS item, position, (position - 1) / {COMPLIANCE_ITEMS_PER_GROUP} AS grp, \
+                 last_attestation, id FROM ( \
+               SELECT *, row_number() OVER (ORDER BY last_attestation, id) AS position \
                FROM (SELECT id, creator, status, last_attestation, child_count FROM agents \
                  WHERE {CURRENT_AT} AND (last_attestation, id) > (?2, ?3) \
                  UNION ALL SELECT id, creator, status, last_attestation, child_count FROM agent_versions \
                  WHERE {VERSION_AT} AND (last_attestation, id) > (?2, ?3) \
-                 ORDER BY last_attestation, id LIMIT ?4)) \
-             GROUP BY (position - 1) / {COMPLIANCE_ITEMS_PER_GROUP} ORDER BY last_position",
+                 ORDER BY last_attestation, id LIMIT ?4))) \
+             GROUP BY grp ORDER BY grp",
             item = compliance_item_sql("?5"),
+            // As an SQL string's text: a `'` doubled.
+            stand_in = COMPLIANCE_QUOTE_STAND_IN.to_string().replace('\'', "''"),
         );
-        let groups: Vec<Group> = self
-            .all(self.statement(
-                &query,
-                vec![block.into(), Param::Signed(after.0), after.1.into(), limit.into(), now.into()],
-            )?)
-            .await?;
-        Ok(groups
-            .into_iter()
-            .map(|group| RenderedItems { items: group.items, last: (group.last_attestation, group.id) })
-            .collect())
+        let statement = self.statement(
+            &query,
+            vec![
+                block.into(),
+                Param::Signed(after.0),
+                after.1.into(),
+                limit.into(),
+                now.into(),
+                u64::from(first).into(),
+            ],
+        )?;
+        self.limits.spend(1)?;
+        let result = JsFuture::from(statement.inner().all().map_err(worker::Error::from)?)
+            .await
+            .map_err(worker::Error::from)?;
+        let field = |object: &JsValue, name: &str| Reflect::get(object, &JsValue::from_str(name));
+        let read = field(&result, "meta").and_then(|meta| field(&meta, "rows_read"));
+        self.rows_read
+            .set(self.rows_read.get() + read.ok().and_then(|read| read.as_f64()).unwrap_or(0.0) as u64);
+        let groups: Array = field(&result, "results").map_err(worker::Error::from)?.unchecked_into();
+        let last_group = groups.length().checked_sub(1).map(|last| groups.get(last));
+        let Some(last_group) = last_group else { return Ok(None) };
+        let number = |name: &str| field(&last_group, name).ok().and_then(|value| value.as_f64());
+        let (Some(last_attestation), Some(id)) = (number("last_attestation"), number("id")) else {
+            return Err(Error::BadConfig("the index's compliance rows do not decode".into()));
+        };
+        let items = groups.iter().map(|group| field(&group, "items").unwrap_or_default()).collect();
+        Ok(Some(RenderedItems { items, last: (last_attestation as i64, id as u64) }))
     }
 }
 
@@ -635,8 +665,9 @@ const COMPLIANCE_ITEMS_PER_GROUP: u64 = 100;
 
 /// Consecutive items of `/agents/compliance`, rendered by D1.
 pub(super) struct RenderedItems {
-    /// The items' JSON, joined by [`COMPLIANCE_SEPARATOR`].
-    pub(super) items: String,
+    /// The items' JSON in groups (JavaScript strings), each but the list's first led by
+    /// [`COMPLIANCE_SEPARATOR`], each `"` as [`COMPLIANCE_QUOTE_STAND_IN`].
+    pub(super) items: Array,
     /// The last item's (`lastAttestation`, id): where the next read starts.
     pub(super) last: (i64, u64),
 }
