@@ -62,7 +62,10 @@ fn side_by_side(out: &mut String, m: &Measured) {
          ### The endpoints cold, each server restarted before each sample\n\n\
          Ours: the filled index's Worker (every answer reads D1), stopped and started again on \
          its own state directory, `/health` answered, then one request. Ponder: stopped and \
-         started again on its PGlite directory, `/status` at the chain's head, then one request. \
+         started again on its PGlite directory, then one request once it has indexed the chain's \
+         head again (its log's \"Indexed block\" for the head, and `/status` at it: on a restart \
+         Ponder reverts its last 30 blocks and re-indexes them, while `/status` already names \
+         the head). \
          Medians of 3 per server and path; the other server stopped meanwhile. The ratio is ours \
          ÷ Ponder's (below 1: ours is faster), on the last byte.\n\n\
          | endpoint | ours cold (restarted) | Ponder cold (restarted) | ratio |\n\
@@ -82,14 +85,22 @@ fn side_by_side(out: &mut String, m: &Measured) {
         };
         writeln!(
             out,
-            "| `{}` | {} | {} | {:.2} |",
-            row.path,
+            "| {} | {} | {} | {:.2} |",
+            if row.path.starts_with('/') { format!("`{}`", row.path) } else { row.path.clone() },
             time(&row.ours),
             time(&row.ponder),
             row.ours.last_byte.as_secs_f64() / row.ponder.last_byte.as_secs_f64(),
         )
         .expect("writing to a String");
     }
+    let census = &p.census;
+    writeln!(
+        out,
+        "\nA direct read of the chain at its head, block {}, counts {} agents (`nextAgentId() - 1`); \
+         ours counted {} at block {}, Ponder {} at block {} (each one's first cold `/stats`).",
+        census.head, census.chain, census.ours.0, census.ours.1, census.ponder.0, census.ponder.1,
+    )
+    .expect("writing to a String");
     if p.mismatches.is_empty() {
         out.push_str(
             "\nBoth answered 200 every time, and their answers agree: the block each names, the \
@@ -105,7 +116,7 @@ fn side_by_side(out: &mut String, m: &Measured) {
     out.push_str(
         "\n### First fill\n\n\
          Wall time from the start (Ponder's: its build and start-up included, until `/status` \
-         names the chain's head; ours: the first run until `/health` says complete, runs back to \
+         has indexed the chain's head, as after a restart; ours: the first run until `/health` says complete, runs back to \
          back) and CPU seconds of the whole process tree (`/proc`: user and system time of every \
          process and thread, children included: wrangler, its proxy and the runtime, with local \
          D1's SQLite; Ponder's node with PGlite), RPC requests through the counting proxy.\n\n\
