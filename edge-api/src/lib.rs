@@ -158,7 +158,11 @@ async fn serve(request: &mut Request, env: &Env, context: &Context, now: u64) ->
         })
     };
 
-    let Some(policy) = endpoint.cache_policy() else {
+    // With `INDEX_ANSWER_TTL_SECS=0` no registry-wide answer is cached (nor its fallback, which
+    // reads the registry's snapshot, itself cached): each reads the index at once, without a
+    // Cache API lookup that could only miss, a round trip on every request.
+    let uncached = endpoint.registry_wide() && config.index.answer_ttl_secs == 0;
+    let Some(policy) = endpoint.cache_policy().filter(|_| !uncached) else {
         return match answers::answer(&endpoint, &deps()?).await? {
             Reply::Answer(answer) => http::answer(&answer, "no-store"),
             Reply::Stream(response) => Ok(response),
