@@ -12,11 +12,29 @@ pub(crate) fn load() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
+/// The commit measured (`git rev-parse --short HEAD`), marked when the work tree differs from it.
+pub(crate) fn commit() -> String {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(kya_tests::repo_root())
+            .output()
+            .ok()
+            .filter(|output| output.status.success())
+            .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+    };
+    let head = git(&["rev-parse", "--short", "HEAD"]).unwrap_or_else(|| "unknown".into());
+    match git(&["status", "--porcelain", "--untracked-files=no"]) {
+        Some(changes) if !changes.is_empty() => format!("{head} with uncommitted changes"),
+        _ => head,
+    }
+}
+
 pub(crate) fn render(m: &Measured) -> String {
     let agents = m.agents;
     let mut out = format!(
         "# Registry index at {agents} agents\n\n\
-         Measured by `cargo bench -p kya-tests --bench index` (tests/benches/index/) with \
+         Measured at commit `{}` by `cargo bench -p kya-tests --bench index` (tests/benches/index/) with \
          `BENCH_INDEX_AGENTS={agents}`: anvil with the registry seeded by `seed_bulk` ({:.0?}), \
          then 65 empty blocks (the first fill's re-scanned window holds no seeding logs), the \
          Worker under `wrangler dev` with local D1, behind a JSON-RPC proxy that counts its \
@@ -34,6 +52,7 @@ pub(crate) fn render(m: &Measured) -> String {
          most the median spacing: see `tests/worker_profile.rs`. Cloudflare's CPU limits \
          (10 ms on Free) apply to this one. Warm code: the isolate had answered the same request before (index), or read one agent \
          through the same RPC and decoding code (direct).\n",
+        m.commit,
         m.seeding,
         m.load,
         m.took.as_secs_f64() / 60.0,
