@@ -25,6 +25,8 @@ pub(crate) struct Request<'a> {
     pub(crate) key: String,
     /// The endpoint's TTL ([`crate::routes::CachePolicy`]) and `INDEX_ANSWER_TTL_SECS`.
     pub(crate) ttl: u64,
+    /// Whether a copy may be cached to look up (false: the answer is read at once).
+    pub(crate) look_up: bool,
     pub(crate) index_ttl: u64,
     pub(crate) now: u64,
     pub(crate) memory_budget: usize,
@@ -47,6 +49,9 @@ pub(crate) async fn answer<'d>(
     deps: impl Fn() -> Result<Deps<'d>>,
     mut request: Request<'_>,
 ) -> Result<Response> {
+    if !request.look_up {
+        return refresh(endpoint, &deps()?, &request, None).await;
+    }
     let streamed = *endpoint == Endpoint::AgentsCompliance;
     let mut stale = match look(&request, streamed).await {
         Found::Fresh(copy) => return respond(copy, "HIT", &request),

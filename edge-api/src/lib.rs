@@ -174,9 +174,14 @@ async fn serve(request: &mut Request, env: &Env, context: &Context, now: u64) ->
             cache::refresh::Lease::of(env, &colo, &key)
         })
         .flatten();
+    // With `INDEX_ANSWER_TTL_SECS=0` no registry-wide answer is cached (nor its fallback, which
+    // reads the registry's snapshot, itself cached): each reads the index at once, without a
+    // Cache API lookup that could only miss, a round trip on every request.
+    let uncached = endpoint.registry_wide() && index_ttl == 0;
     let request = cached::Request {
         key,
-        ttl: policy.ttl,
+        ttl: if uncached { 0 } else { policy.ttl },
+        look_up: !uncached,
         index_ttl,
         now,
         memory_budget: config.memory_cache_bytes,

@@ -4,10 +4,9 @@
 //! counts the requests it serves itself ([`SEEN_HERE`]): JavaScript runs one request's code at a
 //! time, so that count is exact, and the 61st request of a window is refused in any isolate that
 //! served the other 60 (all of `wrangler dev`). KV (binding `RATE_LIMIT`) carries counts between
-//! isolates and locations, off the response path (`Context::wait_until`) and within KV's limits:
-//! an isolate writes a key at most once per second (KV refuses more), carrying its latest count,
-//! plus one trailing write a second later when requests kept coming, and learns the count other
-//! isolates wrote before it writes. A failing KV is logged and changes nothing for the request.
+//! isolates and locations, off the response path (`Context::wait_until`, a second after the
+//! request) and within KV's limits: an isolate writes a key at most once per second (KV refuses
+//! more), carrying its latest count, and learns the count other isolates wrote before it writes. A failing KV is logged and changes nothing for the request.
 
 use std::{cell::RefCell, collections::HashMap, net::IpAddr, time::Duration};
 
@@ -82,37 +81,31 @@ fn window(ip: &str, now_secs: u64) -> (String, u64) {
     (format!("rate:{ip}:{}", now_secs / WINDOW_SECS), WINDOW_SECS - now_secs % WINDOW_SECS)
 }
 
-/// When to write a counter to KV, if at all.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Write {
-    Now,
-    After(u64),
-}
-
-/// Counts a request and decides its KV write: at once when the key was not written in the
-/// last second, else one trailing write at the end of that second (if none is scheduled).
-fn count(counter: &mut Counter, now_ms: u64) -> (u64, Option<Write>) {
+/// Counts a request and decides its KV write, as milliseconds to wait: one write per key at a
+/// time, at the end of the second that began with the first request it carries (a second after
+/// the key's last write, or after this request), so a burst costs one write a second and no
+/// request's own answer waits behind KV (under `wrangler dev` KV's work runs on the Worker's own
+/// thread).
+fn count(counter: &mut Counter, now_ms: u64) -> (u64, Option<u64>) {
     counter.count += 1;
-    let write = match counter.last_write_ms {
-        Some(last) if now_ms < last + WRITE_INTERVAL_MS => (!counter.trailing).then(|| {
-            counter.trailing = true;
-            Write::After(last + WRITE_INTERVAL_MS - now_ms)
-        }),
-        _ => {
-            counter.last_write_ms = Some(now_ms);
-            Some(Write::Now)
-        }
+    if counter.trailing {
+        return (counter.count, None);
+    }
+    counter.trailing = true;
+    let wait_ms = match counter.last_write_ms {
+        Some(last) if now_ms < last + WRITE_INTERVAL_MS => last + WRITE_INTERVAL_MS - now_ms,
+        _ => WRITE_INTERVAL_MS,
     };
-    (counter.count, write)
+    (counter.count, Some(wait_ms))
 }
 
 /// Counts this request; past the limit it is refused with [`Error::RateLimited`]. The KV sync
 /// runs after the response (`context.wait_until`).
 pub(crate) fn admit(env: &Env, context: &Context, ip: &str, now_ms: u64) -> Result<Quota> {
     let (key, reset_in) = window(ip, now_ms / 1000);
-    let (number, write) = with_counter(&key, |counter| count(counter, now_ms));
-    if let (Some(write), Some(store)) = (write, store(env)) {
-        context.wait_until(sync(store, key, write));
+    let (number, wait_ms) = with_counter(&key, |counter| count(counter, now_ms));
+    if let (Some(wait_ms), Some(store)) = (wait_ms, store(env)) {
+        context.wait_until(sync(store, key, wait_ms));
     }
     if number > LIMIT {
         return Err(Error::RateLimited { retry_after: reset_in });
@@ -127,16 +120,14 @@ pub(crate) fn peek(ip: &str, now_secs: u64) -> Quota {
     Quota { remaining: LIMIT.saturating_sub(used) }
 }
 
-/// Learns the count KV holds for `key` (other isolates' writes), then writes this isolate's
-/// count, which is never less.
-async fn sync(store: KvStore, key: String, write: Write) {
-    if let Write::After(wait_ms) = write {
-        Delay::from(Duration::from_millis(wait_ms)).await;
-        with_counter(&key, |counter| {
-            counter.trailing = false;
-            counter.last_write_ms = Some(worker::Date::now().as_millis());
-        });
-    }
+/// After `wait_ms`, learns the count KV holds for `key` (other isolates' writes), then writes
+/// this isolate's count, which is never less.
+async fn sync(store: KvStore, key: String, wait_ms: u64) {
+    Delay::from(Duration::from_millis(wait_ms)).await;
+    with_counter(&key, |counter| {
+        counter.trailing = false;
+        counter.last_write_ms = Some(worker::Date::now().as_millis());
+    });
     let stored = match store.get(&key).text().await {
         Ok(value) => value.and_then(|count| count.parse().ok()).unwrap_or(0),
         Err(error) => {
@@ -175,18 +166,23 @@ mod tests {
     }
 
     #[test]
-    fn a_burst_writes_at_once_and_once_more_a_second_later() {
+    fn a_burst_writes_once_a_second_after_its_first_request() {
         let mut counter = Counter::default();
-        assert_eq!(count(&mut counter, 10_000), (1, Some(Write::Now)));
-        assert_eq!(count(&mut counter, 10_001), (2, Some(Write::After(999))));
-        for n in 3..=60 {
-            assert_eq!(count(&mut counter, 10_500), (n, None), "request {n}: writes already scheduled");
+        assert_eq!(
+            count(&mut counter, 10_000),
+            (1, Some(1_000)),
+            "the first request: a write a second later"
+        );
+        for n in 2..=60 {
+            assert_eq!(count(&mut counter, 10_500), (n, None), "request {n}: the write is scheduled");
         }
-        // The trailing write ran (it marks the key written and clears the flag).
+        // That write ran (it marks the key written and clears the flag).
         counter.trailing = false;
         counter.last_write_ms = Some(11_000);
-        assert_eq!(count(&mut counter, 11_400), (61, Some(Write::After(600))));
-        assert_eq!(count(&mut counter, 12_000), (62, Some(Write::Now)), "a second after the last write");
+        assert_eq!(count(&mut counter, 11_400), (61, Some(600)), "a second after the last write");
+        counter.trailing = false;
+        counter.last_write_ms = Some(12_000);
+        assert_eq!(count(&mut counter, 15_000), (62, Some(1_000)), "long after it: a second after this one");
     }
 
     #[test]

@@ -39,6 +39,8 @@ pub(crate) struct Setup {
 
 /// Everything measured at one size.
 pub(crate) struct Measured {
+    /// The commit measured ([`report::commit`]), read when the size started.
+    pub(crate) commit: String,
     pub(crate) agents: u64,
     pub(crate) seeding: Duration,
     /// The whole size, seeding included.
@@ -76,6 +78,7 @@ async fn main() {
 }
 
 async fn measure(agents: u64, paid_per_run: u64) -> Measured {
+    let commit = report::commit();
     let load = report::load();
     let started = Instant::now();
     let chain =
@@ -123,7 +126,7 @@ async fn measure(agents: u64, paid_per_run: u64) -> Measured {
     fills.push(indexer::fill(&setup, &paid, &mut paid_profiler, agents, paid_per_run).await);
     let took = started.elapsed();
     eprintln!("{agents}: done in {took:.1?}");
-    Measured { agents, seeding, took, load, fills, storage, endpoints, steady, freshness, ponder }
+    Measured { commit, agents, seeding, took, load, fills, storage, endpoints, steady, freshness, ponder }
 }
 
 /// Blocks whose state anvil keeps: reads older than that fail. Every read of the benchmark is at

@@ -176,6 +176,8 @@ impl Ponder {
         let output = File::create(&log).expect("Ponder's log");
         let child = Command::new(config.app.join("node_modules/.bin/ponder"))
             .args(["start", "--schema", "bench", "--port", &port.to_string(), "-H", "127.0.0.1"])
+            // One JSON object a line: [`Ponder::synced`] reads its "Indexed block" lines.
+            .args(["--log-format", "json"])
             .current_dir(&config.app)
             .env(format!("PONDER_RPC_URL_{}", config.chain_id), &config.rpc_url)
             .env("CHAIN_ID", config.chain_id.to_string())
@@ -191,12 +193,22 @@ impl Ponder {
         Self { child, base: format!("http://127.0.0.1:{port}"), log }
     }
 
-    /// Waits until `/status` names the chain's head block (Ponder's "synced"), at most
-    /// `within`; panics with the end of its log if it exits or takes longer.
+    /// Waits until Ponder has indexed the chain's head block in this process, at most `within`;
+    /// panics with the end of its log if it exits or takes longer.
+    ///
+    /// `/status` alone does not tell: on a restart Ponder's crash recovery reverts every row
+    /// written after its last finalized checkpoint (30 blocks behind the head on chain 84532)
+    /// but leaves `_ponder_checkpoint`, which `/status` and the answers' `X-Indexed-Block` read,
+    /// naming the old head until live indexing has re-indexed those blocks. Answers asked in
+    /// between name the head yet lack its last 30 blocks (at 1,000 agents: the three
+    /// registrations of the last freshness measurement). Live indexing logs "Indexed block"
+    /// for each block once its checkpoint is written: the head's line in this process's log,
+    /// with `/status` at the head, is the sign.
     pub(crate) async fn synced(&mut self, chain: &TestChain, within: Duration) {
         let head = chain.chain.provider().get_block_number().await.expect("the head");
         let http = kya_tests::http_client();
         let started = Instant::now();
+        let mut early = None;
         loop {
             let status =
                 http.get(format!("{}/status", self.base)).timeout(Duration::from_secs(5)).send().await;
@@ -209,7 +221,26 @@ impl Ponder {
                 Err(_) => None,
             };
             if block == Some(head) {
-                return;
+                if self.indexed(head) {
+                    if let Some((agents, at)) = early {
+                        eprintln!(
+                            "Ponder's /status named block {head} {at:.1?} before it had indexed it; \
+                             /api/v1/stats then counted {agents} agents"
+                        );
+                    }
+                    return;
+                }
+                if early.is_none() {
+                    let stats = http.get(format!("{}/api/v1/stats", self.base)).send().await;
+                    let agents = match stats {
+                        Ok(answer) => answer
+                            .json::<Value>()
+                            .await
+                            .map_or(Value::Null, |body| body["totalAgents"].clone()),
+                        Err(_) => Value::Null,
+                    };
+                    early = Some((agents, started.elapsed()));
+                }
             }
             if let Ok(Some(status)) = self.child.try_wait() {
                 panic!("Ponder exited ({status}) before it synced:\n{}", self.log_tail());
@@ -221,6 +252,14 @@ impl Ponder {
             );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+    }
+
+    /// Whether this process has logged "Indexed block" for `block` or a later one.
+    fn indexed(&self, block: u64) -> bool {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        log.lines().filter_map(|line| serde_json::from_str::<Value>(line).ok()).any(|line| {
+            line["msg"] == "Indexed block" && line["number"].as_u64().is_some_and(|number| number >= block)
+        })
     }
 
     /// The process's id (its children, esbuild's service among them, run below it).

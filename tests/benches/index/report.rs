@@ -12,11 +12,29 @@ pub(crate) fn load() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
+/// The commit measured (`git rev-parse --short HEAD`), marked when the work tree differs from it.
+pub(crate) fn commit() -> String {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(kya_tests::repo_root())
+            .output()
+            .ok()
+            .filter(|output| output.status.success())
+            .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+    };
+    let head = git(&["rev-parse", "--short", "HEAD"]).unwrap_or_else(|| "unknown".into());
+    match git(&["status", "--porcelain", "--untracked-files=no"]) {
+        Some(changes) if !changes.is_empty() => format!("{head} with uncommitted changes"),
+        _ => head,
+    }
+}
+
 pub(crate) fn render(m: &Measured) -> String {
     let agents = m.agents;
     let mut out = format!(
         "# Registry index at {agents} agents\n\n\
-         Measured by `cargo bench -p kya-tests --bench index` (tests/benches/index/) with \
+         Measured at commit `{}` by `cargo bench -p kya-tests --bench index` (tests/benches/index/) with \
          `BENCH_INDEX_AGENTS={agents}`: anvil with the registry seeded by `seed_bulk` ({:.0?}), \
          then 65 empty blocks (the first fill's re-scanned window holds no seeding logs), the \
          Worker under `wrangler dev` with local D1, behind a JSON-RPC proxy that counts its \
@@ -34,6 +52,7 @@ pub(crate) fn render(m: &Measured) -> String {
          most the median spacing: see `tests/worker_profile.rs`. Cloudflare's CPU limits \
          (10 ms on Free) apply to this one. Warm code: the isolate had answered the same request before (index), or read one agent \
          through the same RPC and decoding code (direct).\n",
+        m.commit,
         m.seeding,
         m.load,
         m.took.as_secs_f64() / 60.0,
@@ -62,7 +81,10 @@ fn side_by_side(out: &mut String, m: &Measured) {
          ### The endpoints cold, each server restarted before each sample\n\n\
          Ours: the filled index's Worker (every answer reads D1), stopped and started again on \
          its own state directory, `/health` answered, then one request. Ponder: stopped and \
-         started again on its PGlite directory, `/status` at the chain's head, then one request. \
+         started again on its PGlite directory, then one request once it has indexed the chain's \
+         head again (its log's \"Indexed block\" for the head, and `/status` at it: on a restart \
+         Ponder reverts its last 30 blocks and re-indexes them, while `/status` already names \
+         the head). \
          Medians of 3 per server and path; the other server stopped meanwhile. The ratio is ours \
          ÷ Ponder's (below 1: ours is faster), on the last byte.\n\n\
          | endpoint | ours cold (restarted) | Ponder cold (restarted) | ratio |\n\
@@ -82,14 +104,22 @@ fn side_by_side(out: &mut String, m: &Measured) {
         };
         writeln!(
             out,
-            "| `{}` | {} | {} | {:.2} |",
-            row.path,
+            "| {} | {} | {} | {:.2} |",
+            if row.path.starts_with('/') { format!("`{}`", row.path) } else { row.path.clone() },
             time(&row.ours),
             time(&row.ponder),
             row.ours.last_byte.as_secs_f64() / row.ponder.last_byte.as_secs_f64(),
         )
         .expect("writing to a String");
     }
+    let census = &p.census;
+    writeln!(
+        out,
+        "\nA direct read of the chain at its head, block {}, counts {} agents (`nextAgentId() - 1`); \
+         ours counted {} at block {}, Ponder {} at block {} (each one's first cold `/stats`).",
+        census.head, census.chain, census.ours.0, census.ours.1, census.ponder.0, census.ponder.1,
+    )
+    .expect("writing to a String");
     if p.mismatches.is_empty() {
         out.push_str(
             "\nBoth answered 200 every time, and their answers agree: the block each names, the \
@@ -105,7 +135,7 @@ fn side_by_side(out: &mut String, m: &Measured) {
     out.push_str(
         "\n### First fill\n\n\
          Wall time from the start (Ponder's: its build and start-up included, until `/status` \
-         names the chain's head; ours: the first run until `/health` says complete, runs back to \
+         has indexed the chain's head, as after a restart; ours: the first run until `/health` says complete, runs back to \
          back) and CPU seconds of the whole process tree (`/proc`: user and system time of every \
          process and thread, children included: wrangler, its proxy and the runtime, with local \
          D1's SQLite; Ponder's node with PGlite), RPC requests through the counting proxy.\n\n\

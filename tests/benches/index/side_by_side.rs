@@ -6,12 +6,14 @@
 //!
 //! Ours is the filled index's Worker (`INDEX_ANSWER_TTL_SECS=0`, `MEMORY_CACHE_BYTES=0`: every
 //! answer reads D1), restarted on its own state directory ([`EdgeWorker::restart`]); Ponder is
-//! restarted on its PGlite directory and waited for until `/status` names the chain's head. Each
-//! server is stopped while the other is measured.
+//! restarted on its PGlite directory and waited for until it has indexed the chain's head again
+//! ([`Ponder::synced`]). Each server is stopped while the other is measured. The agents a direct
+//! read of the chain counts are reported beside each server's count ([`Census`]).
 
 use std::time::{Duration, Instant};
 
 use alloy::providers::Provider;
+use kya_core::abi::AgentRegistry;
 use kya_tests::edge_fixture::{EdgeWorker, fresh_ip};
 use serde_json::Value;
 
@@ -33,6 +35,18 @@ pub(crate) struct SideBySide {
     pub(crate) paths: Vec<Path>,
     /// Key figures on which the two answers differ, as `path: figure: ours ≠ Ponder's`.
     pub(crate) mismatches: Vec<String>,
+    pub(crate) census: Census,
+}
+
+/// The agents on the chain at the head (a direct read) and as each server's first cold
+/// `/stats` counted them, with the block each named.
+pub(crate) struct Census {
+    pub(crate) head: u64,
+    /// `nextAgentId() - 1` at the head.
+    pub(crate) chain: u64,
+    /// `totalAgents` and the block named (`X-Block-Number`, Ponder's `X-Indexed-Block`).
+    pub(crate) ours: (String, String),
+    pub(crate) ponder: (String, String),
 }
 
 /// Ponder's first fill, from its start (build and start-up included) to `/status` at the head.
@@ -80,24 +94,69 @@ pub(crate) async fn measure(setup: &Setup, worker: &mut EdgeWorker, agents: u64)
     let ponder_fill = fill(setup, &proxy, &config, agents).await;
     eprintln!("{agents}: Ponder filled in {:.1?}, {:.1?} CPU", ponder_fill.wall, ponder_fill.cpu);
 
-    let http = kya_tests::http_client();
+    let head = setup.chain.chain.provider().get_block_number().await.expect("the head");
+    let next = setup
+        .chain
+        .chain
+        .view(setup.chain.registry(), &AgentRegistry::nextAgentIdCall {})
+        .await
+        .expect("nextAgentId");
+    let mut census =
+        Census { head, chain: next.to::<u64>() - 1, ours: Default::default(), ponder: Default::default() };
     let (mut paths, mut mismatches) = (Vec::new(), Vec::new());
+    // Each server's cheapest route, cold the same way: what answering costs before any
+    // endpoint's own work (ours: the OpenAPI document, a constant; Ponder's `/health`).
+    let floor = Path {
+        path: "runtime floor: ours `/openapi.json`, Ponder `/health`".into(),
+        ours: cold(&ours_cold(worker, "/openapi.json").await),
+        ponder: cold(&ponder_cold(setup, &config, "/health").await),
+    };
+    eprintln!(
+        "{agents}: cold floor: ours {:.1?}, Ponder {:.1?}",
+        floor.ours.last_byte, floor.ponder.last_byte
+    );
+    paths.push(floor);
     for path in endpoints::paths(agents) {
-        let mut ours = Vec::new();
-        for _ in 0..COLD_SAMPLES {
-            worker.restart().await;
-            ours.push(timing::get(&http, &worker.base, &path, &fresh_ip()).await);
-        }
-        let mut theirs = Vec::new();
-        for _ in 0..COLD_SAMPLES {
-            let mut server = Ponder::start(&config);
-            server.synced(&setup.chain, RESTART_WITHIN).await;
-            theirs.push(timing::get(&http, &server.base, &path, &fresh_ip()).await);
-        }
+        let ours = ours_cold(worker, &path).await;
+        let theirs = ponder_cold(setup, &config, &path).await;
+        eprintln!("{path}: ours {:.1?}, Ponder {:.1?}", cold(&ours).last_byte, cold(&theirs).last_byte);
         mismatches.extend(compare(&path, &ours, &theirs));
+        if path == "/api/v1/stats" {
+            census.ours = counted(&ours[0], "x-block-number");
+            census.ponder = counted(&theirs[0], "x-indexed-block");
+        }
         paths.push(Path { path, ours: cold(&ours), ponder: cold(&theirs) });
     }
-    SideBySide { load, ponder_fill, paths, mismatches }
+    SideBySide { load, ponder_fill, paths, mismatches, census }
+}
+
+/// `totalAgents` of a `/stats` answer and the block it names in `header`, as text.
+fn counted(answer: &Timed, header: &str) -> (String, String) {
+    let body = serde_json::from_slice::<Value>(&answer.body).unwrap_or(Value::Null);
+    (text(&body["totalAgents"]), answer.header(header).unwrap_or("absent").to_owned())
+}
+
+/// `path` asked once after each of [`COLD_SAMPLES`] restarts of our Worker.
+async fn ours_cold(worker: &mut EdgeWorker, path: &str) -> Vec<Timed> {
+    let http = kya_tests::http_client();
+    let mut answers = Vec::new();
+    for _ in 0..COLD_SAMPLES {
+        worker.restart().await;
+        answers.push(timing::get(&http, &worker.base, path, &fresh_ip()).await);
+    }
+    answers
+}
+
+/// `path` asked once after each of [`COLD_SAMPLES`] starts of Ponder on its filled directory.
+async fn ponder_cold(setup: &Setup, config: &ponder::Config, path: &str) -> Vec<Timed> {
+    let http = kya_tests::http_client();
+    let mut answers = Vec::new();
+    for _ in 0..COLD_SAMPLES {
+        let mut server = Ponder::start(config);
+        server.synced(&setup.chain, RESTART_WITHIN).await;
+        answers.push(timing::get(&http, &server.base, path, &fresh_ip()).await);
+    }
+    answers
 }
 
 /// How long a restarted Ponder may take to sync again.

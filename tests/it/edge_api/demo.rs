@@ -563,8 +563,9 @@ async fn rate_limit(t: &Demo) {
 
 /// 61 requests from one client at once: exactly 60 pass, each sees a different remaining count,
 /// and one is refused (the Worker counts the requests it serves itself, not only through KV,
-/// which a burst reads before any write lands). KV is written at most twice for the burst: once
-/// at once, once a second later with the final count (KV takes one write per second per key).
+/// which a burst reads before any write lands). KV is written at most twice for the burst, a
+/// second after its first request and once more should the burst last longer, the last with the
+/// final count (KV takes one write per second per key).
 async fn rate_limit_under_concurrency(t: &Demo) {
     loop {
         early_in_a_window().await;

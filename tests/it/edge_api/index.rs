@@ -318,8 +318,8 @@ async fn the_index_fills_follows_every_write_undoes_reorganisations_and_survives
     let rpc = kya_core::redact::url(&proxy);
     let head = chain.chain.provider().get_block_number().await.unwrap();
 
-    // Before any run: no index, and the endpoints read the chain, saying why (a query the
-    // checks below do not make: a fallback answer is cached like any direct one).
+    // Before any run: no index, and the endpoints read the chain, saying why (with
+    // `INDEX_ANSWER_TTL_SECS=0` no registry-wide answer is cached, a fallback neither).
     assert_eq!(health_index(&api).await, Value::Null, "no run yet");
     let page = api.get("/api/v1/agents?limit=3").await;
     assert_eq!(page.header("x-index-fallback"), Some("the index is not filled yet"));
