@@ -93,6 +93,17 @@ pub(super) fn feed() -> Vec<Vec<Event>> {
     ]
 }
 
+/// A Worker whose index reads the feed from D1 alone: no chain behind it (the index's step
+/// fails and is logged), `vars` added to the settings.
+pub(super) async fn chainless_worker(vars: &[(&'static str, String)]) -> EdgeWorker {
+    let mut all = vec![
+        ("RPC_URL", "http://127.0.0.1:9".to_owned()),
+        ("REGISTRY_ADDRESS", Address::repeat_byte(0x11).to_checksum(None)),
+    ];
+    all.extend_from_slice(vars);
+    EdgeWorker::start_indexed(&all).await
+}
+
 /// Writes `batches` as the feed's batches `first`, `first + 1`, … (as the index's runs write
 /// them: one row each, its events a JSON array of `kya_core::feed::Event`).
 pub(super) fn write_batches(worker: &EdgeWorker, first: u64, batches: &[Vec<Event>]) {
@@ -123,11 +134,7 @@ async fn page(api: &EdgeClient, query: &str) -> Value {
 #[tokio::test]
 async fn the_feed_is_served_in_order_with_its_filters_cursors_and_retention() {
     // No chain: the feed is read from D1 alone.
-    let worker = EdgeWorker::start_indexed(&[
-        ("RPC_URL", "http://127.0.0.1:9".to_owned()),
-        ("REGISTRY_ADDRESS", Address::repeat_byte(0x11).to_checksum(None)),
-    ])
-    .await;
+    let worker = chainless_worker(&[]).await;
     let api = worker.client();
     assert_eq!(page(&api, "").await, json!({"events": [], "next": null, "more": false}), "an empty feed");
     let empty_after = api.get("/api/v1/changes?after=1-0").await;

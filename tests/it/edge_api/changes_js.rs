@@ -6,12 +6,11 @@
 
 use std::{process::Stdio, time::Duration};
 
-use alloy::primitives::Address;
 use kya_core::feed::Event;
-use kya_tests::{edge_fixture::EdgeWorker, node_test_count, repo_root, run_script};
+use kya_tests::{node_test_count, repo_root, run_script};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader, Lines};
 
-use super::changes::{feed, json_of, write_batches};
+use super::changes::{chainless_worker, feed, json_of, write_batches};
 
 /// The checks in `tests/js/changes-iterator.test.mjs`: all must have run and passed.
 const NODE_CHECKS: usize = 4;
@@ -40,12 +39,7 @@ async fn wait_for(
 async fn the_npm_iterator_yields_the_feed_once_in_order_across_a_reconnect() {
     run_script("build-core-wasm.sh");
     // No chain: the feed is read from D1 alone (the index's step fails and is logged).
-    let worker = EdgeWorker::start_indexed(&[
-        ("RPC_URL", "http://127.0.0.1:9".to_owned()),
-        ("REGISTRY_ADDRESS", Address::repeat_byte(0x11).to_checksum(None)),
-        ("FEED_STREAM_SHARDS", "2".to_owned()),
-    ])
-    .await;
+    let worker = chainless_worker(&[("FEED_STREAM_SHARDS", "2".to_owned())]).await;
     let batches = feed();
     let all: Vec<&Event> = batches.iter().flatten().collect();
     write_batches(&worker, 1, &batches[..1]);

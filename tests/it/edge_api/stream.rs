@@ -14,7 +14,6 @@ use std::{
     time::Duration,
 };
 
-use alloy::primitives::Address;
 use kya_core::{
     AgentStatus,
     feed::{Cursor, Detail, Event, EventType},
@@ -25,7 +24,7 @@ use kya_tests::{
 };
 use serde_json::Value;
 
-use super::changes::{A, B, COMPLIANT, SUSPENDED, change, feed, write_batches};
+use super::changes::{A, B, COMPLIANT, SUSPENDED, chainless_worker, change, feed, write_batches};
 
 const PATH: &str = "/api/v1/changes/stream";
 
@@ -85,9 +84,7 @@ async fn receives(listener: &mut SseListener, expected: &[Message], what: &str) 
 #[tokio::test]
 async fn listeners_get_each_event_once_in_order_with_filters_resumes_and_heartbeats() {
     // No chain: the feed is read from D1 alone; two shards, so listeners land on both.
-    let worker = EdgeWorker::start_indexed(&[
-        ("RPC_URL", "http://127.0.0.1:9".to_owned()),
-        ("REGISTRY_ADDRESS", Address::repeat_byte(0x11).to_checksum(None)),
+    let worker = chainless_worker(&[
         ("FEED_STREAM_SHARDS", "2".to_owned()),
         ("FEED_STREAM_HEARTBEAT_SECS", "1".to_owned()),
     ])
@@ -328,12 +325,7 @@ fn start_of(listener: &SseListener) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listeners_without_a_cursor_get_every_event_appended_after_they_connected_while_runs_append() {
-    let worker = EdgeWorker::start_indexed(&[
-        ("RPC_URL", "http://127.0.0.1:9".to_owned()),
-        ("REGISTRY_ADDRESS", Address::repeat_byte(0x11).to_checksum(None)),
-        ("FEED_STREAM_SHARDS", "2".to_owned()),
-    ])
-    .await;
+    let worker = chainless_worker(&[("FEED_STREAM_SHARDS", "2".to_owned())]).await;
     let batches = feed();
     write_batches(&worker, 1, &batches[..1]);
     worker.run_index().await;
