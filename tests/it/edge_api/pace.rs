@@ -76,4 +76,44 @@ async fn the_pacer_runs_the_index_by_itself_once_the_watchdog_has_set_its_alarm(
     assert!(!log.contains("index run failed"), "{log}");
     // The safety-net sweep reads its agents once a minute, not in every run of the pacer.
     assert!(log.contains("no logs followed; 0 agents read, 0 changed"), "idle runs read nothing:\n{log}");
+
+    // Empty blocks, as Base mines one every 2 s: a run that finds nothing new writes nothing
+    // (the state row is written by the first run of each minute), so the index stays at the
+    // block of its last write, exact there.
+    // Counted first: a write between the two shows among the later runs.
+    let runs_then = worker.output().matches("index run: ").count();
+    let written_then = health_index(&api).await;
+    for _ in 0..3 {
+        chain.chain.mine().await.expect("an empty block");
+    }
+    while worker.output().matches("index run: ").count() < runs_then + 4 {
+        assert!(
+            Instant::now() < deadline + Duration::from_secs(30),
+            "the pacer stopped:\n{}",
+            worker.output()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let log = worker.output();
+    let later: Vec<&str> = log.lines().filter(|line| line.contains("index run: ")).skip(runs_then).collect();
+    let quiet: Vec<&&str> =
+        later.iter().filter(|line| line.contains("nothing changed, nothing written")).collect();
+    let committed = later.iter().filter(|line| line.contains("rows written as D1 reports them")).count();
+    // Runs a second apart: at most two of four meet a new minute (and its write).
+    assert!(quiet.len() >= 2 && quiet.len() + committed == later.len(), "{later:#?}");
+    let kept = written_then["block"].as_u64().unwrap();
+    // Until a new minute's run writes, each quiet run leaves the index at its last write's block.
+    for line in later.iter().take_while(|line| !line.contains("rows written as D1 reports them")) {
+        assert!(line.contains(&format!("0 changed; the index stays at block {kept}")), "{later:#?}");
+    }
+
+    // A write after quiet runs shows as before: the run follows the logs since the index's block.
+    let agents_now = seed::seed_bulk(&chain.chain, &chain.deployment, 1).await.expect("an agent registers");
+    assert_eq!(agents_now, agents + 1, "seed_bulk gives the registry's count");
+    let agents = agents_now;
+    let head = chain.chain.provider().get_block_number().await.unwrap();
+    let index = until_indexed(&api, head).await;
+    assert_eq!(index["agents"].as_u64(), Some(agents), "{index}");
+    let stats = api.get("/api/v1/stats").await;
+    assert_eq!(stats.body["totalAgents"], agents, "{}", stats.text);
 }
