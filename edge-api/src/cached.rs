@@ -3,7 +3,7 @@
 //! centre refreshes an expired answer while the others serve the copy that just expired, or wait
 //! for the refreshed one ([`crate::cache::refresh`]).
 
-use std::{rc::Rc, time::Duration};
+use std::time::Duration;
 
 use worker::{Context, Date, Delay, Response};
 
@@ -11,7 +11,7 @@ use crate::{
     Result,
     answers::{self, Reply},
     cache::{
-        self, CachedAnswer, Found, Tier,
+        self, CachedAnswer, Entry, Found, Tier,
         refresh::{Grant, LEASE_MS, Lease, WAIT_STEP_MS},
     },
     deps::Deps,
@@ -34,13 +34,6 @@ pub(crate) struct Request<'a> {
     pub(crate) context: &'a Context,
     /// The refresh lease, for the answers refreshed one at a time (`None`: each request reads).
     pub(crate) lease: Option<Lease>,
-}
-
-/// A cached copy as found.
-enum Kept {
-    Answer(Rc<CachedAnswer>, Tier),
-    /// `/agents/compliance`, streamed from the Cache API.
-    Stream(Response),
 }
 
 /// `endpoint`'s answer for `request`; `deps` are built only when the answer is read.
@@ -86,28 +79,18 @@ pub(crate) async fn answer<'d>(
     }
 }
 
-/// The copy the tiers hold under the request's key.
-async fn look(request: &Request<'_>, streamed: bool) -> Found<Kept> {
-    if streamed {
-        match cache::lookup_streamed(&request.key, request.now).await {
-            Found::Fresh(response) => return Found::Fresh(Kept::Stream(response)),
-            Found::Stale(response) => return Found::Stale(Kept::Stream(response)),
-            // The index not answering: its direct answer is cached as any other.
-            Found::Missing => {}
-        }
-    }
-    match cache::lookup(&request.key, request.now, request.memory_budget).await {
-        Found::Fresh((cached, tier)) => Found::Fresh(Kept::Answer(cached, tier)),
-        Found::Stale((cached, tier)) => Found::Stale(Kept::Answer(cached, tier)),
-        Found::Missing => Found::Missing,
-    }
+/// The copy the tiers hold under the request's key: one Cache API lookup, a streamed entry
+/// taken only for `streamed` (`/agents/compliance`; the index not answering, its direct answer
+/// is cached whole as any other).
+async fn look(request: &Request<'_>, streamed: bool) -> Found<Entry> {
+    cache::lookup(&request.key, request.now, request.memory_budget, streamed).await
 }
 
 /// A cached copy's response, `X-Cache` set to `how` (`HIT` or `STALE`).
-fn respond(copy: Kept, how: &str, request: &Request<'_>) -> Result<Response> {
+fn respond(copy: Entry, how: &str, request: &Request<'_>) -> Result<Response> {
     let (response, tier) = match copy {
-        Kept::Stream(response) => (response, Tier::CacheApi),
-        Kept::Answer(cached, tier) => (cached_response(&cached, request)?, tier),
+        Entry::Streamed(response) => (response, Tier::CacheApi),
+        Entry::Whole(cached, tier) => (cached_response(&cached, request)?, tier),
     };
     response.headers().set("x-cache", how)?;
     response.headers().set("x-cache-tier", tier.name())?;
@@ -145,10 +128,19 @@ async fn refresh(
     let response = match reply {
         Reply::Answer(answer) => {
             let ttl = answer.source.ttl(request.ttl, request.index_ttl);
-            let cached = cache::store(&request.key, answer, ttl, request.now, request.memory_budget).await;
-            if let Some(lease) = lease {
-                let fresh_until = cached.expires_at;
-                request.context.wait_until(async move { lease.release(fresh_until).await });
+            // Kept in memory at once; the Cache API's copy is stored once the response is sent,
+            // and only then is the lease released, so the others look again when it is there.
+            let (cached, put) = cache::store(&request.key, answer, ttl, request.now, request.memory_budget);
+            let fresh_until = cached.expires_at;
+            if put.is_some() || lease.is_some() {
+                request.context.wait_until(async move {
+                    if let Some(put) = put {
+                        put.await;
+                    }
+                    if let Some(lease) = lease {
+                        lease.release(fresh_until).await;
+                    }
+                });
             }
             cached_response(&cached, request)?
         }

@@ -31,7 +31,7 @@ pub use config::{
 };
 pub use error::{Error, Result};
 
-use std::cell::Cell;
+use std::{cell::Cell, future::Future, pin::Pin};
 
 use worker::{
     Context, Date, Env, Headers, MessageBatch, Method, Request, Response, ScheduleContext, ScheduledEvent,
@@ -107,6 +107,16 @@ async fn respond(mut request: Request, env: Env, context: Context) -> Result<Res
     http::finish(response, remaining)
 }
 
+/// A large arm of [`serve`] that the registry-wide answers never take, behind a pointer and a
+/// virtual call: its state machine is compiled as a function of its own instead of being
+/// inlined into the fetch handler's future, which a restarted Worker's first request compiles
+/// again (`docs/bench/index-cold.md`).
+fn rare<'a>(
+    answer: impl Future<Output = Result<Response>> + 'a,
+) -> Pin<Box<dyn Future<Output = Result<Response>> + 'a>> {
+    Box::pin(answer)
+}
+
 /// Everything after the rate limit, at wall-clock time `now` (Unix seconds); errors become
 /// `{"error": ...}` in [`respond`].
 async fn serve(request: &mut Request, env: &Env, context: &Context, now: u64) -> Result<Response> {
@@ -122,7 +132,7 @@ async fn serve(request: &mut Request, env: &Env, context: &Context, now: u64) ->
         let rpc =
             Rpc { url: &config.rpc_url, batch_size: config.batch_size, multicall: None, budget: &budget };
         let rpc = Rpc { multicall: config.multicall()?, ..rpc };
-        return verify::answer(request, env, &rpc, config.registry()?, &config.verify, now).await;
+        return rare(verify::answer(request, env, &rpc, config.registry()?, &config.verify, now)).await;
     }
     if method != "GET" && method != "HEAD" {
         return Err(Error::MethodNotAllowed(method));
@@ -133,12 +143,12 @@ async fn serve(request: &mut Request, env: &Env, context: &Context, now: u64) ->
     let budget = Cell::new(rpc::SUBREQUEST_BUDGET);
     let rpc = Rpc { url: &config.rpc_url, batch_size: config.batch_size, multicall: None, budget: &budget };
     match &endpoint {
-        Endpoint::Health => return health::answer(&config, &rpc, index::Store::open(env)).await,
+        Endpoint::Health => return rare(health::answer(&config, &rpc, index::Store::open(env))).await,
         Endpoint::OpenApi => return http::json(200, openapi::DOCUMENT, openapi::CACHE_CONTROL),
-        Endpoint::Changes(query) => return index::changes::answer(env, query).await,
+        Endpoint::Changes(query) => return rare(index::changes::answer(env, query)).await,
         Endpoint::ChangesStream(query) => {
             let head = method == "HEAD";
-            return index::stream::answer(env, request.headers(), query.clone(), head).await;
+            return rare(index::stream::answer(env, request.headers(), query.clone(), head)).await;
         }
         _ => {}
     }
@@ -159,10 +169,14 @@ async fn serve(request: &mut Request, env: &Env, context: &Context, now: u64) ->
     };
 
     let Some(policy) = endpoint.cache_policy() else {
-        return match answers::answer(&endpoint, &deps()?).await? {
-            Reply::Answer(answer) => http::answer(&answer, "no-store"),
-            Reply::Stream(response) => Ok(response),
-        };
+        let deps = deps()?;
+        return rare(async {
+            match answers::answer(&endpoint, &deps).await? {
+                Reply::Answer(answer) => http::answer(&answer, "no-store"),
+                Reply::Stream(response) => Ok(response),
+            }
+        })
+        .await;
     };
     let key = cache::key(&origin, &config.cache_tag, &policy.path);
     let index_ttl = config.index.answer_ttl_secs;

@@ -96,30 +96,57 @@ pub(crate) enum Found<T> {
     Missing,
 }
 
-/// The cached answer under `key` at `now`, and the tier that had it: fresh from either tier,
-/// else a stale copy.
-pub(crate) async fn lookup(key: &str, now: u64, memory_budget: usize) -> Found<(Rc<CachedAnswer>, Tier)> {
+/// A cached copy as the tiers hold it.
+pub(crate) enum Entry {
+    /// An answer held whole, and the tier that had it.
+    Whole(Rc<CachedAnswer>, Tier),
+    /// A streamed answer (`/agents/compliance` from the index: no `ETag`, never held whole)
+    /// from the Cache API, its body streamed on as the Cache API gives it, its `Cache-Control`
+    /// counting down.
+    Streamed(Response),
+}
+
+/// The copy under `key` at `now`, with one Cache API lookup: a whole answer fresh in memory,
+/// else the Cache API's entry (a streamed one only if `streamed`), else a stale copy in memory.
+pub(crate) async fn lookup(key: &str, now: u64, memory_budget: usize, streamed: bool) -> Found<Entry> {
     let held = memory::get::<CachedAnswer>(key, now);
     if let Some(hit) = held.as_ref().filter(|hit| hit.expires_at > now) {
-        return Found::Fresh((Rc::clone(hit), Tier::Memory));
+        return Found::Fresh(Entry::Whole(Rc::clone(hit), Tier::Memory));
     }
-    match from_cache_api(key, now).await {
-        Some(cached) => {
-            let found = Rc::new(cached);
-            memory::keep(key, Rc::clone(&found), found.size(), found.expires_at + STALE_SECS, memory_budget);
-            if found.expires_at > now {
-                Found::Fresh((found, Tier::CacheApi))
+    let found = match get(key).await {
+        // An entry without an `ETag` is a streamed one.
+        Some(response) if !response.headers().has("etag").unwrap_or(true) => {
+            if streamed {
+                streamed_of(response, now)
             } else {
-                Found::Stale((found, Tier::CacheApi))
+                Found::Missing
             }
         }
-        None => held.map_or(Found::Missing, |held| Found::Stale((held, Tier::Memory))),
+        Some(response) => match whole_of(response, now).await {
+            Some(cached) => {
+                let found = Rc::new(cached);
+                memory::keep(
+                    key,
+                    Rc::clone(&found),
+                    found.size(),
+                    found.expires_at + STALE_SECS,
+                    memory_budget,
+                );
+                let entry = Entry::Whole(Rc::clone(&found), Tier::CacheApi);
+                if found.expires_at > now { Found::Fresh(entry) } else { Found::Stale(entry) }
+            }
+            None => Found::Missing,
+        },
+        None => Found::Missing,
+    };
+    match found {
+        Found::Missing => held.map_or(Found::Missing, |held| Found::Stale(Entry::Whole(held, Tier::Memory))),
+        found => found,
     }
 }
 
-/// The Cache API's entry under `key`, unless past its TTL and [`STALE_SECS`] at `now`.
-async fn from_cache_api(key: &str, now: u64) -> Option<CachedAnswer> {
-    let mut response = get(key).await?;
+/// The Cache API's whole answer `response`, unless past its TTL and [`STALE_SECS`] at `now`.
+async fn whole_of(mut response: Response, now: u64) -> Option<CachedAnswer> {
     let header =
         |name: &str| response.headers().get(name).ok().flatten().and_then(|text| text.parse::<u64>().ok());
     // Past the staleness allowed (the Cache API's clock may lag ours), or an entry of an older
@@ -132,46 +159,47 @@ async fn from_cache_api(key: &str, now: u64) -> Option<CachedAnswer> {
     Some(CachedAnswer { answer: Answer { body, block, read_at: 0, source }, etag, expires_at })
 }
 
-/// `answer`, stored in both tiers under `key` until its data is `ttl` seconds old.
-pub(crate) async fn store(
+/// `answer`, kept in memory at once until its data is `ttl` seconds old, and the Cache API's
+/// copy: a future storing it, for the caller to run once the response is sent (`wait_until`),
+/// `None` when the answer is already past its TTL (nothing is kept).
+pub(crate) fn store(
     key: &str,
     answer: Answer,
     ttl: u64,
     now: u64,
     memory_budget: usize,
-) -> Rc<CachedAnswer> {
+) -> (Rc<CachedAnswer>, Option<impl std::future::Future<Output = ()> + 'static>) {
     let expires_at = answer.read_at.saturating_add(ttl);
     let cached = Rc::new(CachedAnswer { etag: etag(&answer.body), expires_at, answer });
-    if expires_at > now {
-        // Kept past the TTL for a while: the copy served while one request refreshes it.
-        memory::keep(key, Rc::clone(&cached), cached.size(), expires_at + STALE_SECS, memory_budget);
-        let kept = cached.response(now).and_then(|response| {
-            response.headers().set("cache-control", &cache_control(expires_at - now + STALE_SECS))?;
-            Ok(response)
-        });
+    if expires_at <= now {
+        return (cached, None);
+    }
+    // Kept past the TTL for a while: the copy served while one request refreshes it.
+    memory::keep(key, Rc::clone(&cached), cached.size(), expires_at + STALE_SECS, memory_budget);
+    let kept = cached.response(now).and_then(|response| {
+        response.headers().set("cache-control", &cache_control(expires_at - now + STALE_SECS))?;
+        Ok(response)
+    });
+    let key = key.to_owned();
+    let put = async move {
         match kept {
             Ok(response) => {
-                put(key, response).await;
+                put(&key, response).await;
             }
             Err(error) => worker::console_warn!("caching {key} failed: {error}"),
         }
-    }
-    cached
+    };
+    (cached, Some(put))
 }
 
-/// A streamed answer (`/agents/compliance` from the index: no `ETag`, never held whole) under
-/// `key` in the Cache API at `now`, fresh or stale ([`Found`]), its body streamed on as the Cache
-/// API gives it, its `Cache-Control` counting down.
-pub(crate) async fn lookup_streamed(key: &str, now: u64) -> Found<Response> {
-    let Some(mut cached) = get(key).await else {
-        return Found::Missing;
-    };
+/// The Cache API's streamed entry `cached` at `now`, fresh or stale ([`Found`]).
+fn streamed_of(mut cached: Response, now: u64) -> Found<Entry> {
     let headers = cached.headers().clone();
     let Some(expires_at) = headers.get(EXPIRES_AT).ok().flatten().and_then(|text| text.parse::<u64>().ok())
     else {
         return Found::Missing;
     };
-    if expires_at + STALE_SECS <= now || headers.has("etag").unwrap_or(true) {
+    if expires_at + STALE_SECS <= now {
         return Found::Missing;
     }
     let Some(response) = cached.stream().ok().and_then(|body| Response::from_stream(body).ok()) else {
@@ -180,7 +208,7 @@ pub(crate) async fn lookup_streamed(key: &str, now: u64) -> Found<Response> {
     if headers.set("cache-control", &cache_control(expires_at.saturating_sub(now))).is_err() {
         return Found::Missing;
     }
-    let response = response.with_headers(headers);
+    let response = Entry::Streamed(response.with_headers(headers));
     if expires_at > now { Found::Fresh(response) } else { Found::Stale(response) }
 }
 

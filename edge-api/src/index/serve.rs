@@ -23,9 +23,12 @@ use worker::{
     js_sys::{Array, JsString, Uint8Array, WebAssembly},
 };
 
-use super::{State, Store};
+use super::{
+    State, Store,
+    store::{StateRead, page_items, recent_agents},
+};
 use crate::{
-    Result,
+    Error, Result,
     deps::Deps,
     http::{self, Answer, Source},
     routes::Endpoint,
@@ -61,14 +64,21 @@ pub(crate) async fn answer(endpoint: &Endpoint, deps: &Deps<'_>) -> Result<Serve
     let Some(store) = Store::open(deps.env) else {
         return Ok(Served::Fallback("no index: the Worker has no INDEX binding".into()));
     };
-    // The answers that show totals by name read them with the state, in one batch.
+    // The answers that show totals by name read them with the state, and those showing rows
+    // read them at the state's block: one batch, one round trip.
     let by_name = matches!(endpoint, Endpoint::StatsDetailed | Endpoint::RevenueAggregate);
-    let read = if by_name {
-        store.state_with_tallies().await.map(|(state, tallies)| (state, Some(tallies)))
-    } else {
-        store.state().await.map(|state| (state, None))
+    let rows = match endpoint {
+        Endpoint::StatsDetailed => Some(store.recent(RECENT_REGISTRATIONS as u64)?),
+        Endpoint::Agents(query) => match query.status {
+            Some(status) => {
+                let (limit, offset) = status_page(query);
+                Some(store.items_with_status(status, limit, offset)?)
+            }
+            None => None,
+        },
+        _ => None,
     };
-    let (mut state, tallies) = match read {
+    let read = match store.state_with(by_name, rows).await {
         Ok(read) => read,
         Err(error) => {
             // The error itself goes to the log only: a header carries one short line, and D1's
@@ -77,6 +87,8 @@ pub(crate) async fn answer(endpoint: &Endpoint, deps: &Deps<'_>) -> Result<Serve
             return Ok(Served::Fallback("the index could not be read (its tables missing?)".into()));
         }
     };
+    let StateRead { mut state, tallies, rows } = read;
+    let rows = || rows.as_ref().ok_or_else(|| Error::BadConfig("the index's rows were not read".into()));
     let Some(block) = state.complete_at() else {
         return Ok(Served::Fallback("the index is not filled yet".into()));
     };
@@ -99,26 +111,18 @@ pub(crate) async fn answer(endpoint: &Endpoint, deps: &Deps<'_>) -> Result<Serve
     let totals = &state.totals;
     let body = match endpoint {
         Endpoint::Stats => totals.stats_body(&deps.registry, &chain),
-        Endpoint::StatsDetailed => {
-            let recent = store.recent(block.number, RECENT_REGISTRATIONS as u64).await?;
-            totals.detailed_body(&deps.registry, &chain, &recent)
-        }
+        Endpoint::StatsDetailed => totals.detailed_body(&deps.registry, &chain, &recent_agents(rows()?)?),
         Endpoint::Agents(query) => {
             let (total, items) = match query.status {
                 None => {
                     let total = totals.agents;
-                    (total, store.items_by_id(block.number, &unfiltered_page_ids(total, query)).await?)
+                    let ids = unfiltered_page_ids(total, query);
+                    (total, store.items_by_id(block.number, &ids).await?)
                 }
                 Some(status) => {
                     let total = totals.status.get(status);
-                    let limit = query.limit.max(1);
-                    let offset = query.page.max(1).saturating_sub(1).saturating_mul(limit);
-                    let items = if offset >= total {
-                        Vec::new()
-                    } else {
-                        store.items_with_status(block.number, status, limit, offset).await?
-                    };
-                    (total, items)
+                    let (_, offset) = status_page(query);
+                    (total, if offset >= total { Vec::new() } else { page_items(rows()?)? })
                 }
             };
             agents_page_body(total, query, &items.iter().map(String::as_str).collect::<Vec<_>>())
@@ -137,6 +141,12 @@ pub(crate) async fn answer(endpoint: &Endpoint, deps: &Deps<'_>) -> Result<Serve
         _ => unreachable!("only the registry-wide endpoints are answered from the index"),
     };
     Ok(Served::Answer(Answer { body, block, read_at: deps.now, source }))
+}
+
+/// The (limit, offset) of a status-filtered `/agents` page.
+fn status_page(query: &kya_core::query::AgentsQuery) -> (u64, u64) {
+    let limit = query.limit.max(1);
+    (limit, query.page.max(1).saturating_sub(1).saturating_mul(limit))
 }
 
 /// `/agents/compliance` streamed: the head, then each slice of rows as it arrives.

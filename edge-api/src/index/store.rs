@@ -25,7 +25,7 @@ use kya_core::{
 use serde::{Deserialize, Serialize};
 use wasm_bindgen::{JsCast, JsValue};
 use worker::{
-    D1Database, D1PreparedStatement, Env,
+    D1Database, D1PreparedStatement, D1Result, Env,
     js_sys::{Array, Reflect},
     wasm_bindgen_futures::JsFuture,
 };
@@ -157,26 +157,41 @@ impl Store {
         decode_state(rows)
     }
 
-    /// The state and every total kept by name (currencies, categories, generations), read in
-    /// one batch, so both are one run's. The names are left out when the state says they are
-    /// more than an answer renders ([`super::tally::Names::fits`]).
-    pub(super) async fn state_with_tallies(&self) -> Result<(State, Vec<Tally>)> {
+    /// The state, with every total kept by name if `tallies` (left out when the state says they
+    /// are more than an answer renders, [`super::tally::Names::fits`]), and the rows `rows`
+    /// selects at the state's own block ([`at_state_block`]): one D1 batch, so one round trip
+    /// and one transaction, and the totals and rows are those of the block the state names.
+    pub(super) async fn state_with(
+        &self,
+        tallies: bool,
+        rows: Option<D1PreparedStatement>,
+    ) -> Result<StateRead> {
         let (most, bytes) = super::tally::ANSWER_NAMES;
-        let statements = vec![
-            self.statement(STATE_SELECT, vec![STATE_KEY.into()])?,
-            self.statement(
+        let mut statements = vec![self.statement(STATE_SELECT, vec![STATE_KEY.into()])?];
+        if tallies {
+            statements.push(self.statement(
                 "SELECT kind, key, name, count, total FROM tallies WHERE kind IN (2, 3) OR (SELECT \
                  coalesce(json_extract(value, '$.names.count'), 0) <= ?2 \
                  AND coalesce(json_extract(value, '$.names.bytes'), 0) <= ?3 \
                  AND coalesce(json_extract(value, '$.names.unstored'), 0) = 0 FROM state WHERE key = ?1)",
                 vec![STATE_KEY.into(), most.into(), bytes.into()],
-            )?,
-        ];
+            )?);
+        }
+        let with_rows = rows.is_some();
+        statements.extend(rows);
         self.limits.spend(statements.len())?;
-        let results = self.db.batch(statements).await?;
-        let state = decode_state(results[0].results()?)?;
-        let rows: Vec<TallyRow> = results[1].results()?;
-        Ok((state, rows.into_iter().map(TallyRow::into_tally).collect::<Result<_>>()?))
+        let mut results = self.db.batch(statements).await?.into_iter();
+        let mut next =
+            || results.next().ok_or_else(|| Error::BadConfig("D1's batch returned too few results".into()));
+        let state = decode_state(next()?.results()?)?;
+        let tallies = if tallies {
+            let rows: Vec<TallyRow> = next()?.results()?;
+            Some(rows.into_iter().map(TallyRow::into_tally).collect::<Result<_>>()?)
+        } else {
+            None
+        };
+        let rows = if with_rows { Some(next()?) } else { None };
+        Ok(StateRead { state, tallies, rows })
     }
 
     /// The statement storing `state`.
@@ -503,33 +518,19 @@ impl Store {
         self.rows_written.get()
     }
 
-    /// The [`crate::routes`] answers' reads, at index block `block`.
+    /// The [`crate::routes`] answers' reads, at the state row's block ([`at_state_block`]).
     ///
-    /// The newest registrations (by `registeredAt`, then id, descending), `limit` of them.
-    pub(super) async fn recent(&self, block: u64, limit: u64) -> Result<Vec<kya_core::Agent>> {
-        #[derive(Deserialize)]
-        struct Row {
-            indexed: String,
-        }
-        let rows: Vec<Row> = self
-            .all(self.statement(
-                // Each side ordered and limited on its own: the newest of both are among them.
-                &format!(
-                    "SELECT indexed FROM (SELECT * FROM (SELECT registered_at, id, indexed FROM agents \
-                     WHERE {CURRENT_AT} ORDER BY registered_at DESC, id DESC LIMIT ?2) \
-                     UNION ALL SELECT registered_at, id, indexed FROM agent_versions WHERE {VERSION_AT}) \
-                     ORDER BY registered_at DESC, id DESC LIMIT ?2"
-                ),
-                vec![block.into(), limit.into()],
-            )?)
-            .await?;
-        rows.iter()
-            .map(|row| {
-                serde_json::from_str::<IndexedAgent>(&row.indexed)
-                    .map(|agent| agent.record)
-                    .map_err(|error| Error::BadConfig(format!("an index row does not decode: {error}")))
-            })
-            .collect()
+    /// The statement of the newest registrations (by `registeredAt`, then id, descending),
+    /// `limit` of them; [`recent_agents`] decodes its rows.
+    pub(super) fn recent(&self, limit: u64) -> Result<D1PreparedStatement> {
+        // Each side ordered and limited on its own: the newest of both are among them.
+        let query = at_state_block(&format!(
+            "SELECT indexed FROM (SELECT * FROM (SELECT registered_at, id, indexed FROM agents \
+             WHERE {CURRENT_AT} ORDER BY registered_at DESC, id DESC LIMIT ?2) \
+             UNION ALL SELECT registered_at, id, indexed FROM agent_versions WHERE {VERSION_AT}) \
+             ORDER BY registered_at DESC, id DESC LIMIT ?2"
+        ));
+        self.statement(&query, vec![STATE_KEY.into(), limit.into()])
     }
 
     /// The `/agents` items of ids in `ids`, by id.
@@ -556,36 +557,28 @@ impl Store {
     /// skipping those (fewer than [`STATUS_BUCKET_IDS`]). It reads one small row per bucket
     /// and at most a bucket's rows before the page, where `OFFSET` alone read every row before
     /// it.
-    pub(super) async fn items_with_status(
+    pub(super) fn items_with_status(
         &self,
-        block: u64,
         status: AgentStatus,
         limit: u64,
         offset: u64,
-    ) -> Result<Vec<String>> {
-        self.items(
-            format!(
-                "WITH counted AS (SELECT bucket, agents, sum(agents) OVER (ORDER BY bucket) AS through \
-                 FROM status_buckets WHERE status = ?2 AND {BUCKETS_AT}), \
-                 start AS (SELECT bucket * {STATUS_BUCKET_IDS} AS first_id, ?4 - (through - agents) AS skip \
-                 FROM counted WHERE through > ?4 ORDER BY bucket LIMIT 1) \
-                 SELECT id, item FROM agents WHERE status = ?2 AND {CURRENT_AT} \
-                 AND id >= (SELECT first_id FROM start) \
-                 UNION ALL SELECT id, item FROM agent_versions WHERE status = ?2 AND {VERSION_AT} \
-                 AND id >= (SELECT first_id FROM start) \
-                 ORDER BY id LIMIT ?3 OFFSET coalesce((SELECT skip FROM start), 0)"
-            ),
-            vec![block.into(), (status as u64).into(), limit.into(), offset.into()],
-        )
-        .await
+    ) -> Result<D1PreparedStatement> {
+        let query = at_state_block(&format!(
+            "WITH counted AS (SELECT bucket, agents, sum(agents) OVER (ORDER BY bucket) AS through \
+             FROM status_buckets WHERE status = ?2 AND {BUCKETS_AT}), \
+             start AS (SELECT bucket * {STATUS_BUCKET_IDS} AS first_id, ?4 - (through - agents) AS skip \
+             FROM counted WHERE through > ?4 ORDER BY bucket LIMIT 1) \
+             SELECT id, item FROM agents WHERE status = ?2 AND {CURRENT_AT} \
+             AND id >= (SELECT first_id FROM start) \
+             UNION ALL SELECT id, item FROM agent_versions WHERE status = ?2 AND {VERSION_AT} \
+             AND id >= (SELECT first_id FROM start) \
+             ORDER BY id LIMIT ?3 OFFSET coalesce((SELECT skip FROM start), 0)"
+        ));
+        self.statement(&query, vec![STATE_KEY.into(), (status as u64).into(), limit.into(), offset.into()])
     }
 
     async fn items(&self, query: String, params: Vec<Param>) -> Result<Vec<String>> {
-        #[derive(Deserialize)]
-        struct Row {
-            item: String,
-        }
-        let rows: Vec<Row> = self.all(self.statement(&query, params)?).await?;
+        let rows: Vec<ItemRow> = self.all(self.statement(&query, params)?).await?;
         Ok(rows.into_iter().map(|row| row.item).collect())
     }
 
@@ -657,6 +650,53 @@ impl Store {
         let items = groups.iter().map(|group| field(&group, "items").unwrap_or_default()).collect();
         Ok(Some(RenderedItems { items, last: (last_attestation as i64, id as u64) }))
     }
+}
+
+/// The block of the state row, as an expression of parameter `?1` (the row's key).
+const STATE_BLOCK: &str = "(SELECT json_extract(value, '$.block.number') FROM state WHERE key = ?1)";
+
+/// `query`, whose `?1` is an index block, reading the state row's block instead: read in the
+/// same batch as the state ([`Store::state_with`]), so there is no round trip to learn it first.
+/// Its other parameters keep their numbers (none reaches `?10`, which `?1` would prefix).
+fn at_state_block(query: &str) -> String {
+    query.replace("?1", STATE_BLOCK)
+}
+
+/// What [`Store::state_with`] read.
+pub(super) struct StateRead {
+    pub(super) state: State,
+    /// The totals kept by name, when asked for.
+    pub(super) tallies: Option<Vec<Tally>>,
+    /// The rows of the statement given, undecoded.
+    pub(super) rows: Option<D1Result>,
+}
+
+/// An `/agents` item's row.
+#[derive(Deserialize)]
+struct ItemRow {
+    item: String,
+}
+
+/// The `/agents` items of [`Store::items_with_status`]'s rows.
+pub(super) fn page_items(rows: &D1Result) -> Result<Vec<String>> {
+    let rows: Vec<ItemRow> = rows.results()?;
+    Ok(rows.into_iter().map(|row| row.item).collect())
+}
+
+/// The agents of [`Store::recent`]'s rows.
+pub(super) fn recent_agents(rows: &D1Result) -> Result<Vec<kya_core::Agent>> {
+    #[derive(Deserialize)]
+    struct Row {
+        indexed: String,
+    }
+    let rows: Vec<Row> = rows.results()?;
+    rows.iter()
+        .map(|row| {
+            serde_json::from_str::<IndexedAgent>(&row.indexed)
+                .map(|agent| agent.record)
+                .map_err(|error| Error::BadConfig(format!("an index row does not decode: {error}")))
+        })
+        .collect()
 }
 
 /// Items of `/agents/compliance` joined into one string by D1: 100 are about 20 KB, far below
