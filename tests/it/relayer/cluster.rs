@@ -3,7 +3,9 @@
 //! each); a daemon killed mid-burst loses nothing (its keys are taken over once their leases
 //! run out, its sent relays followed to the end, its unsent ones freed for the retry); the IP
 //! limit is exact across daemons; SIGTERM hands the keys over at once, and a rolling restart
-//! loses nothing; a daemon holding no key accepts and hands its relays to the keys' holders.
+//! loses nothing; a daemon holding no key accepts and hands its relays to the keys' holders;
+//! while no daemon holds a key, or by a daemon whose key's lease was taken before it sent, a
+//! relay is answered 503 "no key is free".
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -504,4 +506,123 @@ async fn a_standby_accepts_and_the_keys_holders_send_its_relays() {
         sent_by_holders += log.matches("relay sent (handed off by another daemon)").count();
     }
     assert_eq!(sent_by_holders, 12, "each relay sent once, by a holder");
+}
+
+/// One key, no daemon holding it: its holder A is SIGKILLed while another session holds the
+/// key's row in `lanes` (`SELECT … FOR UPDATE` in a transaction it leaves open), so the standby
+/// S cannot take the key once A's lease (3 s) runs out (its keeper meets the lock timeout, 1 s,
+/// and retries). Meanwhile S answers a relay 503 with the exact "no key is free" words and no
+/// `Retry-After`, and writes no relay. The session ended, S takes the key within seconds and
+/// the same request is relayed and mined; the books equal the fee to the wei.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_no_daemon_holds_a_key_a_relay_answers_503_no_key_is_free() {
+    let t = TestChain::start().await;
+    let keys: Vec<PrivateKeySigner> = cluster_keys(&t).await.into_iter().take(1).collect();
+    let funded = vec![balance(&t, keys[0].address()).await];
+    let db = TestStore::new(Engine::Postgres);
+    let database = db.database().expect("on PostgreSQL");
+    let env = |id: &str| {
+        let mut env = daemon_env(&t, &db, &keys, id, 3);
+        set(&mut env, "DATABASE_LOCK_TIMEOUT_MS", "1000".to_owned());
+        env
+    };
+    let holder = BinaryRelayer::start(BINARY, &env("holder-a"));
+    holders_until(&holder.client, Duration::from_secs(10), |seen| count(seen, "holder-a") == 1).await;
+    let standby = BinaryRelayer::start(BINARY, &env("standby-s"));
+    let (seen, _) =
+        holders_until(&standby.client, Duration::from_secs(10), |seen| count(seen, "holder-a") == 1).await;
+    assert_eq!(count(&seen, "standby-s"), 0, "{seen:?}");
+
+    let lanes = database.hold("BEGIN; SELECT address FROM lanes FOR UPDATE;");
+    let holder_log = holder.kill();
+    holders_until(&standby.client, Duration::from_secs(15), |seen| seen.iter().all(Option::is_none)).await;
+    let answer = kya_tests::http_client()
+        .post(format!("{}/relay", standby.client.base))
+        .json(&registration(&t, 1_900))
+        .send()
+        .await
+        .expect("the standby answers");
+    assert_eq!(answer.status().as_u16(), 503);
+    assert_eq!(answer.headers().get("retry-after"), None, "{:?}", answer.headers());
+    assert_eq!(answer.json::<Value>().await.unwrap(), json!({ "error": NO_FREE_KEY }));
+    let written = tokio::task::block_in_place(|| database.value("SELECT count(*) FROM relays"));
+    assert_eq!(written, "0", "the refused relay wrote nothing");
+    let (seen, _) = holders_until(&standby.client, Duration::from_secs(1), |_| true).await;
+    assert!(seen.iter().all(Option::is_none), "still no holder: {seen:?}");
+
+    drop(lanes);
+    holders_until(&standby.client, Duration::from_secs(10), |seen| count(seen, "standby-s") == 1).await;
+    let (status, relayed) = standby.client.relay(&registration(&t, 1_900)).await;
+    assert_eq!(status, 200, "{relayed}");
+    standby
+        .client
+        .relay_until(relayed["relayId"].as_str().unwrap(), |relay| relay["status"] == "mined")
+        .await;
+    assert_books_exact(&t, &db, &standby.client, &keys, &funded, &[agent_key(1_900).address()]).await;
+    let (clean, log) = standby.terminate();
+    assert!(clean, "{log}");
+    for log in [log, holder_log] {
+        assert!(!log.contains(database.password()), "the password never shows");
+    }
+}
+
+/// One key, held by A (30-s leases, so its keeper looks every 5 s). The key's lease is taken
+/// from A in the store as another daemon's takeover takes it (holder, fence and expiry written
+/// by the test: a stand-in for a takeover landing between A's choice of the key and its record,
+/// which no timing makes certain). A relay sent to A at once is reserved on the key A still
+/// thinks it holds, refused at its record (the lease is not A's), and, A holding no other key,
+/// released unsent: 503 with the exact "no key is free" words and no `Retry-After`; its record
+/// `failed` with those words at cost 0 with no transaction; nothing reserved, the key's nonce
+/// untouched. The lease given back, A takes the key again and the same request is relayed and
+/// mined; the books equal the fee to the wei.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_that_lost_its_keys_lease_before_sending_releases_the_relay_and_answers_503() {
+    let t = TestChain::start().await;
+    let keys: Vec<PrivateKeySigner> = cluster_keys(&t).await.into_iter().take(1).collect();
+    let key = keys[0].address();
+    let funded = vec![balance(&t, key).await];
+    let db = TestStore::new(Engine::Postgres);
+    let database = db.database().expect("on PostgreSQL");
+    let daemon = BinaryRelayer::start(BINARY, &daemon_env(&t, &db, &keys, "holder-a", 30));
+    holders_until(&daemon.client, Duration::from_secs(10), |seen| count(seen, "holder-a") == 1).await;
+
+    tokio::task::block_in_place(|| {
+        database.value(
+            "UPDATE lanes SET holder = 'daemon-b', fence = fence + 1, \
+             lease_until = extract(epoch FROM now())::bigint + 60 RETURNING holder",
+        )
+    });
+    let answer = kya_tests::http_client()
+        .post(format!("{}/relay", daemon.client.base))
+        .json(&registration(&t, 1_950))
+        .send()
+        .await
+        .expect("the daemon answers");
+    assert_eq!(answer.status().as_u16(), 503);
+    assert_eq!(answer.headers().get("retry-after"), None, "{:?}", answer.headers());
+    assert_eq!(answer.json::<Value>().await.unwrap(), json!({ "error": NO_FREE_KEY }));
+    let records = db.open().records().unwrap();
+    assert_eq!(records.len(), 1, "{records:?}");
+    let record = &records[0];
+    assert_eq!(record.status, RelayStatus::Failed, "{record:?}");
+    assert_eq!(record.error.as_deref(), Some(NO_FREE_KEY), "{record:?}");
+    assert_eq!(
+        (record.lane, record.relayer_nonce, record.tx_hash, record.cost_wei),
+        (Some(key), None, None, Some(0))
+    );
+    let (_, status) = daemon.client.get("/status").await;
+    assert_eq!(status["dailyGasBudget"]["usedWei"], "0", "nothing reserved: {status}");
+    assert_eq!(t.chain.provider().get_transaction_count(key).await.unwrap(), 0, "nothing sent");
+
+    tokio::task::block_in_place(|| {
+        database.value("UPDATE lanes SET holder = NULL, lease_until = 0 RETURNING address")
+    });
+    holders_until(&daemon.client, Duration::from_secs(10), |seen| count(seen, "holder-a") == 1).await;
+    let (status, relayed) = daemon.client.relay(&registration(&t, 1_950)).await;
+    assert_eq!(status, 200, "{relayed}");
+    daemon.client.relay_until(relayed["relayId"].as_str().unwrap(), |relay| relay["status"] == "mined").await;
+    assert_books_exact(&t, &db, &daemon.client, &keys, &funded, &[agent_key(1_950).address()]).await;
+    let (clean, log) = daemon.terminate();
+    assert!(clean, "{log}");
+    assert!(!log.contains(database.password()), "the password never shows");
 }

@@ -5,6 +5,8 @@
 //! TLS (`sslmode=verify-full` against a CA made at test time), a relay goes through end to end,
 //! and a certificate from another CA stops the daemon at start with a clear message and no
 //! password. The database down (every connection cut) and back: 503 meanwhile, relays after.
+//! A statement held past the statement timeout (a row lock, under a longer lock timeout): the
+//! same 503, nothing written.
 
 use std::{
     net::SocketAddr,
@@ -23,8 +25,10 @@ use kya_tests::{
 use serde_json::{Value, json};
 
 use super::{
-    anvil,
-    cluster::{STORE_UNAVAILABLE, count, holders_until, registration},
+    agent_key, anvil, balance,
+    cluster::{
+        self, STORE_UNAVAILABLE, assert_books_exact, cluster_keys, count, holders_until, registration,
+    },
 };
 
 const BINARY: &str = env!("CARGO_BIN_EXE_kya-relayer-under-test");
@@ -164,6 +168,50 @@ async fn a_frozen_daemon_holding_the_budget_costs_the_others_the_lock_timeout_no
     let _ = a.wait();
     let (clean, _) = b.terminate();
     assert!(clean);
+}
+
+/// The statement timeout alone (`DATABASE_STATEMENT_TIMEOUT_MS`, 1 s here, under a lock timeout
+/// of 30 s): another session holds the budget row (`SELECT … FOR UPDATE` in a transaction it
+/// leaves open), so the daemon's reservation waits on it until the server cancels the statement.
+/// The relay is answered 503 `busy or unreachable` with `Retry-After: 1` after about a second,
+/// long before the lock timeout; the log names the SQLSTATE `57014` and the statement timeout,
+/// not the lock timeout (`55P03`), and never the password; nothing was written. Once the session
+/// ends, the same request is relayed and mined, and the books equal the fee to the wei.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_past_the_statement_timeout_answers_503_and_writes_nothing() {
+    let t = TestChain::start().await;
+    let keys: Vec<PrivateKeySigner> = cluster_keys(&t).await.into_iter().take(1).collect();
+    let funded = vec![balance(&t, keys[0].address()).await];
+    let db = TestStore::new(Engine::Postgres);
+    let database = db.database().expect("on PostgreSQL");
+    let mut env = cluster::daemon_env(&t, &db, &keys, "statement-a", 6);
+    set(&mut env, "DATABASE_STATEMENT_TIMEOUT_MS", "1000".to_owned());
+    set(&mut env, "DATABASE_LOCK_TIMEOUT_MS", "30000".to_owned());
+    let daemon = BinaryRelayer::start(BINARY, &env);
+    holders_until(&daemon.client, Duration::from_secs(10), |seen| count(seen, "statement-a") == 1).await;
+
+    let holder = database.hold("BEGIN; SELECT id FROM budget WHERE id = 1 FOR UPDATE;");
+    let asked_at = Instant::now();
+    refused_as_busy(&daemon.client.base, &registration(&t, 940), Duration::from_secs(20)).await;
+    let waited = asked_at.elapsed();
+    assert!((Duration::from_millis(900)..Duration::from_secs(5)).contains(&waited), "{waited:?}");
+    let written = tokio::task::block_in_place(|| database.value("SELECT count(*) FROM relays"));
+    assert_eq!(written, "0", "the refused relay wrote nothing");
+    let log = daemon.output();
+    assert!(log.contains("store unavailable: 57014: canceling statement due to statement timeout"), "{log}");
+    assert!(!log.contains("55P03"), "not the lock timeout: {log}");
+
+    drop(holder);
+    let (status, relayed) = daemon.client.relay(&registration(&t, 940)).await;
+    assert_eq!(status, 200, "{relayed}");
+    daemon.client.relay_until(relayed["relayId"].as_str().unwrap(), |relay| relay["status"] == "mined").await;
+    assert_books_exact(&t, &db, &daemon.client, &keys, &funded, &[agent_key(940).address()]).await;
+    let (clean, log) = daemon.terminate();
+    assert!(clean, "{log}");
+    assert!(!log.contains(database.password()), "the password never shows");
+    eprintln!(
+        "database: a relay behind a held budget row answered 503 after {waited:?} (statement timeout 1 s)"
+    );
 }
 
 /// The daemon's database taken down (a proxy in front of it cuts every connection and closes

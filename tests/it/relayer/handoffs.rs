@@ -2,7 +2,8 @@
 //! PostgreSQL database, one key, anvil. A standby answers 202 past its wait while the holder's
 //! node is unreachable, and the holder sends the relay once it can; a holder that dies with relays
 //! handed off to it leaves them to the key's next holder, which sends each once; a send the node
-//! refuses answers the standby's client as the holder's own.
+//! refuses answers the standby's client as the holder's own; one the node refuses for another
+//! reason (a gas limit above the block's) answers 500 and takes nothing.
 
 use std::{
     sync::{
@@ -236,3 +237,52 @@ async fn a_send_the_node_refuses_answers_a_standbys_client_as_the_holders() {
     let (clean, log) = holder.terminate();
     assert!(clean, "{log}");
 }
+
+/// One key, one daemon. The chain's block gas limit is lowered (`anvil_setBlockGasLimit`) below
+/// the gas limit the daemon gives a registration but above what it estimates, so the node
+/// refuses the send itself (a refusal that is neither a nonce's nor the key's funds). The client
+/// is answered 500 with the fixed words, the relay ends `failed` at cost 0 with nothing
+/// reserved, and the key's nonce is untouched. The limit restored, the same request is relayed
+/// and mined; the books equal the fee to the wei.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_the_node_refuses_for_another_reason_answers_500_and_takes_nothing() {
+    let t = TestChain::start().await;
+    let keys: Vec<_> = cluster_keys(&t).await.into_iter().take(1).collect();
+    let key = keys[0].address();
+    let funded: Vec<U256> = join_all(keys.iter().map(|key| balance(&t, key.address()))).await;
+    let db = TestStore::new(Engine::Postgres);
+    let daemon = BinaryRelayer::start(BINARY, &daemon_env(&t, &db, &keys, "holder-h", 3));
+    holders_until(&daemon.client, Duration::from_secs(10), |seen| count(seen, "holder-h") == 1).await;
+    // 400,000 gas: above the registration's estimate, below the limit the daemon sends with.
+    anvil(&t, "anvil_setBlockGasLimit", json!(["0x61a80"])).await;
+    let answer = daemon.client.relay(&registration(&t, 1_830)).await;
+    assert_eq!(answer, (500, json!({ "error": RPC_FAILED })));
+    let records = db.open().records().unwrap();
+    assert_eq!(records.len(), 1, "{records:?}");
+    let record = &records[0];
+    assert_eq!(record.status, kya_relayer::RelayStatus::Failed, "{record:?}");
+    assert_eq!(record.error.as_deref(), Some(RPC_FAILED), "{record:?}");
+    // Its transaction was recorded before the node refused it: kept for the record, at no cost.
+    assert_eq!(
+        (record.lane, record.relayer_nonce, record.cost_wei),
+        (Some(key), Some(0), Some(0)),
+        "{record:?}"
+    );
+    let (_, status) = daemon.client.get("/status").await;
+    assert_eq!(status["dailyGasBudget"]["usedWei"], "0", "nothing reserved: {status}");
+    assert_eq!(t.chain.provider().get_transaction_count(key).await.unwrap(), 0, "nothing taken");
+    assert_eq!(balance(&t, key).await, funded[0]);
+    assert_eq!(forwarder_nonce(&t, agent_key(1_830).address()).await, 0, "the request never ran");
+
+    anvil(&t, "anvil_setBlockGasLimit", json!(["0x1c9c380"])).await;
+    let mined = relay_until_mined(&daemon.client, &registration(&t, 1_830)).await;
+    assert_eq!(mined["status"], "mined", "{mined}");
+    assert_books_exact(&t, &db, &daemon.client, &keys, &funded, &[agent_key(1_830).address()]).await;
+    let (clean, log) = daemon.terminate();
+    assert!(clean, "{log}");
+    assert!(log.contains("intrinsic gas too high"), "the node's words, in the log only: {log}");
+    assert!(!log.contains(db.password().unwrap()), "the password never shows");
+}
+
+/// The 500 of a send the node refused for a reason other than a nonce or the key's funds.
+const RPC_FAILED: &str = "RPC request failed; try again later";
