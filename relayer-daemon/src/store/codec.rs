@@ -35,7 +35,7 @@ macro_rules! text_as_displayed {
     )*};
 }
 
-text_as_displayed!(B256, Bytes, u128);
+text_as_displayed!(B256, Bytes, u128, i64, u64);
 
 impl Text for Address {
     /// Checksummed (EIP-55), as the store has always kept signers.

@@ -244,7 +244,7 @@ fn record_event(sql: &mut impl Sql, kind: RateKind, key: &str, now: u64) -> Resu
 }
 
 pub(super) fn read_budget(sql: &mut impl Sql) -> Result<BudgetState> {
-    let row = sql.query_one("SELECT window_start, used_wei, pending_wei FROM budget WHERE id = 1", &[])?;
+    let row = sql.query_one(READ_BUDGET, &[])?;
     Ok(BudgetState {
         used_wei: parse_wei(&row.get::<String>(1)?)?,
         pending_wei: parse_wei(&row.get::<String>(2)?)?,
@@ -253,15 +253,46 @@ pub(super) fn read_budget(sql: &mut impl Sql) -> Result<BudgetState> {
 }
 
 pub(super) fn write_budget(sql: &mut impl Sql, state: &BudgetState) -> Result<()> {
-    sql.execute(
-        "UPDATE budget SET window_start = ?1, used_wei = ?2, pending_wei = ?3 WHERE id = 1",
-        args![
-            state.window_start.map(|start| start as i64),
-            state.used_wei.to_string(),
-            state.pending_wei.to_string()
-        ],
-    )?;
+    sql.execute(WRITE_BUDGET, &budget_values(state))?;
     Ok(())
+}
+
+/// The budget row's read: its window's start, what it used and what of that is pending.
+pub(super) const READ_BUDGET: &str = "SELECT window_start, used_wei, pending_wei FROM budget WHERE id = 1";
+
+/// [`READ_BUDGET`]'s row read through a batch, every cell as text.
+pub(super) fn budget_from_text(row: &[Option<String>]) -> Result<BudgetState> {
+    let text = |index: usize| {
+        row.get(index)
+            .cloned()
+            .flatten()
+            .ok_or_else(|| crate::error::Error::StoreCorrupt(format!("column {index} of the budget is NULL")))
+    };
+    Ok(BudgetState {
+        window_start: row
+            .first()
+            .cloned()
+            .flatten()
+            .map(|start| i64::from_text(&start, "window start"))
+            .transpose()?
+            .map(|start| start as u64),
+        used_wei: parse_wei(&text(1)?)?,
+        pending_wei: parse_wei(&text(2)?)?,
+    })
+}
+
+/// The budget row's update: [`budget_values`] are its values.
+pub(super) const WRITE_BUDGET: &str =
+    "UPDATE budget SET window_start = ?1, used_wei = ?2, pending_wei = ?3 WHERE id = 1";
+
+/// [`WRITE_BUDGET`]'s values for `state`.
+pub(super) fn budget_values(state: &BudgetState) -> Vec<super::sql::Value> {
+    args![
+        state.window_start.map(|start| start as i64),
+        state.used_wei.to_string(),
+        state.pending_wei.to_string()
+    ]
+    .to_vec()
 }
 
 /// The budget at `now`, in windows of `window_secs`: the budget resets a window after its first

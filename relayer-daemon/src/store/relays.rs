@@ -9,14 +9,17 @@ use super::{
     codec::Text,
     is_taken,
     leases::{self, Lease},
-    limits::{BudgetLimits, BudgetState, ShareOf, Window, roll, spent_by, write_budget},
+    limits::{
+        BudgetLimits, BudgetState, READ_BUDGET, ShareOf, WRITE_BUDGET, Window, budget_from_text,
+        budget_values, current, roll, spent_by, write_budget,
+    },
     new_relay_id, parse_wei,
     records::{
         NewRelay, Refusal, RelayRecord, RelayStatus, ReplaceRefusal, Replacement, Reservation, Sending,
         Settlement, TxKind,
     },
-    schema::OPEN,
-    sql::{Lock, Sql, args},
+    schema::{LIVE, OPEN},
+    sql::{Connection, Lock, Row, Sql, TextRows, Transaction, Value, args, inline},
 };
 use crate::{
     error::{Error, Result},
@@ -63,6 +66,11 @@ impl Store {
     /// in one transaction: concurrent reservations cannot together exceed any of `limits`, and
     /// the same signed request cannot be accepted twice. A relay refused only by pacing still
     /// starts the window when none runs, so that the time its refusal names holds.
+    ///
+    /// On PostgreSQL the budget's lock, which serialises every reservation of every daemon on
+    /// the database, is held for about one round trip: what the checks read goes in the same
+    /// batch as the lock ([`Store::reservation_read`]), and the writes in the same batch as the
+    /// commit ([`Store::reservation_written`]).
     pub fn reserve(
         &self,
         relay: &NewRelay,
@@ -72,12 +80,11 @@ impl Store {
         self.with(|connection| {
             // The budget's lock: the budget, both shares and the request's uniqueness are read
             // and booked by one reservation at a time, across every daemon on the database.
-            let mut tx = connection.transaction(&[Lock::Budget])?;
-            if is_taken(&mut tx, relay.signer, relay.forwarder_nonce)? {
+            let (mut tx, read) = self.reservation_read(connection, relay, now)?;
+            if read.taken {
                 return Ok(Err(Refusal::Duplicate));
             }
-            let state = roll(&mut tx, now, self.budget_window_secs)?;
-            let window = Window { stored: state, current: state };
+            let state = read.state;
             let reserved_wei = u128::from(relay.gas_limit)
                 .saturating_mul(relay.max_fee_wei)
                 .saturating_add(relay.l1_fee_wei);
@@ -86,13 +93,11 @@ impl Store {
                 tx.commit()?;
                 return Ok(Err(Refusal::Budget));
             }
-            let by_signer = spent_by(&mut tx, ShareOf::Signer, &relay.signer.text(), &window)?;
-            if by_signer.saturating_add(reserved_wei) > limits.signer_wei {
+            if read.by_signer.saturating_add(reserved_wei) > limits.signer_wei {
                 tx.commit()?;
                 return Ok(Err(Refusal::SignerShare));
             }
-            let by_client = spent_by(&mut tx, ShareOf::Client, &relay.client_ip, &window)?;
-            if by_client.saturating_add(reserved_wei) > limits.client_wei {
+            if read.by_client.saturating_add(reserved_wei) > limits.client_wei {
                 tx.commit()?;
                 return Ok(Err(Refusal::ClientShare));
             }
@@ -110,49 +115,140 @@ impl Store {
             }
             // Counted under the budget's lock, which every reservation takes: two reservations at
             // once cannot both see a lane as the idle one.
-            let Some(lane) = least_busy(&relay.lanes, &lane_depths(&mut tx)?) else {
+            let Some(lane) = least_busy(&relay.lanes, &read.depths) else {
                 return Err(Error::Internal("a reservation without a lane to send it".into()));
             };
-            write_budget(
-                &mut tx,
-                &BudgetState {
-                    used_wei: state.used_wei + reserved_wei,
-                    pending_wei: state.pending_wei + reserved_wei,
-                    window_start: Some(window_start),
-                },
-            )?;
-            let row = tx.query_one(
-                "INSERT INTO relays (relay_id, signer, forwarder_nonce, digest, signature, deadline,
-                     input, client_ip, gas_limit, max_fee_wei, priority_fee_wei, reserved_wei,
-                     window_start, status, created_at, updated_at, l1_fee_wei, lane)
-                 VALUES (?15, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,
-                     'accepted', ?13, ?13, ?14, ?16)
-                 RETURNING id, relay_id",
-                args![
-                    relay.signer.text(),
-                    relay.forwarder_nonce.text(),
-                    relay.digest.text(),
-                    relay.signature.text(),
-                    relay.deadline as i64,
-                    relay.input.text(),
-                    &relay.client_ip,
-                    relay.gas_limit as i64,
-                    relay.max_fee_wei.to_string(),
-                    relay.priority_fee_wei.to_string(),
-                    reserved_wei.to_string(),
-                    window_start as i64,
-                    now as i64,
-                    relay.l1_fee_wei.to_string(),
-                    new_relay_id()?,
-                    lane.text()
-                ],
-            )?;
-            let (id, relay_id): (i64, String) = (row.get(0)?, row.get(1)?);
-            let wrote = self.record_change(&mut tx, id, &Default::default(), now)?;
-            tx.commit()?;
-            self.written(wrote);
+            let booked = BudgetState {
+                used_wei: state.used_wei + reserved_wei,
+                pending_wei: state.pending_wei + reserved_wei,
+                window_start: Some(window_start),
+            };
+            let values = args![
+                relay.signer.text(),
+                relay.forwarder_nonce.text(),
+                relay.digest.text(),
+                relay.signature.text(),
+                relay.deadline as i64,
+                relay.input.text(),
+                &relay.client_ip,
+                relay.gas_limit as i64,
+                relay.max_fee_wei.to_string(),
+                relay.priority_fee_wei.to_string(),
+                reserved_wei.to_string(),
+                window_start as i64,
+                now as i64,
+                relay.l1_fee_wei.to_string(),
+                new_relay_id()?,
+                lane.text()
+            ];
+            let (id, relay_id) = self.reservation_written(tx, &booked, values, now)?;
             Ok(Ok(Reservation { id, relay_id, reserved_wei, lane }))
         })
+    }
+
+    /// Begins a reservation's transaction under the budget's lock and reads what its checks
+    /// need. On PostgreSQL the reads go in the lock's round trip, while the stored window runs
+    /// (a window that ended is rolled over first, as [`roll`] does, in more round trips: once a
+    /// day at most); on SQLite they follow `BEGIN IMMEDIATE`, on the local file.
+    fn reservation_read<'c>(
+        &self,
+        connection: &'c mut Connection,
+        relay: &NewRelay,
+        now: u64,
+    ) -> Result<(Transaction<'c>, ReservationRead)> {
+        let (signer, nonce) = (relay.signer.text(), relay.forwarder_nonce.text());
+        if !connection.is_postgres() {
+            let mut tx = connection.transaction(&[Lock::Budget])?;
+            let read = read_for_reservation(&mut tx, relay, now, self.budget_window_secs)?;
+            return Ok((tx, read));
+        }
+        let reads = [
+            inline(
+                &format!(
+                    "SELECT b.window_start, b.used_wei, b.pending_wei,
+                         EXISTS (SELECT 1 FROM relays WHERE signer = ?1 AND forwarder_nonce = ?2
+                             AND status IN {LIVE}),
+                         (SELECT COALESCE(SUM(CAST(COALESCE(cost_wei, reserved_wei) AS NUMERIC)), 0)
+                          FROM relays WHERE signer = ?1 AND window_start = b.window_start),
+                         (SELECT COALESCE(SUM(CAST(COALESCE(cost_wei, reserved_wei) AS NUMERIC)), 0)
+                          FROM relays WHERE client_ip = ?3 AND window_start = b.window_start)
+                     FROM budget b WHERE b.id = 1"
+                ),
+                args![signer.as_str(), nonce.as_str(), relay.client_ip.as_str()],
+            )?,
+            LANE_DEPTHS.to_owned(),
+        ];
+        let (mut tx, rows) = connection.transaction_reading(&[Lock::Budget], &reads)?;
+        let [budget, depths] = <[TextRows; 2]>::try_from(rows)
+            .map_err(|_| Error::Store("the reservation's reads returned another number of results".into()))?;
+        let row = budget
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::Store("no budget row where one was expected".into()))?;
+        let text = |index: usize| {
+            row.get(index)
+                .cloned()
+                .flatten()
+                .ok_or_else(|| Error::StoreCorrupt(format!("column {index} of the budget's read is NULL")))
+        };
+        let stored = budget_from_text(&row)?;
+        if current(stored, now, self.budget_window_secs) != stored {
+            // The stored window ended: the shares read were the old window's. Rolled over and
+            // read again, under the lock already held.
+            let read = read_for_reservation(&mut tx, relay, now, self.budget_window_secs)?;
+            return Ok((tx, read));
+        }
+        let depths = depths
+            .into_iter()
+            .map(|row| match row.as_slice() {
+                [Some(lane), Some(count)] => {
+                    Ok((Address::from_text(lane, "lane")?, u64::from_text(count, "lane depth")?))
+                }
+                _ => Err(Error::StoreCorrupt("a lane depth with a NULL".into())),
+            })
+            .collect::<Result<_>>()?;
+        Ok((
+            tx,
+            ReservationRead {
+                taken: text(3)? == "t",
+                state: stored,
+                by_signer: parse_wei(&text(4)?)?,
+                by_client: parse_wei(&text(5)?)?,
+                depths,
+            },
+        ))
+    }
+
+    /// Books `booked` in the budget, inserts the relay (`values`, in [`INSERT_RELAY`]'s order)
+    /// with its event, and commits. On PostgreSQL without webhook events, in one round trip;
+    /// else one statement at a time. Returns the relay's row id and relay id.
+    fn reservation_written(
+        &self,
+        mut tx: Transaction<'_>,
+        booked: &BudgetState,
+        values: &[Value],
+        now: u64,
+    ) -> Result<(i64, String)> {
+        if tx.is_postgres() && !self.events {
+            let writes = format!(
+                "{}; {}",
+                inline(WRITE_BUDGET, &budget_values(booked))?,
+                inline(INSERT_RELAY, values)?
+            );
+            let results = tx.commit_after(&writes)?;
+            let inserted = results.get(1).and_then(|rows| rows.first());
+            let Some([Some(id), Some(relay_id)]) = inserted.map(Vec::as_slice) else {
+                return Err(Error::Store("the relay's insert returned no row".into()));
+            };
+            return Ok((i64::from_text(id, "relay row id")?, relay_id.clone()));
+        }
+        write_budget(&mut tx, booked)?;
+        let row = tx.query_one(INSERT_RELAY, values)?;
+        let (id, relay_id): (i64, String) = (row.get(0)?, row.get(1)?);
+        let wrote = self.record_change(&mut tx, id, &Default::default(), now)?;
+        tx.commit()?;
+        self.written(wrote);
+        Ok((id, relay_id))
     }
 
     /// Records the relay's first signed transaction, just before it is submitted (again, with
@@ -456,15 +552,34 @@ impl Store {
     ) -> Result<()> {
         self.with(|connection| {
             // The budget's lock (the cost replaces the reservation in it), and then the relay's.
-            let mut tx = connection.transaction(&[Lock::Budget, Lock::Relay(id)])?;
-            let row = tx.query_one(
-                "SELECT reserved_wei, window_start, status, tx_hash, lane FROM relays WHERE id = ?1",
-                args![id],
-            )?;
-            let (reserved, window_start, previous): (String, i64, String) =
-                (row.get(0)?, row.get(1)?, row.get(2)?);
-            let (tx_hash, lane): (Option<String>, Option<String>) = (row.get(3)?, row.get(4)?);
-            let previous = RelayStatus::parse(&previous)?;
+            // On PostgreSQL without webhook events, the reads go in the locks' round trip and
+            // the writes in the commit's: every settlement takes the budget's lock, which every
+            // reservation of every daemon waits for.
+            let locks = [Lock::Budget, Lock::Relay(id)];
+            let batched = connection.is_postgres() && !self.events;
+            let relay_sql =
+                "SELECT reserved_wei, window_start, status, tx_hash, lane FROM relays WHERE id = ?1";
+            let (mut tx, closing, stored) = if batched {
+                let reads = [inline(relay_sql, args![id])?, READ_BUDGET.to_owned()];
+                let (tx, rows) = connection.transaction_reading(&locks, &reads)?;
+                let [relay, budget] = <[TextRows; 2]>::try_from(rows).map_err(|_| {
+                    Error::Store("a settlement's reads returned another number of results".into())
+                })?;
+                let relay = relay
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| Error::Store("no row where one was expected".into()))?;
+                let budget = budget
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| Error::Store("no budget row where one was expected".into()))?;
+                (tx, Closing::from_text(&relay)?, Some(budget_from_text(&budget)?))
+            } else {
+                let mut tx = connection.transaction(&locks)?;
+                let row = tx.query_one(relay_sql, args![id])?;
+                (tx, Closing::from_row(&row)?, None)
+            };
+            let Closing { reserved, window_start, status: previous, tx_hash, lane } = closing;
             let as_expected = match only {
                 Only::Open => true,
                 Only::Status(status) => status == previous,
@@ -479,30 +594,37 @@ impl Store {
                 return Ok(());
             }
             let before = self.seen(&mut tx, id)?;
-            let reserved = parse_wei(&reserved)?;
             let cost_wei = cost_wei.unwrap_or(reserved);
             // The cost is booked in the window running now: a reservation still open at a reset
-            // was carried into it ([`roll`]).
-            let mut state = roll(&mut tx, now, self.budget_window_secs)?;
+            // was carried into it ([`roll`]). The stored budget read with the locks is that
+            // window unless it ended.
+            let mut state = match stored {
+                Some(stored) if current(stored, now, self.budget_window_secs) == stored => stored,
+                _ => roll(&mut tx, now, self.budget_window_secs)?,
+            };
+            let mut writes: Vec<(&str, Vec<Value>)> = Vec::new();
             if state.window_start == Some(window_start as u64) {
                 state.used_wei = state.used_wei.saturating_sub(reserved).saturating_add(cost_wei);
                 state.pending_wei = state.pending_wei.saturating_sub(reserved);
-                write_budget(&mut tx, &state)?;
+                writes.push((WRITE_BUDGET, budget_values(&state)));
             } else if cost_wei > 0 {
                 // A relay this window does not hold (recorded before windows carried their open
                 // relays over): what it cost is paid now, so booked now.
                 let start = *state.window_start.get_or_insert(now);
                 state.used_wei = state.used_wei.saturating_add(cost_wei);
-                write_budget(&mut tx, &state)?;
-                tx.execute("UPDATE relays SET window_start = ?2 WHERE id = ?1", args![id, start as i64])?;
+                writes.push((WRITE_BUDGET, budget_values(&state)));
+                writes.push((
+                    "UPDATE relays SET window_start = ?2 WHERE id = ?1",
+                    args![id, start as i64].to_vec(),
+                ));
             }
-            tx.execute(
+            writes.push((
                 "UPDATE relays SET status = ?2, cost_wei = ?3, error = ?4, settled_at = ?5, updated_at = ?5
                  WHERE id = ?1",
-                args![id, status.as_str(), cost_wei.to_string(), error, now as i64],
-            )?;
+                args![id, status.as_str(), cost_wei.to_string(), error, now as i64].to_vec(),
+            ));
             if let Some(mined) = mined {
-                tx.execute(
+                writes.push((
                     "UPDATE relays SET tx_hash = ?2, block_number = ?3, gas_used = ?4, revert_reason = ?5
                      WHERE id = ?1",
                     args![
@@ -511,13 +633,64 @@ impl Store {
                         mined.block_number.map(|block| block as i64),
                         mined.gas_used.map(|gas| gas as i64),
                         &mined.revert_reason
-                    ],
-                )?;
+                    ]
+                    .to_vec(),
+                ));
+            }
+            if batched {
+                let batch = writes
+                    .iter()
+                    .map(|(sql, values)| inline(sql, values))
+                    .collect::<Result<Vec<_>>>()?
+                    .join("; ");
+                tx.commit_after(&batch)?;
+                return Ok(());
+            }
+            for (sql, values) in &writes {
+                tx.execute(sql, values)?;
             }
             let wrote = self.record_change(&mut tx, id, &before, now)?;
             tx.commit()?;
             self.written(wrote);
             Ok(())
+        })
+    }
+}
+
+/// What [`Store::finish_if`] reads of the relay it closes.
+struct Closing {
+    reserved: u128,
+    window_start: i64,
+    status: RelayStatus,
+    tx_hash: Option<String>,
+    lane: Option<String>,
+}
+
+impl Closing {
+    fn from_row(row: &Row) -> Result<Self> {
+        Ok(Self {
+            reserved: parse_wei(&row.get::<String>(0)?)?,
+            window_start: row.get(1)?,
+            status: RelayStatus::parse(&row.get::<String>(2)?)?,
+            tx_hash: row.get(3)?,
+            lane: row.get(4)?,
+        })
+    }
+
+    /// The same columns read through a batch, as text.
+    fn from_text(row: &[Option<String>]) -> Result<Self> {
+        let text = |index: usize| {
+            row.get(index)
+                .cloned()
+                .flatten()
+                .ok_or_else(|| Error::StoreCorrupt(format!("column {index} of the relay's read is NULL")))
+        };
+        Ok(Self {
+            reserved: parse_wei(&text(0)?)?,
+            window_start: i64::from_text(&text(1)?, "window start")?,
+            status: RelayStatus::parse(&text(2)?)?,
+            tx_hash: row.get(3).cloned().flatten(),
+            lane: row.get(4).cloned().flatten(),
         })
     }
 }
@@ -535,13 +708,56 @@ enum Only<'a> {
 
 /// Open relays (accepted and not yet ended) per lane, read on `sql`.
 fn lane_depths(sql: &mut impl Sql) -> Result<Vec<(Address, u64)>> {
-    let rows = sql.query(
-        &format!(
-            "SELECT lane, COUNT(*) FROM relays WHERE status IN {OPEN} AND lane IS NOT NULL GROUP BY lane"
-        ),
-        &[],
-    )?;
+    let rows = sql.query(&LANE_DEPTHS, &[])?;
     rows.iter()
         .map(|row| Ok((Address::from_text(&row.get::<String>(0)?, "lane")?, row.get::<i64>(1)? as u64)))
         .collect()
+}
+
+/// Open relays (accepted and not yet ended) per lane: the lane and its count.
+static LANE_DEPTHS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!("SELECT lane, COUNT(*) FROM relays WHERE status IN {OPEN} AND lane IS NOT NULL GROUP BY lane")
+});
+
+/// A new relay's row, accepted on its lane: [`Store::reserve`]'s values, in order.
+const INSERT_RELAY: &str =
+    "INSERT INTO relays (relay_id, signer, forwarder_nonce, digest, signature, deadline,
+         input, client_ip, gas_limit, max_fee_wei, priority_fee_wei, reserved_wei,
+         window_start, status, created_at, updated_at, l1_fee_wei, lane)
+     VALUES (?15, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,
+         'accepted', ?13, ?13, ?14, ?16)
+     RETURNING id, relay_id";
+
+/// What a reservation's checks read under the budget's lock.
+struct ReservationRead {
+    /// The signed request already has a live relay.
+    taken: bool,
+    /// The budget, rolled to now.
+    state: BudgetState,
+    /// What the relay's signer has spent in the window running now.
+    by_signer: u128,
+    /// What the relay's client has spent in it.
+    by_client: u128,
+    /// Open relays per lane.
+    depths: Vec<(Address, u64)>,
+}
+
+/// [`ReservationRead`] one statement at a time, in `tx` (under the budget's lock): the window
+/// rolled over when it ended ([`roll`]).
+fn read_for_reservation(
+    tx: &mut Transaction<'_>,
+    relay: &NewRelay,
+    now: u64,
+    window_secs: u64,
+) -> Result<ReservationRead> {
+    let taken = is_taken(tx, relay.signer, relay.forwarder_nonce)?;
+    let state = roll(tx, now, window_secs)?;
+    let window = Window { stored: state, current: state };
+    Ok(ReservationRead {
+        taken,
+        state,
+        by_signer: spent_by(tx, ShareOf::Signer, &relay.signer.text(), &window)?,
+        by_client: spent_by(tx, ShareOf::Client, &relay.client_ip, &window)?,
+        depths: lane_depths(tx)?,
+    })
 }

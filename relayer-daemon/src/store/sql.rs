@@ -271,6 +271,96 @@ impl Connection {
     }
 }
 
+impl Connection {
+    /// Whether this is a PostgreSQL connection (one whose round trips to a server are worth
+    /// batching: [`Connection::transaction_reading`], [`Transaction::commit_after`]).
+    pub(crate) fn is_postgres(&self) -> bool {
+        matches!(self, Self::Postgres(_))
+    }
+
+    /// PostgreSQL only: [`Connection::transaction`], with `reads` run in the same round trip
+    /// right after the locks are granted. Each statement of a batch reads what was committed
+    /// before it ran (READ COMMITTED), so the reads see what the locks' last holder wrote, as
+    /// statements sent after the batch would. `reads` carry their values in their text
+    /// ([`inline`]). Returns the rows of each read, every cell as text.
+    pub(crate) fn transaction_reading(
+        &mut self,
+        locks: &[Lock],
+        reads: &[String],
+    ) -> Result<(Transaction<'_>, Vec<TextRows>)> {
+        let Self::Postgres(connection) = self else {
+            return Err(Error::Internal("a batched transaction on SQLite".into()));
+        };
+        let mut batch = begin_with(locks);
+        for read in reads {
+            batch.push_str("; ");
+            batch.push_str(read);
+        }
+        let client = connection.client();
+        let mut results = match client.simple_query(&batch) {
+            Ok(messages) => by_statement(messages),
+            Err(error) => {
+                let _ = client.batch_execute("ROLLBACK");
+                return Err(error.into());
+            }
+        };
+        let read = results.split_off(results.len().saturating_sub(reads.len()));
+        Ok((Transaction { connection: self, done: false }, read))
+    }
+}
+
+/// Rows read through PostgreSQL's simple protocol: every cell as text (`None`: NULL).
+pub(crate) type TextRows = Vec<Vec<Option<String>>>;
+
+/// The rows of each statement of a batch, in order.
+fn by_statement(messages: Vec<postgres::SimpleQueryMessage>) -> Vec<TextRows> {
+    let (mut statements, mut rows) = (Vec::new(), Vec::new());
+    for message in messages {
+        match message {
+            postgres::SimpleQueryMessage::Row(row) => {
+                rows.push((0..row.len()).map(|index| row.get(index).map(str::to_owned)).collect());
+            }
+            postgres::SimpleQueryMessage::CommandComplete(_) => statements.push(std::mem::take(&mut rows)),
+            _ => {}
+        }
+    }
+    statements
+}
+
+/// `sql` with its numbered placeholders (`?1`) replaced by `args` written as literals: integers
+/// as numbers, text quoted with its quotes doubled (PostgreSQL's standard strings), `NULL`. For
+/// a batch, which takes no parameters. Every `?` followed by digits is a placeholder (the
+/// store's SQL has none inside a string literal); one with no value is an error.
+pub(crate) fn inline(sql: &str, args: &[Value]) -> Result<String> {
+    let mut out = String::with_capacity(sql.len() + 64 * args.len());
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '?' || !chars.peek().is_some_and(char::is_ascii_digit) {
+            out.push(c);
+            continue;
+        }
+        let mut number = 0usize;
+        while let Some(digit) = chars.peek().and_then(|c| c.to_digit(10)) {
+            number = number * 10 + digit as usize;
+            chars.next();
+        }
+        let value = number
+            .checked_sub(1)
+            .and_then(|index| args.get(index))
+            .ok_or_else(|| Error::Internal(format!("no value for placeholder ?{number}")))?;
+        match value {
+            Value::Int(Some(value)) => out.push_str(&value.to_string()),
+            Value::Text(Some(text)) => {
+                out.push('\'');
+                out.push_str(&text.replace('\'', "''"));
+                out.push('\'');
+            }
+            Value::Int(None) | Value::Text(None) => out.push_str("NULL"),
+        }
+    }
+    Ok(out)
+}
+
 /// `BEGIN` and the statements that take `locks`, in their order, as one batch. The values are
 /// written into the text (a batch takes no parameters): integers, and text quoted with its
 /// quotes doubled.
@@ -358,6 +448,26 @@ impl Transaction<'_> {
             Connection::Postgres(connection) => connection.client().batch_execute("COMMIT")?,
         }
         Ok(())
+    }
+}
+
+impl Transaction<'_> {
+    /// Whether the transaction is on PostgreSQL ([`Connection::is_postgres`]).
+    pub(crate) fn is_postgres(&self) -> bool {
+        self.connection.is_postgres()
+    }
+
+    /// PostgreSQL only: runs `writes` (values in their text: [`inline`]) and commits, in one
+    /// round trip. Returns the rows of each statement of `writes`. A failed statement runs
+    /// nothing after it, and the transaction rolls back when dropped.
+    pub(crate) fn commit_after(mut self, writes: &str) -> Result<Vec<TextRows>> {
+        let Connection::Postgres(connection) = &mut *self.connection else {
+            return Err(Error::Internal("a batched commit on SQLite".into()));
+        };
+        let mut results = by_statement(connection.client().simple_query(&format!("{writes}; COMMIT"))?);
+        self.done = true;
+        results.pop();
+        Ok(results)
     }
 }
 
@@ -456,6 +566,20 @@ mod tests {
              SELECT address FROM lanes WHERE address = '0xab' FOR UPDATE; \
              SELECT pg_advisory_xact_lock(hashtextextended('rate:ip:o''k', 0))"
         );
+    }
+
+    #[test]
+    fn inlined_values_are_literals_with_quotes_doubled() {
+        assert_eq!(
+            inline(
+                "a = ?1 AND b = ?2 AND c IS ?3 AND d = ?12 AND e = '?'",
+                args![7, "o'k", None::<&str>, 4, 5, 6, 7, 8, 9, 10, 11, -12]
+            )
+            .unwrap(),
+            "a = 7 AND b = 'o''k' AND c IS NULL AND d = -12 AND e = '?'"
+        );
+        assert!(matches!(inline("a = ?2", args![1]), Err(Error::Internal(_))));
+        assert!(matches!(inline("a = ?0", args![1]), Err(Error::Internal(_))));
     }
 
     #[test]
