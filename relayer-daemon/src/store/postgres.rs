@@ -70,10 +70,14 @@ impl Default for DatabaseTimeouts {
 }
 
 impl DatabaseTimeouts {
-    /// The `SET`s run on each new connection.
+    /// The `SET`s run on each new connection. `standard_conforming_strings` is PostgreSQL's
+    /// default, set all the same: the batches write text values as literals with only their
+    /// quotes doubled ([`super::sql::inline`]), which is exact only while a backslash is an
+    /// ordinary character, whatever a server's configuration says.
     fn set_statements(&self) -> String {
         format!(
-            "SET statement_timeout = {}; SET lock_timeout = {}; SET idle_in_transaction_session_timeout = {}",
+            "SET standard_conforming_strings = on; SET statement_timeout = {}; SET lock_timeout = {}; \
+             SET idle_in_transaction_session_timeout = {}",
             self.statement.as_millis(),
             self.lock.as_millis(),
             self.idle_in_transaction.as_millis()
