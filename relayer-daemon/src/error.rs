@@ -128,6 +128,16 @@ pub enum Error {
     /// words, never the URL or its password) is logged through [`Error::detail`].
     #[error("The relayer's database is busy or unreachable; try again shortly")]
     StoreUnavailable(String),
+    /// A store call passed the daemon's own deadline (`DATABASE_CALL_TIMEOUT_MS`): the server
+    /// stopped answering with its connections open, so none of its timeouts fired. Unlike
+    /// [`Error::StoreUnavailable`] the call's outcome is unknown (its commit may land when the
+    /// server resumes), but a retry of the same signed request is always safe: a request has at
+    /// most one live relay, and a retry is answered with it. 503 with `Retry-After`; the
+    /// detail (which call, how long) is logged through [`Error::detail`].
+    #[error(
+        "The relayer's database did not answer in time; try again shortly (retrying the same signed request is safe: it is never relayed twice)"
+    )]
+    StoreTimedOut(String),
     /// The store holds something this version cannot read (a wei amount or a status that does
     /// not parse): a damaged file, not a configuration mistake.
     #[error("corrupt store: {0}")]
@@ -236,7 +246,8 @@ impl Error {
             | Self::NoFreeLane
             | Self::LaneLost(_)
             | Self::Withheld { .. }
-            | Self::StoreUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            | Self::StoreUnavailable(_)
+            | Self::StoreTimedOut(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Reverted(_)
             | Self::Rpc(_)
             | Self::Unconfirmed { .. }
@@ -250,7 +261,7 @@ impl Error {
     /// Seconds a client should wait before trying again (`Retry-After`), for errors that pass.
     pub fn retry_after_secs(&self) -> Option<u64> {
         match self {
-            Self::StoreUnavailable(_) => Some(1),
+            Self::StoreUnavailable(_) | Self::StoreTimedOut(_) => Some(1),
             Self::BudgetSliceSpent { wait_secs, .. } => Some(*wait_secs),
             _ => None,
         }
@@ -281,6 +292,7 @@ impl Error {
             Self::Unconfirmed { .. } => "unconfirmed",
             Self::Store(_) => "store",
             Self::StoreUnavailable(_) => "store_unavailable",
+            Self::StoreTimedOut(_) => "store_timed_out",
             Self::StoreCorrupt(_) => "store_corrupt",
             Self::Internal(_) => "internal",
             Self::Config(_) => "config",
@@ -306,6 +318,7 @@ impl Error {
             Self::BalanceTooLow,
             Self::InvalidSignature,
             Self::StoreUnavailable(String::new()),
+            Self::StoreTimedOut(String::new()),
             Self::Rpc(String::new()),
         ];
         if let Some(error) = fixed.into_iter().find(|error| error.to_string() == reason) {
@@ -335,6 +348,7 @@ impl Error {
         match self {
             Self::Rpc(detail) => format!("RPC error: {detail}"),
             Self::StoreUnavailable(detail) => format!("store unavailable: {detail}"),
+            Self::StoreTimedOut(detail) => format!("store call past its deadline: {detail}"),
             Self::Unconfirmed { tx_hash, message, .. } => {
                 format!("sending {tx_hash} failed ({message}); it may still be mined")
             }
@@ -356,6 +370,7 @@ mod tests {
             Error::BalanceTooLow,
             Error::InvalidSignature,
             Error::StoreUnavailable("57014: canceling statement due to lock timeout".into()),
+            Error::StoreTimedOut("reserve".into()),
             Error::Rpc("insufficient funds for gas * price + value".into()),
             Error::Store("23505: duplicate key".into()),
             Error::StoreCorrupt("a wei amount".into()),

@@ -72,8 +72,9 @@ impl StoreConfig {
     }
 }
 
-/// The PostgreSQL connections' timeouts (`DATABASE_*_MS`, `DATABASE_KEEPALIVE_SECS`): each at
-/// least 1 ms (0 would turn the server's timeout off: a hang again).
+/// The PostgreSQL connections' timeouts (`DATABASE_*_MS`, `DATABASE_KEEPALIVE_SECS`) and the
+/// daemon's own deadline on each store call (`DATABASE_CALL_TIMEOUT_MS`): each at least 1 ms (0
+/// would turn the timeout off: a hang again).
 fn database_timeouts(settings: &Settings<impl Fn(&str) -> Option<String>>) -> Result<DatabaseTimeouts> {
     let defaults = DatabaseTimeouts::default();
     let millis = |name: &str, default: std::time::Duration| -> Result<std::time::Duration> {
@@ -89,6 +90,7 @@ fn database_timeouts(settings: &Settings<impl Fn(&str) -> Option<String>>) -> Re
         keepalive: std::time::Duration::from_secs(
             settings.number("DATABASE_KEEPALIVE_SECS", defaults.keepalive.as_secs())?.max(1),
         ),
+        call: millis("DATABASE_CALL_TIMEOUT_MS", defaults.call)?,
     })
 }
 

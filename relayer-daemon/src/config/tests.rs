@@ -156,6 +156,18 @@ fn database_url_picks_postgres_and_never_shows_its_password() {
     settings.push(("DATABASE_POOL_SIZE", "0"));
     let error = Config::from_lookup(lookup(&settings)).unwrap_err().to_string();
     assert!(error.contains("DATABASE_POOL_SIZE must be between 1 and 1000"), "{error}");
+    // The daemon's own deadline on a store call: 15 s unless set, never 0 (no deadline: a hang).
+    let mut settings = base();
+    settings.push(("DATABASE_URL", "postgres://db.internal/relayer"));
+    let call = |settings: &[(&str, &str)]| {
+        Config::from_lookup(lookup(settings)).map(|config| config.store.database_url.unwrap().timeouts().call)
+    };
+    assert_eq!(call(&settings).unwrap(), std::time::Duration::from_secs(15));
+    settings.push(("DATABASE_CALL_TIMEOUT_MS", "2500"));
+    assert_eq!(call(&settings).unwrap(), std::time::Duration::from_millis(2_500));
+    settings.push(("DATABASE_CALL_TIMEOUT_MS", "0"));
+    let error = call(&settings).unwrap_err().to_string();
+    assert!(error.contains("DATABASE_CALL_TIMEOUT_MS must be at least 1"), "{error}");
     let mut settings = base();
     settings.push(("DATABASE_URL", "sqlite://kya:PG-SECRET@relayer.db"));
     let error = Config::from_lookup(lookup(&settings)).unwrap_err().to_string();

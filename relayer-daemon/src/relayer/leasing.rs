@@ -10,7 +10,7 @@ use std::{sync::Arc, time::Duration};
 use alloy::primitives::Address;
 
 use crate::{
-    error::Result,
+    error::{Error, Result},
     relayer::Relayer,
     rules::lanes::fair_share,
     store::{Lease, Taking},
@@ -36,18 +36,53 @@ impl Relayer {
         let relayer = Arc::clone(self);
         let pause = keeper_pause(self.config.keys.lease_secs);
         self.shutdown.spawn_background(async move {
+            let mut taking = Taking::Free;
             loop {
                 tokio::select! {
                     () = tokio::time::sleep(pause) => {}
                     () = relayer.shutdown.begun() => return,
                 }
-                if let Err(error) = relayer.keep_leases(Taking::Free).await {
+                match relayer.keep_leases(taking).await {
+                    Ok(()) => taking = Taking::Free,
+                    Err(error @ Error::StoreTimedOut(_)) => {
+                        relayer.lose_every_lease(&error);
+                        // Its own keys taken back at once when the database answers again
+                        // (a renewal or take that landed late named this daemon: nobody else
+                        // holds them), each under a new fence.
+                        taking = Taking::AtStart;
+                    }
                     // A lease not renewed runs out; sends stop on their own once less than its
                     // margin is left (the store refuses to record them).
-                    tracing::warn!(error = %error.detail(), "keeping the key leases failed; retrying");
+                    Err(error) => {
+                        tracing::warn!(error = %error.detail(), "keeping the key leases failed; retrying");
+                    }
                 }
             }
         });
+    }
+
+    /// A round of the keeper passed its store deadline: its renewal (or take) may still commit
+    /// when the server resumes, or may never have; this daemon cannot tell which keys it holds,
+    /// so it holds none and stops sending on every key at once. Two daemons never both send on
+    /// a key: the store records a transaction only under the current fence with the lease's
+    /// margin left, and a renewal that lands late extends the lease only to its own round's
+    /// time plus a lease (the round's clock, read before the call), under the fence it had.
+    fn lose_every_lease(&self, error: &Error) {
+        let lost: Vec<Address> = self
+            .pool
+            .senders()
+            .iter()
+            .filter(|sender| sender.lease().is_some())
+            .map(|sender| {
+                sender.lose();
+                sender.address()
+            })
+            .collect();
+        tracing::warn!(
+            error = %error.detail(),
+            ?lost,
+            "keeping the key leases passed the store's deadline; this daemon holds no key until the database answers"
+        );
     }
 
     /// One round: heartbeat, renew, stop on lost keys, give back or take keys to the fair share.

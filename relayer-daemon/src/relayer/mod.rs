@@ -214,15 +214,13 @@ impl Relayer {
     }
 
     /// Runs `job` on the store in the blocking pool: SQLite commits wait for the disk (fsync),
-    /// which must not stall the async workers serving other requests.
+    /// which must not stall the async workers serving other requests. Waits at most the store's
+    /// deadline ([`on_store`]).
     pub(crate) async fn db<T: Send + 'static>(
         &self,
         job: impl FnOnce(&Store) -> Result<T> + Send + 'static,
     ) -> Result<T> {
-        let store = Arc::clone(&self.store);
-        tokio::task::spawn_blocking(move || store::on_blocking_thread(|| job(&store)))
-            .await
-            .map_err(|error| Error::Internal(format!("store task failed: {error}")))?
+        on_store(&self.store, job).await
     }
 
     /// Runs `job` on the lease keeper's store ([`Relayer::lease_store`]), as [`Relayer::db`].
@@ -230,10 +228,7 @@ impl Relayer {
         &self,
         job: impl FnOnce(&Store) -> Result<T> + Send + 'static,
     ) -> Result<T> {
-        let store = Arc::clone(&self.lease_store);
-        tokio::task::spawn_blocking(move || store::on_blocking_thread(|| job(&store)))
-            .await
-            .map_err(|error| Error::Internal(format!("store task failed: {error}")))?
+        on_store(&self.lease_store, job).await
     }
 
     /// Graceful shutdown: waits for relay handlers (a relay that reserved budget finishes and
@@ -245,6 +240,38 @@ impl Relayer {
         self.shutdown.drain(SHUTDOWN_SETTLE_GRACE).await;
         self.release_lanes().await;
     }
+}
+
+/// Runs `job` on `store` in the blocking pool, waiting for it at most the store's deadline
+/// (`DATABASE_CALL_TIMEOUT_MS` on PostgreSQL; SQLite waits on no server). Past it the call is
+/// abandoned, logged and answered [`Error::StoreTimedOut`] (503): its thread, blocked on a server
+/// that stopped answering with its connections open, sends nothing more once the server resumes
+/// and gives its connection back to be dropped, not handed out again (`store::deadline`).
+async fn on_store<T: Send + 'static, Job>(store: &Arc<Store>, job: Job) -> Result<T>
+where
+    Job: FnOnce(&Store) -> Result<T> + Send + 'static,
+{
+    let (store, call) = (Arc::clone(store), store::Call::default());
+    let deadline = store.call_deadline();
+    let running = tokio::task::spawn_blocking({
+        let (store, call) = (Arc::clone(&store), call.clone());
+        move || store::on_blocking_thread(&call, || job(&store))
+    });
+    let joined = match deadline {
+        None => running.await,
+        Some(deadline) => match tokio::time::timeout(deadline, running).await {
+            Ok(joined) => joined,
+            Err(_) => {
+                call.abandon();
+                // The job's type names the operation (the function that called the store), and
+                // nothing of the database's address or password.
+                let detail = format!("{} had no answer within {deadline:?}", std::any::type_name::<Job>());
+                tracing::warn!(store = %store.location(), call = %detail, "a store call passed its deadline; its connection leaves the pool");
+                return Err(Error::StoreTimedOut(detail));
+            }
+        },
+    };
+    joined.map_err(|error| Error::Internal(format!("store task failed: {error}")))?
 }
 
 /// The chain id, asked until the node answers or `patience` is over: a daemon started with its

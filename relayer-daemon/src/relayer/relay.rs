@@ -423,7 +423,14 @@ impl Relayer {
             lanes,
         };
         let (limits, now) = (self.config.budget.limits(), time::now());
-        match self.db(move |store| store.reserve(&new_relay, &limits, now)).await? {
+        let reserved = self.db(move |store| {
+            let reserved = store.reserve(&new_relay, &limits, now)?;
+            if let Ok(reservation) = &reserved {
+                hand_off_if_late(store, reservation, now);
+            }
+            Ok(reserved)
+        });
+        match reserved.await? {
             Ok(reservation) => Ok(Ok(reservation)),
             Err(Refusal::Budget) => Err(Error::BudgetExhausted),
             Err(Refusal::Slice { opens_at }) => Err(Error::slice_spent(opens_at, now)),
@@ -584,6 +591,25 @@ impl Relayer {
         self.balances_changed();
         self.follow(id);
         Ok((sent, lane))
+    }
+}
+
+/// On the blocking thread, after `reservation` committed: a reservation whose call passed its
+/// deadline (its client answered 503) but committed when the server resumed goes to its key's
+/// holder, which sends it ([`crate::store::Store::hand_off_late_reservation`]).
+fn hand_off_if_late(store: &crate::store::Store, reservation: &Reservation, now: u64) {
+    match store.hand_off_late_reservation(reservation.id, reservation.lane, now) {
+        Ok(false) => {}
+        Ok(true) => tracing::warn!(
+            relay = %reservation.relay_id,
+            lane = %reservation.lane,
+            "a reservation committed after its call's deadline (the client was answered 503); handed to its key's holder"
+        ),
+        Err(error) => tracing::warn!(
+            relay = %reservation.relay_id,
+            error = %error.detail(),
+            "a reservation committed after its call's deadline and could not be handed off; the reconciler drops it"
+        ),
     }
 }
 

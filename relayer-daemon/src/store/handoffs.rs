@@ -48,6 +48,21 @@ impl Store {
         })
     }
 
+    /// After a reservation (relay `id` on `lane`) committed: if its call had been abandoned
+    /// meanwhile (its `COMMIT` was on its way when the server hung, and landed when it resumed,
+    /// after the client was answered 503), nobody is sending the relay, so it is handed to its
+    /// key's holder, which sends it as any hand-off (a retry of the same signed request is
+    /// answered with it meanwhile). Returns whether it was; a hand-off that fails leaves the
+    /// relay to the reconciler, which drops it after `RECONCILE_GRACE_SECS` (the request free
+    /// again).
+    pub fn hand_off_late_reservation(&self, id: i64, lane: Address, now: u64) -> Result<bool> {
+        if !super::current_abandoned() {
+            return Ok(false);
+        }
+        super::detached(|| self.hand_off(id, lane, now))?;
+        Ok(true)
+    }
+
     /// Takes back the first record of relay `id`, the transaction `tx_hash` that was recorded but
     /// never submitted (its daemon stalled past the lease's margin while recording it: see
     /// `Sender::record_then_submit`), and hands the relay to its lane's holder, as a standby

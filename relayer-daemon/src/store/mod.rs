@@ -14,6 +14,8 @@
 //! - `schema`: SQLite's tables, and bringing a store of an earlier version up to date.
 //! - `postgres`: `DATABASE_URL`, connecting (with its timeouts), and PostgreSQL's migrations.
 //! - `pool`: PostgreSQL's connections, pooled.
+//! - `deadline`: a store call the daemon stopped waiting for sends nothing more, and its
+//!   connection leaves the pool.
 //! - `pg_tls`: TLS to PostgreSQL, as `sslmode` and `sslrootcert` in the URL ask.
 //! - `codec`: how addresses, nonces, hashes and wei are kept as text and read back.
 //! - `limits`: rate windows and the budget.
@@ -26,6 +28,7 @@
 //! - `outbox`: the webhook events written with each change of a relay, and their delivery state.
 
 mod codec;
+mod deadline;
 mod handoffs;
 mod leases;
 mod limits;
@@ -46,6 +49,8 @@ use codec::Text;
 use rusqlite::TransactionBehavior;
 use sql::{Connection, Sql, args};
 
+pub(crate) use deadline::Call;
+pub(crate) use deadline::current_abandoned;
 pub use leases::{LaneHolder, Lease, Taking};
 pub use limits::{BUDGET_WINDOW_SECS, BudgetLimits, BudgetState, RATE_WINDOW_SECS, RateKind, SignerCount};
 pub use outbox::{DueEvent, OutboxEvent};
@@ -227,11 +232,30 @@ impl Store {
                 let mut connection = connection.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
                 f(&mut connection)
             }
-            Connections::Postgres(pool) => off_runtime(|| {
-                let mut connection = pool::get(pool)?;
-                self.reconnect_if_closed(&mut connection)?;
-                f(&mut connection)
-            }),
+            Connections::Postgres(pool) => {
+                let call = deadline::current();
+                off_runtime(|| {
+                    // Abandoned while it waited for a connection: its caller has its answer.
+                    if call.is_abandoned() {
+                        return Err(deadline::Call::refused());
+                    }
+                    let mut connection = pool::get(pool)?;
+                    self.reconnect_if_closed(&mut connection)?;
+                    if let Connection::Postgres(pg) = &mut *connection {
+                        pg.serve(call);
+                    }
+                    f(&mut connection)
+                })
+            }
+        }
+    }
+
+    /// How long the daemon waits for one call of this store (`DATABASE_CALL_TIMEOUT_MS`):
+    /// PostgreSQL's; `None` on SQLite, which waits on no server (`deadline`).
+    pub fn call_deadline(&self) -> Option<std::time::Duration> {
+        match &self.location {
+            Location::Postgres(url) => Some(url.timeouts().call),
+            Location::Sqlite(_) => None,
         }
     }
 
@@ -261,11 +285,18 @@ thread_local! {
 }
 
 /// Runs `job` (store operations) on this thread, known to be one of tokio's blocking pool
-/// (`spawn_blocking`): [`off_runtime`] then spares a thread per operation.
-pub(crate) fn on_blocking_thread<T>(job: impl FnOnce() -> T) -> T {
+/// (`spawn_blocking`): [`off_runtime`] then spares a thread per operation. Its connections
+/// serve `call`: once that is abandoned, they send nothing more and leave the pool (`deadline`).
+pub(crate) fn on_blocking_thread<T>(call: &Call, job: impl FnOnce() -> T) -> T {
     // Left set after: the thread stays one of the blocking pool.
     BLOCKING.set(true);
-    job()
+    deadline::serving(Some(call.clone()), job)
+}
+
+/// Runs `job` as no call's (nobody abandons it): what a call that finished after its caller
+/// stopped waiting does to put its late commit right ([`Store::hand_off_late_reservation`]).
+pub(crate) fn detached<T>(job: impl FnOnce() -> T) -> T {
+    deadline::serving(None, job)
 }
 
 /// Runs `f` on a thread outside any async runtime when called from inside one (see

@@ -41,10 +41,11 @@ impl r2d2::ManageConnection for Manager {
     }
 
     /// A connection the server closed (a restart, a timeout that ended the session) is dropped
-    /// when given back, not handed out again.
+    /// when given back, not handed out again; so is one whose call was abandoned past its
+    /// deadline (`super::deadline`): its server hung, and may hang again or still be working.
     fn has_broken(&self, connection: &mut Connection) -> bool {
         match connection {
-            Connection::Postgres(connection) => connection.is_closed(),
+            Connection::Postgres(connection) => connection.is_closed() || connection.is_abandoned(),
             Connection::Sqlite(_) => false,
         }
     }

@@ -56,6 +56,12 @@ pub struct DatabaseTimeouts {
     /// how long unacknowledged data may wait (`TCP_USER_TIMEOUT`, three times it): a server
     /// gone without a word (a host lost, a network cut) is noticed, not waited on forever.
     pub keepalive: Duration,
+    /// Longest a daemon waits for one store call (`DATABASE_CALL_TIMEOUT_MS`), kept by the daemon
+    /// itself: a server whose processes hang with their connections open (stopped, swapped out)
+    /// keeps none of the timeouts above, and its kernel still acknowledges the keepalives. Past
+    /// it the call answers [`crate::error::Error::StoreTimedOut`] (503), and its connection
+    /// leaves the pool (`super::deadline`).
+    pub call: Duration,
 }
 
 impl Default for DatabaseTimeouts {
@@ -65,6 +71,9 @@ impl Default for DatabaseTimeouts {
             lock: Duration::from_secs(5),
             idle_in_transaction: Duration::from_secs(10),
             keepalive: Duration::from_secs(15),
+            // Above the lock timeout, which a busy budget row may cost a call, so the server's
+            // own refusal (rolled back, certain) comes first; well below a client's patience.
+            call: Duration::from_secs(15),
         }
     }
 }

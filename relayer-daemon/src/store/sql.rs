@@ -10,6 +10,7 @@ use std::collections::HashMap;
 
 use postgres::types::ToSql;
 
+use super::deadline::Call;
 use crate::error::{Error, Result};
 
 /// A value bound to a placeholder: every column of the store is an integer or text.
@@ -205,15 +206,35 @@ pub(crate) struct PgConnection {
     /// Always `Some` but while dropping (see [`Drop`]).
     client: Option<postgres::Client>,
     statements: HashMap<String, postgres::Statement>,
+    /// The store call it serves now: once that is abandoned (past its deadline), nothing more
+    /// is sent on it ([`PgConnection::live`]) and it leaves the pool.
+    call: Call,
 }
 
 impl PgConnection {
     pub(super) fn new(client: postgres::Client) -> Self {
-        Self { client: Some(client), statements: HashMap::new() }
+        Self { client: Some(client), statements: HashMap::new(), call: Call::default() }
     }
 
+    /// The client, for what is not a store call's (start-up's migrations, the hand-off
+    /// listener, a rollback).
     pub(super) fn client(&mut self) -> &mut postgres::Client {
         self.client.as_mut().expect("the client is only taken when dropped")
+    }
+
+    /// The client, for a round trip of the call it serves: refused once that call was abandoned,
+    /// so a server that resumes after the daemon stopped waiting gets no further statement and
+    /// no `COMMIT` of it.
+    fn live(&mut self) -> Result<&mut postgres::Client> {
+        if self.call.is_abandoned() {
+            return Err(Call::refused());
+        }
+        Ok(self.client())
+    }
+
+    /// From now on it serves `call`.
+    pub(super) fn serve(&mut self, call: Call) {
+        self.call = call;
     }
 
     /// Whether the server closed the connection.
@@ -221,11 +242,17 @@ impl PgConnection {
         self.client.as_ref().is_none_or(postgres::Client::is_closed)
     }
 
+    /// Whether the call it serves was abandoned: the server did not answer it in time, and may
+    /// still be working on it (or stopped), so the connection is not handed out again.
+    pub(super) fn is_abandoned(&self) -> bool {
+        self.call.is_abandoned()
+    }
+
     fn statement(&mut self, sql: &str) -> Result<postgres::Statement> {
         if let Some(statement) = self.statements.get(sql) {
             return Ok(statement.clone());
         }
-        let statement = self.client().prepare(&placeholders(sql))?;
+        let statement = self.live()?.prepare(&placeholders(sql))?;
         self.statements.insert(sql.to_owned(), statement.clone());
         Ok(statement)
     }
@@ -260,7 +287,7 @@ impl Connection {
             // locks go in one round trip (a lock's rows say nothing: it is run for the lock it
             // takes); a lock not granted in time rolls the transaction back.
             Self::Postgres(connection) => {
-                let client = connection.client();
+                let client = connection.live()?;
                 if let Err(error) = client.batch_execute(&begin_with(locks)) {
                     let _ = client.batch_execute("ROLLBACK");
                     return Err(error.into());
@@ -296,7 +323,7 @@ impl Connection {
             batch.push_str("; ");
             batch.push_str(read);
         }
-        let client = connection.client();
+        let client = connection.live()?;
         let mut results = match client.simple_query(&batch) {
             Ok(messages) => by_statement(messages),
             Err(error) => {
@@ -397,7 +424,7 @@ impl Sql for Connection {
             }
             Self::Postgres(connection) => {
                 let statement = connection.statement(sql)?;
-                let changed = connection.client().execute(&statement, &pg_args(args))?;
+                let changed = connection.live()?.execute(&statement, &pg_args(args))?;
                 Ok(usize::try_from(changed).unwrap_or(usize::MAX))
             }
         }
@@ -420,7 +447,7 @@ impl Sql for Connection {
             Self::Postgres(connection) => {
                 let statement = connection.statement(sql)?;
                 connection
-                    .client()
+                    .live()?
                     .query(&statement, &pg_args(args))?
                     .iter()
                     .map(|row| {
@@ -442,10 +469,14 @@ impl Transaction<'_> {
     /// Commits: durable before this returns (SQLite's `synchronous=FULL`, PostgreSQL's
     /// `synchronous_commit=on`), so an answer given after it survives a crash.
     pub(crate) fn commit(mut self) -> Result<()> {
+        // An abandoned call's transaction is rolled back (when dropped), not committed.
+        if let Connection::Postgres(connection) = &mut *self.connection {
+            connection.live()?;
+        }
         self.done = true;
         match self.connection {
             Connection::Sqlite(connection) => connection.execute_batch("COMMIT")?,
-            Connection::Postgres(connection) => connection.client().batch_execute("COMMIT")?,
+            Connection::Postgres(connection) => connection.live()?.batch_execute("COMMIT")?,
         }
         Ok(())
     }
@@ -464,7 +495,7 @@ impl Transaction<'_> {
         let Connection::Postgres(connection) = &mut *self.connection else {
             return Err(Error::Internal("a batched commit on SQLite".into()));
         };
-        let mut results = by_statement(connection.client().simple_query(&format!("{writes}; COMMIT"))?);
+        let mut results = by_statement(connection.live()?.simple_query(&format!("{writes}; COMMIT"))?);
         self.done = true;
         results.pop();
         Ok(results)

@@ -1157,6 +1157,7 @@ fn postgres_a_frozen_holder_of_the_budget_costs_the_lock_timeout_not_a_hang() {
         lock: Duration::from_millis(1_500),
         idle_in_transaction: Duration::from_secs(3),
         keepalive: Duration::from_secs(15),
+        call: Duration::from_secs(15),
     };
     let url = DatabaseUrl::parse(database.url()).unwrap().with_timeouts(timeouts);
     let store = Store::connect(&url).unwrap();
@@ -1191,6 +1192,77 @@ fn postgres_a_frozen_holder_of_the_budget_costs_the_lock_timeout_not_a_hang() {
     store.reserve(&relay("s1", 0, 50), &BudgetLimits::total(1_000), 100).unwrap().unwrap();
     let after = frozen.client().batch_execute("SELECT 1").unwrap_err();
     assert!(crate::error::is_unavailable(&after), "{after}");
+}
+
+/// Polls `sql` on `database` (a psql session of its own) until it returns `want`: the event the
+/// test waits for (say, a backend waiting on a lock), within 20 s.
+fn until_value(database: &TestDatabase, sql: &str, want: &str) {
+    let patience = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while database.value(sql) != want {
+        assert!(std::time::Instant::now() < patience, "{sql} never returned {want}");
+        std::thread::yield_now();
+    }
+}
+
+/// A reservation waiting on the budget row (a session holds it) is abandoned, as the daemon
+/// abandons a call past `DATABASE_CALL_TIMEOUT_MS`. When the row is free again the thread carries
+/// on, but sends nothing more: its batch with the `COMMIT` is refused, so nothing is written, and
+/// its connection (that backend) leaves the pool instead of serving the next call, which a new
+/// connection serves.
+#[test]
+fn postgres_a_call_abandoned_past_its_deadline_commits_nothing_and_its_connection_leaves_the_pool() {
+    let database = TestDatabase::create();
+    let store = Store::connect(&DatabaseUrl::parse(database.url()).unwrap()).unwrap();
+    let holder = database.hold("BEGIN; SELECT id FROM budget WHERE id = 1 FOR UPDATE;");
+    let call = Call::default();
+    let waiting_backend = "SELECT coalesce(string_agg(pid::text, ','), '') FROM pg_stat_activity
+         WHERE datname = current_database() AND application_name = 'kya-relayer' AND wait_event_type = 'Lock'";
+    std::thread::scope(|scope| {
+        let waiting = scope.spawn(|| {
+            deadline::serving(Some(call.clone()), || {
+                store.reserve(&relay("s1", 0, 50), &BudgetLimits::total(1_000), 100)
+            })
+        });
+        let patience = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let pid = loop {
+            let pid = database.value(waiting_backend);
+            if !pid.is_empty() {
+                break pid;
+            }
+            assert!(std::time::Instant::now() < patience, "the reservation never waited on the row");
+        };
+        call.abandon();
+        drop(holder);
+        let error = waiting.join().unwrap().unwrap_err();
+        assert!(matches!(error, Error::StoreTimedOut(_)), "{error:?}");
+        assert_eq!(database.value("SELECT count(*) FROM relays"), "0", "nothing committed");
+        until_value(&database, &format!("SELECT count(*) FROM pg_stat_activity WHERE pid = {pid}"), "0");
+        let next = store.reserve(&relay("s1", 0, 50), &BudgetLimits::total(1_000), 100).unwrap().unwrap();
+        assert_eq!(database.value("SELECT count(*) FROM relays"), "1");
+        assert_eq!(database.value("SELECT used_wei FROM budget"), next.reserved_wei.to_string());
+    });
+}
+
+/// A reservation that committed after its call was abandoned (its client answered 503: the
+/// `COMMIT` was on its way when the server hung) is handed to its key's holder, even though the
+/// call is abandoned; one that committed in time is not.
+#[test]
+fn postgres_a_reservation_committed_after_its_deadline_is_handed_to_its_keys_holder() {
+    let database = TestDatabase::create();
+    let store = Store::connect(&DatabaseUrl::parse(database.url()).unwrap()).unwrap();
+    let call = Call::default();
+    let (in_time, late) = deadline::serving(Some(call.clone()), || {
+        let limits = BudgetLimits::total(1_000);
+        let in_time = store.reserve(&relay("s1", 0, 50), &limits, 100).unwrap().unwrap();
+        assert!(!store.hand_off_late_reservation(in_time.id, in_time.lane, 100).unwrap());
+        let late = store.reserve(&relay("s2", 0, 50), &limits, 100).unwrap().unwrap();
+        call.abandon();
+        assert!(store.hand_off_late_reservation(late.id, late.lane, 100).unwrap());
+        (in_time, late)
+    });
+    let handed: Vec<i64> = store.handed_off(&[LANE]).unwrap().iter().map(|record| record.id).collect();
+    assert_eq!(handed, [late.id]);
+    assert_ne!(in_time.id, late.id);
 }
 
 on_both_engines!(

@@ -6,7 +6,9 @@
 //! and a certificate from another CA stops the daemon at start with a clear message and no
 //! password. The database down (every connection cut) and back: 503 meanwhile, relays after.
 //! A statement held past the statement timeout (a row lock, under a longer lock timeout): the
-//! same 503, nothing written.
+//! same 503, nothing written. A server whose processes hang with their connections open (its
+//! backends SIGSTOPped): 503 at the daemon's own deadline on store calls, relays once resumed; and
+//! a reservation whose commit lands after its 503 is sent once, found by the retry.
 
 use std::{
     net::SocketAddr,
@@ -80,9 +82,18 @@ pub(super) fn through(url: &str, address: SocketAddr) -> String {
     url.replace(&server_of(url).to_string(), &address.to_string())
 }
 
+/// The 503 of a store call past the daemon's own deadline (`DATABASE_CALL_TIMEOUT_MS`).
+const STORE_TIMED_OUT: &str = "The relayer's database did not answer in time; try again shortly (retrying the same signed request is safe: it is never relayed twice)";
+
 /// Posts `body` to the daemon at `base` and checks, within `patience` (never a hang), the 503 of a
 /// database that did not answer in time: `Retry-After: 1` and the fixed message.
 async fn refused_as_busy(base: &str, body: &Value, patience: Duration) {
+    refused_with(base, body, patience, STORE_UNAVAILABLE).await;
+}
+
+/// Posts `body` to the daemon at `base` and checks, within `patience` (never a hang), a 503 with
+/// `Retry-After: 1` and `message`.
+async fn refused_with(base: &str, body: &Value, patience: Duration, message: &str) {
     let sent = kya_tests::http_client().post(format!("{base}/relay")).json(body).send();
     let answer = tokio::time::timeout(patience, sent)
         .await
@@ -90,7 +101,7 @@ async fn refused_as_busy(base: &str, body: &Value, patience: Duration) {
         .expect("the daemon answers");
     assert_eq!(answer.status().as_u16(), 503);
     assert_eq!(answer.headers().get("retry-after").and_then(|value| value.to_str().ok()), Some("1"));
-    assert_eq!(answer.json::<Value>().await.unwrap(), json!({ "error": STORE_UNAVAILABLE }));
+    assert_eq!(answer.json::<Value>().await.unwrap(), json!({ "error": message }));
 }
 
 /// The real binary as a bare child (no log reader), so that the test can freeze it: the process
@@ -347,4 +358,203 @@ async fn over_tls_verify_full_relays_and_a_wrong_ca_is_refused_at_start() {
     assert_eq!(status, 200, "{answer}");
     relayer.client.relay_until(answer["relayId"].as_str().unwrap(), |relay| relay["status"] == "mined").await;
     relayer.stop().await;
+}
+
+/// The processes behind the daemon's connections, stopped (SIGSTOP) by their ids as PostgreSQL
+/// names them, and continued (SIGCONT) when this drops, so a failing test leaves nothing stopped.
+struct Stopped(Vec<String>);
+
+impl Stopped {
+    /// Stops every backend of the daemon's connections (`application_name` kya-relayer) on
+    /// `database`: a server whose processes hang with their connections open, which the kernel
+    /// still acknowledges (so no keepalive fails) and whose own timeouts no longer run.
+    fn the_daemons_backends(database: &TestDatabase) -> Self {
+        let pids = database.value(
+            "SELECT string_agg(pid::text, ' ') FROM pg_stat_activity
+             WHERE datname = current_database() AND application_name = 'kya-relayer'",
+        );
+        let pids: Vec<String> = pids.split_whitespace().map(str::to_owned).collect();
+        assert!(!pids.is_empty(), "the daemon has connections");
+        let stopped = Self(pids);
+        stopped.send("STOP");
+        stopped
+    }
+
+    fn send(&self, signal: &str) {
+        let status = Command::new("kill").arg(format!("-{signal}")).args(&self.0).status().unwrap();
+        assert!(status.success(), "kill -{signal} {:?}", self.0);
+    }
+
+    /// Continues them now.
+    fn resume(mut self) {
+        self.send("CONT");
+        self.0.clear();
+    }
+}
+
+/// How many of the backends `pids` are still connected to `database`.
+fn still_connected(database: &TestDatabase, pids: &[String]) -> String {
+    database.value(&format!("SELECT count(*) FROM pg_stat_activity WHERE pid IN ({})", pids.join(",")))
+}
+
+/// Waits (up to `patience`) until the daemon's log holds `line`; the log.
+async fn log_until(daemon: &BinaryRelayer, line: &str, patience: Duration) -> String {
+    let started = Instant::now();
+    loop {
+        let log = daemon.output();
+        if log.contains(line) {
+            return log;
+        }
+        assert!(started.elapsed() < patience, "never logged {line:?}: {log}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        if !self.0.is_empty() {
+            let _ = Command::new("kill").arg("-CONT").args(&self.0).status();
+        }
+    }
+}
+
+/// A server whose processes hang with their connections open: every backend of the daemon's
+/// connections SIGSTOPped (the kernel still acknowledges, so no keepalive fails, and the
+/// statement timeout is kept by the stopped backend itself). Before the deadline on store calls,
+/// `POST /relay` had no answer in 40 s. Now, with `DATABASE_CALL_TIMEOUT_MS` 2 s (and a pool of
+/// one connection, so `/status` finds none free rather than opening a fresh one): the relay is
+/// answered 503 with the deadline's message and `Retry-After: 1`, and so is `/status`; the lease
+/// keeper's renewal passes its deadline too, and the daemon holds no key (the log says so). The
+/// backends continued, the connections that hung are dropped, never handed out again; the daemon
+/// takes its key back, the same signed request is relayed and mined once, the key's nonces
+/// contiguous and the books exact; the password is never logged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_hung_with_its_connections_open_answers_503_at_the_deadline_and_relays_once_resumed() {
+    let t = TestChain::start().await;
+    let keys: Vec<PrivateKeySigner> = cluster_keys(&t).await.into_iter().take(1).collect();
+    let funded = vec![balance(&t, keys[0].address()).await];
+    let db = TestStore::new(Engine::Postgres);
+    let database = db.database().expect("on PostgreSQL");
+    let mut env = cluster::daemon_env(&t, &db, &keys, "hung-a", 6);
+    set(&mut env, "DATABASE_CALL_TIMEOUT_MS", "2000".to_owned());
+    set(&mut env, "DATABASE_POOL_SIZE", "1".to_owned());
+    let daemon = BinaryRelayer::start(BINARY, &env);
+    holders_until(&daemon.client, Duration::from_secs(10), |seen| count(seen, "hung-a") == 1).await;
+
+    // Its store's connections (the pool's one and the lease keeper's); the hand-off listener's,
+    // stopped too, is no store call's and stays.
+    let store_connections = tokio::task::block_in_place(|| {
+        database.value(
+            "SELECT string_agg(pid::text, ' ') FROM pg_stat_activity WHERE datname = current_database()
+             AND application_name = 'kya-relayer' AND query NOT LIKE 'LISTEN%'",
+        )
+    });
+    let store_connections: Vec<String> = store_connections.split_whitespace().map(str::to_owned).collect();
+    assert_eq!(store_connections.len(), 2, "{store_connections:?}");
+    let fence = tokio::task::block_in_place(|| database.value("SELECT fence FROM lanes"));
+    let stopped = tokio::task::block_in_place(|| Stopped::the_daemons_backends(database));
+    let body = registration(&t, 950);
+    refused_with(&daemon.client.base, &body, Duration::from_secs(30), STORE_TIMED_OUT).await;
+    let reply = daemon.client.request("GET", "/status", &[]).await;
+    assert_eq!(
+        (reply.status, reply.text.as_str()),
+        (503, json!({ "error": STORE_TIMED_OUT }).to_string().as_str())
+    );
+    assert_eq!(reply.headers.get("retry-after").and_then(|value| value.to_str().ok()), Some("1"));
+    let log =
+        log_until(&daemon, "keeping the key leases passed the store's deadline", Duration::from_secs(30))
+            .await;
+    assert!(log.contains("a store call passed its deadline"), "{log}");
+    assert!(!log.contains(database.password()), "the password never shows");
+
+    // Resumed: the calls that hung finish and send nothing more, their connections leave the
+    // pool (those backends end), and the daemon takes its key back at its keeper's next round.
+    stopped.resume();
+    let started = Instant::now();
+    while tokio::task::block_in_place(|| still_connected(database, &store_connections)) != "0" {
+        assert!(started.elapsed() < Duration::from_secs(30), "a connection that hung was kept");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The key taken back under a new fence (the daemon had let go of it: it could not tell
+    // whether its renewal landed).
+    // The daemon logs a take once it sends under it (its first at start).
+    let started = Instant::now();
+    while daemon.output().matches("took the lease on a key").count() < 2 {
+        assert!(started.elapsed() < Duration::from_secs(30), "the key was never taken back");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let taken_again = tokio::task::block_in_place(|| database.value("SELECT fence FROM lanes"));
+    assert_eq!(taken_again.parse::<i64>().unwrap(), fence.parse::<i64>().unwrap() + 1, "a new fence");
+    let (status, relayed) = daemon.client.relay(&body).await;
+    assert_eq!(status, 200, "{relayed}");
+    daemon.client.relay_until(relayed["relayId"].as_str().unwrap(), |relay| relay["status"] == "mined").await;
+    assert_books_exact(&t, &db, &daemon.client, &keys, &funded, &[agent_key(950).address()]).await;
+    let (clean, log) = daemon.terminate();
+    assert!(clean, "{log}");
+    assert!(!log.contains(database.password()), "the password never shows");
+}
+
+/// The `COMMIT` of the next relay inserted waits (once) on an advisory lock that a session of the
+/// test holds, as a commit sent to a server that hung before answering it: a deferred trigger.
+const STALL_THE_NEXT_RESERVATION: &str = r"
+CREATE TABLE kya_test_stall (done boolean NOT NULL);
+INSERT INTO kya_test_stall VALUES (false);
+CREATE FUNCTION kya_test_stall_once() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE kya_test_stall SET done = true WHERE NOT done;
+  IF FOUND THEN PERFORM pg_advisory_xact_lock(2828); END IF;
+  RETURN NULL;
+END
+$$;
+CREATE CONSTRAINT TRIGGER kya_test_stall_at_commit AFTER INSERT ON relays
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION kya_test_stall_once();
+";
+
+/// A late commit: the reservation's `COMMIT` is on its way when the server stops answering (here
+/// it waits on a lock the test holds, under statement and lock timeouts of 30 s), so the call
+/// passes its deadline (2 s) and the client is answered 503 with the deadline's message, telling
+/// it a retry is safe. The server resumes (the lock let go) and the reservation commits after its
+/// client was answered: the daemon hands it to its key's holder (itself), which sends it, so it
+/// is neither lost nor left waiting for the reconciler. The client's retry of the same signed
+/// request is answered with that very relay (its id), which is mined once; one record, the
+/// key's nonces contiguous, the books exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reservation_committed_after_its_503_is_sent_once_and_its_retry_finds_it() {
+    let t = TestChain::start().await;
+    let keys: Vec<PrivateKeySigner> = cluster_keys(&t).await.into_iter().take(1).collect();
+    let funded = vec![balance(&t, keys[0].address()).await];
+    let db = TestStore::new(Engine::Postgres);
+    let database = db.database().expect("on PostgreSQL");
+    let mut env = cluster::daemon_env(&t, &db, &keys, "late-a", 6);
+    set(&mut env, "DATABASE_CALL_TIMEOUT_MS", "2000".to_owned());
+    set(&mut env, "DATABASE_STATEMENT_TIMEOUT_MS", "30000".to_owned());
+    set(&mut env, "DATABASE_LOCK_TIMEOUT_MS", "30000".to_owned());
+    // The reconciler would drop a relay left accepted this long: not before the hand-off sends it.
+    set(&mut env, "RECONCILE_GRACE_SECS", "120".to_owned());
+    let daemon = BinaryRelayer::start(BINARY, &env);
+    holders_until(&daemon.client, Duration::from_secs(10), |seen| count(seen, "late-a") == 1).await;
+
+    tokio::task::block_in_place(|| database.value(STALL_THE_NEXT_RESERVATION));
+    let lock = database.hold("SELECT pg_advisory_lock(2828);");
+    let body = registration(&t, 960);
+    refused_with(&daemon.client.base, &body, Duration::from_secs(30), STORE_TIMED_OUT).await;
+    let uncommitted = tokio::task::block_in_place(|| database.value("SELECT count(*) FROM relays"));
+    assert_eq!(uncommitted, "0", "the reservation waits in its commit");
+
+    drop(lock);
+    let log =
+        log_until(&daemon, "a reservation committed after its call's deadline", Duration::from_secs(30))
+            .await;
+    assert!(log.contains("handed to its key's holder"), "{log}");
+    let (status, retried) = daemon.client.relay(&body).await;
+    assert!(status == 200 || (status == 202 && retried["status"] == "accepted"), "{status} {retried}");
+    let id = retried["relayId"].as_str().unwrap().to_owned();
+    let stored =
+        tokio::task::block_in_place(|| database.value("SELECT string_agg(relay_id, ',') FROM relays"));
+    assert_eq!(stored, id, "the retry is answered with the relay that committed late");
+    daemon.client.relay_until(&id, |relay| relay["status"] == "mined").await;
+    assert_books_exact(&t, &db, &daemon.client, &keys, &funded, &[agent_key(960).address()]).await;
+    let (clean, log) = daemon.terminate();
+    assert!(clean, "{log}");
+    assert!(!log.contains(database.password()), "the password never shows");
 }
