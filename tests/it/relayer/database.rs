@@ -441,8 +441,15 @@ async fn a_server_hung_with_its_connections_open_answers_503_at_the_deadline_and
     let daemon = BinaryRelayer::start(BINARY, &env);
     holders_until(&daemon.client, Duration::from_secs(10), |seen| count(seen, "hung-a") == 1).await;
 
-    // Its store's connections (the pool's one and the lease keeper's); the hand-off listener's,
-    // stopped too, is no store call's and stays.
+    // Its store's connections (the pool's one and the lease keeper's); the hand-off listener's
+    // (its own thread connects after start), stopped too, is no store call's and stays.
+    let listening = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+         AND application_name = 'kya-relayer' AND query LIKE 'LISTEN%'";
+    let started = Instant::now();
+    while tokio::task::block_in_place(|| database.value(listening)) != "1" {
+        assert!(started.elapsed() < Duration::from_secs(30), "the hand-off listener never listened");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let store_connections = tokio::task::block_in_place(|| {
         database.value(
             "SELECT string_agg(pid::text, ' ') FROM pg_stat_activity WHERE datname = current_database()
