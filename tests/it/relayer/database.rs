@@ -8,7 +8,8 @@
 //! A statement held past the statement timeout (a row lock, under a longer lock timeout): the
 //! same 503, nothing written. A server whose processes hang with their connections open (its
 //! backends SIGSTOPped): 503 at the daemon's own deadline on store calls, relays once resumed; and
-//! a reservation whose commit lands after its 503 is sent once, found by the retry.
+//! a reservation whose commit lands after its 503 is sent once, found by the retry; a renewal
+//! landing late lets go of the key until it is taken again under a new fence.
 
 use std::{
     net::SocketAddr,
@@ -561,6 +562,77 @@ async fn a_reservation_committed_after_its_503_is_sent_once_and_its_retry_finds_
     assert_eq!(stored, id, "the retry is answered with the relay that committed late");
     daemon.client.relay_until(&id, |relay| relay["status"] == "mined").await;
     assert_books_exact(&t, &db, &daemon.client, &keys, &funded, &[agent_key(960).address()]).await;
+    let (clean, log) = daemon.terminate();
+    assert!(clean, "{log}");
+    assert!(!log.contains(database.password()), "the password never shows");
+}
+
+/// The `COMMIT` of the next lease renewal waits (once) on an advisory lock that a session of the
+/// test holds: a renewal sent to a server that hung before answering it.
+const STALL_THE_NEXT_RENEWAL: &str = r"
+CREATE TABLE kya_test_stall_renewal (done boolean NOT NULL);
+INSERT INTO kya_test_stall_renewal VALUES (false);
+CREATE FUNCTION kya_test_stall_renewal_once() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE kya_test_stall_renewal SET done = true WHERE NOT done;
+  IF FOUND THEN PERFORM pg_advisory_xact_lock(2929); END IF;
+  RETURN NULL;
+END
+$$;
+CREATE CONSTRAINT TRIGGER kya_test_stall_renewal_at_commit AFTER UPDATE OF lease_until ON lanes
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (NEW.fence = OLD.fence)
+  EXECUTE FUNCTION kya_test_stall_renewal_once();
+";
+
+/// A lease renewal that lands late: its `COMMIT` waits past the deadline (2 s; statement and lock
+/// timeouts of 30 s), so the keeper cannot tell whether it still holds its key and lets go of it
+/// at once: a relay sent meanwhile is answered 503 `No relayer key is free …` (the key is still
+/// leased to this daemon in the table, so nobody else sends on it either), never sent on a lease
+/// the daemon is unsure of. The renewal then lands (the lock let go), and the daemon takes its
+/// key back under the next fence, not under the renewed one; the same request is mined once,
+/// books exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_past_its_deadline_lets_go_of_the_key_until_it_is_taken_again_under_a_new_fence() {
+    let t = TestChain::start().await;
+    let keys: Vec<PrivateKeySigner> = cluster_keys(&t).await.into_iter().take(1).collect();
+    let funded = vec![balance(&t, keys[0].address()).await];
+    let db = TestStore::new(Engine::Postgres);
+    let database = db.database().expect("on PostgreSQL");
+    let mut env = cluster::daemon_env(&t, &db, &keys, "renew-a", 6);
+    set(&mut env, "DATABASE_CALL_TIMEOUT_MS", "2000".to_owned());
+    set(&mut env, "DATABASE_STATEMENT_TIMEOUT_MS", "30000".to_owned());
+    set(&mut env, "DATABASE_LOCK_TIMEOUT_MS", "30000".to_owned());
+    let daemon = BinaryRelayer::start(BINARY, &env);
+    holders_until(&daemon.client, Duration::from_secs(10), |seen| count(seen, "renew-a") == 1).await;
+    let fence: i64 =
+        tokio::task::block_in_place(|| database.value("SELECT fence FROM lanes")).parse().unwrap();
+
+    let lock = database.hold("SELECT pg_advisory_lock(2929);");
+    tokio::task::block_in_place(|| database.value(STALL_THE_NEXT_RENEWAL));
+    log_until(&daemon, "keeping the key leases passed the store's deadline", Duration::from_secs(30)).await;
+    let body = registration(&t, 970);
+    let (status, refused) = daemon.client.relay(&body).await;
+    assert_eq!((status, refused), (503, json!({ "error": cluster::NO_FREE_KEY })));
+    let (holder, lease_fence) = tokio::task::block_in_place(|| {
+        (database.value("SELECT holder FROM lanes"), database.value("SELECT fence FROM lanes"))
+    });
+    assert_eq!((holder.as_str(), lease_fence.parse::<i64>().unwrap()), ("renew-a", fence), "nobody took it");
+
+    drop(lock);
+    let started = Instant::now();
+    while daemon.output().matches("took the lease on a key").count() < 2 {
+        assert!(started.elapsed() < Duration::from_secs(30), "the key was never taken back");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let done = tokio::task::block_in_place(|| database.value("SELECT done FROM kya_test_stall_renewal"));
+    assert_eq!(done, "t", "the stalled renewal landed");
+    let taken_again: i64 =
+        tokio::task::block_in_place(|| database.value("SELECT fence FROM lanes")).parse().unwrap();
+    assert_eq!(taken_again, fence + 1, "taken again under the next fence");
+    let (status, relayed) = daemon.client.relay(&body).await;
+    assert_eq!(status, 200, "{relayed}");
+    daemon.client.relay_until(relayed["relayId"].as_str().unwrap(), |relay| relay["status"] == "mined").await;
+    assert_books_exact(&t, &db, &daemon.client, &keys, &funded, &[agent_key(970).address()]).await;
     let (clean, log) = daemon.terminate();
     assert!(clean, "{log}");
     assert!(!log.contains(database.password()), "the password never shows");
