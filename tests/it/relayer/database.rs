@@ -502,21 +502,28 @@ async fn a_server_hung_with_its_connections_open_answers_503_at_the_deadline_and
     assert!(!log.contains(database.password()), "the password never shows");
 }
 
-/// The `COMMIT` of the next relay inserted waits (once) on an advisory lock that a session of the
-/// test holds, as a commit sent to a server that hung before answering it: a deferred trigger.
-const STALL_THE_NEXT_RESERVATION: &str = r"
-CREATE TABLE kya_test_stall (done boolean NOT NULL);
-INSERT INTO kya_test_stall VALUES (false);
-CREATE FUNCTION kya_test_stall_once() RETURNS trigger LANGUAGE plpgsql AS $$
+/// SQL making the `COMMIT` of the next transaction that fires `event` (a trigger's event, as
+/// `AFTER INSERT ON relays`, on a row that meets `when`: a `WHEN (…)` clause, or none) wait, once, on the advisory lock `lock`, which a session
+/// of the test holds: a commit sent to a server that hung before answering it (a deferred
+/// trigger). `name` tells its table, function and trigger apart; `name`'s `done` says whether the
+/// stalled commit landed.
+fn stall_the_next_commit(name: &str, event: &str, when: &str, lock: i64) -> String {
+    format!(
+        r"
+CREATE TABLE {name} (done boolean NOT NULL);
+INSERT INTO {name} VALUES (false);
+CREATE FUNCTION {name}_once() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  UPDATE kya_test_stall SET done = true WHERE NOT done;
-  IF FOUND THEN PERFORM pg_advisory_xact_lock(2828); END IF;
+  UPDATE {name} SET done = true WHERE NOT done;
+  IF FOUND THEN PERFORM pg_advisory_xact_lock({lock}); END IF;
   RETURN NULL;
 END
 $$;
-CREATE CONSTRAINT TRIGGER kya_test_stall_at_commit AFTER INSERT ON relays
-  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION kya_test_stall_once();
-";
+CREATE CONSTRAINT TRIGGER {name}_at_commit {event}
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW {when} EXECUTE FUNCTION {name}_once();
+"
+    )
+}
 
 /// A late commit: the reservation's `COMMIT` is on its way when the server stops answering (here
 /// it waits on a lock the test holds, under statement and lock timeouts of 30 s), so the call
@@ -542,7 +549,14 @@ async fn a_reservation_committed_after_its_503_is_sent_once_and_its_retry_finds_
     let daemon = BinaryRelayer::start(BINARY, &env);
     holders_until(&daemon.client, Duration::from_secs(10), |seen| count(seen, "late-a") == 1).await;
 
-    tokio::task::block_in_place(|| database.value(STALL_THE_NEXT_RESERVATION));
+    tokio::task::block_in_place(|| {
+        database.value(&stall_the_next_commit(
+            "kya_test_stall_reservation",
+            "AFTER INSERT ON relays",
+            "",
+            2828,
+        ))
+    });
     let lock = database.hold("SELECT pg_advisory_lock(2828);");
     let body = registration(&t, 960);
     refused_with(&daemon.client.base, &body, Duration::from_secs(30), STORE_TIMED_OUT).await;
@@ -566,23 +580,6 @@ async fn a_reservation_committed_after_its_503_is_sent_once_and_its_retry_finds_
     assert!(clean, "{log}");
     assert!(!log.contains(database.password()), "the password never shows");
 }
-
-/// The `COMMIT` of the next lease renewal waits (once) on an advisory lock that a session of the
-/// test holds: a renewal sent to a server that hung before answering it.
-const STALL_THE_NEXT_RENEWAL: &str = r"
-CREATE TABLE kya_test_stall_renewal (done boolean NOT NULL);
-INSERT INTO kya_test_stall_renewal VALUES (false);
-CREATE FUNCTION kya_test_stall_renewal_once() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  UPDATE kya_test_stall_renewal SET done = true WHERE NOT done;
-  IF FOUND THEN PERFORM pg_advisory_xact_lock(2929); END IF;
-  RETURN NULL;
-END
-$$;
-CREATE CONSTRAINT TRIGGER kya_test_stall_renewal_at_commit AFTER UPDATE OF lease_until ON lanes
-  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (NEW.fence = OLD.fence)
-  EXECUTE FUNCTION kya_test_stall_renewal_once();
-";
 
 /// A lease renewal that lands late: its `COMMIT` waits past the deadline (2 s; statement and lock
 /// timeouts of 30 s), so the keeper cannot tell whether it still holds its key and lets go of it
@@ -608,7 +605,15 @@ async fn a_renewal_past_its_deadline_lets_go_of_the_key_until_it_is_taken_again_
         tokio::task::block_in_place(|| database.value("SELECT fence FROM lanes")).parse().unwrap();
 
     let lock = database.hold("SELECT pg_advisory_lock(2929);");
-    tokio::task::block_in_place(|| database.value(STALL_THE_NEXT_RENEWAL));
+    tokio::task::block_in_place(|| {
+        database.value(&stall_the_next_commit(
+            "kya_test_stall_renewal",
+            "AFTER UPDATE OF lease_until ON lanes",
+            // A renewal: the lease's time moves, its fence does not (a take raises it).
+            "WHEN (NEW.fence = OLD.fence)",
+            2929,
+        ))
+    });
     log_until(&daemon, "keeping the key leases passed the store's deadline", Duration::from_secs(30)).await;
     let body = registration(&t, 970);
     let (status, refused) = daemon.client.relay(&body).await;
