@@ -35,7 +35,8 @@ impl Relayer {
 
     /// Waits for the holder of relay `id`'s key to send it (handed off): its answer once the
     /// node has the transaction, the holder's refusal once it failed, or, past the configured
-    /// hand-off wait, the relay as it stands (202 with its id while it is not sent).
+    /// hand-off wait, 202 with its id while the node is not known to have it (not sent, or
+    /// recorded and still handed off: the holder forgets the hand-off once the node took it).
     pub(crate) async fn await_holder(&self, id: i64) -> Result<Relayed> {
         let waited_until = tokio::time::Instant::now() + self.config.keys.handoff_wait;
         let mut pause = Duration::from_millis(20);
@@ -49,9 +50,12 @@ impl Relayer {
             match record.status {
                 RelayStatus::Failed => return Err(unsent(&record)),
                 RelayStatus::Accepted if waiting => {}
-                // Recorded, and perhaps not submitted yet: the node may still refuse it (the
-                // relay then fails, and that refusal is the answer).
+                // Recorded, and perhaps not submitted yet (or submitted and its answer lost):
+                // the node may still refuse it (the relay then fails, and that refusal is the
+                // answer). Past the wait it is answered as not sent yet, never as sent: the
+                // client reads what became of it by its id.
                 RelayStatus::Sent if handed_off && waiting => {}
+                RelayStatus::Sent if handed_off => return Ok(Relayed::not_sent_yet(&record)),
                 _ => return Ok(Relayed::of(&record)),
             }
         }
