@@ -4,7 +4,9 @@
 //! handed off to it leaves them to the key's next holder, which sends each once; a send the node
 //! refuses answers the standbys' clients as the holder's own, whether for the key's funds (503) or
 //! for another reason (a gas limit above the block's: 500), and takes nothing; a holder slower
-//! than the standby's wait gets its client 202, never 200 before the node has the transaction.
+//! than the standby's wait gets its client 202, never 200 before the node has the transaction;
+//! a hand-off waits for its holder's node, however long, and is sent once, never dropped by
+//! the holder's reconciler.
 
 use std::{
     sync::{
@@ -79,13 +81,9 @@ async fn a_standby_answers_202_while_the_holder_cannot_send_and_a_dead_holders_h
         })
     })
     .await;
-    // The cluster's settings, but a relay left unsent is dropped by the key's holder only after
-    // a minute (as after `RECONCILE_GRACE_SECS` any unsent relay is), past this test's waits.
-    let env = |id: &str| {
-        let mut env = daemon_env(&t, &db, &keys, id, 3);
-        set(&mut env, "RECONCILE_GRACE_SECS", "60");
-        env
-    };
+    // The cluster's settings: the reconciler looks every second at relays older than 3 s, and
+    // leaves a hand-off to its key's holder however long it waits.
+    let env = |id: &str| daemon_env(&t, &db, &keys, id, 3);
     let mut env_h = env("holder-h");
     set(&mut env_h, "RPC_URL", node);
     let holder = BinaryRelayer::start(BINARY, &env_h);
@@ -446,3 +444,130 @@ async fn a_holder_slower_than_the_handoff_wait_gets_the_standbys_client_202_neve
 
 /// The 500 of a send the node refused for a reason other than a nonce or the key's funds.
 const RPC_FAILED: &str = "RPC request failed; try again later";
+
+/// How much of the chain a holder's node lets through ([`node_partly_cut`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reach {
+    /// Nothing: every call's connection is closed.
+    None,
+    /// Every read but the head block (`eth_getBlockByNumber`), and no send: the reconciler can
+    /// read the key's and the signer's nonces, the hand-off sender (which reads the head first)
+    /// cannot send. The order in which a node coming back serves the two, fixed for the test.
+    NoncesOnly,
+    /// Everything.
+    All,
+}
+
+/// A node in front of anvil that lets through what `reach` says, and counts on `mined_nonce_reads`
+/// the reads of an account's mined nonce (`eth_getTransactionCount` at `latest`: each reconciler
+/// pass makes one per key, first) it forwards. Its URL.
+async fn node_partly_cut(
+    t: &TestChain,
+    reach: watch::Receiver<Reach>,
+    mined_nonce_reads: Arc<std::sync::atomic::AtomicUsize>,
+) -> String {
+    rpc_proxy::start(
+        Some(t.rpc_url()),
+        Arc::new(move |request: &str| {
+            let forwarded = match *reach.borrow() {
+                Reach::None => false,
+                Reach::NoncesOnly => {
+                    !request.contains("eth_getBlockByNumber") && !request.contains("eth_sendRawTransaction")
+                }
+                Reach::All => true,
+            };
+            if !forwarded {
+                return RpcAction::Close;
+            }
+            if request.contains("eth_getTransactionCount") && request.contains("latest") {
+                mined_nonce_reads.fetch_add(1, Ordering::SeqCst);
+            }
+            RpcAction::Forward(request.to_owned())
+        }),
+    )
+    .await
+}
+
+/// One key, held by H, whose node is unreachable; S holds none and waits 2 s. H's reconciler
+/// looks every second at relays older than 1 s.
+///
+/// A registration sent to S is handed off to H, which cannot send it: S answers 202 with the
+/// relay's id, status `accepted` and no hash after its wait (a clear answer, no hang). Then H's
+/// node lets the nonces through but not yet the head block, so H's reconciler reads the chain
+/// (three passes, counted at the node) while its hand-off sender still cannot send: the relay
+/// stays `accepted` and handed off, not dropped (the code before dropped it as "never sent",
+/// and the client that was told 202 found its request `dropped`). The node back, H sends it:
+/// mined once at the key's nonce 0, sent once by H, no hand-off left, the books exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_off_waits_for_its_holders_node_and_is_sent_once_not_dropped_by_the_reconciler() {
+    let t = TestChain::start().await;
+    let keys: Vec<_> = cluster_keys(&t).await.into_iter().take(1).collect();
+    let key = keys[0].address();
+    let funded: Vec<U256> = join_all(keys.iter().map(|key| balance(&t, key.address()))).await;
+    let db = TestStore::new(Engine::Postgres);
+    let (reach, reaching) = watch::channel(Reach::All);
+    let mined_nonce_reads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let node = node_partly_cut(&t, reaching, Arc::clone(&mined_nonce_reads)).await;
+    let mut env_h = daemon_env(&t, &db, &keys, "holder-h", 3);
+    set(&mut env_h, "RPC_URL", node);
+    set(&mut env_h, "RECONCILE_GRACE_SECS", "1");
+    let holder = BinaryRelayer::start(BINARY, &env_h);
+    holders_until(&holder.client, Duration::from_secs(10), |seen| count(seen, "holder-h") == 1).await;
+    let mut env_s = daemon_env(&t, &db, &keys, "standby-s", 3);
+    set(&mut env_s, "RELAYER_HANDOFF_WAIT_SECS", "2");
+    let standby = BinaryRelayer::start(BINARY, &env_s);
+    holders_until(&standby.client, Duration::from_secs(10), |seen| count(seen, "holder-h") == 1).await;
+    let signer = agent_key(1_850).address();
+
+    reach.send(Reach::None).unwrap();
+    let asked_at = Instant::now();
+    let (status, answer) = standby.client.relay(&registration(&t, 1_850)).await;
+    let waited = asked_at.elapsed();
+    let id = answer["relayId"].as_str().unwrap_or_default().to_owned();
+    assert_eq!(
+        (status, &answer),
+        (
+            202,
+            &json!({"txHash": null, "from": signer.to_checksum(None), "nonce": "0", "relayId": id, "status": "accepted"})
+        )
+    );
+    assert!(waited >= Duration::from_secs(2), "answered after the hand-off wait: {waited:?}");
+
+    // The holder's reconciler reads the chain again (three passes, or until the relay changed);
+    // its hand-off sender cannot send yet.
+    let before = mined_nonce_reads.load(Ordering::SeqCst);
+    reach.send(Reach::NoncesOnly).unwrap();
+    let started = Instant::now();
+    let waiting = loop {
+        let (_, relay) = standby.client.get(&format!("/relay/{id}")).await;
+        if relay["status"] != "accepted" || mined_nonce_reads.load(Ordering::SeqCst) >= before + 3 {
+            break relay;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the holder's reconciler never read the key's nonce"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!((&waiting["status"], &waiting["error"]), (&json!("accepted"), &Value::Null), "{waiting}");
+    assert_eq!(
+        tokio::task::block_in_place(|| db.database().unwrap().value("SELECT count(*) FROM handoffs")),
+        "1",
+        "still handed off"
+    );
+
+    reach.send(Reach::All).unwrap();
+    let mined = standby
+        .client
+        .relay_until(&id, |relay| relay["status"] != "accepted" && relay["status"] != "sent")
+        .await;
+    assert_eq!((&mined["status"], &mined["relayerNonce"]), (&json!("mined"), &json!(0)), "{mined}");
+    assert_books_exact(&t, &db, &standby.client, &keys, &funded, &[signer]).await;
+    assert_eq!(t.chain.provider().get_transaction_count(key).await.unwrap(), 1, "sent once");
+    assert_eq!(db.open().records().unwrap().len(), 1, "one relay of the request");
+    let (clean, log) = standby.terminate();
+    assert!(clean, "{log}");
+    let (clean, log) = holder.terminate();
+    assert!(clean, "{log}");
+    assert_eq!(log.matches(SENT_HANDED_OFF).count(), 1, "sent by the holder, once:\n{log}");
+}
