@@ -22,6 +22,9 @@ use crate::{
 /// How often a holder looks for relays handed off to it without being woken.
 const HANDOFF_POLL: Duration = Duration::from_secs(1);
 
+/// Why a relay handed off is dropped unsent: it waited past its request's deadline.
+const PAST_DEADLINE: &str = "its request's deadline passed while it waited for its key's holder";
+
 impl Relayer {
     /// Stage 13 on a standby: hands `reservation` (on a key another daemon holds) to that
     /// key's holder, and answers once it is sent, or with 202 past the configured
@@ -49,6 +52,9 @@ impl Relayer {
             let waiting = tokio::time::Instant::now() < waited_until;
             match record.status {
                 RelayStatus::Failed => return Err(unsent(&record)),
+                // Closed unsent by the key's holder (its deadline passed while it waited): the
+                // request is free again, and a retry is checked afresh.
+                RelayStatus::Dropped => return Err(Error::NoFreeLane),
                 RelayStatus::Accepted if waiting => {}
                 // Recorded, and perhaps not submitted yet (or submitted and its answer lost):
                 // the node may still refuse it (the relay then fails, and that refusal is the
@@ -145,7 +151,16 @@ impl Relayer {
             },
             input,
         };
-        let (at, _) = self.chain.head().await?;
+        let (at, head_time) = self.chain.head().await?;
+        // A hand-off waits for its holder however long its node is away (the reconciler leaves
+        // it alone), so its request may have expired meanwhile: sent, the forwarder would only
+        // revert it, at the relayer's cost. Dropped instead, unless it changed since it was read.
+        if record.deadline != 0 && head_time >= record.deadline {
+            let (seen, now) = (record.clone(), time::now());
+            self.db(move |store| store.close_as_seen(&seen, false, PAST_DEADLINE, now)).await?;
+            tracing::info!(relay = %record.relay_id, deadline = record.deadline, head_time, "a relay handed off expired unsent; dropped");
+            return Ok(());
+        }
         let (sent, lane) = self.send_reserved(id, &record.relay_id, lane, &outgoing, at, true).await?;
         tracing::info!(
             signer = %record.signer,

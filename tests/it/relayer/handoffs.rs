@@ -30,7 +30,7 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 
 use super::{
-    agent_key, anvil, balance,
+    abuse, agent_key, anvil, balance,
     cluster::{
         assert_books_exact, cluster_keys, count, daemon_env, holders_until, registration, relay_until_mined,
     },
@@ -570,4 +570,74 @@ async fn a_hand_off_waits_for_its_holders_node_and_is_sent_once_not_dropped_by_t
     let (clean, log) = holder.terminate();
     assert!(clean, "{log}");
     assert_eq!(log.matches(SENT_HANDED_OFF).count(), 1, "sent by the holder, once:\n{log}");
+}
+
+/// Why the key's holder dropped a relay handed off unsent (the daemon's words).
+const PAST_DEADLINE: &str = "its request's deadline passed while it waited for its key's holder";
+
+/// One key, held by H, whose node is unreachable; S holds none, waits 2 s, and (with
+/// `DEADLINE_MARGIN_SECS=0`) accepts a request whose deadline is 60 s after the chain's head.
+///
+/// The registration is handed off to H, which cannot send it: S answers 202. The chain's clock
+/// then moves 120 s on, past the deadline, and H's node comes back: H drops the relay unsent
+/// (`dropped`, with the reason, at cost 0) rather than sending a transaction the forwarder would
+/// revert at the relayer's cost; nothing is reserved or taken, the request never ran, no hand-off
+/// is left. The same signer's request without a deadline is then relayed through S and mined
+/// once; the books equal the fee to the wei.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_off_whose_deadline_passes_while_its_holders_node_is_away_is_dropped_not_sent() {
+    let t = TestChain::start().await;
+    let keys: Vec<_> = cluster_keys(&t).await.into_iter().take(1).collect();
+    let key = keys[0].address();
+    let funded: Vec<U256> = join_all(keys.iter().map(|key| balance(&t, key.address()))).await;
+    let db = TestStore::new(Engine::Postgres);
+    let (reach, reaching) = watch::channel(Reach::All);
+    let node = node_partly_cut(&t, reaching, Arc::new(std::sync::atomic::AtomicUsize::new(0))).await;
+    let mut env_h = daemon_env(&t, &db, &keys, "holder-h", 3);
+    set(&mut env_h, "RPC_URL", node);
+    let holder = BinaryRelayer::start(BINARY, &env_h);
+    holders_until(&holder.client, Duration::from_secs(10), |seen| count(seen, "holder-h") == 1).await;
+    let mut env_s = daemon_env(&t, &db, &keys, "standby-s", 3);
+    set(&mut env_s, "RELAYER_HANDOFF_WAIT_SECS", "2");
+    set(&mut env_s, "DEADLINE_MARGIN_SECS", "0");
+    let standby = BinaryRelayer::start(BINARY, &env_s);
+    holders_until(&standby.client, Duration::from_secs(10), |seen| count(seen, "holder-h") == 1).await;
+    let agent = agent_key(1_860);
+
+    let head = t.chain.latest_timestamp().await.unwrap();
+    reach.send(Reach::None).unwrap();
+    let (status, answer) = standby.client.relay(&abuse::registration(&t, &agent, 0, head + 60)).await;
+    assert_eq!(
+        (status, &answer["status"], &answer["txHash"]),
+        (202, &json!("accepted"), &Value::Null),
+        "{answer}"
+    );
+    let id = answer["relayId"].as_str().unwrap().to_owned();
+    anvil(&t, "evm_increaseTime", json!([120])).await;
+    anvil(&t, "evm_mine", json!([])).await;
+    reach.send(Reach::All).unwrap();
+    let dropped = standby.client.relay_until(&id, |relay| relay["status"] != "accepted").await;
+    assert_eq!(
+        (&dropped["status"], &dropped["error"], &dropped["costWei"], &dropped["txHash"]),
+        (&json!("dropped"), &json!(PAST_DEADLINE), &json!("0"), &Value::Null),
+        "{dropped}"
+    );
+    until_handed_off(&db, 0).await;
+    for daemon in [&standby, &holder] {
+        let (_, status) = daemon.client.get("/status").await;
+        assert_eq!(status["dailyGasBudget"]["usedWei"], "0", "nothing reserved: {status}");
+    }
+    assert_eq!(t.chain.provider().get_transaction_count(key).pending().await.unwrap(), 0, "nothing sent");
+    assert_eq!(balance(&t, key).await, funded[0]);
+    assert_eq!(forwarder_nonce(&t, agent.address()).await, 0, "the request never ran");
+
+    let mined = relay_until_mined(&standby.client, &abuse::registration(&t, &agent, 0, 0)).await;
+    assert_eq!(mined["status"], "mined", "{mined}");
+    assert_books_exact(&t, &db, &standby.client, &keys, &funded, &[agent.address()]).await;
+    let (clean, log) = standby.terminate();
+    assert!(clean, "{log}");
+    let (clean, log) = holder.terminate();
+    assert!(clean, "{log}");
+    assert_eq!(log.matches("a relay handed off expired unsent; dropped").count(), 1, "{log}");
+    assert_eq!(log.matches(SENT_HANDED_OFF).count(), 1, "only the request without a deadline sent:\n{log}");
 }
