@@ -22,6 +22,9 @@ use crate::{
 /// How often a holder looks for relays handed off to it without being woken.
 const HANDOFF_POLL: Duration = Duration::from_secs(1);
 
+/// Why a relay handed off is dropped unsent: it waited past its request's deadline.
+const PAST_DEADLINE: &str = "its request's deadline passed while it waited for its key's holder";
+
 impl Relayer {
     /// Stage 13 on a standby: hands `reservation` (on a key another daemon holds) to that
     /// key's holder, and answers once it is sent, or with 202 past the configured
@@ -35,7 +38,8 @@ impl Relayer {
 
     /// Waits for the holder of relay `id`'s key to send it (handed off): its answer once the
     /// node has the transaction, the holder's refusal once it failed, or, past the configured
-    /// hand-off wait, the relay as it stands (202 with its id while it is not sent).
+    /// hand-off wait, 202 with its id while the node is not known to have it (not sent, or
+    /// recorded and still handed off: the holder forgets the hand-off once the node took it).
     pub(crate) async fn await_holder(&self, id: i64) -> Result<Relayed> {
         let waited_until = tokio::time::Instant::now() + self.config.keys.handoff_wait;
         let mut pause = Duration::from_millis(20);
@@ -48,10 +52,16 @@ impl Relayer {
             let waiting = tokio::time::Instant::now() < waited_until;
             match record.status {
                 RelayStatus::Failed => return Err(unsent(&record)),
+                // Closed unsent by the key's holder (its deadline passed while it waited): the
+                // request is free again, and a retry is checked afresh.
+                RelayStatus::Dropped => return Err(Error::NoFreeLane),
                 RelayStatus::Accepted if waiting => {}
-                // Recorded, and perhaps not submitted yet: the node may still refuse it (the
-                // relay then fails, and that refusal is the answer).
+                // Recorded, and perhaps not submitted yet (or submitted and its answer lost):
+                // the node may still refuse it (the relay then fails, and that refusal is the
+                // answer). Past the wait it is answered as not sent yet, never as sent: the
+                // client reads what became of it by its id.
                 RelayStatus::Sent if handed_off && waiting => {}
+                RelayStatus::Sent if handed_off => return Ok(Relayed::not_sent_yet(&record)),
                 _ => return Ok(Relayed::of(&record)),
             }
         }
@@ -141,7 +151,16 @@ impl Relayer {
             },
             input,
         };
-        let (at, _) = self.chain.head().await?;
+        let (at, head_time) = self.chain.head().await?;
+        // A hand-off waits for its holder however long its node is away (the reconciler leaves
+        // it alone), so its request may have expired meanwhile: sent, the forwarder would only
+        // revert it, at the relayer's cost. Dropped instead, unless it changed since it was read.
+        if record.deadline != 0 && head_time >= record.deadline {
+            let (seen, now) = (record.clone(), time::now());
+            self.db(move |store| store.close_as_seen(&seen, false, PAST_DEADLINE, now)).await?;
+            tracing::info!(relay = %record.relay_id, deadline = record.deadline, head_time, "a relay handed off expired unsent; dropped");
+            return Ok(());
+        }
         let (sent, lane) = self.send_reserved(id, &record.relay_id, lane, &outgoing, at, true).await?;
         tracing::info!(
             signer = %record.signer,

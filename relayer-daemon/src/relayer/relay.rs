@@ -60,6 +60,18 @@ impl Relayed {
             sent: record.status != RelayStatus::Accepted,
         }
     }
+
+    /// The answer for `record` while its transaction is not known to be with the node (its
+    /// holder recorded it, but has not had the node's answer): 202 as a relay not sent yet,
+    /// status `accepted` and no hash. Read it by its id: it reads `sent` until the node's answer
+    /// says otherwise.
+    pub(crate) fn not_sent_yet(record: &RelayRecord) -> Self {
+        let mut relayed = Self::of(record);
+        relayed.body.tx_hash = None;
+        relayed.body.status = Some(RelayStatus::Accepted.public());
+        relayed.sent = false;
+        relayed
+    }
 }
 
 /// A parsed, signature-checked request and what identifies it: its signer (`from`), forwarder

@@ -377,6 +377,8 @@ impl Relayer {
                     self.follow(id);
                     continue;
                 }
+                // Its hand-off sender's, which sends it once the node answers.
+                Decision::LeaveToHolder => continue,
                 Decision::Settle { .. } => {
                     if let Some((tx, receipt)) = mined {
                         self.settle(&record, tx.hash, &receipt).await?;
@@ -440,6 +442,16 @@ impl Relayer {
             true
         };
         let relayer_nonce_used = record.relayer_nonce.is_some_and(|nonce| mined_nonce > nonce);
+        // Asked only of a relay with no transaction (one recorded is reconciled by its hash), on
+        // a key this daemon holds (a key no longer configured has no hand-off sender: dropped).
+        let held =
+            record.lane.and_then(|lane| self.pool.lane(lane)).is_some_and(|sender| sender.lease().is_some());
+        let handed_off = if record.txs.is_empty() && held {
+            let id = record.id;
+            self.db(move |store| store.is_handed_off(id)).await?
+        } else {
+            false
+        };
         let nonce_pending_for_another = if !node_knows_tx && !relayer_nonce_used {
             self.nonce_pending_for_another(record).await?
         } else {
@@ -449,6 +461,7 @@ impl Relayer {
             has_hash: !record.txs.is_empty(),
             receipt,
             request_ran,
+            handed_off,
             relayer_nonce_used,
             node_knows_tx,
             nonce_pending_for_another,

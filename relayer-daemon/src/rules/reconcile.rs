@@ -5,7 +5,9 @@
 //!
 //! Cases it ends: a process killed between reserving and sending; a send that timed out where
 //! the node never took the transaction; a transaction that is never mined. A recorded
-//! transaction is never dropped while its nonce is open: it is sent again at that nonce.
+//! transaction is never dropped while its nonce is open: it is sent again at that nonce. A relay
+//! a standby handed off and nobody sent yet is not abandoned but waiting: it is left to the
+//! key's holder's hand-off sender, however long its node was away.
 
 use super::status::Outcome;
 
@@ -19,6 +21,9 @@ pub(crate) struct Facts {
     pub(crate) receipt: Option<(u128, Outcome)>,
     /// The signer's forwarder nonce is above the request's: the request ran (by us or not).
     pub(crate) request_ran: bool,
+    /// The relay is handed off (a standby accepted it, or its transaction was withheld) and
+    /// waits for its key's holder to send it.
+    pub(crate) handed_off: bool,
     /// The relayer account's mined nonce is above the transaction's: its nonce is used up.
     pub(crate) relayer_nonce_used: bool,
     /// The node has the transaction (pending or mined).
@@ -59,6 +64,9 @@ pub(crate) enum Decision {
     Resend,
     /// Still pending: look again next pass.
     Wait,
+    /// Handed off and not sent: its key's holder sends it when it can (its hand-off sender),
+    /// so it is not dropped; its client was answered 202 with its id.
+    LeaveToHolder,
 }
 
 /// The decision for a relay with these facts.
@@ -68,6 +76,9 @@ pub(crate) fn decide(facts: &Facts) -> Decision {
     }
     if facts.request_ran {
         return Decision::Executed;
+    }
+    if !facts.has_hash && facts.handed_off {
+        return Decision::LeaveToHolder;
     }
     if !facts.has_hash {
         return Decision::Drop { reason: "never sent (the relayer stopped before sending)", resync: false };
@@ -89,6 +100,7 @@ mod tests {
         has_hash: true,
         receipt: None,
         request_ran: false,
+        handed_off: false,
         relayer_nonce_used: false,
         node_knows_tx: true,
         nonce_pending_for_another: false,
@@ -112,6 +124,22 @@ mod tests {
             decide(&Facts { has_hash: false, node_knows_tx: false, ..PENDING }),
             Decision::Drop { resync: false, .. }
         ));
+        assert_eq!(
+            decide(&Facts { has_hash: false, node_knows_tx: false, handed_off: true, ..PENDING }),
+            Decision::LeaveToHolder,
+            "handed off and not sent yet: waiting for its key's holder, not abandoned"
+        );
+        assert_eq!(
+            decide(&Facts {
+                has_hash: false,
+                node_knows_tx: false,
+                handed_off: true,
+                request_ran: true,
+                ..PENDING
+            }),
+            Decision::Executed,
+            "a hand-off whose request ran elsewhere is closed as before"
+        );
         assert!(matches!(
             decide(&Facts { relayer_nonce_used: true, ..PENDING }),
             Decision::Drop { resync: false, .. }

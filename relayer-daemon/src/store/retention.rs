@@ -53,8 +53,14 @@ impl Store {
                 &format!("DELETE FROM relays WHERE {finished} AND settled_at <= ?1"),
                 args![seconds(relays_before)],
             )?;
-            // Hand-offs whose relay was sent or closed (the holder deletes its own as it sends).
-            tx.execute("DELETE FROM handoffs WHERE relay NOT IN (SELECT id FROM relays WHERE status = 'accepted')", &[])?;
+            // Hand-offs whose relay closed (the holder deletes its own once the node has the
+            // transaction). Not those of open relays: one recorded as sent may not be with the
+            // node yet (recorded before its submission, or its answer lost), and its standby,
+            // reading the hand-off, must not answer it as sent.
+            tx.execute(
+                &format!("DELETE FROM handoffs WHERE relay NOT IN (SELECT id FROM relays WHERE status IN {OPEN})"),
+                &[],
+            )?;
             tx.execute(
                 "DELETE FROM rate_events WHERE at <= ?1",
                 args![now.saturating_sub(RATE_WINDOW_SECS) as i64],

@@ -807,10 +807,15 @@ fn a_relay_handed_off_is_sent_once_and_only_on_its_own_lane(engine: Engine) {
     store.release_unsent(own.id, "lost the lane", 9).unwrap();
     assert_eq!(store.relay(own.id).unwrap().unwrap().status, RelayStatus::Failed);
 
-    store.handed_over(handed.id).unwrap();
+    // Retention keeps the hand-off of a relay recorded as sent (the node may not have it yet:
+    // its standby must not answer it as sent) and forgets those of closed relays.
     store.hand_off(own.id, LANE, 10).unwrap();
     assert_eq!(listed(&[LANE]), Vec::<i64>::new(), "a closed relay is not listed");
     store.prune(0, 0, 11).unwrap();
+    assert!(store.is_handed_off(handed.id).unwrap(), "recorded as sent, still open: kept");
+    assert!(!store.is_handed_off(own.id).unwrap(), "closed: forgotten");
+    store.handed_over(handed.id).unwrap();
+    assert!(!store.is_handed_off(handed.id).unwrap(), "the node took it: handed over");
 }
 
 fn from(signer: &str, client: &str, nonce: u64, gas_limit: u64) -> NewRelay {

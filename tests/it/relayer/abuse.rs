@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use super::{agent_key, anvil, balance, forwarder_nonce, register_call, start};
 
 /// A registration of `agent` by itself, signed, with `nonce` and `deadline`.
-fn registration(t: &TestChain, agent: &PrivateKeySigner, nonce: u64, deadline: u64) -> Value {
+pub(super) fn registration(t: &TestChain, agent: &PrivateKeySigner, nonce: u64, deadline: u64) -> Value {
     let mut request = forward(t, agent.address(), nonce, &register_call(agent.address(), 0));
     request.deadline = U48::from(deadline);
     body(&request, &sign_with_core(t, agent, &request).signature)
