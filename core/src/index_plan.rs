@@ -14,17 +14,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::logs::Touch;
 
-/// The agents whose logs in the re-scanned window (blocks up to `indexed`, which earlier runs
-/// already applied) differ from what those runs saw (`recorded`): a touch that is gone was taken
-/// away by a reorganisation, one that is new was missed (a backend that lagged) or came with the
-/// other chain. Only these are read again; agents whose logs are as recorded are not, so a
-/// window costs one `eth_getLogs`, not a re-read of every agent it touched.
-pub fn changed_in_window(recorded: &BTreeSet<Touch>, rescanned: &[Touch], indexed: u64) -> BTreeSet<u64> {
-    let seen: BTreeSet<Touch> = rescanned.iter().filter(|touch| touch.block <= indexed).copied().collect();
-    let recorded: BTreeSet<Touch> = recorded.iter().filter(|touch| touch.block <= indexed).copied().collect();
-    recorded.symmetric_difference(&seen).map(|touch| touch.agent_id).collect()
-}
-
 /// The last block up to which a run follows the logs and still reads every agent they touched
 /// within `cap` agents: `touches` (any order) are counted block by block, whole blocks only,
 /// after `carried` (agents the run reads whatever its end: those earlier runs saw touched in
@@ -203,17 +192,6 @@ mod tests {
         assert_eq!(bounded_end(&crowded, &set(&[]), 10, 20, 2), 10);
         assert_eq!(bounded_end(&crowded, &set(&[]), 11, 20, 2), 11);
         assert_eq!(bounded_end(&[], &set(&[]), 10, 20, 2), 20, "no logs");
-    }
-
-    #[test]
-    fn only_agents_whose_window_logs_changed_are_read_again() {
-        let recorded: BTreeSet<Touch> = touches(&[(8, 1), (9, 2), (10, 3)]).into_iter().collect();
-        // As recorded, plus block 11 past the index: nothing in the window changed.
-        assert!(changed_in_window(&recorded, &touches(&[(8, 1), (9, 2), (10, 3), (11, 4)]), 10).is_empty());
-        // A reorganisation took block 10's write away and put agent 5's in block 9; block 8's
-        // log, missed by a lagging backend before, shows agent 6 too.
-        let now = touches(&[(8, 1), (8, 6), (9, 2), (9, 5)]);
-        assert_eq!(changed_in_window(&recorded, &now, 10), set(&[3, 5, 6]));
     }
 
     #[test]

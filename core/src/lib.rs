@@ -37,6 +37,7 @@ mod status;
 mod test_support;
 pub mod time;
 pub mod view;
+pub mod window_touches;
 
 pub use amount::Cents;
 pub use badge::ComplianceBadge;

@@ -6,7 +6,8 @@
 //!   (`kya_core::feed::run::settle_entries`): `final` once `FEED_FINALITY_DEPTH` blocks follow
 //!   theirs, `retracted` once another block stands at that height. The highest waiting entry's
 //!   block tells whether anything was reorganised (its hash in the logs the run re-scanned, or
-//!   else its header); only then are the others' headers asked.
+//!   else its header); only then are the others' headers asked. Under the pacer, confirmations
+//!   ride in a batch the run writes anyway, or wait for the first run of the next minute.
 //! - **Changes.** Each agent the run reads and writes (not those it puts off: the run that
 //!   reads them walks them) is walked from the row the index held, through its logs of the new
 //!   blocks, to the record read at the run's block (`changes_of_run`). After a reorganisation,
@@ -77,15 +78,17 @@ pub(super) struct Written {
     pub(super) summary: String,
 }
 
-/// The feed's statements for one run, and `state`'s feed fields moved past them.
-pub(super) async fn write(run: &RunFeed<'_>, state: &mut State, retention_due: bool) -> Result<Written> {
+/// The feed's statements for one run, and `state`'s feed fields moved past them. `minute_due`:
+/// the run is the first of its minute (every run is, under the Cron Trigger), which does the
+/// feed's once-a-minute steps: retention, and the confirmations no batch of a change carried.
+pub(super) async fn write(run: &RunFeed<'_>, state: &mut State, minute_due: bool) -> Result<Written> {
     let mut written = Written::default();
     // The first run fills the index; the feed starts after it.
     if let Some(indexed) = run.indexed {
-        written = walk(run, state, indexed).await?;
+        written = walk(run, state, indexed, minute_due).await?;
     }
     // After the inserts: the newest batch, which it spares, is this run's if it wrote one.
-    if retention_due {
+    if minute_due {
         let before = run.now.saturating_sub(run.config.retention_secs);
         written.statements.push(run.store.feed_retention(before)?);
     }
@@ -93,7 +96,7 @@ pub(super) async fn write(run: &RunFeed<'_>, state: &mut State, retention_due: b
 }
 
 /// [`write`] after the first run: settlements, changes and lapses.
-async fn walk(run: &RunFeed<'_>, state: &mut State, indexed: BlockRef) -> Result<Written> {
+async fn walk(run: &RunFeed<'_>, state: &mut State, indexed: BlockRef, minute_due: bool) -> Result<Written> {
     let RunFeed { store, rpc, registry, config, now, at, .. } = *run;
     let mut written = Written::default();
 
@@ -145,7 +148,7 @@ async fn walk(run: &RunFeed<'_>, state: &mut State, indexed: BlockRef) -> Result
             .get(&agent_id)
             .map_or(Standing::UNREGISTERED, |held| Standing::of(&held.agent.record, at.timestamp)),
     };
-    let settling =
+    let mut settling =
         settle_entries(&unsettled, canonical, at.number.saturating_sub(config.finality_depth), standing);
 
     // The walk: from the rows held (or, for agents whose changes were retracted, from the block
@@ -206,6 +209,16 @@ async fn walk(run: &RunFeed<'_>, state: &mut State, indexed: BlockRef) -> Result
         }
     }
 
+    // Confirmations alone do not make a batch of their own in every run of the pacer: they ride
+    // in the next batch a run writes anyway (its changes'), or else in the first run of the
+    // next minute, which writes its state row anyway. So a change costs its provisional batch,
+    // and its confirmation no row of its own while changes come more than once a minute, where
+    // it cost a second batch (written, and deleted with the retention: 2 rows) and the stream
+    // outlet's cursor moved once more. `final` comes up to a minute after the depth. A
+    // retraction is never put off: the run walks its agents again now.
+    if confirmations_wait(&settling, changes.len(), minute_due) {
+        settling = Settling { settled: Vec::new(), waiting: unsettled.clone() };
+    }
     let appended = append(&settling, &changes, state.feed_next_batch, state.settled_through, CHUNK_BYTES);
     for (batch, events) in &appended.batches {
         written.statements.push(store.feed_insert(*batch, now, events)?);
@@ -230,6 +243,14 @@ async fn walk(run: &RunFeed<'_>, state: &mut State, indexed: BlockRef) -> Result
         ));
     }
     Ok(written)
+}
+
+/// Whether a run puts off what `settling` settles: it only confirms (a retraction is never put
+/// off), the run has no change of its own (`changes`) whose batch the confirmations could ride
+/// in, and it is not the first run of its minute (`minute_due`), which writes its state row
+/// anyway and takes every confirmation waiting.
+fn confirmations_wait(settling: &Settling, changes: usize, minute_due: bool) -> bool {
+    !minute_due && changes == 0 && settling.fork().is_none() && !settling.settled.is_empty()
 }
 
 /// The agents whose changes `settling` retracts that the run writes, each as it was at the
@@ -340,5 +361,28 @@ impl Store {
              AND created_at < ?1 AND batch < (SELECT max(batch) FROM feed_batches)",
             vec![before.into(), RETENTION_BATCHES_PER_STEP.into()],
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kya_core::feed::{EventBlock, run::Appending, testing::attested};
+
+    use super::*;
+
+    #[test]
+    fn confirmations_alone_wait_for_a_batch_or_the_minute_and_retractions_never_wait() {
+        let entry =
+            attested(Cursor { batch: 3, index: 0 }, 7, EventBlock { number: 10, hash: B256::ZERO, time: 10 });
+        let confirming = Settling { settled: vec![Appending::Confirm(entry)], waiting: Vec::new() };
+        assert!(confirmations_wait(&confirming, 0, false), "alone in a paced run: they wait");
+        assert!(!confirmations_wait(&confirming, 1, false), "they ride in the run's batch of a change");
+        assert!(!confirmations_wait(&confirming, 0, true), "the first run of a minute takes them");
+        let retracting = Settling {
+            settled: vec![Appending::Confirm(entry), Appending::Retract(entry, Standing::UNREGISTERED)],
+            waiting: Vec::new(),
+        };
+        assert!(!confirmations_wait(&retracting, 0, false), "a reorganisation is never put off");
+        assert!(!confirmations_wait(&Settling::default(), 0, false), "nothing to settle: nothing waits");
     }
 }

@@ -19,8 +19,9 @@ use std::{
 use kya_core::{
     BlockRef,
     index::{BucketMoves, IndexedAgent, Lapse, Totals, child_change, lapsing},
-    index_plan::{Cursor, bounded_end, changed_in_window, plan},
+    index_plan::{Cursor, bounded_end, plan},
     logs::{AgentLogEntry, Touch, follow_range},
+    window_touches::{WindowTouches, changed_in_window},
 };
 use worker::{Date, Env};
 
@@ -44,6 +45,10 @@ const SUPERSEDED_KEEP_SECS: u64 = 600;
 /// past it are put off (the fill resumes at them, or they are read again), so whatever the
 /// registrants wrote, every run commits and the next goes on.
 const RUN_WRITE_BYTES: usize = 8 * CHUNK_BYTES;
+
+/// The most bytes the record of the re-scanned window's touches takes in the state row
+/// (`kya_core::window_touches`): a quarter of D1's limit on a row, beside a state of fixed size.
+const WINDOW_TOUCHES_BYTES: usize = CHUNK_BYTES;
 
 /// One run: a step of the index, and its outcome recorded for `/health`.
 pub(crate) async fn run(env: &Env) {
@@ -122,10 +127,14 @@ fn now() -> u64 {
 struct Followed {
     /// The first block re-scanned.
     from: u64,
-    /// Touches recorded in the re-scanned blocks that the logs no longer show, and touches the
-    /// logs show that are not recorded yet.
-    gone: Vec<Touch>,
-    added: Vec<Touch>,
+    /// The touches of the window up to the run's block, as the state row records them for the
+    /// next run.
+    record: WindowTouches,
+    /// Whether the logs differ from the record: touches gone or new in the re-scanned blocks,
+    /// or any in the new ones.
+    moved: bool,
+    /// Blocks recorded as a digest whose logs changed: every agent is read again.
+    unknown: BTreeSet<u64>,
     /// Logs of the blocks followed (up to the run's block), for the change feed.
     logs: Vec<AgentLogEntry>,
     /// `eth_getLogs` requests it took (more than one: a provider refused a range).
@@ -144,7 +153,7 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
         multicall: config.multicall()?,
         budget: &budget,
     };
-    let mut state: State = store.state().await?;
+    let (mut state, recorded) = store.state_and_touches().await?;
     let before = state.clone();
     let (head, head_next) = reads::next_agent_id(&rpc, registry, None).await?;
     if let Some(indexed) = state.block.filter(|indexed| head.number < indexed.number) {
@@ -168,17 +177,19 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
         let follow::Followed { logs, refused, requests } =
             follow::logs(&rpc, registry, range.clone()).await?;
         let touches: Vec<Touch> = logs.iter().map(|log| log.touch).collect();
-        let recorded = store.touches_since(*range.start()).await?;
-        carried = changed_in_window(&recorded, &touches, indexed.number);
+        let window = changed_in_window(&recorded.since(*range.start()), &touches, indexed.number);
+        carried = window.agents.clone();
         let new: Vec<Touch> = touches.iter().filter(|touch| touch.block > indexed.number).copied().collect();
         end = bounded_end(&new, &carried, indexed.number + 1, *range.end(), settings.agents_per_run);
         let touches: BTreeSet<Touch> = touches.into_iter().filter(|touch| touch.block <= end).collect();
         fresh_touches =
             touches.iter().filter(|touch| touch.block > indexed.number).map(|touch| touch.agent_id).collect();
+        let keep_from = end.saturating_sub(settings.reorg_window);
         followed = Some(Followed {
             from: *range.start(),
-            gone: recorded.difference(&touches).copied().collect(),
-            added: touches.difference(&recorded).copied().collect(),
+            record: WindowTouches::record(touches.iter().copied(), keep_from, WINDOW_TOUCHES_BYTES),
+            moved: !window.is_empty() || !fresh_touches.is_empty(),
+            unknown: window.unknown,
             logs: logs.into_iter().filter(|log| log.touch.block <= end).collect(),
             requests,
             refused: refused.into_iter().filter(|block| (indexed.number + 1..=end).contains(block)).collect(),
@@ -186,8 +197,10 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
     }
     // A block whose logs the provider refuses whole does not hold the index: any agent may
     // have changed in it, so every agent held is read again, in order, over as many runs as
-    // that takes; the index does not answer until they are.
-    if followed.as_ref().is_some_and(|followed| !followed.refused.is_empty()) {
+    // that takes; the index does not answer until they are. So does a block of the window whose
+    // touches were recorded as a digest and changed: the agents it lost are not known.
+    if followed.as_ref().is_some_and(|followed| !followed.refused.is_empty() || !followed.unknown.is_empty())
+    {
         let filled = state.cursor.filled;
         state.cursor.reread_also(1..filled);
     }
@@ -275,10 +288,6 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
         .collect();
     let mut statements = store.write_versions(&ids, &rows, at.number, now)?;
     statements.extend(store.write_bucket_moves(&bucket_moves, at.number, now)?);
-    if let Some(followed) = &followed {
-        let keep_from = at.number.saturating_sub(settings.reorg_window);
-        statements.extend(store.update_touches(&followed.gone, &followed.added, keep_from)?);
-    }
     statements.extend(store.write_tallies(&tallies, &tallies_gone)?);
     let read = planned.read.len();
     // The answers take an index older than `INDEX_MAX_AGE_SECS` for stalled: a quiet run leaves
@@ -291,9 +300,7 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
         && tallies_gone.is_empty()
         && fed.statements.is_empty()
         && deferred == 0
-        && followed.as_ref().is_none_or(|followed| {
-            followed.gone.is_empty() && followed.added.is_empty() && followed.refused.is_empty()
-        })
+        && followed.as_ref().is_none_or(|followed| !followed.moved && followed.refused.is_empty())
         && unchanged(&before, &state, planned.next, chain_next);
     if nothing_moved {
         let logs = logs_summary(followed.as_ref(), at.number);
@@ -328,6 +335,12 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
             followed.refused.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
         ));
     }
+    if let Some(followed) = followed.as_ref().filter(|followed| !followed.unknown.is_empty()) {
+        message.push_str(&format!(
+            "; the logs of block {} differ from its digest: every agent is read again",
+            followed.unknown.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+        ));
+    }
     if !fed.summary.is_empty() {
         message.push_str(&format!("; {}", fed.summary));
     }
@@ -347,7 +360,11 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
     state.totals.revenue.by_category.clear();
     state.totals.generations.clear();
     state.totals.unreadable.clear();
-    statements.push(store.save_state(&state)?);
+    // With the window's touches when the run followed logs (else they stay as recorded).
+    statements.push(match &followed {
+        Some(followed) => store.save_state_with_touches(&state, &followed.record)?,
+        None => store.save_state(&state)?,
+    });
     store.commit(statements).await?;
     Ok(Step::Committed(message))
 }

@@ -20,7 +20,7 @@ use kya_core::{
         BucketMoves, COMPLIANCE_QUOTE_STAND_IN, COMPLIANCE_SEPARATOR, IndexedAgent, STATUS_BUCKET_IDS,
         compliance_item_sql, list_item,
     },
-    logs::Touch,
+    window_touches::WindowTouches,
 };
 use serde::{Deserialize, Serialize};
 use wasm_bindgen::{JsCast, JsValue};
@@ -194,10 +194,49 @@ impl Store {
         Ok(StateRead { state, tallies, rows })
     }
 
+    /// The indexer's state, and the touches of the re-scanned window earlier runs recorded
+    /// beside it (empty before the first): one row, one query.
+    pub(super) async fn state_and_touches(&self) -> Result<(State, WindowTouches)> {
+        #[derive(Deserialize)]
+        struct Row {
+            value: String,
+            touches: Option<String>,
+        }
+        let mut rows: Vec<Row> = self
+            .all(self.statement("SELECT value, touches FROM state WHERE key = ?1", vec![STATE_KEY.into()])?)
+            .await?;
+        let touches = match rows.first_mut().and_then(|row| row.touches.take()) {
+            None => WindowTouches::default(),
+            Some(text) => serde_json::from_str(&text).map_err(|error| {
+                Error::BadConfig(format!("the index's touches of its window do not decode: {error}"))
+            })?,
+        };
+        let state = decode_state(rows.into_iter().map(|row| StateRow { value: row.value }).collect())?;
+        Ok((state, touches))
+    }
+
     /// The statement storing `state`.
     pub(super) fn save_state(&self, state: &State) -> Result<D1PreparedStatement> {
         let text = serde_json::to_string(state).map_err(|error| Error::Runtime(error.into()))?;
         self.state_put(STATE_KEY, text)
+    }
+
+    /// The statement storing `state` with `touches`, the record of the re-scanned window, in the
+    /// same row: a run that writes saves its state anyway, so the record costs no row written of
+    /// its own (a table of touches cost two a change: each inserted, then deleted).
+    pub(super) fn save_state_with_touches(
+        &self,
+        state: &State,
+        touches: &WindowTouches,
+    ) -> Result<D1PreparedStatement> {
+        let value = serde_json::to_string(state).map_err(|error| Error::Runtime(error.into()))?;
+        let touches = serde_json::to_string(touches).map_err(|error| Error::Runtime(error.into()))?;
+        self.limits.check_row("state", 0, STATE_KEY.len() + value.len() + touches.len())?;
+        self.statement(
+            "INSERT INTO state (key, value, touches) VALUES (?1, ?2, ?3) \
+             ON CONFLICT (key) DO UPDATE SET value = ?2, touches = ?3",
+            vec![STATE_KEY.into(), value.into(), touches.into()],
+        )
     }
 
     /// The value of `state`'s row `key` (the outlets' cursors and chains keep theirs beside the
@@ -339,52 +378,6 @@ impl Store {
             )?)
             .await?;
         Ok(rows.first().map_or(0, |row| row.n))
-    }
-
-    /// The touches earlier runs recorded at or after `block`.
-    pub(super) async fn touches_since(&self, block: u64) -> Result<BTreeSet<Touch>> {
-        #[derive(Deserialize)]
-        struct Row {
-            block: u64,
-            agent_id: u64,
-        }
-        let rows: Vec<Row> = self
-            .all(self.statement("SELECT block, agent_id FROM touches WHERE block >= ?1", vec![block.into()])?)
-            .await?;
-        Ok(rows.into_iter().map(|row| Touch { block: row.block, agent_id: row.agent_id }).collect())
-    }
-
-    /// The statements bringing the recorded touches up to date: `gone` deleted, `new` inserted,
-    /// and those before `keep_from` forgotten. Only what changed is written: the window's
-    /// touches that the logs still show stay as they are.
-    pub(super) fn update_touches(
-        &self,
-        gone: &[Touch],
-        new: &[Touch],
-        keep_from: u64,
-    ) -> Result<Vec<D1PreparedStatement>> {
-        let pairs = |touches: &[Touch]| -> Vec<(u64, u64)> {
-            touches
-                .iter()
-                .filter(|touch| touch.block >= keep_from)
-                .map(|touch| (touch.block, touch.agent_id))
-                .collect()
-        };
-        let mut statements =
-            vec![self.statement("DELETE FROM touches WHERE block < ?1", vec![keep_from.into()])?];
-        for chunk in json_chunks(&pairs(gone), CHUNK_BYTES)? {
-            statements.push(self.statement(
-                &format!("DELETE FROM touches WHERE (block, agent_id) IN ({PAIRS_OF_PARAM_1})"),
-                vec![chunk.into()],
-            )?);
-        }
-        for chunk in json_chunks(&pairs(new), CHUNK_BYTES)? {
-            statements.push(self.statement(
-                &format!("INSERT OR IGNORE INTO touches (block, agent_id) {PAIRS_OF_PARAM_1}"),
-                vec![chunk.into()],
-            )?);
-        }
-        Ok(statements)
     }
 
     /// The statements that supersede the current rows of `ids` at index block `block`

@@ -127,8 +127,8 @@ pub(crate) struct Steady {
     /// RPC HTTP requests and JSON-RPC calls per run.
     pub(crate) rpc: (usize, usize),
     /// Table rows the run wrote: agent rows superseded and inserted, superseded rows collected,
-    /// touches replaced, status counts versioned, and the state row (saved once, with the run's
-    /// outcome).
+    /// status counts versioned, and the state row (saved once, with the run's outcome and the
+    /// touches of the re-scanned window).
     pub(crate) rows: Rows,
     /// Blocks the index was behind the chain's head after the run (median).
     pub(crate) lag: u64,
@@ -141,7 +141,6 @@ pub(crate) struct Rows {
     pub(crate) superseded: u64,
     pub(crate) inserted: u64,
     pub(crate) collected: u64,
-    pub(crate) touches: u64,
     /// Status counts per bucket of ids: versions written and ended.
     pub(crate) counts: u64,
     pub(crate) state: u64,
@@ -149,7 +148,7 @@ pub(crate) struct Rows {
 
 impl Rows {
     pub(crate) fn total(&self) -> u64 {
-        self.superseded + self.inserted + self.collected + self.touches + self.counts + self.state
+        self.superseded + self.inserted + self.collected + self.counts + self.state
     }
 }
 
@@ -190,12 +189,10 @@ pub(crate) async fn steady(
             worker,
             &format!("SELECT count(*) AS n FROM status_buckets WHERE since = {block} OR until = {block}"),
         );
-        // The run deletes the touches of its re-scanned window and inserts those it found.
         let rows = Rows {
             superseded,
             inserted,
             collected: (before.versions + superseded).saturating_sub(after.versions),
-            touches: before.touches + after.touches,
             counts,
             state: 1,
         };
@@ -222,7 +219,6 @@ pub(crate) async fn steady(
             superseded: pick(|rows| rows.superseded),
             inserted: pick(|rows| rows.inserted),
             collected: pick(|rows| rows.collected),
-            touches: pick(|rows| rows.touches),
             counts: pick(|rows| rows.counts),
             state: 1,
         },
@@ -361,15 +357,11 @@ fn next_random(state: &mut u64) -> u64 {
 struct Counts {
     /// Superseded versions kept (`agent_versions`).
     versions: u64,
-    touches: u64,
 }
 
 fn counts(worker: &EdgeWorker) -> Counts {
-    let row = &query(
-        worker,
-        "SELECT (SELECT count(*) FROM agent_versions) AS versions, (SELECT count(*) FROM touches) AS touches",
-    )[0];
-    Counts { versions: row["versions"].as_u64().unwrap_or(0), touches: row["touches"].as_u64().unwrap_or(0) }
+    let row = &query(worker, "SELECT count(*) AS versions FROM agent_versions")[0];
+    Counts { versions: row["versions"].as_u64().unwrap_or(0) }
 }
 
 fn count(worker: &EdgeWorker, sql: &str) -> u64 {

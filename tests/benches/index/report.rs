@@ -253,19 +253,19 @@ fn indexer(out: &mut String, m: &Measured) {
          Each run follows a simulated minute of Base: the writes (attestations, every tenth a \
          revenue report, to distinct agents), then 30 empty blocks 2 s apart. Medians of 5 runs. \
          Every run profiled (the CPU column includes the profiler's own work). RPC requests are \
-         the run's subrequests to the provider; D1 is reached by 5 more (state, touches of the \
-         window, lapsing attestations, the changed agents' rows, and one batch with the run's \
+         the run's subrequests to the provider; D1 is reached by 4 more (the state with the touches \
+         of the window, lapsing attestations, the changed agents' rows, and one batch with the run's \
          outcome), by the code of `edge-api/src/index/run.rs`. Rows written are table rows (D1 \
          also bills one write per index entry a write changes); attestations and revenue \
          reports move no status counts.\n\n\
-         | agents changed a minute | wall | Worker CPU (most) | CPU (most) | RPC requests (calls) | lag after the run (blocks) | rows written: superseded + inserted + collected + touches + status counts + state = total | the last run's message |\n\
+         | agents changed a minute | wall | Worker CPU (most) | CPU (most) | RPC requests (calls) | lag after the run (blocks) | rows written: superseded + inserted + collected + status counts + state = total | the last run's message |\n\
          |---:|---:|---:|---:|---:|---:|---|---|\n",
     );
     for s in &m.steady {
         let r = &s.rows;
         writeln!(
             out,
-            "| {} | {} | {} ({}) | {} ({}) | {} ({}) | {} | {} + {} + {} + {} + {} + {} = {} | {} |",
+            "| {} | {} | {} ({}) | {} ({}) | {} ({}) | {} | {} + {} + {} + {} + {} = {} | {} |",
             s.changes,
             ms(s.wall),
             ms(s.worker_cpu),
@@ -278,7 +278,6 @@ fn indexer(out: &mut String, m: &Measured) {
             r.superseded,
             r.inserted,
             r.collected,
-            r.touches,
             r.counts,
             r.state,
             r.total(),
