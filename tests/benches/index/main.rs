@@ -14,6 +14,7 @@
 mod cpu;
 mod d1;
 mod endpoints;
+mod entry;
 mod indexer;
 mod ponder;
 mod report;

@@ -18,7 +18,7 @@ use kya_tests::edge_fixture::{EdgeWorker, fresh_ip};
 use serde_json::Value;
 
 use crate::{
-    Setup, cpu, endpoints,
+    Setup, cpu, endpoints, entry,
     ponder::{self, Ponder, PonderProxy},
     report,
     timing::{self, Timed, median},
@@ -62,6 +62,8 @@ pub(crate) struct PonderFill {
 pub(crate) struct Path {
     pub(crate) path: String,
     pub(crate) ours: Cold,
+    /// Ours asked at the runtime's own entry, past wrangler's proxy ([`entry::runtime_entry`]).
+    pub(crate) ours_entry: Cold,
     pub(crate) ponder: Cold,
 }
 
@@ -108,24 +110,32 @@ pub(crate) async fn measure(setup: &Setup, worker: &mut EdgeWorker, agents: u64)
     // endpoint's own work (ours: the OpenAPI document, a constant; Ponder's `/health`).
     let floor = Path {
         path: "runtime floor: ours `/openapi.json`, Ponder `/health`".into(),
-        ours: cold(&ours_cold(worker, "/openapi.json").await),
+        ours: cold(&ours_cold(worker, "/openapi.json", Via::Wrangler).await),
+        ours_entry: cold(&ours_cold(worker, "/openapi.json", Via::RuntimeEntry).await),
         ponder: cold(&ponder_cold(setup, &config, "/health").await),
     };
     eprintln!(
-        "{agents}: cold floor: ours {:.1?}, Ponder {:.1?}",
-        floor.ours.last_byte, floor.ponder.last_byte
+        "{agents}: cold floor: ours {:.1?} ({:.1?} at the runtime's entry), Ponder {:.1?}",
+        floor.ours.last_byte, floor.ours_entry.last_byte, floor.ponder.last_byte
     );
     paths.push(floor);
     for path in endpoints::paths(agents) {
-        let ours = ours_cold(worker, &path).await;
+        let ours = ours_cold(worker, &path, Via::Wrangler).await;
+        let ours_entry = ours_cold(worker, &path, Via::RuntimeEntry).await;
         let theirs = ponder_cold(setup, &config, &path).await;
-        eprintln!("{path}: ours {:.1?}, Ponder {:.1?}", cold(&ours).last_byte, cold(&theirs).last_byte);
+        eprintln!(
+            "{path}: ours {:.1?} ({:.1?} at the runtime's entry), Ponder {:.1?}",
+            cold(&ours).last_byte,
+            cold(&ours_entry).last_byte,
+            cold(&theirs).last_byte
+        );
         mismatches.extend(compare(&path, &ours, &theirs));
+        mismatches.extend(compare(&path, &ours_entry, &theirs));
         if path == "/api/v1/stats" {
             census.ours = counted(&ours[0], "x-block-number");
             census.ponder = counted(&theirs[0], "x-indexed-block");
         }
-        paths.push(Path { path, ours: cold(&ours), ponder: cold(&theirs) });
+        paths.push(Path { path, ours: cold(&ours), ours_entry: cold(&ours_entry), ponder: cold(&theirs) });
     }
     SideBySide { load, ponder_fill, paths, mismatches, census }
 }
@@ -136,16 +146,32 @@ fn counted(answer: &Timed, header: &str) -> (String, String) {
     (text(&body["totalAgents"]), answer.header(header).unwrap_or("absent").to_owned())
 }
 
+/// Where our cold requests are sent.
+#[derive(Clone, Copy)]
+enum Via {
+    /// `wrangler dev`'s port, through its proxy Worker.
+    Wrangler,
+    /// The runtime's own entry ([`entry::runtime_entry`]), as a deployed Worker is reached with
+    /// no proxy of wrangler's in front.
+    RuntimeEntry,
+}
+
 /// `path` asked once after each of [`COLD_SAMPLES`] restarts of our Worker, its index run just
 /// before each: Ponder's samples take minutes, and an index older than `INDEX_MAX_AGE_SECS`
 /// would answer from the chain (`X-Index-Fallback`), which is not the index's cost.
-async fn ours_cold(worker: &mut EdgeWorker, path: &str) -> Vec<Timed> {
+async fn ours_cold(worker: &mut EdgeWorker, path: &str, via: Via) -> Vec<Timed> {
     let http = kya_tests::http_client();
     let mut answers = Vec::new();
     for _ in 0..COLD_SAMPLES {
         worker.run_index().await;
         worker.restart().await;
-        answers.push(timing::get(&http, &worker.base, path, &fresh_ip()).await);
+        let base = match via {
+            Via::Wrangler => worker.base.clone(),
+            Via::RuntimeEntry => entry::runtime_entry(worker.pid())
+                .await
+                .expect("the runtime's entry of the restarted Worker answers /health"),
+        };
+        answers.push(timing::get(&http, &base, path, &fresh_ip()).await);
     }
     answers
 }
