@@ -173,6 +173,23 @@ impl EdgeWorker {
         assert_eq!(response.status().as_u16(), 200, "/__scheduled:\n{}", self.output());
     }
 
+    /// The rows D1 reported written by the index's run that committed block `block`, from its log
+    /// line ("index run: block N: … (Q D1 queries, M rows written as D1 reports them)"; local D1
+    /// counts a row and each index entry a write changes, as production bills them). Waits
+    /// about 5 s for the line.
+    pub async fn index_rows_written(&self, block: u64) -> u64 {
+        let start = format!("index run: block {block}:");
+        for _ in 0..50 {
+            let output = self.output();
+            if let Some(line) = output.lines().rfind(|line| line.contains(&start)) {
+                let (_, tail) = line.rsplit_once(" D1 queries, ").expect("the run's counts");
+                return tail.split(' ').next().unwrap().parse().expect("rows written");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("no log line of the run at block {block}:\n{}", self.output());
+    }
+
     /// The rows `sql` selects from the Worker's local index (`wrangler d1 execute --local` on its
     /// state directory), as JSON objects.
     pub fn query_index(&self, sql: &str) -> Vec<Value> {

@@ -330,6 +330,18 @@ impl BucketMoves {
     pub fn is_empty(&self) -> bool {
         self.moves().next().is_none()
     }
+
+    /// The moves by bucket: each bucket whose counts move, with the change of each status's
+    /// count there (indexed by the status's number, [`AgentStatus::ALL`]'s order). The index
+    /// keeps a bucket's four counts in one row, so that a status change, which moves two counts
+    /// of its agent's bucket, writes one row.
+    pub fn by_bucket(&self) -> BTreeMap<u64, [i64; 4]> {
+        let mut buckets: BTreeMap<u64, [i64; 4]> = BTreeMap::new();
+        for (status, bucket, change) in self.moves() {
+            buckets.entry(bucket).or_default()[status as usize] += change;
+        }
+        buckets
+    }
 }
 
 /// Changes to parents' child counts when an agent's `old` state becomes `new`: the registry
@@ -526,8 +538,11 @@ mod tests {
                     None => self.agents.remove(&id),
                 };
             }
-            for (status, bucket, change) in moves.moves() {
-                *self.buckets.entry((status, bucket)).or_default() += change;
+            // As the index writes them: a row of four counts per bucket that moved.
+            for (bucket, changes) in moves.by_bucket() {
+                for (status, change) in AgentStatus::ALL.into_iter().zip(changes) {
+                    *self.buckets.entry((status, bucket)).or_default() += change;
+                }
             }
         }
 
@@ -788,6 +803,13 @@ mod tests {
         edge.apply(255, None, Some(Active));
         edge.apply(256, None, Some(Active));
         assert_eq!(edge.moves().collect::<Vec<_>>(), vec![(Active, 0, 1), (Active, 1, 1)]);
+        // By bucket, a row of four counts each: the suspension in bucket 1 moves two counts of
+        // one row; bucket 2's swap moves none and has no row.
+        assert_eq!(
+            moves.by_bucket().into_iter().collect::<Vec<_>>(),
+            vec![(0, [1, 0, -1, 0]), (1, [-1, 1, 0, 0])]
+        );
+        assert!(cancelled.by_bucket().is_empty());
     }
 
     #[test]

@@ -168,14 +168,7 @@ pub fn plan(touched: &BTreeSet<u64>, cursor: Cursor, chain_next: u64, cap: u64, 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn touches(pairs: &[(u64, u64)]) -> Vec<Touch> {
-        pairs.iter().map(|&(block, agent_id)| Touch { block, agent_id }).collect()
-    }
-
-    fn set(ids: &[u64]) -> BTreeSet<u64> {
-        ids.iter().copied().collect()
-    }
+    use crate::test_support::{set, touches};
 
     #[test]
     fn a_run_ends_before_the_block_that_would_pass_the_cap() {

@@ -1,8 +1,10 @@
 //! Fixtures the unit tests of several modules share.
 
+use std::collections::BTreeSet;
+
 use alloy_primitives::{Address, B256};
 
-use crate::{Agent, AgentStatus};
+use crate::{Agent, AgentStatus, logs::Touch};
 
 /// A well-formed agent `id`: its creator and wallet derived from the id, a parent a third of
 /// it, every third agent and later a child, hashes and scope fixed. Tests override the fields
@@ -24,4 +26,14 @@ pub(crate) fn sample_agent(id: u64, status: AgentStatus, attested: u64, register
         last_revenue_report: 0,
         status,
     }
+}
+
+/// Log touches from (block, agent id) pairs.
+pub(crate) fn touches(pairs: &[(u64, u64)]) -> Vec<Touch> {
+    pairs.iter().map(|&(block, agent_id)| Touch { block, agent_id }).collect()
+}
+
+/// A set of agent ids.
+pub(crate) fn set(ids: &[u64]) -> BTreeSet<u64> {
+    ids.iter().copied().collect()
 }

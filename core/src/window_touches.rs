@@ -158,14 +158,7 @@ pub fn changed_in_window(recorded: &WindowTouches, rescanned: &[Touch], indexed:
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn touches(pairs: &[(u64, u64)]) -> Vec<Touch> {
-        pairs.iter().map(|&(block, agent_id)| Touch { block, agent_id }).collect()
-    }
-
-    fn set(ids: &[u64]) -> BTreeSet<u64> {
-        ids.iter().copied().collect()
-    }
+    use crate::test_support::{set, touches};
 
     #[test]
     fn only_agents_whose_window_logs_changed_are_read_again() {

@@ -81,6 +81,12 @@ pub(crate) struct State {
     /// the first agent not walked yet (`None`: from the index's block time).
     #[serde(default)]
     pub(crate) lapses_from: Option<(u64, u64)>,
+    /// The stream outlet's cursor: every batch of the feed through this one was handed to the
+    /// stream's shards (`None`: none yet). It rides in this row, written by the next run that
+    /// writes (`stream::outlet`); until then the isolate that handed later batches remembers
+    /// them.
+    #[serde(default)]
+    pub(crate) stream_through: Option<u64>,
 }
 
 const fn first_batch() -> u64 {
@@ -102,6 +108,7 @@ impl Default for State {
             settled_through: None,
             feed_last: None,
             lapses_from: None,
+            stream_through: None,
         }
     }
 }

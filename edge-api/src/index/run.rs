@@ -287,7 +287,7 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
         })
         .collect();
     let mut statements = store.write_versions(&ids, &rows, at.number, now)?;
-    statements.extend(store.write_bucket_moves(&bucket_moves, at.number, now)?);
+    statements.extend(store.write_bucket_moves(&bucket_moves)?);
     statements.extend(store.write_tallies(&tallies, &tallies_gone)?);
     let read = planned.read.len();
     // The answers take an index older than `INDEX_MAX_AGE_SECS` for stalled: a quiet run leaves
@@ -360,6 +360,9 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
     state.totals.revenue.by_category.clear();
     state.totals.generations.clear();
     state.totals.unreadable.clear();
+    // The stream's cursor, as far as this isolate handed the feed out since the row was written:
+    // it rides in this row rather than costing one of its own.
+    state.stream_through = state.stream_through.max(super::stream::outlet::handed_through());
     // With the window's touches when the run followed logs (else they stay as recorded).
     statements.push(match &followed {
         Some(followed) => store.save_state_with_touches(&state, &followed.record)?,

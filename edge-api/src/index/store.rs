@@ -44,14 +44,12 @@ pub(super) const CHUNK_BYTES: usize = 250_000;
 /// The D1 binding of the index.
 const BINDING: &str = "INDEX";
 /// The `state` row holding [`State`].
-const STATE_KEY: &str = "index";
+pub(super) const STATE_KEY: &str = "index";
 /// The current rows that held at index block `?1` (a row updated after it holds its version
 /// from a later block: the version before is in `agent_versions`).
 const CURRENT_AT: &str = "since <= ?1";
 /// The superseded versions that held at index block `?1`.
 const VERSION_AT: &str = "since <= ?1 AND until > ?1";
-/// The status counts that held at index block `?1` (versioned in one table).
-const BUCKETS_AT: &str = "since <= ?1 AND (until IS NULL OR until > ?1)";
 /// Pairs of numbers from the JSON array of arrays in parameter `?1`, as a row-value list.
 const PAIRS_OF_PARAM_1: &str =
     "SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?1)";
@@ -258,6 +256,7 @@ impl Store {
     pub(crate) async fn record_run(&self, outcome: super::RunOutcome) -> Result<()> {
         let mut state = self.state().await?;
         state.last_run = Some(outcome);
+        state.stream_through = state.stream_through.max(super::stream::outlet::handed_through());
         self.commit(vec![self.save_state(&state)?]).await
     }
 
@@ -446,52 +445,35 @@ impl Store {
         Ok(statements)
     }
 
-    /// The statements moving the status counts per bucket of ids by `moves` at index block
-    /// `block` (wall-clock `now`): each moved count gets a new version, from the current one
-    /// (or none: a bucket's first agent of the status), and the current one ends. A version
-    /// written at `block` (a run at the same block as the last) is replaced.
-    pub(super) fn write_bucket_moves(
-        &self,
-        moves: &BucketMoves,
-        block: u64,
-        now: u64,
-    ) -> Result<Vec<D1PreparedStatement>> {
-        if moves.is_empty() {
-            return Ok(Vec::new());
-        }
-        let changes: Vec<(u8, u64, i64)> =
-            moves.moves().map(|(status, bucket, change)| (status as u8, bucket, change)).collect();
-        let keys: Vec<(u8, u64)> = changes.iter().map(|&(status, bucket, _)| (status, bucket)).collect();
-        Ok(vec![
-            // First: the new version reads the current one, which the next statement ends.
-            self.statement(
-                    "INSERT OR REPLACE INTO status_buckets (status, bucket, since, until, superseded_at, agents) \
-                     SELECT moved.status, moved.bucket, ?2, NULL, NULL, moved.change + coalesce((SELECT held.agents \
-                     FROM status_buckets AS held WHERE held.status = moved.status AND held.bucket = moved.bucket \
-                     AND held.until IS NULL), 0) FROM (SELECT json_extract(value, '$[0]') AS status, \
-                     json_extract(value, '$[1]') AS bucket, json_extract(value, '$[2]') AS change \
-                     FROM json_each(?1)) AS moved",
-                vec![json_param(&changes)?, block.into()],
-            )?,
-            self.statement(
-                &format!(
-                    "UPDATE status_buckets SET until = ?2, superseded_at = ?3 WHERE until IS NULL AND since < ?2 \
-                     AND (status, bucket) IN ({PAIRS_OF_PARAM_1})"
-                ),
-                vec![json_param(&keys)?, block.into(), now.into()],
-            )?,
-        ])
+    /// The statements moving the status counts per bucket of ids by `moves`: one row per bucket
+    /// that moved, holding its four counts, inserted (a bucket's first agents) or updated in
+    /// place. The counts are current only: they are read in the same D1 batch as the state row
+    /// ([`Store::state_with`]), which sees them and the block they hold at together, so no
+    /// answer needs an earlier version (versioned, a count moved cost 5 rows written; now a
+    /// bucket's row costs 1, however many of its counts moved).
+    pub(super) fn write_bucket_moves(&self, moves: &BucketMoves) -> Result<Vec<D1PreparedStatement>> {
+        let rows: Vec<(u64, [i64; 4])> = moves.by_bucket().into_iter().collect();
+        json_chunks(&rows, CHUNK_BYTES)?
+            .into_iter()
+            .map(|chunk| {
+                self.statement(
+                    "INSERT INTO status_counts (bucket, active, suspended, revoked, terminated) \
+                     SELECT json_extract(value, '$[0]'), json_extract(value, '$[1][0]'), \
+                     json_extract(value, '$[1][1]'), json_extract(value, '$[1][2]'), \
+                     json_extract(value, '$[1][3]') FROM json_each(?1) WHERE true \
+                     ON CONFLICT (bucket) DO UPDATE SET active = active + excluded.active, \
+                     suspended = suspended + excluded.suspended, revoked = revoked + excluded.revoked, \
+                     terminated = terminated + excluded.terminated",
+                    vec![chunk.into()],
+                )
+            })
+            .collect()
     }
 
     /// The statements deleting rows superseded before `before` (wall clock): no answer still
     /// reads a block that old.
     pub(super) fn collect_garbage(&self, before: u64) -> Result<Vec<D1PreparedStatement>> {
-        ["agent_versions", "status_buckets"]
-            .into_iter()
-            .map(|table| {
-                self.statement(&format!("DELETE FROM {table} WHERE superseded_at < ?1"), vec![before.into()])
-            })
-            .collect()
+        Ok(vec![self.statement("DELETE FROM agent_versions WHERE superseded_at < ?1", vec![before.into()])?])
     }
 
     /// Runs `statements` as one transaction.
@@ -557,8 +539,9 @@ impl Store {
         offset: u64,
     ) -> Result<D1PreparedStatement> {
         let query = at_state_block(&format!(
-            "WITH counted AS (SELECT bucket, agents, sum(agents) OVER (ORDER BY bucket) AS through \
-             FROM status_buckets WHERE status = ?2 AND {BUCKETS_AT}), \
+            "WITH of_status AS (SELECT bucket, CASE ?2 WHEN 0 THEN active WHEN 1 THEN suspended \
+             WHEN 2 THEN revoked ELSE terminated END AS agents FROM status_counts), \
+             counted AS (SELECT bucket, agents, sum(agents) OVER (ORDER BY bucket) AS through FROM of_status), \
              start AS (SELECT bucket * {STATUS_BUCKET_IDS} AS first_id, ?4 - (through - agents) AS skip \
              FROM counted WHERE through > ?4 ORDER BY bucket LIMIT 1) \
              SELECT id, item FROM agents WHERE status = ?2 AND {CURRENT_AT} \

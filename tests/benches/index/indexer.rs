@@ -126,9 +126,9 @@ pub(crate) struct Steady {
     pub(crate) worker_cpu_max: Duration,
     /// RPC HTTP requests and JSON-RPC calls per run.
     pub(crate) rpc: (usize, usize),
-    /// Table rows the run wrote: agent rows superseded and inserted, superseded rows collected,
-    /// status counts versioned, and the state row (saved once, with the run's outcome and the
-    /// touches of the re-scanned window).
+    /// Rows the run wrote: table rows (agent rows superseded and inserted, superseded rows
+    /// collected, and the state row, saved once with the run's outcome, the touches of the
+    /// re-scanned window and the stream's cursor), and D1's own count.
     pub(crate) rows: Rows,
     /// Blocks the index was behind the chain's head after the run (median).
     pub(crate) lag: u64,
@@ -141,14 +141,17 @@ pub(crate) struct Rows {
     pub(crate) superseded: u64,
     pub(crate) inserted: u64,
     pub(crate) collected: u64,
-    /// Status counts per bucket of ids: versions written and ended.
-    pub(crate) counts: u64,
     pub(crate) state: u64,
+    /// What D1 reported written by the run (its log line): the table rows above, the index
+    /// entries their writes changed, the tallies, the status counts and the change feed's
+    /// batches, as D1 bills them.
+    pub(crate) d1: u64,
 }
 
 impl Rows {
+    /// The table rows counted in the tables.
     pub(crate) fn total(&self) -> u64 {
-        self.superseded + self.inserted + self.collected + self.counts + self.state
+        self.superseded + self.inserted + self.collected + self.state
     }
 }
 
@@ -185,16 +188,12 @@ pub(crate) async fn steady(
         let superseded =
             count(worker, &format!("SELECT count(*) AS n FROM agent_versions WHERE until = {block}"));
         let inserted = count(worker, &format!("SELECT count(*) AS n FROM agents WHERE since = {block}"));
-        let counts = count(
-            worker,
-            &format!("SELECT count(*) AS n FROM status_buckets WHERE since = {block} OR until = {block}"),
-        );
         let rows = Rows {
             superseded,
             inserted,
             collected: (before.versions + superseded).saturating_sub(after.versions),
-            counts,
             state: 1,
+            d1: worker.index_rows_written(block).await,
         };
         if run > 0 {
             lags.push(index["lagBlocks"].as_u64().unwrap_or(0));
@@ -219,7 +218,7 @@ pub(crate) async fn steady(
             superseded: pick(|rows| rows.superseded),
             inserted: pick(|rows| rows.inserted),
             collected: pick(|rows| rows.collected),
-            counts: pick(|rows| rows.counts),
+            d1: pick(|rows| rows.d1),
             state: 1,
         },
         lag: median_u64(lags),

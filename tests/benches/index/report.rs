@@ -264,17 +264,19 @@ fn indexer(out: &mut String, m: &Measured) {
          Every run profiled (the CPU column includes the profiler's own work). RPC requests are \
          the run's subrequests to the provider; D1 is reached by 4 more (the state with the touches \
          of the window, lapsing attestations, the changed agents' rows, and one batch with the run's \
-         outcome), by the code of `edge-api/src/index/run.rs`. Rows written are table rows (D1 \
-         also bills one write per index entry a write changes); attestations and revenue \
-         reports move no status counts.\n\n\
-         | agents changed a minute | wall | Worker CPU (most) | CPU (most) | RPC requests (calls) | lag after the run (blocks) | rows written: superseded + inserted + collected + status counts + state = total | the last run's message |\n\
-         |---:|---:|---:|---:|---:|---:|---|---|\n",
+         outcome), by the code of `edge-api/src/index/run.rs`. Rows written: table rows counted \
+         in the tables after the run, and D1's own count from the run's log line (`meta.rows_written`: \
+         also the index entries the writes changed, the tallies and the change feed's batches, as \
+         D1 bills them); per change, D1's count less the state row and the feed's batch, over \
+         the changes.\n\n\
+         | agents changed a minute | wall | Worker CPU (most) | CPU (most) | RPC requests (calls) | lag after the run (blocks) | table rows written: superseded + inserted + collected + state = total | D1 rows written (per change) | the last run's message |\n\
+         |---:|---:|---:|---:|---:|---:|---|---:|---|\n",
     );
     for s in &m.steady {
         let r = &s.rows;
         writeln!(
             out,
-            "| {} | {} | {} ({}) | {} ({}) | {} ({}) | {} | {} + {} + {} + {} + {} = {} | {} |",
+            "| {} | {} | {} ({}) | {} ({}) | {} ({}) | {} | {} + {} + {} + {} = {} | {} ({:.1}) | {} |",
             s.changes,
             ms(s.wall),
             ms(s.worker_cpu),
@@ -287,9 +289,10 @@ fn indexer(out: &mut String, m: &Measured) {
             r.superseded,
             r.inserted,
             r.collected,
-            r.counts,
             r.state,
             r.total(),
+            r.d1,
+            r.d1.saturating_sub(2) as f64 / s.changes.max(1) as f64,
             s.message,
         )
         .expect("writing to a String");

@@ -253,20 +253,10 @@ async fn assert_rows_held_at(worker: &EdgeWorker, chain: &TestChain, block: u64)
     assert_eq!(held, chain_at, "the rows held at block {block}");
 }
 
-/// The rows D1 reported written by the index's last run (its log line: local D1 counts a row
-/// and each index entry a write changes, as production bills them).
+/// The rows D1 reported written by the index's last run ([`EdgeWorker::index_rows_written`]).
 async fn rows_written(worker: &EdgeWorker, api: &EdgeClient) -> u64 {
     let block = health_index(api).await["block"].as_u64().expect("the index's block");
-    let start = format!("index run: block {block}:");
-    for _ in 0..50 {
-        let output = worker.output();
-        if let Some(line) = output.lines().rfind(|line| line.contains(&start)) {
-            let (_, tail) = line.rsplit_once(" D1 queries, ").expect("the run's counts");
-            return tail.split(' ').next().unwrap().parse().expect("rows written");
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    panic!("no log line of the run at block {block}:\n{}", worker.output());
+    worker.index_rows_written(block).await
 }
 
 pub(super) async fn health_index(api: &EdgeClient) -> Value {
@@ -276,6 +266,14 @@ pub(super) async fn health_index(api: &EdgeClient) -> Value {
 /// A registry write from `from`, mined in its own block.
 async fn write<C: SolCall>(chain: &TestChain, from: Address, call: &C) {
     chain.chain.send(from, chain.registry(), call).await.expect("the write is mined");
+}
+
+/// A registry write of calldata `input` from `from`, mined in its own block (writes of several
+/// kinds in one list).
+async fn write_raw(chain: &TestChain, from: Address, input: Vec<u8>) {
+    let request =
+        TransactionRequest::default().from(from).to(chain.registry()).input(Bytes::from(input).into());
+    chain.chain.send_request(request).await.expect("the write is mined");
 }
 
 /// `registration` by `creator` with the consent of its wallet, `wallet` (the creator is its
@@ -375,15 +373,40 @@ async fn the_index_fills_follows_every_write_undoes_reorganisations_and_survives
     write(&chain, creator_a, &consented(&chain, creator_a, register.clone(), &child_wallet).await).await;
     let child = agents + 1;
     worker.run_index().await;
+    // D1's own count of each run's writes (local D1 counts a row and each index entry a write
+    // changes, as production bills them); every run also writes the state row (with the
+    // window's touches and the stream's cursor: no rows of their own) and the change feed's
+    // batch (its events, and the confirmations of earlier ones, in one row): 2.
+    //
+    // A child's registration: its row inserted with its three index entries (status,
+    // `lastAttestation`, `registeredAt`), its generation's tally and its bucket's status counts
+    // (one row of four): 6; its parent's child count: the parent's version copied and its row
+    // (no index entry moves), 2 (its version's deletion 10 minutes later is the 3rd).
+    let written = rows_written(&worker, &api).await;
+    assert_eq!(written, 6 + 2 + 2, "a child's registration's run");
     assert_index_answers_as_the_chain(&api, &chain, &rpc, "register").await;
+    // A registration without a parent: the child's 6 alone.
+    let scope = "an agent of its own registered after the fill";
+    let own_wallet = dev_accounts::agent_wallet(agents + 3);
+    let own = AgentRegistry::registerAgentCall {
+        agentWallet: own_wallet.address(),
+        constitutionHash: keccak256(scope),
+        capabilityHash: keccak256(scope),
+        operationalScope: scope.into(),
+        parentAgentId: U256::ZERO,
+        ..register.clone()
+    };
+    write(&chain, creator_a, &consented(&chain, creator_a, own, &own_wallet).await).await;
+    worker.run_index().await;
+    let written = rows_written(&worker, &api).await;
+    assert_eq!(written, 6 + 2, "a registration's run");
+    assert_index_answers_as_the_chain(&api, &chain, &rpc, "register without a parent").await;
     write(&chain, creator_a, &AgentRegistry::attestComplianceCall { agentId: id(child) }).await;
     worker.run_index().await;
-    // D1's own count of the run's writes: the attested agent's version copied, its row and its
-    // `lastAttestation` index entry (3; the version's deletion 10 minutes later is the 4th), the
-    // state row (with the window's touches: no row of their own) and the change feed's batch
-    // (its events, and the confirmations of earlier ones, in one row).
+    // The attested agent's version copied, its row and its `lastAttestation` index entry (3;
+    // the version's deletion 10 minutes later is the 4th).
     let written = rows_written(&worker, &api).await;
-    assert_eq!(written, 3 + 1 + 1, "an attestation's run");
+    assert_eq!(written, 3 + 2, "an attestation's run");
     assert_index_answers_as_the_chain(&api, &chain, &rpc, "attest").await;
     let report = AgentRegistry::reportRevenueCall {
         agentId: id(child),
@@ -396,22 +419,26 @@ async fn the_index_fills_follows_every_write_undoes_reorganisations_and_survives
     write(&chain, creator_a, &report).await;
     worker.run_index().await;
     // The report: the version, the row (no index entry), its currency's and category's tallies
-    // (4; the version's deletion later is the 5th); then the state and the feed's batch.
+    // (4; the version's deletion later is the 5th).
     let written = rows_written(&worker, &api).await;
-    assert_eq!(written, 4 + 1 + 1, "a revenue report's run");
+    assert_eq!(written, 4 + 2, "a revenue report's run");
     assert_index_answers_as_the_chain(&api, &chain, &rpc, "report revenue").await;
-    write(&chain, regulator, &AgentRegistry::suspendAgentCall { agentId: id(child) }).await;
-    worker.run_index().await;
-    assert_index_answers_as_the_chain(&api, &chain, &rpc, "suspend").await;
-    write(&chain, regulator, &AgentRegistry::reactivateAgentCall { agentId: id(child) }).await;
-    worker.run_index().await;
-    assert_index_answers_as_the_chain(&api, &chain, &rpc, "reactivate").await;
-    write(&chain, regulator, &AgentRegistry::revokeAgentCall { agentId: id(demo.roles.hive) }).await;
-    worker.run_index().await;
-    assert_index_answers_as_the_chain(&api, &chain, &rpc, "revoke").await;
-    write(&chain, creator_a, &AgentRegistry::terminateSelfCall { agentId: id(child) }).await;
-    worker.run_index().await;
-    assert_index_answers_as_the_chain(&api, &chain, &rpc, "terminate").await;
+    // Each status change: the agent's version copied, its row and its status index entry, and
+    // its bucket's row of status counts, whose two counts move in one row (4; the version's
+    // deletion later is the 5th).
+    let status_changes: [(&str, Address, Vec<u8>); 4] = [
+        ("suspend", regulator, AgentRegistry::suspendAgentCall { agentId: id(child) }.abi_encode()),
+        ("reactivate", regulator, AgentRegistry::reactivateAgentCall { agentId: id(child) }.abi_encode()),
+        ("revoke", regulator, AgentRegistry::revokeAgentCall { agentId: id(demo.roles.hive) }.abi_encode()),
+        ("terminate", creator_a, AgentRegistry::terminateSelfCall { agentId: id(child) }.abi_encode()),
+    ];
+    for (step, from, call) in status_changes {
+        write_raw(&chain, from, call).await;
+        worker.run_index().await;
+        let written = rows_written(&worker, &api).await;
+        assert_eq!(written, 4 + 2, "{step}'s run");
+        assert_index_answers_as_the_chain(&api, &chain, &rpc, step).await;
+    }
     // Every row as an answer still reading the first fill's block sees it (the current rows
     // from then, and the versions the runs since superseded): the chain at that block.
     assert_rows_held_at(&worker, &chain, block).await;
@@ -435,14 +462,14 @@ async fn the_index_fills_follows_every_write_undoes_reorganisations_and_survives
     worker.run_index().await;
     let before =
         assert_index_answers_as_the_chain(&api, &chain, &rpc, "writes a reorganisation takes away").await;
-    assert_eq!(health_index(&api).await["agents"], agents + 2);
+    assert_eq!(health_index(&api).await["agents"], agents + 3);
     let reverted: bool = chain.chain.provider().raw_request("evm_revert".into(), (snapshot,)).await.unwrap();
     assert!(reverted);
     let _: Value = chain.chain.provider().raw_request("anvil_mine".into(), ("0x3",)).await.unwrap();
     assert!(chain.chain.provider().get_block_number().await.unwrap() > before);
     worker.run_index().await;
     assert_index_answers_as_the_chain(&api, &chain, &rpc, "after the reorganisation").await;
-    assert_eq!(health_index(&api).await["agents"], agents + 1, "the registration is gone");
+    assert_eq!(health_index(&api).await["agents"], agents + 2, "the registration is gone");
 
     // Logs withheld: the sweep alone brings every agent right, a run's room at a time.
     faults.withhold_logs.store(true, Ordering::SeqCst);
@@ -469,7 +496,7 @@ async fn the_index_fills_follows_every_write_undoes_reorganisations_and_survives
 
     // Over all of it, the index kept no more than its current rows and those superseded lately.
     let current = worker.query_index("SELECT count(*) AS n FROM agents");
-    assert_eq!(current[0]["n"], agents + 1);
+    assert_eq!(current[0]["n"], agents + 2);
     // The window's touches, kept in the state row (`{"<block>": [agent ids]}`), only the window's.
     let touches = worker.query_index("SELECT min(CAST(json_each.key AS INTEGER)) AS low FROM state, json_each(state.touches) WHERE state.key = 'index'");
     let head = chain.chain.provider().get_block_number().await.unwrap();
@@ -584,8 +611,9 @@ fn status_page_queries(snapshot: &Snapshot) -> Vec<String> {
 /// `?status=` pages are placed by counts of each status per bucket of 256 ids, not by skipping
 /// every agent before the page: at every depth they equal the direct answer at the index's
 /// block, after the fill and after status changes in every bucket (one pair of which cancels);
-/// the counts the runs keep equal a recount of the rows, and a run writes a version of only the
-/// counts that moved. `/agents/compliance` (1,000 items) equals the direct list each time.
+/// the counts the runs keep equal a recount of the rows, and a run writes one row of counts per
+/// bucket whose counts moved. `/agents/compliance` (1,000 items) equals the direct list each
+/// time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_pages_at_every_depth_equal_the_chain_as_agents_change_status() {
     let chain = TestChain::start().await;
@@ -635,8 +663,13 @@ async fn status_pages_at_every_depth_equal_the_chain_as_agents_change_status() {
             (block, queries.len())
         }
     };
-    let counts_kept = "SELECT status, bucket, agents FROM status_buckets WHERE until IS NULL AND agents > 0 \
-                       ORDER BY status, bucket";
+    // The counts as kept (a row of four per bucket), a row per status and bucket holding any.
+    let counts_kept = "SELECT status, bucket, agents FROM (\
+                       SELECT 0 AS status, bucket, active AS agents FROM status_counts \
+                       UNION ALL SELECT 1, bucket, suspended FROM status_counts \
+                       UNION ALL SELECT 2, bucket, revoked FROM status_counts \
+                       UNION ALL SELECT 3, bucket, terminated FROM status_counts) \
+                       WHERE agents > 0 ORDER BY status, bucket";
     let counts_recounted = "SELECT status, id / 256 AS bucket, count(*) AS agents FROM agents \
                             GROUP BY status, id / 256 ORDER BY status, bucket";
 
@@ -658,20 +691,11 @@ async fn status_pages_at_every_depth_equal_the_chain_as_agents_change_status() {
     worker.run_index().await;
     let index = health_index(&api).await;
     assert_eq!(index["lagBlocks"], 0, "one run takes the six writes: {index}");
-    let (block, _) = compare_pages("after status changes").await;
+    compare_pages("after status changes").await;
     assert_eq!(worker.query_index(counts_kept), worker.query_index(counts_recounted), "the counts moved");
-    // Active in buckets 0 to 3, Suspended in 0, 2 and 3, Revoked in 1: Suspended in bucket 1
-    // went up and down again.
-    let versions = worker.query_index(&format!(
-        "SELECT status, bucket FROM status_buckets WHERE until = {block} ORDER BY status, bucket"
-    ));
-    let versions: Vec<(u64, u64)> = versions
-        .iter()
-        .map(|row| (row["status"].as_u64().unwrap(), row["bucket"].as_u64().unwrap()))
-        .collect();
-    assert_eq!(
-        versions,
-        [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0), (1, 2), (1, 3), (2, 1)],
-        "counts superseded"
-    );
+    // D1's count of the run's writes: per agent its version, its row and its status index entry
+    // (6 × 3); one row of counts per bucket that moved, whatever number of its counts moved
+    // (buckets 0 to 3: in bucket 1 three agents moved Active down and Revoked up, Suspended up
+    // and down again); the state row and the feed's batch.
+    assert_eq!(rows_written(&worker, &api).await, 6 * 3 + 4 + 2, "the run's rows written");
 }

@@ -154,6 +154,13 @@ async fn listeners_get_each_event_once_in_order_with_filters_resumes_and_heartbe
     // A run that adds nothing sends nothing, and the outlet does not hand batch 3 again.
     worker.run_index().await;
     assert_eq!(everything.next(QUIET).await, None);
+    // The outlet's cursor rides in the index's state row, which that run wrote (here its
+    // outcome: there is no chain), not in a row of its own.
+    let cursor_rows = worker.query_index(
+        "SELECT key, json_extract(value, '$.streamThrough') AS through FROM state \
+         WHERE key = 'index' OR key LIKE 'outlet:%'",
+    );
+    assert_eq!(cursor_rows, [serde_json::json!({"key": "index", "through": 3})], "the stream's cursor");
 
     // The leaving listener comes back after 1-1 with a batch it missed (3) and a new one (4),
     // written while it was away: it gets 1-2 on, once each, then the live ones.

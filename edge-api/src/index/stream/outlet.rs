@@ -1,11 +1,16 @@
 //! The stream's outlet: after each index run, the batches the feed gained since the stream was
 //! last handed any, sent once to every shard ([`super::shard`]).
 //!
-//! Cost per run: the outlet's one D1 query ([`crate::index::outlets::pending`]) and, when the
-//! feed moved, one write of its cursor and one Durable Object request per shard, whatever the
-//! number of listeners. A shard that cannot be reached keeps the cursor where it was: the next
-//! run hands every shard the same batches again, and each listener's position drops what it
-//! was already sent.
+//! Cost per run: the outlet's one D1 query ([`crate::index::outlets::stream_pending`]) and, when
+//! the feed moved, one Durable Object request per shard, whatever the number of listeners. A
+//! shard that cannot be reached keeps the cursor where it was: the next run hands every shard
+//! the same batches again, and each listener's position drops what it was already sent.
+//!
+//! The cursor costs no row written of its own (it cost one per run that added batches): the
+//! isolate remembers how far it handed the feed out ([`handed_through`]), and the next run
+//! that writes the index's state row carries it there (`streamThrough`). An isolate that goes
+//! before that run leaves the row's cursor behind what was handed, so some batches are handed
+//! again; the listeners' positions drop them, as after a shard that could not be reached.
 
 use futures::future::join_all;
 use worker::{Env, Method, RequestInit};
@@ -17,14 +22,23 @@ use crate::{
     index::{Store, outlets},
 };
 
-/// The outlet's name: its cursor is the `state` row `outlet:stream`.
-const OUTLET: &str = "stream";
+thread_local! {
+    /// The last batch this isolate handed to every shard (0: none), until a run's state row
+    /// carries it.
+    static HANDED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// The last batch this isolate handed to every shard (`None`: none), for the next state row
+/// written.
+pub(crate) fn handed_through() -> Option<u64> {
+    Some(HANDED.with(std::cell::Cell::get)).filter(|&batch| batch > 0)
+}
 
 /// Hands the feed's new batches to every shard (none without the shards' binding); whether there
 /// were any.
 pub(crate) async fn hand(env: &Env, store: &Store) -> Result<bool> {
     let Ok(namespace) = env.durable_object(shard::BINDING) else { return Ok(false) };
-    let batches = outlets::pending(store, OUTLET).await?;
+    let batches = outlets::stream_pending(store, HANDED.with(std::cell::Cell::get)).await?;
     let Some(last) = batches.last().map(|batch| batch.batch) else { return Ok(false) };
     // The batches' events as the run stored them: the JSON is not parsed here.
     let body = format!(
@@ -59,7 +73,7 @@ pub(crate) async fn hand(env: &Env, store: &Store) -> Result<bool> {
     for result in sent {
         listeners += result?;
     }
-    outlets::handed(store, OUTLET, last).await?;
+    HANDED.with(|handed| handed.set(handed.get().max(last)));
     worker::console_log!(
         "feed stream: handed batches {}..={last} to {shards} shards holding {listeners} listeners",
         batches[0].batch
