@@ -163,13 +163,27 @@ impl EdgeWorker {
 
     /// Runs the index's scheduled handler once (`/__scheduled`, as a Cron Trigger would) and
     /// waits for it to end; the Worker needs [`EdgeWorker::start_indexed`].
+    ///
+    /// A connection refused or dropped before the request was sent (seen on a machine so loaded
+    /// that the kernel answered the test ports with SYN cookies) ran nothing, so it is tried
+    /// again, up to [`RUN_INDEX_CONNECT_TRIES`] times; any other failure panics at once.
     pub async fn run_index(&self) {
-        let response = crate::http_client()
-            .get(format!("{}/__scheduled?cron=*+*+*+*+*", self.base))
-            .timeout(RUN_INDEX_TIMEOUT)
-            .send()
-            .await
-            .unwrap_or_else(|error| panic!("/__scheduled: {error}\n{}", self.output()));
+        let mut tries = 1;
+        let response = loop {
+            match crate::http_client()
+                .get(format!("{}/__scheduled?cron=*+*+*+*+*", self.base))
+                .timeout(RUN_INDEX_TIMEOUT)
+                .send()
+                .await
+            {
+                Ok(response) => break response,
+                Err(error) if error.is_connect() && tries < RUN_INDEX_CONNECT_TRIES => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                Err(error) => panic!("/__scheduled (try {tries}): {error}\n{}", self.output()),
+            }
+        };
         assert_eq!(response.status().as_u16(), 200, "/__scheduled:\n{}", self.output());
     }
 
@@ -450,6 +464,9 @@ pub fn chain_vars(rpc_url: &str, registry: Address) -> Vec<(&'static str, String
 /// benches make (a 2,000-agent fill run takes about a second), so that a hung run fails its test
 /// with the Worker's log instead of holding the suite until its own time limit.
 const RUN_INDEX_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// Tries of [`EdgeWorker::run_index`] whose connection failed before sending: about 5 s.
+const RUN_INDEX_CONNECT_TRIES: u32 = 10;
 
 /// Tries of [`EdgeWorker::execute_index`] on a busy file: about 5 s.
 const BUSY_TRIES: u32 = 10;

@@ -71,14 +71,22 @@ async fn main() {
     let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/bench");
     std::fs::create_dir_all(&folder).expect("docs/bench");
     for agents in sizes {
-        let measured = measure(agents, paid_per_run).await;
+        let report_file = folder.join(format!("index-{agents}.md"));
+        let measured = measure(agents, paid_per_run, &report_file).await;
         let text = report::render(&measured);
         print!("{text}");
-        std::fs::write(folder.join(format!("index-{agents}.md")), text).expect("writing the report");
+        std::fs::write(&report_file, text).expect("writing the report");
     }
 }
 
-async fn measure(agents: u64, paid_per_run: u64) -> Measured {
+/// Writes what one size measured so far: a size takes up to hours, and a failure in its last
+/// part (the second fill) must not lose the side by side before it. The full report replaces it.
+fn write_interim(report_file: &std::path::Path, measured: &Measured) {
+    std::fs::write(report_file, report::render(measured)).expect("writing the interim report");
+    eprintln!("{}: interim report written", measured.agents);
+}
+
+async fn measure(agents: u64, paid_per_run: u64, report_file: &std::path::Path) -> Measured {
     let commit = report::commit();
     let load = report::load();
     let started = Instant::now();
@@ -97,7 +105,7 @@ async fn measure(agents: u64, paid_per_run: u64) -> Measured {
     vars.extend([("INDEX_ANSWER_TTL_SECS", "0".to_owned()), ("MEMORY_CACHE_BYTES", "0".to_owned())]);
     let mut worker = EdgeWorker::start_indexed(&vars).await;
     let mut profiler = Profiler::attach(worker.inspector_port()).await;
-    let mut fills =
+    let fills =
         vec![indexer::fill(&setup, &worker, &mut profiler, agents, kya_edge_defaults::AGENTS_PER_RUN).await];
     eprintln!("{agents}: filled in {} runs ({:.1?} in all)", fills[0].runs, started.elapsed());
     let storage = d1::storage(&worker, agents);
@@ -119,15 +127,29 @@ async fn measure(agents: u64, paid_per_run: u64) -> Measured {
         None
     };
     drop(worker);
+    let mut measured = Measured {
+        commit,
+        agents,
+        seeding,
+        took: started.elapsed(),
+        load,
+        fills,
+        storage,
+        endpoints,
+        steady,
+        freshness,
+        ponder,
+    };
+    write_interim(report_file, &measured);
 
     let mut paid_vars = chain_vars(&setup.proxy.url, setup.chain.registry());
     paid_vars.push(("INDEX_AGENTS_PER_RUN", paid_per_run.to_string()));
     let paid = EdgeWorker::start_indexed(&paid_vars).await;
     let mut paid_profiler = Profiler::attach(paid.inspector_port()).await;
-    fills.push(indexer::fill(&setup, &paid, &mut paid_profiler, agents, paid_per_run).await);
-    let took = started.elapsed();
-    eprintln!("{agents}: done in {took:.1?}");
-    Measured { commit, agents, seeding, took, load, fills, storage, endpoints, steady, freshness, ponder }
+    measured.fills.push(indexer::fill(&setup, &paid, &mut paid_profiler, agents, paid_per_run).await);
+    measured.took = started.elapsed();
+    eprintln!("{agents}: done in {:.1?}", measured.took);
+    measured
 }
 
 /// Blocks whose state anvil keeps: reads older than that fail. Every read of the benchmark is at
