@@ -4,6 +4,7 @@
 //! the reconciler) and [`crate::relayer::queries`] (the read endpoints).
 
 pub(crate) mod handoff;
+pub(crate) mod head;
 pub(crate) mod l1_fee;
 pub(crate) mod leasing;
 pub(crate) mod metrics;
@@ -101,6 +102,8 @@ pub struct Relayer {
     in_flight: InFlight,
     /// Relays (row ids) a follower of this process watches.
     followed: Mutex<HashSet<i64>>,
+    /// The chain's head, read once for every follower.
+    head: head::Head,
     /// The keys' balances the metrics show, and when they were read: a scrape reads the chain
     /// at most once per [`crate::relayer::queries::BALANCE_CACHE`].
     cached_balances: Mutex<Option<BalancesRead>>,
@@ -147,6 +150,7 @@ impl Relayer {
             shutdown: Shutdown::new(),
             in_flight: Arc::default(),
             followed: Mutex::default(),
+            head: head::Head::default(),
             cached_balances: Mutex::default(),
             domain: tokio::sync::OnceCell::new(),
             op_stack: tokio::sync::OnceCell::new(),

@@ -321,15 +321,8 @@ impl Relayer {
     async fn budget_left(&self, checked: &Checked, client: &str) -> Result<Fees> {
         let fees = self.chain.fees().await?;
         let (signer, client, now) = (checked.signer(), client.to_owned(), time::now());
-        let (budget, by_signer, by_client) = self
-            .db(move |store| {
-                Ok((
-                    store.budget(now)?,
-                    store.spent_by_signer(signer, now)?,
-                    store.spent_by_client(&client, now)?,
-                ))
-            })
-            .await?;
+        let (budget, by_signer, by_client) =
+            self.db(move |store| store.budget_and_shares(signer, &client, now)).await?;
         let cheapest = MIN_TX_GAS.saturating_mul(fees.max_fee_per_gas);
         let limits = self.config.budget.limits();
         if limits.total_wei.saturating_sub(budget.used_wei) < cheapest {
@@ -573,7 +566,7 @@ impl Relayer {
                     // Kept on the books as sent: its follower finds the receipt if the node did
                     // take it, and until then the worst case stays reserved; the reconciler drops
                     // it if the node never had it.
-                    self.follow(id);
+                    self.follow_sent(id, at);
                     return Err(error);
                 }
                 // The key's lease went (to another daemon, or given back), or the relay is no
@@ -601,7 +594,7 @@ impl Relayer {
         };
         self.metrics.accepted();
         self.balances_changed();
-        self.follow(id);
+        self.follow_sent(id, at);
         Ok((sent, lane))
     }
 }

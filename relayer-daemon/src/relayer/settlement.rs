@@ -1,13 +1,13 @@
-//! After the send: a follower per sent relay reads the receipts of its transactions, settles
-//! the budget with what the mined one cost, and sends a stuck one again (higher fees at the same
-//! relayer nonce, or a cancellation: [`crate::rules::stuck`] decides); the reconciler's I/O gathers the
-//! facts for the pure [`crate::rules::reconcile`] about relays a crash or a lost answer left open, and
-//! applies its decision.
+//! After the send: a follower per sent relay reads the receipts of its transactions once per new
+//! block, settles the budget with what the mined one cost, and sends a stuck one again (higher
+//! fees at the same relayer nonce, or a cancellation: [`crate::rules::stuck`] decides); the
+//! reconciler's I/O gathers the facts for the pure [`crate::rules::reconcile`] about relays a
+//! crash or a lost answer left open, and applies its decision.
 
 use std::{
     collections::{HashMap, hash_map::Entry},
     sync::Arc,
-    time::Duration,
+    time::Instant,
 };
 
 use alloy::primitives::{Address, B256, Bytes};
@@ -16,7 +16,8 @@ use crate::{
     chain::Receipt,
     error::Result,
     keys::sender::{Outgoing, Sender},
-    relayer::{InFlightGuard, Relayer, lock},
+    relayer::{InFlightGuard, Relayer, head::HEAD_FRESH, lock},
+    rules::follow::{self, LastLook},
     rules::nonce::AfterReplace,
     rules::reconcile::{self, Decision, Facts},
     rules::stuck::{Latest, Plan},
@@ -27,11 +28,6 @@ use crate::{
     time,
 };
 
-/// First pause between two looks at a sent relay's receipts; it doubles up to the next.
-const FOLLOW_FIRST_PAUSE: Duration = Duration::from_millis(50);
-/// Longest pause between two looks.
-const FOLLOW_MAX_PAUSE: Duration = Duration::from_secs(2);
-
 /// What one look at a followed relay found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Look {
@@ -39,7 +35,7 @@ enum Look {
     Closed,
     /// Still waiting.
     Waiting,
-    /// A transaction was just sent again: look again soon.
+    /// A transaction was just sent again: it is looked for from the next block on.
     Resent,
 }
 
@@ -56,37 +52,77 @@ impl Drop for Followed<'_> {
 }
 
 impl Relayer {
-    /// Follows the sent relay `id` in the background until it is closed (or shutdown ends),
-    /// unless a follower already does.
+    /// Follows the relay `id` in the background until it is closed (or shutdown ends), unless
+    /// a follower already does; its first look is at once.
     pub(crate) fn follow(self: &Arc<Self>, id: i64) {
+        self.follow_from(id, None);
+    }
+
+    /// [`Relayer::follow`] for a relay whose transaction was just sent after the checks read
+    /// block `block`: it cannot be in that block or an earlier one, so the first look waits for
+    /// a later head.
+    pub(crate) fn follow_sent(self: &Arc<Self>, id: i64, block: u64) {
+        self.follow_from(id, Some(block));
+    }
+
+    fn follow_from(self: &Arc<Self>, id: i64, not_before: Option<u64>) {
         if !lock(&self.followed).insert(id) {
             return;
         }
         let relayer = Arc::clone(self);
         self.shutdown.spawn_follower(async move {
             let _followed = Followed { relayer: &relayer, id };
-            relayer.follow_until_closed(id).await;
+            relayer.follow_until_closed(id, not_before).await;
         });
     }
 
-    async fn follow_until_closed(&self, id: i64) {
-        let mut pause = FOLLOW_FIRST_PAUSE;
+    /// Looks at the relay at every new head (the daemon's head is read once for every follower:
+    /// [`crate::relayer::head`]), or after [`follow::FOLLOW_MAX_PAUSE`] at the latest, until it
+    /// is closed.
+    async fn follow_until_closed(&self, id: i64, not_before: Option<u64>) {
+        let mut last = not_before.map(|block| (Some(block), Instant::now()));
         loop {
-            match self.look(id).await {
+            let head = match last {
+                None => self.head().await,
+                Some((then, at)) => self.next_head(then, at).await,
+            };
+            match self.look(id, head).await {
                 Ok(Look::Closed) => return,
-                Ok(Look::Waiting) => {}
-                Ok(Look::Resent) => pause = FOLLOW_FIRST_PAUSE,
+                Ok(Look::Waiting | Look::Resent) => {}
                 Err(error) => {
                     tracing::warn!(id, error = %error.detail(), "following a relay failed; retrying")
                 }
             }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(FOLLOW_MAX_PAUSE);
+            last = Some((head, Instant::now()));
         }
     }
 
-    /// One look: a receipt of any of its transactions settles it; a stuck one is sent again.
-    async fn look(&self, id: i64) -> Result<Look> {
+    /// The chain's head as this daemon last read it, `None` if the node did not answer.
+    async fn head(&self) -> Option<u64> {
+        match self.head.latest(&self.chain).await {
+            Ok(head) => Some(head),
+            Err(error) => {
+                tracing::debug!(error = %error.detail(), "reading the chain's head failed");
+                None
+            }
+        }
+    }
+
+    /// Waits until a follower whose last look saw head `then` at `at` looks again
+    /// ([`follow::look_again`]); returns the head then.
+    async fn next_head(&self, then: Option<u64>, at: Instant) -> Option<u64> {
+        loop {
+            tokio::time::sleep(HEAD_FRESH).await;
+            let head = self.head().await;
+            if follow::look_again(LastLook { head: then, ago: at.elapsed() }, head) {
+                return head;
+            }
+        }
+    }
+
+    /// One look, with the chain's head at `head` (`None`: read it now): a receipt of any of its
+    /// transactions settles it; a stuck one is sent again.
+    async fn look(&self, id: i64, head: Option<u64>) -> Result<Look> {
         let Some(record) = self.db(move |store| store.relay(id)).await? else { return Ok(Look::Closed) };
         if !record.status.is_open() {
             return Ok(Look::Closed);
@@ -103,7 +139,10 @@ impl Relayer {
         if self.shutdown.has_begun() {
             return Ok(Look::Waiting);
         }
-        let block = self.chain.block_number().await?;
+        let block = match head {
+            Some(head) => head,
+            None => self.chain.block_number().await?,
+        };
         let waiting = latest_of(latest);
         if !self.stuck.is_stuck(&waiting, block, time::now()) {
             return Ok(Look::Waiting);

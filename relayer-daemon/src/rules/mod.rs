@@ -3,6 +3,7 @@
 //! ([`crate::relayer`]) carries out. Their tests feed values and check what comes out.
 
 pub(crate) mod fees;
+pub(crate) mod follow;
 pub(crate) mod lanes;
 pub(crate) mod nonce;
 pub(crate) mod pacing;

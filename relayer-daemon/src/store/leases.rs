@@ -12,7 +12,7 @@ use alloy::primitives::Address;
 use super::{
     Store,
     codec::Text,
-    sql::{Lock, Sql, args},
+    sql::{Lock, Sql, Value, args},
 };
 use crate::error::{Error, Result};
 
@@ -194,12 +194,17 @@ pub(crate) fn margin(lease_secs: u64) -> u64 {
 /// submitted, which holds the lane's row ([`Lock::Lane`]) so that no takeover or renewal comes
 /// between this check and its commit.
 pub(super) fn holds(sql: &mut impl Sql, lease: &Lease, now: u64) -> Result<()> {
-    let current = sql.query_opt(
-        "SELECT 1 FROM lanes WHERE address = ?1 AND fence = ?2 AND lease_until >= ?3",
-        args![lease.lane.text(), lease.fence, (now + lease.margin_secs) as i64],
-    )?;
+    let current = sql.query_opt(HOLDS, &holds_values(lease, now))?;
     match current {
         Some(_) => Ok(()),
         None => Err(Error::LaneLost(lease.lane)),
     }
+}
+
+/// [`holds`]' read: a row while `lease` is current with its margin left ([`holds_values`]).
+pub(super) const HOLDS: &str = "SELECT 1 FROM lanes WHERE address = ?1 AND fence = ?2 AND lease_until >= ?3";
+
+/// [`HOLDS`]' values for `lease` at `now`.
+pub(super) fn holds_values(lease: &Lease, now: u64) -> Vec<Value> {
+    args![lease.lane.text(), lease.fence, (now + lease.margin_secs) as i64].to_vec()
 }

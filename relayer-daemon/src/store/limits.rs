@@ -1,13 +1,16 @@
 //! Rate windows (per IP, per signer) and the daily gas budget.
 
 use super::{
-    Store,
+    IS_TAKEN, Store,
     codec::Text,
     is_taken, parse_wei,
     schema::OPEN,
-    sql::{Lock, Sql, args},
+    sql::{Lock, Sql, TextRows, args, inline},
 };
-use crate::{error::Result, rules::pacing::Pacing};
+use crate::{
+    error::{Error, Result},
+    rules::pacing::Pacing,
+};
 use alloy::primitives::{Address, U256};
 
 /// How long a gas budget lasts after its first use (SPEC.md: a day; `BUDGET_WINDOW_SECS`).
@@ -94,16 +97,28 @@ impl Store {
     /// Counts one request for `key` if fewer than `limit` were counted in the last hour; returns
     /// whether it was allowed. Refused requests are not counted, so a client that keeps trying
     /// is let in again an hour after its earlier requests.
+    ///
+    /// On PostgreSQL in two round trips, not five: the expired events' deletion and the count in
+    /// the batch with `BEGIN` and the key's lock, the new event in the batch with `COMMIT` (a
+    /// refusal rolls the whole back, as one statement at a time does).
     pub fn hit(&self, kind: RateKind, key: &str, limit: u32, now: u64) -> Result<bool> {
+        // Only this key's expired events: under its lock no other writer touches them, where a
+        // sweep of every key's could deadlock with another daemon's. `prune` sweeps the rest.
+        let horizon = now.saturating_sub(RATE_WINDOW_SECS) as i64;
+        let expired = args![kind.as_str(), key, horizon];
         self.with(|connection| {
-            let mut tx = connection.transaction(&[rate_lock(kind, key)])?;
-            // Only this key's expired events: under its lock no other writer touches them, where
-            // a sweep of every key's could deadlock with another daemon's. `prune` sweeps the rest.
-            let horizon = now.saturating_sub(RATE_WINDOW_SECS) as i64;
-            tx.execute(
-                "DELETE FROM rate_events WHERE kind = ?1 AND key = ?2 AND at <= ?3",
-                args![kind.as_str(), key, horizon],
-            )?;
+            let locks = [rate_lock(kind, key)];
+            if connection.is_postgres() {
+                let reads = [inline(DELETE_EXPIRED, expired)?, count_in_window_sql(kind, key, now)?];
+                let (tx, rows) = connection.transaction_reading(&locks, &reads)?;
+                if counted(&rows)? >= limit {
+                    return Ok(false);
+                }
+                tx.commit_after(&record_event_sql(kind, key, now)?)?;
+                return Ok(true);
+            }
+            let mut tx = connection.transaction(&locks)?;
+            tx.execute(DELETE_EXPIRED, expired)?;
             if count_in_window(&mut tx, kind, key, now)? >= limit {
                 return Ok(false);
             }
@@ -121,10 +136,27 @@ impl Store {
     /// Counts one request of `signer` (with forwarder nonce `nonce`) against `limit`, in one
     /// transaction with the re-check: concurrent requests that passed the read-only check
     /// cannot together exceed the limit. A request already accepted is not counted again.
+    /// On PostgreSQL in two round trips, not five (as [`Store::hit`]).
     pub fn count_signer(&self, signer: Address, nonce: U256, limit: u32, now: u64) -> Result<SignerCount> {
         let key = signer.text();
         self.with(|connection| {
-            let mut tx = connection.transaction(&[rate_lock(RateKind::Signer, &key)])?;
+            let locks = [rate_lock(RateKind::Signer, &key)];
+            if connection.is_postgres() {
+                let reads = [
+                    inline(&IS_TAKEN, args![key.as_str(), nonce.text()])?,
+                    count_in_window_sql(RateKind::Signer, &key, now)?,
+                ];
+                let (tx, rows) = connection.transaction_reading(&locks, &reads)?;
+                if rows.first().is_none_or(|taken| !taken.is_empty()) {
+                    return Ok(SignerCount::Duplicate);
+                }
+                if counted(&rows)? >= limit {
+                    return Ok(SignerCount::Limited);
+                }
+                tx.commit_after(&record_event_sql(RateKind::Signer, &key, now)?)?;
+                return Ok(SignerCount::Counted);
+            }
+            let mut tx = connection.transaction(&locks)?;
             if is_taken(&mut tx, signer, nonce)? {
                 return Ok(SignerCount::Duplicate);
             }
@@ -134,6 +166,43 @@ impl Store {
             record_event(&mut tx, RateKind::Signer, &key, now)?;
             tx.commit()?;
             Ok(SignerCount::Counted)
+        })
+    }
+
+    /// The budget at `now` ([`Store::budget`]) with what `signer` and `client` have spent in its
+    /// window ([`Store::spent_by_signer`], [`Store::spent_by_client`]): a relay's read-only
+    /// check before its checks on chain. On PostgreSQL one statement, the shares summed by the
+    /// server (as `NUMERIC`: one row, not one per relay of the client, who can have thousands),
+    /// while the stored window runs; else, and when it ended, one statement at a time.
+    pub fn budget_and_shares(
+        &self,
+        signer: Address,
+        client: &str,
+        now: u64,
+    ) -> Result<(BudgetState, u128, u128)> {
+        let signer = signer.text();
+        self.with(|connection| {
+            if connection.is_postgres() {
+                let row = connection.query_one(BUDGET_AND_SHARES, args![signer.as_str(), client])?;
+                let stored = BudgetState {
+                    used_wei: parse_wei(&row.get::<String>(1)?)?,
+                    pending_wei: parse_wei(&row.get::<String>(2)?)?,
+                    window_start: row.get::<Option<i64>>(0)?.map(|start| start as u64),
+                };
+                if current(stored, now, self.budget_window_secs) == stored {
+                    return Ok((
+                        stored,
+                        parse_wei(&row.get::<String>(3)?)?,
+                        parse_wei(&row.get::<String>(4)?)?,
+                    ));
+                }
+            }
+            let window = Window::read(connection, now, self.budget_window_secs)?;
+            Ok((
+                window.current,
+                spent_by(connection, ShareOf::Signer, &signer, &window)?,
+                spent_by(connection, ShareOf::Client, client, &window)?,
+            ))
         })
     }
 
@@ -219,14 +288,48 @@ pub(super) enum ShareOf {
     Client,
 }
 
+/// The budget row with what a signer (`?1`) and a client (`?2`) spent in its window, summed by
+/// PostgreSQL ([`Store::budget_and_shares`]). A relay's amounts are wei as decimal text: summed
+/// as `NUMERIC`, read back as text.
+const BUDGET_AND_SHARES: &str = "SELECT b.window_start, b.used_wei, b.pending_wei,
+         CAST((SELECT COALESCE(SUM(CAST(COALESCE(cost_wei, reserved_wei) AS NUMERIC)), 0)
+               FROM relays WHERE signer = ?1 AND window_start = b.window_start) AS TEXT),
+         CAST((SELECT COALESCE(SUM(CAST(COALESCE(cost_wei, reserved_wei) AS NUMERIC)), 0)
+               FROM relays WHERE client_ip = ?2 AND window_start = b.window_start) AS TEXT)
+     FROM budget b WHERE b.id = 1";
+
+/// A rate key's events older than the window (`?1` kind, `?2` key, `?3` the horizon).
+const DELETE_EXPIRED: &str = "DELETE FROM rate_events WHERE kind = ?1 AND key = ?2 AND at <= ?3";
+
+/// The count of a rate key's events in the window (`?1` kind, `?2` key, `?3` the horizon).
+const COUNT_IN_WINDOW: &str = "SELECT COUNT(*) FROM rate_events WHERE kind = ?1 AND key = ?2 AND at > ?3";
+
+/// A new event of a rate key (`?1` kind, `?2` key, `?3` now).
+const RECORD_EVENT: &str = "INSERT INTO rate_events (kind, key, at) VALUES (?1, ?2, ?3)";
+
 /// Requests of `kind` counted for `key` in the hour before `now`.
 fn count_in_window(sql: &mut impl Sql, kind: RateKind, key: &str, now: u64) -> Result<u32> {
     let horizon = now.saturating_sub(RATE_WINDOW_SECS) as i64;
-    sql.query_one(
-        "SELECT COUNT(*) FROM rate_events WHERE kind = ?1 AND key = ?2 AND at > ?3",
-        args![kind.as_str(), key, horizon],
-    )?
-    .get(0)
+    sql.query_one(COUNT_IN_WINDOW, args![kind.as_str(), key, horizon])?.get(0)
+}
+
+/// [`count_in_window`]'s statement with its values in its text, for a batch.
+fn count_in_window_sql(kind: RateKind, key: &str, now: u64) -> Result<String> {
+    let horizon = now.saturating_sub(RATE_WINDOW_SECS) as i64;
+    inline(COUNT_IN_WINDOW, args![kind.as_str(), key, horizon])
+}
+
+/// The count a batch's last read returned ([`count_in_window_sql`]).
+fn counted(rows: &[TextRows]) -> Result<u32> {
+    let count = rows.last().and_then(|rows| rows.first()).and_then(|row| row.first().cloned().flatten());
+    let count = count.ok_or_else(|| Error::Store("a rate count returned no row".into()))?;
+    u32::try_from(u64::from_text(&count, "rate count")?)
+        .map_err(|_| Error::StoreCorrupt(format!("a rate count of {count}")))
+}
+
+/// [`record_event`]'s statement with its values in its text, for a batch.
+fn record_event_sql(kind: RateKind, key: &str, now: u64) -> Result<String> {
+    inline(RECORD_EVENT, args![kind.as_str(), key, now as i64])
 }
 
 /// The lock of one rate-window key: its count and its new event are one step.
@@ -236,10 +339,7 @@ fn rate_lock(kind: RateKind, key: &str) -> Lock {
 
 /// Counts one request of `kind` for `key` at `now`.
 fn record_event(sql: &mut impl Sql, kind: RateKind, key: &str, now: u64) -> Result<()> {
-    sql.execute(
-        "INSERT INTO rate_events (kind, key, at) VALUES (?1, ?2, ?3)",
-        args![kind.as_str(), key, now as i64],
-    )?;
+    sql.execute(RECORD_EVENT, args![kind.as_str(), key, now as i64])?;
     Ok(())
 }
 

@@ -314,15 +314,14 @@ fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
 /// True when the signed request (`signer`, forwarder `nonce`) already has a live relay: a
 /// replay, which is neither counted nor reserved for again.
 fn is_taken(sql: &mut impl Sql, signer: Address, nonce: U256) -> Result<bool> {
-    let live = sql.query_opt(
-        &format!(
-            "SELECT id FROM relays WHERE signer = ?1 AND forwarder_nonce = ?2 AND status IN {}",
-            schema::LIVE
-        ),
-        args![signer.text(), nonce.text()],
-    )?;
+    let live = sql.query_opt(&IS_TAKEN, args![signer.text(), nonce.text()])?;
     Ok(live.is_some())
 }
+
+/// [`is_taken`]'s read: the live relays of a signed request (`?1` signer, `?2` forwarder nonce).
+static IS_TAKEN: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!("SELECT id FROM relays WHERE signer = ?1 AND forwarder_nonce = ?2 AND status IN {}", schema::LIVE)
+});
 
 fn parse_wei(text: &str) -> Result<u128> {
     u128::from_text(text, "wei amount")

@@ -256,7 +256,7 @@ fn bounds(rows: &[&Measured]) -> Option<String> {
     Some(format!(
         "A block every {BLOCK_TIME_SECS} s bounds request→mined from below: a relay waits for the \
          next block (half a block on average), then for the daemon's follower to see its receipt \
-         (it looks again after 50 ms, doubling up to 2 s), then for the bench's next look. Those \
+         (it asks at each new head, which the daemon reads every 250 ms), then for the bench's next look. Those \
          looks are load on the same cores (up to {reads:.0} reads/s in a row, each answered from \
          the store); `BENCH_CLUSTER_POLL_MS` spaces them."
     ))
