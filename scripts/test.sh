@@ -32,4 +32,8 @@ fi
 
 step "unit, property and end-to-end tests"
 bash scripts/build-worker.sh  # the edge API tests run the built Worker under wrangler dev
-cargo test --workspace --locked
+# Three test threads on these two-core machines: most end-to-end tests wait (on anvil's blocks,
+# wrangler dev, PostgreSQL, the relayer's timers) more than they compute, so two threads left
+# the cores idle for much of the run. Three, not four: four edge API tests at once (anvil,
+# wrangler dev, node each) can want more than two cores (docs/testing.md, "How long it takes").
+cargo test --workspace --locked -- --test-threads=3
