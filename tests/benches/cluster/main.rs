@@ -9,9 +9,11 @@
 //! - `BENCH_CLUSTER_RELAYS`: relays per row (default 200), each from a signer of its own;
 //! - `BENCH_CLUSTER_CONFIGS`: the rows, `store:daemons:keys` comma-separated (default the eight
 //!   of issue 18: `sqlite:1:1,sqlite:1:4,postgres:1:1,…,postgres:4:4`);
-//! - `BENCH_CLUSTER_CONCURRENCY`: `POST /relay` requests in flight (default 64: with the node
-//!   50 ms away a relay spends about half a second before its send, so four keys' lanes need
-//!   some 40 requests in flight to stay busy; 32 held four daemons back in a trial);
+//! - `BENCH_CLUSTER_CONCURRENCY`: `POST /relay` requests in flight (default 128: with the node
+//!   50 ms away a relay spends about a second before its send, its checks' round trips and the
+//!   cores' queue, so by Little's law 64 in flight offered four daemons at most about 56 a second
+//!   while their four keys' locks were busy only about two thirds of the time (at `5165ecf`); 32
+//!   held four daemons back in an earlier trial);
 //! - `BENCH_CLUSTER_POLL_MS`, `BENCH_CLUSTER_POLLS_IN_FLIGHT`: how often each accepted relay is
 //!   read (default 100 ms) and how many reads run at once (default 16);
 //! - `BENCH_CLUSTER_SETTLE_SECS`: how long after the last answer the relays may take to end

@@ -107,7 +107,7 @@ impl Plan {
         Self {
             configurations,
             relays: number("BENCH_CLUSTER_RELAYS", 200) as usize,
-            concurrency: number("BENCH_CLUSTER_CONCURRENCY", 64) as usize,
+            concurrency: number("BENCH_CLUSTER_CONCURRENCY", 128) as usize,
             poll: Duration::from_millis(number("BENCH_CLUSTER_POLL_MS", 100)),
             polls_in_flight: number("BENCH_CLUSTER_POLLS_IN_FLIGHT", 16) as usize,
             settle: Duration::from_secs(number("BENCH_CLUSTER_SETTLE_SECS", 90)),
