@@ -62,7 +62,7 @@ impl Service {
         for (name, value) in headers {
             request = request.header(*name, value);
         }
-        let response = request.send().await.map_err(|error| Error::Unreachable {
+        let response = send_once_more_if_closed(request).await.map_err(|error| Error::Unreachable {
             service: self.name,
             url: kya_core::redact::url(&self.base),
             reason: reason_of(&error),
@@ -85,7 +85,8 @@ impl Service {
             url: kya_core::redact::url(&self.base),
             reason,
         };
-        let response = request.send().await.map_err(|error| unreachable(reason_of(&error)))?;
+        let response =
+            send_once_more_if_closed(request).await.map_err(|error| unreachable(reason_of(&error)))?;
         let status = response.status().as_u16();
         let text = response.text().await.map_err(|error| unreachable(reason_of(&error)))?;
         if !(200..300).contains(&status) {
@@ -97,6 +98,35 @@ impl Service {
         })?;
         Ok(Answer { status, body })
     }
+}
+
+/// Sends `request`; a GET whose connection the server closed before any answer came is sent once
+/// more, on a new connection.
+///
+/// A kept-alive connection can be closed by the server (Node's HTTP servers, `wrangler dev`'s
+/// among them, close one idle for 5 s) just as the pool hands it to a request: the request is
+/// written into a closing socket and gets no answer (hyper's "connection closed before message
+/// completed"). No answer means the server may or may not have read it, so only a GET, which the
+/// API and the relayer never let change anything, is sent again; a POST's error stands, and its
+/// caller decides whether to send it again.
+async fn send_once_more_if_closed(request: reqwest::RequestBuilder) -> reqwest::Result<reqwest::Response> {
+    let (client, request) = request.build_split();
+    let request = request?;
+    let again = (request.method() == reqwest::Method::GET).then(|| request.try_clone()).flatten();
+    match client.execute(request).await {
+        Err(error) if closed_before_an_answer(&error) => match again {
+            Some(again) => client.execute(again).await,
+            None => Err(error),
+        },
+        answered => answered,
+    }
+}
+
+/// Whether `error` is a connection closed by the server before any answer to the request.
+fn closed_before_an_answer(error: &reqwest::Error) -> bool {
+    kya_native_http::causes(error)
+        .filter_map(|cause| cause.downcast_ref::<hyper::Error>())
+        .any(hyper::Error::is_incomplete_message)
 }
 
 /// The `error` field of an error body, else the body itself (shortened).
@@ -144,5 +174,67 @@ mod tests {
         );
         assert!(matches!(Service::new("API", "127.0.0.1:3000", http.clone()), Err(Error::Invalid(_))));
         assert!(matches!(Service::new("API", "ftp://x", http), Err(Error::Invalid(_))));
+    }
+
+    /// A server on loopback that reads each request's head and, on its first connection, closes
+    /// without answering (a kept-alive connection closed under a request), then answers
+    /// `{"ok":true}`; it counts the requests it read.
+    async fn closing_the_first_connection() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::{
+            Arc,
+            atomic::{AtomicUsize, Ordering},
+        };
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let requests = Arc::new(AtomicUsize::new(0));
+        let counted = requests.clone();
+        tokio::spawn(async move {
+            loop {
+                let (mut socket, _) = listener.accept().await.unwrap();
+                let mut head = Vec::new();
+                let mut buffer = [0u8; 1024];
+                while !head.windows(4).any(|window| window == b"\r\n\r\n") {
+                    match socket.read(&mut buffer).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(read) => head.extend_from_slice(&buffer[..read]),
+                    }
+                }
+                if counted.fetch_add(1, Ordering::SeqCst) == 0 {
+                    continue; // dropped: closed with no answer
+                }
+                let body = r#"{"ok":true}"#;
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                socket.write_all(answer.as_bytes()).await.unwrap();
+            }
+        });
+        (url, requests)
+    }
+
+    #[tokio::test]
+    async fn a_get_whose_connection_closed_before_an_answer_is_sent_once_more() {
+        crate::install_crypto_provider();
+        let (url, requests) = closing_the_first_connection().await;
+        let service = Service::new("API", &url, reqwest::Client::new()).unwrap();
+        let answer: Value = service.get("/api/v1/changes").await.unwrap();
+        assert_eq!(answer, serde_json::json!({ "ok": true }));
+        assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 2, "sent twice");
+    }
+
+    #[tokio::test]
+    async fn a_post_whose_connection_closed_before_an_answer_is_not_sent_again() {
+        crate::install_crypto_provider();
+        let (url, requests) = closing_the_first_connection().await;
+        let service = Service::new("relayer", &url, reqwest::Client::new()).unwrap();
+        let failed = service.post::<Value>("/relay", &serde_json::json!({})).await;
+        let Err(Error::Unreachable { service: "relayer", reason, .. }) = failed else {
+            panic!("not unreachable: {:?}", failed.map(|answer| answer.body));
+        };
+        assert!(reason.contains("connection closed before message completed"), "{reason}");
+        assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 1, "sent once");
     }
 }

@@ -51,7 +51,11 @@ fn assert_signed(secret: &str, deliveries: &[Delivery]) {
     }
 }
 
-#[tokio::test]
+// On more than one thread: the receivers are tasks of this runtime, and the test's own D1 reads
+// (`wrangler d1 execute`, a blocking child process of a second or more under load) would stop a
+// single thread from answering the Worker's deliveries: past `WEBHOOK_TIMEOUT_SECS` the Worker
+// rightly counts an attempt failed and delivers the event again (seen: one event three times).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn receivers_get_their_events_once_in_order_signed_with_retries_redirects_refused_and_dead_letters() {
     let mut flaky = Receiver::start().await;
     let compliance = Receiver::start().await;
