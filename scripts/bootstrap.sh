@@ -25,6 +25,17 @@ if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
   rustup target add wasm32-unknown-unknown
 fi
 
+# Parts named *.background.sh build on the CPU (the wasm-bindgen CLI from source, minutes of it
+# on a fresh machine): they start first and run while the others wait on the network (npm, apt,
+# pip); the bootstrap waits for them at its end, and fails if one failed.
+background=()
+for part in scripts/bootstrap.d/*.background.sh; do
+  [ -e "$part" ] || continue
+  # shellcheck source=/dev/null
+  ( source "$part" ) &
+  background+=("$!:$part")
+done
+
 # npm packages (solc-js, OpenZeppelin sources, anvil, wrangler, ...) at the locked versions.
 # `npm ci` refuses this lockfile: the registry we reach lists the other platforms' optional
 # binaries (anvil-darwin-*, ...) without entries, so `npm install` (which keeps the lock) is used.
@@ -39,6 +50,14 @@ fi
 # Further installs, one file per concern (wasm tools, Python signers, browsers, ...), in name order.
 for part in scripts/bootstrap.d/*.sh; do
   [ -e "$part" ] || continue
+  [[ $part == *.background.sh ]] && continue
   # shellcheck source=/dev/null
   source "$part"
+done
+
+for job in "${background[@]}"; do
+  if ! wait "${job%%:*}"; then
+    log "${job#*:} failed"
+    exit 1
+  fi
 done

@@ -136,11 +136,11 @@ impl EdgeWorker {
         let root = repo_root();
         let state = tempfile::tempdir().expect("a temporary directory");
         if indexed {
-            let migrated = wrangler(&root)
+            let mut command = wrangler(&root);
+            command
                 .args(["d1", "migrations", "apply", "INDEX", "--local", "--persist-to"])
-                .arg(state.path().join("state"))
-                .output()
-                .expect("wrangler runs");
+                .arg(state.path().join("state"));
+            let migrated = crate::output_within(&mut command, WRANGLER_COMMAND_LIMIT);
             assert!(
                 migrated.status.success(),
                 "applying the index's migrations failed:\n{}{}",
@@ -235,12 +235,12 @@ impl EdgeWorker {
     /// rather than a panic: for a caller that retries (`SQLITE_BUSY` while the runtime writes
     /// the same file).
     pub fn try_execute_index(&self, sql: &str) -> Result<Value, String> {
-        let output = wrangler(&repo_root())
+        let mut command = wrangler(&repo_root());
+        command
             .args(["d1", "execute", "INDEX", "--local", "--json", "--persist-to"])
             .arg(self._state.path().join("state"))
-            .args(["--command", sql])
-            .output()
-            .expect("wrangler runs");
+            .args(["--command", sql]);
+        let output = crate::output_within(&mut command, WRANGLER_COMMAND_LIMIT);
         let text = String::from_utf8_lossy(&output.stdout);
         if !output.status.success() {
             return Err(format!("{sql}: {text}{}", String::from_utf8_lossy(&output.stderr)));
@@ -324,6 +324,9 @@ fn launch_wrangler(state: &Path, vars: &[(String, String)], indexed: bool) -> (C
 
 /// Wrangler from the project's `node_modules`, run from the repository, offline (no telemetry,
 /// no Cloudflare calls).
+/// Most a one-off wrangler command (a migration, a D1 statement) may take; a few seconds is usual.
+const WRANGLER_COMMAND_LIMIT: Duration = Duration::from_secs(120);
+
 fn wrangler(root: &std::path::Path) -> Command {
     let mut command = Command::new(root.join("node_modules/.bin/wrangler"));
     command

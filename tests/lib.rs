@@ -110,13 +110,61 @@ pub fn interrupt_then_kill(child: &mut std::process::Child, grace: std::time::Du
     let _ = child.wait();
 }
 
+/// `command`'s output, as [`std::process::Command::output`], but a command still running after
+/// `limit` is killed and the test fails naming it: a tool that hangs (wrangler on a locked file,
+/// say) must not hold the test run.
+pub fn output_within(
+    command: &mut std::process::Command,
+    limit: std::time::Duration,
+) -> std::process::Output {
+    use std::{io::Read, process::Stdio};
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|error| panic!("{command:?} did not start: {error}"));
+    // Read both pipes as they fill: a child blocked on a full pipe would never end.
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|pipe| Box::new(pipe) as Box<dyn Read + Send>));
+    let stderr = drain(child.stderr.take().map(|pipe| Box::new(pipe) as Box<dyn Read + Send>));
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("the child's status") {
+            break status;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            let printed = String::from_utf8_lossy(&stdout.join().unwrap_or_default()).into_owned();
+            panic!("{command:?} was still running after {limit:?}:\n{printed}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let stdout = stdout.join().expect("stdout's reader");
+    let stderr = stderr.join().expect("stderr's reader");
+    std::process::Output { status, stdout, stderr }
+}
+
 pub fn http_client() -> reqwest::Client {
     kya_client::install_crypto_provider();
     // Servers under test (wrangler dev among them) close a connection idle for a few seconds; a
     // request sent on it just as it closes fails (`IncompleteMessage`). Pooled connections are
-    // dropped before that.
+    // dropped before that. A server under test that stops answering fails the test within two
+    // minutes, naming the request, instead of holding the test run (a read, not the whole
+    // request, is bounded: event streams stay open as long as they deliver).
     reqwest::Client::builder()
         .pool_idle_timeout(std::time::Duration::from_secs(1))
+        .connect_timeout(std::time::Duration::from_secs(30))
+        .read_timeout(std::time::Duration::from_secs(120))
         .build()
         .expect("an HTTP client")
 }

@@ -311,10 +311,19 @@ impl InProcessRelayer {
             let _ = shutdown.send(());
         }
         if let Some(served) = self.served.take() {
-            served.await.expect("the server task ends cleanly");
+            tokio::time::timeout(EXIT_PATIENCE, served)
+                .await
+                .unwrap_or_else(|_| {
+                    panic!("the relayer had not shut down {EXIT_PATIENCE:?} after it was asked")
+                })
+                .expect("the server task ends cleanly");
         }
     }
 }
+
+/// How long a relayer may take to shut down once asked (its own grace is a few seconds): past
+/// it, the test fails naming the hang instead of waiting for ever.
+const EXIT_PATIENCE: Duration = Duration::from_secs(60);
 
 /// The real `kya-relayer` binary as a child process; its output (logs) is collected.
 #[derive(Debug)]
@@ -403,11 +412,23 @@ impl BinaryRelayer {
         self.output.lock().unwrap().clone()
     }
 
-    /// Sends SIGTERM and waits for a clean exit; returns the exit status's success.
+    /// Sends SIGTERM and waits for a clean exit; returns the exit status's success. A daemon
+    /// still running [`EXIT_PATIENCE`] after SIGTERM fails the test (its shutdown hangs).
     pub fn terminate(mut self) -> (bool, String) {
         let pid = self.child.id().to_string();
         let _ = Command::new("kill").args(["-TERM", &pid]).status();
-        let status = self.child.wait().expect("the relayer exits");
+        let asked = std::time::Instant::now();
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("the relayer's status") {
+                break status;
+            }
+            if asked.elapsed() > EXIT_PATIENCE {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!("the relayer had not exited {EXIT_PATIENCE:?} after SIGTERM:\n{}", self.output());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
         // Every line it wrote is read once its pipes reach end of file.
         for reader in self.readers.drain(..) {
             reader.join().expect("a log reader thread");

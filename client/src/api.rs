@@ -31,7 +31,7 @@ impl ApiClient {
     /// A client of the API at `base_url`.
     pub fn new(base_url: &str) -> Result<Self> {
         crate::install_crypto_provider();
-        Self::with_http(base_url, reqwest::Client::new())
+        Self::with_http(base_url, crate::http::default_http())
     }
 
     /// A client sharing an existing `reqwest` client (its pool, timeouts and proxy settings).

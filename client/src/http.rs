@@ -21,6 +21,24 @@ pub(crate) struct Answer<T> {
     pub(crate) body: T,
 }
 
+/// How long [`default_http`] waits for a connection to open.
+pub(crate) const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long [`default_http`] waits for any one read of an answer: a service that stops
+/// answering becomes an error, not a wait for ever. Per read, not per request, so the change
+/// stream (a heartbeat every 15 s by default) stays open as long as it is alive.
+pub(crate) const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The HTTP client [`crate::ApiClient::new`] and [`crate::RelayerClient::new`] use: bounded
+/// connects and reads ([`CONNECT_TIMEOUT`], [`READ_TIMEOUT`]). Needs rustls' process provider
+/// ([`crate::install_crypto_provider`]).
+pub(crate) fn default_http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .read_timeout(READ_TIMEOUT)
+        .build()
+        .unwrap_or_else(|_| reqwest::Client::new())
+}
+
 impl Service {
     pub(crate) fn new(name: &'static str, base: &str, http: reqwest::Client) -> Result<Self> {
         let base = base.trim().trim_end_matches('/');

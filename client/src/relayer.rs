@@ -30,7 +30,7 @@ impl RelayerClient {
     /// A client of the relayer at `base_url`.
     pub fn new(base_url: &str) -> Result<Self> {
         crate::install_crypto_provider();
-        Self::with_http(base_url, reqwest::Client::new())
+        Self::with_http(base_url, crate::http::default_http())
     }
 
     /// A client sharing an existing `reqwest` client (built after

@@ -4,6 +4,8 @@
 //! model, and that the page and `/docs` work under their security headers. Screenshots land in
 //! `target/browser-screenshots/` (the report names the 390-px one).
 
+use std::time::Duration;
+
 use kya_devchain::seed;
 use kya_tests::{
     TestChain,
@@ -26,15 +28,19 @@ async fn explorer_page_shows_the_seeded_registry() {
     let demo_json = model.path().join("demo.json");
     std::fs::write(&demo_json, serde_json::to_string(&demo).expect("the model serialises"))
         .expect("the model is written");
-    let output = tokio::process::Command::new("node")
+    let run = tokio::process::Command::new("node")
         .args(["--test", "--test-reporter=spec", "tests/browser/explorer.test.mjs"])
         .current_dir(repo_root())
         .env("EXPLORER_URL", &worker.base)
         .env("DEMO_JSON", &demo_json)
         .env("RPC_URL", chain.rpc_url())
         .env("SCREENSHOT_DIR", repo_root().join("target/browser-screenshots"))
-        .output()
+        .kill_on_drop(true)
+        .output();
+    // Its checks take well under a minute; a browser that hangs fails the test, not the run.
+    let output = tokio::time::timeout(Duration::from_secs(300), run)
         .await
+        .unwrap_or_else(|_| panic!("the browser test took more than 300 s; wrangler:\n{}", worker.output()))
         .expect("node runs the browser test");
     let report =
         format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));

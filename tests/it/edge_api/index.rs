@@ -632,7 +632,10 @@ async fn status_pages_at_every_depth_equal_the_chain_as_agents_change_status() {
     let api = worker.client();
     let rpc = kya_core::redact::url(&chain.rpc_url());
     // 200 agents a run: the fill's runs end inside buckets.
+    let mut runs = 0;
     while health_index(&api).await["complete"] != true {
+        runs += 1;
+        assert!(runs <= 50, "the fill never completed: {}", health_index(&api).await);
         worker.run_index().await;
     }
 

@@ -370,7 +370,9 @@ async fn listeners_without_a_cursor_get_every_event_appended_after_they_connecte
             listeners
         }
     });
+    // (A connecting task that failed ends the test: it must not wait for ever.)
     while opened.load(Ordering::SeqCst) < 2 {
+        assert!(!connecting.is_finished(), "the listeners' task ended before two connected");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     for (number, batch) in [(2, &batches[1..2]), (3, &batches[2..3])] {

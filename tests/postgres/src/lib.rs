@@ -95,6 +95,9 @@ impl TestDatabase {
         let mut child = Command::new(self.server.bin.join("psql"))
             .args(["--no-psqlrc", "--quiet", "--tuples-only", "--no-align", "--set=ON_ERROR_STOP=1"])
             .args(["--dbname", &self.url])
+            // Taking what another session holds fails after 30 s (psql's words in the panic),
+            // where it would wait for ever.
+            .env("PGOPTIONS", "-c lock_timeout=30s")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Runs a `cargo test` command, passing its output through, and stops it if it goes silent.
+
+A test that hangs (a child process that never exits, a wait with no deadline) holds
+`cargo test` until CI's own limit kills the whole run, and the last lines it printed then name
+only the tests that finished. This watchdog turns such a hang into a failure that says what hung:
+when the command prints nothing for `--quiet-limit` seconds, it prints the tests that libtest
+reported running for over 60 seconds and never finished, the processes still alive under the
+command, and stops them all (its process group), exiting 124 as timeout(1) does.
+
+Usage: watch_tests.py [--quiet-limit SECONDS] -- COMMAND...
+"""
+
+import argparse
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+SLOW = re.compile(r"^test (\S+) has been running for over \d+ seconds")
+ENDED = re.compile(r"^test (\S+) \.\.\. (ok|FAILED|ignored)")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quiet-limit", type=float, default=600.0)
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args()
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("no command")
+
+    # A session of its own, so that stopping it stops every process it started (the test
+    # binaries and their anvil, wrangler dev, PostgreSQL and relayer children) and nothing else.
+    child = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    lines: "queue.Queue[bytes | None]" = queue.Queue()
+
+    def read() -> None:
+        for line in child.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+
+    slow: dict[str, float] = {}
+    out = sys.stdout.buffer
+    last = time.monotonic()
+    while True:
+        try:
+            line = lines.get(timeout=5)
+        except queue.Empty:
+            if time.monotonic() - last >= args.quiet_limit:
+                return stop_silent(child, slow, args.quiet_limit)
+            continue
+        if line is None:
+            break
+        last = time.monotonic()
+        out.write(line)
+        out.flush()
+        text = line.decode("utf-8", "replace").rstrip("\n")
+        if match := SLOW.match(text):
+            slow.setdefault(match.group(1), last)
+        elif match := ENDED.match(text):
+            slow.pop(match.group(1), None)
+    return child.wait()
+
+
+def stop_silent(child: subprocess.Popen, slow: dict, quiet_limit: float) -> int:
+    say = lambda message: print(f"watch_tests: {message}", file=sys.stderr, flush=True)
+    say(f"nothing printed for {quiet_limit:.0f} s: a test hangs")
+    now = time.monotonic()
+    for name, since in sorted(slow.items(), key=lambda item: item[1]):
+        say(f"  still running after {now - since + 60:.0f} s or more: {name}")
+    if not slow:
+        say("  no test reported running for over 60 s (the hang is outside a test)")
+    say("processes still alive under the command:")
+    tree = subprocess.run(
+        ["ps", "-o", "pid,ppid,etime,time,args", "--forest", "-g", str(child.pid)],
+        capture_output=True,
+        text=True,
+    )
+    sys.stderr.write(tree.stdout)
+    sys.stderr.flush()
+    for sig, grace in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(child.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            child.wait(timeout=grace)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+    return 124
+
+
+if __name__ == "__main__":
+    sys.exit(main())
