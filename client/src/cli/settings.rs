@@ -81,8 +81,11 @@ impl Settings {
             forwarder: global.forwarder.as_deref().map(|text| address(text, "forwarder")).transpose()?,
             json: global.json,
             timeout: Duration::from_secs(global.timeout),
+            // Each read bounded, not each request: `kya watch` keeps one change stream open (a
+            // heartbeat every 15 s by default), where a total timeout cut it every 30 s.
             http: reqwest::Client::builder()
-                .timeout(Duration::from_secs(30))
+                .connect_timeout(Duration::from_secs(10))
+                .read_timeout(Duration::from_secs(30))
                 .user_agent(concat!("kya/", env!("CARGO_PKG_VERSION")))
                 .build()
                 .context("HTTP client")?,
