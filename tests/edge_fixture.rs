@@ -322,11 +322,11 @@ fn launch_wrangler(state: &Path, vars: &[(String, String)], indexed: bool) -> (C
     (child, format!("http://127.0.0.1:{port}"), inspector_port, log)
 }
 
-/// Wrangler from the project's `node_modules`, run from the repository, offline (no telemetry,
-/// no Cloudflare calls).
 /// Most a one-off wrangler command (a migration, a D1 statement) may take; a few seconds is usual.
 const WRANGLER_COMMAND_LIMIT: Duration = Duration::from_secs(120);
 
+/// Wrangler from the project's `node_modules`, run from the repository, offline (no telemetry,
+/// no Cloudflare calls).
 fn wrangler(root: &std::path::Path) -> Command {
     let mut command = Command::new(root.join("node_modules/.bin/wrangler"));
     command

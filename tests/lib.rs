@@ -89,8 +89,6 @@ impl TestChain {
     }
 }
 
-/// An HTTP client (HTTPS through rustls with ring, the process's provider installed first:
-/// `kya_native_http::install_crypto_provider`).
 /// Stops `child` with SIGINT, so it can close what it holds (wrangler its runtime, Ponder its
 /// database), then SIGKILL after `grace`, and reaps it. A child that already ended is left alone:
 /// its pid may belong to another process by now.
@@ -99,15 +97,39 @@ pub fn interrupt_then_kill(child: &mut std::process::Child, grace: std::time::Du
         return;
     }
     let _ = std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status();
-    let deadline = std::time::Instant::now() + grace;
-    while std::time::Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
+    if wait_within(child, grace).is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
     }
-    let _ = child.kill();
-    let _ = child.wait();
+}
+
+/// `child`'s exit status once it ends, or `None` if it is still running after `limit` (left
+/// running: the caller kills it or fails).
+pub fn wait_within(
+    child: &mut std::process::Child,
+    limit: std::time::Duration,
+) -> Option<std::process::ExitStatus> {
+    let started = std::time::Instant::now();
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        if started.elapsed() > limit {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Everything `pipe` gives until its end, read on a thread of its own.
+fn read_to_end_apart(pipe: Option<impl std::io::Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        if let Some(mut pipe) = pipe {
+            let _ = pipe.read_to_end(&mut bytes);
+        }
+        bytes
+    })
 }
 
 /// `command`'s output, as [`std::process::Command::output`], but a command still running after
@@ -117,43 +139,29 @@ pub fn output_within(
     command: &mut std::process::Command,
     limit: std::time::Duration,
 ) -> std::process::Output {
-    use std::{io::Read, process::Stdio};
+    use std::process::Stdio;
     let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|error| panic!("{command:?} did not start: {error}"));
-    // Read both pipes as they fill: a child blocked on a full pipe would never end.
-    let drain = |pipe: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            if let Some(mut pipe) = pipe {
-                let _ = pipe.read_to_end(&mut bytes);
-            }
-            bytes
-        })
-    };
-    let stdout = drain(child.stdout.take().map(|pipe| Box::new(pipe) as Box<dyn Read + Send>));
-    let stderr = drain(child.stderr.take().map(|pipe| Box::new(pipe) as Box<dyn Read + Send>));
-    let started = std::time::Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("the child's status") {
-            break status;
-        }
-        if started.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            let printed = String::from_utf8_lossy(&stdout.join().unwrap_or_default()).into_owned();
-            panic!("{command:?} was still running after {limit:?}:\n{printed}");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
+    // Both pipes read as they fill: a child blocked on a full pipe would never end.
+    let stdout = read_to_end_apart(child.stdout.take());
+    let stderr = read_to_end_apart(child.stderr.take());
+    let Some(status) = wait_within(&mut child, limit) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        let printed = String::from_utf8_lossy(&stdout.join().unwrap_or_default()).into_owned();
+        panic!("{command:?} was still running after {limit:?}:\n{printed}");
     };
     let stdout = stdout.join().expect("stdout's reader");
     let stderr = stderr.join().expect("stderr's reader");
     std::process::Output { status, stdout, stderr }
 }
 
+/// An HTTP client (HTTPS through rustls with ring, the process's provider installed first:
+/// `kya_native_http::install_crypto_provider`).
 pub fn http_client() -> reqwest::Client {
     kya_client::install_crypto_provider();
     // Servers under test (wrangler dev among them) close a connection idle for a few seconds; a

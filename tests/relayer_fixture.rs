@@ -417,17 +417,10 @@ impl BinaryRelayer {
     pub fn terminate(mut self) -> (bool, String) {
         let pid = self.child.id().to_string();
         let _ = Command::new("kill").args(["-TERM", &pid]).status();
-        let asked = std::time::Instant::now();
-        let status = loop {
-            if let Some(status) = self.child.try_wait().expect("the relayer's status") {
-                break status;
-            }
-            if asked.elapsed() > EXIT_PATIENCE {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!("the relayer had not exited {EXIT_PATIENCE:?} after SIGTERM:\n{}", self.output());
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        let Some(status) = crate::wait_within(&mut self.child, EXIT_PATIENCE) else {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            panic!("the relayer had not exited {EXIT_PATIENCE:?} after SIGTERM:\n{}", self.output());
         };
         // Every line it wrote is read once its pipes reach end of file.
         for reader in self.readers.drain(..) {

@@ -28,15 +28,17 @@ pub(crate) const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::fro
 /// stream (a heartbeat every 15 s by default) stays open as long as it is alive.
 pub(crate) const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// A client builder with bounded connects ([`CONNECT_TIMEOUT`]) and reads (`read_timeout` each):
+/// the library's default client and the CLI's start from it.
+pub(crate) fn bounded(read_timeout: std::time::Duration) -> reqwest::ClientBuilder {
+    reqwest::Client::builder().connect_timeout(CONNECT_TIMEOUT).read_timeout(read_timeout)
+}
+
 /// The HTTP client [`crate::ApiClient::new`] and [`crate::RelayerClient::new`] use: bounded
 /// connects and reads ([`CONNECT_TIMEOUT`], [`READ_TIMEOUT`]). Needs rustls' process provider
-/// ([`crate::install_crypto_provider`]).
+/// ([`crate::install_crypto_provider`]); without one it panics, as `reqwest::Client::new` does.
 pub(crate) fn default_http() -> reqwest::Client {
-    reqwest::Client::builder()
-        .connect_timeout(CONNECT_TIMEOUT)
-        .read_timeout(READ_TIMEOUT)
-        .build()
-        .unwrap_or_else(|_| reqwest::Client::new())
+    bounded(READ_TIMEOUT).build().expect("an HTTP client (rustls' process provider installed)")
 }
 
 impl Service {

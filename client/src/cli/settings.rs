@@ -83,9 +83,7 @@ impl Settings {
             timeout: Duration::from_secs(global.timeout),
             // Each read bounded, not each request: `kya watch` keeps one change stream open (a
             // heartbeat every 15 s by default), where a total timeout cut it every 30 s.
-            http: reqwest::Client::builder()
-                .connect_timeout(Duration::from_secs(10))
-                .read_timeout(Duration::from_secs(30))
+            http: crate::http::bounded(Duration::from_secs(30))
                 .user_agent(concat!("kya/", env!("CARGO_PKG_VERSION")))
                 .build()
                 .context("HTTP client")?,
