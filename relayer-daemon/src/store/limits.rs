@@ -1,10 +1,10 @@
 //! Rate windows (per IP, per signer) and the daily gas budget.
 
 use super::{
-    IS_TAKEN, Store,
+    Store,
     codec::Text,
     is_taken, parse_wei,
-    schema::OPEN,
+    schema::{LIVE, OPEN},
     sql::{Lock, Sql, TextRows, args, inline},
 };
 use crate::{
@@ -98,9 +98,9 @@ impl Store {
     /// whether it was allowed. Refused requests are not counted, so a client that keeps trying
     /// is let in again an hour after its earlier requests.
     ///
-    /// On PostgreSQL in two round trips, not five: the expired events' deletion and the count in
-    /// the batch with `BEGIN` and the key's lock, the new event in the batch with `COMMIT` (a
-    /// refusal rolls the whole back, as one statement at a time does).
+    /// On PostgreSQL in one round trip, not five: `BEGIN`, the key's lock, [`HIT_AT_ONCE`] (the
+    /// expired events' deletion, the count and the new event if the count allows it, as one
+    /// statement) and `COMMIT` in one batch.
     pub fn hit(&self, kind: RateKind, key: &str, limit: u32, now: u64) -> Result<bool> {
         // Only this key's expired events: under its lock no other writer touches them, where a
         // sweep of every key's could deadlock with another daemon's. `prune` sweeps the rest.
@@ -109,13 +109,9 @@ impl Store {
         self.with(|connection| {
             let locks = [rate_lock(kind, key)];
             if connection.is_postgres() {
-                let reads = [inline(DELETE_EXPIRED, expired)?, count_in_window_sql(kind, key, now)?];
-                let (tx, rows) = connection.transaction_reading(&locks, &reads)?;
-                if counted(&rows)? >= limit {
-                    return Ok(false);
-                }
-                tx.commit_after(&record_event_sql(kind, key, now)?)?;
-                return Ok(true);
+                let values = args![kind.as_str(), key, horizon, now as i64, i64::from(limit)];
+                let rows = connection.transaction_at_once(&locks, &[inline(HIT_AT_ONCE, values)?])?;
+                return Ok(recorded(&rows)?);
             }
             let mut tx = connection.transaction(&locks)?;
             tx.execute(DELETE_EXPIRED, expired)?;
@@ -136,25 +132,35 @@ impl Store {
     /// Counts one request of `signer` (with forwarder nonce `nonce`) against `limit`, in one
     /// transaction with the re-check: concurrent requests that passed the read-only check
     /// cannot together exceed the limit. A request already accepted is not counted again.
-    /// On PostgreSQL in two round trips, not five (as [`Store::hit`]).
+    /// On PostgreSQL in one round trip, not five (as [`Store::hit`], with [`COUNT_SIGNER_AT_ONCE`]).
     pub fn count_signer(&self, signer: Address, nonce: U256, limit: u32, now: u64) -> Result<SignerCount> {
         let key = signer.text();
         self.with(|connection| {
             let locks = [rate_lock(RateKind::Signer, &key)];
             if connection.is_postgres() {
-                let reads = [
-                    inline(&IS_TAKEN, args![key.as_str(), nonce.text()])?,
-                    count_in_window_sql(RateKind::Signer, &key, now)?,
+                let horizon = now.saturating_sub(RATE_WINDOW_SECS) as i64;
+                let values = args![
+                    RateKind::Signer.as_str(),
+                    key.as_str(),
+                    horizon,
+                    now as i64,
+                    i64::from(limit),
+                    nonce.text()
                 ];
-                let (tx, rows) = connection.transaction_reading(&locks, &reads)?;
-                if rows.first().is_none_or(|taken| !taken.is_empty()) {
-                    return Ok(SignerCount::Duplicate);
-                }
-                if counted(&rows)? >= limit {
-                    return Ok(SignerCount::Limited);
-                }
-                tx.commit_after(&record_event_sql(RateKind::Signer, &key, now)?)?;
-                return Ok(SignerCount::Counted);
+                let rows =
+                    connection.transaction_at_once(&locks, &[inline(&COUNT_SIGNER_AT_ONCE, values)?])?;
+                let taken = rows
+                    .first()
+                    .and_then(|rows| rows.first())
+                    .and_then(|row| row.get(2).cloned().flatten())
+                    .ok_or_else(|| Error::Store("the signer's count returned no row".into()))?;
+                return Ok(if taken == "t" {
+                    SignerCount::Duplicate
+                } else if recorded(&rows)? {
+                    SignerCount::Counted
+                } else {
+                    SignerCount::Limited
+                });
             }
             let mut tx = connection.transaction(&locks)?;
             if is_taken(&mut tx, signer, nonce)? {
@@ -313,23 +319,42 @@ fn count_in_window(sql: &mut impl Sql, kind: RateKind, key: &str, now: u64) -> R
     sql.query_one(COUNT_IN_WINDOW, args![kind.as_str(), key, horizon])?.get(0)
 }
 
-/// [`count_in_window`]'s statement with its values in its text, for a batch.
-fn count_in_window_sql(kind: RateKind, key: &str, now: u64) -> Result<String> {
-    let horizon = now.saturating_sub(RATE_WINDOW_SECS) as i64;
-    inline(COUNT_IN_WINDOW, args![kind.as_str(), key, horizon])
-}
+/// [`Store::hit`] on PostgreSQL, as one statement (`?1` kind, `?2` key, `?3` the horizon, `?4`
+/// now, `?5` the limit): the key's expired events deleted, its events in the window counted, and
+/// a new event recorded if fewer than the limit were. One row: the count before, and 1 if the
+/// event was recorded, else 0. The three parts read one snapshot; the deletion and the count
+/// look at disjoint rows (at or before the horizon, after it).
+const HIT_AT_ONCE: &str =
+    "WITH expired AS (DELETE FROM rate_events WHERE kind = ?1 AND key = ?2 AND at <= ?3),
+         counted AS (SELECT COUNT(*) AS n FROM rate_events WHERE kind = ?1 AND key = ?2 AND at > ?3),
+         recorded AS (INSERT INTO rate_events (kind, key, at)
+             SELECT ?1, ?2, CAST(?4 AS BIGINT) FROM counted WHERE n < ?5 RETURNING 1)
+     SELECT n, (SELECT COUNT(*) FROM recorded) FROM counted";
 
-/// The count a batch's last read returned ([`count_in_window_sql`]).
-fn counted(rows: &[TextRows]) -> Result<u32> {
-    let count = rows.last().and_then(|rows| rows.first()).and_then(|row| row.first().cloned().flatten());
-    let count = count.ok_or_else(|| Error::Store("a rate count returned no row".into()))?;
-    u32::try_from(u64::from_text(&count, "rate count")?)
-        .map_err(|_| Error::StoreCorrupt(format!("a rate count of {count}")))
-}
+/// [`Store::count_signer`] on PostgreSQL, as one statement ([`HIT_AT_ONCE`]'s values, then `?6`
+/// the forwarder nonce): the signer's events in the window counted and a new event recorded if
+/// fewer than the limit were and the signed request is not live already (as
+/// `is_taken` reads it). One row:
+/// the count, 1 if recorded, and whether the request was taken (`t` or `f`).
+static COUNT_SIGNER_AT_ONCE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "WITH taken AS (SELECT 1 FROM relays WHERE signer = ?2 AND forwarder_nonce = ?6 AND status IN {LIVE}),
+             counted AS (SELECT COUNT(*) AS n FROM rate_events WHERE kind = ?1 AND key = ?2 AND at > ?3),
+             recorded AS (INSERT INTO rate_events (kind, key, at)
+                 SELECT ?1, ?2, CAST(?4 AS BIGINT) FROM counted
+                 WHERE n < ?5 AND NOT EXISTS (SELECT 1 FROM taken) RETURNING 1)
+         SELECT n, (SELECT COUNT(*) FROM recorded), EXISTS (SELECT 1 FROM taken) FROM counted"
+    )
+});
 
-/// [`record_event`]'s statement with its values in its text, for a batch.
-fn record_event_sql(kind: RateKind, key: &str, now: u64) -> Result<String> {
-    inline(RECORD_EVENT, args![kind.as_str(), key, now as i64])
+/// Whether a one-statement count ([`HIT_AT_ONCE`], [`COUNT_SIGNER_AT_ONCE`]) recorded its event.
+fn recorded(rows: &[TextRows]) -> Result<bool> {
+    let recorded = rows.first().and_then(|rows| rows.first()).and_then(|row| row.get(1).cloned().flatten());
+    match recorded.as_deref() {
+        Some("1") => Ok(true),
+        Some("0") => Ok(false),
+        other => Err(Error::Store(format!("a rate count recorded {other:?} events"))),
+    }
 }
 
 /// The lock of one rate-window key: its count and its new event are one step.

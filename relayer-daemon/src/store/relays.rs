@@ -260,10 +260,10 @@ impl Store {
     /// recorded (so nothing may be submitted).
     ///
     /// This runs under the key's send lock, where every round trip to the server delays the
-    /// key's next send: on PostgreSQL without webhook events the statements below go in two
-    /// round trips, not six (the lease's check and the relay's update in the batch with `BEGIN`
-    /// and the locks, the history's rewrite in the batch with `COMMIT`; a check that fails rolls
-    /// the whole back, the update with it).
+    /// key's next send: on PostgreSQL without webhook events it is one round trip, not six
+    /// (`BEGIN`, the locks, [`MARK_SENT_AT_ONCE`] and `COMMIT` in one batch: the lease's check,
+    /// the relay's update and the history's rewrite are one statement, which changes nothing
+    /// when the check fails).
     pub fn mark_sent(&self, sending: &Sending, lease: &Lease) -> Result<()> {
         let Sending { id, relayer_nonce, tx_hash, block, now, handed_off_first: unsent_only } = *sending;
         let update = args![
@@ -278,20 +278,18 @@ impl Store {
         self.with(|connection| {
             let locks = [Lock::Relay(id), Lock::Lane(lease.lane.text())];
             if connection.is_postgres() && !self.events {
-                let reads =
-                    [inline(leases::HOLDS, &leases::holds_values(lease, now))?, inline(MARK_SENT, update)?];
-                let (tx, rows) = connection.transaction_reading(&locks, &reads)?;
-                let [held, updated] = <[TextRows; 2]>::try_from(rows).map_err(|_| {
-                    Error::Store("the send's record returned another number of results".into())
-                })?;
-                if held.is_empty() || updated.len() != 1 {
-                    // Dropped uncommitted: rolled back, the update with it. Nothing recorded, so
+                let mut values = update.to_vec();
+                values.extend(leases::holds_values(lease, now));
+                values.push(Value::from(block as i64));
+                let [recorded] = <[TextRows; 1]>::try_from(
+                    connection.transaction_at_once(&locks, &[inline(MARK_SENT_AT_ONCE, &values)?])?,
+                )
+                .map_err(|_| Error::Store("the send's record returned another number of results".into()))?;
+                if recorded.len() != 1 {
+                    // The lease's check or the update found nothing: nothing was written, so
                     // nothing may be submitted.
                     return Err(Error::LaneLost(lease.lane));
                 }
-                let writes =
-                    format!("{}; {}", inline(CLEAR_HISTORY, args![id])?, inline(FIRST_IN_HISTORY, history)?);
-                tx.commit_after(&writes)?;
                 return Ok(());
             }
             let mut tx = connection.transaction(&locks)?;
@@ -736,6 +734,25 @@ const MARK_SENT: &str = "UPDATE relays SET status = 'sent', relayer_nonce = ?2, 
      WHERE id = ?1 AND (status = 'accepted' OR (status = 'sent' AND CAST(?6 AS BIGINT) = 0))
          AND lane = ?5
      RETURNING id";
+
+/// [`Store::mark_sent`] on PostgreSQL, as one statement: [`MARK_SENT`]'s update (`?1` to `?6`)
+/// only while the key's lease holds ([`leases::HOLDS`]: `?7` lane, `?8` fence, `?9` the margin's
+/// end), then the relay's history cleared and its transaction written as the history's first
+/// (`?10`: the block the checks read). Returns the history's new row, or no row when the lease
+/// or the relay's status refused the update (then nothing changed). The history's delete and
+/// insert read one snapshot, so the delete never sees the row the insert adds.
+const MARK_SENT_AT_ONCE: &str = "WITH marked AS (
+         UPDATE relays SET status = 'sent', relayer_nonce = ?2, tx_hash = ?3, sent_at = ?4,
+             updated_at = ?4
+         WHERE id = ?1 AND (status = 'accepted' OR (status = 'sent' AND CAST(?6 AS BIGINT) = 0))
+             AND lane = ?5
+             AND EXISTS (SELECT 1 FROM lanes WHERE address = ?7 AND fence = ?8 AND lease_until >= ?9)
+         RETURNING id, tx_hash, max_fee_wei, priority_fee_wei),
+     cleared AS (DELETE FROM relay_txs WHERE relay IN (SELECT id FROM marked))
+     INSERT INTO relay_txs (relay, tx_hash, kind, max_fee_wei, priority_fee_wei, sent_block, sent_at)
+     SELECT id, tx_hash, 'relay', max_fee_wei, priority_fee_wei, CAST(?10 AS BIGINT), CAST(?4 AS BIGINT)
+     FROM marked
+     RETURNING relay";
 
 /// [`Store::mark_sent`]: the relay's history, cleared of a transaction refused before (`?1`: id).
 const CLEAR_HISTORY: &str = "DELETE FROM relay_txs WHERE relay = ?1";

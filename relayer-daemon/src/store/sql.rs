@@ -336,6 +336,40 @@ impl Connection {
     }
 }
 
+impl Connection {
+    /// PostgreSQL only: a whole transaction in one round trip, `BEGIN`, the statements taking
+    /// `locks`, `statements` (values in their text: [`inline`]) and `COMMIT` as one batch, for a
+    /// write whose conditions are in its own SQL (a statement that finds nothing to change
+    /// changes nothing). A statement that fails runs nothing after it, and the transaction is
+    /// rolled back. Returns the rows of each of `statements`.
+    pub(crate) fn transaction_at_once(
+        &mut self,
+        locks: &[Lock],
+        statements: &[String],
+    ) -> Result<Vec<TextRows>> {
+        let Self::Postgres(connection) = self else {
+            return Err(Error::Internal("a batched transaction on SQLite".into()));
+        };
+        let mut batch = begin_with(locks);
+        for statement in statements {
+            batch.push_str("; ");
+            batch.push_str(statement);
+        }
+        batch.push_str("; COMMIT");
+        let client = connection.live()?;
+        let mut results = match client.simple_query(&batch) {
+            Ok(messages) => by_statement(messages),
+            Err(error) => {
+                let _ = client.batch_execute("ROLLBACK");
+                return Err(error.into());
+            }
+        };
+        // The last result is COMMIT's; the ones before `statements` are BEGIN's and the locks'.
+        results.pop();
+        Ok(results.split_off(results.len().saturating_sub(statements.len())))
+    }
+}
+
 /// Rows read through PostgreSQL's simple protocol: every cell as text (`None`: NULL).
 pub(crate) type TextRows = Vec<Vec<Option<String>>>;
 
