@@ -15,10 +15,12 @@ use crate::chain;
 /// The relayer binary Cargo built beside this bench.
 const BINARY: &str = env!("CARGO_BIN_EXE_kya-relayer-under-test");
 
-/// Limits far above the burst, so the relayer's abuse limits never refuse it: the bench sends
-/// from one address (127.0.0.1, no trusted proxy, so no `X-Forwarded-For`), polls every relay
-/// ten times a second, and spends more than the default day's budget.
-const UNLIMITED: [(&str, &str); 6] = [
+/// Limits far above the burst, so the relayer's abuse limits never refuse it: the bench may send
+/// every relay from one client (`BENCH_CLUSTER_CLIENTS=1`), polls every relay ten times a second,
+/// and spends more than the default day's budget. The bench is the load balancer in front of the
+/// daemons (127.0.0.1, trusted): its `X-Forwarded-For` names each request's client.
+const UNLIMITED: [(&str, &str); 7] = [
+    ("TRUSTED_PROXIES", "127.0.0.1/32"),
     ("RATE_LIMIT_PER_IP", "1000000000"),
     ("RATE_LIMIT_PER_SIGNER", "1000000000"),
     ("READ_RATE_LIMIT_PER_MINUTE", "1000000000"),

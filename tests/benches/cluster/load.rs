@@ -86,16 +86,18 @@ pub(crate) async fn burst(daemons: &[String], bodies: &[Value], plan: &Plan) -> 
         polling: Semaphore::new(plan.polls_in_flight),
         poll: plan.poll,
     };
+    let clients = plan.clients.unwrap_or(bodies.len()).max(1);
     let answers = Answers::default();
     join_all(bodies.iter().enumerate().map(|(n, body)| {
         let (burst, answers) = (&burst, &answers);
         async move {
             let daemons = burst.daemons.len();
-            let mut outcome = burst.send(n % daemons, body).await;
+            let client = client_address(n % clients);
+            let mut outcome = burst.send(n % daemons, body, &client).await;
             let first_sent = outcome.sent;
             while outcome.holds_no_key() && outcome.passed_on + 1 < daemons {
                 let passed_on = outcome.passed_on + 1;
-                outcome = burst.send((n + passed_on) % daemons, body).await;
+                outcome = burst.send((n + passed_on) % daemons, body, &client).await;
                 outcome.passed_on = passed_on;
             }
             outcome.sent = first_sent;
@@ -107,6 +109,12 @@ pub(crate) async fn burst(daemons: &[String], bodies: &[Value], plan: &Plan) -> 
         }
     }))
     .await
+}
+
+/// Client `n`'s IPv4 address, in 10.0.0.0/8 (the relayer counts an IPv4 client by its address).
+fn client_address(n: usize) -> String {
+    let n = n as u32 & 0x00ff_ffff;
+    format!("10.{}.{}.{}", n >> 16, (n >> 8) & 0xff, n & 0xff)
 }
 
 /// The answers so far: how many, and the last one's time.
@@ -128,14 +136,16 @@ impl Answers {
 }
 
 impl Burst<'_> {
-    /// `POST /relay` to daemon `daemon`, holding one of the sending permits.
-    async fn send(&self, daemon: usize, body: &Value) -> Outcome {
+    /// `POST /relay` to daemon `daemon` for `client` (as the load balancer in front of the
+    /// daemons names it), holding one of the sending permits.
+    async fn send(&self, daemon: usize, body: &Value, client: &str) -> Outcome {
         let _permit = self.sending.acquire().await.expect("the semaphore stays open");
         let sent = self.started.elapsed();
         let answer = self
             .http
             .post(format!("{}/relay", self.daemons[daemon]))
             .header("content-type", "application/json")
+            .header("x-forwarded-for", client)
             .body(body.to_string())
             .timeout(Duration::from_secs(60))
             .send()

@@ -14,6 +14,10 @@
 //!   cores' queue, so by Little's law 64 in flight offered four daemons at most about 56 a second
 //!   while their four keys' locks were busy only about two thirds of the time (at `5165ecf`); 32
 //!   held four daemons back in an earlier trial);
+//! - `BENCH_CLUSTER_CLIENTS`: distinct client addresses the requests come from (default one
+//!   per relay: a crowd of agents; 1: every request from one client, whose relays each check of
+//!   its budget share and rate window then counts, so a row's work grows with its length), named
+//!   in `X-Forwarded-For` by the bench, which the daemons trust as their load balancer;
 //! - `BENCH_CLUSTER_POLL_MS`, `BENCH_CLUSTER_POLLS_IN_FLIGHT`: how often each accepted relay is
 //!   read (default 100 ms) and how many reads run at once (default 16);
 //! - `BENCH_CLUSTER_SETTLE_SECS`: how long after the last answer the relays may take to end

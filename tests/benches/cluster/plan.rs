@@ -69,6 +69,10 @@ pub(crate) struct Plan {
     pub(crate) relays: usize,
     /// `POST /relay` requests in flight at once.
     pub(crate) concurrency: usize,
+    /// Distinct client addresses the requests come from, through the load balancer the
+    /// daemons trust (`X-Forwarded-For`): request `n` from client `n mod clients`. `None`: one
+    /// per relay, a crowd of agents each on its own address.
+    pub(crate) clients: Option<usize>,
     /// Pause between two looks at one relay.
     pub(crate) poll: Duration,
     /// `GET /relay/:id` requests in flight at once, over every relay being watched.
@@ -108,6 +112,9 @@ impl Plan {
             configurations,
             relays: number("BENCH_CLUSTER_RELAYS", 200) as usize,
             concurrency: number("BENCH_CLUSTER_CONCURRENCY", 128) as usize,
+            clients: std::env::var("BENCH_CLUSTER_CLIENTS")
+                .is_ok()
+                .then(|| number("BENCH_CLUSTER_CLIENTS", 1) as usize),
             poll: Duration::from_millis(number("BENCH_CLUSTER_POLL_MS", 100)),
             polls_in_flight: number("BENCH_CLUSTER_POLLS_IN_FLIGHT", 16) as usize,
             settle: Duration::from_secs(number("BENCH_CLUSTER_SETTLE_SECS", 90)),

@@ -28,7 +28,8 @@ pub(crate) fn render(plan: &Plan, machine: &str, command: &str, rows: &[Measured
          0: anvil's own URL); the bench's reads and checks go to anvil directly.\n\n\
          Each row is a burst of {relays} `register` relays, each from a fresh signer (its own \
          agent wallet, EIP-712 signed by kya-core), at most {concurrency} in flight, request `n` \
-         to daemon `n mod daemons`. Each accepted relay is then read with `GET /relay/:id` from \
+         to daemon `n mod daemons`, from {clients} (named in `X-Forwarded-For` by the bench, \
+         which the daemons trust as their load balancer: `TRUSTED_PROXIES=127.0.0.1/32`). Each accepted relay is then read with `GET /relay/:id` from \
          the daemon that took it every {poll} ms (at most {polls} reads in flight) until it ends \
          (or {settle} s after the last answer). **accepted/s** = accepted answers ÷ (last \
          accepted answer − first send); **mined/s** = mined relays ÷ (last seen mined − first \
@@ -42,6 +43,15 @@ pub(crate) fn render(plan: &Plan, machine: &str, command: &str, rows: &[Measured
          Rerun: `{command}`\n\n",
         relays = plan.relays,
         concurrency = plan.concurrency,
+        clients = match plan.clients {
+            None => "a client address of its own (`BENCH_CLUSTER_CLIENTS` unset: a crowd of agents, \
+                     each counted and budgeted as its own client)"
+                .to_owned(),
+            Some(1) => "one client address for every request (`BENCH_CLUSTER_CLIENTS=1`: each \
+                        check sums that client's whole window, every relay of the burst)"
+                .to_owned(),
+            Some(n) => format!("one of {n} client addresses, request `n` from client `n mod {n}`"),
+        },
         poll = plan.poll.as_millis(),
         polls = plan.polls_in_flight,
         settle = plan.settle.as_secs(),
