@@ -164,6 +164,11 @@ impl Store {
         tallies: bool,
         rows: Option<D1PreparedStatement>,
     ) -> Result<StateRead> {
+        if !tallies && rows.is_none() {
+            // The state alone (`/stats`): one statement needs no batch, which D1 runs as a
+            // transaction with each statement's results wrapped apart.
+            return Ok(StateRead { state: self.state().await?, tallies: None, rows: None });
+        }
         let (most, bytes) = super::tally::ANSWER_NAMES;
         let mut statements = vec![self.statement(STATE_SELECT, vec![STATE_KEY.into()])?];
         if tallies {

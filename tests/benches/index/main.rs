@@ -8,9 +8,11 @@
 //! `BENCH_INDEX_PAID_PER_RUN` sets the larger run size of the second fill (default 2000).
 //! Each size also runs Ponder (`../shared/peer-ponder/`, installed into `target/peer-ponder/`)
 //! on the same chain: its fill, and the endpoints cold on both servers, each restarted before
-//! each sample (`side_by_side.rs`); `BENCH_INDEX_PONDER=0` leaves it out.
+//! each sample (`side_by_side.rs`); `BENCH_INDEX_PONDER=0` leaves it out. `BENCH_INDEX_ONLY=cold`
+//! measures only our cold answers after the first fill, and prints them (`cold_only.rs`).
 //! Absolute times depend on the machine; compare the ratios within one report.
 
+mod cold_only;
 mod cpu;
 mod d1;
 mod endpoints;
@@ -72,7 +74,7 @@ async fn main() {
     std::fs::create_dir_all(&folder).expect("docs/bench");
     for agents in sizes {
         let report_file = folder.join(format!("index-{agents}.md"));
-        let measured = measure(agents, paid_per_run, &report_file).await;
+        let Some(measured) = measure(agents, paid_per_run, &report_file).await else { continue };
         let text = report::render(&measured);
         print!("{text}");
         std::fs::write(&report_file, text).expect("writing the report");
@@ -86,7 +88,8 @@ fn write_interim(report_file: &std::path::Path, measured: &Measured) {
     eprintln!("{}: interim report written", measured.agents);
 }
 
-async fn measure(agents: u64, paid_per_run: u64, report_file: &std::path::Path) -> Measured {
+/// What one size measured; `None` when only the cold answers were asked for ([`cold_only`]).
+async fn measure(agents: u64, paid_per_run: u64, report_file: &std::path::Path) -> Option<Measured> {
     let commit = report::commit();
     let load = report::load();
     let started = Instant::now();
@@ -108,6 +111,11 @@ async fn measure(agents: u64, paid_per_run: u64, report_file: &std::path::Path) 
     let fills =
         vec![indexer::fill(&setup, &worker, &mut profiler, agents, kya_edge_defaults::AGENTS_PER_RUN).await];
     eprintln!("{agents}: filled in {} runs ({:.1?} in all)", fills[0].runs, started.elapsed());
+    if cold_only::enabled() {
+        drop(profiler);
+        cold_only::measure(&mut worker, agents).await;
+        return None;
+    }
     let storage = d1::storage(&worker, agents);
     let endpoints = endpoints::measure(&setup, &worker, &mut profiler, agents).await;
     eprintln!("{agents}: endpoints measured ({:.1?} in all)", started.elapsed());
@@ -149,7 +157,7 @@ async fn measure(agents: u64, paid_per_run: u64, report_file: &std::path::Path) 
     measured.fills.push(indexer::fill(&setup, &paid, &mut paid_profiler, agents, paid_per_run).await);
     measured.took = started.elapsed();
     eprintln!("{agents}: done in {:.1?}", measured.took);
-    measured
+    Some(measured)
 }
 
 /// Blocks whose state anvil keeps: reads older than that fail. Every read of the benchmark is at
