@@ -37,8 +37,10 @@ for part in scripts/bootstrap.d/*.background.sh; do
 done
 
 # npm packages (solc-js, OpenZeppelin sources, anvil, wrangler, ...) at the locked versions.
-# `npm ci` refuses this lockfile: the registry we reach lists the other platforms' optional
-# binaries (anvil-darwin-*, ...) without entries, so `npm install` (which keeps the lock) is used.
+# `npm ci` refused this lockfile when it lacked entries for the other platforms' optional
+# binaries (anvil-darwin-*, ...), which the registry we reach lists, so `npm install` (which keeps
+# the locked versions) is used. The lockfile carries those entries as `npm install` writes them,
+# so a fresh clone's install leaves the tree clean.
 lock_stamp=node_modules/.kya-lock-stamp
 lock_hash() { cat package.json package-lock.json | sha256sum | cut -d' ' -f1; }
 if [ "$(cat "$lock_stamp" 2>/dev/null)" != "$(lock_hash)" ]; then
