@@ -82,6 +82,12 @@ impl Drop for InFlightGuard {
 pub(crate) type BalancesRead = (std::time::Instant, Vec<(Address, alloy::primitives::U256)>);
 
 /// The relayer's shared state.
+/// Connections of the keys' records' own pool on PostgreSQL ([`Relayer::send_store`]): a
+/// record is one round trip under its key's send lock, so two serve several keys; beside the
+/// requests' pool (`DATABASE_POOL_SIZE`, 8) and the lease keeper's one, a daemon holds at most
+/// 11 connections.
+const SEND_CONNECTIONS: u32 = 2;
+
 #[derive(Debug)]
 pub struct Relayer {
     config: Config,
@@ -93,6 +99,10 @@ pub struct Relayer {
     /// The lease keeper's store: on PostgreSQL a connection of its own, so renewals go on while
     /// a request waits on a lock (on SQLite, the same store).
     lease_store: Arc<Store>,
+    /// The keys' records under their send locks ([`Relayer::send_db`]): on PostgreSQL a pool of
+    /// its own ([`SEND_CONNECTIONS`]), so a key's next send never waits for a connection behind
+    /// the requests' checks and reads (on SQLite, the same store).
+    send_store: Arc<Store>,
     metrics: Metrics,
     /// The per-IP limit's certain refusals, answered from memory before any store access.
     prefilter: PreFilter,
@@ -124,17 +134,21 @@ impl Relayer {
         let chain_id = reach(&chain, config.chain.startup_retry).await?;
         let (location, budget_window) = (config.store.location(), config.budget.window_secs);
         // The store's own blocking work (PostgreSQL connects and migrates) off the async threads.
-        let (store, lease_store) = tokio::task::spawn_blocking(move || {
+        let webhook_events = config.webhook.is_some();
+        let (store, lease_store, send_store) = tokio::task::spawn_blocking(move || {
             let store = Store::open_at(&location)?.with_budget_window(budget_window);
             let lease_store = store.second_connection()?;
-            Ok::<_, Error>((store, lease_store))
+            // With webhooks on, every change of a relay is written to the outbox with the change.
+            let store = if webhook_events { store.with_webhook_events() } else { store };
+            let send_store = store.pool_of_its_own(SEND_CONNECTIONS);
+            Ok::<_, Error>((store, lease_store, send_store))
         })
         .await
         .map_err(|error| Error::Internal(format!("opening the store failed: {error}")))??;
         tracing::info!(store = %store.location(), "store open");
-        // With webhooks on, every change of a relay is written to the outbox with the change.
-        let store = Arc::new(if config.webhook.is_some() { store.with_webhook_events() } else { store });
+        let store = Arc::new(store);
         let lease_store = lease_store.map_or_else(|| Arc::clone(&store), Arc::new);
+        let send_store = send_store.map_or_else(|| Arc::clone(&store), Arc::new);
         let pool = Pool::new(&chain, &config.keys.signers, chain_id);
         let stuck = config.followers.stuck_policy();
         let relayer = Arc::new(Self {
@@ -144,6 +158,7 @@ impl Relayer {
             pool,
             store,
             lease_store,
+            send_store,
             metrics: Metrics::default(),
             prefilter: PreFilter::default(),
             stuck,
@@ -225,6 +240,15 @@ impl Relayer {
         job: impl FnOnce(&Store) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         on_store(&self.store, job).await
+    }
+
+    /// Runs `job` on the keys' records' store ([`Relayer::send_store`]), as [`Relayer::db`]: for
+    /// what runs under a key's send lock.
+    pub(crate) async fn send_db<T: Send + 'static>(
+        &self,
+        job: impl FnOnce(&Store) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        on_store(&self.send_store, job).await
     }
 
     /// Runs `job` on the lease keeper's store ([`Relayer::lease_store`]), as [`Relayer::db`].

@@ -528,7 +528,7 @@ impl Relayer {
             let first = first.swap(false, std::sync::atomic::Ordering::SeqCst);
             async move {
                 relayer
-                    .db(move |store| {
+                    .send_db(move |store| {
                         let sending = Sending {
                             id,
                             relayer_nonce: signed.nonce,

@@ -42,7 +42,10 @@ mod retention;
 mod schema;
 pub(crate) mod sql;
 
-use std::{path::Path, sync::Mutex};
+use std::{
+    path::Path,
+    sync::{Arc, Mutex},
+};
 
 use alloy::primitives::{Address, U256};
 use codec::Text;
@@ -73,8 +76,9 @@ pub struct Store {
     location: Location,
     /// Whether changes of relays are written to the webhook outbox ([`Store::with_webhook_events`]).
     events: bool,
-    /// Told after a commit that wrote a webhook event: the delivery task wakes at once.
-    event_written: tokio::sync::Notify,
+    /// Told after a commit that wrote a webhook event: the delivery task wakes at once. Shared
+    /// with a store on a pool of its own ([`Store::pool_of_its_own`]), whose writes wake it too.
+    event_written: Arc<tokio::sync::Notify>,
     /// How long a budget window lasts ([`Store::with_budget_window`]).
     budget_window_secs: u64,
 }
@@ -153,6 +157,22 @@ impl Store {
             self.location.clone(),
         );
         Ok(Some(second.with_budget_window(self.budget_window_secs)))
+    }
+
+    /// On PostgreSQL, the same store on a pool of its own of at most `size` connections, opened
+    /// as its operations need them (none before the first), writing webhook events as this one
+    /// does and waking the same delivery task: for work that must never wait for a connection
+    /// behind the requests' (the keys' records under their send locks). `None` on SQLite, whose
+    /// one connection every operation shares anyway.
+    pub fn pool_of_its_own(&self, size: u32) -> Option<Self> {
+        let Location::Postgres(url) = &self.location else { return None };
+        let mut own = Self::with_connections(
+            Connections::Postgres(pool::build_keeping(url, size, None, 0)),
+            self.location.clone(),
+        );
+        own.events = self.events;
+        own.event_written = Arc::clone(&self.event_written);
+        Some(own.with_budget_window(self.budget_window_secs))
     }
 
     /// Connects to the PostgreSQL database at `url` and runs its migrations (the tables are
