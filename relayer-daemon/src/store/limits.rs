@@ -111,7 +111,7 @@ impl Store {
             if connection.is_postgres() {
                 let values = args![kind.as_str(), key, horizon, now as i64, i64::from(limit)];
                 let rows = connection.transaction_at_once(&locks, &[inline(HIT_AT_ONCE, values)?])?;
-                return Ok(recorded(&rows)?);
+                return recorded(&rows);
             }
             let mut tx = connection.transaction(&locks)?;
             tx.execute(DELETE_EXPIRED, expired)?;
