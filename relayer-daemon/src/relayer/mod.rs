@@ -81,13 +81,13 @@ impl Drop for InFlightGuard {
 /// The keys' balances in wei, and when they were read.
 pub(crate) type BalancesRead = (std::time::Instant, Vec<(Address, alloy::primitives::U256)>);
 
-/// The relayer's shared state.
 /// Connections of the keys' records' own pool on PostgreSQL ([`Relayer::send_store`]): a
 /// record is one round trip under its key's send lock, so two serve several keys; beside the
 /// requests' pool (`DATABASE_POOL_SIZE`, 8) and the lease keeper's one, a daemon holds at most
 /// 11 connections.
 const SEND_CONNECTIONS: u32 = 2;
 
+/// The relayer's shared state.
 #[derive(Debug)]
 pub struct Relayer {
     config: Config,

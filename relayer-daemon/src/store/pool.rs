@@ -68,6 +68,8 @@ impl r2d2::HandleError<Error> for LogFailures {
 /// for a connection (all in use, or the server down) is bounded by the URL's connect timeout,
 /// after which the operation fails as [`Error::StoreUnavailable`].
 pub(super) fn build(url: &DatabaseUrl, size: u32, first: Option<Connection>) -> Pool {
+    // One kept open (and opened now, in the background): the lease keeper's first renewal and a
+    // quiet daemon's next request find it ready.
     build_keeping(url, size, first, 1)
 }
 
@@ -75,8 +77,6 @@ pub(super) fn build(url: &DatabaseUrl, size: u32, first: Option<Connection>) -> 
 pub(super) fn build_keeping(url: &DatabaseUrl, size: u32, first: Option<Connection>, kept_open: u32) -> Pool {
     r2d2::Pool::builder()
         .max_size(size.max(1))
-        // One kept open (and opened now, in the background): the lease keeper's first renewal
-        // and a quiet daemon's next request find it ready.
         .min_idle(Some(kept_open.min(size.max(1))))
         .test_on_check_out(false)
         .connection_timeout(url.connect_timeout())

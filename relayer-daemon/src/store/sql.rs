@@ -315,28 +315,10 @@ impl Connection {
         locks: &[Lock],
         reads: &[String],
     ) -> Result<(Transaction<'_>, Vec<TextRows>)> {
-        let Self::Postgres(connection) = self else {
-            return Err(Error::Internal("a batched transaction on SQLite".into()));
-        };
-        let mut batch = begin_with(locks);
-        for read in reads {
-            batch.push_str("; ");
-            batch.push_str(read);
-        }
-        let client = connection.live()?;
-        let mut results = match client.simple_query(&batch) {
-            Ok(messages) => by_statement(messages),
-            Err(error) => {
-                let _ = client.batch_execute("ROLLBACK");
-                return Err(error.into());
-            }
-        };
-        let read = results.split_off(results.len().saturating_sub(reads.len()));
+        let read = self.batch(locks, reads, false)?;
         Ok((Transaction { connection: self, done: false }, read))
     }
-}
 
-impl Connection {
     /// PostgreSQL only: a whole transaction in one round trip, `BEGIN`, the statements taking
     /// `locks`, `statements` (values in their text: [`inline`]) and `COMMIT` as one batch, for a
     /// write whose conditions are in its own SQL (a statement that finds nothing to change
@@ -347,6 +329,13 @@ impl Connection {
         locks: &[Lock],
         statements: &[String],
     ) -> Result<Vec<TextRows>> {
+        self.batch(locks, statements, true)
+    }
+
+    /// `BEGIN`, the statements taking `locks`, `statements`, and `COMMIT` if `commit`, sent as
+    /// one batch; the rows of each of `statements`. A statement that fails runs nothing after
+    /// it, and the transaction is rolled back.
+    fn batch(&mut self, locks: &[Lock], statements: &[String], commit: bool) -> Result<Vec<TextRows>> {
         let Self::Postgres(connection) = self else {
             return Err(Error::Internal("a batched transaction on SQLite".into()));
         };
@@ -355,7 +344,9 @@ impl Connection {
             batch.push_str("; ");
             batch.push_str(statement);
         }
-        batch.push_str("; COMMIT");
+        if commit {
+            batch.push_str("; COMMIT");
+        }
         let client = connection.live()?;
         let mut results = match client.simple_query(&batch) {
             Ok(messages) => by_statement(messages),
@@ -364,8 +355,10 @@ impl Connection {
                 return Err(error.into());
             }
         };
-        // The last result is COMMIT's; the ones before `statements` are BEGIN's and the locks'.
-        results.pop();
+        if commit {
+            results.pop();
+        }
+        // Before `statements`' results are BEGIN's and the locks'.
         Ok(results.split_off(results.len().saturating_sub(statements.len())))
     }
 }
