@@ -142,20 +142,28 @@ impl Relayer {
         self.ip_limit(&client, checked.digest).await?;
         self.off_chain_signature(checked)?;
         self.signer_limit_read_only(checked).await?;
-        let payers = self.lanes_that_can_pay().await?;
-        let fees = self.budget_left(checked, &client).await?;
-        let (at, head_time) = self.chain.head().await?;
+        // Stages 7 and 8 and the head block are reads that need nothing of each other: asked at
+        // once, they cost the node's round trip once, not three times. Their outcomes are taken
+        // in stage order, so a request is answered as if they ran one after another.
+        let (payers, fees, head) =
+            tokio::join!(self.lanes_that_can_pay(), self.budget_left(checked, &client), self.chain.head());
+        let (payers, fees, (at, head_time)) = (payers?, fees?, head?);
         self.deadline_room(checked, head_time)?;
         self.forwarder_verify(checked, at).await?;
-        if let Some(held) = self.count_signer(checked).await? {
+        // Only a request the forwarder verified is counted (stage 10), and only a counted one
+        // would ever be sent; the simulation and the estimate are reads of the same block, so
+        // they go with the count rather than after it: two round trips fewer. A request refused
+        // by its count has cost two reads no more than it would have a moment earlier.
+        let (counted, simulated, estimate) = tokio::join!(
+            self.count_signer(checked),
+            self.simulate(checked, at),
+            self.chain.estimate_execute(self.address(), &checked.body.request, &checked.body.signature, at),
+        );
+        if let Some(held) = counted? {
             return Ok(held);
         }
-        self.simulate(checked, at).await?;
-        let gas_limit = with_margin(
-            self.chain
-                .estimate_execute(self.address(), &checked.body.request, &checked.body.signature, at)
-                .await?,
-        );
+        simulated?;
+        let gas_limit = with_margin(estimate?);
         // From here until this handler ends, the reconciler leaves the record to it.
         let in_flight = InFlightGuard::new(&self.in_flight, (checked.signer(), checked.nonce()));
         let reservation = match self.reserve(checked, &client, payers.lanes, gas_limit, fees, at).await? {
@@ -319,10 +327,13 @@ impl Relayer {
     /// Stage 8, budget: is any transaction still affordable at today's fee, in the budget and in
     /// the signer's and the client's shares? Returns the fees. (Read only: stage 12 reserves.)
     async fn budget_left(&self, checked: &Checked, client: &str) -> Result<Fees> {
-        let fees = self.chain.fees().await?;
         let (signer, client, now) = (checked.signer(), client.to_owned(), time::now());
-        let (budget, by_signer, by_client) =
-            self.db(move |store| store.budget_and_shares(signer, &client, now)).await?;
+        // The fee and the store's sums need nothing of each other: read at once.
+        let (fees, spent) = tokio::join!(
+            self.chain.fees(),
+            self.db(move |store| store.budget_and_shares(signer, &client, now))
+        );
+        let (fees, (budget, by_signer, by_client)) = (fees?, spent?);
         let cheapest = MIN_TX_GAS.saturating_mul(fees.max_fee_per_gas);
         let limits = self.config.budget.limits();
         if limits.total_wei.saturating_sub(budget.used_wei) < cheapest {

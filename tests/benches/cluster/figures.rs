@@ -30,6 +30,12 @@ pub(crate) struct Figures {
     pub(crate) looks_per_sec: f64,
     /// 503s of daemons holding no key, each followed by the request going to the next daemon.
     pub(crate) passed_on: usize,
+    /// From the first send to the first accepted answer: what every row pays once before its
+    /// keys send at their pace (the checks' round trips, the first requests all checked at once).
+    pub(crate) first_accepted: Option<Duration>,
+    /// From the first send to each daemon's last accepted answer, the earliest and the latest:
+    /// a row ends with its slowest daemon, so their spread is time the others stood idle.
+    pub(crate) daemons_done: Option<(Duration, Duration)>,
 }
 
 pub(crate) fn of(outcomes: &[Outcome]) -> Figures {
@@ -78,7 +84,19 @@ pub(crate) fn of(outcomes: &[Outcome]) -> Figures {
         looks,
         looks_per_sec: rate(looks, last_look),
         passed_on: outcomes.iter().map(|outcome| outcome.passed_on).sum(),
+        first_accepted: accepted.iter().map(|outcome| outcome.answered - first_send).min(),
+        daemons_done: daemons_done(&accepted, first_send),
     }
+}
+
+/// The earliest and the latest of the daemons' last accepted answers, from `first_send`.
+fn daemons_done(accepted: &[&Outcome], first_send: Duration) -> Option<(Duration, Duration)> {
+    let mut last: BTreeMap<usize, Duration> = BTreeMap::new();
+    for outcome in accepted {
+        let done = last.entry(outcome.daemon).or_default();
+        *done = (*done).max(outcome.answered - first_send);
+    }
+    Some((*last.values().min()?, *last.values().max()?))
 }
 
 /// The nearest-rank `p`th percentile of sorted `values`.

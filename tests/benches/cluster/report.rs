@@ -168,6 +168,17 @@ fn details(out: &mut String, rows: &[Measured]) {
         .expect("writing to a String");
         writeln!(out, "- lane holders before the burst (`/status`): {}", row.holders)
             .expect("writing to a String");
+        if let (Some(first), Some((earliest, latest))) = (f.first_accepted, f.daemons_done) {
+            writeln!(
+                out,
+                "- answers: the first accepted {} after the first send; the daemons' last accepted \
+                 {} to {} after it",
+                ms(Some(first)),
+                ms(Some(earliest)),
+                ms(Some(latest)),
+            )
+            .expect("writing to a String");
+        }
         writeln!(
             out,
             "- the keys' sends (`relayer_send_seconds_total`, summed over the daemons): {}",

@@ -46,6 +46,7 @@ mod reference;
 mod registry_rules;
 mod replay;
 mod restart;
+mod round_trips;
 mod secrets;
 mod startup;
 mod stuck;

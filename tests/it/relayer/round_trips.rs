@@ -1,0 +1,142 @@
+//! A relay's reads of the chain that need nothing of each other reach the node at once, and those
+//! that do wait for what they need: seen from a node that holds every such read for a while, so
+//! reads asked one after another cannot overlap and reads asked together must.
+
+use std::{
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use alloy::sol_types::SolCall;
+use kya_core::abi::Forwarder;
+use kya_tests::{
+    TestChain,
+    relayer_fixture::{InProcessRelayer, body, forward, set, settings, sign_with_core},
+    rpc_proxy::{self, Later, RpcAction},
+};
+use serde_json::Value;
+
+use super::{Engine, TestStore, agent_key, agent_of, receipt, register_call};
+
+/// How long the node holds each read a relay's checks make: longer than a loaded machine's
+/// scheduling delay between two requests sent together, so whether two reads overlap says
+/// whether they were asked together.
+const HELD: Duration = Duration::from_millis(300);
+
+/// One read as the node saw it: what it was, when it arrived and when it was answered.
+#[derive(Debug, Clone)]
+struct Read {
+    what: String,
+    arrived: Instant,
+    answered: Instant,
+}
+
+/// Whether every one of `reads` was being answered at one moment.
+fn all_at_once(reads: &[&Read]) -> bool {
+    let last_arrival = reads.iter().map(|read| read.arrived).max().expect("reads");
+    let first_answer = reads.iter().map(|read| read.answered).min().expect("reads");
+    last_arrival < first_answer
+}
+
+/// What a request body asks: its method, or for an `eth_call` of the forwarder the function
+/// (`verify`, `execute`).
+fn what(request: &Value) -> String {
+    let method = request["method"].as_str().unwrap_or_default().to_owned();
+    if method != "eth_call" {
+        return method;
+    }
+    let call = &request["params"][0];
+    let data = call["input"].as_str().or_else(|| call["data"].as_str()).unwrap_or_default();
+    let selector = |bytes: [u8; 4]| format!("0x{}", alloy::hex::encode(bytes));
+    if data.starts_with(&selector(Forwarder::verifyCall::SELECTOR)) {
+        "verify".into()
+    } else if data.starts_with(&selector(Forwarder::executeCall::SELECTOR)) {
+        "execute".into()
+    } else {
+        method
+    }
+}
+
+/// A node in front of `upstream` that holds the reads a relay's checks make for [`HELD`], and
+/// writes down each of them.
+async fn holding_node(upstream: String, seen: Arc<Mutex<Vec<Read>>>) -> String {
+    const HELD_METHODS: [&str; 5] =
+        ["eth_getBalance", "eth_feeHistory", "eth_getBlockByNumber", "eth_call", "eth_estimateGas"];
+    let http = kya_tests::http_client();
+    rpc_proxy::start(
+        Some(upstream.clone()),
+        Arc::new(move |request: &str| {
+            let parsed: Value = serde_json::from_str(request).unwrap_or(Value::Null);
+            let method = parsed["method"].as_str().unwrap_or_default();
+            if !HELD_METHODS.contains(&method) {
+                return RpcAction::Forward(request.to_owned());
+            }
+            let (what, body) = (what(&parsed), request.to_owned());
+            let (http, upstream, seen) = (http.clone(), upstream.clone(), Arc::clone(&seen));
+            RpcAction::Later(Later(Box::pin(async move {
+                let arrived = Instant::now();
+                tokio::time::sleep(HELD).await;
+                let answer = rpc_proxy::post(&http, &upstream, body).await;
+                let read = Read { what, arrived, answered: Instant::now() };
+                seen.lock().unwrap().push(read);
+                answer
+            })))
+        }),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relays_independent_reads_reach_the_node_at_once_and_in_the_checks_order() {
+    let t = TestChain::start().await;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let db = TestStore::new(Engine::Sqlite);
+    let mut env = settings(&t, &db);
+    set(&mut env, "RPC_URL", holding_node(t.rpc_url(), Arc::clone(&seen)).await);
+    let relayer = InProcessRelayer::start(&env).await;
+
+    let agent = agent_key(470);
+    let request = forward(&t, agent.address(), 0, &register_call(agent.address(), 0));
+    let posted = Instant::now();
+    let (status, answer) =
+        relayer.client.relay(&body(&request, &sign_with_core(&t, &agent, &request).signature)).await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(receipt(&t, &answer).await.status(), "{answer}");
+    assert_ne!(agent_of(&t, agent.address()).await, 0, "the registration ran");
+    relayer.stop().await;
+
+    let reads: Vec<Read> =
+        seen.lock().unwrap().iter().filter(|read| read.arrived >= posted).cloned().collect();
+    let only = |what: &str| {
+        let mut found = reads.iter().filter(|read| read.what == what);
+        let first = found.next().unwrap_or_else(|| panic!("no {what} read after the POST: {reads:#?}"));
+        assert!(found.next().is_none(), "one {what} read for one relay: {reads:#?}");
+        first
+    };
+    let verify = only("verify");
+    // The relay's own reads before `verify`: the last of each kind that arrived before it (the
+    // daemon's background work may read a balance or a block too).
+    let before_verify = |what: &str| {
+        reads
+            .iter()
+            .filter(|read| read.what == what && read.arrived < verify.arrived)
+            .max_by_key(|read| read.arrived)
+            .unwrap_or_else(|| panic!("no {what} read before verify: {reads:#?}"))
+    };
+    let balance = before_verify("eth_getBalance");
+    let fee = before_verify("eth_feeHistory");
+    let head = before_verify("eth_getBlockByNumber");
+    assert!(all_at_once(&[balance, fee, head]), "the balance, the fee and the head together: {reads:#?}");
+    assert!(
+        [balance, fee, head].iter().all(|read| read.answered <= verify.arrived),
+        "verify reads the head block, so it waits for it: {reads:#?}"
+    );
+
+    let simulation = only("execute");
+    let estimate = only("eth_estimateGas");
+    assert!(
+        simulation.arrived >= verify.answered && estimate.arrived >= verify.answered,
+        "nothing is simulated or estimated for a request the forwarder has not verified: {reads:#?}"
+    );
+    assert!(all_at_once(&[simulation, estimate]), "the simulation and the estimate together: {reads:#?}");
+}
