@@ -142,6 +142,12 @@ impl Relayer {
         self.ip_limit(&client, checked.digest).await?;
         self.off_chain_signature(checked)?;
         self.signer_limit_read_only(checked).await?;
+        // A turn at the checks on chain, in arrival order, held until the estimate is in.
+        let turn = self
+            .checks
+            .acquire()
+            .await
+            .map_err(|_| Error::Internal("the checks' turns were closed".into()))?;
         // Stages 7 and 8 and the head block are reads that need nothing of each other: asked at
         // once, they cost the node's round trip once, not three times. Their outcomes are taken
         // in stage order, so a request is answered as if they ran one after another.
@@ -164,6 +170,7 @@ impl Relayer {
         }
         simulated?;
         let gas_limit = with_margin(estimate?);
+        drop(turn);
         // From here until this handler ends, the reconciler leaves the record to it.
         let in_flight = InFlightGuard::new(&self.in_flight, (checked.signer(), checked.nonce()));
         let reservation = match self.reserve(checked, &client, payers.lanes, gas_limit, fees, at).await? {

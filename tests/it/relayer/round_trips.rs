@@ -1,6 +1,7 @@
 //! A relay's reads of the chain that need nothing of each other reach the node at once, and those
-//! that do wait for what they need: seen from a node that holds every such read for a while, so
-//! reads asked one after another cannot overlap and reads asked together must.
+//! that do wait for what they need; a burst's checks on chain run a bounded number at a time.
+//! Seen from a node that holds every such read for a while, so reads asked one after another
+//! cannot overlap and reads asked together must.
 
 use std::{
     sync::{Arc, Mutex},
@@ -139,4 +140,50 @@ async fn a_relays_independent_reads_reach_the_node_at_once_and_in_the_checks_ord
         "nothing is simulated or estimated for a request the forwarder has not verified: {reads:#?}"
     );
     assert!(all_at_once(&[simulation, estimate]), "the simulation and the estimate together: {reads:#?}");
+}
+
+/// A burst larger than the daemon's turns at the checks on chain (16 with one key): the node
+/// never has more of the burst's fee reads at once than there are turns, and has that many,
+/// and every relay of the burst is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_is_checked_on_chain_a_bounded_number_at_a_time() {
+    const TURNS: usize = 16;
+    const BURST: u64 = 24;
+    let t = TestChain::start().await;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let db = TestStore::new(Engine::Sqlite);
+    let mut env = settings(&t, &db);
+    set(&mut env, "RPC_URL", holding_node(t.rpc_url(), Arc::clone(&seen)).await);
+    set(&mut env, "RATE_LIMIT_PER_IP", "1000");
+    let relayer = InProcessRelayer::start(&env).await;
+
+    let agents: Vec<_> = (0..BURST).map(|n| agent_key(480 + n)).collect();
+    let bodies = kya_tests::relayer_fixture::signed_registrations(&t, &agents);
+    let posted = Instant::now();
+    let answers = futures::future::join_all(bodies.iter().map(|body| relayer.client.relay(body))).await;
+    for (status, answer) in &answers {
+        assert_eq!(*status, 200, "{answer}");
+    }
+    for agent in &agents {
+        assert_ne!(agent_of(&t, agent.address()).await, 0, "every relay of the burst ran");
+    }
+    relayer.stop().await;
+
+    // The relays' fee reads: one each, held at the node for [`HELD`].
+    let fees: Vec<Read> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|read| read.arrived >= posted && read.what == "eth_feeHistory")
+        .cloned()
+        .collect();
+    assert_eq!(fees.len(), BURST as usize, "one fee read a relay: {fees:#?}");
+    let most_at_once = fees
+        .iter()
+        .map(|read| {
+            fees.iter().filter(|other| other.arrived <= read.arrived && read.arrived < other.answered).count()
+        })
+        .max()
+        .unwrap_or(0);
+    assert_eq!(most_at_once, TURNS, "as many at once as there are turns, never more");
 }
