@@ -9,10 +9,11 @@ use std::{
 };
 
 use alloy::sol_types::SolCall;
+use futures::future::join_all;
 use kya_core::abi::Forwarder;
 use kya_tests::{
     TestChain,
-    relayer_fixture::{InProcessRelayer, body, forward, set, settings, sign_with_core},
+    relayer_fixture::{InProcessRelayer, body, forward, set, settings, sign_with_core, signed_registrations},
     rpc_proxy::{self, Later, RpcAction},
 };
 use serde_json::Value;
@@ -158,9 +159,9 @@ async fn a_burst_is_checked_on_chain_a_bounded_number_at_a_time() {
     let relayer = InProcessRelayer::start(&env).await;
 
     let agents: Vec<_> = (0..BURST).map(|n| agent_key(480 + n)).collect();
-    let bodies = kya_tests::relayer_fixture::signed_registrations(&t, &agents);
+    let bodies = signed_registrations(&t, &agents);
     let posted = Instant::now();
-    let answers = futures::future::join_all(bodies.iter().map(|body| relayer.client.relay(body))).await;
+    let answers = join_all(bodies.iter().map(|body| relayer.client.relay(body))).await;
     for (status, answer) in &answers {
         assert_eq!(*status, 200, "{answer}");
     }
