@@ -12,6 +12,7 @@ pub(crate) mod prefilter;
 pub(crate) mod queries;
 pub(crate) mod relay;
 pub(crate) mod settlement;
+mod shared_read;
 mod shutdown;
 pub(crate) mod webhooks;
 
@@ -134,6 +135,8 @@ pub struct Relayer {
     op_stack: tokio::sync::OnceCell<bool>,
     /// Turns at the checks on chain ([`CHECKS_PER_KEY`]), handed out in arrival order.
     checks: tokio::sync::Semaphore,
+    /// The checks' reads that relays checked at once share: one call to the node each.
+    checks_reads: shared_read::ChecksReads,
 }
 
 impl Relayer {
@@ -185,6 +188,7 @@ impl Relayer {
             domain: tokio::sync::OnceCell::new(),
             op_stack: tokio::sync::OnceCell::new(),
             checks,
+            checks_reads: shared_read::ChecksReads::default(),
         });
         // Learnt now for the log; a node that cannot tell yet is asked again by the first relay.
         if let Err(error) = relayer.op_stack().await {

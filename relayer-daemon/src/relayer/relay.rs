@@ -152,7 +152,7 @@ impl Relayer {
         // once, they cost the node's round trip once, not three times. Their outcomes are taken
         // in stage order, so a request is answered as if they ran one after another.
         let (payers, fees, head) =
-            tokio::join!(self.lanes_that_can_pay(), self.budget_left(checked, &client), self.chain.head());
+            tokio::join!(self.lanes_that_can_pay(), self.budget_left(checked, &client), self.checked_head());
         let (payers, fees, (at, head_time)) = (payers?, fees?, head?);
         self.deadline_room(checked, head_time)?;
         self.forwarder_verify(checked, at).await?;
@@ -316,19 +316,19 @@ impl Relayer {
         Ok(Payers { lanes: theirs, held: false })
     }
 
+    /// The latest block's number and time, by which a relay is verified and its deadline judged.
+    async fn checked_head(&self) -> Result<(u64, u64)> {
+        self.checks_reads.head.read((), || self.chain.head()).await
+    }
+
     /// Those of `lanes` that hold at least `MIN_BALANCE`, in their order.
     async fn paying(&self, lanes: Vec<Address>) -> Result<Vec<Address>> {
         if lanes.is_empty() {
             return Ok(lanes);
         }
         let minimum = U256::from(self.config.relay.min_balance_wei);
-        Ok(self
-            .balances_of(lanes)
-            .await?
-            .into_iter()
-            .filter(|(_, balance)| *balance >= minimum)
-            .map(|(lane, _)| lane)
-            .collect())
+        let balances = self.checks_reads.balances.read(lanes.clone(), || self.balances_of(lanes)).await?;
+        Ok(balances.into_iter().filter(|(_, balance)| *balance >= minimum).map(|(lane, _)| lane).collect())
     }
 
     /// Stage 8, budget: is any transaction still affordable at today's fee, in the budget and in
@@ -337,7 +337,7 @@ impl Relayer {
         let (signer, client, now) = (checked.signer(), client.to_owned(), time::now());
         // The fee and the store's sums need nothing of each other: read at once.
         let (fees, spent) = tokio::join!(
-            self.chain.fees(),
+            self.checks_reads.fees.read((), || self.chain.fees()),
             self.db(move |store| store.budget_and_shares(signer, &client, now))
         );
         let (fees, (budget, by_signer, by_client)) = (fees?, spent?);

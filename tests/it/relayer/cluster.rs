@@ -19,7 +19,7 @@ use alloy::{
 };
 use futures::future::join_all;
 use kya_devchain::dev_accounts;
-use kya_relayer::RelayStatus;
+use kya_relayer::{RateKind, RelayStatus};
 use kya_tests::{
     TestChain,
     relayer_fixture::{
@@ -420,11 +420,24 @@ async fn sigterm_hands_the_keys_over_at_once_and_a_rolling_restart_loses_nothing
     mined.push(relay_until_mined(&second.client, &bodies[1]).await);
 
     // A relay in hand when SIGTERM comes is answered; then the keys go to the other at once.
+    // In hand: counted by the per-IP limit (in the shared store), so past where a stopping
+    // daemon still takes a request, however slowly it got there.
+    let store = db.open();
+    let ip_hits = || {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+        store.hits(RateKind::Ip, "127.0.0.1", now).unwrap()
+    };
+    let before = ip_hits();
     let in_hand = tokio::spawn({
         let (client, body) = (first.client.clone(), bodies[2].clone());
         async move { client.relay(&body).await }
     });
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    let arrived = async {
+        while ip_hits() == before {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), arrived).await.expect("the relay reaches the first daemon");
     let (clean, log) = first.terminate();
     assert!(clean, "{log}");
     let (status, answer) = in_hand.await.unwrap();

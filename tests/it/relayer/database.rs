@@ -151,7 +151,8 @@ async fn a_frozen_daemon_holding_the_budget_costs_the_others_the_lock_timeout_no
     let asked_at = Instant::now();
     refused_as_busy(&b.client.base, &registration(&t, 910), Duration::from_secs(10)).await;
     let waited = asked_at.elapsed();
-    assert!((Duration::from_millis(900)..Duration::from_secs(5)).contains(&waited), "{waited:?}");
+    // The lock timeout (1 s) and the rest of a relay's path, on however loaded a machine.
+    assert!((Duration::from_millis(900)..Duration::from_secs(9)).contains(&waited), "{waited:?}");
     let reply = b.client.request("GET", "/status", &[]).await;
     assert_eq!(reply.status, 200, "reads that take no lock go on: {}", reply.text);
 
@@ -206,7 +207,8 @@ async fn a_statement_past_the_statement_timeout_answers_503_and_writes_nothing()
     let asked_at = Instant::now();
     refused_as_busy(&daemon.client.base, &registration(&t, 940), Duration::from_secs(20)).await;
     let waited = asked_at.elapsed();
-    assert!((Duration::from_millis(900)..Duration::from_secs(5)).contains(&waited), "{waited:?}");
+    // The statement timeout (1 s) and the rest of a relay's path: well under the 30-s lock timeout.
+    assert!((Duration::from_millis(900)..Duration::from_secs(15)).contains(&waited), "{waited:?}");
     let written = tokio::task::block_in_place(|| database.value("SELECT count(*) FROM relays"));
     assert_eq!(written, "0", "the refused relay wrote nothing");
     let log = daemon.output();

@@ -174,7 +174,7 @@ async fn a_daemon_frozen_inside_a_reservation_stalls_no_one_and_sends_nothing_on
     let http = kya_tests::http_client();
     let answers =
         join_all(fresh.iter().map(|body| {
-            tokio::time::timeout(Duration::from_secs(5), try_relay(&http, &b.client.base, body))
+            tokio::time::timeout(Duration::from_secs(20), try_relay(&http, &b.client.base, body))
         }))
         .await;
     for answer in &answers {

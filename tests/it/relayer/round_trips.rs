@@ -23,7 +23,7 @@ use super::{Engine, TestStore, agent_key, agent_of, receipt, register_call};
 /// How long the node holds each read a relay's checks make: longer than a loaded machine's
 /// scheduling delay between two requests sent together, so whether two reads overlap says
 /// whether they were asked together.
-const HELD: Duration = Duration::from_millis(300);
+const HELD: Duration = Duration::from_secs(1);
 
 /// One read as the node saw it: what it was, when it arrived and when it was answered.
 #[derive(Debug, Clone)]
@@ -144,8 +144,9 @@ async fn a_relays_independent_reads_reach_the_node_at_once_and_in_the_checks_ord
 }
 
 /// A burst larger than the daemon's turns at the checks on chain (16 with one key): the node
-/// never has more of the burst's fee reads at once than there are turns, and has that many,
-/// and every relay of the burst is sent.
+/// never has more of the burst's `verify` calls at once than there are turns, and has that many;
+/// the relays checked together share their fee, balance and head reads; and every relay of the
+/// burst is sent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_is_checked_on_chain_a_bounded_number_at_a_time() {
     const TURNS: usize = 16;
@@ -170,21 +171,38 @@ async fn a_burst_is_checked_on_chain_a_bounded_number_at_a_time() {
     }
     relayer.stop().await;
 
-    // The relays' fee reads: one each, held at the node for [`HELD`].
-    let fees: Vec<Read> = seen
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|read| read.arrived >= posted && read.what == "eth_feeHistory")
-        .cloned()
-        .collect();
-    assert_eq!(fees.len(), BURST as usize, "one fee read a relay: {fees:#?}");
-    let most_at_once = fees
-        .iter()
-        .map(|read| {
-            fees.iter().filter(|other| other.arrived <= read.arrived && read.arrived < other.answered).count()
-        })
-        .max()
-        .unwrap_or(0);
-    assert_eq!(most_at_once, TURNS, "as many at once as there are turns, never more");
+    let reads_of = |what: &str| -> Vec<Read> {
+        seen.lock()
+            .unwrap()
+            .iter()
+            .filter(|read| read.arrived >= posted && read.what == what)
+            .cloned()
+            .collect()
+    };
+    // The most of `reads` the node held at one moment.
+    let most_at_once = |reads: &[Read]| {
+        reads
+            .iter()
+            .map(|read| {
+                reads
+                    .iter()
+                    .filter(|other| other.arrived <= read.arrived && read.arrived < other.answered)
+                    .count()
+            })
+            .max()
+            .unwrap_or(0)
+    };
+    // The relays' `verify` calls: one each, held at the node for [`HELD`].
+    let verifies = reads_of("verify");
+    assert_eq!(verifies.len(), BURST as usize, "one verify a relay: {verifies:#?}");
+    assert_eq!(most_at_once(&verifies), TURNS, "as many at once as there are turns, never more");
+    // The fee: asked by one relay while the others checked beside it wait for its answer, so
+    // never twice at once, and far fewer times than there are relays (16 checked together, then
+    // the rest as turns come free).
+    let fees = reads_of("eth_feeHistory");
+    assert_eq!(most_at_once(&fees), 1, "one fee read at a time: {fees:#?}");
+    assert!(fees.len() <= BURST as usize / 3, "the relays checked together share a fee read: {fees:#?}");
+    let balances = reads_of("eth_getBalance");
+    eprintln!("{BURST} relays: {} fee reads, {} balance reads", fees.len(), balances.len());
+    assert!(balances.len() <= BURST as usize / 3, "and a balance read: {balances:#?}");
 }

@@ -557,14 +557,15 @@ async fn shutdown_cuts_hanging_attempts_short_and_gives_back_their_leases(engine
     let stopping = Instant::now();
     first.stop().await;
     let stopped_in = stopping.elapsed();
-    assert!(stopped_in < Duration::from_secs(10), "the 3 s grace, not the 30 s timeout: {stopped_in:?}");
+    // Bounds well under the 30 s that each failure would take, with room for a loaded machine.
+    assert!(stopped_in < Duration::from_secs(20), "the 3 s grace, not the 30 s timeout: {stopped_in:?}");
 
     receiver.answer(200);
-    let starting = Instant::now();
     let second = InProcessRelayer::start(&env).await;
+    let started = Instant::now();
     let deliveries = receiver.until(Duration::from_secs(30), |seen| ended(seen, &[id.as_str()], 1)).await;
-    let delivered_in = starting.elapsed();
-    assert!(delivered_in < Duration::from_secs(10), "leases given back at shutdown: {delivered_in:?}");
+    let delivered_in = started.elapsed();
+    assert!(delivered_in < Duration::from_secs(20), "leases given back at shutdown: {delivered_in:?}");
     let events = &by_relay(&deliveries)[&id];
     assert_eq!(types(events), ["relay.accepted", "relay.sent", "relay.mined"]);
     assert_in_order(events);
