@@ -19,8 +19,8 @@ use crate::{
     write::Write,
 };
 
-/// How often a relay's status is asked for while waiting.
-const POLL: Duration = Duration::from_millis(250);
+/// How often a relay's status is asked for while waiting for it to end.
+pub const RELAY_POLL: Duration = Duration::from_millis(250);
 /// How long a receipt is waited for once the relayer says its transaction is mined.
 const RECEIPT_AFTER_MINED: Duration = Duration::from_secs(10);
 
@@ -212,7 +212,7 @@ async fn follow_relay(
                 seconds: options.timeout.as_secs(),
             });
         }
-        tokio::time::sleep(POLL).await;
+        tokio::time::sleep(RELAY_POLL).await;
     }
 }
 

@@ -24,7 +24,7 @@ pub use erc8128::{
 };
 pub use error::{Error, Result};
 pub use feed::ChangeFollower;
-pub use flow::{Progress, SignedRequest, WriteOptions, direct_write, relay_write, sign_request};
+pub use flow::{Progress, RELAY_POLL, SignedRequest, WriteOptions, direct_write, relay_write, sign_request};
 /// ERC-8128's request, headers and refusals are `kya-core`'s, where signing and verifying are done.
 pub use kya_core::erc8128::{Reason, Refusal, RequestToSign, SignedHeaders, content_digest};
 /// The read API's answers are `kya-core`'s own types, the ones the Worker serialises: re-exported

@@ -16,7 +16,7 @@ use crate::chain;
 const BINARY: &str = env!("CARGO_BIN_EXE_kya-relayer-under-test");
 
 /// Limits far above the burst, so the relayer's abuse limits never refuse it: the bench may send
-/// every relay from one client (`BENCH_CLUSTER_CLIENTS=1`), polls every relay ten times a second,
+/// every relay from one client (`BENCH_CLUSTER_CLIENTS=1`), polls every relay four times a second,
 /// and spends more than the default day's budget. The bench is the load balancer in front of the
 /// daemons (127.0.0.1, trusted): its `X-Forwarded-For` names each request's client.
 const UNLIMITED: [(&str, &str); 7] = [

@@ -19,7 +19,7 @@
 //!   its budget share and rate window then counts, so a row's work grows with its length), named
 //!   in `X-Forwarded-For` by the bench, which the daemons trust as their load balancer;
 //! - `BENCH_CLUSTER_POLL_MS`, `BENCH_CLUSTER_POLLS_IN_FLIGHT`: how often each accepted relay is
-//!   read (default 100 ms) and how many reads run at once (default 16);
+//!   read (default kya-client's `RELAY_POLL`, 250 ms) and how many reads run at once (default 16);
 //! - `BENCH_CLUSTER_SETTLE_SECS`: how long after the last answer the relays may take to end
 //!   (default 90);
 //! - `BENCH_CLUSTER_RPC_DELAY_MS`: round trips added to every RPC call of the daemons, by a

@@ -73,7 +73,9 @@ pub(crate) struct Plan {
     /// daemons trust (`X-Forwarded-For`): request `n` from client `n mod clients`. `None`: one
     /// per relay, a crowd of agents each on its own address.
     pub(crate) clients: Option<usize>,
-    /// Pause between two looks at one relay.
+    /// Pause between two looks at one relay: by default kya-client's own
+    /// ([`kya_client::RELAY_POLL`]), so the daemons serve the reads a crowd of agents using it
+    /// would send.
     pub(crate) poll: Duration,
     /// `GET /relay/:id` requests in flight at once, over every relay being watched.
     pub(crate) polls_in_flight: usize,
@@ -115,7 +117,10 @@ impl Plan {
             clients: std::env::var("BENCH_CLUSTER_CLIENTS")
                 .is_ok()
                 .then(|| number("BENCH_CLUSTER_CLIENTS", 1) as usize),
-            poll: Duration::from_millis(number("BENCH_CLUSTER_POLL_MS", 100)),
+            poll: Duration::from_millis(number(
+                "BENCH_CLUSTER_POLL_MS",
+                kya_client::RELAY_POLL.as_millis() as u64,
+            )),
             polls_in_flight: number("BENCH_CLUSTER_POLLS_IN_FLIGHT", 16) as usize,
             settle: Duration::from_secs(number("BENCH_CLUSTER_SETTLE_SECS", 90)),
         }

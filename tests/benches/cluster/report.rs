@@ -30,7 +30,7 @@ pub(crate) fn render(plan: &Plan, machine: &str, command: &str, rows: &[Measured
          agent wallet, EIP-712 signed by kya-core), at most {concurrency} in flight, request `n` \
          to daemon `n mod daemons`, from {clients} (named in `X-Forwarded-For` by the bench, \
          which the daemons trust as their load balancer: `TRUSTED_PROXIES=127.0.0.1/32`). Each accepted relay is then read with `GET /relay/:id` from \
-         the daemon that took it every {poll} ms (at most {polls} reads in flight) until it ends \
+         the daemon that took it every {poll} (at most {polls} reads in flight) until it ends \
          (or {settle} s after the last answer). **accepted/s** = accepted answers ÷ (last \
          accepted answer − first send); **mined/s** = mined relays ÷ (last seen mined − first \
          send); **p50/p99**: from sending the request to seeing it `mined`, over the mined \
@@ -52,7 +52,15 @@ pub(crate) fn render(plan: &Plan, machine: &str, command: &str, rows: &[Measured
                 .to_owned(),
             Some(n) => format!("one of {n} client addresses, request `n` from client `n mod {n}`"),
         },
-        poll = plan.poll.as_millis(),
+        poll = if plan.poll == kya_client::RELAY_POLL {
+            format!("{} ms, as kya-client watches a relay (`RELAY_POLL`)", plan.poll.as_millis())
+        } else {
+            format!(
+                "{} ms (`BENCH_CLUSTER_POLL_MS`; kya-client's `RELAY_POLL` is {} ms)",
+                plan.poll.as_millis(),
+                kya_client::RELAY_POLL.as_millis()
+            )
+        },
         polls = plan.polls_in_flight,
         settle = plan.settle.as_secs(),
     );
