@@ -71,17 +71,22 @@ async fn arm(env: &Env) -> Result<bool> {
 pub struct IndexPacer {
     state: State,
     env: Env,
+    /// Whether an alarm's run is under way. While an alarm handler runs, the runtime's
+    /// `getAlarm` answers null (no alarm is set until the run sets the next), so a watchdog
+    /// call arriving meanwhile would arm a second one and report the loop as stopped.
+    running: std::cell::Cell<bool>,
 }
 
 impl DurableObject for IndexPacer {
     fn new(state: State, env: Env) -> Self {
-        Self { state, env }
+        Self { state, env, running: std::cell::Cell::new(false) }
     }
 
-    /// `POST /arm`: sets the alarm now unless one is set ("armed", or "running").
+    /// `POST /arm`: sets the alarm now unless one is set or its run is under way ("armed", or
+    /// "running").
     async fn fetch(&self, _request: Request) -> worker::Result<Response> {
         let storage = self.state.storage();
-        if storage.get_alarm().await?.is_some() {
+        if self.running.get() || storage.get_alarm().await?.is_some() {
             return Response::ok("running");
         }
         storage.set_alarm(Duration::ZERO).await?;
@@ -95,10 +100,13 @@ impl DurableObject for IndexPacer {
             return Response::ok("off");
         }
         let began = Date::now().as_millis();
+        self.running.set(true);
         super::run(&self.env).await;
         let took = Date::now().as_millis().saturating_sub(began);
         let pause = interval_ms.saturating_sub(took).max(MIN_PAUSE_MS);
-        self.state.storage().set_alarm(Duration::from_millis(pause)).await?;
+        let next = self.state.storage().set_alarm(Duration::from_millis(pause)).await;
+        self.running.set(false);
+        next?;
         Response::ok("ran")
     }
 }
