@@ -14,6 +14,7 @@ pub(crate) mod relay;
 pub(crate) mod settlement;
 mod shared_read;
 mod shutdown;
+mod turns;
 pub(crate) mod webhooks;
 
 use std::{
@@ -88,16 +89,6 @@ pub(crate) type BalancesRead = (std::time::Instant, Vec<(Address, alloy::primiti
 /// 11 connections.
 const SEND_CONNECTIONS: u32 = 2;
 
-/// Requests whose checks on chain (stages 7 to 11) one daemon runs at once, per key it is
-/// configured with: a key sends one relay per submit round trip, and a relay's checks take about
-/// three, so a few per key keep every lane fed. The rest wait their turn in arrival order: a burst
-/// is checked and sent first come, first served, instead of every request of it sharing the
-/// cores and the node at once and none reaching a lane until most are checked; and the node
-/// never sees a burst's whole fan-out at once (providers cap concurrent requests).
-const CHECKS_PER_KEY: usize = 8;
-/// At least this many checks at once, whatever the number of keys.
-const CHECKS_AT_LEAST: usize = 16;
-
 /// The relayer's shared state.
 #[derive(Debug)]
 pub struct Relayer {
@@ -133,8 +124,8 @@ pub struct Relayer {
     domain: tokio::sync::OnceCell<crate::chain::Domain>,
     /// Whether the chain charges an OP Stack L1 data fee, once known ([`Relayer::op_stack`]).
     op_stack: tokio::sync::OnceCell<bool>,
-    /// Turns at the checks on chain ([`CHECKS_PER_KEY`]), handed out in arrival order.
-    checks: tokio::sync::Semaphore,
+    /// Turns at the checks on chain, as many as the keys held can take, in arrival order.
+    checks: turns::Turns,
     /// The checks' reads that relays checked at once share: one call to the node each.
     checks_reads: shared_read::ChecksReads,
 }
@@ -165,9 +156,8 @@ impl Relayer {
         let lease_store = lease_store.map_or_else(|| Arc::clone(&store), Arc::new);
         let send_store = send_store.map_or_else(|| Arc::clone(&store), Arc::new);
         let pool = Pool::new(&chain, &config.keys.signers, chain_id);
-        let checks = tokio::sync::Semaphore::new(
-            CHECKS_AT_LEAST.max(CHECKS_PER_KEY.saturating_mul(config.keys.signers.len())),
-        );
+        // Matched to the keys held at each request; none are held yet.
+        let checks = turns::Turns::new(0);
         let stuck = config.followers.stuck_policy();
         let relayer = Arc::new(Self {
             config,
