@@ -30,7 +30,7 @@ use serde_json::{Value, json};
 
 use super::{agent_key, agent_of, anvil, balance, cost, forwarder_nonce, register_call};
 
-const BINARY: &str = env!("CARGO_BIN_EXE_kya-relayer-under-test");
+pub(super) const BINARY: &str = env!("CARGO_BIN_EXE_kya-relayer-under-test");
 
 /// The 503 of a daemon holding no key.
 pub(super) const NO_FREE_KEY: &str =

@@ -8,17 +8,25 @@ use std::{
     time::{Duration, Instant},
 };
 
+use alloy::signers::local::PrivateKeySigner;
 use alloy::sol_types::SolCall;
 use futures::future::join_all;
 use kya_core::abi::Forwarder;
+use kya_devchain::dev_accounts;
 use kya_tests::{
     TestChain,
-    relayer_fixture::{InProcessRelayer, body, forward, set, settings, sign_with_core, signed_registrations},
+    relayer_fixture::{
+        BinaryRelayer, InProcessRelayer, body, forward, set, settings, sign_with_core, signed_registrations,
+    },
     rpc_proxy::{self, Later, RpcAction},
 };
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use super::{Engine, TestStore, agent_key, agent_of, receipt, register_call};
+use super::{
+    Engine, TestStore, agent_key, agent_of, anvil,
+    cluster::{BINARY, count, daemon_env, holders_until},
+    receipt, register_call,
+};
 
 /// How long the node holds each read a relay's checks make: longer than a loaded machine's
 /// scheduling delay between two requests sent together, so whether two reads overlap says
@@ -171,27 +179,7 @@ async fn a_burst_is_checked_on_chain_a_bounded_number_at_a_time() {
     }
     relayer.stop().await;
 
-    let reads_of = |what: &str| -> Vec<Read> {
-        seen.lock()
-            .unwrap()
-            .iter()
-            .filter(|read| read.arrived >= posted && read.what == what)
-            .cloned()
-            .collect()
-    };
-    // The most of `reads` the node held at one moment.
-    let most_at_once = |reads: &[Read]| {
-        reads
-            .iter()
-            .map(|read| {
-                reads
-                    .iter()
-                    .filter(|other| other.arrived <= read.arrived && read.arrived < other.answered)
-                    .count()
-            })
-            .max()
-            .unwrap_or(0)
-    };
+    let reads_of = |what: &str| reads_since(&seen, posted, what);
     // The relays' `verify` calls: one each, held at the node for [`HELD`].
     let verifies = reads_of("verify");
     assert_eq!(verifies.len(), BURST as usize, "one verify a relay: {verifies:#?}");
@@ -205,4 +193,72 @@ async fn a_burst_is_checked_on_chain_a_bounded_number_at_a_time() {
     let balances = reads_of("eth_getBalance");
     eprintln!("{BURST} relays: {} fee reads, {} balance reads", fees.len(), balances.len());
     assert!(balances.len() <= BURST as usize / 3, "and a balance read: {balances:#?}");
+}
+
+/// The reads of `what` the node saw arrive from `since` on.
+fn reads_since(seen: &Mutex<Vec<Read>>, since: Instant, what: &str) -> Vec<Read> {
+    seen.lock().unwrap().iter().filter(|read| read.arrived >= since && read.what == what).cloned().collect()
+}
+
+/// The most of `reads` the node held at one moment.
+fn most_at_once(reads: &[Read]) -> usize {
+    reads
+        .iter()
+        .map(|read| {
+            reads
+                .iter()
+                .filter(|other| other.arrived <= read.arrived && read.arrived < other.answered)
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// In a cluster a daemon checks as many requests at once as the keys it holds can take, not as
+/// many as all the keys it is configured with: two daemons sharing four keys hold two each, so
+/// a burst of 24 at one of them has 16 `verify` calls at the node at once (8 a key held, 16 at
+/// least). Turns by the configured keys would be 32: the whole burst at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_of_a_cluster_checks_as_many_at_once_as_the_keys_it_holds_can_take() {
+    const TURNS: usize = 16;
+    const BURST: u64 = 24;
+    let t = TestChain::start().await;
+    let keys: Vec<PrivateKeySigner> = (0..4).map(|n| dev_accounts::agent_wallet(7_100_000 + n)).collect();
+    for key in &keys {
+        anvil(&t, "anvil_setBalance", json!([key.address(), "0x8ac7230489e80000"])).await;
+    }
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let node = holding_node(t.rpc_url(), Arc::clone(&seen)).await;
+    let db = TestStore::new(Engine::Postgres);
+    let daemon = |id: &str| {
+        let mut env = daemon_env(&t, &db, &keys, id, 6);
+        set(&mut env, "RPC_URL", node.clone());
+        BinaryRelayer::start(BINARY, &env)
+    };
+    let (first, second) = (daemon("turns-a"), daemon("turns-b"));
+    let (held, _) = holders_until(&first.client, Duration::from_secs(45), |seen| {
+        count(seen, "turns-a") == 2 && count(seen, "turns-b") == 2
+    })
+    .await;
+    eprintln!("keys held {held:?}");
+
+    let agents: Vec<_> = (0..BURST).map(|n| agent_key(520 + n)).collect();
+    let bodies = signed_registrations(&t, &agents);
+    let posted = Instant::now();
+    let answers = join_all(bodies.iter().map(|body| first.client.relay(body))).await;
+    for (status, answer) in &answers {
+        assert_eq!(*status, 200, "{answer}");
+    }
+    for agent in &agents {
+        assert_ne!(agent_of(&t, agent.address()).await, 0, "every relay of the burst ran");
+    }
+    drop((first, second));
+
+    let verifies = reads_since(&seen, posted, "verify");
+    assert_eq!(verifies.len(), BURST as usize, "one verify a relay: {verifies:#?}");
+    assert_eq!(
+        most_at_once(&verifies),
+        TURNS,
+        "8 turns for each of the 2 keys the daemon holds (16 at least), never the 32 of the 4 it is configured with"
+    );
 }
