@@ -50,6 +50,12 @@ impl Pool {
         self.senders.iter().filter_map(Sender::lease).collect()
     }
 
+    /// How many keys this daemon holds the lease of now: [`Pool::held`]'s length, without
+    /// building it (asked by every request at its turn).
+    pub(crate) fn held_count(&self) -> usize {
+        self.senders.iter().filter(|sender| sender.lease().is_some()).count()
+    }
+
     /// Whether this daemon should look after a relay on `lane` (follow it, reconcile it): it
     /// holds the lane's lease, or the key is not in this pool at all (removed from the
     /// configuration: its relays are still settled from their receipts). A lane of the pool

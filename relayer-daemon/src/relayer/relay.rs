@@ -143,7 +143,7 @@ impl Relayer {
         self.off_chain_signature(checked)?;
         self.signer_limit_read_only(checked).await?;
         // A turn at the checks on chain, in arrival order, held until the estimate is in.
-        let turn = self.checks.take(self.pool.held().len()).await?;
+        let turn = self.checks.take(self.pool.held_count()).await?;
         // Stages 7 and 8 and the head block are reads that need nothing of each other: asked at
         // once, they cost the node's round trip once, not three times. Their outcomes are taken
         // in stage order, so a request is answered as if they ran one after another.

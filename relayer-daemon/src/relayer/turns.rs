@@ -19,10 +19,10 @@ use super::lock;
 use crate::error::{Error, Result};
 
 /// Requests checked at once per key this daemon holds.
-pub(crate) const CHECKS_PER_KEY: usize = 8;
+const CHECKS_PER_KEY: usize = 8;
 /// At least this many at once, whatever the keys held: a daemon holding none (a standby) checks
 /// the relays it hands to the keys' holders.
-pub(crate) const CHECKS_AT_LEAST: usize = 16;
+const CHECKS_AT_LEAST: usize = 16;
 
 /// The turns of one daemon.
 #[derive(Debug)]
