@@ -12,7 +12,7 @@ use serde::Serialize;
 use worker::Response;
 
 use crate::{
-    Error, Result,
+    Error, Result, apart,
     deps::Deps,
     http::{Answer, Source},
     index::{self, Served},
@@ -28,54 +28,77 @@ pub(crate) enum Reply {
 }
 
 /// `endpoint`'s successful answer.
+///
+/// Each kind of answer is a future of its own behind a pointer ([`apart`]): the registry-wide
+/// answers from the index, their fallback to the registry's snapshot, and the reads of one agent
+/// from the chain. Inlined into their caller (`cached::refresh`) they were one function of
+/// 35,260 bytes of wasm, which a restarted Worker's first registry-wide request compiled whole
+/// before reading anything (`docs/bench/index-cold.md`).
 pub(crate) async fn answer(endpoint: &Endpoint, deps: &Deps<'_>) -> Result<Reply> {
-    Ok(Reply::Answer(match endpoint {
+    match endpoint {
         // Answered in `serve`, without the chain's registry.
-        Endpoint::Health => return Err(Error::NoRoute("/health".into())),
-        Endpoint::OpenApi => return Err(Error::NoRoute("/openapi.json".into())),
-        Endpoint::Changes(_) => return Err(Error::NoRoute("/api/v1/changes".into())),
-        Endpoint::ChangesStream(_) => return Err(Error::NoRoute("/api/v1/changes/stream".into())),
-        // The snapshot's answers are as old as the snapshot; every other answer reads the chain now.
+        Endpoint::Health => Err(Error::NoRoute("/health".into())),
+        Endpoint::OpenApi => Err(Error::NoRoute("/openapi.json".into())),
+        Endpoint::Changes(_) => Err(Error::NoRoute("/api/v1/changes".into())),
+        Endpoint::ChangesStream(_) => Err(Error::NoRoute("/api/v1/changes/stream".into())),
         Endpoint::Stats
         | Endpoint::StatsDetailed
         | Endpoint::Agents(_)
         | Endpoint::AgentsCompliance
-        | Endpoint::RevenueAggregate => {
-            let reason = match index::answer(endpoint, deps).await? {
-                Served::Answer(answer) => return Ok(Reply::Answer(answer)),
-                Served::Stream(response) => return Ok(Reply::Stream(response)),
-                Served::Fallback(reason) => reason,
-            };
-            let loaded = snapshot::load(deps).await?;
-            let answers = &loaded.answers;
-            let body = match endpoint {
-                Endpoint::Stats => answers.stats.clone(),
-                Endpoint::StatsDetailed => answers.detailed.clone(),
-                Endpoint::Agents(query) => answers.agents_page(query),
-                Endpoint::AgentsCompliance => answers.compliance.clone(),
-                _ => answers.aggregate.clone(),
-            };
-            Answer { body, block: answers.block, read_at: loaded.read_at, source: Source::Fallback(reason) }
+        | Endpoint::RevenueAggregate => apart(registry_wide(endpoint, deps)).await,
+        Endpoint::Agent(_) | Endpoint::Lineage(_) | Endpoint::Revenue(..) | Endpoint::Kya(_) => {
+            apart(from_chain(endpoint, deps)).await.map(Reply::Answer)
         }
+    }
+}
+
+/// A registry-wide answer: from the index, or else from the registry's snapshot, as old as the
+/// snapshot.
+async fn registry_wide(endpoint: &Endpoint, deps: &Deps<'_>) -> Result<Reply> {
+    match index::answer(endpoint, deps).await? {
+        Served::Answer(answer) => Ok(Reply::Answer(answer)),
+        Served::Stream(response) => Ok(Reply::Stream(response)),
+        Served::Fallback(reason) => apart(from_snapshot(endpoint, deps, reason)).await.map(Reply::Answer),
+    }
+}
+
+/// A registry-wide answer from the registry's snapshot (the index cannot answer, for `reason`).
+async fn from_snapshot(endpoint: &Endpoint, deps: &Deps<'_>, reason: String) -> Result<Answer> {
+    let loaded = snapshot::load(deps).await?;
+    let answers = &loaded.answers;
+    let body = match endpoint {
+        Endpoint::Stats => answers.stats.clone(),
+        Endpoint::StatsDetailed => answers.detailed.clone(),
+        Endpoint::Agents(query) => answers.agents_page(query),
+        Endpoint::AgentsCompliance => answers.compliance.clone(),
+        _ => answers.aggregate.clone(),
+    };
+    Ok(Answer { body, block: answers.block, read_at: loaded.read_at, source: Source::Fallback(reason) })
+}
+
+/// An answer about one agent, read from the chain now.
+async fn from_chain(endpoint: &Endpoint, deps: &Deps<'_>) -> Result<Answer> {
+    match endpoint {
         Endpoint::Agent(id) => {
             let (block, agent, children) = reads::agent(&deps.rpc, deps.registry, *id).await?;
             // The block's time is "now" for compliance, as for every answer.
-            render(block, deps.now, &AgentDetails::of(&agent, children, block.timestamp))?
+            render(block, deps.now, &AgentDetails::of(&agent, children, block.timestamp))
         }
         Endpoint::Lineage(id) => {
             let (block, tree) = reads::lineage(&deps.rpc, deps.registry, *id).await?;
-            render(block, deps.now, &tree)?
+            render(block, deps.now, &tree)
         }
         Endpoint::Revenue(id, query) => {
             let (block, history) = reads::revenue(&deps.rpc, deps.registry, *id).await?;
             let shown = window(&history, query.offset, query.limit);
-            render(block, deps.now, &shown.map(|report| RevenueView::from(&report)))?
+            render(block, deps.now, &shown.map(|report| RevenueView::from(&report)))
         }
         Endpoint::Kya(wallet) => {
             let (block, agent) = reads::kya(&deps.rpc, deps.registry, *wallet).await?;
-            render(block, deps.now, &KyaResult::of(*wallet, agent.as_ref(), block.timestamp))?
+            render(block, deps.now, &KyaResult::of(*wallet, agent.as_ref(), block.timestamp))
         }
-    }))
+        _ => Err(Error::BadConfig("only the reads of one agent are answered from the chain here".into())),
+    }
 }
 
 fn render<T: Serialize>(block: BlockRef, read_at: u64, value: &T) -> Result<Answer> {

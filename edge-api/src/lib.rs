@@ -107,14 +107,13 @@ async fn respond(mut request: Request, env: Env, context: Context) -> Result<Res
     http::finish(response, remaining)
 }
 
-/// A large arm of [`serve`] that the registry-wide answers never take, behind a pointer and a
-/// virtual call: its state machine is compiled as a function of its own instead of being
-/// inlined into the fetch handler's future, which a restarted Worker's first request compiles
-/// again (`docs/bench/index-cold.md`).
-fn rare<'a>(
-    answer: impl Future<Output = Result<Response>> + 'a,
-) -> Pin<Box<dyn Future<Output = Result<Response>> + 'a>> {
-    Box::pin(answer)
+/// `future` behind a pointer and a virtual call: its state machine is compiled as a function of
+/// its own instead of being inlined into its caller's. A restarted Worker compiles each function
+/// of the wasm when a request first runs it, so an answer kept apart costs its compile only to
+/// the requests that give it: the rare arms of [`serve`] stay out of the fetch handler's future,
+/// and each registry-wide answer out of the others' (`docs/bench/index-cold.md`).
+pub(crate) fn apart<'a, T>(future: impl Future<Output = T> + 'a) -> Pin<Box<dyn Future<Output = T> + 'a>> {
+    Box::pin(future)
 }
 
 /// Everything after the rate limit, at wall-clock time `now` (Unix seconds); errors become
@@ -132,7 +131,7 @@ async fn serve(request: &mut Request, env: &Env, context: &Context, now: u64) ->
         let rpc =
             Rpc { url: &config.rpc_url, batch_size: config.batch_size, multicall: None, budget: &budget };
         let rpc = Rpc { multicall: config.multicall()?, ..rpc };
-        return rare(verify::answer(request, env, &rpc, config.registry()?, &config.verify, now)).await;
+        return apart(verify::answer(request, env, &rpc, config.registry()?, &config.verify, now)).await;
     }
     if method != "GET" && method != "HEAD" {
         return Err(Error::MethodNotAllowed(method));
@@ -143,12 +142,12 @@ async fn serve(request: &mut Request, env: &Env, context: &Context, now: u64) ->
     let budget = Cell::new(rpc::SUBREQUEST_BUDGET);
     let rpc = Rpc { url: &config.rpc_url, batch_size: config.batch_size, multicall: None, budget: &budget };
     match &endpoint {
-        Endpoint::Health => return rare(health::answer(&config, &rpc, index::Store::open(env))).await,
+        Endpoint::Health => return apart(health::answer(&config, &rpc, index::Store::open(env))).await,
         Endpoint::OpenApi => return http::json(200, openapi::DOCUMENT, openapi::CACHE_CONTROL),
-        Endpoint::Changes(query) => return rare(index::changes::answer(env, query)).await,
+        Endpoint::Changes(query) => return apart(index::changes::answer(env, query)).await,
         Endpoint::ChangesStream(query) => {
             let head = method == "HEAD";
-            return rare(index::stream::answer(env, request.headers(), query.clone(), head)).await;
+            return apart(index::stream::answer(env, request.headers(), query.clone(), head)).await;
         }
         _ => {}
     }
@@ -170,7 +169,7 @@ async fn serve(request: &mut Request, env: &Env, context: &Context, now: u64) ->
 
     let Some(policy) = endpoint.cache_policy() else {
         let deps = deps()?;
-        return rare(async {
+        return apart(async {
             match answers::answer(&endpoint, &deps).await? {
                 Reply::Answer(answer) => http::answer(&answer, "no-store"),
                 Reply::Stream(response) => Ok(response),

@@ -19,16 +19,17 @@ use kya_core::{
 };
 use wasm_bindgen::{JsCast, JsValue, prelude::wasm_bindgen};
 use worker::{
-    Headers, Response, ResponseBody,
+    D1PreparedStatement, Headers, Response, ResponseBody,
     js_sys::{Array, JsString, Uint8Array, WebAssembly},
 };
 
 use super::{
     State, Store,
     store::{StateRead, page_items, recent_agents},
+    tally::Tally,
 };
 use crate::{
-    Error, Result,
+    Error, Result, apart,
     deps::Deps,
     http::{self, Answer, Source},
     routes::Endpoint,
@@ -59,88 +60,178 @@ pub(crate) enum Served {
 }
 
 /// `endpoint`'s answer from the index, if it can give one.
+///
+/// Each answer is a future of its own behind a pointer (`apart`), as is the read they share: a
+/// restarted Worker compiles each function of the wasm when it first runs it, so a request
+/// compiles the answer it gives, not all five (`docs/bench/index-cold.md`).
 pub(crate) async fn answer(endpoint: &Endpoint, deps: &Deps<'_>) -> Result<Served> {
-    let max_age_secs = deps.index_max_age_secs;
     let Some(store) = Store::open(deps.env) else {
         return Ok(Served::Fallback("no index: the Worker has no INDEX binding".into()));
     };
-    // The answers that show totals by name read them with the state, and those showing rows
-    // read them at the state's block: one batch, one round trip.
-    let by_name = matches!(endpoint, Endpoint::StatsDetailed | Endpoint::RevenueAggregate);
-    let rows = match endpoint {
-        Endpoint::StatsDetailed => Some(store.recent(RECENT_REGISTRATIONS as u64)?),
-        Endpoint::Agents(query) => match query.status {
-            Some(status) => {
-                let (limit, offset) = status_page(query);
-                Some(store.items_with_status(status, limit, offset)?)
-            }
-            None => None,
-        },
-        _ => None,
-    };
-    let read = match store.state_with(by_name, rows).await {
+    match endpoint {
+        Endpoint::Stats => apart(stats(store, deps)).await,
+        Endpoint::StatsDetailed => apart(detailed(store, deps)).await,
+        Endpoint::Agents(query) => apart(agents(store, query, deps)).await,
+        Endpoint::RevenueAggregate => apart(aggregate(store, deps)).await,
+        Endpoint::AgentsCompliance => apart(compliance_answer(store, deps)).await,
+        _ => Err(Error::BadConfig("only the registry-wide endpoints are answered from the index".into())),
+    }
+}
+
+/// What an answer from the index has read: the state, with the totals by name and the rows it
+/// asked for, at the block it names.
+struct Reading {
+    state: State,
+    tallies: Option<Vec<Tally>>,
+    rows: Option<worker::D1Result>,
+    block: BlockRef,
+    source: Source,
+}
+
+impl Reading {
+    /// The rows read; asked for by every answer that reads them.
+    fn rows(&self) -> Result<&worker::D1Result> {
+        self.rows.as_ref().ok_or_else(|| Error::BadConfig("the index's rows were not read".into()))
+    }
+
+    fn answer(&self, body: String, deps: &Deps<'_>) -> Served {
+        Served::Answer(Answer { body, block: self.block, read_at: deps.now, source: self.source.clone() })
+    }
+}
+
+/// The state (with the totals by name if `tallies`, and the rows `rows` selects at its block),
+/// once the index can answer: else the reason it cannot, as the fallback.
+async fn read(
+    store: &Store,
+    tallies: bool,
+    rows: Option<D1PreparedStatement>,
+    deps: &Deps<'_>,
+) -> Result<std::result::Result<Reading, Served>> {
+    let read = match store.state_with(tallies, rows).await {
         Ok(read) => read,
         Err(error) => {
             // The error itself goes to the log only: a header carries one short line, and D1's
             // messages are neither.
             worker::console_warn!("reading the index's state failed: {error}");
-            return Ok(Served::Fallback("the index could not be read (its tables missing?)".into()));
+            return Ok(Err(Served::Fallback("the index could not be read (its tables missing?)".into())));
         }
     };
-    let StateRead { mut state, tallies, rows } = read;
-    let rows = || rows.as_ref().ok_or_else(|| Error::BadConfig("the index's rows were not read".into()));
+    let StateRead { state, tallies, rows } = read;
     let Some(block) = state.complete_at() else {
-        return Ok(Served::Fallback("the index is not filled yet".into()));
+        return Ok(Err(Served::Fallback("the index is not filled yet".into())));
     };
+    let max_age_secs = deps.index_max_age_secs;
     let age = deps.now.saturating_sub(state.updated_at);
     if age > max_age_secs {
-        return Ok(Served::Fallback(format!(
+        return Ok(Err(Served::Fallback(format!(
             "the index's last run was {age} s ago (INDEX_MAX_AGE_SECS is {max_age_secs})"
-        )));
+        ))));
     }
     // The index answers: its rows are read for this answer.
     ANSWER_READS.with(|reads| reads.set(reads.get() + 1));
     let source =
         Source::Index { lag_blocks: state.head.saturating_sub(block.number), run_at: state.updated_at };
-    let chain = redact::url(deps.rpc.url);
-    if let Some(tallies) = tallies {
-        // Past what one answer renders: a clear error naming why, not a body of a million rows.
-        state.names.fits()?;
-        super::tally::fill(&mut state.totals, tallies)?;
-    }
-    let totals = &state.totals;
-    let body = match endpoint {
-        Endpoint::Stats => totals.stats_body(&deps.registry, &chain),
-        Endpoint::StatsDetailed => totals.detailed_body(&deps.registry, &chain, &recent_agents(rows()?)?),
-        Endpoint::Agents(query) => {
-            let (total, items) = match query.status {
-                None => {
-                    let total = totals.agents;
-                    let ids = unfiltered_page_ids(total, query);
-                    (total, store.items_by_id(block.number, &ids).await?)
-                }
-                Some(status) => {
-                    let total = totals.status.get(status);
-                    let (_, offset) = status_page(query);
-                    (total, if offset >= total { Vec::new() } else { page_items(rows()?)? })
-                }
-            };
-            agents_page_body(total, query, &items.iter().map(String::as_str).collect::<Vec<_>>())
-        }
-        Endpoint::RevenueAggregate => totals.aggregate_body(),
-        Endpoint::AgentsCompliance => {
-            let expires_at = deps.now.saturating_add(deps.index_answer_ttl_secs);
-            return Ok(Served::Stream(compliance(
-                store,
-                &state,
-                block,
-                &source,
-                (deps.index_answer_ttl_secs, expires_at),
-            )?));
-        }
-        _ => unreachable!("only the registry-wide endpoints are answered from the index"),
+    Ok(Ok(Reading { state, tallies, rows, block, source }))
+}
+
+/// [`read`], compiled once for every answer.
+async fn read_apart(
+    store: &Store,
+    tallies: bool,
+    rows: Option<D1PreparedStatement>,
+    deps: &Deps<'_>,
+) -> Result<std::result::Result<Reading, Served>> {
+    apart(read(store, tallies, rows, deps)).await
+}
+
+/// `/stats`: the totals of the state.
+async fn stats(store: Store, deps: &Deps<'_>) -> Result<Served> {
+    let reading = match read_apart(&store, false, None, deps).await? {
+        Ok(reading) => reading,
+        Err(fallback) => return Ok(fallback),
     };
-    Ok(Served::Answer(Answer { body, block, read_at: deps.now, source }))
+    let body = reading.state.totals.stats_body(&deps.registry, &redact::url(deps.rpc.url));
+    Ok(reading.answer(body, deps))
+}
+
+/// `/stats/detailed`: the totals by name, and the newest registrations.
+async fn detailed(store: Store, deps: &Deps<'_>) -> Result<Served> {
+    let recent = store.recent(RECENT_REGISTRATIONS as u64)?;
+    let mut reading = match read_apart(&store, true, Some(recent), deps).await? {
+        Ok(reading) => reading,
+        Err(fallback) => return Ok(fallback),
+    };
+    fill_names(&mut reading)?;
+    let recent = recent_agents(reading.rows()?)?;
+    let body = reading.state.totals.detailed_body(&deps.registry, &redact::url(deps.rpc.url), &recent);
+    Ok(reading.answer(body, deps))
+}
+
+/// `/revenue/aggregate`: the revenue totals by currency and category.
+async fn aggregate(store: Store, deps: &Deps<'_>) -> Result<Served> {
+    let mut reading = match read_apart(&store, true, None, deps).await? {
+        Ok(reading) => reading,
+        Err(fallback) => return Ok(fallback),
+    };
+    fill_names(&mut reading)?;
+    let body = reading.state.totals.aggregate_body();
+    Ok(reading.answer(body, deps))
+}
+
+/// The totals kept by name put into the state's totals; past what one answer renders, a clear
+/// error naming why, not a body of a million rows.
+fn fill_names(reading: &mut Reading) -> Result<()> {
+    if let Some(tallies) = reading.tallies.take() {
+        reading.state.names.fits()?;
+        super::tally::fill(&mut reading.state.totals, tallies)?;
+    }
+    Ok(())
+}
+
+/// `/agents`: a page of every agent by id, or of the agents with one status.
+async fn agents(store: Store, query: &kya_core::query::AgentsQuery, deps: &Deps<'_>) -> Result<Served> {
+    let rows = match query.status {
+        Some(status) => {
+            let (limit, offset) = status_page(query);
+            Some(store.items_with_status(status, limit, offset)?)
+        }
+        None => None,
+    };
+    let reading = match read_apart(&store, false, rows, deps).await? {
+        Ok(reading) => reading,
+        Err(fallback) => return Ok(fallback),
+    };
+    let totals = &reading.state.totals;
+    let (total, items) = match query.status {
+        None => {
+            let total = totals.agents;
+            let ids = unfiltered_page_ids(total, query);
+            (total, store.items_by_id(reading.block.number, &ids).await?)
+        }
+        Some(status) => {
+            let total = totals.status.get(status);
+            let (_, offset) = status_page(query);
+            (total, if offset >= total { Vec::new() } else { page_items(reading.rows()?)? })
+        }
+    };
+    let body = agents_page_body(total, query, &items.iter().map(String::as_str).collect::<Vec<_>>());
+    Ok(reading.answer(body, deps))
+}
+
+/// `/agents/compliance`, streamed.
+async fn compliance_answer(store: Store, deps: &Deps<'_>) -> Result<Served> {
+    let reading = match read_apart(&store, false, None, deps).await? {
+        Ok(reading) => reading,
+        Err(fallback) => return Ok(fallback),
+    };
+    let expires_at = deps.now.saturating_add(deps.index_answer_ttl_secs);
+    Ok(Served::Stream(compliance(
+        store,
+        &reading.state,
+        reading.block,
+        &reading.source,
+        (deps.index_answer_ttl_secs, expires_at),
+    )?))
 }
 
 /// The (limit, offset) of a status-filtered `/agents` page.
