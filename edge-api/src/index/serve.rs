@@ -94,6 +94,7 @@ impl Reading {
         self.rows.as_ref().ok_or_else(|| Error::BadConfig("the index's rows were not read".into()))
     }
 
+    /// The answer showing `body`, read now at the block the reading names.
     fn answer(&self, body: String, deps: &Deps<'_>) -> Served {
         Served::Answer(Answer { body, block: self.block, read_at: deps.now, source: self.source.clone() })
     }
