@@ -85,7 +85,7 @@ fn side_by_side(out: &mut String, m: &Measured) {
          head again (its log's \"Indexed block\" for the head, and `/status` at it: on a restart \
          Ponder reverts its last 30 blocks and re-indexes them, while `/status` already names \
          the head). \
-         Medians of 3 per server and path; the other server stopped meanwhile. The ratio is ours \
+         Medians of {} per server and path; the other server stopped meanwhile. The ratio is ours \
          ÷ Ponder's (below 1: ours is faster), on the last byte. Ours is asked twice, after \
          restarts of their own: through `wrangler dev`'s port, whose proxy Worker (a `workerd` \
          process of its own) no deployed Worker has in front of it, and at the runtime's own \
@@ -94,6 +94,7 @@ fn side_by_side(out: &mut String, m: &Measured) {
          | endpoint | ours cold, through wrangler's proxy | ours cold, at the runtime's entry | Ponder cold (restarted) | ratio through the proxy | ratio at the entry |\n\
          |---|---:|---:|---:|---:|---:|\n",
         p.load,
+        crate::side_by_side::cold_samples(),
     )
     .expect("writing to a String");
     for row in &p.paths {

@@ -2,7 +2,7 @@
 //! time, CPU seconds of its process tree, RPC requests through a counting proxy of its own, which
 //! asks its `eth_call`s at the head: [`PonderProxy`]), then
 //! each path of [`endpoints::paths`] cold on both servers, each restarted before each sample
-//! (median of [`COLD_SAMPLES`]), and the key figures of both answers compared.
+//! (median of [`cold_samples`]), and the key figures of both answers compared.
 //!
 //! Ours is the filled index's Worker (`INDEX_ANSWER_TTL_SECS=0`, `MEMORY_CACHE_BYTES=0`: every
 //! answer reads D1), restarted on its own state directory ([`EdgeWorker::restart`]); Ponder is
@@ -24,8 +24,16 @@ use crate::{
     timing::{self, Timed, median},
 };
 
-/// Restarts (and cold requests) per path and server.
-const COLD_SAMPLES: usize = 3;
+/// Restarts (and cold requests) per path and server: `BENCH_INDEX_SIDE_SAMPLES`, 3 unless set.
+/// Each sample more restarts both servers once more per path (the side by side took 18 minutes
+/// at 10,000 agents with 3); more settle an endpoint whose ratio is near 1 (three samples of one
+/// path can spread over several milliseconds here).
+pub(crate) fn cold_samples() -> usize {
+    std::env::var("BENCH_INDEX_SIDE_SAMPLES")
+        .ok()
+        .map_or(3, |value| value.trim().parse().expect("BENCH_INDEX_SIDE_SAMPLES: a number"))
+        .max(1)
+}
 
 /// Everything measured side by side at one size.
 pub(crate) struct SideBySide {
@@ -156,13 +164,13 @@ enum Via {
     RuntimeEntry,
 }
 
-/// `path` asked once after each of [`COLD_SAMPLES`] restarts of our Worker, its index run just
+/// `path` asked once after each of [`cold_samples`] restarts of our Worker, its index run just
 /// before each: Ponder's samples take minutes, and an index older than `INDEX_MAX_AGE_SECS`
 /// would answer from the chain (`X-Index-Fallback`), which is not the index's cost.
 async fn ours_cold(worker: &mut EdgeWorker, path: &str, via: Via) -> Vec<Timed> {
     let http = kya_tests::http_client();
     let mut answers = Vec::new();
-    for _ in 0..COLD_SAMPLES {
+    for _ in 0..cold_samples() {
         worker.run_index().await;
         worker.restart().await;
         let base = match via {
@@ -176,11 +184,11 @@ async fn ours_cold(worker: &mut EdgeWorker, path: &str, via: Via) -> Vec<Timed> 
     answers
 }
 
-/// `path` asked once after each of [`COLD_SAMPLES`] starts of Ponder on its filled directory.
+/// `path` asked once after each of [`cold_samples`] starts of Ponder on its filled directory.
 async fn ponder_cold(setup: &Setup, config: &ponder::Config, path: &str) -> Vec<Timed> {
     let http = kya_tests::http_client();
     let mut answers = Vec::new();
-    for _ in 0..COLD_SAMPLES {
+    for _ in 0..cold_samples() {
         let mut server = Ponder::start(config);
         server.synced(&setup.chain, RESTART_WITHIN).await;
         answers.push(timing::get(&http, &server.base, path, &fresh_ip()).await);
