@@ -101,7 +101,8 @@ impl Reading {
 }
 
 /// The state (with the totals by name if `tallies`, and the rows `rows` selects at its block),
-/// once the index can answer: else the reason it cannot, as the fallback.
+/// once the index can answer: else the reason it cannot, as the fallback. Every answer calls it
+/// through [`apart`], so it is compiled once, not into each answer.
 async fn read(
     store: &Store,
     tallies: bool,
@@ -135,19 +136,9 @@ async fn read(
     Ok(Ok(Reading { state, tallies, rows, block, source }))
 }
 
-/// [`read`], compiled once for every answer.
-async fn read_apart(
-    store: &Store,
-    tallies: bool,
-    rows: Option<D1PreparedStatement>,
-    deps: &Deps<'_>,
-) -> Result<std::result::Result<Reading, Served>> {
-    apart(read(store, tallies, rows, deps)).await
-}
-
 /// `/stats`: the totals of the state.
 async fn stats(store: Store, deps: &Deps<'_>) -> Result<Served> {
-    let reading = match read_apart(&store, false, None, deps).await? {
+    let reading = match apart(read(&store, false, None, deps)).await? {
         Ok(reading) => reading,
         Err(fallback) => return Ok(fallback),
     };
@@ -158,7 +149,7 @@ async fn stats(store: Store, deps: &Deps<'_>) -> Result<Served> {
 /// `/stats/detailed`: the totals by name, and the newest registrations.
 async fn detailed(store: Store, deps: &Deps<'_>) -> Result<Served> {
     let recent = store.recent(RECENT_REGISTRATIONS as u64)?;
-    let mut reading = match read_apart(&store, true, Some(recent), deps).await? {
+    let mut reading = match apart(read(&store, true, Some(recent), deps)).await? {
         Ok(reading) => reading,
         Err(fallback) => return Ok(fallback),
     };
@@ -170,7 +161,7 @@ async fn detailed(store: Store, deps: &Deps<'_>) -> Result<Served> {
 
 /// `/revenue/aggregate`: the revenue totals by currency and category.
 async fn aggregate(store: Store, deps: &Deps<'_>) -> Result<Served> {
-    let mut reading = match read_apart(&store, true, None, deps).await? {
+    let mut reading = match apart(read(&store, true, None, deps)).await? {
         Ok(reading) => reading,
         Err(fallback) => return Ok(fallback),
     };
@@ -198,7 +189,7 @@ async fn agents(store: Store, query: &kya_core::query::AgentsQuery, deps: &Deps<
         }
         None => None,
     };
-    let reading = match read_apart(&store, false, rows, deps).await? {
+    let reading = match apart(read(&store, false, rows, deps)).await? {
         Ok(reading) => reading,
         Err(fallback) => return Ok(fallback),
     };
@@ -221,7 +212,7 @@ async fn agents(store: Store, query: &kya_core::query::AgentsQuery, deps: &Deps<
 
 /// `/agents/compliance`, streamed.
 async fn compliance_answer(store: Store, deps: &Deps<'_>) -> Result<Served> {
-    let reading = match read_apart(&store, false, None, deps).await? {
+    let reading = match apart(read(&store, false, None, deps)).await? {
         Ok(reading) => reading,
         Err(fallback) => return Ok(fallback),
     };
