@@ -16,7 +16,8 @@ use kya_devchain::dev_accounts;
 use kya_tests::{
     TestChain,
     relayer_fixture::{
-        BinaryRelayer, InProcessRelayer, body, forward, set, settings, sign_with_core, signed_registrations,
+        BinaryRelayer, Client, InProcessRelayer, body, forward, set, settings, sign_with_core,
+        signed_registrations,
     },
     rpc_proxy::{self, Later, RpcAction},
 };
@@ -167,16 +168,7 @@ async fn a_burst_is_checked_on_chain_a_bounded_number_at_a_time() {
     set(&mut env, "RATE_LIMIT_PER_IP", "1000");
     let relayer = InProcessRelayer::start(&env).await;
 
-    let agents: Vec<_> = (0..BURST).map(|n| agent_key(480 + n)).collect();
-    let bodies = signed_registrations(&t, &agents);
-    let posted = Instant::now();
-    let answers = join_all(bodies.iter().map(|body| relayer.client.relay(body))).await;
-    for (status, answer) in &answers {
-        assert_eq!(*status, 200, "{answer}");
-    }
-    for agent in &agents {
-        assert_ne!(agent_of(&t, agent.address()).await, 0, "every relay of the burst ran");
-    }
+    let posted = burst(&t, &relayer.client, 480..480 + BURST).await;
     relayer.stop().await;
 
     let reads_of = |what: &str| reads_since(&seen, posted, what);
@@ -193,6 +185,22 @@ async fn a_burst_is_checked_on_chain_a_bounded_number_at_a_time() {
     let balances = reads_of("eth_getBalance");
     eprintln!("{BURST} relays: {} fee reads, {} balance reads", fees.len(), balances.len());
     assert!(balances.len() <= BURST as usize / 3, "and a balance read: {balances:#?}");
+}
+
+/// Posts the registrations of agents `numbers` to `client` at once; each is answered 200 and
+/// runs. Returns when they were posted.
+async fn burst(t: &TestChain, client: &Client, numbers: std::ops::Range<u64>) -> Instant {
+    let agents: Vec<_> = numbers.map(agent_key).collect();
+    let bodies = signed_registrations(t, &agents);
+    let posted = Instant::now();
+    let answers = join_all(bodies.iter().map(|body| client.relay(body))).await;
+    for (status, answer) in &answers {
+        assert_eq!(*status, 200, "{answer}");
+    }
+    for agent in &agents {
+        assert_ne!(agent_of(t, agent.address()).await, 0, "every relay of the burst ran");
+    }
+    posted
 }
 
 /// The reads of `what` the node saw arrive from `since` on.
@@ -242,16 +250,7 @@ async fn a_daemon_of_a_cluster_checks_as_many_at_once_as_the_keys_it_holds_can_t
     .await;
     eprintln!("keys held {held:?}");
 
-    let agents: Vec<_> = (0..BURST).map(|n| agent_key(520 + n)).collect();
-    let bodies = signed_registrations(&t, &agents);
-    let posted = Instant::now();
-    let answers = join_all(bodies.iter().map(|body| first.client.relay(body))).await;
-    for (status, answer) in &answers {
-        assert_eq!(*status, 200, "{answer}");
-    }
-    for agent in &agents {
-        assert_ne!(agent_of(&t, agent.address()).await, 0, "every relay of the burst ran");
-    }
+    let posted = burst(&t, &first.client, 520..520 + BURST).await;
     drop((first, second));
 
     let verifies = reads_since(&seen, posted, "verify");
