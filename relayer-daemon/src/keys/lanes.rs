@@ -50,6 +50,11 @@ impl Pool {
         self.senders.iter().filter_map(Sender::lease).collect()
     }
 
+    /// The lanes (keys' addresses) this daemon holds the lease of now.
+    pub(crate) fn held_lanes(&self) -> Vec<Address> {
+        self.senders.iter().filter_map(|sender| sender.lease().map(|lease| lease.lane)).collect()
+    }
+
     /// How many keys this daemon holds the lease of now: [`Pool::held`]'s length, without
     /// building it (asked by every request at its turn).
     pub(crate) fn held_count(&self) -> usize {

@@ -7,8 +7,6 @@
 
 use std::{sync::Arc, time::Duration};
 
-use alloy::primitives::Address;
-
 use crate::{
     error::{Error, Result},
     keys::sender::Outgoing,
@@ -90,7 +88,7 @@ impl Relayer {
     /// One look: each relay handed off on a key this daemon holds, not already being sent here,
     /// is sent by a task of its own (a relay handler's, which shutdown waits for).
     async fn send_handed_off(self: &Arc<Self>) -> Result<()> {
-        let held: Vec<Address> = self.pool.held().iter().map(|lease| lease.lane).collect();
+        let held = self.pool.held_lanes();
         if held.is_empty() {
             return Ok(());
         }

@@ -202,7 +202,7 @@ impl Relayer {
         relayer.spawn_handoff_sender();
         tracing::info!(
             relayers = ?relayer.pool.addresses(),
-            held = ?relayer.pool.held().iter().map(|lease| lease.lane).collect::<Vec<_>>(),
+            held = ?relayer.pool.held_lanes(),
             relayer_id = %relayer.config.keys.relayer_id,
             chain_id,
             registry = %relayer.config.chain.registry,

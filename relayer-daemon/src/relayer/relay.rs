@@ -287,7 +287,7 @@ impl Relayer {
     /// to their holder ([`Self::hand_off`]). 503 only when no daemon holds a key, or none that
     /// can pay.
     async fn lanes_that_can_pay(&self) -> Result<Payers> {
-        let held: Vec<Address> = self.pool.held().iter().map(|lease| lease.lane).collect();
+        let held = self.pool.held_lanes();
         // A relay reads its lanes fresh, and the cached balances are read again after it.
         self.balances_changed();
         let ours = self.paying(held.clone()).await?;
@@ -466,8 +466,7 @@ impl Relayer {
     /// Moves the accepted relay `id` off `lost` to the least busy key this daemon still holds.
     /// `None` when it holds no other, or the relay is no longer waiting to be sent.
     async fn another_lane(&self, id: i64, lost: Address) -> Result<Option<Address>> {
-        let held: Vec<Address> =
-            self.pool.held().iter().map(|lease| lease.lane).filter(|lane| *lane != lost).collect();
+        let held: Vec<Address> = self.pool.held_lanes().into_iter().filter(|lane| *lane != lost).collect();
         let now = time::now();
         self.db(move |store| {
             let Some(next) = least_busy(&held, &store.lane_depths()?) else { return Ok(None) };
