@@ -393,7 +393,7 @@ fn median_u64(mut values: Vec<u64>) -> u64 {
 }
 
 /// Writes `profile` to `$KYA_PROFILE_DIR/<name>.cpuprofile` when that is set (DevTools opens it).
-fn keep_profile(profile: &kya_tests::worker_profile::Profile, name: &str) {
+pub(crate) fn keep_profile(profile: &kya_tests::worker_profile::Profile, name: &str) {
     let Ok(folder) = std::env::var("KYA_PROFILE_DIR") else { return };
     std::fs::create_dir_all(&folder).expect("KYA_PROFILE_DIR");
     let path = std::path::Path::new(&folder).join(format!("{name}.cpuprofile"));
