@@ -4,9 +4,9 @@
 //!
 //! - From the index: one Worker with `INDEX_ANSWER_TTL_SECS=0` and `MEMORY_CACHE_BYTES=0`, so
 //!   every request reads D1; each endpoint once to warm the isolate, then [`INDEX_REPEATS`]
-//!   timed requests, whose CPU is measured together ([`crate::cpu`]), then as many again under
-//!   V8's profiler for the Worker's own CPU (`kya_tests::worker_profile`; apart, as the
-//!   profiler costs the runtime thread time of its own).
+//!   timed requests, whose CPU is measured together ([`crate::cpu`]), then [`PROFILED_REPEATS`]
+//!   more under V8's profiler for the Worker's own CPU (`kya_tests::worker_profile`; apart, as
+//!   the profiler costs the runtime thread time of its own).
 //! - Direct: a Worker whose index was never run, so it answers as today's direct path does
 //!   (`X-Index-Fallback: the index is not filled yet`), after one read of the index's state
 //!   row. (A Worker started without `start_indexed` still has wrangler.toml's D1 binding but no
@@ -33,6 +33,11 @@ use crate::{
 
 /// Timed requests per endpoint from the index.
 const INDEX_REPEATS: usize = 9;
+/// Requests per endpoint under the profiler, whose mean is the Worker CPU of one. V8 samples
+/// the isolate every 0.2 to 0.3 ms here, so nine requests of under a millisecond each gave
+/// about 30 samples, and the mean moved by about 0.1 ms with a few samples more or fewer:
+/// as much as the differences between sizes it is read for.
+pub(crate) const PROFILED_REPEATS: usize = 45;
 /// Fresh Workers per endpoint on the direct path; one past [`DIRECT_REPEATED_UP_TO`] agents,
 /// where one cold read of the chain takes most of a minute.
 const DIRECT_REPEATS: usize = 3;
@@ -100,14 +105,14 @@ pub(crate) async fn measure(
         }
         let cpu = (meter.settled().await - before) / INDEX_REPEATS as u32;
         profiler.start().await;
-        for _ in 0..INDEX_REPEATS {
+        for _ in 0..PROFILED_REPEATS {
             timing::get(&http, &indexed.base, &path, &ip).await;
         }
         let profile = profiler.stop().await;
         let name: String = path.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
         crate::indexer::keep_profile(&profile, &format!("endpoint-{agents}{name}"));
         let mut index = side(&answers, cpu, (0, 0));
-        index.worker_cpu = Some(profile.cpu() / INDEX_REPEATS as u32);
+        index.worker_cpu = Some(profile.cpu() / PROFILED_REPEATS as u32);
         let repeats = if agents <= DIRECT_REPEATED_UP_TO { DIRECT_REPEATS } else { 1 };
         let direct = direct(setup, &path, repeats).await;
         measured.push(Endpoint { path, index, direct });

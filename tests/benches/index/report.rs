@@ -177,10 +177,10 @@ fn side_by_side(out: &mut String, m: &Measured) {
 }
 
 fn endpoints(out: &mut String, m: &Measured) {
-    out.push_str(
+    out.push_str(&format!(
         "\n## The endpoints cold: index against direct\n\n\
          Index: every request reads D1 (`INDEX_ANSWER_TTL_SECS=0`, `MEMORY_CACHE_BYTES=0`), median \
-         of 9, CPU the mean of the same 9, Worker CPU the mean of 9 more under the profiler. Direct: a Worker whose index never ran, so \
+         of 9, CPU the mean of the same 9, Worker CPU the mean of {profiled} more under the profiler. Direct: a Worker whose index never ran, so \
          it answers as today's direct path (`X-Index-Fallback`, after reading the index's state \
          row): its cold request reads the registry from the chain (the snapshot; the other \
          endpoints would then answer from it), each on a fresh Worker, median of 3 (1 past 10,000 \
@@ -188,7 +188,8 @@ fn endpoints(out: &mut String, m: &Measured) {
          streamed from the index: first byte, then last.\n\n\
          | Endpoint | index: time | index: Worker CPU | index: CPU | direct: time | direct: CPU | direct: RPC requests (calls) | bytes |\n\
          |---|---:|---:|---:|---:|---:|---:|---:|\n",
-    );
+        profiled = crate::endpoints::PROFILED_REPEATS,
+    ));
     for e in &m.endpoints {
         let time = |side: &crate::endpoints::Side| {
             if side.status != 200 {
