@@ -464,8 +464,24 @@ impl Drop for BinaryRelayer {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
+        // A test that panics with the daemon still held (before `terminate` or `kill` hand its
+        // log over) would lose what the daemon did: its last lines go with the failure, which
+        // the test harness prints (the daemon logs no secret: `relayer::secrets`).
+        if std::thread::panicking() {
+            let output = self.output();
+            let lines: Vec<&str> = output.lines().collect();
+            let tail = lines[lines.len().saturating_sub(DROPPED_LOG_LINES)..].join("\n");
+            eprintln!(
+                "--- relayer {} (its last {} log lines) ---\n{tail}",
+                self.child.id(),
+                DROPPED_LOG_LINES
+            );
+        }
     }
 }
+
+/// Log lines of a daemon printed when a test panics while holding it.
+const DROPPED_LOG_LINES: usize = 300;
 
 fn strip_ansi(line: &str) -> String {
     let mut plain = String::with_capacity(line.len());
