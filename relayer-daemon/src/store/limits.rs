@@ -4,8 +4,9 @@ use super::{
     Store,
     codec::Text,
     is_taken, parse_wei,
+    prepared::bind,
     schema::{LIVE, OPEN},
-    sql::{Lock, Sql, TextRows, args, inline},
+    sql::{Lock, Sql, TextRows, args},
 };
 use crate::{
     error::{Error, Result},
@@ -110,7 +111,7 @@ impl Store {
             let locks = [rate_lock(kind, key)];
             if connection.is_postgres() {
                 let values = args![kind.as_str(), key, horizon, now as i64, i64::from(limit)];
-                let rows = connection.transaction_at_once(&locks, &[inline(HIT_AT_ONCE, values)?])?;
+                let rows = connection.transaction_at_once(&locks, &[bind(HIT_AT_ONCE, values)?])?;
                 return recorded(&rows);
             }
             let mut tx = connection.transaction(&locks)?;
@@ -147,8 +148,7 @@ impl Store {
                     i64::from(limit),
                     nonce.text()
                 ];
-                let rows =
-                    connection.transaction_at_once(&locks, &[inline(&COUNT_SIGNER_AT_ONCE, values)?])?;
+                let rows = connection.transaction_at_once(&locks, &[bind(&COUNT_SIGNER_AT_ONCE, values)?])?;
                 let taken = rows
                     .first()
                     .and_then(|rows| rows.first())

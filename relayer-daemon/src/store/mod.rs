@@ -36,6 +36,7 @@ mod outbox;
 mod pg_tls;
 mod pool;
 mod postgres;
+mod prepared;
 mod records;
 mod relays;
 mod retention;

@@ -81,7 +81,7 @@ impl Default for DatabaseTimeouts {
 impl DatabaseTimeouts {
     /// The `SET`s run on each new connection. `standard_conforming_strings` is PostgreSQL's
     /// default, set all the same: the batches write text values as literals with only their
-    /// quotes doubled ([`super::sql::inline`]), which is exact only while a backslash is an
+    /// quotes doubled (`super::prepared`), which is exact only while a backslash is an
     /// ordinary character, whatever a server's configuration says.
     fn set_statements(&self) -> String {
         format!(

@@ -14,12 +14,13 @@ use super::{
         budget_values, current, roll, spent_by, write_budget,
     },
     new_relay_id, parse_wei,
+    prepared::bind,
     records::{
         NewRelay, Refusal, RelayRecord, RelayStatus, ReplaceRefusal, Replacement, Reservation, Sending,
         Settlement, TxKind,
     },
     schema::{LIVE, OPEN},
-    sql::{Connection, Lock, Row, Sql, TextRows, Transaction, Value, args, inline},
+    sql::{Connection, Lock, Row, Sql, TextRows, Transaction, Value, args},
 };
 use crate::{
     error::{Error, Result},
@@ -162,7 +163,7 @@ impl Store {
             let read = read_for_reservation(&mut tx, relay, now, self.budget_window_secs)?;
             return Ok((tx, read));
         }
-        let mut reads = vec![inline(
+        let mut reads = vec![bind(
             &format!(
                 "SELECT b.window_start, b.used_wei, b.pending_wei,
                          EXISTS (SELECT 1 FROM relays WHERE signer = ?1 AND forwarder_nonce = ?2
@@ -176,7 +177,7 @@ impl Store {
             args![signer.as_str(), nonce.as_str(), relay.client_ip.as_str()],
         )?];
         if chooses_between_lanes(relay) {
-            reads.push(LANE_DEPTHS.to_owned());
+            reads.push(bind(&LANE_DEPTHS, &[])?);
         }
         let (mut tx, rows) = connection.transaction_reading(&[Lock::Budget], &reads)?;
         if rows.len() != reads.len() {
@@ -233,11 +234,7 @@ impl Store {
         now: u64,
     ) -> Result<(i64, String)> {
         if tx.is_postgres() && !self.events {
-            let writes = format!(
-                "{}; {}",
-                inline(WRITE_BUDGET, &budget_values(booked))?,
-                inline(INSERT_RELAY, values)?
-            );
+            let writes = [bind(WRITE_BUDGET, &budget_values(booked))?, bind(INSERT_RELAY, values)?];
             let results = tx.commit_after(&writes)?;
             let inserted = results.get(1).and_then(|rows| rows.first());
             let Some([Some(id), Some(relay_id)]) = inserted.map(Vec::as_slice) else {
@@ -285,7 +282,7 @@ impl Store {
                 values.extend(leases::holds_values(lease, now));
                 values.push(Value::from(block as i64));
                 let [recorded] = <[TextRows; 1]>::try_from(
-                    connection.transaction_at_once(&locks, &[inline(MARK_SENT_AT_ONCE, &values)?])?,
+                    connection.transaction_at_once(&locks, &[bind(MARK_SENT_AT_ONCE, &values)?])?,
                 )
                 .map_err(|_| Error::Store("the send's record returned another number of results".into()))?;
                 if recorded.len() != 1 {
@@ -569,7 +566,7 @@ impl Store {
             let relay_sql =
                 "SELECT reserved_wei, window_start, status, tx_hash, lane FROM relays WHERE id = ?1";
             let (mut tx, closing, stored) = if batched {
-                let reads = [inline(relay_sql, args![id])?, READ_BUDGET.to_owned()];
+                let reads = [bind(relay_sql, args![id])?, bind(READ_BUDGET, &[])?];
                 let (tx, rows) = connection.transaction_reading(&locks, &reads)?;
                 let [relay, budget] = <[TextRows; 2]>::try_from(rows).map_err(|_| {
                     Error::Store("a settlement's reads returned another number of results".into())
@@ -647,11 +644,8 @@ impl Store {
                 ));
             }
             if batched {
-                let batch = writes
-                    .iter()
-                    .map(|(sql, values)| inline(sql, values))
-                    .collect::<Result<Vec<_>>>()?
-                    .join("; ");
+                let batch =
+                    writes.iter().map(|(sql, values)| bind(sql, values)).collect::<Result<Vec<_>>>()?;
                 tx.commit_after(&batch)?;
                 return Ok(());
             }

@@ -10,7 +10,10 @@ use std::collections::HashMap;
 
 use postgres::types::ToSql;
 
-use super::deadline::Call;
+use super::{
+    deadline::Call,
+    prepared::{Bound, Prepared, lock_statement},
+};
 use crate::error::{Error, Result};
 
 /// A value bound to a placeholder: every column of the store is an integer or text.
@@ -206,6 +209,8 @@ pub(crate) struct PgConnection {
     /// Always `Some` but while dropping (see [`Drop`]).
     client: Option<postgres::Client>,
     statements: HashMap<String, postgres::Statement>,
+    /// The batches' statements it has prepared with SQL's `PREPARE` (see `super::prepared`).
+    prepared: Prepared,
     /// The store call it serves now: once that is abandoned (past its deadline), nothing more
     /// is sent on it ([`PgConnection::live`]) and it leaves the pool.
     call: Call,
@@ -213,7 +218,12 @@ pub(crate) struct PgConnection {
 
 impl PgConnection {
     pub(super) fn new(client: postgres::Client) -> Self {
-        Self { client: Some(client), statements: HashMap::new(), call: Call::default() }
+        Self {
+            client: Some(client),
+            statements: HashMap::new(),
+            prepared: Prepared::default(),
+            call: Call::default(),
+        }
     }
 
     /// The client, for what is not a store call's (start-up's migrations, the hand-off
@@ -256,6 +266,27 @@ impl PgConnection {
         self.statements.insert(sql.to_owned(), statement.clone());
         Ok(statement)
     }
+
+    /// `bound` as a batch's text, `EXECUTE` of a statement prepared on this connection (the
+    /// `PREPARE` sent first, in a round trip of its own, if this is its first use here).
+    fn executable(&mut self, bound: &Bound) -> Result<String> {
+        if self.call.is_abandoned() {
+            return Err(Call::refused());
+        }
+        let client = self.client.as_mut().expect("the client is only taken when dropped");
+        self.prepared.execute_text(bound, |prepare| Ok(client.batch_execute(prepare)?))
+    }
+
+    /// `BEGIN` and the statements that take `locks`, in their order, then `statements`, as the
+    /// text of one batch.
+    fn batch_text(&mut self, locks: &[Lock], statements: &[Bound]) -> Result<String> {
+        let mut batch = String::from("BEGIN");
+        for statement in locks.iter().filter_map(lock_statement).chain(statements.iter().cloned()) {
+            batch.push_str("; ");
+            batch.push_str(&self.executable(&statement)?);
+        }
+        Ok(batch)
+    }
 }
 
 impl Drop for PgConnection {
@@ -287,8 +318,9 @@ impl Connection {
             // locks go in one round trip (a lock's rows say nothing: it is run for the lock it
             // takes); a lock not granted in time rolls the transaction back.
             Self::Postgres(connection) => {
+                let begin = connection.batch_text(locks, &[])?;
                 let client = connection.live()?;
-                if let Err(error) = client.batch_execute(&begin_with(locks)) {
+                if let Err(error) = client.batch_execute(&begin) {
                     let _ = client.batch_execute("ROLLBACK");
                     return Err(error.into());
                 }
@@ -308,26 +340,25 @@ impl Connection {
     /// PostgreSQL only: [`Connection::transaction`], with `reads` run in the same round trip
     /// right after the locks are granted. Each statement of a batch reads what was committed
     /// before it ran (READ COMMITTED), so the reads see what the locks' last holder wrote, as
-    /// statements sent after the batch would. `reads` carry their values in their text
-    /// ([`inline`]). Returns the rows of each read, every cell as text.
+    /// statements sent after the batch would. Returns the rows of each read, every cell as text.
     pub(crate) fn transaction_reading(
         &mut self,
         locks: &[Lock],
-        reads: &[String],
+        reads: &[Bound],
     ) -> Result<(Transaction<'_>, Vec<TextRows>)> {
         let read = self.batch(locks, reads, false)?;
         Ok((Transaction { connection: self, done: false }, read))
     }
 
     /// PostgreSQL only: a whole transaction in one round trip, `BEGIN`, the statements taking
-    /// `locks`, `statements` (values in their text: [`inline`]) and `COMMIT` as one batch, for a
+    /// `locks`, `statements` and `COMMIT` as one batch, for a
     /// write whose conditions are in its own SQL (a statement that finds nothing to change
     /// changes nothing). A statement that fails runs nothing after it, and the transaction is
     /// rolled back. Returns the rows of each of `statements`.
     pub(crate) fn transaction_at_once(
         &mut self,
         locks: &[Lock],
-        statements: &[String],
+        statements: &[Bound],
     ) -> Result<Vec<TextRows>> {
         self.batch(locks, statements, true)
     }
@@ -335,15 +366,11 @@ impl Connection {
     /// `BEGIN`, the statements taking `locks`, `statements`, and `COMMIT` if `commit`, sent as
     /// one batch; the rows of each of `statements`. A statement that fails runs nothing after
     /// it, and the transaction is rolled back.
-    fn batch(&mut self, locks: &[Lock], statements: &[String], commit: bool) -> Result<Vec<TextRows>> {
+    fn batch(&mut self, locks: &[Lock], statements: &[Bound], commit: bool) -> Result<Vec<TextRows>> {
         let Self::Postgres(connection) = self else {
             return Err(Error::Internal("a batched transaction on SQLite".into()));
         };
-        let mut batch = begin_with(locks);
-        for statement in statements {
-            batch.push_str("; ");
-            batch.push_str(statement);
-        }
+        let mut batch = connection.batch_text(locks, statements)?;
         if commit {
             batch.push_str("; COMMIT");
         }
@@ -379,68 +406,6 @@ fn by_statement(messages: Vec<postgres::SimpleQueryMessage>) -> Vec<TextRows> {
         }
     }
     statements
-}
-
-/// `sql` with its numbered placeholders (`?1`) replaced by `args` written as literals: integers
-/// as numbers, text quoted with its quotes doubled (PostgreSQL's standard strings), `NULL`. For
-/// a batch, which takes no parameters. Every `?` followed by digits is a placeholder (the
-/// store's SQL has none inside a string literal); one with no value is an error.
-pub(crate) fn inline(sql: &str, args: &[Value]) -> Result<String> {
-    let mut out = String::with_capacity(sql.len() + 64 * args.len());
-    let mut chars = sql.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c != '?' || !chars.peek().is_some_and(char::is_ascii_digit) {
-            out.push(c);
-            continue;
-        }
-        let mut number = 0usize;
-        while let Some(digit) = chars.peek().and_then(|c| c.to_digit(10)) {
-            number = number * 10 + digit as usize;
-            chars.next();
-        }
-        let value = number
-            .checked_sub(1)
-            .and_then(|index| args.get(index))
-            .ok_or_else(|| Error::Internal(format!("no value for placeholder ?{number}")))?;
-        match value {
-            Value::Int(Some(value)) => out.push_str(&value.to_string()),
-            Value::Text(Some(text)) => {
-                out.push('\'');
-                out.push_str(&text.replace('\'', "''"));
-                out.push('\'');
-            }
-            Value::Int(None) | Value::Text(None) => out.push_str("NULL"),
-        }
-    }
-    Ok(out)
-}
-
-/// `BEGIN` and the statements that take `locks`, in their order, as one batch. The values are
-/// written into the text (a batch takes no parameters): integers, and text quoted with its
-/// quotes doubled.
-fn begin_with(locks: &[Lock]) -> String {
-    let quoted = |text: &str| format!("'{}'", text.replace('\'', "''"));
-    let mut batch = String::from("BEGIN");
-    for lock in locks {
-        match lock {
-            Lock::Budget => batch.push_str("; SELECT id FROM budget WHERE id = 1 FOR UPDATE"),
-            Lock::Key(key) => {
-                batch.push_str(&format!(
-                    "; SELECT pg_advisory_xact_lock(hashtextextended({}, 0))",
-                    quoted(key)
-                ));
-            }
-            Lock::Relay(id) => batch.push_str(&format!("; SELECT id FROM relays WHERE id = {id} FOR UPDATE")),
-            Lock::Lane(address) => {
-                batch.push_str(&format!(
-                    "; SELECT address FROM lanes WHERE address = {} FOR UPDATE",
-                    quoted(address)
-                ));
-            }
-            Lock::Rows => {}
-        }
-    }
-    batch
 }
 
 impl Sql for Connection {
@@ -515,14 +480,20 @@ impl Transaction<'_> {
         self.connection.is_postgres()
     }
 
-    /// PostgreSQL only: runs `writes` (values in their text: [`inline`]) and commits, in one
-    /// round trip. Returns the rows of each statement of `writes`. A failed statement runs
-    /// nothing after it, and the transaction rolls back when dropped.
-    pub(crate) fn commit_after(mut self, writes: &str) -> Result<Vec<TextRows>> {
+    /// PostgreSQL only: runs `writes` and commits, in one round trip. Returns the rows of each
+    /// statement of `writes`. A failed statement runs nothing after it, and the transaction
+    /// rolls back when dropped.
+    pub(crate) fn commit_after(mut self, writes: &[Bound]) -> Result<Vec<TextRows>> {
         let Connection::Postgres(connection) = &mut *self.connection else {
             return Err(Error::Internal("a batched commit on SQLite".into()));
         };
-        let mut results = by_statement(connection.live()?.simple_query(&format!("{writes}; COMMIT"))?);
+        let mut batch = String::new();
+        for write in writes {
+            batch.push_str(&connection.executable(write)?);
+            batch.push_str("; ");
+        }
+        batch.push_str("COMMIT");
+        let mut results = by_statement(connection.live()?.simple_query(&batch)?);
         self.done = true;
         results.pop();
         Ok(results)
@@ -556,7 +527,7 @@ impl Sql for Transaction<'_> {
 
 /// `sql` with SQLite's numbered placeholders (`?1`) written as PostgreSQL's (`$1`). The store's
 /// SQL has no `?` inside a string literal, so every `?` followed by a digit is a placeholder.
-fn placeholders(sql: &str) -> String {
+pub(super) fn placeholders(sql: &str) -> String {
     let mut out = String::with_capacity(sql.len());
     let mut chars = sql.chars().peekable();
     while let Some(c) = chars.next() {
@@ -609,36 +580,6 @@ fn pg_cell(row: &postgres::Row, index: usize) -> Result<Cell> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn begin_takes_the_locks_in_one_batch_with_quotes_doubled() {
-        assert_eq!(begin_with(&[Lock::Rows]), "BEGIN");
-        assert_eq!(
-            begin_with(&[
-                Lock::Budget,
-                Lock::Relay(7),
-                Lock::Lane("0xab".into()),
-                Lock::Key("rate:ip:o'k".into())
-            ]),
-            "BEGIN; SELECT id FROM budget WHERE id = 1 FOR UPDATE; SELECT id FROM relays WHERE id = 7 FOR UPDATE; \
-             SELECT address FROM lanes WHERE address = '0xab' FOR UPDATE; \
-             SELECT pg_advisory_xact_lock(hashtextextended('rate:ip:o''k', 0))"
-        );
-    }
-
-    #[test]
-    fn inlined_values_are_literals_with_quotes_doubled() {
-        assert_eq!(
-            inline(
-                "a = ?1 AND b = ?2 AND c IS ?3 AND d = ?12 AND e = '?'",
-                args![7, "o'k", None::<&str>, 4, 5, 6, 7, 8, 9, 10, 11, -12]
-            )
-            .unwrap(),
-            "a = 7 AND b = 'o''k' AND c IS NULL AND d = -12 AND e = '?'"
-        );
-        assert!(matches!(inline("a = ?2", args![1]), Err(Error::Internal(_))));
-        assert!(matches!(inline("a = ?0", args![1]), Err(Error::Internal(_))));
-    }
 
     #[test]
     fn numbered_placeholders_become_postgres_ones() {

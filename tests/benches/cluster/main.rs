@@ -26,7 +26,9 @@
 //!   delay proxy on loopback in front of anvil (`kya_tests::delay_proxy`), comma-separated; every
 //!   configuration runs at each (default `50,0`: a hosted provider in the daemons' region, then
 //!   anvil on loopback). The bench's own reads and checks go to anvil directly;
-//! - `BENCH_CLUSTER_LOGS`: a folder to write every daemon's log to (`<row>-<daemon id>.log`).
+//! - `BENCH_CLUSTER_LOGS`: a folder to write every daemon's log to (`<row>-<daemon id>.log`);
+//! - `BENCH_CLUSTER_PG_STATEMENTS`: a folder to write each PostgreSQL row's statement counts
+//!   to (see statements.rs).
 //!
 //! The default run takes about ten minutes on two cores, after the build.
 
@@ -40,6 +42,7 @@ mod plan;
 mod reading;
 mod report;
 mod sends;
+mod statements;
 
 use std::time::{Duration, Instant};
 
@@ -143,10 +146,12 @@ async fn measure(
     let pg_port = store
         .database()
         .and_then(|database| database.url().rsplit_once(':')?.1.split('/').next()?.parse().ok());
+    statements::reset(&store);
     let cpu_before = cpu::sample(&pids, pg_port);
     let outcomes = load::burst(&bases, &bodies, plan).await;
     let checks = checks::check(chain, next_before, &signers, &outcomes, &keys).await;
     let cpu = cpu::between(&cpu_before, &cpu::sample(&pids, pg_port));
+    statements::write(&store, &row_name(&configuration));
     let sends = sends::read(&cluster).await;
     eprintln!("    sends: {}", sends.words());
     let logs = tokio::task::block_in_place(|| cluster.stop());
@@ -173,16 +178,21 @@ fn keep_logs(configuration: &Configuration, logs: &daemons::Logs) {
     let Some(folder) = std::env::var_os("BENCH_CLUSTER_LOGS") else { return };
     let folder = std::path::PathBuf::from(folder);
     std::fs::create_dir_all(&folder).expect("BENCH_CLUSTER_LOGS: a folder");
-    let row = format!(
+    let row = row_name(configuration);
+    for (id, output) in &logs.outputs {
+        std::fs::write(folder.join(format!("{row}-{id}.log")), output).expect("writing a daemon's log");
+    }
+}
+
+/// A row's name in file names: `postgres-4x4-0ms`.
+fn row_name(configuration: &Configuration) -> String {
+    format!(
         "{}-{}x{}-{}ms",
         configuration.store(),
         configuration.daemons,
         configuration.keys,
         configuration.rpc_delay.as_millis()
-    );
-    for (id, output) in &logs.outputs {
-        std::fs::write(folder.join(format!("{row}-{id}.log")), output).expect("writing a daemon's log");
-    }
+    )
 }
 
 /// The lanes' holders in words, and whether they were leased (different daemons named).

@@ -24,8 +24,10 @@ if ! "$bin/initdb" --pgdata="$dir/data" --username=kya --pwfile="$dir/pwfile" --
 fi
 # fsync off: a throwaway cluster need not survive a power cut (commits still wait for the
 # server, synchronous_commit stays on). Enough connections for every test running at once.
+# KYA_POSTGRES_OPTIONS adds server settings for a diagnosis (say, the cluster bench's
+# statement counts: `-c shared_preload_libraries=pg_stat_statements`).
 if ! "$bin/pg_ctl" --pgdata="$dir/data" --log="$dir/server.log" --wait --timeout=60 \
-    -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$dir -c fsync=off -c full_page_writes=off -c max_connections=300 $tls" \
+    -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$dir -c fsync=off -c full_page_writes=off -c max_connections=300 $tls ${KYA_POSTGRES_OPTIONS:-}" \
     start >/dev/null 2>&1; then
   cat "$dir/server.log" >&2
   exit 1
