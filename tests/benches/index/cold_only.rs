@@ -2,9 +2,15 @@
 //! restart, at the runtime's entry, and printed, not reported: the few minutes a change to the
 //! cold path needs to be judged, where the whole benchmark takes from ten minutes to hours.
 //! Ponder is not run; the side-by-side report (`side_by_side.rs`) stays the record.
-//! `BENCH_INDEX_COLD_SAMPLES` sets the restarts per path (default 9).
+//! `BENCH_INDEX_COLD_SAMPLES` sets the restarts per path (default 9). With `KYA_PROFILE_DIR`
+//! set, V8's profiler is attached after each restart (once `/health` answered) and each cold
+//! request's profile is kept there (`cold-<path>-<sample>.cpuprofile`; names with
+//! `WASM_KEEP_NAMES=1`), to see where a cold answer's CPU goes.
 
-use kya_tests::edge_fixture::{EdgeWorker, fresh_ip};
+use kya_tests::{
+    edge_fixture::{EdgeWorker, fresh_ip},
+    worker_profile::Profiler,
+};
 
 use crate::{entry, timing};
 
@@ -24,13 +30,24 @@ pub(crate) async fn measure(worker: &mut EdgeWorker, agents: u64) {
     // Interleaved (one sample of each path per round), so a change in the machine's load
     // reaches every path alike.
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); paths.len()];
-    for _ in 0..samples {
+    let profiling = std::env::var_os("KYA_PROFILE_DIR").is_some();
+    for sample in 0..samples {
         for (index, path) in paths.iter().enumerate() {
             worker.restart().await;
             let base = entry::runtime_entry(worker.pid())
                 .await
                 .expect("the runtime's entry of the restarted Worker answers /health");
+            let mut profiler =
+                if profiling { Some(Profiler::attach(worker.inspector_port()).await) } else { None };
+            if let Some(profiler) = profiler.as_mut() {
+                profiler.start().await;
+            }
             let answer = timing::get(&http, &base, path, &fresh_ip()).await;
+            if let Some(profiler) = profiler.as_mut() {
+                let profile = profiler.stop().await;
+                let name = path.trim_start_matches('/').replace('/', "-");
+                crate::indexer::keep_profile(&profile, &format!("cold-{name}-{sample}"));
+            }
             assert_eq!(answer.status, 200, "{path}: {}", String::from_utf8_lossy(&answer.body));
             times[index].push(answer.last_byte.as_secs_f64() * 1e3);
         }
