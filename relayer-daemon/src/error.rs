@@ -195,6 +195,9 @@ pub(crate) fn is_unavailable(error: &postgres::Error) -> bool {
                 SqlState::CRASH_SHUTDOWN,
                 SqlState::CANNOT_CONNECT_NOW,
                 SqlState::TOO_MANY_CONNECTIONS,
+                // A batch's prepared statement gone from the session (a pooler in transaction
+                // mode, a `DISCARD ALL`): the connection prepares it again on its next use.
+                SqlState::INVALID_SQL_STATEMENT_NAME,
             ]
             .contains(db.code())
                 || db.code().code().starts_with("08")

@@ -277,6 +277,16 @@ impl PgConnection {
         self.prepared.execute_text(bound, |prepare| Ok(client.batch_execute(prepare)?))
     }
 
+    /// After `error`: if the server no longer knows a statement this connection prepared (its
+    /// session was reset behind the daemon's back), every statement, the driver's and the
+    /// batches', is prepared again on its next use.
+    fn forget_lost_statements(&mut self, error: &postgres::Error) {
+        if error.code() == Some(&postgres::error::SqlState::INVALID_SQL_STATEMENT_NAME) {
+            self.statements.clear();
+            self.prepared = Prepared::default();
+        }
+    }
+
     /// `BEGIN` and the statements that take `locks`, in their order, then `statements`, as the
     /// text of one batch.
     fn batch_text(&mut self, locks: &[Lock], statements: &[Bound]) -> Result<String> {
@@ -374,11 +384,12 @@ impl Connection {
         if commit {
             batch.push_str("; COMMIT");
         }
-        let client = connection.live()?;
-        let mut results = match client.simple_query(&batch) {
+        let outcome = connection.live()?.simple_query(&batch);
+        let mut results = match outcome {
             Ok(messages) => by_statement(messages),
             Err(error) => {
-                let _ = client.batch_execute("ROLLBACK");
+                connection.forget_lost_statements(&error);
+                let _ = connection.client().batch_execute("ROLLBACK");
                 return Err(error.into());
             }
         };
@@ -416,7 +427,8 @@ impl Sql for Connection {
             }
             Self::Postgres(connection) => {
                 let statement = connection.statement(sql)?;
-                let changed = connection.live()?.execute(&statement, &pg_args(args))?;
+                let outcome = connection.live()?.execute(&statement, &pg_args(args));
+                let changed = outcome.inspect_err(|error| connection.forget_lost_statements(error))?;
                 Ok(usize::try_from(changed).unwrap_or(usize::MAX))
             }
         }
@@ -438,9 +450,9 @@ impl Sql for Connection {
             }
             Self::Postgres(connection) => {
                 let statement = connection.statement(sql)?;
-                connection
-                    .live()?
-                    .query(&statement, &pg_args(args))?
+                let outcome = connection.live()?.query(&statement, &pg_args(args));
+                outcome
+                    .inspect_err(|error| connection.forget_lost_statements(error))?
                     .iter()
                     .map(|row| {
                         (0..row.len()).map(|index| pg_cell(row, index)).collect::<Result<_>>().map(Row)
@@ -493,7 +505,9 @@ impl Transaction<'_> {
             batch.push_str("; ");
         }
         batch.push_str("COMMIT");
-        let mut results = by_statement(connection.live()?.simple_query(&batch)?);
+        let outcome = connection.live()?.simple_query(&batch);
+        let mut results =
+            by_statement(outcome.inspect_err(|error| connection.forget_lost_statements(error))?);
         self.done = true;
         results.pop();
         Ok(results)

@@ -1296,3 +1296,29 @@ on_both_engines!(
     a_key_is_leased_to_one_daemon_at_a_time_and_a_lost_lease_records_nothing,
     the_daemons_alive_are_those_heard_from_within_a_lease,
 );
+
+/// A batch's statements are prepared once per connection (`store/prepared.rs`): a session whose
+/// prepared statements went behind the daemon's back (here `DEALLOCATE ALL` on the store's one
+/// connection, as a `DISCARD ALL` or a pooler in transaction mode would, the driver's own
+/// prepared statements with them) costs one refused call, a 503 with nothing written, and the
+/// connection prepares every statement again: the next calls count.
+#[test]
+fn postgres_a_batch_statement_gone_from_the_session_is_prepared_again() {
+    let database = TestDatabase::create();
+    let url = DatabaseUrl::parse(database.url()).unwrap().with_pool_size(1);
+    let store = Store::open_at(&Location::Postgres(url)).unwrap();
+    assert!(store.hit(RateKind::Ip, "a", 3, 1_000).unwrap());
+    assert_eq!(store.hits(RateKind::Ip, "a", 1_000).unwrap(), 1, "the driver's statement prepared too");
+    store
+        .with(|connection| match connection {
+            Connection::Postgres(connection) => Ok(connection.client().batch_execute("DEALLOCATE ALL")?),
+            Connection::Sqlite(_) => unreachable!("a PostgreSQL store"),
+        })
+        .unwrap();
+    let refused = store.hit(RateKind::Ip, "a", 3, 1_001);
+    assert!(matches!(refused, Err(Error::StoreUnavailable(_))), "{refused:?}");
+    // The driver's own statement, deallocated too, is prepared again as well.
+    assert_eq!(store.hits(RateKind::Ip, "a", 1_002).unwrap(), 1, "the refused call wrote nothing");
+    assert!(store.hit(RateKind::Ip, "a", 3, 1_002).unwrap());
+    assert_eq!(store.hits(RateKind::Ip, "a", 1_003).unwrap(), 2);
+}
