@@ -123,6 +123,19 @@ impl Profile {
         Self { idle, functions, deltas, raw: profile.clone() }
     }
 
+    /// Writes the profile to `$KYA_PROFILE_DIR/<name>.cpuprofile` when that is set (DevTools
+    /// opens it; `WASM_KEEP_NAMES=1` when building the Worker keeps the wasm functions' names in
+    /// it): the benchmarks keep the profiles behind their figures this way.
+    ///
+    /// # Panics
+    /// When the folder cannot be made or written.
+    pub fn keep(&self, name: &str) {
+        let Ok(folder) = std::env::var("KYA_PROFILE_DIR") else { return };
+        std::fs::create_dir_all(&folder).expect("KYA_PROFILE_DIR");
+        let path = std::path::Path::new(&folder).join(format!("{name}.cpuprofile"));
+        std::fs::write(&path, self.raw.to_string()).expect("writing a profile");
+    }
+
     /// The isolate's CPU time in the profile: each sample that is not `(idle)` counts the time
     /// to the next sample, at most the median spacing of the samples (the last: the median).
     pub fn cpu(&self) -> Duration {

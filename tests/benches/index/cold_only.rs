@@ -46,7 +46,7 @@ pub(crate) async fn measure(worker: &mut EdgeWorker, agents: u64) {
             if let Some(profiler) = profiler.as_mut() {
                 let profile = profiler.stop().await;
                 let name = path.trim_start_matches('/').replace('/', "-");
-                crate::indexer::keep_profile(&profile, &format!("cold-{name}-{sample}"));
+                profile.keep(&format!("cold-{name}-{sample}"));
             }
             assert_eq!(answer.status, 200, "{path}: {}", String::from_utf8_lossy(&answer.body));
             times[index].push(answer.last_byte.as_secs_f64() * 1e3);

@@ -110,7 +110,7 @@ pub(crate) async fn measure(
         }
         let profile = profiler.stop().await;
         let name: String = path.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
-        crate::indexer::keep_profile(&profile, &format!("endpoint-{agents}{name}"));
+        profile.keep(&format!("endpoint-{agents}{name}"));
         let mut index = side(&answers, cpu, (0, 0));
         index.worker_cpu = Some(profile.cpu() / PROFILED_REPEATS as u32);
         let repeats = if agents <= DIRECT_REPEATED_UP_TO { DIRECT_REPEATS } else { 1 };

@@ -178,7 +178,7 @@ pub(crate) async fn steady(
         let wall = started.elapsed();
         let cpu = meter.now() - cpu_before;
         let profile = profiler.stop().await;
-        keep_profile(&profile, &format!("steady-{agents}-{changes}-{run}"));
+        profile.keep(&format!("steady-{agents}-{changes}-{run}"));
         let rpc = (setup.proxy.requests() - requests, setup.proxy.calls() - calls);
         let index = worker.client().get("/health").await.body["index"].clone();
         assert_eq!(index["lastRun"]["ok"], true, "steady run: {index}");
@@ -390,12 +390,4 @@ const QUERY_TRIES: usize = 10;
 fn median_u64(mut values: Vec<u64>) -> u64 {
     values.sort_unstable();
     values[values.len() / 2]
-}
-
-/// Writes `profile` to `$KYA_PROFILE_DIR/<name>.cpuprofile` when that is set (DevTools opens it).
-pub(crate) fn keep_profile(profile: &kya_tests::worker_profile::Profile, name: &str) {
-    let Ok(folder) = std::env::var("KYA_PROFILE_DIR") else { return };
-    std::fs::create_dir_all(&folder).expect("KYA_PROFILE_DIR");
-    let path = std::path::Path::new(&folder).join(format!("{name}.cpuprofile"));
-    std::fs::write(&path, profile.raw.to_string()).expect("writing a profile");
 }

@@ -446,7 +446,7 @@ async fn cold_request(
         Some(profiler) => {
             tokio::time::sleep(SETTLE).await;
             let profile = profiler.stop().await;
-            keep_profile(&profile, &format!("verify-cold-{}-{}", kind.slug(), unix_now()));
+            profile.keep(&format!("verify-cold-{}-{}", kind.slug(), unix_now()));
             Some(profile)
         }
         None => None,
@@ -497,18 +497,9 @@ async fn warm(chain: &TestChain, proxy: &CountingProxy, agents: &mut Agents) -> 
             }
             tokio::time::sleep(SETTLE).await;
             let profile = profiler.stop().await;
-            keep_profile(&profile, &format!("verify-{}-{block}", kind.slug()));
+            profile.keep(&format!("verify-{}-{block}", kind.slug()));
             figures.profiles.push(profile);
         }
     }
     figures
-}
-
-/// Writes `profile` to `$KYA_PROFILE_DIR/<name>.cpuprofile` when that is set (DevTools opens it;
-/// `WASM_KEEP_NAMES=1` when building the Worker keeps the wasm functions' names in it).
-fn keep_profile(profile: &Profile, name: &str) {
-    let Ok(folder) = std::env::var("KYA_PROFILE_DIR") else { return };
-    std::fs::create_dir_all(&folder).expect("KYA_PROFILE_DIR");
-    std::fs::write(std::path::Path::new(&folder).join(format!("{name}.cpuprofile")), profile.raw.to_string())
-        .expect("writing a profile");
 }
