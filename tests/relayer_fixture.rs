@@ -420,7 +420,9 @@ impl BinaryRelayer {
         let Some(status) = crate::wait_within(&mut self.child, EXIT_PATIENCE) else {
             let _ = self.child.kill();
             let _ = self.child.wait();
-            panic!("the relayer had not exited {EXIT_PATIENCE:?} after SIGTERM:\n{}", self.output());
+            // Taken, so that the log is printed once: here, not again as the panic drops it.
+            let output = std::mem::take(&mut *self.output.lock().unwrap());
+            panic!("the relayer had not exited {EXIT_PATIENCE:?} after SIGTERM:\n{output}");
         };
         // Every line it wrote is read once its pipes reach end of file.
         for reader in self.readers.drain(..) {
@@ -467,8 +469,8 @@ impl Drop for BinaryRelayer {
         // A test that panics with the daemon still held (before `terminate` or `kill` hand its
         // log over) would lose what the daemon did: its last lines go with the failure, which
         // the test harness prints (the daemon logs no secret: `relayer::secrets`).
-        if std::thread::panicking() {
-            let output = self.output();
+        let output = self.output();
+        if std::thread::panicking() && !output.is_empty() {
             let lines: Vec<&str> = output.lines().collect();
             let tail = lines[lines.len().saturating_sub(DROPPED_LOG_LINES)..].join("\n");
             eprintln!(
