@@ -469,8 +469,11 @@ impl Drop for BinaryRelayer {
         // A test that panics with the daemon still held (before `terminate` or `kill` hand its
         // log over) would lose what the daemon did: its last lines go with the failure, which
         // the test harness prints (the daemon logs no secret: `relayer::secrets`).
+        if !std::thread::panicking() {
+            return;
+        }
         let output = self.output();
-        if std::thread::panicking() && !output.is_empty() {
+        if !output.is_empty() {
             let lines: Vec<&str> = output.lines().collect();
             let tail = lines[lines.len().saturating_sub(DROPPED_LOG_LINES)..].join("\n");
             eprintln!(
