@@ -81,12 +81,13 @@ impl Relayer {
     /// is closed.
     async fn follow_until_closed(&self, id: i64, not_before: Option<u64>) {
         let mut last = not_before.map(|block| (Some(block), Instant::now()));
+        let mut unknown = None;
         loop {
             let head = match last {
                 None => self.head().await,
                 Some((then, at)) => self.next_head(then, at).await,
             };
-            match self.look(id, head).await {
+            match self.look(id, head, &mut unknown).await {
                 Ok(Look::Closed) => return,
                 Ok(Look::Waiting | Look::Resent) => {}
                 Err(error) => {
@@ -121,8 +122,9 @@ impl Relayer {
     }
 
     /// One look, with the chain's head at `head` (`None`: read it now): a receipt of any of its
-    /// transactions settles it; a stuck one is sent again.
-    async fn look(&self, id: i64, head: Option<u64>) -> Result<Look> {
+    /// transactions settles it; a stuck one is sent again. `unknown` is the hash of its latest
+    /// transaction if the node did not know it at the look before.
+    async fn look(&self, id: i64, head: Option<u64>, unknown: &mut Option<B256>) -> Result<Look> {
         let Some(record) = self.db(move |store| store.relay(id)).await? else { return Ok(Look::Closed) };
         if !record.status.is_open() {
             return Ok(Look::Closed);
@@ -149,16 +151,24 @@ impl Relayer {
         }
         if !self.chain.knows_transaction(latest.hash).await? {
             // A replacement whose answer was lost and that never reached the node: the relay is
-            // again on the transaction before it, replaced afresh next time.
-            if record.txs.len() > 1 {
+            // again on the transaction before it, replaced afresh next time. One answer is no
+            // proof: a node behind a provider's load balancer may not yet have what another of
+            // its nodes took, and a transaction dropped from the history while a node has it
+            // would be mined with no receipt of ours to show (the relay closed as `executed`,
+            // charged its worst case). So it is taken back only when the node still does not
+            // know it at the next look, a head or `FOLLOW_MAX_PAUSE` later.
+            let unknown_before = unknown.replace(latest.hash) == Some(latest.hash);
+            if record.txs.len() > 1 && unknown_before {
                 let (hash, now) = (latest.hash, time::now());
                 self.db(move |store| store.unreplace(id, hash, now)).await?;
+                *unknown = None;
             }
             // A first transaction the node does not have is not replaced here: its nonce may
             // have gone to another relay since. The reconciler sends it again after its grace
             // while the nonce is open, or drops it once another transaction took the nonce.
             return Ok(Look::Waiting);
         }
+        *unknown = None;
         self.send_again_now(&record, latest, block).await
     }
 

@@ -555,7 +555,98 @@ async fn replacement_not_taken(engine: Engine, not_taken: fn(&Value) -> RpcActio
     relayer.stop().await;
 }
 
+/// A replacement the node took though its answer was lost, which the node then says once it
+/// does not know (as a node behind a provider's load balancer says of a transaction another of
+/// its nodes took): it stays in the relay's history, so that once mined the relay is settled with
+/// its receipt and charged what it cost. Taken back on that one answer, it would be mined with
+/// no receipt of the relay's to show, and the relay closed as `executed` at its worst case.
+async fn a_replacement_a_node_does_not_know_yet_stays_in_the_relays_history(engine: Engine) {
+    let t = TestChain::start().await;
+    // The first replacement's hash, once submitted (the second raw transaction), and how many
+    // times the node was made to say it does not know it.
+    let replacement: Arc<Mutex<Option<B256>>> = Arc::default();
+    let denied: Arc<Mutex<u32>> = Arc::default();
+    let (seen, told) = (Arc::clone(&replacement), Arc::clone(&denied));
+    let raw_sent = Arc::new(Mutex::new(0_u32));
+    let node = rpc_proxy::start(
+        Some(t.rpc_url()),
+        Arc::new(move |request: &str| {
+            let call: Value = serde_json::from_str(request).expect("one JSON-RPC call");
+            match call["method"].as_str() {
+                Some("eth_sendRawTransaction") => {
+                    let mut count = raw_sent.lock().unwrap();
+                    *count += 1;
+                    if *count == 2 {
+                        let raw =
+                            hex::decode(call["params"][0].as_str().expect("a raw transaction")).unwrap();
+                        *seen.lock().unwrap() = Some(keccak256(&raw));
+                        return RpcAction::ForwardAndLose;
+                    }
+                }
+                Some("eth_getTransactionByHash") => {
+                    let asked: Option<B256> = call["params"][0].as_str().and_then(|hash| hash.parse().ok());
+                    let mut told = told.lock().unwrap();
+                    if asked.is_some() && asked == *seen.lock().unwrap() && *told == 0 {
+                        *told += 1;
+                        return RpcAction::Answer("null".into());
+                    }
+                }
+                _ => {}
+            }
+            RpcAction::Forward(request.to_owned())
+        }),
+    )
+    .await;
+    let (_db, relayer) = start_on(
+        &t,
+        engine,
+        &[
+            ("RPC_URL", node.as_str()),
+            ("STUCK_AFTER_BLOCKS", "1000"),
+            ("STUCK_AFTER_SECS", "1"),
+            ("READ_RATE_LIMIT_PER_MINUTE", "100000"),
+        ],
+    )
+    .await;
+    let client = &relayer.client;
+    let agent = agent_key(430);
+    let request = forward(&t, agent.address(), 0, &register_call(agent.address(), 0));
+
+    let (id, first) =
+        relay_held(&t, client, &body(&request, &sign_with_core(&t, &agent, &request).signature)).await;
+    // The replacement reaches the node (its answer lost on the way back); a look later, the node
+    // says it does not know it.
+    for _ in 0..600 {
+        if *denied.lock().unwrap() > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(*denied.lock().unwrap(), 1, "the node was asked for the replacement");
+    let taken = replacement.lock().unwrap().expect("the replacement was submitted");
+    pending(&t, taken).await;
+    let (status, held) = client.get(&format!("/relay/{id}")).await;
+    assert_eq!(status, 200, "{held}");
+    assert!(
+        held["transactions"].as_array().unwrap().iter().any(|tx| hash_of(&tx["txHash"]) == taken),
+        "the replacement the node has is still the relay's: {held}"
+    );
+
+    resume_mining(&t).await;
+    let done =
+        client.relay_until(&id, |relay| relay["status"] != "sent" && relay["status"] != "replaced").await;
+    assert_eq!(done["status"], "mined", "{done}");
+    let mined = t.chain.receipt(hash_of(&done["txHash"])).await.unwrap();
+    assert!(mined.status());
+    assert_ne!(hash_of(&done["txHash"]), first, "a replacement was mined: {done}");
+    assert_eq!(done["costWei"], cost(&mined).to_string());
+    assert_eq!(client.used_wei_settled().await, cost(&mined), "the budget is charged what was mined");
+    assert_ne!(agent_of(&t, agent.address()).await, 0);
+    relayer.stop().await;
+}
+
 super::on_both_stores!(
+    a_replacement_a_node_does_not_know_yet_stays_in_the_relays_history,
     a_stuck_transaction_is_replaced_with_higher_fees_mined_and_reported_with_both_hashes,
     a_relay_stuck_past_its_deadline_is_cancelled_and_the_next_relay_takes_the_next_nonce,
     a_relay_stuck_at_the_fee_cap_is_cancelled_and_its_signer_relays_again_at_the_next_nonce,
