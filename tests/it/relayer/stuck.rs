@@ -488,6 +488,37 @@ async fn a_lost_replacement_the_node_never_got_is_taken_back_and_sent_again(engi
     replacement_not_taken(engine, |_| RpcAction::Close).await;
 }
 
+/// A relayer reaching the node through the proxy at `node`, quick to replace (stuck after a
+/// second), holding the registration of `agent_key(n)` with mining paused.
+struct Held {
+    _db: TestStore,
+    relayer: kya_tests::relayer_fixture::InProcessRelayer,
+    agent: alloy::signers::local::PrivateKeySigner,
+    /// The relay's id and its first transaction's hash.
+    id: String,
+    first: B256,
+}
+
+/// Starts a [`Held`]. Its store goes when the `Held`'s `_db` is dropped: bind it, not `..`.
+async fn held_behind(t: &TestChain, engine: Engine, node: &str, n: u64) -> Held {
+    let (db, relayer) = start_on(
+        t,
+        engine,
+        &[
+            ("RPC_URL", node),
+            ("STUCK_AFTER_BLOCKS", "1000"),
+            ("STUCK_AFTER_SECS", "1"),
+            ("READ_RATE_LIMIT_PER_MINUTE", "100000"),
+        ],
+    )
+    .await;
+    let agent = agent_key(n);
+    let request = forward(t, agent.address(), 0, &register_call(agent.address(), 0));
+    let signed = body(&request, &sign_with_core(t, &agent, &request).signature);
+    let (id, first) = relay_held(t, &relayer.client, &signed).await;
+    Held { _db: db, relayer, agent, id, first }
+}
+
 /// A relay whose first replacement (the second raw transaction) the node answers with `not_taken`
 /// is mined all the same as a later replacement, and its history lists only hashes the node took.
 async fn replacement_not_taken(engine: Engine, not_taken: fn(&Value) -> RpcAction) {
@@ -514,23 +545,8 @@ async fn replacement_not_taken(engine: Engine, not_taken: fn(&Value) -> RpcActio
         }),
     )
     .await;
-    let (_db, relayer) = start_on(
-        &t,
-        engine,
-        &[
-            ("RPC_URL", node.as_str()),
-            ("STUCK_AFTER_BLOCKS", "1000"),
-            ("STUCK_AFTER_SECS", "1"),
-            ("READ_RATE_LIMIT_PER_MINUTE", "100000"),
-        ],
-    )
-    .await;
+    let Held { _db, relayer, agent, id, first } = held_behind(&t, engine, &node, 420).await;
     let client = &relayer.client;
-    let agent = agent_key(420);
-    let request = forward(&t, agent.address(), 0, &register_call(agent.address(), 0));
-
-    let (id, first) =
-        relay_held(&t, client, &body(&request, &sign_with_core(&t, &agent, &request).signature)).await;
     let replaced = client.relay_until(&id, |relay| relay["status"] == "replaced").await;
     let current = hash_of(&replaced["txHash"]);
     pending(&t, current).await;
@@ -597,23 +613,8 @@ async fn a_replacement_a_node_does_not_know_yet_stays_in_the_relays_history(engi
         }),
     )
     .await;
-    let (_db, relayer) = start_on(
-        &t,
-        engine,
-        &[
-            ("RPC_URL", node.as_str()),
-            ("STUCK_AFTER_BLOCKS", "1000"),
-            ("STUCK_AFTER_SECS", "1"),
-            ("READ_RATE_LIMIT_PER_MINUTE", "100000"),
-        ],
-    )
-    .await;
+    let Held { _db, relayer, agent, id, first } = held_behind(&t, engine, &node, 430).await;
     let client = &relayer.client;
-    let agent = agent_key(430);
-    let request = forward(&t, agent.address(), 0, &register_call(agent.address(), 0));
-
-    let (id, first) =
-        relay_held(&t, client, &body(&request, &sign_with_core(&t, &agent, &request).signature)).await;
     // The replacement reaches the node (its answer lost on the way back); a look later, the node
     // says it does not know it.
     for _ in 0..600 {
