@@ -270,11 +270,11 @@ impl PgConnection {
     /// `bound` as a batch's text, `EXECUTE` of a statement prepared on this connection (the
     /// `PREPARE` sent first, in a round trip of its own, if this is its first use here).
     fn executable(&mut self, bound: &Bound) -> Result<String> {
-        if self.call.is_abandoned() {
-            return Err(Call::refused());
-        }
-        let client = self.client.as_mut().expect("the client is only taken when dropped");
-        self.prepared.execute_text(bound, |prepare| Ok(client.batch_execute(prepare)?))
+        // Taken out for the call, so that the `PREPARE` goes through `live` like every round trip.
+        let mut prepared = std::mem::take(&mut self.prepared);
+        let text = prepared.execute_text(bound, |prepare| Ok(self.live()?.batch_execute(prepare)?));
+        self.prepared = prepared;
+        text
     }
 
     /// After `error`: if the server no longer knows a statement this connection prepared (its
@@ -291,9 +291,13 @@ impl PgConnection {
     /// text of one batch.
     fn batch_text(&mut self, locks: &[Lock], statements: &[Bound]) -> Result<String> {
         let mut batch = String::from("BEGIN");
-        for statement in locks.iter().filter_map(lock_statement).chain(statements.iter().cloned()) {
+        for lock in locks.iter().filter_map(lock_statement) {
             batch.push_str("; ");
-            batch.push_str(&self.executable(&statement)?);
+            batch.push_str(&self.executable(&lock)?);
+        }
+        for statement in statements {
+            batch.push_str("; ");
+            batch.push_str(&self.executable(statement)?);
         }
         Ok(batch)
     }

@@ -3,9 +3,10 @@
 //! test server does when started with
 //! `KYA_POSTGRES_OPTIONS='-c shared_preload_libraries=pg_stat_statements'`).
 //!
-//! Written per row to `<row>.tsv`: each statement's calls, total execution and planning time (ms; planning
-//! is counted when the server runs with `-c pg_stat_statements.track_planning=on`) and rows,
-//! most time first. Counted from the burst's start to the end of its checks, as the CPU is.
+//! Written per row to `<row>.tsv`: each statement's calls, total execution and planning time
+//! (ms; planning is counted when the server runs with `-c pg_stat_statements.track_planning=on`)
+//! and rows, most time first. Counted from the burst's start to the end of its checks, as the
+//! CPU is.
 
 use kya_tests::relayer_fixture::TestStore;
 
