@@ -51,11 +51,18 @@ const LEASE_SECS: u64 = 4;
 /// `Store::reserve`'s), holds the budget row (`FOR UPDATE`: `RowShareLock` on `budget`, waiting
 /// for no lock) and waits for its client (`idle in transaction`); and
 /// `kya_test_wait_for_reserving(ports, seconds)`, polling for one every millisecond.
+///
+/// A reservation's statements reach the server as a batch of `EXECUTE`s of statements the
+/// connection prepared (`store/prepared.rs`), whose names differ from one connection to the
+/// next: the batch that read what the checks need is known by its one statement of three
+/// values, the signer's checksummed address, its forwarder nonce and the client's address
+/// (`Store::reservation_read`). The statements' own text, which `pg_stat_activity` showed
+/// before they were prepared, is still matched for a window's roll-over (plain statements).
 const WATCH: &str = r"
 CREATE FUNCTION kya_test_reserving(ports int[]) RETURNS int LANGUAGE sql AS $$
   SELECT a.pid FROM pg_stat_activity a
    WHERE a.client_port = ANY (ports) AND a.state = 'idle in transaction'
-     AND a.query ~ '(forwarder_nonce = |COALESCE\(cost_wei, reserved_wei\)|SELECT lane, COUNT|INSERT INTO relays)'
+     AND a.query ~ '(EXECUTE kya_batch_[0-9]+\(''0x[0-9a-fA-F]{40}'', ''[0-9]+'', ''[^'']+''\)|forwarder_nonce = |COALESCE\(cost_wei, reserved_wei\)|SELECT lane, COUNT|INSERT INTO relays)'
      AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND l.granted
                   AND l.mode = 'RowShareLock' AND l.relation = 'budget'::regclass)
      AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND NOT l.granted)
