@@ -254,6 +254,11 @@ impl EdgeWorker {
         self._state.path().join("state")
     }
 
+    /// The settings the Worker runs with over wrangler.toml's, in order (a later one wins).
+    pub fn vars(&self) -> impl Iterator<Item = (&str, &str)> {
+        settings(&self.vars)
+    }
+
     /// The port of wrangler's DevTools inspector, for [`crate::worker_profile::Profiler`].
     pub fn inspector_port(&self) -> u16 {
         self.inspector_port
@@ -312,14 +317,19 @@ fn launch_wrangler(state: &Path, vars: &[(String, String)], indexed: bool) -> (C
     if indexed {
         command.arg("--test-scheduled");
     }
-    // One run per `run_index`: tests drive the index themselves, so the pacer stays off
-    // unless a test's own vars turn it on (a later `--var` wins).
-    command.arg("--var").arg("INDEX_INTERVAL_SECS:0");
-    for (name, value) in vars {
+    for (name, value) in settings(vars) {
         command.arg("--var").arg(format!("{name}:{value}"));
     }
     let child = command.spawn().expect("wrangler starts (run scripts/bootstrap.sh)");
     (child, format!("http://127.0.0.1:{port}"), inspector_port, log)
+}
+
+/// The Worker's settings over wrangler.toml's: `vars` after `INDEX_INTERVAL_SECS=0`. One run
+/// per `run_index`: tests drive the index themselves, so the pacer stays off unless a test's own
+/// vars turn it on (a later setting wins).
+fn settings(vars: &[(String, String)]) -> impl Iterator<Item = (&str, &str)> {
+    std::iter::once(("INDEX_INTERVAL_SECS", "0"))
+        .chain(vars.iter().map(|(name, value)| (name.as_str(), value.as_str())))
 }
 
 /// Most a one-off wrangler command (a migration, a D1 statement) may take; a few seconds is usual.

@@ -1,5 +1,6 @@
 //! `BENCH_INDEX_ONLY=cold`: after the first fill, only our Worker's cold answers, each after a
-//! restart, at the runtime's entry, and printed, not reported: the few minutes a change to the
+//! restart, at the runtime's entry and direct to the Worker (`direct.rs`), and printed, not
+//! reported: the few minutes a change to the
 //! cold path needs to be judged, where the whole benchmark takes from ten minutes to hours.
 //! Ponder is not run; the side-by-side report (`side_by_side.rs`) stays the record.
 //! `BENCH_INDEX_COLD_SAMPLES` sets the restarts per path (default 9). With `KYA_PROFILE_DIR`
@@ -12,7 +13,7 @@ use kya_tests::{
     worker_profile::Profiler,
 };
 
-use crate::{entry, timing};
+use crate::{direct::DirectWorker, entry, timing};
 
 /// Whether the benchmark runs in this mode.
 pub(crate) fn enabled() -> bool {
@@ -29,7 +30,8 @@ pub(crate) async fn measure(worker: &mut EdgeWorker, agents: u64) {
     let paths = ["/openapi.json", "/api/v1/stats", "/api/v1/revenue/aggregate"];
     // Interleaved (one sample of each path per round), so a change in the machine's load
     // reaches every path alike.
-    let mut times: Vec<Vec<f64>> = vec![Vec::new(); paths.len()];
+    let routes = ["at the runtime's entry", "direct to the Worker"];
+    let mut times: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); paths.len()]; routes.len()];
     let profiling = std::env::var_os("KYA_PROFILE_DIR").is_some();
     for sample in 0..samples {
         for (index, path) in paths.iter().enumerate() {
@@ -49,16 +51,25 @@ pub(crate) async fn measure(worker: &mut EdgeWorker, agents: u64) {
                 profile.keep(&format!("cold-{name}-{sample}"));
             }
             assert_eq!(answer.status, 200, "{path}: {}", String::from_utf8_lossy(&answer.body));
-            times[index].push(answer.last_byte.as_secs_f64() * 1e3);
+            assert_eq!(answer.header("x-index-fallback"), None, "{path}: from the index");
+            times[0][index].push(answer.last_byte.as_secs_f64() * 1e3);
+
+            let direct = DirectWorker::start(worker).await;
+            let answer = timing::get(&http, &direct.base, path, &fresh_ip()).await;
+            assert_eq!(answer.status, 200, "{path}, direct: {}", String::from_utf8_lossy(&answer.body));
+            assert_eq!(answer.header("x-index-fallback"), None, "{path}, direct: from the index");
+            times[1][index].push(answer.last_byte.as_secs_f64() * 1e3);
         }
     }
-    for (path, mut samples) in paths.iter().zip(times) {
-        let shown: Vec<String> = samples.iter().map(|ms| format!("{ms:.1}")).collect();
-        samples.sort_by(f64::total_cmp);
-        let median = samples[samples.len() / 2];
-        println!(
-            "{agents} agents, cold at the runtime's entry: {path}: median {median:.2} ms of [{}]",
-            shown.join(", ")
-        );
+    for (route, times) in routes.iter().zip(times) {
+        for (path, mut samples) in paths.iter().zip(times) {
+            let shown: Vec<String> = samples.iter().map(|ms| format!("{ms:.1}")).collect();
+            samples.sort_by(f64::total_cmp);
+            let median = samples[samples.len() / 2];
+            println!(
+                "{agents} agents, cold {route}: {path}: median {median:.2} ms of [{}]",
+                shown.join(", ")
+            );
+        }
     }
 }

@@ -15,6 +15,7 @@
 mod cold_only;
 mod cpu;
 mod d1;
+mod direct;
 mod endpoints;
 mod entry;
 mod indexer;

@@ -86,13 +86,16 @@ fn side_by_side(out: &mut String, m: &Measured) {
          Ponder reverts its last 30 blocks and re-indexes them, while `/status` already names \
          the head). \
          Medians of {} per server and path; the other server stopped meanwhile. The ratio is ours \
-         ÷ Ponder's (below 1: ours is faster), on the last byte. Ours is asked twice, after \
+         ÷ Ponder's (below 1: ours is faster), on the last byte. Ours is asked three times, after \
          restarts of their own: through `wrangler dev`'s port, whose proxy Worker (a `workerd` \
-         process of its own) no deployed Worker has in front of it, and at the runtime's own \
+         process of its own) no deployed Worker has in front of it; at the runtime's own \
          entry behind that proxy (`tests/benches/index/entry.rs`), which still passes the \
-         runtime's entry Worker.\n\n\
-         | endpoint | ours cold, through wrangler's proxy | ours cold, at the runtime's entry | Ponder cold (restarted) | ratio through the proxy | ratio at the entry |\n\
-         |---|---:|---:|---:|---:|---:|\n",
+         runtime's entry Worker and has wrangler's DevTools inspector attached; and direct: the \
+         same runtime, bindings and state directory started on a socket of the Worker's own \
+         (Miniflare's direct sockets, `tests/benches/index/direct.rs`), as Cloudflare's edge \
+         calls a deployed Worker, with no Worker of the tooling in front and no inspector.\n\n\
+         | endpoint | ours cold, through wrangler's proxy | ours cold, at the runtime's entry | ours cold, direct | Ponder cold (restarted) | ratio through the proxy | ratio at the entry | ratio direct |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|\n",
         p.load,
         crate::side_by_side::cold_samples(),
     )
@@ -112,13 +115,15 @@ fn side_by_side(out: &mut String, m: &Measured) {
         };
         writeln!(
             out,
-            "| {} | {} | {} | {} | {:.2} | {:.2} |",
+            "| {} | {} | {} | {} | {} | {:.2} | {:.2} | {:.2} |",
             if row.path.starts_with('/') { format!("`{}`", row.path) } else { row.path.clone() },
             time(&row.ours),
             time(&row.ours_entry),
+            time(&row.ours_direct),
             time(&row.ponder),
             ratio(&row.ours),
             ratio(&row.ours_entry),
+            ratio(&row.ours_direct),
         )
         .expect("writing to a String");
     }

@@ -18,7 +18,9 @@ use kya_tests::edge_fixture::{EdgeWorker, fresh_ip};
 use serde_json::Value;
 
 use crate::{
-    Setup, cpu, endpoints, entry,
+    Setup, cpu,
+    direct::DirectWorker,
+    endpoints, entry,
     ponder::{self, Ponder, PonderProxy},
     report,
     timing::{self, Timed, median},
@@ -72,6 +74,8 @@ pub(crate) struct Path {
     pub(crate) ours: Cold,
     /// Ours asked at the runtime's own entry, past wrangler's proxy ([`entry::runtime_entry`]).
     pub(crate) ours_entry: Cold,
+    /// Ours asked on the Worker's own socket, past the runtime's entry too ([`DirectWorker`]).
+    pub(crate) ours_direct: Cold,
     pub(crate) ponder: Cold,
 }
 
@@ -120,30 +124,40 @@ pub(crate) async fn measure(setup: &Setup, worker: &mut EdgeWorker, agents: u64)
         path: "runtime floor: ours `/openapi.json`, Ponder `/health`".into(),
         ours: cold(&ours_cold(worker, "/openapi.json", Via::Wrangler).await),
         ours_entry: cold(&ours_cold(worker, "/openapi.json", Via::RuntimeEntry).await),
+        ours_direct: cold(&ours_cold(worker, "/openapi.json", Via::Direct).await),
         ponder: cold(&ponder_cold(setup, &config, "/health").await),
     };
     eprintln!(
-        "{agents}: cold floor: ours {:.1?} ({:.1?} at the runtime's entry), Ponder {:.1?}",
-        floor.ours.last_byte, floor.ours_entry.last_byte, floor.ponder.last_byte
+        "{agents}: cold floor: ours {:.1?} ({:.1?} at the runtime's entry, {:.1?} direct), Ponder {:.1?}",
+        floor.ours.last_byte, floor.ours_entry.last_byte, floor.ours_direct.last_byte, floor.ponder.last_byte
     );
     paths.push(floor);
     for path in endpoints::paths(agents) {
         let ours = ours_cold(worker, &path, Via::Wrangler).await;
         let ours_entry = ours_cold(worker, &path, Via::RuntimeEntry).await;
+        let ours_direct = ours_cold(worker, &path, Via::Direct).await;
         let theirs = ponder_cold(setup, &config, &path).await;
         eprintln!(
-            "{path}: ours {:.1?} ({:.1?} at the runtime's entry), Ponder {:.1?}",
+            "{path}: ours {:.1?} ({:.1?} at the runtime's entry, {:.1?} direct), Ponder {:.1?}",
             cold(&ours).last_byte,
             cold(&ours_entry).last_byte,
+            cold(&ours_direct).last_byte,
             cold(&theirs).last_byte
         );
         mismatches.extend(compare(&path, &ours, &theirs));
         mismatches.extend(compare(&path, &ours_entry, &theirs));
+        mismatches.extend(compare(&path, &ours_direct, &theirs));
         if path == "/api/v1/stats" {
             census.ours = counted(&ours[0], "x-block-number");
             census.ponder = counted(&theirs[0], "x-indexed-block");
         }
-        paths.push(Path { path, ours: cold(&ours), ours_entry: cold(&ours_entry), ponder: cold(&theirs) });
+        paths.push(Path {
+            path,
+            ours: cold(&ours),
+            ours_entry: cold(&ours_entry),
+            ours_direct: cold(&ours_direct),
+            ponder: cold(&theirs),
+        });
     }
     SideBySide { load, ponder_fill, paths, mismatches, census }
 }
@@ -162,24 +176,39 @@ enum Via {
     /// The runtime's own entry ([`entry::runtime_entry`]), as a deployed Worker is reached with
     /// no proxy of wrangler's in front.
     RuntimeEntry,
+    /// The Worker's own socket in a runtime of its own ([`DirectWorker`]): as Cloudflare's edge
+    /// calls a deployed Worker, with no entry Worker either.
+    Direct,
 }
 
-/// `path` asked once after each of [`cold_samples`] restarts of our Worker, its index run just
-/// before each: Ponder's samples take minutes, and an index older than `INDEX_MAX_AGE_SECS`
-/// would answer from the chain (`X-Index-Fallback`), which is not the index's cost.
+/// `path` asked once after each of [`cold_samples`] restarts of our Worker (or starts of its
+/// direct runtime), its index run just before each: Ponder's samples take minutes, and an index
+/// older than `INDEX_MAX_AGE_SECS` would answer from the chain (`X-Index-Fallback`), which is
+/// not the index's cost.
 async fn ours_cold(worker: &mut EdgeWorker, path: &str, via: Via) -> Vec<Timed> {
     let http = kya_tests::http_client();
     let mut answers = Vec::new();
     for _ in 0..cold_samples() {
         worker.run_index().await;
-        worker.restart().await;
-        let base = match via {
-            Via::Wrangler => worker.base.clone(),
-            Via::RuntimeEntry => entry::runtime_entry(worker.pid())
-                .await
-                .expect("the runtime's entry of the restarted Worker answers /health"),
+        let answer = match via {
+            Via::Wrangler => {
+                worker.restart().await;
+                timing::get(&http, &worker.base, path, &fresh_ip()).await
+            }
+            Via::RuntimeEntry => {
+                worker.restart().await;
+                let base = entry::runtime_entry(worker.pid())
+                    .await
+                    .expect("the runtime's entry of the restarted Worker answers /health");
+                timing::get(&http, &base, path, &fresh_ip()).await
+            }
+            // `wrangler dev` stays up, idle, beside it: its index runs only when asked.
+            Via::Direct => {
+                let direct = DirectWorker::start(worker).await;
+                timing::get(&http, &direct.base, path, &fresh_ip()).await
+            }
         };
-        answers.push(timing::get(&http, &base, path, &fresh_ip()).await);
+        answers.push(answer);
     }
     answers
 }
