@@ -103,12 +103,7 @@ impl EdgeWorker {
         let client = crate::http_client();
         let started = Instant::now();
         loop {
-            let probe = client.get(format!("{}/health", self.base)).header("cf-connecting-ip", "203.0.113.1");
-            let answered_by_worker = probe
-                .timeout(Duration::from_secs(5))
-                .send()
-                .await
-                .is_ok_and(|response| response.headers().contains_key("x-ratelimit-remaining"));
+            let answered_by_worker = answered_by_worker(&client, &self.base).await;
             // Ours, not another test's Worker on a port ours failed to bind: wrangler says
             // it is ready on exactly this address.
             if answered_by_worker && self.output().contains(&format!("Ready on {}", self.base)) {
@@ -322,6 +317,18 @@ fn launch_wrangler(state: &Path, vars: &[(String, String)], indexed: bool) -> (C
     }
     let child = command.spawn().expect("wrangler starts (run scripts/bootstrap.sh)");
     (child, format!("http://127.0.0.1:{port}"), inspector_port, log)
+}
+
+/// Whether the Worker itself answers `/health` at `base`, with any status (a degraded Worker is
+/// still up): only an answer with its `X-RateLimit-Remaining` counts, not a bare 500 from a
+/// runtime or proxy still starting.
+pub async fn answered_by_worker(client: &reqwest::Client, base: &str) -> bool {
+    let probe = client.get(format!("{base}/health")).header("cf-connecting-ip", "203.0.113.1");
+    probe
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+        .is_ok_and(|response| response.headers().contains_key("x-ratelimit-remaining"))
 }
 
 /// The Worker's settings over wrangler.toml's: `vars` after `INDEX_INTERVAL_SECS=0`. One run

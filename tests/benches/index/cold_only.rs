@@ -1,7 +1,7 @@
 //! `BENCH_INDEX_ONLY=cold`: after the first fill, only our Worker's cold answers, each after a
 //! restart, at the runtime's entry and direct to the Worker (`direct.rs`), and printed, not
-//! reported: the few minutes a change to the
-//! cold path needs to be judged, where the whole benchmark takes from ten minutes to hours.
+//! reported: the few minutes a change to the cold path needs to be judged, where the whole
+//! benchmark takes from ten minutes to hours.
 //! Ponder is not run; the side-by-side report (`side_by_side.rs`) stays the record.
 //! `BENCH_INDEX_COLD_SAMPLES` sets the restarts per path (default 9). With `KYA_PROFILE_DIR`
 //! set, V8's profiler is attached after each restart (once `/health` answered) and each cold

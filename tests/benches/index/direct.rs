@@ -3,11 +3,10 @@
 //! Worker, with neither wrangler's proxy Worker nor the runtime's entry Worker in front.
 //!
 //! Each of those two hops is a Worker of its own, in JavaScript, that a cold request also runs
-//! for the first time: `docs/bench/index-10000.md` put wrangler's proxy at about 1 ms of a cold
-//! `/stats`, and the entry is the rest of a floor (`/openapi.json`, 3.1 ms cold at the runtime's
-//! entry) that Ponder's `/health` answers in 1.7. A start here is a fresh runtime, as a restart
-//! of `wrangler dev` is; the `wrangler dev` whose state directory it reads may stay up, idle (its
-//! index runs only when asked).
+//! for the first time (what they cost a restarted Worker: `docs/bench/index-cold.md`, "Direct to
+//! the Worker"). A start here is a fresh runtime, as a restart of `wrangler dev` is; the
+//! `wrangler dev` whose state directory it reads may stay up, idle (its index runs only when
+//! asked).
 
 use std::{
     io::{BufRead, BufReader},
@@ -15,7 +14,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use kya_tests::edge_fixture::EdgeWorker;
+use kya_tests::edge_fixture::{EdgeWorker, answered_by_worker};
 
 /// How long a start may take until the Worker answers `/health` there.
 const START_LIMIT: Duration = Duration::from_secs(60);
@@ -51,8 +50,10 @@ impl DirectWorker {
         std::thread::spawn(move || {
             let mut sender = Some(sender);
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let (Some(url), Some(_)) = (line.strip_prefix("direct "), sender.as_ref()) {
-                    let _ = sender.take().expect("not sent yet").send(url.to_owned());
+                if let Some(url) = line.strip_prefix("direct ")
+                    && let Some(sender) = sender.take()
+                {
+                    let _ = sender.send(url.to_owned());
                 }
             }
         });
@@ -65,18 +66,12 @@ impl DirectWorker {
         direct
     }
 
-    /// Waits until the Worker answers `/health` (any status: a degraded Worker is up).
+    /// Waits until the Worker answers `/health` ([`answered_by_worker`]).
     async fn answers(&self) {
         let http = kya_tests::http_client();
         let started = Instant::now();
         loop {
-            let probe = http.get(format!("{}/health", self.base)).header("cf-connecting-ip", "203.0.113.1");
-            if probe
-                .timeout(Duration::from_secs(5))
-                .send()
-                .await
-                .is_ok_and(|answer| answer.headers().contains_key("x-ratelimit-remaining"))
-            {
+            if answered_by_worker(&http, &self.base).await {
                 return;
             }
             assert!(

@@ -90,8 +90,8 @@ fn side_by_side(out: &mut String, m: &Measured) {
          restarts of their own: through `wrangler dev`'s port, whose proxy Worker (a `workerd` \
          process of its own) no deployed Worker has in front of it; at the runtime's own \
          entry behind that proxy (`tests/benches/index/entry.rs`), which still passes the \
-         runtime's entry Worker and has wrangler's DevTools inspector attached; and direct: the \
-         same runtime, bindings and state directory started on a socket of the Worker's own \
+         runtime's entry Worker, in a runtime wrangler starts with a DevTools inspector; and \
+         direct: the same runtime, bindings and state directory started on a socket of the Worker's own \
          (Miniflare's direct sockets, `tests/benches/index/direct.rs`), as Cloudflare's edge \
          calls a deployed Worker, with no Worker of the tooling in front and no inspector.\n\n\
          | endpoint | ours cold, through wrangler's proxy | ours cold, at the runtime's entry | ours cold, direct | Ponder cold (restarted) | ratio through the proxy | ratio at the entry | ratio direct |\n\
