@@ -8,6 +8,11 @@ when the command prints nothing for `--quiet-limit` seconds, it prints the tests
 reported running for over 60 seconds and never finished, the processes still alive under the
 command, and stops them all (its process group), exiting 124 as timeout(1) does.
 
+When the command fails, the first lines of each panic in a failed test's captured output (the
+"---- <test> stdout ----" sections libtest prints) are printed again at the end: a failing
+test's message comes before its backtrace, in the middle of a long output, and a summary that
+keeps only an output's head and tail (as CI's does) would otherwise cut it out.
+
 Usage: watch_tests.py [--quiet-limit SECONDS] -- COMMAND...
 """
 
@@ -23,6 +28,14 @@ import time
 
 SLOW = re.compile(r"^test (\S+) has been running for over \d+ seconds")
 ENDED = re.compile(r"^test (\S+) \.\.\. (ok|FAILED|ignored)")
+CAPTURED = re.compile(r"^---- (\S+) stdout ----$")
+PANICKED = re.compile(r"^thread '.*' (\(\d+\) )?panicked at ")
+# What follows a panic's message: its backtrace, libtest's note, or the next test's output.
+PANIC_ENDS = ("stack backtrace:", "note: ", "---- ", "failures:")
+# Panics repeated, lines kept of each, and characters kept of each line.
+PANICS_REPEATED = 10
+PANIC_LINES = 12
+PANIC_LINE_CHARS = 400
 
 
 def main() -> int:
@@ -49,6 +62,10 @@ def main() -> int:
     threading.Thread(target=read, daemon=True).start()
 
     slow: dict[str, float] = {}
+    # (test, the first lines of one of its panics), from the failed tests' captured outputs.
+    panics: list[tuple[str, list[str]]] = []
+    captured_of = None
+    in_panic = False
     out = sys.stdout.buffer
     last = time.monotonic()
     while True:
@@ -68,7 +85,30 @@ def main() -> int:
             slow.setdefault(match.group(1), last)
         elif match := ENDED.match(text):
             slow.pop(match.group(1), None)
-    return child.wait()
+        if match := CAPTURED.match(text):
+            captured_of, in_panic = match.group(1), False
+        elif text.startswith("failures:") or ENDED.match(text):
+            captured_of, in_panic = None, False
+        elif captured_of and PANICKED.match(text) and len(panics) < PANICS_REPEATED:
+            panics.append((captured_of, []))
+            in_panic = True
+        elif in_panic and text.startswith(PANIC_ENDS):
+            in_panic = False
+        if in_panic and len(panics[-1][1]) < PANIC_LINES:
+            panics[-1][1].append(text[:PANIC_LINE_CHARS])
+    code = child.wait()
+    if code != 0 and panics:
+        repeat_panics(panics)
+    return code
+
+
+def repeat_panics(panics: list) -> None:
+    print("\nwatch_tests: the command failed; the failed tests' panics, first lines again:")
+    for test, lines in panics:
+        print(f"  {test}:")
+        for text in lines:
+            print(f"    {text}")
+    sys.stdout.flush()
 
 
 def stop_silent(child: subprocess.Popen, slow: dict, quiet_limit: float) -> int:
