@@ -185,10 +185,11 @@ impl EdgeWorker {
     /// The rows D1 reported written by the index's run that committed block `block`, from its log
     /// line ("index run: block N: … (Q D1 queries, M rows written as D1 reports them)"; local D1
     /// counts a row and each index entry a write changes, as production bills them). Waits
-    /// about 5 s for the line.
+    /// up to 30 s for the line: the Worker's console reaches the log through wrangler's own
+    /// process, which a loaded machine (three end-to-end tests at once) can hold up for seconds.
     pub async fn index_rows_written(&self, block: u64) -> u64 {
         let start = format!("index run: block {block}:");
-        for _ in 0..50 {
+        for _ in 0..300 {
             let output = self.output();
             if let Some(line) = output.lines().rfind(|line| line.contains(&start)) {
                 let (_, tail) = line.rsplit_once(" D1 queries, ").expect("the run's counts");
