@@ -4,9 +4,10 @@
 //!
 //! - From the index: one Worker with `INDEX_ANSWER_TTL_SECS=0` and `MEMORY_CACHE_BYTES=0`, so
 //!   every request reads D1; each endpoint once to warm the isolate, then [`INDEX_REPEATS`]
-//!   timed requests, whose CPU is measured together ([`crate::cpu`]), then [`PROFILED_REPEATS`]
-//!   more under V8's profiler for the Worker's own CPU (`kya_tests::worker_profile`; apart, as
-//!   the profiler costs the runtime thread time of its own).
+//!   timed requests, whose CPU is measured together ([`crate::cpu`]). After every endpoint's
+//!   timing, the Worker's own CPU under V8's profiler (`worker_cpu.rs`: rounds over every
+//!   endpoint, beside the 1,000-agent reference at a larger size; apart, as the profiler costs
+//!   the runtime thread time of its own).
 //! - Direct: a Worker whose index was never run, so it answers as today's direct path does
 //!   (`X-Index-Fallback: the index is not filled yet`), after one read of the index's state
 //!   row. (A Worker started without `start_indexed` still has wrangler.toml's D1 binding but no
@@ -28,16 +29,13 @@ use kya_tests::{
 use crate::{
     Setup,
     cpu::Meter,
+    reference::Reference,
     timing::{self, Timed, median},
+    worker_cpu::{self, PathCpu},
 };
 
 /// Timed requests per endpoint from the index.
 const INDEX_REPEATS: usize = 9;
-/// Requests per endpoint under the profiler, whose mean is the Worker CPU of one. V8 samples
-/// the isolate every 0.2 to 0.3 ms here, so nine requests of under a millisecond each gave
-/// about 30 samples, and the mean moved by about 0.1 ms with a few samples more or fewer:
-/// as much as the differences between sizes it is read for.
-pub(crate) const PROFILED_REPEATS: usize = 45;
 /// Fresh Workers per endpoint on the direct path; one past [`DIRECT_REPEATED_UP_TO`] agents,
 /// where one cold read of the chain takes most of a minute.
 const DIRECT_REPEATS: usize = 3;
@@ -47,6 +45,11 @@ const DIRECT_REPEATED_UP_TO: u64 = 10_000;
 pub(crate) struct Endpoint {
     pub(crate) path: String,
     pub(crate) index: Side,
+    /// The index's Worker CPU per request, from V8's profiler.
+    pub(crate) worker_cpu: PathCpu,
+    /// The same role's (the same endpoint's, or `/agents`' near or last full page's) at
+    /// 1,000 agents, profiled in the same rounds, for a larger size.
+    pub(crate) reference_cpu: Option<PathCpu>,
     pub(crate) direct: Side,
 }
 
@@ -58,8 +61,6 @@ pub(crate) struct Side {
     pub(crate) last_byte: Duration,
     /// CPU per request ([`crate::cpu`]): an upper bound.
     pub(crate) cpu: Duration,
-    /// The Worker's own CPU per request, from V8's profiler (the index's side only).
-    pub(crate) worker_cpu: Option<Duration>,
     pub(crate) bytes: usize,
     /// RPC HTTP requests (JSON-RPC calls) of one cold request: the direct side's chain reads.
     pub(crate) rpc: (usize, usize),
@@ -84,15 +85,17 @@ pub(crate) fn paths(agents: u64) -> Vec<String> {
     ]
 }
 
-/// Measures every path from the index (`indexed`, filled, answers uncached) and directly.
+/// Measures every path from the index (`indexed`, filled, answers uncached) and directly; the
+/// index's Worker CPU beside `reference`'s, when there is one.
 pub(crate) async fn measure(
     setup: &Setup,
     indexed: &EdgeWorker,
     profiler: &mut Profiler,
     agents: u64,
+    reference: Option<&mut Reference>,
 ) -> Vec<Endpoint> {
     let http = kya_tests::http_client();
-    let mut measured = Vec::new();
+    let mut timed = Vec::new();
     for path in paths(agents) {
         let ip = fresh_ip();
         let warm = timing::get(&http, &indexed.base, &path, &ip).await;
@@ -104,18 +107,16 @@ pub(crate) async fn measure(
             answers.push(timing::get(&http, &indexed.base, &path, &ip).await);
         }
         let cpu = (meter.settled().await - before) / INDEX_REPEATS as u32;
-        profiler.start().await;
-        for _ in 0..PROFILED_REPEATS {
-            timing::get(&http, &indexed.base, &path, &ip).await;
-        }
-        let profile = profiler.stop().await;
-        let name: String = path.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
-        profile.keep(&format!("endpoint-{agents}{name}"));
-        let mut index = side(&answers, cpu, (0, 0));
-        index.worker_cpu = Some(profile.cpu() / PROFILED_REPEATS as u32);
+        timed.push((path, side(&answers, cpu, (0, 0))));
+    }
+    let (worker_cpu, reference_cpu) = worker_cpu::endpoints(indexed, profiler, agents, reference).await;
+    let mut reference_cpu = reference_cpu.map(Vec::into_iter);
+    let mut measured = Vec::new();
+    for ((path, index), worker_cpu) in timed.into_iter().zip(worker_cpu) {
         let repeats = if agents <= DIRECT_REPEATED_UP_TO { DIRECT_REPEATS } else { 1 };
         let direct = direct(setup, &path, repeats).await;
-        measured.push(Endpoint { path, index, direct });
+        let reference_cpu = reference_cpu.as_mut().and_then(Iterator::next);
+        measured.push(Endpoint { path, index, worker_cpu, reference_cpu, direct });
     }
     measured
 }
@@ -128,7 +129,6 @@ fn side(answers: &[Timed], cpu: Duration, rpc: (usize, usize)) -> Side {
         first_byte: median(answers.iter().map(|answer| answer.first_byte).collect()),
         last_byte: median(answers.iter().map(|answer| answer.last_byte).collect()),
         cpu,
-        worker_cpu: None,
         bytes: first.body.len(),
         rpc,
         fallback: first.header("x-index-fallback").map(str::to_owned),

@@ -9,7 +9,8 @@
 //! Each size also runs Ponder (`../shared/peer-ponder/`, installed into `target/peer-ponder/`)
 //! on the same chain: its fill, and the endpoints cold on both servers, each restarted before
 //! each sample (`side_by_side.rs`); `BENCH_INDEX_PONDER=0` leaves it out. `BENCH_INDEX_ONLY=cold`
-//! measures only our cold answers after the first fill, and prints them (`cold_only.rs`).
+//! measures only our cold answers after the first fill, and prints them (`cold_only.rs`);
+//! `BENCH_INDEX_ONLY=profile`, only the endpoints' Worker CPU split by part (`profile_only.rs`).
 //! Absolute times depend on the machine; compare the ratios within one report.
 
 mod cold_only;
@@ -20,9 +21,12 @@ mod endpoints;
 mod entry;
 mod indexer;
 mod ponder;
+mod profile_only;
+mod reference;
 mod report;
 mod side_by_side;
 mod timing;
+mod worker_cpu;
 
 use std::time::{Duration, Instant};
 
@@ -34,6 +38,7 @@ use kya_tests::{
     edge_fixture::{CountingProxy, EdgeWorker, chain_vars},
     worker_profile::Profiler,
 };
+use reference::Reference;
 
 /// The chain and the proxy every Worker of one size reads through.
 pub(crate) struct Setup {
@@ -94,20 +99,9 @@ async fn measure(agents: u64, paid_per_run: u64, report_file: &std::path::Path) 
     let commit = report::commit();
     let load = report::load();
     let started = Instant::now();
-    let chain =
-        TestChain::start_with(&AnvilOptions { states_kept: Some(STATES_KEPT), ..AnvilOptions::default() })
-            .await;
-    seed::seed_bulk(&chain.chain, &chain.deployment, agents).await.expect("bulk seed");
+    let setup = seeded_setup(agents).await;
     let seeding = started.elapsed();
-    eprintln!("{agents} agents seeded in {seeding:.1?}");
-    quiet_window(&chain).await;
-    let proxy = CountingProxy::start(&chain.rpc_url()).await;
-    let setup = Setup { chain, proxy };
-
-    let mut vars = chain_vars(&setup.proxy.url, setup.chain.registry());
-    // Every answer reads D1: nothing cached in the isolate or the Cache API.
-    vars.extend([("INDEX_ANSWER_TTL_SECS", "0".to_owned()), ("MEMORY_CACHE_BYTES", "0".to_owned())]);
-    let mut worker = EdgeWorker::start_indexed(&vars).await;
+    let mut worker = uncached_worker(&setup).await;
     let mut profiler = Profiler::attach(worker.inspector_port()).await;
     let fills =
         vec![indexer::fill(&setup, &worker, &mut profiler, agents, kya_edge_defaults::AGENTS_PER_RUN).await];
@@ -117,8 +111,15 @@ async fn measure(agents: u64, paid_per_run: u64, report_file: &std::path::Path) 
         cold_only::measure(&mut worker, agents).await;
         return None;
     }
+    // Beside a larger size, the 1,000-agent registry its endpoints' Worker CPU is compared with.
+    let mut reference = if agents > reference::AGENTS { Some(Reference::start().await) } else { None };
+    if profile_only::enabled() {
+        profile_only::measure(&worker, &mut profiler, agents, reference.as_mut()).await;
+        return None;
+    }
     let storage = d1::storage(&worker, agents);
-    let endpoints = endpoints::measure(&setup, &worker, &mut profiler, agents).await;
+    let endpoints = endpoints::measure(&setup, &worker, &mut profiler, agents, reference.as_mut()).await;
+    drop(reference);
     eprintln!("{agents}: endpoints measured ({:.1?} in all)", started.elapsed());
     let mut seed = 0x9e37_79b9_7f4a_7c15;
     let (mut steady, mut freshness) = (Vec::new(), Vec::new());
@@ -161,6 +162,27 @@ async fn measure(agents: u64, paid_per_run: u64, report_file: &std::path::Path) 
     Some(measured)
 }
 
+/// A chain seeded with `agents` by `seed_bulk`, the quiet window after, and the counting proxy.
+pub(crate) async fn seeded_setup(agents: u64) -> Setup {
+    let started = Instant::now();
+    let chain =
+        TestChain::start_with(&AnvilOptions { states_kept: Some(STATES_KEPT), ..AnvilOptions::default() })
+            .await;
+    seed::seed_bulk(&chain.chain, &chain.deployment, agents).await.expect("bulk seed");
+    eprintln!("{agents} agents seeded in {:.1?}", started.elapsed());
+    quiet_window(&chain).await;
+    let proxy = CountingProxy::start(&chain.rpc_url()).await;
+    Setup { chain, proxy }
+}
+
+/// A Worker of `setup`'s registry, its index not run yet, whose every answer reads D1: nothing
+/// cached in the isolate or the Cache API.
+pub(crate) async fn uncached_worker(setup: &Setup) -> EdgeWorker {
+    let mut vars = chain_vars(&setup.proxy.url, setup.chain.registry());
+    vars.extend([("INDEX_ANSWER_TTL_SECS", "0".to_owned()), ("MEMORY_CACHE_BYTES", "0".to_owned())]);
+    EdgeWorker::start_indexed(&vars).await
+}
+
 /// Blocks whose state anvil keeps: reads older than that fail. Every read of the benchmark is at
 /// the head or at most a simulated minute (31 blocks) before it; a copy of the state per block
 /// is about 170 MB at 100,000 agents.
@@ -181,7 +203,7 @@ async fn quiet_window(chain: &TestChain) {
 }
 
 /// The Worker's defaults the benchmark runs with (`edge-api/src/config.rs`).
-mod kya_edge_defaults {
+pub(crate) mod kya_edge_defaults {
     /// `INDEX_AGENTS_PER_RUN`'s default.
     pub(crate) const AGENTS_PER_RUN: u64 = 200;
     /// `INDEX_REORG_WINDOW`'s default.

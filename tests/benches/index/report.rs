@@ -58,6 +58,7 @@ pub(crate) fn render(m: &Measured) -> String {
         m.took.as_secs_f64() / 60.0,
     );
     endpoints(&mut out, m);
+    worker_cpu(&mut out, m);
     side_by_side(&mut out, m);
     indexer(&mut out, m);
     out
@@ -182,10 +183,10 @@ fn side_by_side(out: &mut String, m: &Measured) {
 }
 
 fn endpoints(out: &mut String, m: &Measured) {
-    out.push_str(&format!(
+    out.push_str(
         "\n## The endpoints cold: index against direct\n\n\
          Index: every request reads D1 (`INDEX_ANSWER_TTL_SECS=0`, `MEMORY_CACHE_BYTES=0`), median \
-         of 9, CPU the mean of the same 9, Worker CPU the mean of {profiled} more under the profiler. Direct: a Worker whose index never ran, so \
+         of 9, CPU the mean of the same 9, Worker CPU from the profiler in rounds (below). Direct: a Worker whose index never ran, so \
          it answers as today's direct path (`X-Index-Fallback`, after reading the index's state \
          row): its cold request reads the registry from the chain (the snapshot; the other \
          endpoints would then answer from it), each on a fresh Worker, median of 3 (1 past 10,000 \
@@ -193,8 +194,7 @@ fn endpoints(out: &mut String, m: &Measured) {
          streamed from the index: first byte, then last.\n\n\
          | Endpoint | index: time | index: Worker CPU | index: CPU | direct: time | direct: CPU | direct: RPC requests (calls) | bytes |\n\
          |---|---:|---:|---:|---:|---:|---:|---:|\n",
-        profiled = crate::endpoints::PROFILED_REPEATS,
-    ));
+    );
     for e in &m.endpoints {
         let time = |side: &crate::endpoints::Side| {
             if side.status != 200 {
@@ -213,7 +213,7 @@ fn endpoints(out: &mut String, m: &Measured) {
             "| `{}` | {}{fallback} | {} | {} | {} | {} | {} ({}) | {} |",
             e.path,
             time(&e.index),
-            e.index.worker_cpu.map_or("n/a".into(), ms),
+            ms(e.worker_cpu.median()),
             ms(e.index.cpu),
             time(&e.direct),
             ms(e.direct.cpu),
@@ -234,6 +234,79 @@ fn endpoints(out: &mut String, m: &Measured) {
         storage.text_bytes as f64 / m.agents as f64,
     )
     .expect("writing to a String");
+}
+
+fn worker_cpu(out: &mut String, m: &Measured) {
+    let Some(first) = m.endpoints.first() else { return };
+    let beside = first.reference_cpu.is_some();
+    let reference = crate::reference::AGENTS;
+    out.push_str(&format!(
+        "\n### The endpoints' Worker CPU, in rounds\n\n\
+         V8's profiler in {rounds} rounds of {requests} requests of each endpoint, one endpoint \
+         after the other, the order rotated each round{beside_text} \
+         (`tests/benches/index/worker_cpu.rs`): the median of the rounds' means per request, the \
+         lowest and highest round, and, as means over every round, what the samples landed in: \
+         the Worker's wasm, JavaScript (wasm-bindgen's glue, D1's binding), the garbage \
+         collector, and `(program)`, the runtime's native work while the isolate is entered.{paired_text}\n\n\
+         | Endpoint | Worker CPU | rounds | wasm | JavaScript | GC | (program) |{reference_head}\n\
+         |---|---:|---:|---:|---:|---:|---:|{reference_rule}\n",
+        rounds = first.worker_cpu.rounds.len(),
+        requests = first.worker_cpu.requests(),
+        beside_text = if beside {
+            format!(
+                ", and the same endpoint of a {reference}-agent registry (its own chain, seeded \
+                 and filled alike: `reference.rs`) right after each, so that both sizes share \
+                 the machine's moments"
+            )
+        } else {
+            String::new()
+        },
+        paired_text = if beside {
+            format!(
+                " Against {reference} agents: each round's mean at this size over the same round's \
+                 at {reference}, their median and range, and the rounds in which this size cost \
+                 more. With no difference between the sizes, about half the rounds cost more \
+                 (of 10 rounds, 9 or 10 by chance once in a hundred)."
+            )
+        } else {
+            String::new()
+        },
+        reference_head = if beside {
+            format!(" at {reference} agents | ratio, round by round: median (range) | rounds costlier |")
+        } else {
+            String::new()
+        },
+        reference_rule = if beside { "---:|---:|---:|" } else { "" },
+    ));
+    for e in &m.endpoints {
+        let cpu = &e.worker_cpu;
+        let (low, high) = cpu.range();
+        let parts: Vec<String> =
+            crate::worker_cpu::Part::ALL.iter().map(|part| ms(cpu.part(*part))).collect();
+        let compared = e.reference_cpu.as_ref().map_or(String::new(), |reference| {
+            let paired = crate::worker_cpu::paired_ratios(cpu, reference);
+            let median = paired.get(paired.len() / 2).copied().unwrap_or(f64::NAN);
+            let (low, high) =
+                (paired.first().copied().unwrap_or(f64::NAN), paired.last().copied().unwrap_or(f64::NAN));
+            let higher = paired.iter().filter(|ratio| **ratio > 1.0).count();
+            format!(
+                " {} (`{}`) | {median:.2} ({low:.2} to {high:.2}) | {higher} of {} |",
+                ms(reference.median()),
+                reference.path,
+                paired.len()
+            )
+        });
+        writeln!(
+            out,
+            "| `{}` | {} | {} to {} | {} |{compared}",
+            e.path,
+            ms(cpu.median()),
+            ms(low),
+            ms(high),
+            parts.join(" | "),
+        )
+        .expect("writing to a String");
+    }
 }
 
 fn indexer(out: &mut String, m: &Measured) {
