@@ -11,7 +11,7 @@
 //! the rows D1 reads with it. The Worker's own CPU comes from V8's profiler beside it
 //! (`kya_tests::worker_profile`). A first try with the profiler counted each sample as the
 //! whole gap to the next one, which took the time the isolate waited (a 404 of about 3 ms showed
-//! 27 ms) for work; capped at the median spacing, it does not. `perf stat` has no instruction
+//! 27 ms) for work; capped at the sampler's tick, it does not. `perf stat` has no instruction
 //! counter on these machines.
 
 use std::{path::Path, time::Duration};

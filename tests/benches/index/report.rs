@@ -49,7 +49,7 @@ pub(crate) fn render(m: &Measured) -> String {
          **Worker CPU** is the Worker's own: V8's sampling profiler through wrangler's DevTools \
          inspector, which samples the isolate only while it runs (JavaScript, wasm, the \
          bindings' glue, garbage collection; not SQLite), each sample counted until the next, at \
-         most the median spacing: see `tests/worker_profile.rs`. Cloudflare's CPU limits \
+         most the sampler's tick (read from the profile's spacings): see `tests/worker_profile.rs`. Cloudflare's CPU limits \
          (10 ms on Free) apply to this one. Warm code: the isolate had answered the same request before (index), or read one agent \
          through the same RPC and decoding code (direct).\n",
         m.commit,

@@ -6,11 +6,13 @@
 //! A path's figure is the median of its rounds' means.
 //!
 //! Why rounds: one block of requests per path, in a fixed order, is what this benchmark did
-//! until `d455603`. Profiled again in rounds (8 of 20 requests), the round means of one path
-//! spread by up to a factor of 2 (0.54 to 1.04 ms for `/agents` page 3 at 100,000 agents), as
-//! much as the differences between sizes that block was read for: its page 3 at 100,000
-//! agents, 1.13 ms against 0.76 at 1,000 measured an hour apart, came out 0.68 against 0.73 in
-//! rounds. Sizes are compared here only within one run, as the machines' noise asks.
+//! until `d455603`, and its page 3 at 100,000 agents read 1.13 ms against 0.76 at 1,000,
+//! measured an hour apart. Profiled again in rounds (8 of 20 requests), that page read 0.68
+//! against 0.73, and one path's rounds spread by up to a factor of 3. Most of that spread was
+//! the profile's reading, not the Worker: a sample counted up to the median spacing, which in
+//! about one profile in four was a gap between requests, not the sampler's tick
+//! (`kya_tests::worker_profile`, now capped at the tick). The rest is the machine's, so sizes
+//! are compared only within one run, round by round.
 
 use std::{collections::BTreeMap, time::Duration};
 

@@ -96,7 +96,7 @@ pub(crate) fn render(cold: &[Cold], warm: &[Warm], load: &str, took: Duration, r
          their connection closed before an answer (each as a new request of its kind): {}.\n\n\
          **Worker CPU** is the isolate's, from V8's sampling profiler through wrangler's DevTools \
          inspector (`tests/worker_profile.rs`; a sample every 100 µs while the isolate runs, each \
-         counted until the next, at most the median spacing): JavaScript, wasm, the bindings' \
+         counted until the next, at most the sampler's tick): JavaScript, wasm, the bindings' \
          glue, garbage collection and what runs synchronously inside them (the Durable Object's \
          SQLite storage is synchronous), not the runtime's own I/O; each profiled figure includes \
          the request's `wait_until` work. Under `wrangler dev` the nonce store's Durable Object \
