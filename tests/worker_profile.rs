@@ -206,6 +206,17 @@ fn tick(mut spacings: Vec<u64>) -> Option<u64> {
     Some(within[within.len() / 2])
 }
 
+/// For two Workers profiled round by round (each round one after the other): the fewest of
+/// `rounds` rounds that come out costlier on one than on the other by chance alone less than
+/// one time in twenty, were the two alike (each round a fair coin), and that chance: of 10
+/// rounds, 9 or more (1.1%; 8 or more is 5.5%).
+pub fn costlier_by_chance_rarely(rounds: usize) -> (usize, f64) {
+    let choose =
+        |n: usize, k: usize| (0..k).fold(1.0, |product, i| product * (n - i) as f64 / (i + 1) as f64);
+    let at_least = |k: usize| (k..=rounds).map(|j| choose(rounds, j)).sum::<f64>() / 2f64.powi(rounds as i32);
+    (0..=rounds).find(|k| at_least(*k) < 0.05).map_or((rounds + 1, 0.0), |k| (k, at_least(k)))
+}
+
 /// A call frame as a profile's reader names it: the function, and its script's file name
 /// (`wasm` for the Worker's Rust, whose names a build with `WASM_KEEP_NAMES=1` keeps), with the
 /// line of an anonymous function.
@@ -266,5 +277,17 @@ mod tests {
         let jittered = profile(&[3, 3, 3, 3], &[0, 170, 5, 2_000]);
         assert_eq!(jittered.cpu(), Duration::from_micros(170 + 5 + 170 + 170));
         assert_eq!(tick(vec![]), None);
+    }
+
+    #[test]
+    fn rounds_costlier_by_chance_less_than_one_time_in_twenty() {
+        // 10 fair coins: 9 or more heads is 11 in 1,024; 8 or more is 56 in 1,024 (5.5%).
+        let (rounds, chance) = costlier_by_chance_rarely(10);
+        assert_eq!(rounds, 9);
+        assert!((chance - 11.0 / 1024.0).abs() < 1e-12);
+        // 16: 12 or more is 2,517 in 65,536 (3.8%), 11 or more 10.5%.
+        assert_eq!(costlier_by_chance_rarely(16).0, 12);
+        // 4: even all four come once in 16 (6.25%): no count is that rare.
+        assert_eq!(costlier_by_chance_rarely(4).0, 5);
     }
 }

@@ -94,7 +94,8 @@ fn write_interim(report_file: &std::path::Path, measured: &Measured) {
     eprintln!("{}: interim report written", measured.agents);
 }
 
-/// What one size measured; `None` when only the cold answers were asked for ([`cold_only`]).
+/// What one size measured; `None` when only the cold answers ([`cold_only`]) or only the
+/// endpoints' Worker CPU ([`profile_only`]) were asked for.
 async fn measure(agents: u64, paid_per_run: u64, report_file: &std::path::Path) -> Option<Measured> {
     let commit = report::commit();
     let load = report::load();

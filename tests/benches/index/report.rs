@@ -262,11 +262,18 @@ fn worker_cpu(out: &mut String, m: &Measured) {
             String::new()
         },
         paired_text = if beside {
+            let rounds = first.worker_cpu.rounds.len();
+            let (rare, chance) = kya_tests::worker_profile::costlier_by_chance_rarely(rounds);
+            let rarity = if rare <= rounds {
+                format!("of {rounds} rounds, {rare} or more by chance {:.1}% of the time", chance * 100.0)
+            } else {
+                format!("{rounds} rounds are too few for any count to be rare by chance")
+            };
             format!(
                 " Against {reference} agents: each round's mean at this size over the same round's \
                  at {reference}, their median and range, and the rounds in which this size cost \
                  more. With no difference between the sizes, about half the rounds cost more \
-                 (of 10 rounds, 9 or 10 by chance once in a hundred)."
+                 ({rarity})."
             )
         } else {
             String::new()
