@@ -33,14 +33,14 @@ pub(crate) async fn measure(
     }
     for (cpu, reference) in measured.iter().zip(beside.iter().flatten()) {
         println!("{}", render(reference::AGENTS, reference));
-        let paired = worker_cpu::paired_ratios(cpu, reference);
-        let shown: Vec<String> = paired.iter().map(|ratio| format!("{ratio:.2}")).collect();
-        let costlier = paired.iter().filter(|ratio| **ratio > 1.0).count();
+        let paired = worker_cpu::Paired::new(cpu, reference);
+        let shown: Vec<String> = paired.ratios.iter().map(|ratio| format!("{ratio:.2}")).collect();
         println!(
-            "  {agents} against {} agents, round by round: {} ({costlier} of {} costlier)",
+            "  {agents} against {} agents, round by round: {} ({} of {} costlier)",
             reference::AGENTS,
             shown.join(", "),
-            paired.len()
+            paired.costlier(),
+            paired.ratios.len()
         );
     }
 }

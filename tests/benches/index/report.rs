@@ -291,16 +291,14 @@ fn worker_cpu(out: &mut String, m: &Measured) {
         let parts: Vec<String> =
             crate::worker_cpu::Part::ALL.iter().map(|part| ms(cpu.part(*part))).collect();
         let compared = e.reference_cpu.as_ref().map_or(String::new(), |reference| {
-            let paired = crate::worker_cpu::paired_ratios(cpu, reference);
-            let median = paired.get(paired.len() / 2).copied().unwrap_or(f64::NAN);
-            let (low, high) =
-                (paired.first().copied().unwrap_or(f64::NAN), paired.last().copied().unwrap_or(f64::NAN));
-            let higher = paired.iter().filter(|ratio| **ratio > 1.0).count();
+            let paired = crate::worker_cpu::Paired::new(cpu, reference);
+            let (median, low, high) = paired.median_and_range();
             format!(
-                " {} (`{}`) | {median:.2} ({low:.2} to {high:.2}) | {higher} of {} |",
+                " {} (`{}`) | {median:.2} ({low:.2} to {high:.2}) | {} of {} |",
                 ms(reference.median()),
                 reference.path,
-                paired.len()
+                paired.costlier(),
+                paired.ratios.len()
             )
         });
         writeln!(

@@ -132,18 +132,37 @@ impl PathCpu {
     }
 }
 
-/// `cpu`'s round means over `reference`'s, round by round (the two were profiled one right
-/// after the other in each round), sorted.
-pub(crate) fn paired_ratios(cpu: &PathCpu, reference: &PathCpu) -> Vec<f64> {
-    let mut ratios: Vec<f64> = cpu
-        .rounds
-        .iter()
-        .zip(&reference.rounds)
-        .filter(|(_, reference)| !reference.is_zero())
-        .map(|(time, reference)| time.as_secs_f64() / reference.as_secs_f64())
-        .collect();
-    ratios.sort_by(f64::total_cmp);
-    ratios
+/// One path at two sizes, round by round: `cpu`'s round means over `reference`'s (the two were
+/// profiled one right after the other in each round).
+pub(crate) struct Paired {
+    /// The rounds' ratios, sorted.
+    pub(crate) ratios: Vec<f64>,
+}
+
+impl Paired {
+    pub(crate) fn new(cpu: &PathCpu, reference: &PathCpu) -> Self {
+        let mut ratios: Vec<f64> = cpu
+            .rounds
+            .iter()
+            .zip(&reference.rounds)
+            .filter(|(_, reference)| !reference.is_zero())
+            .map(|(time, reference)| time.as_secs_f64() / reference.as_secs_f64())
+            .collect();
+        ratios.sort_by(f64::total_cmp);
+        Self { ratios }
+    }
+
+    /// The median ratio, and the lowest and highest (NaN without rounds).
+    pub(crate) fn median_and_range(&self) -> (f64, f64, f64) {
+        let or_nan = |ratio: Option<&f64>| ratio.copied().unwrap_or(f64::NAN);
+        let median = or_nan(self.ratios.get(self.ratios.len() / 2));
+        (median, or_nan(self.ratios.first()), or_nan(self.ratios.last()))
+    }
+
+    /// The rounds in which `cpu` cost more than `reference`.
+    pub(crate) fn costlier(&self) -> usize {
+        self.ratios.iter().filter(|ratio| **ratio > 1.0).count()
+    }
 }
 
 /// Profiles every path of every target in rotated rounds; per target, per path, its figures.
