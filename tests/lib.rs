@@ -160,6 +160,26 @@ pub fn output_within(
     std::process::Output { status, stdout, stderr }
 }
 
+/// `line` without its terminal escapes (the colours wrangler and the daemons print), for a
+/// test that reads a log or quotes it in a failure's message.
+pub fn without_colours(line: &str) -> String {
+    let mut plain = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // An escape sequence ends at its first letter ("\x1b[41;31m").
+            for end in chars.by_ref() {
+                if end.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            plain.push(c);
+        }
+    }
+    plain
+}
+
 /// An HTTP client (HTTPS through rustls with ring, the process's provider installed first:
 /// `kya_native_http::install_crypto_provider`).
 pub fn http_client() -> reqwest::Client {
@@ -314,4 +334,14 @@ pub async fn consented_register_call(
     )
     .await
     .expect("the consent nonces read")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn colours_are_taken_out_and_the_text_kept() {
+        let line = "\u{1b}[31m✘ \u{1b}[41;31m[\u{1b}[41;97mERROR\u{1b}[41;31m]\u{1b}[0m \u{1b}[1mindex run failed\u{1b}[0m";
+        assert_eq!(super::without_colours(line), "✘ [ERROR] index run failed");
+        assert_eq!(super::without_colours("plain, with [brackets]"), "plain, with [brackets]");
+    }
 }

@@ -366,7 +366,7 @@ impl BinaryRelayer {
             let address_tx = address_tx.clone();
             readers.push(std::thread::spawn(move || {
                 for line in BufReader::new(stream).lines().map_while(Result::ok) {
-                    let plain = strip_ansi(&line);
+                    let plain = crate::without_colours(&line);
                     let address = plain
                         .split_whitespace()
                         .find_map(|word| word.strip_prefix("address="))
@@ -487,23 +487,6 @@ impl Drop for BinaryRelayer {
 
 /// Log lines of a daemon printed when a test panics while holding it.
 const DROPPED_LOG_LINES: usize = 300;
-
-fn strip_ansi(line: &str) -> String {
-    let mut plain = String::with_capacity(line.len());
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for end in chars.by_ref() {
-                if end.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            plain.push(c);
-        }
-    }
-    plain
-}
 
 /// A forward request to the registry from `signer` with `call`.
 pub fn forward<C: SolCall>(chain: &TestChain, from: Address, nonce: u64, call: &C) -> ForwardRequest {

@@ -8,10 +8,13 @@ when the command prints nothing for `--quiet-limit` seconds, it prints the tests
 reported running for over 60 seconds and never finished, the processes still alive under the
 command, and stops them all (its process group), exiting 124 as timeout(1) does.
 
-When the command fails, the first lines of each panic in a failed test's captured output (the
-"---- <test> stdout ----" sections libtest prints) are printed again at the end: a failing
-test's message comes before its backtrace, in the middle of a long output, and a summary that
-keeps only an output's head and tail (as CI's does) would otherwise cut it out.
+When the command fails, each panic in a failed test's captured output (the "---- <test> stdout
+----" sections libtest prints) is printed again at the end, shortened to its first and last
+lines: a failing test's message comes before its backtrace, in the middle of a long output, and
+a summary that keeps only an output's head and tail (as CI's does, about 25 lines of the tail)
+would otherwise cut it out. Its last lines matter as much as its first: a message that ends
+with a service's log (wrangler's, the relayer's) has the service's last words there, after a
+banner that says nothing.
 
 Usage: watch_tests.py [--quiet-limit SECONDS] -- COMMAND...
 """
@@ -32,10 +35,13 @@ CAPTURED = re.compile(r"^---- (\S+) stdout ----$")
 PANICKED = re.compile(r"^thread '.*' (\(\d+\) )?panicked at ")
 # What follows a panic's message: its backtrace, libtest's note, or the next test's output.
 PANIC_ENDS = ("stack backtrace:", "note: ", "---- ", "failures:")
-# Panics repeated, lines kept of each, and characters kept of each line.
+# Panics repeated; of each, the lines kept from its start and from its end (a short summary
+# of the run's tail keeps them all for one panic), the lines read, and the characters of a line.
 PANICS_REPEATED = 10
-PANIC_LINES = 12
-PANIC_LINE_CHARS = 400
+PANIC_HEAD_LINES = 4
+PANIC_TAIL_LINES = 12
+PANIC_LINES_READ = 100_000
+PANIC_LINE_CHARS = 300
 
 
 def main() -> int:
@@ -94,7 +100,7 @@ def main() -> int:
             in_panic = True
         elif in_panic and text.startswith(PANIC_ENDS):
             in_panic = False
-        if in_panic and len(panics[-1][1]) < PANIC_LINES:
+        if in_panic and len(panics[-1][1]) < PANIC_LINES_READ and text.strip():
             panics[-1][1].append(text[:PANIC_LINE_CHARS])
     code = child.wait()
     if code != 0 and panics:
@@ -103,12 +109,21 @@ def main() -> int:
 
 
 def repeat_panics(panics: list) -> None:
-    print("\nwatch_tests: the command failed; the failed tests' panics, first lines again:")
+    print("\nwatch_tests: the command failed; the failed tests' panics again, first and last lines:")
     for test, lines in panics:
         print(f"  {test}:")
-        for text in lines:
+        for text in shortened(lines):
             print(f"    {text}")
     sys.stdout.flush()
+
+
+def shortened(lines: list) -> list:
+    """A panic's first `PANIC_HEAD_LINES` lines (where it panicked, and its message's start) and
+    its last `PANIC_TAIL_LINES`, with a line saying how many were left out between them."""
+    if len(lines) <= PANIC_HEAD_LINES + PANIC_TAIL_LINES + 1:
+        return lines
+    left_out = len(lines) - PANIC_HEAD_LINES - PANIC_TAIL_LINES
+    return [*lines[:PANIC_HEAD_LINES], f"[... {left_out} lines ...]", *lines[-PANIC_TAIL_LINES:]]
 
 
 def stop_silent(child: subprocess.Popen, slow: dict, quiet_limit: float) -> int:

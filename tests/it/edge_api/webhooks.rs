@@ -51,6 +51,25 @@ fn assert_signed(secret: &str, deliveries: &[Delivery]) {
     }
 }
 
+/// The dead letters `/health` counts (its `deadLetters`), over every receiver.
+fn dead_letter_total(counted: &Value) -> u64 {
+    counted.as_array().into_iter().flatten().filter_map(|receiver| receiver["events"].as_u64()).sum()
+}
+
+/// The lines of the Worker's log that tell of its queues and webhooks (and any error), for a
+/// failure's message: without wrangler's banner (its table of bindings) and colours.
+fn webhook_lines(log: &str) -> String {
+    log.lines()
+        .filter(|line| !line.starts_with("env."))
+        .filter(|line| {
+            let line = line.to_lowercase();
+            ["queue", "webhook", "error"].iter().any(|word| line.contains(word))
+        })
+        .map(kya_tests::without_colours)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 // On more than one thread: the receivers are tasks of this runtime, and the test's own D1 reads
 // (`wrangler d1 execute`, a blocking child process of a second or more under load) would stop a
 // single thread from answering the Worker's deliveries: past `WEBHOOK_TIMEOUT_SECS` the Worker
@@ -126,9 +145,26 @@ async fn receivers_get_their_events_once_in_order_signed_with_retries_redirects_
             "SELECT receiver, event_id, agent_id, attempts, last_error, event FROM webhook_dead_letters ORDER BY event_id, receiver",
         )
     };
+    let dead_letters_in_health =
+        || async { worker.client().get("/health").await.body["deadLetters"].clone() };
+    // Watched through the Worker's `/health`, not `wrangler d1 execute`: a second process on
+    // the local database while the dead-letter queue's consumer writes it can make that write
+    // meet SQLITE_BUSY, and the consumer's retry comes 60 s later (the queue's `retry_delay`).
     let started = Instant::now();
-    while dead_letters().len() < 3 {
-        assert!(started.elapsed() < patience, "no dead letters:\n{}", worker.output());
+    loop {
+        let counted = dead_letters_in_health().await;
+        if dead_letter_total(&counted) >= 3 {
+            break;
+        }
+        assert!(
+            started.elapsed() < patience,
+            "{} of 3 dead letters in /health after {patience:?} ({counted}); attempts: moved {}, hung {}; \
+             the Worker's queue and webhook lines, last ones last:\n{}",
+            dead_letter_total(&counted),
+            moved.deliveries().len(),
+            hung.deliveries().len(),
+            webhook_lines(&worker.output()),
+        );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     eprintln!(
@@ -216,8 +252,6 @@ async fn receivers_get_their_events_once_in_order_signed_with_retries_redirects_
         ))[0]["at"]
             .clone()
     };
-    let dead_letters_in_health =
-        || async { worker.client().get("/health").await.body["deadLetters"].clone() };
     let moved_newest = newest("moved");
     assert!(moved_newest.as_u64().is_some(), "{moved_newest}");
     assert_eq!(
