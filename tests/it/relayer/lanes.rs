@@ -10,7 +10,7 @@
 
 use alloy::{
     consensus::Transaction,
-    primitives::{Address, B256, U256, hex},
+    primitives::{Address, U256, hex},
     providers::Provider,
     signers::local::PrivateKeySigner,
 };
@@ -23,7 +23,7 @@ use kya_tests::{
 };
 use serde_json::{Value, json};
 
-use super::{Engine, agent_key, agent_of, anvil, balance, cost, register_call};
+use super::{Engine, agent_key, agent_of, anvil, balance, cost, hash_of, register_call};
 
 /// The pool's keys: fresh wallets, funded by anvil.
 fn lane_keys() -> Vec<PrivateKeySigner> {
@@ -93,10 +93,6 @@ fn record(relayer: &InProcessRelayer, id: &str) -> RelayRecord {
 
 fn lane(relayer: &InProcessRelayer, id: &str) -> Address {
     record(relayer, id).lane.expect("a lane")
-}
-
-fn hash_of(value: &Value) -> B256 {
-    value.as_str().and_then(|hash| hash.parse().ok()).unwrap_or_else(|| panic!("a hash: {value}"))
 }
 
 /// Mines what waits (automine off), then waits until every relay of `ids` is mined; their

@@ -72,6 +72,24 @@ async fn anvil(t: &TestChain, method: &'static str, params: Value) {
     let _: Value = t.chain.provider().raw_request(method.into(), params).await.expect(method);
 }
 
+/// The transaction hash `value` holds (a relay's `txHash`).
+fn hash_of(value: &Value) -> B256 {
+    value.as_str().and_then(|hash| hash.parse().ok()).unwrap_or_else(|| panic!("a hash: {value}"))
+}
+
+/// The transaction `hash` once the node has it: the relayer records a transaction (a relay's
+/// `txHash`, its status `replaced`) before it submits it, so the store can show one the node
+/// does not have yet.
+async fn pending(t: &TestChain, hash: B256) -> alloy::rpc::types::Transaction {
+    for _ in 0..600 {
+        if let Some(tx) = t.chain.provider().get_transaction_by_hash(hash).await.unwrap() {
+            return tx;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("the node never got {hash}");
+}
+
 /// The address of the fixture's one relayer key (anvil's account 9): the lane of a relay a test
 /// writes into the store itself.
 fn relayer_address() -> Address {

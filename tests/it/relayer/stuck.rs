@@ -22,7 +22,8 @@ use kya_tests::{
 use serde_json::{Value, json};
 
 use super::{
-    agent_key, agent_of, anvil, balance, cost, forwarder_nonce, receipt, register_call, start, start_on,
+    agent_key, agent_of, anvil, balance, cost, forwarder_nonce, hash_of, pending, receipt, register_call,
+    start, start_on,
 };
 
 /// Settings that call a transaction stuck after two seconds without it being mined, with a read
@@ -92,21 +93,6 @@ fn max_fees(relay: &Value) -> Vec<u128> {
         .iter()
         .map(|tx| tx["maxFeePerGas"].as_str().unwrap().parse().unwrap())
         .collect()
-}
-
-/// The transaction `hash` once the node has it (the relayer records a hash before it submits).
-async fn pending(t: &TestChain, hash: B256) -> alloy::rpc::types::Transaction {
-    for _ in 0..600 {
-        if let Some(tx) = t.chain.provider().get_transaction_by_hash(hash).await.unwrap() {
-            return tx;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    panic!("the node never got {hash}");
-}
-
-fn hash_of(value: &Value) -> B256 {
-    value.as_str().and_then(|hash| hash.parse().ok()).unwrap_or_else(|| panic!("a hash: {value}"))
 }
 
 async fn relay(client: &Client, id: &str) -> Value {
