@@ -87,7 +87,22 @@ impl EdgeWorker {
     /// port change), and waits as [`EdgeWorker::start`] does: a fresh isolate, so a request
     /// after it is cold. A profiler attached before must be attached again.
     pub async fn restart(&mut self) {
+        self.restart_after(|_| ()).await;
+    }
+
+    /// [`EdgeWorker::restart`], with `between` run while the Worker is stopped: for a test that
+    /// writes the local index from a second process (`wrangler d1 execute`, an operator's
+    /// statement). With the runtime running, such a write was seen to leave the Worker's next
+    /// D1 query unanswered for over two minutes on a loaded machine. The log starts anew.
+    pub async fn restart_after<R>(&mut self, between: impl FnOnce(&Self) -> R) -> R {
         self.stop();
+        let result = between(self);
+        self.start_again().await;
+        result
+    }
+
+    /// Launches the stopped Worker again and waits until it answers.
+    async fn start_again(&mut self) {
         for attempt in 1..=3 {
             self.launch();
             if self.answers(attempt).await {
