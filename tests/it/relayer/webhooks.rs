@@ -15,10 +15,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use alloy::{
-    primitives::{B256, U256},
-    providers::Provider,
-};
+use alloy::primitives::U256;
 use kya_core::abi::AgentRegistry;
 use kya_devchain::dev_accounts::{self, Role};
 use kya_tests::{
@@ -30,7 +27,7 @@ use kya_tests::{
 };
 use serde_json::{Value, json};
 
-use super::{agent_key, agent_of, anvil, receipt, register_call, start_on};
+use super::{agent_key, agent_of, anvil, hash_of, pending, receipt, register_call, start_on};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_kya-relayer-under-test");
 
@@ -149,13 +146,7 @@ async fn every_status_change_is_delivered_signed_in_order_as_the_relay_view(engi
     let replaced = client.relay_until(stuck_id, |relay| relay["status"] == "replaced").await;
     // The relayer records a replacement before it submits it: mine once the node has it, or the
     // block takes the first transaction and the replacement is taken back (a `relay.sent` again).
-    let replacement: B256 = replaced["txHash"].as_str().unwrap().parse().unwrap();
-    for _ in 0..600 {
-        if t.chain.provider().get_transaction_by_hash(replacement).await.unwrap().is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    pending(&t, hash_of(&replaced["txHash"])).await;
     anvil(&t, "evm_mine", json!([])).await;
     anvil(&t, "evm_setAutomine", json!([true])).await;
 
@@ -613,13 +604,7 @@ async fn a_cancelled_relay_is_expired_once_cancelling_and_again_once_settled(eng
             relay["transactions"].as_array().unwrap().last().unwrap()["kind"] == "cancel"
         })
         .await;
-    let cancel: B256 = cancelling["txHash"].as_str().unwrap().parse().unwrap();
-    for _ in 0..600 {
-        if t.chain.provider().get_transaction_by_hash(cancel).await.unwrap().is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    pending(&t, hash_of(&cancelling["txHash"])).await;
     anvil(&t, "evm_mine", json!([])).await;
     anvil(&t, "evm_setAutomine", json!([true])).await;
     let settled = client.relay_until(&id, |relay| relay["settledAt"].is_string()).await;
