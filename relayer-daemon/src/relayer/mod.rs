@@ -3,8 +3,8 @@
 //! [`crate::relayer::relay`] (the `POST /relay` checks), [`crate::relayer::settlement`] (receipts, replacements,
 //! the reconciler) and [`crate::relayer::queries`] (the read endpoints).
 
+pub(crate) mod fresh;
 pub(crate) mod handoff;
-pub(crate) mod head;
 pub(crate) mod l1_fee;
 pub(crate) mod leasing;
 pub(crate) mod metrics;
@@ -25,7 +25,7 @@ use std::{
 
 use alloy::primitives::{Address, U256};
 
-use self::shutdown::Shutdown;
+use self::{fresh::Fresh, shutdown::Shutdown};
 use crate::{
     chain::RelayerChain,
     config::Config,
@@ -80,9 +80,6 @@ impl Drop for InFlightGuard {
     }
 }
 
-/// The keys' balances in wei, and when they were read.
-pub(crate) type BalancesRead = (std::time::Instant, Vec<(Address, alloy::primitives::U256)>);
-
 /// Connections of the keys' records' own pool on PostgreSQL ([`Relayer::send_store`]): a
 /// record is one round trip under its key's send lock, so two serve several keys; beside the
 /// requests' pool (`DATABASE_POOL_SIZE`, 8) and the lease keeper's one, a daemon holds at most
@@ -114,11 +111,11 @@ pub struct Relayer {
     in_flight: InFlight,
     /// Relays (row ids) a follower of this process watches.
     followed: Mutex<HashSet<i64>>,
-    /// The chain's head, read once for every follower.
-    head: head::Head,
-    /// The keys' balances the metrics show, and when they were read: a scrape reads the chain
-    /// at most once per [`crate::relayer::queries::BALANCE_CACHE`].
-    cached_balances: Mutex<Option<BalancesRead>>,
+    /// The chain's head, read once for every follower ([`fresh::HEAD_FRESH`]).
+    head: Fresh<u64>,
+    /// The keys' balances `/status` and the metrics show: a scrape reads the chain at most once
+    /// per [`fresh::BALANCES_FRESH`], and again after a relay is sent or settled.
+    key_balances: Fresh<Vec<(Address, U256)>>,
     /// The forwarder's EIP-712 domain once the node answered it: it never changes for a
     /// deployment, so `/domain` asks the chain once.
     domain: tokio::sync::OnceCell<crate::chain::Domain>,
@@ -173,8 +170,8 @@ impl Relayer {
             shutdown: Shutdown::new(),
             in_flight: Arc::default(),
             followed: Mutex::default(),
-            head: head::Head::default(),
-            cached_balances: Mutex::default(),
+            head: Fresh::new(fresh::HEAD_FRESH),
+            key_balances: Fresh::new(fresh::BALANCES_FRESH),
             domain: tokio::sync::OnceCell::new(),
             op_stack: tokio::sync::OnceCell::new(),
             checks,

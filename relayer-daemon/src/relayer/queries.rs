@@ -11,17 +11,12 @@ use kya_core::{
 
 use crate::{
     error::{Error, Result},
+    relayer::Relayer,
     relayer::metrics::{Gauges, KeyGauge},
     relayer::settlement::waiting_too_long,
-    relayer::{Relayer, lock},
     store::RelayRecord,
     time,
 };
-
-/// How long the metrics show a balance read before reading it again: a scrape must not cost a
-/// chain read each (Prometheus scrapes every 15 s by default; anyone who can reach the listener
-/// could scrape far more often).
-pub(crate) const BALANCE_CACHE: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// Longest relay id accepted in a path: ids are 32 hex digits.
 const RELAY_ID_LENGTH: usize = 32;
@@ -168,23 +163,17 @@ impl Relayer {
             .collect()
     }
 
-    /// Forgets the cached balances: a relay was sent or settled, or read its lanes fresh.
+    /// Forgets the kept balances: a relay was sent or settled, or read its lanes fresh.
     pub(crate) fn balances_changed(&self) {
-        *lock(&self.cached_balances) = None;
+        self.key_balances.forget();
     }
 
     /// Every key's balance, in pool order, as `/status` and the metrics show it: read from the
-    /// node at most once per [`BALANCE_CACHE`], however often they are asked, and again after a relay
-    /// is sent or settled or reads its lanes' balances (fresh).
+    /// node at most once per [`crate::relayer::fresh::BALANCES_FRESH`], however often they are
+    /// asked (callers at once wait for one read), and again after a relay is sent or settled or
+    /// reads its lanes' balances (fresh).
     pub(crate) async fn cached_balances(&self) -> Result<Vec<(Address, U256)>> {
-        if let Some((read_at, balances)) = &*lock(&self.cached_balances)
-            && read_at.elapsed() < BALANCE_CACHE
-        {
-            return Ok(balances.clone());
-        }
-        let balances = self.balances().await?;
-        *lock(&self.cached_balances) = Some((std::time::Instant::now(), balances.clone()));
-        Ok(balances)
+        self.key_balances.get(|| self.balances()).await
     }
 
     /// `GET /relay/:id`.

@@ -16,7 +16,7 @@ use crate::{
     chain::Receipt,
     error::Result,
     keys::sender::{Outgoing, Sender},
-    relayer::{InFlightGuard, Relayer, head::HEAD_FRESH, lock},
+    relayer::{InFlightGuard, Relayer, fresh::HEAD_FRESH, lock},
     rules::follow::{self, LastLook},
     rules::nonce::AfterReplace,
     rules::reconcile::{self, Decision, Facts},
@@ -100,7 +100,7 @@ impl Relayer {
 
     /// The chain's head as this daemon last read it, `None` if the node did not answer.
     async fn head(&self) -> Option<u64> {
-        match self.head.latest(&self.chain).await {
+        match self.head.get(|| self.chain.block_number()).await {
             Ok(head) => Some(head),
             Err(error) => {
                 tracing::debug!(error = %error.detail(), "reading the chain's head failed");
