@@ -79,14 +79,7 @@ mod tests {
     use std::sync::{Arc, atomic::AtomicUsize};
 
     use super::*;
-    use crate::error::Error;
-
-    /// A read that takes `took` and answers how many reads were made before it.
-    async fn counted(reads: &AtomicUsize, took: Duration) -> Result<usize> {
-        let made = reads.fetch_add(1, Ordering::SeqCst);
-        tokio::time::sleep(took).await;
-        Ok(made)
-    }
+    use crate::{error::Error, relayer::shared_read::tests::counted};
 
     #[tokio::test]
     async fn callers_asking_at_once_share_one_read_and_later_ones_its_value() {

@@ -77,7 +77,7 @@ impl<K: PartialEq, T: Clone> SharedRead<K, T> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::{
         sync::{
             Arc,
@@ -88,8 +88,9 @@ mod tests {
 
     use super::*;
 
-    /// A read that takes `took` and answers how many reads were made before it.
-    async fn counted(reads: &AtomicUsize, took: Duration) -> Result<usize> {
+    /// A read that takes `took` and answers how many reads were made before it (also the
+    /// stand-in read of `fresh`'s tests).
+    pub(in crate::relayer) async fn counted(reads: &AtomicUsize, took: Duration) -> Result<usize> {
         let made = reads.fetch_add(1, Ordering::SeqCst);
         tokio::time::sleep(took).await;
         Ok(made)
