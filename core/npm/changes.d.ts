@@ -7,7 +7,8 @@ export type ChangeType =
   | 'agent.attested'
   | 'agent.attestation_expired'
   | 'agent.revenue_reported'
-  | 'agent.compliance_changed';
+  | 'agent.compliance_changed'
+  | 'agent.unregistered';
 export type AgentStatus = 'Active' | 'Suspended' | 'Revoked' | 'Terminated';
 /** `<batch>-<index>`: ids compare as the feed is ordered. */
 export type EventId = string;
@@ -41,6 +42,11 @@ export interface AgentAttestationExpired extends ChangeEventBase {
 }
 export interface AgentRevenueReported extends ChangeEventBase { type: 'agent.revenue_reported' }
 export interface AgentComplianceChanged extends ChangeEventBase { type: 'agent.compliance_changed'; from: boolean; to: boolean }
+/**
+ * A correction: the chain no longer holds the registration the feed showed for this wallet (a
+ * reorganisation deeper than the finality depth took it away, or gave its id to another wallet).
+ */
+export interface AgentUnregistered extends ChangeEventBase { type: 'agent.unregistered' }
 
 /** One event of the feed: narrow on `type`. */
 export type ChangeEvent =
@@ -49,7 +55,8 @@ export type ChangeEvent =
   | AgentAttested
   | AgentAttestationExpired
   | AgentRevenueReported
-  | AgentComplianceChanged;
+  | AgentComplianceChanged
+  | AgentUnregistered;
 
 /** A page of `GET /api/v1/changes`. */
 export interface ChangesPage { events: ChangeEvent[]; next: EventId | null; more: boolean }

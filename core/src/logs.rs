@@ -37,15 +37,23 @@ pub const AGENT_EVENTS: [B256; 7] = [
 
 /// The blocks a run scans when the index stands at `indexed` and the chain's head is `head`:
 /// from `window` blocks before `indexed` (re-scanned: a reorganisation within them shows as
-/// logs that are gone or new), up to the head, at most `max_blocks` at once (the rest is the next
-/// run's; a window wider than that still ends past `indexed`, so every run moves on). `None`
-/// when there is nothing new.
-pub fn follow_range(indexed: u64, head: u64, window: u64, max_blocks: u64) -> Option<RangeInclusive<u64>> {
-    if head <= indexed {
+/// logs that are gone, new or of another block), up to the head, at most `max_blocks` at once (the
+/// rest is the next run's; a window wider than that still ends past `indexed`, so every run moves
+/// on). `None` when there is nothing new: no block past `indexed`, and the index's own block still
+/// the chain's (`replaced` false). A chain whose block at `indexed` was replaced, with no block
+/// past it yet, is re-scanned up to `indexed`.
+pub fn follow_range(
+    indexed: u64,
+    head: u64,
+    window: u64,
+    max_blocks: u64,
+    replaced: bool,
+) -> Option<RangeInclusive<u64>> {
+    if head < indexed || (head == indexed && !replaced) {
         return None;
     }
     let from = indexed.saturating_sub(window).saturating_add(1).min(head);
-    let to = from.saturating_add(max_blocks.max(1) - 1).clamp(indexed + 1, head);
+    let to = from.saturating_add(max_blocks.max(1) - 1).max((indexed + 1).min(head)).min(head);
     Some(from..=to)
 }
 
@@ -265,11 +273,17 @@ mod tests {
 
     #[test]
     fn ranges_rescan_a_window_and_always_move_on() {
-        assert_eq!(follow_range(100, 100, 12, 1_000), None, "nothing new");
-        assert_eq!(follow_range(100, 110, 12, 1_000), Some(89..=110));
-        assert_eq!(follow_range(5, 110, 12, 1_000), Some(1..=110), "from the chain's start");
-        assert_eq!(follow_range(0, 5_000, 12, 1_000), Some(1..=1_000), "a long way behind: in steps");
-        assert_eq!(follow_range(100, 5_000, 12, 5), Some(89..=101), "a window wider than a step");
+        assert_eq!(follow_range(100, 100, 12, 1_000, false), None, "nothing new");
+        assert_eq!(follow_range(100, 110, 12, 1_000, false), Some(89..=110));
+        assert_eq!(follow_range(5, 110, 12, 1_000, false), Some(1..=110), "from the chain's start");
+        assert_eq!(follow_range(0, 5_000, 12, 1_000, false), Some(1..=1_000), "a long way behind: in steps");
+        assert_eq!(follow_range(100, 5_000, 12, 5, false), Some(89..=101), "a window wider than a step");
+        // The index's own block replaced, no block past it: the window up to it, again.
+        assert_eq!(follow_range(100, 100, 12, 1_000, true), Some(89..=100));
+        assert_eq!(follow_range(100, 100, 12, 5, true), Some(89..=100), "whatever the step");
+        assert_eq!(follow_range(100, 110, 12, 1_000, true), Some(89..=110));
+        // The chain below the index: nothing to follow until it passes it again.
+        assert_eq!(follow_range(100, 98, 12, 1_000, true), None);
     }
 
     #[test]

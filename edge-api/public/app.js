@@ -557,7 +557,7 @@ const CHANGES_SEED_PAGES = 20;
 const CHANGES_RETRY_MS = 10_000;
 const CHANGE_TYPES = [
   'agent.registered', 'agent.status_changed', 'agent.attested', 'agent.attestation_expired',
-  'agent.revenue_reported', 'agent.compliance_changed',
+  'agent.revenue_reported', 'agent.compliance_changed', 'agent.unregistered',
 ];
 
 function setChangesState(state, text) {

@@ -80,6 +80,10 @@ fn report(state: &State, head: Option<u64>) -> Value {
     json!({
         "block": state.block.map(|block| block.number),
         "blockTimestamp": state.block.map(|block| block.timestamp),
+        "blockHash": state.block_hash,
+        // The chain fell below the index's block and no longer holds it: no answers from the
+        // index until a run moves it on.
+        "orphaned": state.block_orphaned,
         "lagBlocks": state.block.zip(head).map(|(block, head)| head.saturating_sub(block.number)),
         "complete": state.complete_at().is_some(),
         "agents": state.totals.agents,

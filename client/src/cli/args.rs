@@ -119,7 +119,7 @@ pub(crate) struct Watch {
     #[arg(long)]
     pub(crate) agent: Vec<String>,
     /// Only events of this type (repeatable): agent.registered, agent.status_changed, agent.attested,
-    /// agent.attestation_expired, agent.revenue_reported, agent.compliance_changed
+    /// agent.attestation_expired, agent.revenue_reported, agent.compliance_changed, agent.unregistered
     #[arg(long = "type")]
     pub(crate) kind: Vec<String>,
     /// Only final events: each change once, once confirmed

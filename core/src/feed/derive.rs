@@ -61,11 +61,11 @@ impl Known {
     }
 
     /// Whether the attestation is current at `time` (as [`crate::Compliance`] counts it).
-    const fn attestation_current(&self, time: u64) -> bool {
+    pub(crate) const fn attestation_current(&self, time: u64) -> bool {
         time.saturating_sub(self.last_attestation) <= ATTESTATION_VALIDITY_SECS
     }
 
-    const fn standing(&self, time: u64) -> Standing {
+    pub(crate) const fn standing(&self, time: u64) -> Standing {
         Standing {
             is_registered: true,
             is_compliant: matches!(self.status, AgentStatus::Active) && self.attestation_current(time),
@@ -108,6 +108,13 @@ impl Walk {
     pub fn log(&mut self, log: &AgentLog) {
         debug_assert_eq!(log.agent_id, self.agent_id, "a walk follows one agent");
         self.lapse(log.block);
+        // A registration at an id the walk knows under another wallet: the other chain gave the
+        // id to this one, and the registration followed so far is withdrawn first.
+        if let (LogKind::Registered { wallet }, Some(known)) = (log.kind, self.known)
+            && known.wallet != wallet
+        {
+            self.unregister(log.block);
+        }
         let (kind, detail) = match (log.kind, self.known.as_mut()) {
             (LogKind::Registered { wallet }, _) => {
                 self.known =
@@ -136,6 +143,19 @@ impl Walk {
     /// the registry has no such agent there), and gives the agent's changes in order.
     pub fn settle(mut self, read: Option<&Agent>, block: EventBlock) -> Vec<Change> {
         self.lapse(block);
+        // The registration the walk followed is not the chain's: gone, or its id is another
+        // wallet's (a reorganisation the retractions did not cover, deeper than the finality
+        // depth). The feed withdraws it, and shows the chain's as a registration of its own.
+        if let Some(known) = self.known
+            && read.is_none_or(|agent| agent.agent_wallet != known.wallet)
+        {
+            self.unregister(block);
+            if let Some(agent) = read {
+                self.known = Some(Known::of(agent));
+                self.attestation_current = Known::of(agent).attestation_current(block.time);
+                self.push(EventType::Registered, block, None, Detail::None {});
+            }
+        }
         match (read, self.known) {
             (Some(agent), Some(known)) if agent.status != known.status => {
                 self.known = Some(Known { status: agent.status, ..known });
@@ -163,6 +183,32 @@ impl Walk {
             self.show_compliance(block, None);
         }
         self.changes
+    }
+
+    /// The registration followed so far is withdrawn at `block`: `agent.unregistered` for its
+    /// wallet, then `agent.compliance_changed` if it was compliant.
+    fn unregister(&mut self, block: EventBlock) {
+        let Some(known) = self.known.take() else { return };
+        let was_compliant = self.standing.is_compliant;
+        self.standing = Standing::UNREGISTERED;
+        self.attestation_current = false;
+        let withdrawn = Change {
+            kind: EventType::Unregistered,
+            agent_id: self.agent_id,
+            wallet: known.wallet,
+            block,
+            log: None,
+            standing: Standing::UNREGISTERED,
+            detail: Detail::None {},
+        };
+        self.changes.push(withdrawn);
+        if was_compliant {
+            self.changes.push(Change {
+                kind: EventType::ComplianceChanged,
+                detail: Detail::Compliance { from: true, to: false },
+                ..withdrawn
+            });
+        }
     }
 
     /// The agent's attestation lapsed before `block`'s time: `agent.attestation_expired` (and
@@ -395,6 +441,62 @@ mod tests {
         let mut walk = Walk::new(7, None, T0);
         walk.log(&log(3, T0 + 1, 0, LogKind::Suspended));
         assert_eq!(walk.settle(Some(&record(AgentStatus::Suspended, T0)), block(3, T0 + 1)), vec![]);
+    }
+
+    #[test]
+    fn a_registration_the_chain_no_longer_holds_is_withdrawn_for_its_wallet() {
+        // Deeper than the finality depth, so no retraction covers it: the record is gone.
+        let changes = Walk::new(7, Some(Known::of(&record(AgentStatus::Active, T0))), T0)
+            .settle(None, block(8, T0 + 3));
+        assert_eq!(
+            summary(&changes),
+            vec![
+                (EventType::Unregistered, 8, false, Detail::None {}),
+                (EventType::ComplianceChanged, 8, false, Detail::Compliance { from: true, to: false }),
+            ]
+        );
+        assert!(changes.iter().all(|change| change.wallet == WALLET && change.log.is_none()));
+        assert!(changes.iter().all(|change| change.standing == Standing::UNREGISTERED));
+        // A suspended agent was not compliant: no compliance change.
+        let changes = Walk::new(7, Some(Known::of(&record(AgentStatus::Suspended, T0))), T0)
+            .settle(None, block(8, T0 + 3));
+        assert_eq!(summary(&changes), vec![(EventType::Unregistered, 8, false, Detail::None {})]);
+    }
+
+    #[test]
+    fn an_id_the_other_chain_gave_another_wallet_is_withdrawn_then_registered_anew() {
+        let other = address!("0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc");
+        let theirs = Agent { agent_wallet: other, ..record(AgentStatus::Active, T0 + 2) };
+        // Through the other chain's registration log.
+        let mut walk = Walk::new(7, Some(Known::of(&record(AgentStatus::Active, T0))), T0);
+        walk.log(&log(8, T0 + 2, 0, LogKind::Registered { wallet: other }));
+        let changes = walk.settle(Some(&theirs), block(8, T0 + 2));
+        let seen: Vec<(EventType, Address, bool)> =
+            changes.iter().map(|change| (change.kind, change.wallet, change.log.is_some())).collect();
+        assert_eq!(
+            seen,
+            vec![
+                (EventType::Unregistered, WALLET, false),
+                (EventType::ComplianceChanged, WALLET, false),
+                (EventType::Registered, other, true),
+                (EventType::ComplianceChanged, other, true),
+            ]
+        );
+        // Without its log (below the logs followed): the same story, the registration a correction.
+        let changes = Walk::new(7, Some(Known::of(&record(AgentStatus::Active, T0))), T0)
+            .settle(Some(&theirs), block(9, T0 + 3));
+        let seen: Vec<(EventType, Address, bool)> =
+            changes.iter().map(|change| (change.kind, change.wallet, change.log.is_some())).collect();
+        assert_eq!(
+            seen,
+            vec![
+                (EventType::Unregistered, WALLET, false),
+                (EventType::ComplianceChanged, WALLET, false),
+                (EventType::Registered, other, false),
+                (EventType::ComplianceChanged, other, false),
+            ]
+        );
+        assert_eq!(changes[3].standing, Standing::of(&theirs, T0 + 3));
     }
 
     /// A registry that follows its own rules, as a reference for the walk.

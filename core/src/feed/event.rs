@@ -28,17 +28,23 @@ pub enum EventType {
     /// `isCompliant` flipped, whatever made it.
     #[serde(rename = "agent.compliance_changed")]
     ComplianceChanged,
+    /// A correction: the chain no longer holds the registration the feed showed for this wallet
+    /// (a reorganisation deeper than the feed's finality depth took it away, or gave its id to
+    /// another wallet). Its standing is unregistered; `log` is `null`.
+    #[serde(rename = "agent.unregistered")]
+    Unregistered,
 }
 
 impl EventType {
     /// Every type, in the order the documentation lists them.
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 7] = [
         Self::Registered,
         Self::StatusChanged,
         Self::Attested,
         Self::AttestationExpired,
         Self::RevenueReported,
         Self::ComplianceChanged,
+        Self::Unregistered,
     ];
 
     /// The name in JSON, in the `type` filter and as the SSE `event:` field.
@@ -50,6 +56,7 @@ impl EventType {
             Self::AttestationExpired => "agent.attestation_expired",
             Self::RevenueReported => "agent.revenue_reported",
             Self::ComplianceChanged => "agent.compliance_changed",
+            Self::Unregistered => "agent.unregistered",
         }
     }
 }
@@ -61,7 +68,8 @@ impl core::str::FromStr for EventType {
         Self::ALL.into_iter().find(|kind| kind.as_str() == name).ok_or(Error::InvalidQuery {
             name: "type",
             reason: "must be one of agent.registered, agent.status_changed, agent.attested, \
-                     agent.attestation_expired, agent.revenue_reported, agent.compliance_changed",
+                     agent.attestation_expired, agent.revenue_reported, agent.compliance_changed, \
+                     agent.unregistered",
         })
     }
 }

@@ -13,7 +13,7 @@
 
 use std::collections::BTreeSet;
 
-use alloy_primitives::B256;
+use alloy_primitives::{Address, B256};
 
 use crate::feed::{Cursor, Event, Finality, Standing};
 
@@ -60,7 +60,7 @@ pub fn settle(
     unsettled: &[Event],
     canonical: impl Fn(u64) -> Option<B256>,
     final_block: u64,
-    standing: impl Fn(u64) -> Standing,
+    standing: impl Fn(u64, Address) -> Standing,
     mut next_id: impl FnMut() -> Cursor,
 ) -> Vec<Event> {
     let mut settling = Vec::new();
@@ -68,7 +68,8 @@ pub fn settle(
         match settlement(entry, canonical(entry.change.block.number), final_block) {
             Settlement::Confirm => settling.push(Event::confirmation(next_id(), entry)),
             Settlement::Retract => {
-                settling.push(Event::retraction(next_id(), entry, standing(entry.change.agent_id)));
+                let now = standing(entry.change.agent_id, entry.change.wallet);
+                settling.push(Event::retraction(next_id(), entry, now));
             }
             Settlement::Wait => {}
         }
@@ -113,8 +114,13 @@ mod tests {
             _ => None,
         };
         let mut ids = (0..).map(|index| Cursor { batch: 3, index });
-        let settling =
-            settle(&unsettled(&entries), canonical, 10, |_| Standing::UNREGISTERED, || ids.next().unwrap());
+        let settling = settle(
+            &unsettled(&entries),
+            canonical,
+            10,
+            |_, _| Standing::UNREGISTERED,
+            || ids.next().unwrap(),
+        );
         assert_eq!(settling.len(), 2);
         assert_eq!((settling[0].finality, settling[0].confirms), (Finality::Final, Some(entries[0].id)));
         assert_eq!((settling[1].finality, settling[1].retracts), (Finality::Retracted, Some(entries[2].id)));

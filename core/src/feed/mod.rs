@@ -9,6 +9,7 @@ mod derive;
 mod event;
 pub mod finality;
 mod query;
+pub mod reconcile;
 pub mod run;
 pub mod sse;
 #[cfg(any(test, feature = "test-util"))]

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use alloy_primitives::B256;
+use alloy_primitives::{Address, B256};
 
 use crate::{
     Agent,
@@ -173,19 +173,21 @@ impl Settling {
 /// Settles `unsettled` (the feed's provisional entries no later entry settles, in order, as
 /// [`finality::unsettled`] finds them): `canonical` names the chain's hash at a height (`None`:
 /// the chain is not that high), blocks up to `final_block` are deep enough, and `standing`
-/// gives an agent's standing once a reorganisation is applied.
+/// gives a wallet's standing once a reorganisation is applied (by agent id and wallet: the other
+/// chain may have given the id to another wallet, and the entry's is then unregistered).
 pub fn settle_entries(
     unsettled: &[Event],
     canonical: impl Fn(u64) -> Option<B256>,
     final_block: u64,
-    standing: impl Fn(u64) -> Standing,
+    standing: impl Fn(u64, Address) -> Standing,
 ) -> Settling {
     let mut settling = Settling::default();
     for entry in unsettled {
         match finality::settlement(entry, canonical(entry.change.block.number), final_block) {
             Settlement::Confirm => settling.settled.push(Appending::Confirm(*entry)),
             Settlement::Retract => {
-                settling.settled.push(Appending::Retract(*entry, standing(entry.change.agent_id)));
+                let now = standing(entry.change.agent_id, entry.change.wallet);
+                settling.settled.push(Appending::Retract(*entry, now));
             }
             Settlement::Wait => settling.waiting.push(*entry),
         }
@@ -363,11 +365,11 @@ mod tests {
             12 => Some(B256::with_last_byte(0xb2)),
             _ => None,
         };
-        let now = |agent_id: u64| Standing { is_compliant: agent_id == 3, ..Standing::UNREGISTERED };
+        let now = |agent_id: u64, _| Standing { is_compliant: agent_id == 3, ..Standing::UNREGISTERED };
         let settling = settle_entries(&earlier, canonical, 10, now);
         assert_eq!(
             settling.settled,
-            vec![Appending::Confirm(earlier[0]), Appending::Retract(earlier[2], now(3))]
+            vec![Appending::Confirm(earlier[0]), Appending::Retract(earlier[2], now(3, Address::ZERO))]
         );
         assert_eq!(settling.waiting, vec![earlier[1]], "block 11 is not deep enough yet");
         assert_eq!((settling.fork(), settling.retracted_agents()), (Some(12), [3].into()));
@@ -382,7 +384,7 @@ mod tests {
             events,
             vec![
                 Event::confirmation(at(0), &earlier[0]),
-                Event::retraction(at(1), &earlier[2], now(3)),
+                Event::retraction(at(1), &earlier[2], now(3, Address::ZERO)),
                 Event::provisional(at(2), new[0]),
                 Event::provisional(at(3), new[1]),
             ]

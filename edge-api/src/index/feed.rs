@@ -28,7 +28,8 @@ use kya_core::{
     ATTESTATION_VALIDITY_SECS, Agent, BlockRef,
     feed::{
         Cursor, Event, EventBlock, Known, Standing, finality,
-        run::{RunChanges, Settling, append, changes_of_run, settle_entries},
+        reconcile::{Told, corrections},
+        run::{Appending, RunChanges, Settling, append, changes_of_run, settle_entries},
     },
     index::{IndexedAgent, current_from},
     logs::AgentLogEntry,
@@ -38,6 +39,7 @@ use worker::D1PreparedStatement;
 
 use super::{
     State, Store,
+    headers::Headers,
     limits::Param,
     store::{CHUNK_BYTES, Held},
 };
@@ -60,8 +62,9 @@ pub(super) struct RunFeed<'a> {
     pub(super) now: u64,
     /// The index's block before the run (`None`: the first run, which the feed starts after).
     pub(super) indexed: Option<BlockRef>,
-    /// The run's block.
+    /// The run's block, and its hash.
     pub(super) at: BlockRef,
+    pub(super) at_hash: B256,
     /// The registry's logs the run followed, up to its block.
     pub(super) logs: &'a [AgentLogEntry],
     /// The agents the run writes (read, not put off), as read at its block (`None`: gone).
@@ -81,11 +84,17 @@ pub(super) struct Written {
 /// The feed's statements for one run, and `state`'s feed fields moved past them. `minute_due`:
 /// the run is the first of its minute (every run is, under the Cron Trigger), which does the
 /// feed's once-a-minute steps: retention, and the confirmations no batch of a change carried.
-pub(super) async fn write(run: &RunFeed<'_>, state: &mut State, minute_due: bool) -> Result<Written> {
+/// `headers` holds those the run asked for already; the feed asks for more through it.
+pub(super) async fn write(
+    run: &RunFeed<'_>,
+    headers: &mut Headers,
+    state: &mut State,
+    minute_due: bool,
+) -> Result<Written> {
     let mut written = Written::default();
     // The first run fills the index; the feed starts after it.
     if let Some(indexed) = run.indexed {
-        written = walk(run, state, indexed, minute_due).await?;
+        written = walk(run, headers, state, indexed, minute_due).await?;
     }
     // After the inserts: the newest batch, which it spares, is this run's if it wrote one.
     if minute_due {
@@ -96,8 +105,14 @@ pub(super) async fn write(run: &RunFeed<'_>, state: &mut State, minute_due: bool
 }
 
 /// [`write`] after the first run: settlements, changes and lapses.
-async fn walk(run: &RunFeed<'_>, state: &mut State, indexed: BlockRef, minute_due: bool) -> Result<Written> {
-    let RunFeed { store, rpc, registry, config, now, at, .. } = *run;
+async fn walk(
+    run: &RunFeed<'_>,
+    headers: &mut Headers,
+    state: &mut State,
+    indexed: BlockRef,
+    minute_due: bool,
+) -> Result<Written> {
+    let RunFeed { store, rpc, registry, config, now, at, at_hash, .. } = *run;
     let mut written = Written::default();
 
     let unsettled = if state.settled_through < state.feed_last {
@@ -106,9 +121,8 @@ async fn walk(run: &RunFeed<'_>, state: &mut State, indexed: BlockRef, minute_du
         Vec::new()
     };
 
-    // Headers: the new blocks' logs whose node gave no time, the highest waiting entry's block
-    // (is it still the chain's?) unless the re-scanned logs name its hash, and the run's block.
-    let mut headers = Headers::default();
+    // Headers: the new blocks' logs whose node gave no time, and the highest waiting entry's
+    // block (is it still the chain's?) unless the re-scanned logs name its hash.
     let hashes_in_logs: BTreeMap<u64, B256> =
         run.logs.iter().map(|log| (log.touch.block, log.block_hash)).collect();
     let untimed = |from: u64| -> BTreeSet<u64> {
@@ -124,9 +138,6 @@ async fn walk(run: &RunFeed<'_>, state: &mut State, indexed: BlockRef, minute_du
     asked.extend(
         highest.filter(|block| !hashes_in_logs.contains_key(&block.number)).map(|block| block.number),
     );
-    if !asked.is_empty() {
-        asked.insert(at.number);
-    }
     headers.ask(rpc, asked).await?;
     let reorganised = highest.is_some_and(|block| {
         hashes_in_logs.get(&block.number).copied().or_else(|| headers.hash(block.number)) != Some(block.hash)
@@ -140,13 +151,16 @@ async fn walk(run: &RunFeed<'_>, state: &mut State, indexed: BlockRef, minute_du
     let seen: BTreeMap<u64, B256> =
         unsettled.iter().map(|entry| (entry.change.block.number, entry.change.block.hash)).collect();
     let canonical = |number: u64| if reorganised { headers.hash(number) } else { seen.get(&number).copied() };
-    let standing = |agent_id: u64| match run.read.get(&agent_id) {
-        Some(Some(agent)) => Standing::of(agent, at.timestamp),
-        Some(None) => Standing::UNREGISTERED,
-        None => run
-            .held
-            .get(&agent_id)
-            .map_or(Standing::UNREGISTERED, |held| Standing::of(&held.agent.record, at.timestamp)),
+    // A wallet's standing once the reorganisation is applied: its agent's as read (or as held,
+    // for one the run does not read), unless the id is now another wallet's.
+    let standing = |agent_id: u64, wallet: Address| {
+        let agent = match run.read.get(&agent_id) {
+            Some(read) => *read,
+            None => run.held.get(&agent_id).map(|held| &held.agent.record),
+        };
+        agent
+            .filter(|agent| agent.agent_wallet == wallet)
+            .map_or(Standing::UNREGISTERED, |agent| Standing::of(agent, at.timestamp))
     };
     let mut settling =
         settle_entries(&unsettled, canonical, at.number.saturating_sub(config.finality_depth), standing);
@@ -189,25 +203,26 @@ async fn walk(run: &RunFeed<'_>, state: &mut State, indexed: BlockRef, minute_du
         rewound.insert(record.agent_id, (Some(Known::of(record)), current_until));
         after.insert(record.agent_id, Some(record));
     }
-    let end = EventBlock {
-        number: at.number,
-        hash: headers.hash(at.number).unwrap_or_default(),
-        time: at.timestamp,
-    };
-    let mut changes =
-        changes_of_run(&RunChanges { logs: &logs, before, after, rewound }, indexed.timestamp, end);
-    // Changes no log made are at the run's block: its hash, if not asked yet.
-    if changes.iter().any(|change| change.block.number == at.number && change.block.hash == B256::ZERO) {
-        headers.ask(rpc, BTreeSet::from([at.number])).await?;
-        let hash = headers.hash(at.number).ok_or_else(|| {
-            kya_core::Error::Rpc(format!("the node has no block {} it just read at", at.number))
-        })?;
-        for change in changes.iter_mut().filter(|change| change.block.number == at.number) {
-            if change.block.hash == B256::ZERO {
-                change.block.hash = hash;
-            }
+    let end = EventBlock { number: at.number, hash: at_hash, time: at.timestamp };
+    let run_changes = RunChanges { logs: &logs, before, after, rewound };
+    let mut changes = changes_of_run(&run_changes, indexed.timestamp, end);
+    // The run's last word on each wallet it read is the chain's: whatever its walks could not
+    // see (a reorganisation below the logs followed) is corrected at its block.
+    let retractions = settling.settled.iter().filter_map(|entry| match entry {
+        Appending::Retract(provisional, standing) => {
+            Some((provisional.change.agent_id, provisional.change.wallet, *standing))
         }
-    }
+        _ => None,
+    });
+    let said =
+        retractions.chain(changes.iter().map(|change| (change.agent_id, change.wallet, change.standing)));
+    let told = Told {
+        said: said.collect(),
+        before: &run_changes.before,
+        after: &run_changes.after,
+        from_time: indexed.timestamp,
+    };
+    changes.extend(corrections(&told, end));
 
     // Confirmations alone do not make a batch of their own in every run of the pacer: they ride
     // in the next batch a run writes anyway (its changes'), or else in the first run of the
@@ -272,28 +287,6 @@ async fn rewind(
     let known: BTreeMap<u64, Known> =
         agents.iter().map(|agent| (agent.record.agent_id, Known::of(&agent.record))).collect();
     Ok(ids.into_iter().map(|id| (id, (known.get(&id).copied(), block.timestamp))).collect())
-}
-
-/// Block headers a run asked for.
-#[derive(Default)]
-struct Headers(BTreeMap<u64, Option<(BlockRef, B256)>>);
-
-impl Headers {
-    /// Asks for the headers of `numbers` not asked yet, in one batch.
-    async fn ask(&mut self, rpc: &Rpc<'_>, numbers: BTreeSet<u64>) -> Result<()> {
-        let numbers: Vec<u64> = numbers.into_iter().filter(|number| !self.0.contains_key(number)).collect();
-        let found = rpc.headers(&numbers).await?;
-        self.0.extend(numbers.into_iter().zip(found));
-        Ok(())
-    }
-
-    fn hash(&self, number: u64) -> Option<B256> {
-        self.0.get(&number).copied().flatten().map(|(_, hash)| hash)
-    }
-
-    fn time(&self, number: u64) -> Option<u64> {
-        self.0.get(&number).copied().flatten().map(|(block, _)| block.timestamp)
-    }
 }
 
 impl Store {

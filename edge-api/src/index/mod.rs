@@ -8,6 +8,7 @@
 //! - `tally`: the totals kept by name (currencies, categories, generations) and the agents whose
 //!   revenue history is unreadable, in their own table.
 //! - `follow`: the registry's logs over a range of blocks, split as providers refuse.
+//! - `headers`: the block headers a run asks for, each once.
 //! - `run`: one bounded run of the indexer.
 //! - `pace`: the Durable Object that runs it at the chain's pace, and the Cron Trigger's watchdog.
 //! - `serve`: the answers from the index, and when it must not answer.
@@ -24,6 +25,7 @@ pub(crate) mod changes;
 mod dead_letters;
 mod feed;
 mod follow;
+mod headers;
 mod limits;
 pub(crate) mod outlets;
 mod pace;
@@ -40,6 +42,7 @@ pub(crate) use serve::{Served, answer, answer_reads};
 pub(crate) use store::Store;
 pub use stream::StreamShard;
 
+use alloy_primitives::B256;
 use kya_core::{BlockRef, index::Totals, index_plan::Cursor};
 use serde::{Deserialize, Serialize};
 
@@ -51,6 +54,14 @@ use serde::{Deserialize, Serialize};
 pub(crate) struct State {
     /// The block the index reflects (its last run's); `None` before the first run.
     pub(crate) block: Option<BlockRef>,
+    /// That block's hash: a run that finds another at its height knows the chain reorganised
+    /// (`None` in a state from before hashes were kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) block_hash: Option<B256>,
+    /// The chain's head fell below `block` and no longer holds it (a reorganisation shortened
+    /// the chain): the index does not answer until a run moves it to a block the chain holds.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) block_orphaned: bool,
     /// The chain's head when that run began: the index was `head - block` blocks behind.
     pub(crate) head: u64,
     /// Wall-clock time (Unix seconds) that run committed.
@@ -97,6 +108,8 @@ impl Default for State {
     fn default() -> Self {
         Self {
             block: None,
+            block_hash: None,
+            block_orphaned: false,
             head: 0,
             updated_at: 0,
             chain_next: 0,
@@ -117,7 +130,7 @@ impl State {
     /// The block the index holds every agent of the registry at: `None` until the first fill
     /// has read them all (or while registrations wait for room in a run).
     pub(crate) fn complete_at(&self) -> Option<BlockRef> {
-        self.block.filter(|_| self.cursor.complete(self.chain_next))
+        self.block.filter(|_| self.cursor.complete(self.chain_next) && !self.block_orphaned)
     }
 }
 

@@ -16,17 +16,19 @@ use std::{
     collections::{BTreeMap, BTreeSet},
 };
 
+use alloy_primitives::B256;
 use kya_core::{
     BlockRef,
     index::{BucketMoves, IndexedAgent, Lapse, Totals, child_change, lapsing},
     index_plan::{Cursor, bounded_end, plan},
     logs::{AgentLogEntry, Touch, follow_range},
-    window_touches::{WindowTouches, changed_in_window},
+    window_touches::{Anchor, WindowTouches, changed_in_window},
 };
 use worker::{Date, Env};
 
 use super::{
     RunOutcome, State, Store, feed, follow,
+    headers::Headers,
     store::{CHUNK_BYTES, Held, row_bytes},
     tally::{self, Loaded},
 };
@@ -63,7 +65,7 @@ pub(crate) async fn run(env: &Env) {
 
 /// One run on `store`: its step, then how it ended.
 async fn run_once(store: &Store, config: &Config) {
-    let (ok, message) = match step(store, config).await {
+    let (ok, message, orphaned) = match step(store, config).await {
         // Committed with the rows: nothing more to write.
         Ok(Step::Committed(message)) => {
             worker::console_log!(
@@ -78,15 +80,15 @@ async fn run_once(store: &Store, config: &Config) {
             worker::console_log!("index run: {message}; nothing changed, nothing written");
             return;
         }
-        Ok(Step::Idle(message)) => (true, message),
-        Err(error) => (false, error.to_string()),
+        Ok(Step::Idle { message, orphaned }) => (true, message, Some(orphaned)),
+        Err(error) => (false, error.to_string(), None),
     };
     if ok {
         worker::console_log!("index run: {message}");
     } else {
         worker::console_error!("index run failed: {message}");
     }
-    if let Err(error) = store.record_run(RunOutcome::new(now(), ok, message)).await {
+    if let Err(error) = store.record_run(RunOutcome::new(now(), ok, message), orphaned).await {
         worker::console_error!("recording the index run failed: {error}");
     }
 }
@@ -95,8 +97,9 @@ async fn run_once(store: &Store, config: &Config) {
 enum Step {
     /// It moved the index; its outcome went into the same commit.
     Committed(String),
-    /// It had nothing to do; its outcome is still to record.
-    Idle(String),
+    /// It had nothing to do; its outcome is still to record, and whether the chain no longer
+    /// holds the index's block (`State::block_orphaned`).
+    Idle { message: String, orphaned: bool },
     /// A paced run that found nothing new in a minute whose state row is already written: it
     /// writes nothing at all, so that a quiet registry costs D1 one row a minute, not one a run
     /// (43,200 a day at 2 s, most of Workers Free's 100,000). The answers go on naming the block
@@ -127,15 +130,17 @@ fn now() -> u64 {
 struct Followed {
     /// The first block re-scanned.
     from: u64,
-    /// The touches of the window up to the run's block, as the state row records them for the
-    /// next run.
-    record: WindowTouches,
+    /// Where the record of the window for the next run starts.
+    keep_from: u64,
     /// Whether the logs differ from the record: touches gone or new in the re-scanned blocks,
     /// or any in the new ones.
     moved: bool,
     /// Blocks recorded as a digest whose logs changed: every agent is read again.
     unknown: BTreeSet<u64>,
-    /// Logs of the blocks followed (up to the run's block), for the change feed.
+    /// Blocks of the window a reorganisation replaced.
+    replaced: BTreeSet<u64>,
+    /// Logs of the blocks followed (up to the run's block), for the change feed and, with their
+    /// blocks' hashes, the record of the window.
     logs: Vec<AgentLogEntry>,
     /// `eth_getLogs` requests it took (more than one: a provider refused a range).
     requests: u32,
@@ -156,12 +161,55 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
     let (mut state, recorded) = store.state_and_touches().await?;
     let before = state.clone();
     let (head, head_next) = reads::next_agent_id(&rpc, registry, None).await?;
+
+    // Is the index's block still the chain's? Blocks name their parents, so if it is, no block
+    // at or below it changed: a reorganisation at any depth shows here, as another hash (or
+    // none) at the index's height. Asked with the head's header and the window's anchor, in one
+    // batch.
+    let anchor = recorded.anchor();
+    let mut headers = Headers::default();
+    headers
+        .ask(
+            &rpc,
+            [
+                Some(head.number),
+                state.block.map(|indexed| indexed.number),
+                anchor.map(|anchor| anchor.number),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
+        )
+        .await?;
+    let replaced = state
+        .block
+        .zip(state.block_hash)
+        .is_some_and(|(indexed, hash)| headers.hash(indexed.number) != Some(hash));
     if let Some(indexed) = state.block.filter(|indexed| head.number < indexed.number) {
-        return Ok(Step::Idle(format!(
-            "the chain's head {} is behind the index's block {}: waiting for the chain to pass it",
-            head.number, indexed.number
-        )));
+        return Ok(Step::Idle {
+            message: format!(
+                "the chain's head {} is behind the index's block {}{}: waiting for the chain to pass it",
+                head.number,
+                indexed.number,
+                if replaced {
+                    ", which it no longer holds (the index does not answer meanwhile)"
+                } else {
+                    ""
+                }
+            ),
+            orphaned: replaced,
+        });
     }
+    // Replaced below the re-scanned window (or past the anchor the last record kept): no re-scan
+    // names what changed, so every agent is read again.
+    let deep = replaced
+        && state.block.is_some_and(|indexed| {
+            let rescan_from = indexed.number.saturating_sub(settings.reorg_window) + 1;
+            rescan_from > 1
+                && !anchor.is_some_and(|anchor| {
+                    anchor.number + 1 >= rescan_from && headers.hash(anchor.number) == Some(anchor.hash)
+                })
+        });
 
     // The logs since the index's block (and the window before it), up to a block whose changes
     // fit the run; agents whose logs in the window changed since earlier runs saw them are read
@@ -171,25 +219,29 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
     let mut followed = None;
     let mut end = head.number;
     if let (true, Some(indexed)) = (settings.events, state.block)
-        && let Some(range) =
-            follow_range(indexed.number, head.number, settings.reorg_window, settings.blocks_per_run)
+        && let Some(range) = follow_range(
+            indexed.number,
+            head.number,
+            settings.reorg_window,
+            settings.blocks_per_run,
+            replaced,
+        )
     {
         let follow::Followed { logs, refused, requests } =
             follow::logs(&rpc, registry, range.clone()).await?;
-        let touches: Vec<Touch> = logs.iter().map(|log| log.touch).collect();
+        let touches: Vec<(Touch, B256)> = logs.iter().map(|log| (log.touch, log.block_hash)).collect();
         let window = changed_in_window(&recorded.since(*range.start()), &touches, indexed.number);
         carried = window.agents.clone();
-        let new: Vec<Touch> = touches.iter().filter(|touch| touch.block > indexed.number).copied().collect();
+        let new: Vec<Touch> =
+            touches.iter().map(|(touch, _)| *touch).filter(|touch| touch.block > indexed.number).collect();
         end = bounded_end(&new, &carried, indexed.number + 1, *range.end(), settings.agents_per_run);
-        let touches: BTreeSet<Touch> = touches.into_iter().filter(|touch| touch.block <= end).collect();
-        fresh_touches =
-            touches.iter().filter(|touch| touch.block > indexed.number).map(|touch| touch.agent_id).collect();
-        let keep_from = end.saturating_sub(settings.reorg_window);
+        fresh_touches = new.iter().filter(|touch| touch.block <= end).map(|touch| touch.agent_id).collect();
         followed = Some(Followed {
             from: *range.start(),
-            record: WindowTouches::record(touches.iter().copied(), keep_from, WINDOW_TOUCHES_BYTES),
+            keep_from: end.saturating_sub(settings.reorg_window),
             moved: !window.is_empty() || !fresh_touches.is_empty(),
             unknown: window.unknown,
+            replaced: window.replaced,
             logs: logs.into_iter().filter(|log| log.touch.block <= end).collect(),
             requests,
             refused: refused.into_iter().filter(|block| (indexed.number + 1..=end).contains(block)).collect(),
@@ -198,8 +250,12 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
     // A block whose logs the provider refuses whole does not hold the index: any agent may
     // have changed in it, so every agent held is read again, in order, over as many runs as
     // that takes; the index does not answer until they are. So does a block of the window whose
-    // touches were recorded as a digest and changed: the agents it lost are not known.
-    if followed.as_ref().is_some_and(|followed| !followed.refused.is_empty() || !followed.unknown.is_empty())
+    // touches were recorded as a digest and changed (the agents it lost are not known), and a
+    // reorganisation deeper than the window.
+    if deep
+        || followed
+            .as_ref()
+            .is_some_and(|followed| !followed.refused.is_empty() || !followed.unknown.is_empty())
     {
         let filled = state.cursor.filled;
         state.cursor.reread_also(1..filled);
@@ -207,9 +263,11 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
     let (at, chain_next) = if end == head.number {
         (head, head_next)
     } else {
-        let block = rpc.block(end).await?;
+        headers.ask(&rpc, BTreeSet::from([end])).await?;
+        let block = headers.block(end).ok_or_else(|| reorganised_during(end))?;
         reads::next_agent_id(&rpc, registry, Some(block)).await?
     };
+    let at_hash = headers.hash(at.number).ok_or_else(|| reorganised_during(at.number))?;
 
     let mut touched = carried;
     touched.extend(fresh_touches);
@@ -268,12 +326,13 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
         now,
         indexed: state.block,
         at,
+        at_hash,
         logs: followed.as_ref().map_or(&[], |followed| followed.logs.as_slice()),
         read: new.iter().map(|(id, agent)| (*id, agent.as_ref().map(|agent| &agent.record))).collect(),
         held: &held,
     };
     let retention_due = first_of_minute(&settings, &state, now);
-    let fed = feed::write(&run_feed, &mut state, retention_due).await?;
+    let fed = feed::write(&run_feed, &mut headers, &mut state, retention_due).await?;
     let (changes, bucket_moves, loaded) = apply(store, &mut state, &new, &mut held, at).await?;
     let mut names_count = state.names;
     let (tallies, tallies_gone) = tally::moved(&state.totals, &loaded, &names, &mut names_count)?;
@@ -300,6 +359,7 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
         && tallies_gone.is_empty()
         && fed.statements.is_empty()
         && deferred == 0
+        && !replaced
         && followed.as_ref().is_none_or(|followed| !followed.moved && followed.refused.is_empty())
         && unchanged(&before, &state, planned.next, chain_next);
     if nothing_moved {
@@ -341,6 +401,22 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
             followed.unknown.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
         ));
     }
+    if let Some(indexed) = before.block.filter(|_| replaced) {
+        let blocks = followed.as_ref().map(|followed| &followed.replaced).filter(|blocks| !blocks.is_empty());
+        message.push_str(&format!(
+            "; reorganised: the chain no longer holds the index's block {}{}{}",
+            indexed.number,
+            blocks.map_or(String::new(), |blocks| format!(
+                " (blocks whose logs changed hash: {})",
+                blocks.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+            )),
+            if deep {
+                ", and the fork is below the re-scanned window: every agent is read again"
+            } else {
+                ""
+            }
+        ));
+    }
     if !fed.summary.is_empty() {
         message.push_str(&format!("; {}", fed.summary));
     }
@@ -363,13 +439,42 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
     // The stream's cursor, as far as this isolate handed the feed out since the row was written:
     // it rides in this row rather than costing one of its own.
     state.stream_through = state.stream_through.max(super::stream::outlet::handed_through());
+    // The run's block once more, with the next window's anchor: the run read logs and agents by
+    // block number, so a reorganisation during the run would have mixed two chains. If the
+    // block is still the one the run began with, every block up to it is too, and so is what
+    // it read; otherwise nothing is written and the next run starts again.
+    let anchor_number = at.number.checked_sub(settings.reorg_window).filter(|number| *number > 0);
+    let confirmed =
+        rpc.headers(&[Some(at.number), anchor_number].into_iter().flatten().collect::<Vec<_>>()).await?;
+    if confirmed.first().copied().flatten().map(|(_, hash)| hash) != Some(at_hash) {
+        return Err(reorganised_during(at.number));
+    }
+    let anchor = anchor_number
+        .zip(confirmed.get(1).copied().flatten())
+        .map(|(number, (_, hash))| Anchor { number, hash });
+    state.block_hash = Some(at_hash);
+    state.block_orphaned = false;
     // With the window's touches when the run followed logs (else they stay as recorded).
     statements.push(match &followed {
-        Some(followed) => store.save_state_with_touches(&state, &followed.record)?,
+        Some(followed) => {
+            let touches = followed.logs.iter().map(|log| (log.touch, log.block_hash));
+            let record = WindowTouches::record(touches, followed.keep_from, WINDOW_TOUCHES_BYTES, anchor);
+            store.save_state_with_touches(&state, &record)?
+        }
         None => store.save_state(&state)?,
     });
     store.commit(statements).await?;
     Ok(Step::Committed(message))
+}
+
+/// The error of a run that found the chain reorganised after it began (its block `number` gone or
+/// another): nothing is written, and the next run starts from the index as it was.
+fn reorganised_during(number: u64) -> crate::Error {
+    kya_core::Error::Rpc(format!(
+        "the chain reorganised during the run (block {number} is not the one it began with): nothing written, \
+         the next run starts again"
+    ))
+    .into()
 }
 
 /// The logs a run followed up to block `at`, as its message gives them.

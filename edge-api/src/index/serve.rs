@@ -119,6 +119,12 @@ async fn read(
         }
     };
     let StateRead { state, tallies, rows } = read;
+    if let Some(block) = state.block.filter(|_| state.block_orphaned) {
+        return Ok(Err(Served::Fallback(format!(
+            "the chain no longer holds the index's block {} (a reorganisation shortened it)",
+            block.number
+        ))));
+    }
     let Some(block) = state.complete_at() else {
         return Ok(Err(Served::Fallback("the index is not filled yet".into())));
     };

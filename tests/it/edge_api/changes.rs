@@ -200,7 +200,7 @@ async fn the_feed_is_served_in_order_with_its_filters_cursors_and_retention() {
         ("?final=yes", "invalid query parameter 'final': must be true or false"),
         (
             "?type=agent.deleted",
-            "invalid query parameter 'type': must be one of agent.registered, agent.status_changed, agent.attested, agent.attestation_expired, agent.revenue_reported, agent.compliance_changed",
+            "invalid query parameter 'type': must be one of agent.registered, agent.status_changed, agent.attested, agent.attestation_expired, agent.revenue_reported, agent.compliance_changed, agent.unregistered",
         ),
         ("?limit=0", "invalid query parameter 'limit': must be a positive integer"),
     ] {

@@ -21,6 +21,7 @@ mod interop;
 mod methods;
 mod pace;
 mod providers;
+mod reorgs;
 mod stream;
 mod verify;
 mod webhooks;
