@@ -182,7 +182,10 @@ async fn walk(
     // Lapses, from where the last run's search stopped up to the attestations that lapsed by
     // the run's block time, at most `FEED_LAPSES_PER_RUN`: the rest are the next runs'.
     let edge = current_from(at.timestamp);
-    let from = state.lapses_from.unwrap_or((current_from(indexed.timestamp), 0));
+    // Never ahead of the run's own edge: after a reorganisation onto a chain whose blocks are
+    // earlier in time, attestations the other chain saw lapse are current again (their expiries
+    // were retracted with the standing they have now), and must be found when they lapse here.
+    let from = state.lapses_from.unwrap_or((current_from(indexed.timestamp), 0)).min((edge, 0));
     let lapsed =
         if from.0 < edge { store.lapsing(from, edge, config.lapses_per_run).await? } else { Vec::new() };
     let lapses_past_cap = lapsed.len() as u64 >= config.lapses_per_run;
