@@ -344,14 +344,15 @@ impl BucketMoves {
     }
 }
 
-/// Changes to parents' child counts when an agent's `old` state becomes `new`: the registry
-/// never moves a child, so only an agent that appears or disappears (a reorganisation) counts.
-pub fn child_change(old: Option<&Agent>, new: Option<&Agent>) -> Option<(u64, i64)> {
-    match (old, new) {
-        (None, Some(agent)) if agent.parent_agent_id != 0 => Some((agent.parent_agent_id, 1)),
-        (Some(agent), None) if agent.parent_agent_id != 0 => Some((agent.parent_agent_id, -1)),
-        _ => None,
-    }
+/// Changes to parents' child counts when an agent's `old` state becomes `new`. The registry
+/// never moves a child, so only an agent that appears or disappears counts, and one whose id a
+/// reorganisation gave to another registration under another parent: one less for the old
+/// parent, one more for the new.
+pub fn child_change(old: Option<&Agent>, new: Option<&Agent>) -> impl Iterator<Item = (u64, i64)> {
+    let parent = |agent: Option<&Agent>| agent.map_or(0, |agent| agent.parent_agent_id);
+    let (was, is) = (parent(old), parent(new));
+    let moved = was != is;
+    [(was, -1), (is, 1)].into_iter().filter(move |(parent, _)| moved && *parent != 0)
 }
 
 /// An agent's `/agents` item as JSON, rendered once when it is indexed.
@@ -484,6 +485,21 @@ mod tests {
     use proptest::prelude::*;
     use std::collections::HashMap;
 
+    #[test]
+    fn an_id_given_to_a_registration_under_another_parent_moves_a_child_between_parents() {
+        let agent = |parent: u64| Agent {
+            parent_agent_id: parent,
+            ..crate::test_support::sample_agent(9, AgentStatus::Active, 0, 0)
+        };
+        let moves = |old: Option<&Agent>, new: Option<&Agent>| child_change(old, new).collect::<Vec<_>>();
+        assert_eq!(moves(None, Some(&agent(3))), vec![(3, 1)], "a child appears");
+        assert_eq!(moves(Some(&agent(3)), None), vec![(3, -1)], "a child is gone");
+        assert_eq!(moves(Some(&agent(3)), Some(&agent(3))), vec![], "the same parent");
+        assert_eq!(moves(Some(&agent(0)), Some(&agent(1))), vec![(1, 1)], "a root's id now a child's");
+        assert_eq!(moves(Some(&agent(2)), Some(&agent(5))), vec![(2, -1), (5, 1)], "another parent");
+        assert_eq!(moves(None, Some(&agent(0))), vec![], "a root counts for no one");
+    }
+
     const WEEK: u64 = ATTESTATION_VALIDITY_SECS;
     /// Ids per bucket of the model's status counts: the registries here hold up to 40 agents.
     const MODEL_BUCKET_IDS: u64 = 4;
@@ -528,7 +544,7 @@ mod tests {
                 }
                 self.totals.apply(old, fresh, now);
                 moves.apply(id, old.map(|agent| agent.record.status), fresh.map(|agent| agent.record.status));
-                if let Some((parent, change)) =
+                for (parent, change) in
                     child_change(old.map(|agent| &agent.record), fresh.map(|agent| &agent.record))
                 {
                     *self.child_counts.entry(parent).or_default() += change;

@@ -60,6 +60,15 @@ pub(crate) const DEFAULT_FEED_LAPSES_PER_RUN: u64 = 1_000;
 pub const DEFAULT_FEED_STREAM_HEARTBEAT_SECS: u64 = 15;
 /// Durable Objects holding the stream's listeners when `FEED_STREAM_SHARDS` is not set.
 pub const DEFAULT_FEED_STREAM_SHARDS: u64 = 4;
+/// Listeners one shard holds at most when `FEED_STREAM_MAX_LISTENERS` is not set: past it a new
+/// stream is 429.
+pub const DEFAULT_FEED_STREAM_MAX_LISTENERS: u64 = 2_000;
+/// Open streams one client (an IPv4 address, an IPv6 /64) holds at most when
+/// `FEED_STREAM_MAX_PER_CLIENT` is not set.
+pub const DEFAULT_FEED_STREAM_MAX_PER_CLIENT: u64 = 8;
+/// Bytes of events a listener may leave unread when `FEED_STREAM_BACKLOG_BYTES` is not set: past
+/// it the listener is dropped, and resumes with `Last-Event-ID`.
+pub const DEFAULT_FEED_STREAM_BACKLOG_BYTES: u64 = 1 << 20;
 
 /// What the Worker reads from its environment on every request (vars are free to read).
 #[derive(Debug, Clone)]
@@ -132,6 +141,12 @@ pub(crate) struct StreamConfig {
     pub(crate) heartbeat_secs: u64,
     /// Durable Objects the listeners are spread over (`FEED_STREAM_SHARDS`, at least 1).
     pub(crate) shards: u64,
+    /// Listeners one shard holds at most (`FEED_STREAM_MAX_LISTENERS`, at least 1).
+    pub(crate) max_listeners: u64,
+    /// Open streams one client holds at most (`FEED_STREAM_MAX_PER_CLIENT`, at least 1).
+    pub(crate) max_per_client: u64,
+    /// Bytes of events a listener may leave unread (`FEED_STREAM_BACKLOG_BYTES`, at least 1).
+    pub(crate) backlog_bytes: u64,
 }
 
 impl IndexConfig {
@@ -217,6 +232,9 @@ impl Config {
             stream: StreamConfig {
                 heartbeat_secs: count("FEED_STREAM_HEARTBEAT_SECS", DEFAULT_FEED_STREAM_HEARTBEAT_SECS),
                 shards: count("FEED_STREAM_SHARDS", DEFAULT_FEED_STREAM_SHARDS),
+                max_listeners: count("FEED_STREAM_MAX_LISTENERS", DEFAULT_FEED_STREAM_MAX_LISTENERS),
+                max_per_client: count("FEED_STREAM_MAX_PER_CLIENT", DEFAULT_FEED_STREAM_MAX_PER_CLIENT),
+                backlog_bytes: count("FEED_STREAM_BACKLOG_BYTES", DEFAULT_FEED_STREAM_BACKLOG_BYTES),
             },
             multicall: match raw("MULTICALL_ADDRESS") {
                 None => Some(MULTICALL3_ADDRESS.to_string()),

@@ -557,7 +557,7 @@ async fn apply(
         state.totals.apply(old.map(|old| &old.agent), fresh.as_ref(), at.timestamp);
         let status = |agent: &IndexedAgent| agent.record.status;
         bucket_moves.apply(id, old.map(|old| status(&old.agent)), fresh.as_ref().map(status));
-        if let Some((parent, change)) =
+        for (parent, change) in
             child_change(old.map(|old| &old.agent.record), fresh.as_ref().map(|agent| &agent.record))
         {
             *children.entry(parent).or_default() += change;

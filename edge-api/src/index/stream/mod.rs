@@ -51,8 +51,12 @@ pub(crate) async fn answer(
         let start = held.map_or(1, |(_, newest)| newest + 1);
         url.push_str(&format!("&{}={start}", shard::START));
     }
+    // Every stream of a client goes to one shard, which counts them against
+    // `FEED_STREAM_MAX_PER_CLIENT`; clients spread over the shards by their address.
+    let client = crate::rate_limit::client_ip(headers);
+    url.push_str(&format!("&{}={}", shard::CLIENT, encode(&client)));
     let shards = Config::from_env(env).stream.shards;
-    let stub = namespace.id_from_name(&shard::name(pick(shards)))?.get_stub()?;
+    let stub = namespace.id_from_name(&shard::name(shard_of(&client, shards)))?.get_stub()?;
     let response = stub.fetch_with_str(&url).await?;
     // A subrequest's headers cannot be changed: the same status and body under headers of our
     // own, which `http::finish` then completes.
@@ -64,9 +68,40 @@ pub(crate) async fn answer(
     Ok(Response::from_body(response.body().clone())?.with_status(status).with_headers(own))
 }
 
-/// A shard for a new listener, at random: listeners spread evenly whoever they are (one client
-/// opening many streams included), and a shard holds no state a listener must come back to.
-fn pick(shards: u64) -> u64 {
-    let shards = shards.max(1);
-    ((worker::js_sys::Math::random() * shards as f64) as u64).min(shards - 1)
+/// The shard of a client's streams: FNV-1a of its address, so that one shard sees (and caps) all
+/// of a client's streams, and clients spread over the shards. A shard holds no state a listener
+/// must come back to: a client whose address changes simply lands elsewhere.
+fn shard_of(client: &str, shards: u64) -> u64 {
+    let hash = client.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    });
+    hash % shards.max(1)
+}
+
+/// `text` as a query parameter's value (an IPv6 network has colons; nothing else needs escaping
+/// in an address, but the rule is kept whole).
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|byte| match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                char::from(byte).to_string()
+            }
+            _ => format!("%{byte:02X}"),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_clients_streams_share_a_shard_and_clients_spread_over_them() {
+        assert_eq!(shard_of("203.0.113.7", 4), shard_of("203.0.113.7", 4));
+        let used: std::collections::BTreeSet<u64> =
+            (0..64).map(|host| shard_of(&format!("203.0.113.{host}"), 4)).collect();
+        assert_eq!(used.len(), 4, "64 clients use every shard");
+        assert_eq!(shard_of("anything", 1), 0);
+        assert_eq!(encode("2001:db8::"), "2001%3Adb8%3A%3A");
+    }
 }

@@ -17,7 +17,12 @@
 //!   listeners reconnect with `Last-Event-ID` (an `EventSource` does so by itself, after the
 //!   `retry` the stream opened with), and resume from D1 on whichever shard the Worker picks.
 
-use std::{cell::RefCell, collections::BTreeMap, rc::Rc, time::Duration};
+use std::{
+    cell::{Cell, RefCell},
+    collections::BTreeMap,
+    rc::Rc,
+    time::Duration,
+};
 
 use futures::{StreamExt, channel::mpsc, stream};
 use kya_core::feed::{ChangesQuery, Cursor, Event, sse};
@@ -44,9 +49,12 @@ pub(crate) fn name(shard: u64) -> String {
     format!("shard-{shard}")
 }
 
-/// Messages queued for one listener at most. A listener that reads nothing for that long (a
-/// heartbeat every 15 s: hours) is dropped; it reconnects and resumes from its cursor.
-const QUEUE: usize = 1_024;
+/// The parameter of [`LISTEN`] naming the listener's client (an IPv4 address, an IPv6 /64), whose
+/// open streams the shard counts: the Worker sends every stream of a client to the same shard.
+pub(super) const CLIENT: &str = "client";
+
+/// Seconds a client refused for the caps is told to wait (`Retry-After`).
+const CAPPED_RETRY_SECS: u64 = 60;
 
 /// Pages (each a `/changes` page of 16 batches) one resume reads at most. A listener further
 /// behind is sent those and its stream ends: it reconnects from where they stopped.
@@ -58,40 +66,70 @@ pub(super) struct Handed {
     pub(super) events: Vec<Event>,
 }
 
-type Sender = mpsc::Sender<worker::Result<Vec<u8>>>;
+/// One Server-Sent Events message (or comment) as bytes, framed once per shard and shared by every
+/// listener it is queued for.
+type Frame = Rc<[u8]>;
 
 /// One open response.
 struct Listener {
     query: ChangesQuery,
     /// The last event offered to this listener, selected or not: it is sent only later ones.
     position: Option<Cursor>,
-    sender: Sender,
+    /// Its client, whose streams the shard counts.
+    client: String,
+    sender: mpsc::UnboundedSender<Frame>,
+    /// Bytes queued for the response and not read from it yet: bounded by
+    /// `FEED_STREAM_BACKLOG_BYTES`, so a crowd of listeners that read nothing costs the shard a
+    /// known amount of memory.
+    unread: Rc<Cell<u64>>,
     /// While it resumes from D1: the events handed meanwhile, sent after D1's.
     backlog: Option<Vec<Event>>,
 }
 
 impl Listener {
-    /// The frames of `events` past the position that the filters select, the position moved
-    /// past every one of them.
-    fn take(&mut self, events: &[Event]) -> String {
-        let mut text = String::new();
-        for event in events {
-            if self.position.is_some_and(|position| event.id <= position) {
-                continue;
-            }
-            self.position = Some(event.id);
-            if self.query.matches(event) {
-                text.push_str(&sse::message(event));
-            }
+    /// Whether `event` is past the position and selected by the filters, the position moved
+    /// past it either way.
+    fn offered(&mut self, event: &Event) -> bool {
+        if self.position.is_some_and(|position| event.id <= position) {
+            return false;
         }
-        text
+        self.position = Some(event.id);
+        self.query.matches(event)
     }
 
-    /// Queues `text`; false when the listener left or stopped reading.
-    fn send(&mut self, text: String) -> bool {
-        text.is_empty() || self.sender.try_send(Ok(text.into_bytes())).is_ok()
+    /// The messages of `events` that [`Listener::offered`] takes, framed for this listener
+    /// alone (a resume's events, read from D1 for it).
+    fn take(&mut self, events: &[Event]) -> String {
+        events.iter().filter(|event| self.offered(event)).map(sse::message).collect()
+    }
+
+    /// Queues `frames` unless that would leave more than `limit` bytes unread: then the
+    /// listener is told why and its stream ends (it resumes with `Last-Event-ID`). False when it
+    /// is gone, or was dropped.
+    fn send(&mut self, frames: Vec<Frame>, limit: u64) -> bool {
+        let bytes: u64 = frames.iter().map(|frame| frame.len() as u64).sum();
+        if self.sender.is_closed() {
+            return false;
+        }
+        if self.unread.get() + bytes > limit {
+            let _ = self.sender.unbounded_send(Rc::from(BEHIND.as_bytes()));
+            self.sender.close_channel();
+            return false;
+        }
+        self.unread.set(self.unread.get() + bytes);
+        frames.into_iter().all(|frame| self.sender.unbounded_send(frame).is_ok())
+    }
+
+    /// Ends the stream after a last comment.
+    fn end_with(&mut self, comment: &str) {
+        let _ = self.sender.unbounded_send(Rc::from(comment.as_bytes()));
+        self.sender.close_channel();
     }
 }
+
+/// The last words to a listener dropped for the events it left unread.
+const BEHIND: &str =
+    ": dropped: more than FEED_STREAM_BACKLOG_BYTES of events unread; reconnect with Last-Event-ID\n\n";
 
 /// The shard's listeners, shared by its requests and its heartbeat.
 #[derive(Default)]
@@ -134,9 +172,13 @@ impl DurableObject for StreamShard {
                 let pairs: Vec<(String, String)> = url.query_pairs().into_owned().collect();
                 let start =
                     pairs.iter().find(|(name, _)| name == START).and_then(|(_, value)| value.parse().ok());
-                let query_pairs = pairs.iter().filter(|(name, _)| name != START);
+                let client = pairs
+                    .iter()
+                    .find(|(name, _)| name == CLIENT)
+                    .map_or_else(String::new, |(_, value)| value.clone());
+                let query_pairs = pairs.iter().filter(|(name, _)| name != START && name != CLIENT);
                 match ChangesQuery::parse(query_pairs.map(|(name, value)| (name.as_str(), value.as_str()))) {
-                    Ok(query) => self.listen(query, start).await,
+                    Ok(query) => self.listen(query, start, client).await,
                     Err(error) => Err(error.into()),
                 }
             }
@@ -149,18 +191,45 @@ impl DurableObject for StreamShard {
 }
 
 impl StreamShard {
-    /// Writes the events of `batches` to every listener; how many listeners the shard holds.
+    /// Writes the events of `batches` to every listener, each event framed once; how many
+    /// listeners the shard holds. A hand-over that starts past the batch after the newest this
+    /// shard was handed means it missed batches (a hand-over it could not take): its live
+    /// listeners are told so and dropped, and resume from D1 with `Last-Event-ID`.
     fn deliver(&self, batches: Vec<Handed>) -> usize {
+        let limit = Config::from_env(&self.env).stream.backlog_bytes;
+        let first_batch = batches.first().and_then(|batch| batch.events.first()).map(|event| event.id.batch);
         let events: Vec<Event> = batches.into_iter().flat_map(|batch| batch.events).collect();
+        let frames: Vec<(Event, Frame)> =
+            events.iter().map(|event| (*event, Rc::from(sse::message(event).into_bytes()))).collect();
         let mut listeners = self.listeners.borrow_mut();
+        let missed = match (listeners.newest, first_batch) {
+            (Some(newest), Some(first)) if first > newest.batch + 1 => Some((newest.batch + 1, first - 1)),
+            _ => None,
+        };
+        if let Some((from, to)) = missed {
+            worker::console_warn!(
+                "feed stream: this shard missed batches {from} to {to}: its listeners resume from D1"
+            );
+        }
         listeners.open.retain(|_, listener| match &mut listener.backlog {
             Some(backlog) => {
                 backlog.extend_from_slice(&events);
                 true
             }
+            None if missed.is_some() => {
+                let (from, to) = missed.expect("just matched");
+                listener.end_with(&format!(
+                    ": dropped: this shard missed batches {from} to {to}; reconnect with Last-Event-ID\n\n"
+                ));
+                false
+            }
             None => {
-                let text = listener.take(&events);
-                listener.send(text)
+                let picked: Vec<Frame> = frames
+                    .iter()
+                    .filter(|(event, _)| listener.offered(event))
+                    .map(|(_, frame)| Rc::clone(frame))
+                    .collect();
+                listener.send(picked, limit)
             }
         });
         if let Some(last) = events.last() {
@@ -173,16 +242,26 @@ impl StreamShard {
     /// without a cursor, every event from batch `start` on (the Worker's reading of where the
     /// feed ended when it accepted the listener; without it, from what the shard was last
     /// handed).
-    async fn listen(&self, query: ChangesQuery, start: Option<u64>) -> Result<Response> {
-        let (sender, receiver) = mpsc::channel(QUEUE);
+    async fn listen(&self, query: ChangesQuery, start: Option<u64>, client: String) -> Result<Response> {
+        let config = Config::from_env(&self.env).stream;
+        let (sender, receiver) = mpsc::unbounded();
+        let unread = Rc::new(Cell::new(0));
         let after = query.after;
         let (id, resume) = {
             let mut listeners = self.listeners.borrow_mut();
+            // The caps, counted on the listeners still there, before anything is opened.
+            listeners.open.retain(|_, listener| !listener.sender.is_closed());
+            let of_client =
+                listeners.open.values().filter(|listener| listener.client == client).count() as u64;
+            if listeners.open.len() as u64 >= config.max_listeners || of_client >= config.max_per_client {
+                return Err(Error::RateLimited { retry_after: CAPPED_RETRY_SECS });
+            }
             let id = listeners.next;
             listeners.next += 1;
             let (position, resume) = starting_point(after, start, listeners.newest);
             let backlog = resume.as_ref().map(|_| Vec::new());
-            listeners.open.insert(id, Listener { query, position, sender, backlog });
+            let listener = Listener { query, position, client, sender, unread: Rc::clone(&unread), backlog };
+            listeners.open.insert(id, listener);
             (id, resume)
         };
         let mut opening = sse::opening(after, start);
@@ -209,7 +288,12 @@ impl StreamShard {
         }
         self.beat();
         let first = stream::once(async move { Ok::<_, worker::Error>(opening.into_bytes()) });
-        stream_response(Response::from_stream(first.chain(receiver))?)
+        // A frame leaves the listener's unread bytes as the response reads it.
+        let queued = receiver.map(move |frame: Frame| {
+            unread.set(unread.get().saturating_sub(frame.len() as u64));
+            Ok(frame.to_vec())
+        });
+        stream_response(Response::from_stream(first.chain(queued))?)
     }
 
     /// The events D1 holds from batch `resume.from` on, a client's cursor first checked as
@@ -246,14 +330,17 @@ impl StreamShard {
         if std::mem::replace(&mut self.listeners.borrow_mut().beating, true) {
             return;
         }
-        let every = Duration::from_secs(Config::from_env(&self.env).stream.heartbeat_secs);
+        let config = Config::from_env(&self.env).stream;
+        let every = Duration::from_secs(config.heartbeat_secs);
+        let heartbeat: Frame = Rc::from(sse::HEARTBEAT.as_bytes());
         let listeners = Rc::clone(&self.listeners);
         worker::wasm_bindgen_futures::spawn_local(async move {
             loop {
                 Delay::from(every).await;
                 let mut listeners = listeners.borrow_mut();
                 listeners.open.retain(|_, listener| {
-                    listener.backlog.is_some() || listener.send(sse::HEARTBEAT.to_owned())
+                    listener.backlog.is_some()
+                        || listener.send(vec![Rc::clone(&heartbeat)], config.backlog_bytes)
                 });
                 if listeners.open.is_empty() {
                     listeners.beating = false;
@@ -333,10 +420,11 @@ mod tests {
 
     #[test]
     fn a_listener_is_offered_each_event_once_in_order_and_sent_what_it_selects() {
-        let (sender, _receiver) = mpsc::channel(4);
+        let (sender, _receiver) = mpsc::unbounded();
         let query = ChangesQuery { agent_ids: [2].into(), ..ChangesQuery::default() };
         let position = Some(Cursor { batch: 1, index: 0 });
-        let mut listener = Listener { query, position, sender, backlog: None };
+        let mut listener =
+            Listener { query, position, client: String::new(), sender, unread: Rc::default(), backlog: None };
         let batch = [event(1, 0, 2), event(1, 1, 1), event(1, 2, 2)];
         // 1-0 is its position already, 1-1 another agent's.
         assert_eq!(listener.take(&batch), sse::message(&batch[2]));
@@ -345,6 +433,37 @@ mod tests {
         assert_eq!(listener.take(&[event(2, 0, 1)]), "");
         assert_eq!(listener.position, Some(Cursor { batch: 2, index: 0 }), "a skipped event moves it on");
         assert_eq!(listener.take(&[event(1, 3, 2)]), "", "an older event, late: never out of order");
+    }
+
+    #[test]
+    fn a_listener_that_reads_nothing_is_dropped_past_its_bytes_with_a_last_word() {
+        let (sender, mut receiver) = mpsc::unbounded();
+        let unread = Rc::new(Cell::new(0));
+        let mut listener = Listener {
+            query: ChangesQuery::default(),
+            position: None,
+            client: String::new(),
+            sender,
+            unread: Rc::clone(&unread),
+            backlog: None,
+        };
+        let frame: Frame = Rc::from(sse::message(&event(1, 0, 1)).into_bytes());
+        let size = frame.len() as u64;
+        // Three frames fit in three frames' bytes, shared, not copied.
+        for _ in 0..3 {
+            assert!(listener.send(vec![Rc::clone(&frame)], 3 * size));
+        }
+        assert_eq!((unread.get(), Rc::strong_count(&frame)), (3 * size, 4));
+        // A fourth would pass the limit: dropped, told why, and nothing more is queued.
+        assert!(!listener.send(vec![Rc::clone(&frame)], 3 * size));
+        assert!(!listener.send(vec![Rc::clone(&frame)], 3 * size), "gone for good");
+        let mut queued = Vec::new();
+        while let Ok(frame) = receiver.try_recv() {
+            queued.push(String::from_utf8(frame.to_vec()).unwrap());
+        }
+        assert_eq!(queued.len(), 4);
+        assert_eq!(queued[3], BEHIND);
+        assert!(BEHIND.starts_with(':') && BEHIND.ends_with("\n\n"), "a comment an EventSource ignores");
     }
 
     #[test]
