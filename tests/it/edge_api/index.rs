@@ -497,8 +497,9 @@ async fn the_index_fills_follows_every_write_undoes_reorganisations_and_survives
     // Over all of it, the index kept no more than its current rows and those superseded lately.
     let current = worker.query_index("SELECT count(*) AS n FROM agents");
     assert_eq!(current[0]["n"], agents + 2);
-    // The window's touches, kept in the state row (`{"<block>": [agent ids]}`), only the window's.
-    let touches = worker.query_index("SELECT min(CAST(json_each.key AS INTEGER)) AS low FROM state, json_each(state.touches) WHERE state.key = 'index'");
+    // The window's touches, kept in the state row (`{"blocks": {"<block>": {hash, agents}}, "anchor": …}`),
+    // only the window's.
+    let touches = worker.query_index("SELECT min(CAST(json_each.key AS INTEGER)) AS low FROM state, json_each(state.touches, '$.blocks') WHERE state.key = 'index'");
     let head = chain.chain.provider().get_block_number().await.unwrap();
     assert!(touches[0]["low"].as_u64().is_none_or(|low| low + WINDOW >= head), "old touches are forgotten");
 }
