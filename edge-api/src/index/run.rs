@@ -88,7 +88,15 @@ async fn run_once(store: &Store, config: &Config) {
     } else {
         worker::console_error!("index run failed: {message}");
     }
-    if let Err(error) = store.record_run(RunOutcome::new(now(), ok, message), orphaned).await {
+    let recorded = store
+        .record_run(|state| {
+            state.last_run = Some(RunOutcome::new(now(), ok, message));
+            // `None`: the run could not tell; the state says what the last one found.
+            state.block_orphaned = orphaned.unwrap_or(state.block_orphaned);
+            state.stream_through = state.stream_through.max(super::stream::outlet::handed_through());
+        })
+        .await;
+    if let Err(error) = recorded {
         worker::console_error!("recording the index run failed: {error}");
     }
 }

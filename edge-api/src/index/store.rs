@@ -257,13 +257,10 @@ impl Store {
         )
     }
 
-    /// Records how the run ended, and whether the chain no longer holds the index's block
-    /// (`orphaned`; `None`: the run could not tell), keeping the rest of the state.
-    pub(crate) async fn record_run(&self, outcome: super::RunOutcome, orphaned: Option<bool>) -> Result<()> {
+    /// Records how a run that wrote no rows ended: `update` applied to the state as stored.
+    pub(crate) async fn record_run(&self, update: impl FnOnce(&mut State)) -> Result<()> {
         let mut state = self.state().await?;
-        state.last_run = Some(outcome);
-        state.block_orphaned = orphaned.unwrap_or(state.block_orphaned);
-        state.stream_through = state.stream_through.max(super::stream::outlet::handed_through());
+        update(&mut state);
         self.commit(vec![self.save_state(&state)?]).await
     }
 

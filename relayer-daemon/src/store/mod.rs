@@ -42,6 +42,7 @@ mod relays;
 mod retention;
 mod schema;
 pub(crate) mod sql;
+mod statement;
 
 use std::{
     path::Path,

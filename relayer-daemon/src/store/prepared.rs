@@ -17,7 +17,7 @@
 
 use std::collections::HashMap;
 
-use super::sql::{Lock, Value, placeholders};
+use super::statement::{Lock, Value, placeholders};
 use crate::error::{Error, Result};
 
 /// A statement of a batch with its values: the store's SQL (`?1` placeholders) and one value

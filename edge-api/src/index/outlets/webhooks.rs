@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use kya_core::feed::{Cursor, Event};
 use worker::Env;
 
-use super::{handed, pending};
+use super::pending::{handed, pending};
 use crate::{
     Error, Result,
     index::{Store, changes::decode_events},

@@ -1,7 +1,7 @@
 //! The stream's outlet: after each index run, the batches the feed gained since the stream was
 //! last handed any, sent once to every shard ([`super::shard`]).
 //!
-//! Cost per run: the outlet's one D1 query ([`crate::index::outlets::stream_pending`]) and, when
+//! Cost per run: the outlet's one D1 query ([`crate::index::outlets::pending::stream_pending`]) and, when
 //! the feed moved, one Durable Object request per shard, whatever the number of listeners. A
 //! shard that cannot be reached keeps the cursor where it was: the next run hands every shard
 //! the same batches again, and each listener's position drops what it was already sent.
@@ -21,7 +21,7 @@ use super::shard;
 use crate::{
     Error, Result,
     config::Config,
-    index::{Store, outlets},
+    index::{Store, outlets::pending},
 };
 
 thread_local! {
@@ -34,7 +34,7 @@ thread_local! {
 /// up on: it is then handed only what the others get, finds the gap, and drops its listeners,
 /// who resume from D1. So one shard that cannot take a hand-over (out of memory, restarting)
 /// never holds back the listeners of the others.
-const MOST_BEHIND: u64 = outlets::BATCHES_PER_RUN / 2;
+const MOST_BEHIND: u64 = pending::BATCHES_PER_RUN / 2;
 
 /// The batch every shard was handed through (`None`: none), for the next state row written: each
 /// shard's own, or the row's for a shard this isolate handed nothing.
@@ -75,7 +75,7 @@ pub(crate) async fn hand(env: &Env, store: &Store) -> Result<bool> {
     let shards = Config::from_env(env).stream.shards.max(1);
     let handed = HANDED.with(|handed| handed.borrow().clone());
     let from = read_from(shards, &handed);
-    let batches = outlets::stream_pending(store, from).await?;
+    let batches = pending::stream_pending(store, from).await?;
     let (Some(first), Some(last)) = (batches.first(), batches.last()) else { return Ok(false) };
     let (first, last) = (first.batch, last.batch);
     let cursors = cursors(shards, &handed, from, first);
