@@ -52,9 +52,16 @@ pub fn follow_range(
     if head < indexed || (head == indexed && !replaced) {
         return None;
     }
-    let from = indexed.saturating_sub(window).saturating_add(1).min(head);
+    let from = rescan_from(indexed, window).min(head);
     let to = from.saturating_add(max_blocks.max(1) - 1).max((indexed + 1).min(head)).min(head);
     Some(from..=to)
+}
+
+/// The first block a run re-scans when the index stands at `indexed`: `window` blocks back, from
+/// block 1 at the least. The block before it is the window's anchor
+/// (`crate::window_touches::Anchor`).
+pub const fn rescan_from(indexed: u64, window: u64) -> u64 {
+    indexed.saturating_sub(window).saturating_add(1)
 }
 
 /// `eth_getLogs` of the registry's [`AGENT_EVENTS`] in `range` (inclusive), with JSON-RPC id 0.

@@ -100,18 +100,6 @@ pub fn corrections(told: &Told<'_>, end: EventBlock) -> Vec<Change> {
     corrections
 }
 
-/// The standing each wallet has once `entries` (wallet and standing, in feed order) are replayed
-/// over `start`: the rule above, for tests and for clients that keep the standings the feed
-/// gives.
-pub fn replay(
-    start: BTreeMap<Address, Standing>,
-    entries: impl IntoIterator<Item = (Address, Standing)>,
-) -> BTreeMap<Address, Standing> {
-    let mut standings = start;
-    standings.extend(entries);
-    standings
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,11 +112,13 @@ mod tests {
         EventBlock { number: 20, hash: B256::repeat_byte(20), time: T0 + 100 }
     }
 
+    /// Each wallet's standing once the feed before the run, the run's entries and `corrections`
+    /// are replayed in order (the last entry naming a wallet wins).
     fn replayed(told: &Told<'_>, corrections: &[Change]) -> BTreeMap<Address, Standing> {
         let start =
             told.before.values().flatten().map(|known| (known.wallet, known.standing(told.from_time)));
         let said = told.said.iter().map(|(_, wallet, standing)| (*wallet, *standing));
-        replay(start.collect(), said.chain(corrections.iter().map(|change| (change.wallet, change.standing))))
+        start.chain(said).chain(corrections.iter().map(|change| (change.wallet, change.standing))).collect()
     }
 
     #[test]

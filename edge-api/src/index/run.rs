@@ -21,7 +21,7 @@ use kya_core::{
     BlockRef,
     index::{BucketMoves, IndexedAgent, Lapse, Totals, child_change, lapsing},
     index_plan::{Cursor, bounded_end, plan},
-    logs::{AgentLogEntry, Touch, follow_range},
+    logs::{AgentLogEntry, Touch, follow_range, rescan_from},
     window_touches::{Anchor, WindowTouches, changed_in_window},
 };
 use worker::{Date, Env};
@@ -172,23 +172,10 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
 
     // Is the index's block still the chain's? Blocks name their parents, so if it is, no block
     // at or below it changed: a reorganisation at any depth shows here, as another hash (or
-    // none) at the index's height. Asked with the head's header and the window's anchor, in one
-    // batch.
-    let anchor = recorded.anchor();
+    // none) at the index's height. Asked with the head's header, in one batch.
     let mut headers = Headers::default();
-    headers
-        .ask(
-            &rpc,
-            [
-                Some(head.number),
-                state.block.map(|indexed| indexed.number),
-                anchor.map(|anchor| anchor.number),
-            ]
-            .into_iter()
-            .flatten()
-            .collect(),
-        )
-        .await?;
+    let numbers = [Some(head.number), state.block.map(|indexed| indexed.number)];
+    headers.ask(&rpc, numbers.into_iter().flatten().collect()).await?;
     let replaced = state
         .block
         .zip(state.block_hash)
@@ -209,15 +196,17 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
         });
     }
     // Replaced below the re-scanned window (or past the anchor the last record kept): no re-scan
-    // names what changed, so every agent is read again.
-    let deep = replaced
-        && state.block.is_some_and(|indexed| {
-            let rescan_from = indexed.number.saturating_sub(settings.reorg_window) + 1;
-            rescan_from > 1
-                && !anchor.is_some_and(|anchor| {
-                    anchor.number + 1 >= rescan_from && headers.hash(anchor.number) == Some(anchor.hash)
-                })
-        });
+    // names what changed, so every agent is read again. The anchor's header is asked only then.
+    let mut deep = false;
+    if let (true, Some(indexed)) = (replaced, state.block) {
+        let rescan_from = rescan_from(indexed.number, settings.reorg_window);
+        let anchor = recorded.anchor().filter(|anchor| anchor.number + 1 >= rescan_from);
+        if let Some(anchor) = anchor {
+            headers.ask(&rpc, BTreeSet::from([anchor.number])).await?;
+        }
+        deep =
+            rescan_from > 1 && anchor.is_none_or(|anchor| headers.hash(anchor.number) != Some(anchor.hash));
+    }
 
     // The logs since the index's block (and the window before it), up to a block whose changes
     // fit the run; agents whose logs in the window changed since earlier runs saw them are read
@@ -450,8 +439,13 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
     // The run's block once more, with the next window's anchor: the run read logs and agents by
     // block number, so a reorganisation during the run would have mixed two chains. If the
     // block is still the one the run began with, every block up to it is too, and so is what
-    // it read; otherwise nothing is written and the next run starts again.
-    let anchor_number = at.number.checked_sub(settings.reorg_window).filter(|number| *number > 0);
+    // it read; otherwise nothing is written and the next run starts again. The anchor, when the
+    // run records the window: the block just before the next run's re-scan (none while that
+    // starts at block 1).
+    let anchor_number = followed
+        .as_ref()
+        .map(|_| rescan_from(at.number, settings.reorg_window) - 1)
+        .filter(|number| *number > 0);
     let confirmed =
         rpc.headers(&[Some(at.number), anchor_number].into_iter().flatten().collect::<Vec<_>>()).await?;
     if confirmed.first().copied().flatten().map(|(_, hash)| hash) != Some(at_hash) {

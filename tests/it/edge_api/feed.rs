@@ -155,7 +155,8 @@ fn status(
     change(EventType::StatusChanged, agent, at, standing(to, is_compliant), Detail::Status { from, to })
 }
 
-async fn index_block(api: &EdgeClient) -> u64 {
+/// The index's block after a run that went well.
+pub(super) async fn index_block(api: &EdgeClient) -> u64 {
     let index = health_index(api).await;
     assert_eq!(index["lastRun"]["ok"], true, "{index}");
     index["block"].as_u64().unwrap()

@@ -35,7 +35,10 @@ use kya_tests::{
 };
 use serde_json::Value;
 
-use super::index::{assert_index_answers_as, health_index, snapshot_of};
+use super::{
+    feed::index_block,
+    index::{assert_index_answers_as, health_index, snapshot_of},
+};
 
 /// Blocks each run re-scans: small, so that a reorganisation past it takes a few blocks.
 const WINDOW: u64 = 4;
@@ -125,12 +128,6 @@ async fn assert_exact(chain: &TestChain, api: &EdgeClient, rpc: &str, replay: &R
         assert_eq!(*standing, expected, "{step}: the feed's standing of {wallet} at block {block}");
     }
     block
-}
-
-async fn index_block(api: &EdgeClient) -> u64 {
-    let index = health_index(api).await;
-    assert_eq!(index["lastRun"]["ok"], true, "{index}");
-    index["block"].as_u64().unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -407,23 +404,18 @@ pub(super) mod model {
                 (dev_accounts::address(Role::CreatorA), self.chain.deployment.regulator);
             let registry = self.chain.registry();
             let id = |id: u64| U256::from(id);
-            let sent = match write {
+            // Each write as its sender and calldata, sent alike below.
+            let (from, input) = match write {
                 Write::Register { wallet, parent } => {
-                    let call = consented_register_call(
-                        self.chain,
+                    let wallet = dev_accounts::agent_wallet(wallet);
+                    (
                         creator,
-                        &dev_accounts::agent_wallet(wallet),
-                        parent,
+                        consented_register_call(self.chain, creator, &wallet, parent).await.abi_encode(),
                     )
-                    .await;
-                    self.chain.chain.send(creator, registry, &call).await.map(drop)
                 }
-                Write::Attest(agent) => self
-                    .chain
-                    .chain
-                    .send(creator, registry, &AgentRegistry::attestComplianceCall { agentId: id(agent) })
-                    .await
-                    .map(drop),
+                Write::Attest(agent) => {
+                    (creator, AgentRegistry::attestComplianceCall { agentId: id(agent) }.abi_encode())
+                }
                 Write::Report(agent) => {
                     let call = AgentRegistry::reportRevenueCall {
                         agentId: id(agent),
@@ -433,39 +425,32 @@ pub(super) mod model {
                         periodStart: 1,
                         periodEnd: 2,
                     };
-                    self.chain.chain.send(creator, registry, &call).await.map(drop)
+                    (creator, call.abi_encode())
                 }
-                Write::Suspend(agent) => self
-                    .chain
-                    .chain
-                    .send(regulator, registry, &AgentRegistry::suspendAgentCall { agentId: id(agent) })
-                    .await
-                    .map(drop),
-                Write::Reactivate(agent) => self
-                    .chain
-                    .chain
-                    .send(regulator, registry, &AgentRegistry::reactivateAgentCall { agentId: id(agent) })
-                    .await
-                    .map(drop),
-                Write::Revoke(agent) => self
-                    .chain
-                    .chain
-                    .send(regulator, registry, &AgentRegistry::revokeAgentCall { agentId: id(agent) })
-                    .await
-                    .map(drop),
-                Write::Terminate(agent) => self
-                    .chain
-                    .chain
-                    .send(creator, registry, &AgentRegistry::terminateSelfCall { agentId: id(agent) })
-                    .await
-                    .map(drop),
+                Write::Suspend(agent) => {
+                    (regulator, AgentRegistry::suspendAgentCall { agentId: id(agent) }.abi_encode())
+                }
+                Write::Reactivate(agent) => {
+                    (regulator, AgentRegistry::reactivateAgentCall { agentId: id(agent) }.abi_encode())
+                }
+                Write::Revoke(agent) => {
+                    (regulator, AgentRegistry::revokeAgentCall { agentId: id(agent) }.abi_encode())
+                }
+                Write::Terminate(agent) => {
+                    (creator, AgentRegistry::terminateSelfCall { agentId: id(agent) }.abi_encode())
+                }
                 Write::Lapse => {
                     let week = kya_core::ATTESTATION_VALIDITY_SECS + 60;
                     let _: Value = provider.raw_request("evm_increaseTime".into(), (week,)).await.unwrap();
                     let _: Value = provider.raw_request("anvil_mine".into(), ("0x1",)).await.unwrap();
-                    Ok(())
+                    return true;
                 }
             };
+            let request = alloy::rpc::types::TransactionRequest::default()
+                .from(from)
+                .to(registry)
+                .input(alloy::primitives::Bytes::from(input).into());
+            let sent = self.chain.chain.send_request(request).await;
             if sent.is_err() {
                 // Refused: nothing mined, the snapshot names the same head.
                 self.snapshots.pop();

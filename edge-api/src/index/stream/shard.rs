@@ -211,19 +211,18 @@ impl StreamShard {
                 "feed stream: this shard missed batches {from} to {to}: its listeners resume from D1"
             );
         }
-        listeners.open.retain(|_, listener| match &mut listener.backlog {
-            Some(backlog) => {
+        listeners.open.retain(|_, listener| match (&mut listener.backlog, missed) {
+            (Some(backlog), _) => {
                 backlog.extend_from_slice(&events);
                 true
             }
-            None if missed.is_some() => {
-                let (from, to) = missed.expect("just matched");
+            (None, Some((from, to))) => {
                 listener.end_with(&format!(
                     ": dropped: this shard missed batches {from} to {to}; reconnect with Last-Event-ID\n\n"
                 ));
                 false
             }
-            None => {
+            (None, None) => {
                 let picked: Vec<Frame> = frames
                     .iter()
                     .filter(|(event, _)| listener.offered(event))
