@@ -1,12 +1,14 @@
-//! The stream's outlet: after each index run, the batches the feed gained since the stream was
-//! last handed any, sent once to every shard ([`super::shard`]).
+//! The stream's outlet: after each index run, each shard ([`super::shard`]) is handed the batches
+//! the feed gained since that shard was last handed any.
 //!
-//! Cost per run: the outlet's one D1 query ([`crate::index::outlets::pending::stream_pending`]) and, when
-//! the feed moved, one Durable Object request per shard, whatever the number of listeners. A
-//! shard that cannot be reached keeps the cursor where it was: the next run hands every shard
-//! the same batches again, and each listener's position drops what it was already sent.
+//! Cost per run: the outlet's one D1 query ([`crate::index::outlets::pending::stream_pending`])
+//! and, when the feed moved, one Durable Object request per shard, whatever the number of
+//! listeners. Each shard has its own cursor: a shard that cannot be reached keeps its cursor and
+//! is handed the same batches again by the next run, the others only what is new to them. One
+//! that falls more than [`MOST_BEHIND`] batches behind the shard furthest ahead is given up on
+//! (it finds the gap and its listeners resume from D1), so it holds no other back.
 //!
-//! The cursor costs no row written of its own (it cost one per run that added batches): the
+//! The common cursor costs no row written of its own (it cost one per run that added batches): the
 //! isolate remembers how far it handed the feed out ([`handed_through`]), and the next run
 //! that writes the index's state row carries it there (`streamThrough`). An isolate that goes
 //! before that run leaves the row's cursor behind what was handed, so some batches are handed
@@ -39,23 +41,25 @@ const MOST_BEHIND: u64 = pending::BATCHES_PER_RUN / 2;
 /// The batch every shard was handed through (`None`: none), for the next state row written: each
 /// shard's own, or the row's for a shard this isolate handed nothing.
 pub(crate) fn handed_through() -> Option<u64> {
-    HANDED
-        .with(|handed| {
-            let handed = handed.borrow();
-            let ahead = handed.values().max().copied().unwrap_or(0);
-            handed.values().min().map(|slowest| (*slowest).max(ahead.saturating_sub(MOST_BEHIND)))
-        })
-        .filter(|&batch| batch > 0)
+    HANDED.with(|handed| slowest_kept(&handed.borrow())).filter(|&batch| batch > 0)
+}
+
+/// The cursor of the slowest shard in `handed` that is not given up on: no further behind the
+/// one furthest ahead than [`MOST_BEHIND`] (`None`: no shard handed anything).
+fn slowest_kept(handed: &BTreeMap<u64, u64>) -> Option<u64> {
+    let ahead = handed.values().max().copied().unwrap_or(0);
+    handed.values().min().map(|slowest| (*slowest).max(ahead.saturating_sub(MOST_BEHIND)))
 }
 
 /// Where the outlet reads from for `shards` shards: past the batch every shard this isolate
 /// handed anything took (0 when one has no record here: the state row's cursor then rules, in the
 /// query), but no further behind the shard furthest ahead than [`MOST_BEHIND`].
 fn read_from(shards: u64, handed: &BTreeMap<u64, u64>) -> u64 {
-    let ahead = handed.values().max().copied().unwrap_or(0);
-    let all_known = (0..shards).all(|shard| handed.contains_key(&shard));
-    let slowest = if all_known { handed.values().min().copied().unwrap_or(0) } else { 0 };
-    slowest.max(ahead.saturating_sub(MOST_BEHIND))
+    if (0..shards).all(|shard| handed.contains_key(&shard)) {
+        slowest_kept(handed).unwrap_or(0)
+    } else {
+        handed.values().max().copied().unwrap_or(0).saturating_sub(MOST_BEHIND)
+    }
 }
 
 /// Each shard's cursor, given the batches read (the first is `first`): its record here, else
@@ -114,7 +118,7 @@ pub(crate) async fn hand(env: &Env, store: &Store) -> Result<bool> {
     }))
     .await;
     let mut listeners = 0;
-    let mut failed = Vec::new();
+    let mut failed = 0;
     HANDED.with(|handed| {
         let mut handed = handed.borrow_mut();
         for (shard, result) in sent {
@@ -128,14 +132,14 @@ pub(crate) async fn hand(env: &Env, store: &Store) -> Result<bool> {
                         "feed stream: {error}; this shard is handed its batches again next run"
                     );
                     handed.insert(shard, cursors[&shard]);
-                    failed.push(shard);
+                    failed += 1;
                 }
             }
         }
     });
     worker::console_log!(
         "feed stream: handed batches up to {last} to {} of {shards} shards holding {listeners} listeners",
-        shards - failed.len() as u64
+        shards - failed
     );
     Ok(true)
 }
