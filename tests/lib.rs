@@ -14,6 +14,7 @@ pub mod edge_fixture;
 pub mod op_stack;
 pub mod openapi;
 pub mod policy_wallet;
+pub mod processes;
 pub mod provider_shapes;
 pub mod relayer_fixture;
 pub mod rpc_proxy;

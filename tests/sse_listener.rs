@@ -46,9 +46,19 @@ impl SseListener {
         path_and_query: &str,
         last_event_id: Option<&str>,
     ) -> Result<Self, Refused> {
+        Self::open_as(&fresh_ip(), base, path_and_query, last_event_id).await
+    }
+
+    /// [`SseListener::open`] from client IP `ip` (the stream's caps count a client's streams).
+    pub async fn open_as(
+        ip: &str,
+        base: &str,
+        path_and_query: &str,
+        last_event_id: Option<&str>,
+    ) -> Result<Self, Refused> {
         let mut request = crate::http_client()
             .get(format!("{base}{path_and_query}"))
-            .header("cf-connecting-ip", fresh_ip())
+            .header("cf-connecting-ip", ip)
             .header("accept", "text/event-stream");
         if let Some(last) = last_event_id {
             request = request.header("last-event-id", last);

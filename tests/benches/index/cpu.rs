@@ -14,7 +14,7 @@
 //! 27 ms) for work; capped at the sampler's tick, it does not. `perf stat` has no instruction
 //! counter on these machines.
 
-use std::{path::Path, time::Duration};
+use std::time::Duration;
 
 /// The workerd process running the Worker started by wrangler `wrangler_pid`.
 pub(crate) struct Meter {
@@ -24,18 +24,9 @@ pub(crate) struct Meter {
 impl Meter {
     /// Finds the Worker's runtime among the descendants of `wrangler_pid`.
     pub(crate) fn attach(wrangler_pid: u32) -> Self {
-        let mut pending = vec![wrangler_pid];
-        while let Some(parent) = pending.pop() {
-            for child in children(parent) {
-                let command = std::fs::read(format!("/proc/{child}/cmdline")).unwrap_or_default();
-                let command = String::from_utf8_lossy(&command);
-                if command.contains("workerd") && command.contains("--inspector-addr") {
-                    return Self { pid: child };
-                }
-                pending.push(child);
-            }
-        }
-        panic!("no workerd runtime with an inspector under wrangler {wrangler_pid}");
+        let pid = kya_tests::processes::worker_runtime(wrangler_pid)
+            .unwrap_or_else(|| panic!("no workerd runtime with an inspector under wrangler {wrangler_pid}"));
+        Self { pid }
     }
 
     /// On-CPU time of the runtime's main thread so far.
@@ -63,12 +54,8 @@ const SETTLE: Duration = Duration::from_millis(150);
 /// V8's background threads and SQLite's or PGlite's work included: a whole server's cost, for
 /// comparing two servers, where [`Meter`] is the Worker's main thread alone.
 pub(crate) fn process_tree(root: u32) -> Duration {
-    let mut ticks = 0;
-    let mut pending = vec![root];
-    while let Some(pid) = pending.pop() {
-        ticks += own_and_reaped_ticks(pid);
-        pending.extend(children(pid));
-    }
+    let tree = std::iter::once(root).chain(kya_tests::processes::descendants(root));
+    let ticks: u64 = tree.map(own_and_reaped_ticks).sum();
     Duration::from_secs_f64(ticks as f64 / clock_ticks_per_second() as f64)
 }
 
@@ -91,20 +78,4 @@ fn clock_ticks_per_second() -> u64 {
             .and_then(|output| String::from_utf8_lossy(&output.stdout).trim().parse().ok())
             .unwrap_or(100)
     })
-}
-
-/// The processes whose parent is `pid`.
-fn children(pid: u32) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-    entries
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|candidate| parent_of(&Path::new("/proc").join(candidate.to_string())) == Some(pid))
-        .collect()
-}
-
-fn parent_of(process: &Path) -> Option<u32> {
-    let stat = std::fs::read_to_string(process.join("stat")).ok()?;
-    // The command name may hold spaces and parentheses: fields resume after its last ')'.
-    stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
 }

@@ -9,16 +9,12 @@
 //! measured request would not find warm). Asked there, a cold answer still passes the runtime's entry
 //! Worker, but not wrangler's proxy.
 
-use std::{collections::HashMap, process::Command, time::Duration};
+use std::{process::Command, time::Duration};
 
 /// The base URL of the runtime's entry serving the Worker whose `wrangler dev` process is `pid`,
 /// if one of its descendants answers there.
 pub(crate) async fn runtime_entry(pid: u32) -> Option<String> {
-    let runtime = descendants(pid).into_iter().find(|&child| {
-        let cmdline = std::fs::read(format!("/proc/{child}/cmdline")).unwrap_or_default();
-        let cmdline = String::from_utf8_lossy(&cmdline);
-        cmdline.contains("workerd") && cmdline.contains("--inspector-addr")
-    })?;
+    let runtime = kya_tests::processes::worker_runtime(pid)?;
     let http = kya_tests::http_client();
     for port in listening_ports(runtime) {
         let base = format!("http://127.0.0.1:{port}");
@@ -33,28 +29,6 @@ pub(crate) async fn runtime_entry(pid: u32) -> Option<String> {
         }
     }
     None
-}
-
-/// Every process descended from `pid` (`/proc/*/stat`'s parent ids).
-fn descendants(pid: u32) -> Vec<u32> {
-    let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
-        // The parent id is the second field after the command's closing parenthesis.
-        let parent = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1));
-        if let Some(parent) = parent.and_then(|parent| parent.parse::<u32>().ok()) {
-            children.entry(parent).or_default().push(child);
-        }
-    }
-    let (mut found, mut queue) = (Vec::new(), vec![pid]);
-    while let Some(next) = queue.pop() {
-        for &child in children.get(&next).map_or(&[][..], Vec::as_slice) {
-            found.push(child);
-            queue.push(child);
-        }
-    }
-    found
 }
 
 /// The loopback TCP ports `pid` listens on (`ss -ltnp`).

@@ -46,7 +46,7 @@ const LONG: usize = 200_000;
 const WORDS_PER_TX: usize = 500;
 
 /// A chain with our registry (unused) and the hostile one, its block gas limit raised.
-async fn hostile_chain() -> (TestChain, Address) {
+pub(super) async fn hostile_chain() -> (TestChain, Address) {
     let chain = TestChain::start().await;
     chain.chain.set_block_gas_limit(BLOCK_GAS).await.unwrap();
     let registry = chain
@@ -70,7 +70,7 @@ fn request<C: SolCall>(registry: Address, call: &C) -> TransactionRequest {
 }
 
 /// `calls`, all mined in one block.
-async fn in_one_block<C: SolCall>(chain: &TestChain, registry: Address, calls: &[C]) -> u64 {
+pub(super) async fn in_one_block<C: SolCall>(chain: &TestChain, registry: Address, calls: &[C]) -> u64 {
     mine_together(chain, calls.iter().map(|call| request(registry, call)).collect()).await
 }
 

@@ -65,11 +65,35 @@ struct Replay {
     api: EdgeClient,
     after: Option<String>,
     standings: BTreeMap<Address, Standing>,
+    /// Every entry read, for a failure's story of a wallet.
+    read: Vec<Event>,
 }
 
 impl Replay {
     fn new(api: EdgeClient) -> Self {
-        Self { api, after: None, standings: BTreeMap::new() }
+        Self { api, after: None, standings: BTreeMap::new(), read: Vec::new() }
+    }
+
+    /// The entries naming `wallet`, one a line: what a failure shows.
+    fn story_of(&self, wallet: Address) -> String {
+        self.read
+            .iter()
+            .filter(|event| event.change.wallet == wallet)
+            .map(|event| {
+                let change = &event.change;
+                format!(
+                    "{} {} {:?} agent {} block {} ({}) -> {:?}",
+                    event.id,
+                    change.kind.as_str(),
+                    event.finality,
+                    change.agent_id,
+                    change.block.number,
+                    change.block.hash,
+                    change.standing
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// The entries appended since the last call, applied to the standings.
@@ -92,6 +116,7 @@ impl Replay {
         for event in events.iter().filter(|event| event.finality != Finality::Final) {
             self.standings.insert(event.change.wallet, event.change.standing);
         }
+        self.read.extend_from_slice(&events);
         events
     }
 }
@@ -125,7 +150,12 @@ async fn assert_exact(chain: &TestChain, api: &EdgeClient, rpc: &str, replay: &R
     let (_, truth) = standings_at(chain, block).await;
     for (wallet, standing) in &replay.standings {
         let expected = truth.get(wallet).copied().unwrap_or(Standing::UNREGISTERED);
-        assert_eq!(*standing, expected, "{step}: the feed's standing of {wallet} at block {block}");
+        assert_eq!(
+            *standing,
+            expected,
+            "{step}: the feed's standing of {wallet} at block {block}; its entries:\n{}",
+            replay.story_of(*wallet)
+        );
     }
     block
 }

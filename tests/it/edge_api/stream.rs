@@ -411,3 +411,76 @@ async fn listeners_without_a_cursor_get_every_event_appended_after_they_connecte
     assert_eq!(starts.first(), Some(&2), "some connected before the appends: {starts:?}");
     assert_eq!(starts.last(), Some(&4), "some after: {starts:?}");
 }
+
+/// A client's streams, then the shard's listeners, are capped before a stream opens (429, the
+/// API's message, `Retry-After`), and a stream that ends frees its place. A shard handed batches
+/// past a gap (a hand-over it missed: the outlet gave up on it, docs/change-feed.md "Stream")
+/// tells its live listeners why and ends their streams; they resume from D1 with
+/// `Last-Event-ID`. The gap is made here by leaving batch 2 out of the feed's table, so that
+/// the run hands the shard batch 3 after batch 1.
+#[tokio::test]
+async fn streams_are_capped_per_client_and_per_shard_and_a_shard_that_missed_batches_drops_its_listeners() {
+    let worker = chainless_worker(&[
+        ("FEED_STREAM_SHARDS", "1".to_owned()),
+        ("FEED_STREAM_MAX_LISTENERS", "3".to_owned()),
+        ("FEED_STREAM_MAX_PER_CLIENT", "2".to_owned()),
+        // A shard learns a stream ended when it fails to write to it: by the next heartbeat.
+        ("FEED_STREAM_HEARTBEAT_SECS", "1".to_owned()),
+    ])
+    .await;
+    let batches = feed();
+    write_batches(&worker, 1, &batches[..1]);
+    worker.run_index().await;
+    let open_as = |ip: &'static str| SseListener::open_as(ip, &worker.base, PATH, None);
+    let capped = |refused: Result<SseListener, Refused>, what: &str| {
+        let Err(Refused { status, body, headers }) = refused else { panic!("{what}: a stream opened") };
+        assert_eq!(status, 429, "{what}: {body}");
+        assert_eq!(
+            serde_json::from_str::<Value>(&body).unwrap(),
+            serde_json::json!({"error": "Rate limit exceeded. Try again in 1 minute."}),
+            "{what}"
+        );
+        assert_eq!(headers.get("retry-after").and_then(|value| value.to_str().ok()), Some("60"), "{what}");
+    };
+
+    let (x, y, z) = ("203.0.113.1", "203.0.113.2", "2001:db8:1:2::7");
+    let mut x1 = open_as(x).await.expect("x's first stream");
+    let x2 = open_as(x).await.expect("x's second stream");
+    capped(open_as(x).await, "x's third stream (FEED_STREAM_MAX_PER_CLIENT = 2)");
+    let y1 = open_as(y).await.expect("y's first stream");
+    capped(open_as(z).await, "z's first stream on a full shard (FEED_STREAM_MAX_LISTENERS = 3)");
+    // Another address of z's /64 is the same client; the shard is full for it all the same.
+    capped(open_as("2001:db8:1:2::8").await, "z's /64");
+
+    // x's first stream ends: its place is free once the shard sees it gone (its next write, at
+    // the latest the next heartbeat, fails).
+    drop(x1);
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    x1 = loop {
+        match open_as(z).await {
+            Ok(listener) => break listener,
+            Err(refused) => {
+                assert_eq!(refused.status, 429, "{}", refused.body);
+                assert!(tokio::time::Instant::now() < deadline, "the ended stream's place was never freed");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
+
+    // Batch 3 after batch 1: the shard missed batch 2. Its three live listeners are told so and
+    // their streams end; each resumes from the last event it had (none: batch 1's last).
+    write_batches(&worker, 3, &batches[2..]);
+    worker.run_index().await;
+    let dropped = ": dropped: this shard missed batches 2 to 2; reconnect with Last-Event-ID\n\n";
+    let mut listeners = vec![x1, x2, y1];
+    for listener in &mut listeners {
+        assert!(listener.wait_for(dropped, 1, PATIENCE).await, "{}", listener.received());
+        assert_eq!(listener.next(QUIET).await, None, "the stream ended: {}", listener.received());
+    }
+    let batch_1_last = batches[0].last().unwrap().id.to_string();
+    let mut resumed = open_from(&worker, "", Some(&batch_1_last)).await;
+    let batch_3: Vec<&Event> = batches[2].iter().collect();
+    receives(&mut resumed, &messages(&batch_3), "from D1 after the gap").await;
+    let warned = "feed stream: this shard missed batches 2 to 2: its listeners resume from D1";
+    assert!(worker.output().contains(warned), "the shard's log says why");
+}
