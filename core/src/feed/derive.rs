@@ -66,6 +66,11 @@ impl Known {
     }
 
     pub(crate) const fn standing(&self, time: u64) -> Standing {
+        // Terminating frees the wallet on chain (`walletToAgent` is deleted): `/kya` finds no
+        // agent for it, as for a wallet never registered.
+        if matches!(self.status, AgentStatus::Terminated) {
+            return Standing::UNREGISTERED;
+        }
         Standing {
             is_registered: true,
             is_compliant: matches!(self.status, AgentStatus::Active) && self.attestation_current(time),
@@ -569,10 +574,12 @@ mod tests {
             }
             prop_assert!(changes.windows(2).all(|pair| pair[0].block.number <= pair[1].block.number));
             prop_assert!(!changes.iter().any(|change| change.log.is_none() && change.kind == EventType::StatusChanged), "a registry that logs every write needs no correction");
-            let kya = KyaResult::of(WALLET, Some(&agent), end.time);
+            // `getAgentByWallet`, behind `/kya`, finds no agent for a terminated agent's wallet.
+            let of_wallet = (agent.status != AgentStatus::Terminated).then_some(&agent);
+            let kya = KyaResult::of(WALLET, of_wallet, end.time);
             prop_assert_eq!(shown, kya.is_compliant, "the last compliance shown is /kya's");
             if let Some(last) = changes.last() {
-                prop_assert_eq!((last.standing.is_registered, last.standing.status), (kya.is_registered, Some(agent.status)));
+                prop_assert_eq!((last.standing.is_registered, last.standing.status), (kya.is_registered, of_wallet.map(|agent| agent.status)));
             }
             let expiries = changes.iter().filter(|change| change.kind == EventType::AttestationExpired).count();
             let attestations = changes.iter().filter(|change| change.kind == EventType::Attested).count();

@@ -8,6 +8,7 @@ mod cursor;
 mod derive;
 mod event;
 pub mod finality;
+pub mod put_off;
 mod query;
 pub mod reconcile;
 pub mod run;

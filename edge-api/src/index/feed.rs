@@ -71,6 +71,10 @@ pub(super) struct RunFeed<'a> {
     pub(super) read: BTreeMap<u64, Option<&'a Agent>>,
     /// The agents as the index held them before the run.
     pub(super) held: &'a BTreeMap<u64, Held>,
+    /// Agents of `read` that earlier runs put off (`kya_core::feed::put_off`), each with the
+    /// index's block it is walked from, and their logs from there up to the index's block.
+    pub(super) put_off: &'a BTreeMap<u64, BlockRef>,
+    pub(super) put_off_logs: &'a [AgentLogEntry],
 }
 
 /// What the feed adds to the run's commit.
@@ -135,6 +139,7 @@ async fn walk(
     let highest =
         unsettled.iter().max_by_key(|entry| entry.change.block.number).map(|entry| entry.change.block);
     let mut asked = untimed(indexed.number + 1);
+    asked.extend(run.put_off_logs.iter().filter(|log| log.block_time.is_none()).map(|log| log.touch.block));
     asked.extend(
         highest.filter(|block| !hashes_in_logs.contains_key(&block.number)).map(|block| block.number),
     );
@@ -177,8 +182,16 @@ async fn walk(
             let number = log.touch.block;
             number <= at.number && (number > indexed.number || fork.is_some_and(|fork| number >= fork))
         })
+        // An agent put off by earlier runs is walked through its logs since then, up to the
+        // index's block (those past it are above), unless the fork's walk has them already.
+        .chain(run.put_off_logs.iter().filter(|log| {
+            let number = log.touch.block;
+            number <= indexed.number && fork.is_none_or(|fork| number < fork)
+        }))
         .filter_map(|log| log.for_feed(log.block_time.or_else(|| headers.time(log.touch.block))?))
         .collect();
+    let mut logs = logs;
+    logs.sort_by_key(|log| (log.block.number, log.log.log_index));
     // Lapses, from where the last run's search stopped up to the attestations that lapsed by
     // the run's block time, at most `FEED_LAPSES_PER_RUN`: the rest are the next runs'.
     let edge = current_from(at.timestamp);
@@ -198,6 +211,11 @@ async fn walk(
         run.read.keys().map(|id| (*id, run.held.get(id).map(|held| Known::of(&held.agent.record)))).collect();
     let mut after = run.read.clone();
     let mut rewound = rewound;
+    // Agents put off: walked from where the index held them when they were put off.
+    for (id, put_off_after) in run.put_off {
+        let held = run.held.get(id).map(|held| Known::of(&held.agent.record));
+        rewound.entry(*id).or_insert((held, put_off_after.timestamp));
+    }
     // Each walked from the last second its attestation was current: a run behind the moment
     // (the search was capped) still shows the expiry, at its own block.
     for agent in lapsed.iter().filter(|agent| !run.read.contains_key(&agent.record.agent_id)) {

@@ -98,6 +98,10 @@ pub(crate) struct State {
     /// them.
     #[serde(default)]
     pub(crate) stream_through: Option<u64>,
+    /// Agents whose logs a run followed but did not read, for the runs that read them to walk
+    /// (`kya_core::feed::put_off`).
+    #[serde(default, skip_serializing_if = "kya_core::feed::put_off::PutOff::is_empty")]
+    pub(crate) put_off: kya_core::feed::put_off::PutOff,
 }
 
 const fn first_batch() -> u64 {
@@ -122,6 +126,7 @@ impl Default for State {
             feed_last: None,
             lapses_from: None,
             stream_through: None,
+            put_off: kya_core::feed::put_off::PutOff::default(),
         }
     }
 }

@@ -301,6 +301,20 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
         }
     }
 
+    // Agents whose logs this run followed but does not write wait for the run that reads them,
+    // which walks them for the feed from where the index held them, through those logs.
+    let kept_ids: Vec<u64> = kept.iter().map(|agent| agent.record.agent_id).collect();
+    let put_off = walk_put_off(&rpc, registry, &mut state, &kept_ids, chain_next).await?;
+    let put_off_now: Vec<u64> = touched
+        .iter()
+        .copied()
+        .filter(|id| *id < chain_next && kept_ids.binary_search(id).is_err())
+        .collect();
+    let mut put_off_dropped = 0;
+    if let (true, Some(indexed)) = (settings.events, state.block) {
+        put_off_dropped = state.put_off.add(indexed, put_off_now.iter().copied());
+    }
+
     // Time first: attestations that lapsed between the index's block and this one, counted on
     // the agents as the index holds them.
     if let Some(indexed) = state.block {
@@ -327,6 +341,8 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
         logs: followed.as_ref().map_or(&[], |followed| followed.logs.as_slice()),
         read: new.iter().map(|(id, agent)| (*id, agent.as_ref().map(|agent| &agent.record))).collect(),
         held: &held,
+        put_off: &put_off.agents,
+        put_off_logs: &put_off.logs,
     };
     let retention_due = first_of_minute(&settings, &state, now);
     let fed = feed::write(&run_feed, &mut headers, &mut state, retention_due).await?;
@@ -422,6 +438,25 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
             "; {deferred} agents put off to later runs (a run writes {RUN_WRITE_BYTES} bytes)"
         ));
     }
+    if !put_off.agents.is_empty() {
+        message.push_str(&format!(
+            "; {} agents put off by earlier runs walked through {} of their logs{}",
+            put_off.agents.len(),
+            put_off.logs.len(),
+            if put_off.refused.is_empty() { "" } else { " (the provider refused some: corrected instead)" }
+        ));
+    }
+    if !put_off_now.is_empty() {
+        message.push_str(&format!(
+            "; {} agents touched and put off to later runs, which walk their logs{}",
+            put_off_now.len(),
+            if put_off_dropped > 0 {
+                format!(" ({put_off_dropped} past the record's room: corrected instead)")
+            } else {
+                String::new()
+            }
+        ));
+    }
     let reread = state.cursor.reread();
     if !reread.is_empty() {
         message.push_str(&format!("; agents {} to {} to read again", reread.start, reread.end - 1));
@@ -507,6 +542,7 @@ fn unchanged(before: &State, after: &State, next: Cursor, chain_next: u64) -> bo
         && after.settled_through == before.settled_through
         && after.feed_last == before.feed_last
         && after.lapses_from == before.lapses_from
+        && after.put_off == before.put_off
         && fixed(&after.totals) == fixed(&before.totals)
 }
 
@@ -590,4 +626,47 @@ async fn apply(
         entry.child_count = entry.child_count.saturating_add_signed(change);
     }
     Ok((changes, bucket_moves, loaded))
+}
+
+/// The agents put off by earlier runs that this run reads, and their logs since.
+struct PutOffWalks {
+    /// Each with the index's block it walks from.
+    agents: BTreeMap<u64, BlockRef>,
+    /// Their logs from the earliest of those blocks up to the index's block (the logs past it
+    /// are the run's own), in block and log order.
+    logs: Vec<AgentLogEntry>,
+    /// Blocks whose logs the provider refused.
+    refused: Vec<u64>,
+}
+
+/// Takes the agents of `kept` (ascending) that earlier runs put off out of `state`'s record, with
+/// their logs since then (one `eth_getLogs` range, split as the provider asks). Ids past
+/// `chain_next` (a reorganisation took them away) are forgotten.
+async fn walk_put_off(
+    rpc: &Rpc<'_>,
+    registry: alloy_primitives::Address,
+    state: &mut State,
+    kept: &[u64],
+    chain_next: u64,
+) -> Result<PutOffWalks> {
+    state.put_off.forget_from(chain_next);
+    let agents = state.put_off.take(kept);
+    let mut walks = PutOffWalks { agents, logs: Vec::new(), refused: Vec::new() };
+    let (Some(from), Some(indexed)) =
+        (walks.agents.values().map(|after| after.number + 1).min(), state.block)
+    else {
+        return Ok(walks);
+    };
+    if from <= indexed.number {
+        let followed = follow::logs(rpc, registry, from..=indexed.number).await?;
+        walks.logs = followed
+            .logs
+            .into_iter()
+            .filter(|log| {
+                walks.agents.get(&log.touch.agent_id).is_some_and(|after| log.touch.block > after.number)
+            })
+            .collect();
+        walks.refused = followed.refused;
+    }
+    Ok(walks)
 }

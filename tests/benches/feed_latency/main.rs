@@ -18,6 +18,13 @@
 //!
 //! Each in milliseconds and in blocks (the milliseconds over the block time), median and p90.
 //!
+//! After each round, a **reorganisation**: a registration is mined and streamed, then the chain
+//! is reverted to before it (`evm_revert`) and another wallet's registration takes its place at
+//! the same height (the agent id too). Measured from the moment the replacing block was first
+//! seen (a poll of the head's hash every [`HEAD_POLL`]) to the first registration's retraction
+//! and to the replacing registration's provisional event at the stream's listener. The writes
+//! of the next round are measured on a chain that reorganises every round.
+//!
 //! `cargo bench -p kya-tests --bench feed_latency` prints the report and writes it to
 //! `docs/bench/change-latency.md` (its reading, below the tables, is kept), in about 8 minutes.
 
@@ -96,18 +103,28 @@ impl Kind {
     }
 }
 
-/// When each block was first seen mined.
-type Mined = Arc<Mutex<BTreeMap<u64, Instant>>>;
+/// When each block was first seen mined, by number (its first version) and by hash (every
+/// version: a reorganisation's blocks too).
+#[derive(Default)]
+struct Seen {
+    numbers: BTreeMap<u64, Instant>,
+    hashes: BTreeMap<B256, Instant>,
+}
+type Mined = Arc<Mutex<Seen>>;
 
-/// Polls the head every [`HEAD_POLL`] and notes when each block number first appears.
+/// Polls the head every [`HEAD_POLL`] and notes when each block number and hash first appears.
 fn watch_blocks(chain: &TestChain) -> (Mined, tokio::task::JoinHandle<()>) {
     let mined: Mined = Arc::default();
     let provider = chain.chain.provider().clone();
     let noted = Arc::clone(&mined);
     let task = tokio::spawn(async move {
         loop {
-            if let Ok(head) = provider.get_block_number().await {
-                noted.lock().unwrap().entry(head).or_insert_with(Instant::now);
+            if let Ok(Some(block)) = provider.get_block_by_number(alloy::eips::BlockNumberOrTag::Latest).await
+            {
+                let now = Instant::now();
+                let mut seen = noted.lock().unwrap();
+                seen.numbers.entry(block.header.number).or_insert(now);
+                seen.hashes.entry(block.header.hash).or_insert(now);
             }
             tokio::time::sleep(HEAD_POLL).await;
         }
@@ -178,20 +195,97 @@ fn shows(write: &Write, answer: &kya_tests::edge_fixture::Answer) -> bool {
     shown
 }
 
-/// Sends `call` and returns its transaction and block.
+/// Sends `call` and returns its transaction, block and block time.
 async fn send<C: SolCall>(chain: &TestChain, from: Address, call: &C) -> (B256, u64, u64) {
+    let (hash, block, _, time) = send_seen(chain, from, call).await;
+    (hash, block, time)
+}
+
+/// [`send`], with the block's hash.
+async fn send_seen<C: SolCall>(chain: &TestChain, from: Address, call: &C) -> (B256, u64, B256, u64) {
     let receipt = chain.chain.send(from, chain.registry(), call).await.expect("mined");
     let block = receipt.block_number.expect("a block");
     let header =
         chain.chain.provider().get_block_by_number(block.into()).await.unwrap().expect("the block").header;
-    (receipt.transaction_hash, block, header.timestamp)
+    (receipt.transaction_hash, block, header.hash, header.timestamp)
+}
+
+/// The stream's first event (and when it came) that `pick` selects, within [`PATIENCE`].
+async fn streamed(received: &Received, what: &str, pick: impl Fn(&Value) -> bool) -> (Value, Instant) {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        if let Some(found) = received.lock().unwrap().iter().find(|(event, _)| pick(event)).cloned() {
+            return found;
+        }
+        assert!(Instant::now() < deadline, "{what}: never streamed");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// One reorganisation at the tip: a registration by `first`, streamed; the chain reverted to
+/// before it and `second`'s registration mined at the same height. Milliseconds from the
+/// replacing block first seen to the first registration's retraction, and to the second's
+/// provisional event.
+async fn reorganise(
+    chain: &TestChain,
+    mined: &Mined,
+    received: &Received,
+    first: &alloy::signers::local::PrivateKeySigner,
+    second: &alloy::signers::local::PrivateKeySigner,
+) -> (f64, f64) {
+    let provider = chain.chain.provider();
+    let creator = dev_accounts::address(Role::CreatorA);
+    let snapshot: Value = provider.raw_request("evm_snapshot".into(), ()).await.unwrap();
+    let (hash, _, _, _) =
+        send_seen(chain, creator, &consented_register_call(chain, creator, first, 0).await).await;
+    let hash = hash.to_string();
+    let (provisional, _) = streamed(received, "the first registration", |event| {
+        event["type"] == "agent.registered"
+            && event["finality"] == "provisional"
+            && event["log"]["transactionHash"] == hash.as_str()
+    })
+    .await;
+    let id = provisional["id"].as_str().unwrap().to_owned();
+    let reverted: bool = provider.raw_request("evm_revert".into(), (snapshot,)).await.unwrap();
+    assert!(reverted);
+    let reverted_at = Instant::now();
+    let call = consented_register_call(chain, creator, second, 0).await;
+    let (replacing, _, block_hash, _) = send_seen(chain, creator, &call).await;
+    let replacing = replacing.to_string();
+    let deadline = Instant::now() + PATIENCE;
+    let seen_at = loop {
+        // The replacing chain's first block: the first hash seen after the revert (the one
+        // with the replacing write, or an empty one the interval miner made before it).
+        let first_after = {
+            let seen = mined.lock().unwrap();
+            seen.hashes
+                .contains_key(&block_hash)
+                .then(|| seen.hashes.values().copied().filter(|at| *at > reverted_at).min())
+                .flatten()
+        };
+        if let Some(at) = first_after {
+            break at;
+        }
+        assert!(Instant::now() < deadline, "the replacing block was never seen");
+        tokio::time::sleep(HEAD_POLL).await;
+    };
+    let (_, retracted_at) =
+        streamed(received, "the retraction", |event| event["retracts"] == id.as_str()).await;
+    let (_, replaced_at) = streamed(received, "the replacing registration", |event| {
+        event["type"] == "agent.registered"
+            && event["finality"] == "provisional"
+            && event["log"]["transactionHash"] == replacing.as_str()
+    })
+    .await;
+    let ms = |at: Instant| at.saturating_duration_since(seen_at).as_secs_f64() * 1_000.0;
+    (ms(retracted_at), ms(replaced_at))
 }
 
 /// Milliseconds from the write's block mined to the answer showing it, and to its event.
 async fn measure(api: &EdgeClient, mined: &Mined, received: &Received, write: &Write) -> (f64, f64) {
     let deadline = Instant::now() + PATIENCE;
     let mined_at = loop {
-        if let Some(at) = mined.lock().unwrap().get(&write.block) {
+        if let Some(at) = mined.lock().unwrap().numbers.get(&write.block) {
             break *at;
         }
         assert!(Instant::now() < deadline, "block {} never seen by the head's poll", write.block);
@@ -259,9 +353,17 @@ fn row(name: &str, values: &[f64]) -> String {
     )
 }
 
-fn report(results: &BTreeMap<Kind, (Vec<f64>, Vec<f64>)>, commit: &str, load: (&str, &str)) -> String {
+fn report(
+    results: &BTreeMap<Kind, (Vec<f64>, Vec<f64>)>,
+    reorganisations: &(Vec<f64>, Vec<f64>),
+    commit: &str,
+    load: (&str, &str),
+) -> String {
     let mut text = String::new();
-    let _ = writeln!(text, "# The change feed's latency: from a write mined to answers and listeners\n");
+    let _ = writeln!(
+        text,
+        "# The change feed's latency: from a write mined to answers and listeners, and through reorganisations\n"
+    );
     let _ = writeln!(
         text,
         "Measured by `cargo bench -p kya-tests --bench feed_latency` (`tests/benches/feed_latency/main.rs`) \
@@ -289,6 +391,17 @@ fn report(results: &BTreeMap<Kind, (Vec<f64>, Vec<f64>)>, commit: &str, load: (&
         }
         let _ = writeln!(text, "{}\n", row("all", &all));
     }
+    let _ = writeln!(
+        text,
+        "After each round, a reorganisation at the tip: a registration mined and streamed, the \
+         chain reverted to before it and another wallet's registration mined at the same height. \
+         From the replacing chain's first block seen (its hash, polled every {} ms) to:\n",
+        HEAD_POLL.as_millis()
+    );
+    let _ = writeln!(text, "| Reorganisation: event | reorganisations | median | p90 | most |");
+    let _ = writeln!(text, "|---|---|---|---|---|");
+    let _ = writeln!(text, "{}", row("the first registration retracted", &reorganisations.0));
+    let _ = writeln!(text, "{}\n", row("the replacing registration (provisional)", &reorganisations.1));
     text
 }
 
@@ -316,10 +429,15 @@ async fn main() {
     let creator = dev_accounts::address(Role::CreatorA);
     let regulator = chain.deployment.regulator;
     let mut results: BTreeMap<Kind, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+    let mut reorganisations = (Vec::new(), Vec::new());
     let started = Instant::now();
+    // Each round registers one agent, and each reorganisation leaves one more.
+    let mut next_id = 1;
     for round in 1..=WRITES_PER_KIND {
+        let id = next_id;
+        next_id += 2;
         for kind in Kind::ALL {
-            let agent = U256::from(round);
+            let agent = U256::from(id);
             let (hash, block, block_time) = match kind {
                 Kind::Registration => {
                     let wallet = dev_accounts::agent_wallet(round);
@@ -343,12 +461,17 @@ async fn main() {
                     send(&chain, regulator, &AgentRegistry::suspendAgentCall { agentId: agent }).await
                 }
             };
-            let write = Write { kind, agent: round, hash, block, block_time, nth: round };
+            let write = Write { kind, agent: id, hash, block, block_time, nth: round };
             let (answer_ms, stream_ms) = measure(&api, &mined, &received, &write).await;
             let entry = results.entry(kind).or_default();
             entry.0.push(answer_ms);
             entry.1.push(stream_ms);
         }
+        let (first, second) =
+            (dev_accounts::agent_wallet(1_000 + 2 * round), dev_accounts::agent_wallet(1_001 + 2 * round));
+        let (retracted_ms, replaced_ms) = reorganise(&chain, &mined, &received, &first, &second).await;
+        reorganisations.0.push(retracted_ms);
+        reorganisations.1.push(replaced_ms);
         eprintln!("round {round} of {WRITES_PER_KIND}: {:.0} s", started.elapsed().as_secs_f64());
     }
     head_task.abort();
@@ -356,7 +479,7 @@ async fn main() {
     let log = worker.output();
     assert!(!log.contains("index run failed"), "an index run failed:\n{log}");
 
-    let text = report(&results, &commit, (&start_load, &kya_tests::load_averages()));
+    let text = report(&results, &reorganisations, &commit, (&start_load, &kya_tests::load_averages()));
     println!("{text}");
     let path = repo_root().join("docs/bench/change-latency.md");
     let kept = std::fs::read_to_string(&path).unwrap_or_default();

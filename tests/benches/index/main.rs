@@ -18,7 +18,6 @@ mod cpu;
 mod d1;
 mod direct;
 mod endpoints;
-mod entry;
 mod indexer;
 mod ponder;
 mod profile_only;

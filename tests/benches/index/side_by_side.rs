@@ -20,7 +20,7 @@ use serde_json::Value;
 use crate::{
     Setup, cpu,
     direct::DirectWorker,
-    endpoints, entry,
+    endpoints,
     ponder::{self, Ponder, PonderProxy},
     report,
     timing::{self, Timed, median},
@@ -72,7 +72,7 @@ pub(crate) struct PonderFill {
 pub(crate) struct Path {
     pub(crate) path: String,
     pub(crate) ours: Cold,
-    /// Ours asked at the runtime's own entry, past wrangler's proxy ([`entry::runtime_entry`]).
+    /// Ours asked at the runtime's own entry, past wrangler's proxy ([`kya_tests::processes::runtime_entry`]).
     pub(crate) ours_entry: Cold,
     /// Ours asked on the Worker's own socket, past the runtime's entry too ([`DirectWorker`]).
     pub(crate) ours_direct: Cold,
@@ -173,7 +173,7 @@ fn counted(answer: &Timed, header: &str) -> (String, String) {
 enum Via {
     /// `wrangler dev`'s port, through its proxy Worker.
     Wrangler,
-    /// The runtime's own entry ([`entry::runtime_entry`]), as a deployed Worker is reached with
+    /// The runtime's own entry ([`kya_tests::processes::runtime_entry`]), as a deployed Worker is reached with
     /// no proxy of wrangler's in front.
     RuntimeEntry,
     /// The Worker's own socket in a runtime of its own ([`DirectWorker`]): as Cloudflare's edge
@@ -197,7 +197,7 @@ async fn ours_cold(worker: &mut EdgeWorker, path: &str, via: Via) -> Vec<Timed> 
             }
             Via::RuntimeEntry => {
                 worker.restart().await;
-                let base = entry::runtime_entry(worker.pid())
+                let base = kya_tests::processes::runtime_entry(worker.pid())
                     .await
                     .expect("the runtime's entry of the restarted Worker answers /health");
                 timing::get(&http, &base, path, &fresh_ip()).await

@@ -23,5 +23,6 @@ mod pace;
 mod providers;
 mod reorgs;
 mod stream;
+mod stream_crowd;
 mod verify;
 mod webhooks;

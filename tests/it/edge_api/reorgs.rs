@@ -23,7 +23,7 @@ use alloy::{
     sol_types::SolCall,
 };
 use kya_core::{
-    AgentStatus, KyaResult,
+    Agent, AgentStatus, KyaResult,
     abi::AgentRegistry,
     feed::{Event, EventType, Finality, Standing},
 };
@@ -37,7 +37,7 @@ use serde_json::Value;
 
 use super::{
     feed::index_block,
-    index::{assert_index_answers_as, health_index, snapshot_of},
+    index::{assert_index_answers_as, health_index},
 };
 
 /// Blocks each run re-scans: small, so that a reorganisation past it takes a few blocks.
@@ -121,25 +121,27 @@ impl Replay {
     }
 }
 
-/// Each wallet's standing at block `block` as `/kya` gives it (`KyaResult::of`, the function
-/// behind the endpoint), from the registry read whole at that block.
-async fn standings_at(chain: &TestChain, block: u64) -> (u64, BTreeMap<Address, Standing>) {
-    let snapshot = snapshot_of(chain, chain.registry(), block).await;
-    let time = snapshot.block.timestamp;
-    let standings = snapshot
-        .agents
-        .iter()
-        .map(|agent| {
-            let kya = KyaResult::of(agent.agent_wallet, Some(agent), time);
-            let standing = Standing {
-                is_registered: kya.is_registered,
-                is_compliant: kya.is_compliant,
-                status: Some(agent.status),
-            };
-            (agent.agent_wallet, standing)
-        })
-        .collect();
-    (time, standings)
+/// `wallet`'s standing at block `block` as `/kya` gives it: the agent the registry's
+/// `walletToAgent` names there (what `getAgentByWallet`, behind `/kya`, returns: none for a wallet
+/// never registered, or freed by a termination), through `KyaResult::of`, the endpoint's function.
+async fn standing_at(chain: &TestChain, wallet: Address, block: u64) -> Standing {
+    let provider = chain.chain.provider();
+    let call = |input: Vec<u8>| {
+        let request = alloy::rpc::types::TransactionRequest::default()
+            .to(chain.registry())
+            .input(alloy::primitives::Bytes::from(input).into());
+        async move { provider.call(request).block(block.into()).await.expect("an eth_call at the block") }
+    };
+    let id = call(AgentRegistry::walletToAgentCall(wallet).abi_encode()).await;
+    let id = AgentRegistry::walletToAgentCall::abi_decode_returns(&id).unwrap();
+    if id.is_zero() {
+        return Standing::UNREGISTERED;
+    }
+    let record = call(AgentRegistry::getAgentCall { agentId: id }.abi_encode()).await;
+    let agent = Agent::try_from(AgentRegistry::getAgentCall::abi_decode_returns(&record).unwrap()).unwrap();
+    let time = provider.get_block_by_number(block.into()).await.unwrap().expect("the block").header.timestamp;
+    let kya = KyaResult::of(wallet, Some(&agent), time);
+    Standing { is_registered: kya.is_registered, is_compliant: kya.is_compliant, status: Some(agent.status) }
 }
 
 /// Every wallet the feed named stands in the replay as `/kya` has it at the index's block; and
@@ -147,9 +149,8 @@ async fn standings_at(chain: &TestChain, block: u64) -> (u64, BTreeMap<Address, 
 /// failure message.
 async fn assert_exact(chain: &TestChain, api: &EdgeClient, rpc: &str, replay: &Replay, step: &str) -> u64 {
     let block = assert_index_answers_as(api, chain, chain.registry(), rpc, step).await;
-    let (_, truth) = standings_at(chain, block).await;
     for (wallet, standing) in &replay.standings {
-        let expected = truth.get(wallet).copied().unwrap_or(Standing::UNREGISTERED);
+        let expected = standing_at(chain, *wallet, block).await;
         assert_eq!(
             *standing,
             expected,

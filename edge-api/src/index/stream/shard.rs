@@ -77,7 +77,9 @@ struct Listener {
     position: Option<Cursor>,
     /// Its client, whose streams the shard counts.
     client: String,
-    sender: mpsc::UnboundedSender<Frame>,
+    /// Each item is what one hand-over (or heartbeat) has for the listener, written to its
+    /// response as one chunk: a stream write per hand-over, not per event.
+    sender: mpsc::UnboundedSender<Vec<Frame>>,
     /// Bytes queued for the response and not read from it yet: bounded by
     /// `FEED_STREAM_BACKLOG_BYTES`, so a crowd of listeners that read nothing costs the shard a
     /// known amount of memory.
@@ -112,17 +114,17 @@ impl Listener {
             return false;
         }
         if self.unread.get() + bytes > limit {
-            let _ = self.sender.unbounded_send(Rc::from(BEHIND.as_bytes()));
+            let _ = self.sender.unbounded_send(vec![Rc::from(BEHIND.as_bytes())]);
             self.sender.close_channel();
             return false;
         }
         self.unread.set(self.unread.get() + bytes);
-        frames.into_iter().all(|frame| self.sender.unbounded_send(frame).is_ok())
+        frames.is_empty() || self.sender.unbounded_send(frames).is_ok()
     }
 
     /// Ends the stream after a last comment.
     fn end_with(&mut self, comment: &str) {
-        let _ = self.sender.unbounded_send(Rc::from(comment.as_bytes()));
+        let _ = self.sender.unbounded_send(vec![Rc::from(comment.as_bytes())]);
         self.sender.close_channel();
     }
 }
@@ -287,10 +289,12 @@ impl StreamShard {
         }
         self.beat();
         let first = stream::once(async move { Ok::<_, worker::Error>(opening.into_bytes()) });
-        // A frame leaves the listener's unread bytes as the response reads it.
-        let queued = receiver.map(move |frame: Frame| {
-            unread.set(unread.get().saturating_sub(frame.len() as u64));
-            Ok(frame.to_vec())
+        // A hand-over's frames leave the listener's unread bytes as the response reads them,
+        // copied into one chunk there.
+        let queued = receiver.map(move |frames: Vec<Frame>| {
+            let chunk: Vec<u8> = frames.iter().flat_map(|frame| frame.iter().copied()).collect();
+            unread.set(unread.get().saturating_sub(chunk.len() as u64));
+            Ok(chunk)
         });
         stream_response(Response::from_stream(first.chain(queued))?)
     }
@@ -457,8 +461,8 @@ mod tests {
         assert!(!listener.send(vec![Rc::clone(&frame)], 3 * size));
         assert!(!listener.send(vec![Rc::clone(&frame)], 3 * size), "gone for good");
         let mut queued = Vec::new();
-        while let Ok(frame) = receiver.try_recv() {
-            queued.push(String::from_utf8(frame.to_vec()).unwrap());
+        while let Ok(frames) = receiver.try_recv() {
+            queued.extend(frames.iter().map(|frame| String::from_utf8(frame.to_vec()).unwrap()));
         }
         assert_eq!(queued.len(), 4);
         assert_eq!(queued[3], BEHIND);
