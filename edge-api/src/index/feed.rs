@@ -156,12 +156,23 @@ async fn walk(
     let seen: BTreeMap<u64, B256> =
         unsettled.iter().map(|entry| (entry.change.block.number, entry.change.block.hash)).collect();
     let canonical = |number: u64| if reorganised { headers.hash(number) } else { seen.get(&number).copied() };
+    // Agents with entries waiting that the run neither reads nor loaded (an expiry time made,
+    // of an agent no log touched): their rows, for their retractions' standing.
+    let unloaded: BTreeSet<u64> = unsettled
+        .iter()
+        .map(|entry| entry.change.agent_id)
+        .filter(|id| !run.read.contains_key(id) && !run.held.contains_key(id))
+        .collect();
+    let also_held =
+        if reorganised && !unloaded.is_empty() { store.held(&unloaded).await? } else { BTreeMap::new() };
     // A wallet's standing once the reorganisation is applied: its agent's as read (or as held,
     // for one the run does not read), unless the id is now another wallet's.
     let standing = |agent_id: u64, wallet: Address| {
         let agent = match run.read.get(&agent_id) {
             Some(read) => *read,
-            None => run.held.get(&agent_id).map(|held| &held.agent.record),
+            None => {
+                run.held.get(&agent_id).or_else(|| also_held.get(&agent_id)).map(|held| &held.agent.record)
+            }
         };
         agent
             .filter(|agent| agent.agent_wallet == wallet)
