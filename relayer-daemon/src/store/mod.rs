@@ -34,6 +34,7 @@ mod leases;
 mod limits;
 mod outbox;
 mod pg_tls;
+mod pg_url;
 mod pool;
 mod postgres;
 mod prepared;

@@ -10,7 +10,10 @@ use rustls::ClientConfig;
 use postgres::{NoTls, config::SslMode};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use super::pg_tls::{self, TlsMode};
+use super::{
+    pg_tls::{self, TlsMode},
+    pg_url,
+};
 
 use super::sql::PgConnection;
 use crate::error::{Error, Result, is_unavailable, postgres_detail};
@@ -113,19 +116,30 @@ pub struct DatabaseUrl {
 impl DatabaseUrl {
     /// Reads a URL; errors name what is wrong and show the URL redacted.
     pub fn parse(text: &str) -> Result<Self> {
-        let text = text.trim();
-        let shown = kya_core::redact::url(text);
-        if !(text.starts_with("postgres://") || text.starts_with("postgresql://")) {
-            return Err(Error::Config(format!(
-                "DATABASE_URL must be a postgres:// or postgresql:// URL (unset: the SQLite file RELAYER_DB): {shown}"
-            )));
-        }
+        // The user info up to the last `@` before the host: a password may hold `/`, `?` or `@`
+        // unencoded, and nothing of it is shown (`pg_url`).
+        let parts = pg_url::split(text.trim());
+        let shown = parts.as_ref().map_or_else(|_| "<unparseable URL>".to_owned(), pg_url::Parts::shown);
+        let parts = match parts {
+            Ok(parts) if matches!(parts.scheme, "postgres" | "postgresql") => parts,
+            _ => {
+                return Err(Error::Config(format!(
+                    "DATABASE_URL must be a postgres:// or postgresql:// URL (unset: the SQLite file RELAYER_DB): {shown}"
+                )));
+            }
+        };
         // sslmode's TLS values and sslrootcert are libpq's, which the driver does not read.
-        let (text, tls) = pg_tls::split(text)?;
+        let (text, tls) = pg_tls::split(&parts.without_user_info())?;
         // The driver's parse error quotes no part of the URL we could not show, but it may name
-        // a value: only its kind is passed on.
+        // a value: only its kind is passed on. The user and the password are given as values.
         let mut config = postgres::Config::from_str(&text)
             .map_err(|_| Error::Config(format!("DATABASE_URL is not a valid PostgreSQL URL: {shown}")))?;
+        if let Some(user) = &parts.user {
+            config.user(user);
+        }
+        if let Some(password) = &parts.password {
+            config.password(password);
+        }
         let tls_mode = tls.mode;
         let client_config = pg_tls::client_config(&tls)?;
         config.ssl_mode(if client_config.is_some() { SslMode::Require } else { SslMode::Disable });
@@ -259,6 +273,24 @@ mod tests {
             let error = DatabaseUrl::parse(bad).unwrap_err().to_string();
             assert!(error.contains(named), "{error}");
             assert!(!error.contains("SECRET"), "{error}");
+        }
+    }
+
+    #[test]
+    fn passwords_with_slash_question_mark_at_and_percent_reach_the_driver_whole_and_never_show() {
+        for (url, password, tls) in [
+            ("postgres://kya:ab/SECRET@db.internal/relayer", "ab/SECRET", TlsMode::Off),
+            ("postgres://kya:ab?SECRET@db.internal/relayer?sslmode=require", "ab?SECRET", TlsMode::Encrypt),
+            ("postgres://kya:a@SECRET@db.internal/relayer", "a@SECRET", TlsMode::Off),
+            ("postgres://kya:p%SECRET%40@db.internal/relayer", "p%SECRET@", TlsMode::Off),
+        ] {
+            let parsed = DatabaseUrl::parse(url).unwrap();
+            assert_eq!(parsed.config.get_password(), Some(password.as_bytes()), "{url}");
+            assert_eq!(parsed.config.get_user(), Some("kya"), "{url}");
+            assert_eq!(parsed.config.get_dbname(), Some("relayer"), "{url}");
+            assert_eq!(parsed.tls_mode, tls, "{url}: sslmode read from the query, not the password");
+            assert_eq!(parsed.shown(), "postgres://db.internal/…", "{url}");
+            assert!(!format!("{parsed:?}").contains("SECRET"), "{url}");
         }
     }
 
