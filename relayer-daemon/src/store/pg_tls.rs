@@ -1,7 +1,12 @@
 //! TLS to PostgreSQL, as libpq reads `sslmode` and `sslrootcert` from the URL, through rustls
 //! with ring (the HTTP clients' provider, `crate::tls`) and `tokio-postgres-rustls`.
 //!
-//! - `disable`, `allow`, `prefer` or none: no TLS (a loopback or private network), as before.
+//! - none: TLS unless the server is on loopback. A server elsewhere must take TLS (any
+//!   certificate, as `require`), or the daemon refuses to start. Plain text is chosen by writing
+//!   `sslmode=disable`. A loopback server is tried as `prefer`. libpq's default is `prefer`, which
+//!   falls back to plain text without a word: a network then carries the relayer's books in clear.
+//! - `disable`, `allow`: no TLS.
+//! - `prefer`: TLS first, as libpq does: plain text only if the server refuses TLS.
 //! - `require`: encrypted, the certificate not checked (libpq's meaning), unless `sslrootcert`
 //!   is given: then as `verify-ca`, as libpq does.
 //! - `verify-ca`: the certificate must chain to a trusted root; any host name.
@@ -28,14 +33,39 @@ use crate::error::{Error, Result};
 /// What the URL asks of TLS.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum TlsMode {
-    /// No TLS (`disable`, `allow`, `prefer`, or no `sslmode`).
+    /// No TLS (`disable`, `allow`).
     Off,
+    /// No `sslmode`: [`TlsMode::Prefer`] for a loopback server, else [`TlsMode::Encrypt`]
+    /// ([`TlsMode::for_host`]).
+    Unset,
+    /// TLS if the server takes it, any certificate; else plain text (`prefer`).
+    Prefer,
     /// Encrypted, any certificate (`require` without `sslrootcert`).
     Encrypt,
     /// The certificate chains to a trusted root (`verify-ca`, or `require` with `sslrootcert`).
     VerifyCa,
     /// That, and it names the host (`verify-full`).
     VerifyFull,
+}
+
+impl TlsMode {
+    /// The mode for a server at `hosts`: [`TlsMode::Unset`] is `prefer` when every host is on
+    /// loopback (or a Unix socket), else `require`.
+    pub(super) fn for_host(self, hosts: &[postgres::config::Host]) -> Self {
+        use std::net::IpAddr;
+        let loopback = |host: &postgres::config::Host| match host {
+            postgres::config::Host::Unix(_) => true,
+            postgres::config::Host::Tcp(name) => {
+                name.eq_ignore_ascii_case("localhost")
+                    || name.trim_matches(['[', ']']).parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+            }
+        };
+        match self {
+            Self::Unset if !hosts.is_empty() && hosts.iter().all(loopback) => Self::Prefer,
+            Self::Unset => Self::Encrypt,
+            mode => mode,
+        }
+    }
 }
 
 /// `sslmode` and `sslrootcert`, taken out of a URL's query.
@@ -69,7 +99,9 @@ pub(super) fn split(url: &str) -> Result<(String, TlsSettings)> {
         }
     }
     let mode = match mode.as_deref() {
-        None | Some("disable" | "allow" | "prefer") => TlsMode::Off,
+        None => TlsMode::Unset,
+        Some("disable" | "allow") => TlsMode::Off,
+        Some("prefer") => TlsMode::Prefer,
         Some("require") if root_cert.is_some() => TlsMode::VerifyCa,
         Some("require") => TlsMode::Encrypt,
         Some("verify-ca") => TlsMode::VerifyCa,
@@ -111,7 +143,7 @@ fn decode(value: &str) -> String {
 /// The rustls configuration for `settings` (`None`: no TLS). Reads the roots now, so a missing or
 /// empty `sslrootcert` fails the start with its name.
 pub(super) fn client_config(settings: &TlsSettings) -> Result<Option<ClientConfig>> {
-    if settings.mode == TlsMode::Off {
+    if matches!(settings.mode, TlsMode::Off | TlsMode::Unset) {
         return Ok(None);
     }
     kya_native_http::install_crypto_provider();
@@ -120,8 +152,8 @@ pub(super) fn client_config(settings: &TlsSettings) -> Result<Option<ClientConfi
         .with_safe_default_protocol_versions()
         .map_err(|error| Error::Config(format!("DATABASE_URL TLS: {error}")))?;
     let verifier: Arc<dyn ServerCertVerifier> = match settings.mode {
-        TlsMode::Off => unreachable!("returned above"),
-        TlsMode::Encrypt => Arc::new(AnyCertificate(provider)),
+        TlsMode::Off | TlsMode::Unset => unreachable!("returned above"),
+        TlsMode::Prefer | TlsMode::Encrypt => Arc::new(AnyCertificate(provider)),
         TlsMode::VerifyCa | TlsMode::VerifyFull => {
             let full = WebPkiServerVerifier::builder_with_provider(Arc::new(roots(settings)?), provider)
                 .build()
@@ -250,11 +282,12 @@ mod tests {
     #[test]
     fn sslmode_and_sslrootcert_are_read_as_libpq_reads_them_and_taken_out() {
         let split = |url: &str| split(url).map(|(url, settings)| (url, settings.mode, settings.root_cert));
-        assert_eq!(split("postgres://h/db").unwrap(), ("postgres://h/db".into(), TlsMode::Off, None));
+        assert_eq!(split("postgres://h/db").unwrap(), ("postgres://h/db".into(), TlsMode::Unset, None));
         assert_eq!(
             split("postgres://h/db?sslmode=prefer&connect_timeout=3").unwrap(),
-            ("postgres://h/db?connect_timeout=3".into(), TlsMode::Off, None)
+            ("postgres://h/db?connect_timeout=3".into(), TlsMode::Prefer, None)
         );
+        assert_eq!(split("postgres://h/db?sslmode=disable").unwrap().1, TlsMode::Off);
         assert_eq!(split("postgres://h/db?sslmode=require").unwrap().1, TlsMode::Encrypt);
         assert_eq!(
             split("postgres://h/db?sslmode=require&sslrootcert=certs%2Fca%20file.pem").unwrap(),

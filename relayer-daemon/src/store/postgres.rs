@@ -111,6 +111,9 @@ pub struct DatabaseUrl {
     tls: Option<Arc<rustls::ClientConfig>>,
     /// `sslmode` as read, for the errors of a refused handshake.
     tls_mode: TlsMode,
+    /// TLS is required because the URL names no `sslmode` and the server is not on loopback:
+    /// a server without TLS is told how to allow plain text.
+    tls_by_default: bool,
 }
 
 impl DatabaseUrl {
@@ -140,9 +143,17 @@ impl DatabaseUrl {
         if let Some(password) = &parts.password {
             config.password(password);
         }
+        // No `sslmode`: TLS to a server that is not on loopback (`pg_tls`).
+        let mut tls = tls;
+        let unset = tls.mode == TlsMode::Unset;
+        tls.mode = tls.mode.for_host(config.get_hosts());
         let tls_mode = tls.mode;
         let client_config = pg_tls::client_config(&tls)?;
-        config.ssl_mode(if client_config.is_some() { SslMode::Require } else { SslMode::Disable });
+        config.ssl_mode(match tls_mode {
+            TlsMode::Off | TlsMode::Unset => SslMode::Disable,
+            TlsMode::Prefer => SslMode::Prefer,
+            TlsMode::Encrypt | TlsMode::VerifyCa | TlsMode::VerifyFull => SslMode::Require,
+        });
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
@@ -154,6 +165,7 @@ impl DatabaseUrl {
             pool_size: DEFAULT_POOL_SIZE,
             tls: client_config.map(Arc::new),
             tls_mode,
+            tls_by_default: unset && tls_mode == TlsMode::Encrypt,
         };
         url.set_timeouts(DatabaseTimeouts::default());
         Ok(url)
@@ -212,6 +224,12 @@ impl DatabaseUrl {
             {
                 detail.push_str(
                     " (the server's certificate must chain to sslrootcert's CA, or the system's roots without it)",
+                );
+            }
+            if self.tls_by_default && detail.contains("TLS") {
+                detail.push_str(
+                    " (DATABASE_URL names no sslmode: a server that is not on loopback must take TLS; \
+                     write sslmode=disable to connect in plain text)",
                 );
             }
             if is_unavailable(&error) { Error::StoreUnavailable(detail) } else { Error::Store(detail) }
@@ -279,10 +297,10 @@ mod tests {
     #[test]
     fn passwords_with_slash_question_mark_at_and_percent_reach_the_driver_whole_and_never_show() {
         for (url, password, tls) in [
-            ("postgres://kya:ab/SECRET@db.internal/relayer", "ab/SECRET", TlsMode::Off),
+            ("postgres://kya:ab/SECRET@db.internal/relayer", "ab/SECRET", TlsMode::Encrypt),
             ("postgres://kya:ab?SECRET@db.internal/relayer?sslmode=require", "ab?SECRET", TlsMode::Encrypt),
-            ("postgres://kya:a@SECRET@db.internal/relayer", "a@SECRET", TlsMode::Off),
-            ("postgres://kya:p%SECRET%40@db.internal/relayer", "p%SECRET@", TlsMode::Off),
+            ("postgres://kya:a@SECRET@db.internal/relayer?sslmode=disable", "a@SECRET", TlsMode::Off),
+            ("postgres://kya:p%SECRET%40@db.internal/relayer?sslmode=prefer", "p%SECRET@", TlsMode::Prefer),
         ] {
             let parsed = DatabaseUrl::parse(url).unwrap();
             assert_eq!(parsed.config.get_password(), Some(password.as_bytes()), "{url}");
@@ -292,6 +310,38 @@ mod tests {
             assert_eq!(parsed.shown(), "postgres://db.internal/…", "{url}");
             assert!(!format!("{parsed:?}").contains("SECRET"), "{url}");
         }
+    }
+
+    #[test]
+    fn without_sslmode_a_server_off_loopback_must_take_tls_and_prefer_tries_tls_first() {
+        let read = |url: &str| {
+            let parsed = DatabaseUrl::parse(url).unwrap();
+            (parsed.tls_mode, parsed.config.get_ssl_mode(), parsed.tls.is_some(), parsed.tls_by_default)
+        };
+        assert_eq!(
+            read("postgres://kya:pw@db.internal/relayer"),
+            (TlsMode::Encrypt, SslMode::Require, true, true)
+        );
+        assert_eq!(
+            read("postgres://kya:pw@10.0.0.5:5432/relayer"),
+            (TlsMode::Encrypt, SslMode::Require, true, true)
+        );
+        for loopback in ["127.0.0.1", "localhost", "[::1]"] {
+            let url = format!("postgres://kya:pw@{loopback}/relayer");
+            assert_eq!(read(&url), (TlsMode::Prefer, SslMode::Prefer, true, false), "{url}");
+        }
+        assert_eq!(
+            read("postgres://kya:pw@db.internal/relayer?sslmode=disable"),
+            (TlsMode::Off, SslMode::Disable, false, false)
+        );
+        assert_eq!(
+            read("postgres://kya:pw@db.internal/relayer?sslmode=prefer"),
+            (TlsMode::Prefer, SslMode::Prefer, true, false)
+        );
+        assert_eq!(
+            read("postgres://kya:pw@127.0.0.1/relayer?sslmode=require"),
+            (TlsMode::Encrypt, SslMode::Require, true, false)
+        );
     }
 
     #[test]

@@ -1322,3 +1322,26 @@ fn postgres_a_batch_statement_gone_from_the_session_is_prepared_again() {
     assert!(store.hit(RateKind::Ip, "a", 3, 1_002).unwrap());
     assert_eq!(store.hits(RateKind::Ip, "a", 1_003).unwrap(), 2);
 }
+
+/// No `sslmode`: a server that is not on loopback must take TLS. The shared test server speaks
+/// none; named `db.internal` (reached at `hostaddr=127.0.0.1`), it is refused at connection with
+/// how to allow plain text, and without the password. `sslmode=disable` written out connects, and
+/// so does the same server named by its loopback address (`prefer`: TLS tried first, refused by
+/// the server, then plain text).
+#[test]
+fn without_sslmode_a_server_off_loopback_in_plain_text_is_refused() {
+    let database = TestDatabase::create();
+    assert!(database.url().contains("@127.0.0.1:"), "{}", database.url());
+    let off_loopback =
+        format!("{}?hostaddr=127.0.0.1", database.url().replacen("@127.0.0.1:", "@db.internal:", 1));
+    let Err(error) = Store::connect(&DatabaseUrl::parse(&off_loopback).unwrap()) else {
+        panic!("a server off loopback without TLS was taken in plain text");
+    };
+    let error = error.detail();
+    assert!(error.contains("write sslmode=disable to connect in plain text"), "{error}");
+    assert!(error.contains("connecting to postgres://db.internal:"), "{error}");
+    assert!(!error.contains(database.password()), "{error}");
+    let plain = DatabaseUrl::parse(&format!("{off_loopback}&sslmode=disable")).unwrap();
+    Store::connect(&plain).expect("sslmode=disable written out: plain text");
+    Store::connect(&DatabaseUrl::parse(database.url()).unwrap()).expect("loopback: prefer");
+}
