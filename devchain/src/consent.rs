@@ -50,13 +50,25 @@ pub fn sign_consents(
     nonces: ConsentNonces,
     signers: &[&PrivateKeySigner],
 ) -> AgentRegistry::registerAgentWithConsentCall {
+    sign_consents_until(registration, creator, (chain_id, registry), nonces, signers, FAR_DEADLINE)
+}
+
+/// [`sign_consents`] with the consents valid until `deadline` (Unix seconds).
+pub fn sign_consents_until(
+    registration: AgentRegistry::registerAgentCall,
+    creator: Address,
+    (chain_id, registry): (u64, Address),
+    nonces: ConsentNonces,
+    signers: &[&PrivateKeySigner],
+    deadline: u64,
+) -> AgentRegistry::registerAgentWithConsentCall {
     let parties = Parties {
         creator,
         agent_wallet: registration.agentWallet,
         haftungsperson: registration.haftungsperson,
         parent_agent_id: registration.parentAgentId.to(),
     };
-    let deadline = U256::from(FAR_DEADLINE);
+    let deadline = U256::from(deadline);
     let needed = parties.consents_needed(nonces.wallet, nonces.haftungsperson, deadline);
     let domain = consent::domain(chain_id, registry);
     let sign = |consent: Option<Consent>| -> Bytes {

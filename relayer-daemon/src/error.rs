@@ -93,6 +93,22 @@ pub enum Error {
         /// The configured margin.
         margin: u64,
     },
+    /// A `registerAgentWithConsent` whose consents expire before the relayer can get it mined:
+    /// it would pass the simulation at the head and revert on inclusion (`Consent expired`), at
+    /// the relayer's cost.
+    #[error(
+        "the consents' deadline {deadline} (registerAgentWithConsent's deadline) leaves {left} s after the chain's head time {head}; the relayer needs at least {margin} s"
+    )]
+    ConsentDeadlineTooNear {
+        /// The consents' deadline (Unix seconds).
+        deadline: u64,
+        /// The head block's timestamp.
+        head: u64,
+        /// Seconds between them (0 if the deadline is past).
+        left: u64,
+        /// The configured margin.
+        margin: u64,
+    },
     /// This signer's share of the daily budget cannot cover this relay.
     #[error("Signer's share of the daily gas budget exhausted ({0}%). Try again tomorrow.")]
     SignerShareExhausted(u64),
@@ -232,7 +248,8 @@ impl Error {
             Self::MissingRequestOrSignature
             | Self::BadRequest(_)
             | Self::NotExactCall(_)
-            | Self::DeadlineTooNear { .. } => StatusCode::BAD_REQUEST,
+            | Self::DeadlineTooNear { .. }
+            | Self::ConsentDeadlineTooNear { .. } => StatusCode::BAD_REQUEST,
             Self::InvalidSignature => StatusCode::UNAUTHORIZED,
             Self::WrongTarget | Self::ValueTransfer | Self::GasAboveCap { .. } => StatusCode::FORBIDDEN,
             Self::NotFound | Self::RelayNotFound => StatusCode::NOT_FOUND,
@@ -288,6 +305,7 @@ impl Error {
             Self::BudgetSliceSpent { .. } => "budget_slice_spent",
             Self::NotExactCall(_) => "not_exact_call",
             Self::DeadlineTooNear { .. } => "deadline_too_near",
+            Self::ConsentDeadlineTooNear { .. } => "consent_deadline_too_near",
             Self::SignerShareExhausted(_) => "signer_share_exhausted",
             Self::ClientShareExhausted(_) => "client_share_exhausted",
             Self::Reverted(_) => "reverted",

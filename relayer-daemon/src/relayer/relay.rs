@@ -8,7 +8,11 @@ use alloy::{
     primitives::{Address, B256, U256},
     sol_types::SolCall,
 };
-use kya_core::{abi::Forwarder, client_ip::relay_client_of, forward_request, registry_call, relayer_view};
+use kya_core::{
+    abi::{AgentRegistry, Forwarder},
+    client_ip::relay_client_of,
+    forward_request, registry_call, relayer_view,
+};
 
 use crate::{
     chain::{Simulation, forwarder_refusal},
@@ -361,7 +365,8 @@ impl Relayer {
     /// Stage 9a, room before the deadline, by the head block's clock (the forwarder's, which on
     /// a local chain can run days ahead of the wall clock): a request that expires before it is
     /// mined passes every check at the head and reverts on inclusion, at the relayer's cost,
-    /// with its forwarder nonce unspent, so it could be signed again and again.
+    /// with its forwarder nonce unspent, so it could be signed again and again. The same for a
+    /// registration's consents, whose deadline the registry checks at inclusion.
     fn deadline_room(&self, checked: &Checked, head_time: u64) -> Result<()> {
         let deadline: u64 = checked.body.request.deadline.to();
         let margin = self.config.relay.deadline_margin_secs;
@@ -372,6 +377,21 @@ impl Relayer {
                 left: deadline.saturating_sub(head_time),
                 margin,
             });
+        }
+        // A registration's consents have a deadline of their own, checked by the registry at
+        // inclusion when a consent is signed (an empty one is the caller's own, with none).
+        if let Ok(call) = AgentRegistry::registerAgentWithConsentCall::abi_decode(&checked.body.request.data)
+            && !(call.walletConsent.is_empty() && call.liabilityConsent.is_empty())
+        {
+            let consents: u64 = call.deadline.saturating_to();
+            if margin > 0 && consents < head_time.saturating_add(margin) {
+                return Err(Error::ConsentDeadlineTooNear {
+                    deadline: consents,
+                    head: head_time,
+                    left: consents.saturating_sub(head_time),
+                    margin,
+                });
+            }
         }
         Ok(())
     }

@@ -11,7 +11,7 @@ use alloy::{
     sol_types::SolCall,
 };
 use kya_core::abi::AgentRegistry;
-use kya_devchain::consent::{ConsentNonces, sign_consents};
+use kya_devchain::consent::{ConsentNonces, sign_consents, sign_consents_until};
 use kya_tests::{
     TestChain,
     relayer_fixture::{Client, body, forward, sign_with_core, wei},
@@ -134,6 +134,59 @@ async fn a_deadline_without_room_is_refused_by_the_head_blocks_clock_not_the_wal
     let relayed =
         client.relay_until(relayed["relayId"].as_str().unwrap(), |r| r["settledAt"].is_string()).await;
     assert_eq!(relayed["status"], "mined");
+    relayer.stop().await;
+}
+
+/// A relayed `registerAgentWithConsent` whose consents expire within the margin: it would pass
+/// the simulation at the head and revert on inclusion (`Consent expired`), at the relayer's
+/// cost. Refused with 400 naming the consents' deadline, nothing paid, no consent nonce used; the
+/// same registration with the margin's room is mined.
+async fn a_consent_expiring_within_the_margin_is_refused_at_no_cost(engine: Engine) {
+    let (t, _db, relayer) = start(engine, &[]).await;
+    let client = &relayer.client;
+    let paying = relayer.relayer.address();
+    let before = balance(&t, paying).await;
+    let (creator, wallet) = (agent_key(905), agent_key(906));
+    let head = t.chain.latest_timestamp().await.unwrap();
+    let registration = |deadline: u64| {
+        let call = sign_consents_until(
+            register_call(wallet.address(), 0),
+            creator.address(),
+            (t.chain_id(), t.registry()),
+            ConsentNonces::default(),
+            &[&wallet],
+            deadline,
+        );
+        assert!(!call.walletConsent.is_empty());
+        // The forward request itself never expires: only the consents do.
+        let request = forward(&t, creator.address(), 0, &call);
+        body(&request, &sign_with_core(&t, &creator, &request).signature)
+    };
+    for ahead in [0, 60, 119] {
+        let answer = client.relay(&registration(head + ahead)).await;
+        assert_eq!(answer.0, 400, "{}", answer.1);
+        assert_eq!(
+            error_of(&answer),
+            format!(
+                "the consents' deadline {} (registerAgentWithConsent's deadline) leaves {ahead} s after the chain's head time {head}; the relayer needs at least 120 s",
+                head + ahead
+            )
+        );
+    }
+    assert_eq!(balance(&t, paying).await, before, "nothing paid");
+    assert_eq!(t.consent_nonce(wallet.address()).await, 0, "no consent used");
+    let (status, relayed) = client.relay(&registration(head + 600)).await;
+    assert_eq!(status, 200, "{relayed}");
+    let relayed =
+        client.relay_until(relayed["relayId"].as_str().unwrap(), |r| r["settledAt"].is_string()).await;
+    assert_eq!(relayed["status"], "mined", "{relayed}");
+    // A root's wallet is its own Haftungsperson here: both consents its, each using a nonce.
+    assert_eq!(t.consent_nonce(wallet.address()).await, 2);
+    let (_, metrics) = client.metrics().await;
+    assert!(
+        metrics.contains("relayer_relays_rejected_total{reason=\"consent_deadline_too_near\"} 3\n"),
+        "{metrics}"
+    );
     relayer.stop().await;
 }
 
@@ -401,6 +454,7 @@ async fn one_signer_one_ipv4_address_and_one_ipv6_48_spend_at_most_their_share_o
 super::on_both_stores!(
     padded_call_data_views_and_unknown_functions_are_refused_before_anything_is_paid,
     a_deadline_without_room_is_refused_by_the_head_blocks_clock_not_the_wall_clock,
+    a_consent_expiring_within_the_margin_is_refused_at_no_cost,
     a_relay_reverting_on_inclusion_is_charged_to_its_signer_until_its_share_is_spent,
     clients_behind_a_trusted_proxy_are_counted_apart_and_an_ipv6_48_as_one,
     one_signer_one_ipv4_address_and_one_ipv6_48_spend_at_most_their_share_of_the_day,
