@@ -11,7 +11,7 @@
 //! without those logs: what they changed shows as corrections at the reading run's block
 //! (`super::reconcile`), the standing exact, the story shorter.
 
-use std::{collections::BTreeMap, ops::Range};
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -100,8 +100,9 @@ impl PutOff {
         self.0.retain(|deferral| !deferral.ids.is_empty());
     }
 
-    /// The ids waiting, as ranges (for a run's message).
-    pub fn waiting(&self) -> Vec<Range<u64>> {
+    /// The ids waiting, as ranges.
+    #[cfg(test)]
+    fn waiting(&self) -> Vec<std::ops::Range<u64>> {
         self.0.iter().flat_map(|deferral| deferral.ids.iter().map(|(start, end)| *start..*end)).collect()
     }
 

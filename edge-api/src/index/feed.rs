@@ -186,7 +186,7 @@ async fn walk(
     // other chain's blocks from the fork on).
     let fork = settling.fork();
     let rewound = rewind(rpc, registry, &settling, run).await?;
-    let logs: Vec<_> = run
+    let mut logs: Vec<_> = run
         .logs
         .iter()
         .filter(|log| {
@@ -201,7 +201,6 @@ async fn walk(
         }))
         .filter_map(|log| log.for_feed(log.block_time.or_else(|| headers.time(log.touch.block))?))
         .collect();
-    let mut logs = logs;
     logs.sort_by_key(|log| (log.block.number, log.log.log_index));
     // Lapses, from where the last run's search stopped up to the attestations that lapsed by
     // the run's block time, at most `FEED_LAPSES_PER_RUN`: the rest are the next runs'.

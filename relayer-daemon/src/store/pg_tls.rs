@@ -116,28 +116,9 @@ pub(super) fn split(url: &str) -> Result<(String, TlsSettings)> {
     Ok((url, TlsSettings { mode, root_cert }))
 }
 
-/// A query value with its `%XX` escapes (and `+`) decoded.
+/// A query value with its `+` (a space in a query) and `%XX` escapes decoded.
 fn decode(value: &str) -> String {
-    let bytes = value.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let escaped = (bytes[i] == b'%' && i + 3 <= bytes.len())
-            .then(|| std::str::from_utf8(&bytes[i + 1..i + 3]).ok())
-            .flatten()
-            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
-        match (escaped, bytes[i]) {
-            (Some(byte), _) => {
-                out.push(byte);
-                i += 3;
-                continue;
-            }
-            (None, b'+') => out.push(b' '),
-            (None, byte) => out.push(byte),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    super::pg_url::decode(&value.replace('+', " "))
 }
 
 /// The rustls configuration for `settings` (`None`: no TLS). Reads the roots now, so a missing or

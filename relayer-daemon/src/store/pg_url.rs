@@ -118,7 +118,8 @@ fn percent_decode(text: &str) -> Vec<u8> {
     out
 }
 
-fn decode(text: &str) -> String {
+/// [`percent_decode`]d, as text (a byte sequence that is not UTF-8 replaced).
+pub(super) fn decode(text: &str) -> String {
     String::from_utf8_lossy(&percent_decode(text)).into_owned()
 }
 

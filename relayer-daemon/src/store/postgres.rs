@@ -318,30 +318,29 @@ mod tests {
             let parsed = DatabaseUrl::parse(url).unwrap();
             (parsed.tls_mode, parsed.config.get_ssl_mode(), parsed.tls.is_some(), parsed.tls_by_default)
         };
-        assert_eq!(
-            read("postgres://kya:pw@db.internal/relayer"),
-            (TlsMode::Encrypt, SslMode::Require, true, true)
-        );
-        assert_eq!(
-            read("postgres://kya:pw@10.0.0.5:5432/relayer"),
-            (TlsMode::Encrypt, SslMode::Require, true, true)
-        );
-        for loopback in ["127.0.0.1", "localhost", "[::1]"] {
-            let url = format!("postgres://kya:pw@{loopback}/relayer");
-            assert_eq!(read(&url), (TlsMode::Prefer, SslMode::Prefer, true, false), "{url}");
+        // (URL, what it reads as: the mode, the driver's mode, TLS configured, TLS by default)
+        let cases = [
+            ("postgres://kya:pw@db.internal/relayer", (TlsMode::Encrypt, SslMode::Require, true, true)),
+            ("postgres://kya:pw@10.0.0.5:5432/relayer", (TlsMode::Encrypt, SslMode::Require, true, true)),
+            ("postgres://kya:pw@127.0.0.1/relayer", (TlsMode::Prefer, SslMode::Prefer, true, false)),
+            ("postgres://kya:pw@localhost/relayer", (TlsMode::Prefer, SslMode::Prefer, true, false)),
+            ("postgres://kya:pw@[::1]/relayer", (TlsMode::Prefer, SslMode::Prefer, true, false)),
+            (
+                "postgres://kya:pw@db.internal/relayer?sslmode=disable",
+                (TlsMode::Off, SslMode::Disable, false, false),
+            ),
+            (
+                "postgres://kya:pw@db.internal/relayer?sslmode=prefer",
+                (TlsMode::Prefer, SslMode::Prefer, true, false),
+            ),
+            (
+                "postgres://kya:pw@127.0.0.1/relayer?sslmode=require",
+                (TlsMode::Encrypt, SslMode::Require, true, false),
+            ),
+        ];
+        for (url, reads_as) in cases {
+            assert_eq!(read(url), reads_as, "{url}");
         }
-        assert_eq!(
-            read("postgres://kya:pw@db.internal/relayer?sslmode=disable"),
-            (TlsMode::Off, SslMode::Disable, false, false)
-        );
-        assert_eq!(
-            read("postgres://kya:pw@db.internal/relayer?sslmode=prefer"),
-            (TlsMode::Prefer, SslMode::Prefer, true, false)
-        );
-        assert_eq!(
-            read("postgres://kya:pw@127.0.0.1/relayer?sslmode=require"),
-            (TlsMode::Encrypt, SslMode::Require, true, false)
-        );
     }
 
     #[test]
