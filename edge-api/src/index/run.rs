@@ -304,7 +304,7 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
     // Agents whose logs this run followed but does not write wait for the run that reads them,
     // which walks them for the feed from where the index held them, through those logs.
     let kept_ids: Vec<u64> = kept.iter().map(|agent| agent.record.agent_id).collect();
-    let put_off = walk_put_off(&rpc, registry, &mut state, &kept_ids, chain_next).await?;
+    let put_off = walk_put_off(&rpc, registry, &mut state, &kept_ids, chain_next, followed.as_ref()).await?;
     let put_off_now: Vec<u64> = touched
         .iter()
         .copied()
@@ -640,14 +640,16 @@ struct PutOffWalks {
 }
 
 /// Takes the agents of `kept` (ascending) that earlier runs put off out of `state`'s record, with
-/// their logs since then (one `eth_getLogs` range, split as the provider asks). Ids past
-/// `chain_next` (a reorganisation took them away) are forgotten.
+/// their logs since then: from what this run `followed` when its re-scan reached back that far,
+/// else one `eth_getLogs` range, split as the provider asks. Ids past `chain_next` (a
+/// reorganisation took them away) are forgotten.
 async fn walk_put_off(
     rpc: &Rpc<'_>,
     registry: alloy_primitives::Address,
     state: &mut State,
     kept: &[u64],
     chain_next: u64,
+    followed: Option<&Followed>,
 ) -> Result<PutOffWalks> {
     state.put_off.forget_from(chain_next);
     let agents = state.put_off.take(kept);
@@ -657,16 +659,24 @@ async fn walk_put_off(
     else {
         return Ok(walks);
     };
-    if from <= indexed.number {
-        let followed = follow::logs(rpc, registry, from..=indexed.number).await?;
-        walks.logs = followed
-            .logs
-            .into_iter()
-            .filter(|log| {
-                walks.agents.get(&log.touch.agent_id).is_some_and(|after| log.touch.block > after.number)
-            })
-            .collect();
-        walks.refused = followed.refused;
+    if from > indexed.number {
+        return Ok(walks);
     }
+    let walked = |log: &AgentLogEntry| {
+        log.touch.block <= indexed.number
+            && walks.agents.get(&log.touch.agent_id).is_some_and(|after| log.touch.block > after.number)
+    };
+    let (logs, refused) = match followed.filter(|followed| followed.from <= from) {
+        // The run's re-scan holds these blocks, as the chain has them now: no second request.
+        Some(followed) => (
+            followed.logs.iter().filter(|log| walked(log)).copied().collect(),
+            followed.refused.iter().copied().filter(|block| *block <= indexed.number).collect(),
+        ),
+        None => {
+            let fetched = follow::logs(rpc, registry, from..=indexed.number).await?;
+            (fetched.logs.into_iter().filter(|log| walked(log)).collect(), fetched.refused)
+        }
+    };
+    (walks.logs, walks.refused) = (logs, refused);
     Ok(walks)
 }
