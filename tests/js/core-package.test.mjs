@@ -283,8 +283,12 @@ test('verifyRequest refuses tampering with the API\'s reasons, and hands contrac
   const headers = { ...received.headers, 'Signature-Input': received.headers['Signature-Input'].replace(AGENT.toLowerCase(), account.toLowerCase()) };
   const pending = kya.verifyRequest({ ...received, headers });
   assert.equal(pending.outcome, 'erc1271');
-  assert.equal(pending.signer, account);
-  assert.equal(pending.nonceKey, `erc8128:84532:${account.toLowerCase()}:n-1`);
+  // Nothing a caller could take for a verified signer before the account has answered.
+  assert.deepEqual(Object.keys(pending).sort(), ['erc1271', 'outcome', 'unverified']);
+  assert.equal(pending.signer, undefined);
+  assert.equal(pending.nonceKey, undefined);
+  assert.equal(pending.unverified.signer, account);
+  assert.equal(pending.unverified.nonceKey, `erc8128:84532:${account.toLowerCase()}:n-1`);
   assert.equal(pending.erc1271.address, account);
   assert.equal(pending.erc1271.chainId, 84532);
   const call = decodeFunctionData({

@@ -344,11 +344,14 @@ pub struct Erc1271CheckView {
 }
 
 /// A signature that passed every check but recovers to another address than its keyid's: valid
-/// only if the contract account says so. Its fields are the signature's, if it is.
+/// only if the contract account says so. No `signer` or `nonceKey` at the top level: code that
+/// reads `verdict.signer` without looking at `outcome` must not take anyone's 65 bytes under a
+/// victim's keyid for the victim's signature.
 #[derive(Debug, Serialize, Tsify)]
 pub struct PendingSignature {
-    #[serde(flatten)]
-    pub signature: VerifiedSignature,
+    /// The signature's fields, unverified: they are its signer's only once `erc1271Accepts`
+    /// says so of the account's answer to `erc1271.calldata`.
+    pub unverified: VerifiedSignature,
     pub erc1271: Erc1271CheckView,
 }
 
@@ -398,7 +401,7 @@ pub fn verify_request(input: Ts<VerifyRequestInput>) -> JsResult<Ts<RequestVerdi
             let mut magic = [0u8; 32];
             magic[..4].copy_from_slice(&erc8128::ERC1271_MAGIC_VALUE);
             let verified = pending.complete(&magic).map_err(error)?;
-            RequestVerdict::Erc1271(PendingSignature { signature: verified.into(), erc1271 })
+            RequestVerdict::Erc1271(PendingSignature { unverified: verified.into(), erc1271 })
         }
     };
     to_js(&verdict)
