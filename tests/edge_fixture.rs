@@ -459,6 +459,8 @@ pub struct CountingProxy {
     pub url: String,
     requests: Arc<AtomicUsize>,
     calls: Arc<AtomicUsize>,
+    /// While set, the node is down: every request is answered 503 (and counted).
+    down: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl CountingProxy {
@@ -466,18 +468,31 @@ impl CountingProxy {
     pub async fn start(upstream: &str) -> Self {
         let requests = Arc::new(AtomicUsize::new(0));
         let calls = Arc::new(AtomicUsize::new(0));
-        let (counted_requests, counted_calls) = (requests.clone(), calls.clone());
+        let down = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (counted_requests, counted_calls, is_down) = (requests.clone(), calls.clone(), down.clone());
         let url = rpc_proxy::start(
             Some(upstream.to_owned()),
             Arc::new(move |body: &str| {
                 counted_requests.fetch_add(1, Ordering::SeqCst);
                 let parsed: Value = serde_json::from_str(body).unwrap_or(Value::Null);
                 counted_calls.fetch_add(parsed.as_array().map_or(1, Vec::len), Ordering::SeqCst);
+                if is_down.load(Ordering::SeqCst) {
+                    return RpcAction::Http {
+                        status: 503,
+                        headers: Vec::new(),
+                        body: "the node is down".into(),
+                    };
+                }
                 RpcAction::Forward(body.to_owned())
             }),
         )
         .await;
-        Self { url, requests, calls }
+        Self { url, requests, calls, down }
+    }
+
+    /// Takes the node down (every request answered 503) or brings it back.
+    pub fn set_down(&self, down: bool) {
+        self.down.store(down, Ordering::SeqCst);
     }
 
     /// HTTP requests forwarded so far.

@@ -93,9 +93,10 @@ impl ApiClient {
     }
 
     /// `POST /api/v1/kya/verify`: is `request`'s ERC-8128 signature good, and who signed it
-    /// (with their KYA standing)? `authority` is the host the provider serves (by default the
-    /// request URL's); [`crate::Verifier`] holds it for a provider. Each nonce passes once.
-    pub async fn verify(&self, request: &ReceivedRequest<'_>, authority: Option<&str>) -> Result<Verdict> {
+    /// (with their KYA standing)? `authority` is the host the provider serves (`host[:port]`),
+    /// which the signature must name: required, never read from the request's own `Host`;
+    /// [`crate::Verifier`] holds it for a provider. Each nonce passes once.
+    pub async fn verify(&self, request: &ReceivedRequest<'_>, authority: &str) -> Result<Verdict> {
         let answer = self.service.post("/api/v1/kya/verify", &request.to_json(authority)).await?;
         Verdict::from_answer(answer.body)
     }

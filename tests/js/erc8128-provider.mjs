@@ -2,9 +2,13 @@
 // body of POST /api/v1/kya/verify made from a fetch Request, and a nonce store for
 // @slicekit/erc8128's own verifier.
 
-/** The verify endpoint's body for `request` as received (INTERFACE.md section 6). */
-export async function forwardedBody(request) {
-  const body = { method: request.method, url: request.url, headers: Object.fromEntries(request.headers) };
+/** The host these tests' provider serves: its own setting, never read from a request. */
+export const SERVED_AUTHORITY = 'api.provider.example';
+
+/** The verify endpoint's body for `request` as received (INTERFACE.md section 6), with the
+ * authority the provider serves, which the endpoint requires. */
+export async function forwardedBody(request, authority = SERVED_AUTHORITY) {
+  const body = { method: request.method, url: request.url, headers: Object.fromEntries(request.headers), authority };
   const bytes = Buffer.from(await request.clone().arrayBuffer());
   if (bytes.length > 0) {
     body.body = bytes.toString('base64');

@@ -292,7 +292,7 @@ pub(crate) struct Verify {
     /// Its body: text, or @file (@- reads stdin); without it, a Content-Digest header is trusted
     #[arg(short = 'd', long = "data", value_name = "DATA", allow_hyphen_values = true)]
     pub(crate) data: Option<String>,
-    /// The host the provider serves, host[:port] [default: the URL's]
+    /// The host the provider serves, host[:port], which the signature must name [default: the URL's]
     #[arg(long)]
     pub(crate) authority: Option<String>,
     /// Which signature to check when there are several [default: eth, else the only one]

@@ -265,7 +265,12 @@ pub(super) async fn verify(settings: &Settings, style: Style, args: &Verify) -> 
     received.headers = typed.headers.clone();
     received.body = typed.body.as_deref();
     received.label = args.label.clone();
-    let verdict = settings.api()?.verify(&received, args.authority.as_deref()).await?;
+    // The command line's user typed the URL the provider received: its authority is the default.
+    let authority = match &args.authority {
+        Some(authority) => authority.clone(),
+        None => url_authority(&typed.url)?,
+    };
+    let verdict = settings.api()?.verify(&received, &authority).await?;
     if settings.json {
         let mut value = serde_json::to_value(&verdict)?;
         if let Some(decision) = verdict.decision() {
@@ -279,6 +284,17 @@ pub(super) async fn verify(settings: &Settings, style: Style, args: &Verify) -> 
         Some(KyaDecision::Provision) => 0,
         Some(KyaDecision::RenewAttestation) => 3,
         Some(KyaDecision::DenyOrRegister) | None => EXIT_DENY,
+    })
+}
+
+/// `host[:port]` of `url`, as `@authority` writes it (the port only when not the scheme's default).
+fn url_authority(url: &str) -> Result<String> {
+    let parsed =
+        reqwest::Url::parse(url).map_err(|error| anyhow!("{url:?} is not an absolute URL: {error}"))?;
+    let host = parsed.host_str().ok_or_else(|| anyhow!("{url:?} names no host: pass --authority"))?;
+    Ok(match parsed.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_owned(),
     })
 }
 

@@ -63,7 +63,7 @@ impl<'a> ReceivedRequest<'a> {
     /// The body of `POST /api/v1/kya/verify`. Only the signature's own fields and the header
     /// fields it covers are sent: the request's other headers (its cookies, its
     /// `Authorization`) stay with the provider.
-    pub(crate) fn to_json(&self, authority: Option<&str>) -> Value {
+    pub(crate) fn to_json(&self, authority: &str) -> Value {
         let field = |name: &str| -> Vec<&str> {
             self.headers
                 .iter()
@@ -92,15 +92,13 @@ impl<'a> ReceivedRequest<'a> {
                 }
             }
         }
-        let mut body = json!({ "method": self.method, "url": self.url, "headers": headers });
+        let mut body =
+            json!({ "method": self.method, "url": self.url, "headers": headers, "authority": authority });
         if let Some(bytes) = self.body.filter(|bytes| !bytes.is_empty()) {
             body["body"] = base64::engine::general_purpose::STANDARD.encode(bytes).into();
         }
         if let Some(label) = &self.label {
             body["label"] = label.clone().into();
-        }
-        if let Some(authority) = authority {
-            body["authority"] = authority.into();
         }
         body
     }
@@ -300,10 +298,16 @@ impl Verifier {
     }
 
     /// Asks the API about `request`: verified (with the signer's standing) or refused. An error
-    /// only when the API could not answer (unreachable, rate-limited, a body it would not take).
+    /// when no origin was set ([`Verifier::serving`]: the API needs the authority the provider
+    /// serves) or the API could not answer (unreachable, rate-limited, a body it would not take).
     pub async fn verify(&self, request: &ReceivedRequest<'_>) -> Result<Verdict> {
-        let authority = self.origin.as_ref().map(|origin| origin.authority.as_str());
-        self.api.verify(request, authority).await
+        let Some(origin) = &self.origin else {
+            return Err(Error::Invalid(
+                "a verifier needs the origin it serves (Verifier::serving): signatures must name its authority"
+                    .into(),
+            ));
+        };
+        self.api.verify(request, &origin.authority).await
     }
 }
 
@@ -324,7 +328,7 @@ mod tests {
             .header("Authorization", "Bearer secret")
             .header("Cookie", "session=secret")
             .body(b"{}");
-        let json = request.to_json(Some("a.example"));
+        let json = request.to_json("a.example");
         assert_eq!(
             json,
             json!({
@@ -344,9 +348,9 @@ mod tests {
         let twice = ReceivedRequest::new("GET", "https://a.example/")
             .header("signature", "a=:AA:")
             .header("Signature", "b=:AA:")
-            .to_json(None);
+            .to_json("a.example");
         assert_eq!(twice["headers"], json!({ "signature": ["a=:AA:", "b=:AA:"] }));
-        assert!(twice.get("body").is_none() && twice.get("authority").is_none());
+        assert!(twice.get("body").is_none());
         assert!(covered_fields("not a dictionary (").is_empty());
     }
 

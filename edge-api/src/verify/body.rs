@@ -35,7 +35,9 @@ pub(crate) struct VerifyBody {
     /// The forwarded request's body, decoded from base64.
     pub(crate) body: Option<Vec<u8>>,
     pub(crate) label: Option<String>,
-    pub(crate) authority: Option<String>,
+    /// The host the provider serves (`host[:port]`), required: a provider that rebuilt `url`
+    /// from the request's own `Host` would otherwise accept a request signed for another host.
+    pub(crate) authority: String,
 }
 
 #[derive(Deserialize)]
@@ -59,7 +61,7 @@ pub(crate) fn parse(text: &str) -> Result<VerifyBody> {
     }
     let raw: Raw = serde_json::from_str(text).map_err(|error| {
         bad(format!(
-            "the body must be a JSON object {{method, url, headers, body?, label?, authority?}}: {error}"
+            "the body must be a JSON object {{method, url, headers, authority, body?, label?}}: {error}"
         ))
     })?;
     if raw.method.trim().is_empty() {
@@ -87,6 +89,16 @@ pub(crate) fn parse(text: &str) -> Result<VerifyBody> {
             return Err(bad(format!("headers must include {required}")));
         }
     }
+    let authority = match raw.authority.as_deref().map(str::trim) {
+        Some(authority) if !authority.is_empty() => authority.to_owned(),
+        _ => {
+            return Err(bad(
+                "authority is required: the host[:port] the provider serves (such as \"api.provider.example\"), \
+                 which the signature must name; not read from the request's own Host header"
+                    .into(),
+            ));
+        }
+    };
     let body = raw
         .body
         .map(|encoded| {
@@ -95,14 +107,7 @@ pub(crate) fn parse(text: &str) -> Result<VerifyBody> {
                 .map_err(|error| bad(format!("body must be the request's body in base64: {error}")))
         })
         .transpose()?;
-    Ok(VerifyBody {
-        method: raw.method,
-        url: raw.url,
-        headers,
-        body,
-        label: raw.label,
-        authority: raw.authority,
-    })
+    Ok(VerifyBody { method: raw.method, url: raw.url, headers, body, label: raw.label, authority })
 }
 
 fn bad(message: String) -> Error {
@@ -125,10 +130,10 @@ mod tests {
         assert_eq!(parsed.body.as_deref(), Some(&b"hello"[..]));
         assert!(parsed.headers.contains(&("signature-input".into(), "eth=(\"@method\")".into())));
         assert!(parsed.headers.contains(&("x-many".into(), "a, b".into())));
-        assert_eq!(parsed.authority.as_deref(), Some("api.example.com"));
+        assert_eq!(parsed.authority, "api.example.com");
         assert_eq!(parsed.label, None);
         // Unpadded, and with bits past the last byte set.
-        let loose = r#"{"method":"GET","url":"https://a/","headers":{"signature-input":"x","signature":"x"},"body":"AB"}"#;
+        let loose = r#"{"method":"GET","url":"https://a/","headers":{"signature-input":"x","signature":"x"},"body":"AB","authority":"a"}"#;
         assert_eq!(parse(loose).unwrap().body, Some(vec![0]));
     }
 
@@ -143,11 +148,24 @@ mod tests {
                 "headers.signature-input",
             ),
             (
-                r#"{"method":"GET","url":"https://a/","headers":{"signature-input":"x","signature":"x"},"body":"%%"}"#,
+                r#"{"method":"GET","url":"https://a/","headers":{"signature-input":"x","signature":"x"},"body":"%%","authority":"a"}"#,
                 "base64",
             ),
             (r#"{"method":"GET","url":"https://a/","headers":{},"extra":1}"#, "unknown field `extra`"),
             (r#"{"method":" ","url":"https://a/","headers":{}}"#, "method"),
+            // The authority the provider serves is required, and not blank.
+            (
+                r#"{"method":"GET","url":"https://a/","headers":{"signature-input":"x","signature":"x"}}"#,
+                "authority is required",
+            ),
+            (
+                r#"{"method":"GET","url":"https://a/","headers":{"signature-input":"x","signature":"x"},"authority":" "}"#,
+                "authority is required",
+            ),
+            (
+                r#"{"method":"GET","url":"https://a/","headers":{"signature-input":"x","signature":"x"},"authority":null}"#,
+                "authority is required",
+            ),
         ];
         for (body, expected) in cases {
             let error = parse(body).unwrap_err();

@@ -5,7 +5,8 @@
 //! The checks are `kya_core::erc8128`'s, without I/O. What needs the world is done here: the
 //! signer's record (the same read as `/kya/:wallet`), an ERC-1271 contract account's
 //! `isValidSignature` in the same round trip at the same block, and the nonce, claimed in the keyid's Durable Object
-//! only once the signature is known good, so a forged request cannot use up someone's nonce.
+//! only once the signature is known good, so a forged request cannot use up someone's nonce, and
+//! given back when the standing cannot be read, so a provider's retry after a 5xx passes once.
 
 mod body;
 pub(crate) mod nonces;
@@ -52,7 +53,7 @@ pub(crate) async fn answer(
         headers: &headers,
         body: input.body.as_deref(),
         label: input.label.as_deref(),
-        authority: input.authority.as_deref(),
+        authority: Some(&input.authority),
         now,
     };
     let verification = match verify_request(&signed, policy) {
@@ -60,14 +61,21 @@ pub(crate) async fn answer(
         Err(refusal) => return refused(&refusal),
     };
     let (verified, block, kya) = match verification {
-        // An EOA's signature is settled: read its standing and claim its nonce side by side.
+        // An EOA's signature is settled: read its standing and claim its nonce side by side. A
+        // nonce claimed for a read that failed is given back, so the provider's retry passes.
         Verification::Verified(verified) => {
             let (read, fresh) =
                 futures::join!(reads::kya(rpc, registry, verified.facts.signer), claim(env, &verified, now));
             if let Some(refusal) = fresh? {
                 return refused(&refusal);
             }
-            let (block, agent) = read?;
+            let (block, agent) = match read {
+                Ok(read) => read,
+                Err(error) => {
+                    release(env, &verified).await;
+                    return Err(error);
+                }
+            };
             let kya = KyaResult::of(verified.facts.signer, agent.as_ref(), block.timestamp);
             (verified, block, kya)
         }
@@ -100,6 +108,16 @@ async fn claim(env: &Env, verified: &Verified, now: u64) -> Result<Option<kya_co
         ReplayGuard::Replayable(_) => Err(Error::BadConfig(
             "Replayable signatures are not accepted by this deployment: a nonce is required".into(),
         )),
+    }
+}
+
+/// Gives back the nonce [`claim`] took for `verified`; a store that cannot take it back is logged
+/// (the nonce then stays used until its window ends, as before releases existed).
+async fn release(env: &Env, verified: &Verified) {
+    if let ReplayGuard::Nonce(claim) = &verified.replay
+        && let Err(error) = nonces::release(env, claim).await
+    {
+        worker::console_warn!("verify: the nonce of a failed read was not given back: {error}");
     }
 }
 

@@ -26,6 +26,12 @@ struct Claim {
     now: u64,
 }
 
+/// What a release asks of the store: forget `key`, which a claim of this request kept.
+#[derive(Debug, Serialize, Deserialize)]
+struct Release {
+    key: String,
+}
+
 /// The store's answer.
 #[derive(Debug, Serialize, Deserialize)]
 struct Claimed {
@@ -36,21 +42,37 @@ struct Claimed {
 /// store already held it (a replay). The object is the keyid's, so one account's nonces are
 /// decided in one place and different accounts never wait on each other.
 pub(crate) async fn claim(env: &Env, claim: &NonceClaim, now: u64) -> Result<bool> {
+    let body = Claim { key: claim.key.clone(), until: claim.remember_until, now };
+    let mut response = ask(env, claim, CLAIM, &body).await?;
+    let claimed: Claimed = response.json().await?;
+    Ok(claimed.fresh)
+}
+
+/// Gives back a nonce this request [`claim`]ed fresh but could not answer for (the signer's
+/// standing could not be read): the provider's retry of the same request then passes, once.
+pub(crate) async fn release(env: &Env, claim: &NonceClaim) -> Result<()> {
+    ask(env, claim, RELEASE, &Release { key: claim.key.clone() }).await.map(drop)
+}
+
+/// The store's paths.
+const CLAIM: &str = "/claim";
+const RELEASE: &str = "/release";
+
+/// POSTs `body` to `path` of `claim`'s keyid's store; its answer, when 200.
+async fn ask(env: &Env, claim: &NonceClaim, path: &str, body: &impl Serialize) -> Result<Response> {
     let namespace = env.durable_object(BINDING)?;
     let stub = namespace.id_from_name(&claim.keyid)?.get_stub()?;
-    let body = serde_json::to_string(&Claim { key: claim.key.clone(), until: claim.remember_until, now })
-        .map_err(|error| Error::Runtime(error.into()))?;
+    let body = serde_json::to_string(body).map_err(|error| Error::Runtime(error.into()))?;
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_body(Some(body.into()));
     // The URL is the object's own: only its path reaches it.
-    let request = Request::new_with_init("https://nonces/claim", &init)?;
+    let request = Request::new_with_init(&format!("https://nonces{path}"), &init)?;
     let mut response = stub.fetch_with_request(request).await?;
     if response.status_code() != 200 {
         let text = response.text().await.unwrap_or_default();
         return Err(Error::Runtime(worker::Error::RustError(format!("the nonce store answered: {text}"))));
     }
-    let claimed: Claimed = response.json().await?;
-    Ok(claimed.fresh)
+    Ok(response)
 }
 
 /// The Durable Object of one keyid's nonces, in its SQLite storage. A claim forgets what has
@@ -69,6 +91,19 @@ impl DurableObject for NonceStore {
     async fn fetch(&self, mut request: Request) -> worker::Result<Response> {
         if request.method() != Method::Post {
             return Response::error("POST a claim", 405);
+        }
+        if request.path() == RELEASE {
+            let Ok(release) = request.json::<Release>().await else {
+                return Response::error("a release is {key}", 400);
+            };
+            // Nothing else can have kept the key meanwhile: a claim of it found it kept (ours).
+            self.state
+                .storage()
+                .sql()
+                .exec("DELETE FROM nonces WHERE key = ?", vec![SqlStorageValue::from(release.key)])?
+                .raw()
+                .for_each(drop);
+            return Response::ok("");
         }
         let Ok(claim) = request.json::<Claim>().await else {
             return Response::error("a claim is {key, until, now}", 400);

@@ -27,6 +27,8 @@ use serde_json::{Value, json};
 
 const URL: &str = "https://api.provider.example/v1/infer?model=small&stream=0";
 const BODY: &[u8] = br#"{"prompt":"hello"}"#;
+/// The host the provider serves: `URL`'s.
+const AUTHORITY: &str = "api.provider.example";
 
 /// A provider's forwarding of one received request.
 struct Forwarded {
@@ -88,7 +90,13 @@ fn signed_for(
         ("Content-Type".to_owned(), "application/json".to_owned()),
     ];
     headers.extend(content_digest.map(|digest| ("Content-Digest".to_owned(), digest)));
-    Forwarded { method: "POST", url: URL.to_owned(), headers, body: Some(BODY.to_vec()), authority: None }
+    Forwarded {
+        method: "POST",
+        url: URL.to_owned(),
+        headers,
+        body: Some(BODY.to_vec()),
+        authority: Some(AUTHORITY),
+    }
 }
 
 struct Verifier {
@@ -218,6 +226,33 @@ async fn signed_requests_are_verified_with_the_signers_standing_and_each_nonce_o
     elsewhere.authority = Some("api.other.example");
     let message = verifier.refused(&elsewhere, "wrong_authority").await;
     assert!(message.contains("api.other.example"), "{message}");
+
+    // Without the authority the provider serves, or with an empty one: a 400 naming the field
+    // (a provider rebuilding the URL from the request's own Host would accept another host's).
+    for authority in [None, Some(" ")] {
+        let mut unnamed = signed(&agent, chain_id, now, 60, "n-no-authority");
+        unnamed.authority = authority;
+        let (status, body, _) = verifier.post(&unnamed.json()).await;
+        assert_eq!(status, 400, "{body}");
+        let error = body["error"].as_str().unwrap();
+        assert!(error.starts_with("authority is required: the host[:port] the provider serves"), "{error}");
+    }
+    // Nothing was claimed for them: the request with its authority passes.
+    let (_, body, _) = verifier.post(&signed(&agent, chain_id, now, 60, "n-no-authority").json()).await;
+    assert_eq!(body["verified"], true, "{body}");
+
+    // The node fails while a newcomer's standing is read: a 5xx, and the nonce claimed beside
+    // the read is given back, so the provider's retry passes, once.
+    let newcomer = PrivateKeySigner::random();
+    let retried = signed(&newcomer, chain_id, now, 60, "n-node-down");
+    proxy.set_down(true);
+    let (status, body, _) = verifier.post(&retried.json()).await;
+    proxy.set_down(false);
+    assert!((500..600).contains(&status), "{status}: {body}");
+    let (status, body, _) = verifier.post(&retried.json()).await;
+    assert_eq!((status, &body["verified"]), (200, &json!(true)), "the retry after a failed read: {body}");
+    assert_eq!(body["signer"], newcomer.address().to_checksum(None));
+    verifier.refused(&retried, "replayed").await;
 
     // Expired, and from the future beyond the 60 s skew.
     verifier.refused(&signed(&agent, chain_id, now - 400, 200, "n-old"), "expired").await;
