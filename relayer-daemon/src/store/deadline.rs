@@ -14,26 +14,62 @@
 use std::{
     cell::RefCell,
     sync::{
-        Arc,
+        Arc, Mutex, PoisonError,
         atomic::{AtomicBool, Ordering},
     },
 };
 
 use crate::error::Error;
 
+/// What a call holds that its abandonment gives back at once, while its thread may stay blocked
+/// on a server for good: the pool's slot (`pool::Slot`), so a hung backend costs the pool one
+/// slot for one deadline, not for as long as it hangs.
+pub(super) trait GivenBack: Send + Sync {
+    /// Gives it back; once, however often it is called.
+    fn give_back(&self);
+}
+
 /// One store call: abandoned once the side waiting for it stopped waiting.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Call(Arc<AtomicBool>);
+#[derive(Clone, Default)]
+pub(crate) struct Call(Arc<CallState>);
+
+#[derive(Default)]
+struct CallState {
+    abandoned: AtomicBool,
+    held: Mutex<Vec<Arc<dyn GivenBack>>>,
+}
+
+impl std::fmt::Debug for Call {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Call").field("abandoned", &self.is_abandoned()).finish_non_exhaustive()
+    }
+}
 
 impl Call {
-    /// The waiting side stopped waiting: nothing more is sent for this call.
+    /// The waiting side stopped waiting: nothing more is sent for this call, and what it holds
+    /// is given back.
     pub(crate) fn abandon(&self) {
-        self.0.store(true, Ordering::SeqCst);
+        self.0.abandoned.store(true, Ordering::SeqCst);
+        let held = std::mem::take(&mut *self.0.held.lock().unwrap_or_else(PoisonError::into_inner));
+        held.iter().for_each(|held| held.give_back());
     }
 
     /// Whether the call was abandoned.
     pub(crate) fn is_abandoned(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
+        self.0.abandoned.load(Ordering::SeqCst)
+    }
+
+    /// `held` is given back when this call is abandoned (at once if it was already).
+    pub(super) fn hold(&self, held: Arc<dyn GivenBack>) {
+        let mut all = self.0.held.lock().unwrap_or_else(PoisonError::into_inner);
+        // Checked under the lock `abandon` takes after setting the flag: either it sees `held`
+        // in the list, or this sees the flag.
+        if self.is_abandoned() {
+            drop(all);
+            held.give_back();
+        } else {
+            all.push(held);
+        }
     }
 
     /// The error a round trip of an abandoned call fails with (nobody waits for it: it is logged
@@ -91,5 +127,28 @@ mod tests {
             assert!(current_abandoned(), "restored after the detached job");
         });
         assert!(!current_abandoned() && !current().is_abandoned());
+    }
+
+    #[derive(Default)]
+    struct Counted(std::sync::atomic::AtomicU32);
+
+    impl GivenBack for Counted {
+        fn give_back(&self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn what_a_call_holds_is_given_back_when_it_is_abandoned_or_at_once_after() {
+        let (call, held) = (Call::default(), Arc::new(Counted::default()));
+        call.hold(held.clone());
+        assert_eq!(held.0.load(Ordering::SeqCst), 0, "held while the call runs");
+        call.abandon();
+        assert_eq!(held.0.load(Ordering::SeqCst), 1, "given back on abandonment");
+        call.abandon();
+        assert_eq!(held.0.load(Ordering::SeqCst), 1, "once");
+        let late = Arc::new(Counted::default());
+        call.hold(late.clone());
+        assert_eq!(late.0.load(Ordering::SeqCst), 1, "held after abandonment: given back at once");
     }
 }

@@ -170,7 +170,7 @@ impl Store {
     pub fn pool_of_its_own(&self, size: u32) -> Option<Self> {
         let Location::Postgres(url) = &self.location else { return None };
         let mut own = Self::with_connections(
-            Connections::Postgres(pool::build_keeping(url, size, None, 0)),
+            Connections::Postgres(pool::build(url, size, None)),
             self.location.clone(),
         );
         own.events = self.events;
@@ -262,7 +262,7 @@ impl Store {
                     if call.is_abandoned() {
                         return Err(deadline::Call::refused());
                     }
-                    let mut connection = pool::get(pool)?;
+                    let mut connection = pool::get(pool, &call)?;
                     self.reconnect_if_closed(&mut connection)?;
                     if let Connection::Postgres(pg) = &mut *connection {
                         pg.serve(call);

@@ -6,12 +6,101 @@
 //! r2d2 is synchronous, like the `postgres` client the store is written against: the store's
 //! operations stay as they are, called from tokio's blocking pool (see docs/relayer.md,
 //! "Connections", for the crates weighed).
+//!
+//! A call whose server hangs for good blocks its thread, and its connection, until the server
+//! answers: no client can stop a blocked read. So the pool's size counts *slots*, not
+//! connections: a call takes a slot, and gives it back when it ends or, past its deadline, when
+//! it is abandoned (`super::deadline`), while its connection stays out with its thread. The
+//! next call opens a new connection in that slot. r2d2 may hold up to twice the size, so hung
+//! backends cost at most `size` connections more of the server's, never the pool.
 
-use super::{DatabaseUrl, sql::Connection};
+use std::{
+    sync::{
+        Arc, Condvar, Mutex, PoisonError,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use super::{
+    DatabaseUrl,
+    deadline::{Call, GivenBack},
+    sql::Connection,
+};
 use crate::error::{Error, Result};
 
-/// The pool: `size` connections at most, opened when first needed and kept while in use.
-pub(super) type Pool = r2d2::Pool<Manager>;
+/// The pool: `size` slots, each a connection while a call uses it; connections opened when
+/// first needed and kept while in use.
+#[derive(Debug)]
+pub(super) struct Pool {
+    connections: r2d2::Pool<Manager>,
+    slots: Arc<Slots>,
+}
+
+/// The slots free now, and the wake-up of a call waiting for one.
+#[derive(Debug)]
+struct Slots {
+    free: Mutex<u32>,
+    freed: Condvar,
+}
+
+impl Slots {
+    /// A free slot, waiting for one at most `patience`.
+    fn take(self: &Arc<Self>, patience: Duration) -> Option<Arc<Slot>> {
+        let until = Instant::now() + patience;
+        let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
+        while *free == 0 {
+            let left = until.checked_duration_since(Instant::now()).filter(|left| !left.is_zero())?;
+            free = self.freed.wait_timeout(free, left).unwrap_or_else(PoisonError::into_inner).0;
+        }
+        *free -= 1;
+        Some(Arc::new(Slot { slots: Arc::clone(self), given_back: AtomicBool::new(false) }))
+    }
+}
+
+/// One call's slot.
+#[derive(Debug)]
+pub(super) struct Slot {
+    slots: Arc<Slots>,
+    given_back: AtomicBool,
+}
+
+impl GivenBack for Slot {
+    fn give_back(&self) {
+        if !self.given_back.swap(true, Ordering::SeqCst) {
+            *self.slots.free.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+            self.slots.freed.notify_one();
+        }
+    }
+}
+
+/// A connection checked out for a call, in its slot: the slot is given back when it is (or
+/// earlier, when the call is abandoned), and the connection goes back to r2d2, which drops one
+/// whose call was abandoned ([`Manager::has_broken`]).
+pub(super) struct Checkout {
+    connection: r2d2::PooledConnection<Manager>,
+    slot: Arc<Slot>,
+}
+
+impl std::ops::Deref for Checkout {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        &self.connection
+    }
+}
+
+impl std::ops::DerefMut for Checkout {
+    fn deref_mut(&mut self) -> &mut Connection {
+        &mut self.connection
+    }
+}
+
+impl Drop for Checkout {
+    fn drop(&mut self) {
+        self.slot.give_back();
+    }
+}
 
 /// How r2d2 opens and checks the store's connections.
 #[derive(Debug)]
@@ -62,34 +151,44 @@ impl r2d2::HandleError<Error> for LogFailures {
     }
 }
 
-/// A pool of at most `size` connections to `url`, opened as needed, one kept, `first` (if any)
-/// the first (start-up has connected once already, for the migrations, so a wrong URL or CA is
-/// refused there with its reason). Waiting
-/// for a connection (all in use, or the server down) is bounded by the URL's connect timeout,
-/// after which the operation fails as [`Error::StoreUnavailable`].
+/// A pool of `size` slots on connections to `url`, opened as needed, `first` (if any) the first
+/// (start-up has connected once already, for the migrations, so a wrong URL or CA is refused
+/// there with its reason). A connection once opened stays open (no idle timeout): the lease
+/// keeper's renewals and a quiet daemon's next request find it ready. None is opened ahead of a
+/// call: r2d2 would count one in use against its idle minimum and open another beside it.
+/// Waiting for a slot or a connection (all in use, or the server down) is bounded by the URL's
+/// connect timeout, after which the operation fails as [`Error::StoreUnavailable`].
 pub(super) fn build(url: &DatabaseUrl, size: u32, first: Option<Connection>) -> Pool {
-    // One kept open (and opened now, in the background): the lease keeper's first renewal and a
-    // quiet daemon's next request find it ready.
-    build_keeping(url, size, first, 1)
-}
-
-/// [`build`], keeping `kept_open` connections open (0: none before the first operation).
-pub(super) fn build_keeping(url: &DatabaseUrl, size: u32, first: Option<Connection>, kept_open: u32) -> Pool {
-    r2d2::Pool::builder()
-        .max_size(size.max(1))
-        .min_idle(Some(kept_open.min(size.max(1))))
+    let size = size.max(1);
+    let connections = r2d2::Pool::builder()
+        // Room for as many connections again as hung calls may hold outside the slots.
+        .max_size(size * 2)
+        .min_idle(Some(0))
+        .idle_timeout(None)
         .test_on_check_out(false)
         .connection_timeout(url.connect_timeout())
         .error_handler(Box::new(LogFailures))
-        .build_unchecked(Manager { url: url.clone(), first: std::sync::Mutex::new(first) })
+        .build_unchecked(Manager { url: url.clone(), first: std::sync::Mutex::new(first) });
+    Pool { connections, slots: Arc::new(Slots { free: Mutex::new(size), freed: Condvar::new() }) }
 }
 
-/// A connection from `pool`; none within its timeout is an outage for this operation (503, retry).
-pub(super) fn get(pool: &Pool) -> Result<r2d2::PooledConnection<Manager>> {
-    pool.get().map_err(|error| {
+/// A connection from `pool` for `call`, in a slot that `call`'s abandonment gives back; none
+/// within the pool's timeout is an outage for this operation (503, retry).
+pub(super) fn get(pool: &Pool, call: &Call) -> Result<Checkout> {
+    let patience = pool.connections.connection_timeout();
+    let slot = pool.slots.take(patience).ok_or_else(|| {
         Error::StoreUnavailable(format!(
-            "no database connection free or opened within {:?}: {error}",
-            pool.connection_timeout()
+            "no database connection free within {patience:?}: every slot is in use"
         ))
-    })
+    })?;
+    call.hold(Arc::clone(&slot) as Arc<dyn GivenBack>);
+    match pool.connections.get() {
+        Ok(connection) => Ok(Checkout { connection, slot }),
+        Err(error) => {
+            slot.give_back();
+            Err(Error::StoreUnavailable(format!(
+                "no database connection opened within {patience:?}: {error}"
+            )))
+        }
+    }
 }
