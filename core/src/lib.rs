@@ -24,6 +24,7 @@ pub mod query;
 pub mod record;
 pub mod redact;
 pub mod registry_call;
+pub mod registry_reverts;
 pub mod relayer_view;
 pub mod retry;
 pub mod revert;

@@ -13,15 +13,12 @@ use kya_core::{
     lineage::{self, LineageNode, NodeData, shown_children},
     multicall::CALLS_PER_AGGREGATE,
     record::small,
+    registry_reverts,
     rpc::{CallPlan, Outcome},
 };
 
 use crate::{Result, rpc::Rpc};
 
-/// The registry's revert for an unknown agent id.
-const AGENT_NOT_FOUND: &str = "Agent not found";
-/// The registry's revert for a wallet without an agent.
-const NO_AGENT_FOR_WALLET: &str = "No agent registered for this wallet";
 /// Agents the snapshot's first round reads before it knows how many there are: with their
 /// revenue histories and `nextAgentId`, one `aggregate3`. Registries this small take one round
 /// trip; larger ones read the rest in a second, at the first round's block.
@@ -239,7 +236,7 @@ pub(crate) async fn kya_and_erc1271(
 
 /// The agent `getAgentByWallet` returned, `None` for a wallet without one.
 fn agent_of_wallet(outcome: &Outcome) -> Result<Option<Agent>> {
-    if outcome.reverted_with(NO_AGENT_FOR_WALLET) {
+    if outcome.reverted_with(registry_reverts::NO_AGENT_FOR_WALLET) {
         return Ok(None);
     }
     let record = outcome.decode::<AgentRegistry::getAgentByWalletCall>()?;
@@ -288,7 +285,7 @@ fn decode_histories(outcomes: &[Outcome]) -> Result<Vec<Revenue>> {
 }
 
 fn decode_agent(outcome: &Outcome, agent_id: u64) -> Result<Agent> {
-    if outcome.reverted_with(AGENT_NOT_FOUND) {
+    if outcome.reverted_with(registry_reverts::AGENT_NOT_FOUND) {
         return Err(CoreError::AgentNotFound(agent_id).into());
     }
     decode_record(outcome)

@@ -177,9 +177,10 @@ fn deadline(consent: &Consents, now: u64) -> Result<u64> {
     if deadline < now {
         bail!(
             "--consent-deadline {deadline} ({}) is before the chain's latest block ({}): the registry would \
-             refuse the consents (Consent expired)",
+             refuse the consents ({})",
             kya_core::time::iso8601(deadline),
-            kya_core::time::iso8601(now)
+            kya_core::time::iso8601(now),
+            kya_core::registry_reverts::CONSENT_EXPIRED
         );
     }
     Ok(deadline)
@@ -262,7 +263,8 @@ mod tests {
         assert!(error.starts_with("a consent signature needs --consent-deadline"), "{error}");
         let error = deadline(&consents(Some("1699999999"), None), 1_700_000_000).unwrap_err().to_string();
         assert!(
-            error.contains("before the chain's latest block") && error.contains("Consent expired"),
+            error.contains("before the chain's latest block")
+                && error.contains(kya_core::registry_reverts::CONSENT_EXPIRED),
             "{error}"
         );
     }

@@ -415,8 +415,8 @@ mod tests {
 
     #[test]
     fn failure_reasons_decode_reverts_panics_and_empty_data() {
-        let revert = Revert::from("Wallet already registered to another agent").abi_encode();
-        assert_eq!(failure_reason(&revert), "Wallet already registered to another agent");
+        let reason = kya_core::registry_reverts::WALLET_ALREADY_REGISTERED;
+        assert_eq!(failure_reason(&Revert::from(reason).abi_encode()), reason);
         let panic = Panic { code: U256::from(0x11) }.abi_encode();
         assert_eq!(failure_reason(&panic), "Relayed call panicked (code 17)");
         assert!(failure_reason(&[]).contains("request.gas"));
@@ -427,7 +427,7 @@ mod tests {
     /// revert (the caller answers them as RPC errors).
     #[test]
     fn reverts_in_every_providers_shape_read_the_same() {
-        let reason = "Wallet already registered to another agent";
+        let reason = kya_core::registry_reverts::WALLET_ALREADY_REGISTERED;
         let data = alloy::primitives::hex::encode_prefixed(Revert::from(reason).abi_encode());
         let shapes = [
             serde_json::json!({"code": 3, "message": format!("execution reverted: {reason}"), "data": data}),
