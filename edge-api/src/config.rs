@@ -170,7 +170,12 @@ impl Config {
     }
 
     fn read(env: &Env) -> Self {
-        let raw = |name: &str| env.var(name).map(|value| value.to_string().trim().to_owned()).ok();
+        Self::from_vars(|name| env.var(name).ok().map(|value| value.to_string()))
+    }
+
+    /// The configuration from `var`, each var's value by name (none: unset).
+    pub(crate) fn from_vars(var_of: impl Fn(&str) -> Option<String>) -> Self {
+        let raw = |name: &str| var_of(name).map(|value| value.trim().to_owned());
         let var = |name: &str| raw(name).filter(|value| !value.is_empty());
         // A count that must be at least 1.
         let count = |name: &str, default: u64| {
@@ -265,5 +270,59 @@ impl Config {
     /// `REGISTRY_ADDRESS` as configured (for `/health`, which also answers without it).
     pub(crate) fn registry_text(&self) -> &str {
         &self.registry
+    }
+}
+
+/// `wrangler.toml`'s `[vars]` as `(name, value)` pairs (the file's own `NAME = "value"` lines).
+#[cfg(test)]
+pub(crate) fn wrangler_vars() -> Vec<(String, String)> {
+    let toml = include_str!("../../wrangler.toml");
+    let section = toml.split("\n[vars]\n").nth(1).expect("wrangler.toml has [vars]");
+    section
+        .lines()
+        .take_while(|line| !line.starts_with('['))
+        .filter(|line| !line.trim_start().starts_with('#'))
+        .filter_map(|line| {
+            let (name, value) = line.split_once(" = ")?;
+            let value = value.trim().strip_prefix('"')?.strip_suffix('"')?;
+            Some((name.trim().to_owned(), value.to_owned()))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod wrangler_tie {
+    use super::*;
+
+    /// One source for each default: the values `wrangler.toml` ships are the Worker's own
+    /// defaults, so a Worker deployed without a var behaves as one with the file's.
+    #[test]
+    fn wrangler_toml_vars_are_the_workers_defaults() {
+        let vars = wrangler_vars();
+        let lookup = |name: &str| vars.iter().find(|(var, _)| var == name).map(|(_, value)| value.clone());
+        assert!(vars.len() >= 28, "the [vars] were read: {vars:?}");
+        assert_eq!(
+            format!("{:?}", Config::from_vars(lookup)),
+            format!("{:?}", Config::from_vars(|_| None)),
+            "wrangler.toml's [vars] and the Worker's defaults"
+        );
+        assert_eq!(
+            format!("{:?}", crate::webhooks::Settings::from_vars(lookup)),
+            format!("{:?}", crate::webhooks::Settings::from_vars(|_| None)),
+            "the WEBHOOK_* vars and the delivery's defaults"
+        );
+        // Every var the file sets is one the Worker reads: none is a leftover.
+        let read = include_str!("config.rs").to_owned() + include_str!("webhooks/mod.rs");
+        for (name, _) in &vars {
+            assert!(read.contains(&format!("\"{name}\"")), "{name} is set in wrangler.toml but never read");
+        }
+    }
+
+    /// The tie holds both ways: a value other than the default is seen.
+    #[test]
+    fn a_var_other_than_its_default_changes_the_configuration() {
+        let changed = Config::from_vars(|name| (name == "FEED_STREAM_SHARDS").then(|| "9".to_owned()));
+        assert_ne!(format!("{changed:?}"), format!("{:?}", Config::from_vars(|_| None)));
+        assert_eq!(changed.stream.shards, 9);
     }
 }

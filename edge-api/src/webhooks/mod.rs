@@ -43,8 +43,13 @@ pub(crate) struct Settings {
 
 impl Settings {
     pub(crate) fn from_env(env: &Env) -> Self {
+        Self::from_vars(|name| env.var(name).ok().map(|value| value.to_string()))
+    }
+
+    /// The settings from `var`, each var's value by name (none: unset), the defaults for the rest.
+    pub(crate) fn from_vars(var: impl Fn(&str) -> Option<String>) -> Self {
         let number = |name: &str, default: u64| {
-            env.var(name).ok().and_then(|value| value.to_string().trim().parse().ok()).unwrap_or(default)
+            var(name).and_then(|value| value.trim().parse().ok()).unwrap_or(default)
         };
         Self {
             max_attempts: u32::try_from(number("WEBHOOK_MAX_ATTEMPTS", 12)).unwrap_or(u32::MAX).max(1),
