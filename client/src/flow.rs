@@ -9,7 +9,10 @@ use alloy::{
     signers::{Signer, local::PrivateKeySigner},
     sol_types::Eip712Domain,
 };
-use kya_core::forward_request::{self, ForwardRequest};
+use kya_core::{
+    forward_request::{self, ForwardRequest},
+    relayer_view::RelayStatus,
+};
 
 use crate::{
     Error, Result,
@@ -163,14 +166,14 @@ pub async fn relay_write<S: Signer + Sync>(
                 receipt.status() && forwarded_call_succeeded(&receipt, forwarder).unwrap_or(false);
             let (gas_used, cost) = receipt_cost(&receipt);
             let status = match (receipt.status(), succeeded) {
-                (true, true) => "mined",
-                (true, false) => "call_failed",
-                (false, _) => "reverted",
+                (true, true) => RelayStatus::Mined,
+                (true, false) => RelayStatus::CallFailed,
+                (false, _) => RelayStatus::Reverted,
             };
             return Ok(Outcome {
                 via: "relayer",
                 relay_id: None,
-                status: status.into(),
+                status: status.as_str().into(),
                 succeeded,
                 tx_hash: Some(hash),
                 block_number: receipt.block_number,
@@ -231,7 +234,7 @@ pub async fn direct_write(
     Ok(Outcome {
         via: "direct",
         relay_id: None,
-        status: if succeeded { "mined" } else { "reverted" }.into(),
+        status: if succeeded { RelayStatus::Mined } else { RelayStatus::Reverted }.as_str().into(),
         succeeded,
         tx_hash: Some(receipt.transaction_hash),
         block_number: receipt.block_number,

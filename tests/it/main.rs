@@ -6,5 +6,6 @@ mod cli;
 mod contracts;
 mod core_package;
 mod edge_api;
+mod one_source;
 mod openapi;
 mod relayer;
