@@ -221,8 +221,9 @@ pub(crate) fn is_unavailable(error: &postgres::Error) -> bool {
         // No answer from the server: the connection is closed, or its socket failed.
         None => {
             error.is_closed()
-                || std::error::Error::source(error)
-                    .is_some_and(|source| kya_native_http::causes(source).any(|cause| cause.is::<std::io::Error>()))
+                || std::error::Error::source(error).is_some_and(|source| {
+                    kya_native_http::causes(source).any(|cause| cause.is::<std::io::Error>())
+                })
         }
     }
 }
