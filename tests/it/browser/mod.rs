@@ -28,27 +28,39 @@ async fn explorer_page_shows_the_seeded_registry() {
     let demo_json = model.path().join("demo.json");
     std::fs::write(&demo_json, serde_json::to_string(&demo).expect("the model serialises"))
         .expect("the model is written");
-    let run = tokio::process::Command::new("node")
+    // Its report goes to files, so that a run that hangs still shows how far it got.
+    let (stdout_path, stderr_path) = (model.path().join("stdout"), model.path().join("stderr"));
+    let file = |path: &std::path::Path| std::fs::File::create(path).expect("a report file");
+    let mut child = tokio::process::Command::new("node")
         .args(["--test", "--test-reporter=spec", "tests/browser/explorer.test.mjs"])
         .current_dir(repo_root())
         .env("EXPLORER_URL", &worker.base)
         .env("DEMO_JSON", &demo_json)
         .env("RPC_URL", chain.rpc_url())
         .env("SCREENSHOT_DIR", repo_root().join("target/browser-screenshots"))
+        .stdout(file(&stdout_path))
+        .stderr(file(&stderr_path))
         .kill_on_drop(true)
-        .output();
-    // Its checks take well under a minute; a browser that hangs fails the test, not the run.
-    let output = tokio::time::timeout(Duration::from_secs(300), run)
-        .await
-        .unwrap_or_else(|_| panic!("the browser test took more than 300 s; wrangler:\n{}", worker.output()))
+        .spawn()
         .expect("node runs the browser test");
-    let report =
-        format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    let read_report = || {
+        let read = |path: &std::path::Path| std::fs::read_to_string(path).unwrap_or_default();
+        format!("{}{}", read(&stdout_path), read(&stderr_path))
+    };
+    // Its checks take well under a minute; a browser that hangs fails the test, not the run.
+    let status = match tokio::time::timeout(Duration::from_secs(300), child.wait()).await {
+        Ok(status) => status.expect("node ran"),
+        Err(_) => panic!(
+            "the browser test took more than 300 s; its report so far:\n{}\nwrangler:\n{}",
+            read_report(),
+            worker.output()
+        ),
+    };
+    let report = read_report();
     println!("{report}");
     assert!(
-        output.status.success(),
-        "the browser test failed ({}, its report is above); wrangler:\n{}",
-        output.status,
+        status.success(),
+        "the browser test failed ({status}, its report is above); wrangler:\n{}",
         worker.output()
     );
     assert_eq!(node_test_count(&report, "pass"), Some(BROWSER_CHECKS), "every browser check ran:\n{report}");
