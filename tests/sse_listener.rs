@@ -89,10 +89,10 @@ impl SseListener {
     /// receive buffer of `receive_buffer` bytes and a segment size of [`INTERNET_MSS`], both set
     /// before it connects. Over loopback, a socket otherwise offers a 64 KiB segment size, from
     /// which the server's kernel sizes its send buffer (megabytes for ten segments), and Linux
-    /// autotunes the receive buffer as large: 300 such sockets left unread held over a gigabyte
-    /// of the kernel's TCP memory and stalled every other socket of the machine. Shaped so, the
-    /// kernel holds little for it and what waits for it waits in the server, where its bound is
-    /// what is tested.
+    /// autotunes the receive buffer as large: 300 such sockets left unread took the machine's TCP
+    /// memory to 641 MiB even with small receive buffers, near the kernel's pressure mark once
+    /// other tests' sockets are added. Shaped so, the kernel holds little for it, and what waits
+    /// for it waits on the server's side, as it would for a real client.
     pub async fn open_as_internet_client(
         base: &str,
         path_and_query: &str,

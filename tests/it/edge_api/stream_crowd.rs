@@ -10,9 +10,11 @@
 //! process open for every request it passed, and 300 streams through it took it past its 20,000
 //! open files. Their sockets are shaped as internet clients' (`SseListener::open_as_internet_client`:
 //! a receive buffer of [`CROWD_RECEIVE_BUFFER`], a 1,460-byte segment size): loopback's own shape
-//! let the kernel hold about 4 MiB for each, over a gigabyte for the crowd, which took the machine
-//! into TCP memory pressure and stalled the sockets of every other test (a CI run failed so).
-//! Shaped so, what waits for them waits in the shard, where its bound is tested.
+//! let the kernel hold megabytes for each (545 MiB in workerd's send queues alone), which took the
+//! machine towards TCP memory pressure beside the other tests (a CI run failed with a crowd listener
+//! quiet for 20 s, most likely so). Shaped so, what waits for them waits on the server's side:
+//! in the shard's queue and in the runtime's buffers (docs/change-feed.md, "A crowd that never
+//! reads", says which bounds which).
 
 use std::time::Duration;
 
