@@ -20,6 +20,7 @@ pub mod lineage;
 pub mod logs;
 pub mod multicall;
 pub mod pagination;
+pub mod pass;
 pub mod query;
 pub mod record;
 pub mod redact;
