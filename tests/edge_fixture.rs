@@ -434,7 +434,12 @@ impl EdgeClient {
             headers: &headers,
             body: &text,
         });
-        let body = if text.is_empty() {
+        let json = headers
+            .get("content-type")
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|media| media.starts_with("application/json"));
+        // A body of another type (a KYA pass's `application/jwt`) is in `text` alone.
+        let body = if text.is_empty() || !json {
             Value::Null
         } else {
             serde_json::from_str(&text).unwrap_or_else(|error| panic!("{path}: not JSON ({error}): {text}"))

@@ -41,6 +41,7 @@ pub(crate) async fn answer(endpoint: &Endpoint, deps: &Deps<'_>) -> Result<Reply
         Endpoint::OpenApi => Err(Error::NoRoute("/openapi.json".into())),
         Endpoint::Changes(_) => Err(Error::NoRoute("/api/v1/changes".into())),
         Endpoint::ChangesStream(_) => Err(Error::NoRoute("/api/v1/changes/stream".into())),
+        Endpoint::KyaPass(_) | Endpoint::Jwks => Err(Error::NoRoute("a pass endpoint".into())),
         Endpoint::Stats
         | Endpoint::StatsDetailed
         | Endpoint::Agents(_)

@@ -4,7 +4,7 @@ use std::rc::Rc;
 
 use alloy_primitives::{Address, keccak256};
 use kya_core::{
-    erc8128::VerifyPolicy, forward_request::BASE_SEPOLIA_CHAIN_ID, multicall::MULTICALL3_ADDRESS,
+    erc8128::VerifyPolicy, forward_request::BASE_SEPOLIA_CHAIN_ID, multicall::MULTICALL3_ADDRESS, pass,
 };
 use worker::Env;
 
@@ -92,6 +92,9 @@ pub(crate) struct Config {
     pub(crate) verify: VerifyPolicy,
     /// The change feed's stream (`FEED_STREAM_*`).
     pub(crate) stream: StreamConfig,
+    /// KYA passes (`PASS_ISSUER`, `PASS_TTL_SECS`; the keys are a secret, read apart: never in
+    /// this `Debug`).
+    pub(crate) passes: PassConfig,
     /// A short hash of the registry and the RPC endpoint, part of every cache key, so a changed
     /// configuration never serves what the old one answered.
     pub(crate) cache_tag: String,
@@ -147,6 +150,15 @@ pub(crate) struct StreamConfig {
     pub(crate) max_per_client: u64,
     /// Bytes of events a listener may leave unread (`FEED_STREAM_BACKLOG_BYTES`, at least 1).
     pub(crate) backlog_bytes: u64,
+}
+
+/// The settings of KYA passes (INTERFACE.md section 7) but their keys.
+#[derive(Debug, Clone)]
+pub(crate) struct PassConfig {
+    /// `iss` of every pass (`PASS_ISSUER`); unset, the origin the request reached.
+    pub(crate) issuer: Option<String>,
+    /// A pass's lifetime (`PASS_TTL_SECS`, at least 1, at most `MAX_TTL_SECS`).
+    pub(crate) ttl_secs: u64,
 }
 
 impl IndexConfig {
@@ -241,6 +253,10 @@ impl Config {
                 max_per_client: count("FEED_STREAM_MAX_PER_CLIENT", DEFAULT_FEED_STREAM_MAX_PER_CLIENT),
                 backlog_bytes: count("FEED_STREAM_BACKLOG_BYTES", DEFAULT_FEED_STREAM_BACKLOG_BYTES),
             },
+            passes: PassConfig {
+                issuer: var("PASS_ISSUER").map(|issuer| issuer.trim_end_matches('/').to_owned()),
+                ttl_secs: count("PASS_TTL_SECS", pass::DEFAULT_TTL_SECS).min(pass::MAX_TTL_SECS),
+            },
             multicall: match raw("MULTICALL_ADDRESS") {
                 None => Some(MULTICALL3_ADDRESS.to_string()),
                 Some(text) if text.is_empty() => None,
@@ -324,5 +340,23 @@ mod wrangler_tie {
         let changed = Config::from_vars(|name| (name == "FEED_STREAM_SHARDS").then(|| "9".to_owned()));
         assert_ne!(format!("{changed:?}"), format!("{:?}", Config::from_vars(|_| None)));
         assert_eq!(changed.stream.shards, 9);
+    }
+
+    /// A pass lives `PASS_TTL_SECS`, never more than the cap; an issuer loses a trailing slash
+    /// (an origin has none).
+    #[test]
+    fn pass_settings_are_capped_and_normalised() {
+        let with = |name: &'static str, value: &'static str| {
+            Config::from_vars(move |var| (var == name).then(|| value.to_owned())).passes
+        };
+        assert_eq!(Config::from_vars(|_| None).passes.ttl_secs, 300);
+        assert_eq!(Config::from_vars(|_| None).passes.issuer, None);
+        assert_eq!(with("PASS_TTL_SECS", "120").ttl_secs, 120);
+        assert_eq!(with("PASS_TTL_SECS", "86400").ttl_secs, 3_600);
+        assert_eq!(with("PASS_TTL_SECS", "0").ttl_secs, 300);
+        assert_eq!(
+            with("PASS_ISSUER", "https://kya.example/").issuer.as_deref(),
+            Some("https://kya.example")
+        );
     }
 }

@@ -36,10 +36,10 @@ pub enum Error {
     MethodNotAllowed(String),
     /// `POST /api/v1/kya/verify` with a body that is not its shape (INTERFACE.md section 6).
     #[error("{0}")]
-    BadVerifyRequest(String),
+    BadBody(String),
     /// A method other than POST on `/api/v1/kya/verify`, the API's one write-shaped endpoint.
-    #[error("Method {0} not allowed: {path} takes POST", path = crate::verify::PATH)]
-    VerifyMethodNotAllowed(String),
+    #[error("Method {method} not allowed: {path} takes POST")]
+    PostOnly { method: String, path: &'static str },
     /// More than the allowed requests in the current window.
     #[error("Rate limit exceeded. Try again in 1 minute.")]
     RateLimited {
@@ -47,6 +47,8 @@ pub enum Error {
         retry_after: u64,
     },
     /// A D1 statement would pass one of D1's limits (`index::limits`), named in the message.
+    #[error("KYA passes are not configured on this deployment")]
+    PassesNotConfigured,
     #[error("D1 limit: {0}")]
     D1Limit(String),
     /// An answer larger than the Worker renders (the registry's revenue names too many
@@ -94,11 +96,11 @@ impl Error {
             Self::Core(kya_core::Error::AgentNotFound(_) | kya_core::Error::AgentIdBeyondRegistry(_))
             | Self::NoRoute(_)
             | Self::ChangesCursorUnknown { .. } => 404,
-            Self::BadVerifyRequest(_) | Self::InvalidLastEventId(_) => 400,
-            Self::MethodNotAllowed(_) | Self::VerifyMethodNotAllowed(_) => 405,
+            Self::BadBody(_) | Self::InvalidLastEventId(_) => 400,
+            Self::MethodNotAllowed(_) | Self::PostOnly { .. } => 405,
             Self::RateLimited { .. } => 429,
             Self::ChangesGone { .. } => 410,
-            Self::FeedUnavailable => 503,
+            Self::FeedUnavailable | Self::PassesNotConfigured => 503,
             // A provider that refuses even a batch of one call, or keeps failing: a bad gateway.
             // So is one whose `eth_call` gas cap is below what a lone call needs.
             Self::Core(kya_core::Error::BatchRefused(_) | kya_core::Error::OutOfGas(_))
@@ -135,17 +137,20 @@ mod tests {
         assert_eq!(Error::NoRoute("/x".into()).to_string(), "Agent not found: no resource at /x");
         assert_eq!(Error::from(kya_core::Error::Rpc("x".into())).status(), 500);
         assert_eq!(Error::RateLimited { retry_after: 3 }.status(), 429);
-        assert_eq!(Error::BadVerifyRequest("x".into()).status(), 400);
-        assert_eq!(Error::VerifyMethodNotAllowed("GET".into()).status(), 405);
-        assert_eq!(
-            Error::VerifyMethodNotAllowed("GET".into()).to_string(),
-            "Method GET not allowed: /api/v1/kya/verify takes POST"
-        );
+        assert_eq!(Error::BadBody("x".into()).status(), 400);
+        let post_only = Error::PostOnly { method: "GET".into(), path: crate::verify::PATH };
+        assert_eq!(post_only.status(), 405);
+        assert_eq!(post_only.to_string(), "Method GET not allowed: /api/v1/kya/verify takes POST");
         assert_eq!(Error::RegistryNotConfigured.status(), 500);
         assert_eq!(Error::D1Limit("x".into()).status(), 500);
         assert_eq!(Error::AnswerTooLarge("x".into()).status(), 507);
         assert_eq!(Error::ChangesGone { oldest: 4 }.status(), 410);
         assert_eq!(Error::FeedUnavailable.status(), 503);
+        assert_eq!(Error::PassesNotConfigured.status(), 503);
+        assert_eq!(
+            Error::PassesNotConfigured.to_string(),
+            "KYA passes are not configured on this deployment"
+        );
         assert_eq!(Error::InvalidLastEventId("x".into()).status(), 400);
         let unknown = Error::ChangesCursorUnknown { after: "9-0".into(), newest: 3 };
         assert_eq!((unknown.status(), unknown.to_string().starts_with("Agent not found: ")), (404, true));

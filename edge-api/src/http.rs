@@ -78,8 +78,8 @@ impl Source {
 /// `Access-Control-Allow-Methods` (the OpenAPI document's operations are held to it).
 pub(crate) const METHODS: &str = "GET, HEAD, OPTIONS";
 
-/// The methods of `POST /api/v1/kya/verify`, the one path that takes a body.
-pub(crate) const VERIFY_METHODS: &str = "POST, OPTIONS";
+/// The methods of the paths that take a body: `POST /api/v1/kya/verify` and `/api/v1/kya/batch`.
+pub(crate) const POST_METHODS: &str = "POST, OPTIONS";
 
 /// Request headers a cross-origin caller may send (a JSON body's type, `If-None-Match` for a
 /// 304, and the stream's `Last-Event-ID`).
@@ -129,7 +129,7 @@ pub(crate) fn error(error: &Error) -> Result<Response> {
             response.headers().set("retry-after", &retry_after.to_string())?
         }
         Error::MethodNotAllowed(_) => response.headers().set("allow", METHODS)?,
-        Error::VerifyMethodNotAllowed(_) => response.headers().set("allow", VERIFY_METHODS)?,
+        Error::PostOnly { .. } => response.headers().set("allow", POST_METHODS)?,
         _ => {}
     }
     Ok(response)

@@ -10,6 +10,7 @@ mod health;
 mod http;
 mod index;
 mod openapi;
+mod passes;
 mod rate_limit;
 mod reads;
 mod routes;
@@ -83,8 +84,8 @@ async fn respond(mut request: Request, env: Env, context: Context) -> Result<Res
         // Preflights are the browser's, not the caller's: they show the quota but do not use it.
         // A path the API does not serve has no CORS policy to tell: its 404, like any method's.
         let path = request.path();
-        let response = if path == verify::PATH {
-            http::preflight(http::VERIFY_METHODS)?
+        let response = if path == verify::PATH || path == passes::batch::PATH {
+            http::preflight(http::POST_METHODS)?
         } else if routes::serves(&path) {
             http::preflight(http::METHODS)?
         } else {
@@ -92,8 +93,25 @@ async fn respond(mut request: Request, env: Env, context: Context) -> Result<Res
         };
         return http::finish(response, rate_limit::peek(&ip, now).remaining);
     }
-    let (remaining, outcome) = match rate_limit::admit(&env, &context, &ip, now_ms) {
-        Ok(quota) => (quota.remaining, serve(&mut request, &env, &context, now).await),
+    // A batch counts as one request per 10 wallets, so its body is read before it is counted
+    // (a body that cannot be read counts as one).
+    let batch = if request.path() == passes::batch::PATH && request.inner().method() == "POST" {
+        Some(passes::batch::read(&mut request).await)
+    } else {
+        None
+    };
+    let weight = match &batch {
+        Some(Ok(wallets)) => passes::batch::weight(wallets.len()),
+        _ => 1,
+    };
+    let (remaining, outcome) = match rate_limit::admit(&env, &context, &ip, now_ms, weight) {
+        Ok(quota) => {
+            let outcome = match batch {
+                Some(wallets) => apart(serve_batch(wallets, &env)).await,
+                None => serve(&mut request, &env, &context, now).await,
+            };
+            (quota.remaining, outcome)
+        }
         Err(limited) => (0, Err(limited)),
     };
     let response = match outcome {
@@ -117,22 +135,39 @@ pub(crate) fn apart<'a, T>(future: impl Future<Output = T> + 'a) -> Pin<Box<dyn 
     Box::pin(future)
 }
 
+/// `POST /api/v1/kya/batch`, its body read (and counted) already.
+async fn serve_batch(wallets: Result<Vec<alloy_primitives::Address>>, env: &Env) -> Result<Response> {
+    let wallets = wallets?;
+    let config = Config::from_env(env);
+    let budget = Cell::new(rpc::SUBREQUEST_BUDGET);
+    let rpc = Rpc { url: &config.rpc_url, batch_size: config.batch_size, multicall: None, budget: &budget };
+    let rpc = Rpc { multicall: config.multicall()?, ..rpc };
+    passes::batch::answer(&rpc, config.registry()?, &wallets).await
+}
+
 /// Everything after the rate limit, at wall-clock time `now` (Unix seconds); errors become
 /// `{"error": ...}` in [`respond`].
 async fn serve(request: &mut Request, env: &Env, context: &Context, now: u64) -> Result<Response> {
     // By name: workers-rs reads a method it has no variant for (QUERY, PROPFIND, ...) as GET.
     let method = request.inner().method();
     let url = request.url()?;
-    if url.path() == verify::PATH {
-        if method != "POST" {
-            return Err(Error::VerifyMethodNotAllowed(method));
+    for path in [verify::PATH, passes::batch::PATH] {
+        if url.path() == path && method != "POST" {
+            return Err(Error::PostOnly { method, path });
         }
+    }
+    if url.path() == verify::PATH {
         let config = Config::from_env(env);
         let budget = Cell::new(rpc::SUBREQUEST_BUDGET);
         let rpc =
             Rpc { url: &config.rpc_url, batch_size: config.batch_size, multicall: None, budget: &budget };
         let rpc = Rpc { multicall: config.multicall()?, ..rpc };
-        return apart(verify::answer(request, env, &rpc, config.registry()?, &config.verify, now)).await;
+        let origin = url.origin().ascii_serialization();
+        let registry = config.registry()?;
+        let issuer = passes::Issuer::of(env, &config, &origin, registry)?;
+        let context =
+            verify::Context { rpc: &rpc, registry, policy: &config.verify, issuer: issuer.as_ref() };
+        return apart(verify::answer(request, env, &context, now)).await;
     }
     if method != "GET" && method != "HEAD" {
         return Err(Error::MethodNotAllowed(method));
@@ -145,6 +180,12 @@ async fn serve(request: &mut Request, env: &Env, context: &Context, now: u64) ->
     match &endpoint {
         Endpoint::Health => return apart(health::answer(&config, &rpc, index::Store::open(env))).await,
         Endpoint::OpenApi => return http::json(200, openapi::DOCUMENT, openapi::CACHE_CONTROL),
+        Endpoint::Jwks => return passes::answer_jwks(env),
+        Endpoint::KyaPass(wallet) => {
+            let rpc = Rpc { multicall: config.multicall()?, ..rpc };
+            let origin = url.origin().ascii_serialization();
+            return apart(passes::answer_pass(env, &config, &rpc, &origin, *wallet, now)).await;
+        }
         Endpoint::Changes(query) => return apart(index::changes::answer(env, query)).await,
         Endpoint::ChangesStream(query) => {
             let head = method == "HEAD";

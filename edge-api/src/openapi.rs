@@ -19,7 +19,10 @@ mod tests {
     use serde_json::Value;
 
     use super::*;
-    use crate::{http, routes, verify};
+    use crate::{http, passes, routes, verify};
+
+    /// The paths that take POST (and are not in the table of GET routes).
+    const POST_PATHS: [&str; 2] = [verify::PATH, passes::batch::PATH];
 
     fn document() -> Value {
         serde_json::from_str(DOCUMENT).expect("the document is JSON")
@@ -54,7 +57,7 @@ mod tests {
             })
             .collect();
         let mut served: BTreeSet<String> = routes::patterns().map(str::to_owned).collect();
-        served.insert(verify::PATH.to_owned());
+        served.extend(POST_PATHS.map(str::to_owned));
         assert_eq!(documented, served);
     }
 
@@ -68,13 +71,13 @@ mod tests {
             |list: &str| -> BTreeSet<String> { list.split(", ").map(str::to_lowercase).collect() };
         for (path, item) in document["paths"].as_object().expect("paths") {
             let methods: BTreeSet<String> = item.as_object().expect("a path item").keys().cloned().collect();
-            let served = if path == verify::PATH { http::VERIFY_METHODS } else { http::METHODS };
+            let served = if POST_PATHS.contains(&path.as_str()) { http::POST_METHODS } else { http::METHODS };
             assert_eq!(methods, methods_of(served), "{path}");
         }
         let allow = &document["components"]["headers"]["Allow"]["schema"]["const"];
         assert_eq!(allow, http::METHODS);
         let allow = &document["components"]["headers"]["AllowVerify"]["schema"]["const"];
-        assert_eq!(allow, http::VERIFY_METHODS);
+        assert_eq!(allow, http::POST_METHODS);
     }
 
     /// OPTIONS is the CORS preflight: a 204 whose headers are exactly what [`http::preflight`]
@@ -87,11 +90,11 @@ mod tests {
         for (path, item) in document["paths"].as_object().expect("paths") {
             let responses = item["options"]["responses"].as_object().expect("responses");
             assert_eq!(responses.keys().collect::<Vec<_>>(), ["204"], "{path}");
-            let expected = if path == verify::PATH { verify_preflight } else { preflight };
+            let expected = if POST_PATHS.contains(&path.as_str()) { verify_preflight } else { preflight };
             assert_eq!(resolve(&document, &responses["204"]), expected, "{path}");
         }
         let verify_methods = resolve(&document, &verify_preflight["headers"]["Access-Control-Allow-Methods"]);
-        assert_eq!(verify_methods["schema"]["const"], http::VERIFY_METHODS);
+        assert_eq!(verify_methods["schema"]["const"], http::POST_METHODS);
         let header = |name: &str| {
             let header = resolve(&document, &preflight["headers"][name]);
             assert_eq!(header["required"], true, "{name}");

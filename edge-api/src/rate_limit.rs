@@ -86,8 +86,8 @@ fn window(ip: &str, now_secs: u64) -> (String, u64) {
 /// the key's last write, or after this request), so a burst costs one write a second and no
 /// request's own answer waits behind KV (under `wrangler dev` KV's work runs on the Worker's own
 /// thread).
-fn count(counter: &mut Counter, now_ms: u64) -> (u64, Option<u64>) {
-    counter.count += 1;
+fn count(counter: &mut Counter, now_ms: u64, weight: u64) -> (u64, Option<u64>) {
+    counter.count += weight;
     if counter.trailing {
         return (counter.count, None);
     }
@@ -99,11 +99,12 @@ fn count(counter: &mut Counter, now_ms: u64) -> (u64, Option<u64>) {
     (counter.count, Some(wait_ms))
 }
 
-/// Counts this request; past the limit it is refused with [`Error::RateLimited`]. The KV sync
-/// runs after the response (`context.wait_until`).
-pub(crate) fn admit(env: &Env, context: &Context, ip: &str, now_ms: u64) -> Result<Quota> {
+/// Counts this request as `weight` requests (a batch counts one per 10 wallets); past the limit
+/// it is refused with [`Error::RateLimited`]. The KV sync runs after the response
+/// (`context.wait_until`).
+pub(crate) fn admit(env: &Env, context: &Context, ip: &str, now_ms: u64, weight: u64) -> Result<Quota> {
     let (key, reset_in) = window(ip, now_ms / 1000);
-    let (number, wait_ms) = with_counter(&key, |counter| count(counter, now_ms));
+    let (number, wait_ms) = with_counter(&key, |counter| count(counter, now_ms, weight));
     if let (Some(wait_ms), Some(store)) = (wait_ms, store(env)) {
         context.wait_until(sync(store, key, wait_ms));
     }
@@ -169,31 +170,39 @@ mod tests {
     fn a_burst_writes_once_a_second_after_its_first_request() {
         let mut counter = Counter::default();
         assert_eq!(
-            count(&mut counter, 10_000),
+            count(&mut counter, 10_000, 1),
             (1, Some(1_000)),
             "the first request: a write a second later"
         );
         for n in 2..=60 {
-            assert_eq!(count(&mut counter, 10_500), (n, None), "request {n}: the write is scheduled");
+            assert_eq!(count(&mut counter, 10_500, 1), (n, None), "request {n}: the write is scheduled");
         }
         // That write ran (it marks the key written and clears the flag).
         counter.trailing = false;
         counter.last_write_ms = Some(11_000);
-        assert_eq!(count(&mut counter, 11_400), (61, Some(600)), "a second after the last write");
+        assert_eq!(count(&mut counter, 11_400, 1), (61, Some(600)), "a second after the last write");
         counter.trailing = false;
         counter.last_write_ms = Some(12_000);
-        assert_eq!(count(&mut counter, 15_000), (62, Some(1_000)), "long after it: a second after this one");
+        assert_eq!(
+            count(&mut counter, 15_000, 1),
+            (62, Some(1_000)),
+            "long after it: a second after this one"
+        );
     }
 
     #[test]
     fn counts_are_per_key_and_learn_from_kv() {
         let key = "rate:9.9.9.9:7";
-        assert_eq!(with_counter(key, |counter| count(counter, 0).0), 1);
+        assert_eq!(with_counter(key, |counter| count(counter, 0, 1).0), 1);
         with_counter(key, |counter| counter.count = counter.count.max(10));
-        assert_eq!(with_counter(key, |counter| count(counter, 5).0), 11, "after what other isolates counted");
+        assert_eq!(
+            with_counter(key, |counter| count(counter, 5, 1).0),
+            11,
+            "after what other isolates counted"
+        );
         assert_eq!(peek("9.9.9.9", 7 * 60).remaining, 49);
         assert_eq!(
-            with_counter("rate:9.9.9.9:8", |counter| count(counter, 0).0),
+            with_counter("rate:9.9.9.9:8", |counter| count(counter, 0, 1).0),
             1,
             "a new window starts over"
         );

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use alloy_primitives::{Address, U256};
+use alloy_primitives::{Address, B256, U256};
 use kya_core::{
     Agent, BlockRef, Error as CoreError, Revenue, Snapshot,
     abi::AgentRegistry,
@@ -209,6 +209,43 @@ pub(crate) async fn kya(
     });
     let (block, outcomes) = rpc.read(&calls, None).await?;
     Ok((block, agent_of_wallet(&outcomes[0])?))
+}
+
+/// The agents of `wallets` (each `None` without one), in order, at one block: one plan, so one
+/// round trip for up to a batch of `aggregate3`s.
+pub(crate) async fn kya_many(
+    rpc: &Rpc<'_>,
+    registry: Address,
+    wallets: &[Address],
+) -> Result<(BlockRef, Vec<Option<Agent>>)> {
+    let calls = plan(registry, |plan| {
+        for &wallet in wallets {
+            plan.push(&AgentRegistry::getAgentByWalletCall { wallet });
+        }
+    });
+    let (block, outcomes) = rpc.read(&calls, None).await?;
+    Ok((block, outcomes.iter().map(agent_of_wallet).collect::<Result<_>>()?))
+}
+
+/// `read` (a read at the latest block) with the hash of the block it read, which no `eth_call`
+/// can see: the latest header is asked for beside it, so both take one round trip. When a block
+/// was mined between the two, the read's own block's header is asked for after.
+pub(crate) async fn hashed<T>(
+    rpc: &Rpc<'_>,
+    read: impl Future<Output = Result<(BlockRef, T)>>,
+) -> Result<(BlockRef, B256, T)> {
+    let (read, latest) = futures::join!(read, rpc.latest_header());
+    let (block, value) = read?;
+    if let Ok(Some((header, hash))) = latest
+        && header == block
+    {
+        return Ok((block, hash, value));
+    }
+    match rpc.headers(&[block.number]).await?.pop().flatten() {
+        Some((header, hash)) if header == block => Ok((block, hash, value)),
+        // The block the read saw is gone (a reorganisation between the two requests).
+        _ => Err(CoreError::Rpc(format!("block {} changed while its hash was read", block.number)).into()),
+    }
 }
 
 /// [`kya`]'s read of `check.address`, and that contract account's ERC-1271 answer to `check`,

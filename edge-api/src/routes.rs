@@ -29,6 +29,10 @@ pub(crate) enum Endpoint {
     Revenue(u64, RevenueQuery),
     RevenueAggregate,
     Kya(Address),
+    /// A KYA pass of the wallet (INTERFACE.md section 7).
+    KyaPass(Address),
+    /// The issuer's public keys of passes.
+    Jwks,
     Changes(ChangesQuery),
     ChangesStream(ChangesQuery),
 }
@@ -43,7 +47,7 @@ struct Route {
     parse: fn(&[&str], Query<'_>) -> Result<Endpoint>,
 }
 
-const ROUTES: [Route; 13] = [
+const ROUTES: [Route; 15] = [
     Route { pattern: "/health", parse: |_, _| Ok(Endpoint::Health) },
     Route { pattern: "/openapi.json", parse: |_, _| Ok(Endpoint::OpenApi) },
     Route { pattern: "/api/v1/stats", parse: |_, _| Ok(Endpoint::Stats) },
@@ -66,6 +70,11 @@ const ROUTES: [Route; 13] = [
     },
     Route { pattern: "/api/v1/revenue/aggregate", parse: |_, _| Ok(Endpoint::RevenueAggregate) },
     Route { pattern: "/api/v1/kya/:wallet", parse: |path, _| Ok(Endpoint::Kya(parse_wallet(path[0])?)) },
+    Route {
+        pattern: "/api/v1/kya/:wallet/pass",
+        parse: |path, _| Ok(Endpoint::KyaPass(parse_wallet(path[0])?)),
+    },
+    Route { pattern: crate::passes::JWKS_PATH, parse: |_, _| Ok(Endpoint::Jwks) },
     Route {
         pattern: "/api/v1/changes",
         parse: |_, query| Ok(Endpoint::Changes(ChangesQuery::parse(pairs(query))?)),
@@ -144,7 +153,15 @@ impl Endpoint {
     pub(crate) fn cache_policy(&self) -> Option<CachePolicy> {
         let (path, ttl) = match self {
             // The feed moves every run: a page is read from D1 each time (its cost is bounded).
-            Self::Health | Self::OpenApi | Self::Revenue(..) | Self::Changes(_) | Self::ChangesStream(_) => {
+            // A pass is signed at each request (its own `jti`, the block read now); the JWKS
+            // is the secret's, read from memory.
+            Self::Health
+            | Self::OpenApi
+            | Self::Revenue(..)
+            | Self::Changes(_)
+            | Self::ChangesStream(_)
+            | Self::KyaPass(_)
+            | Self::Jwks => {
                 return None;
             }
             Self::Stats => ("/api/v1/stats".into(), AGENT_DATA_TTL),

@@ -81,6 +81,14 @@ impl Rpc<'_> {
         self.exchange(&header_requests(numbers), |answers| decode_headers(answers, numbers.len())).await
     }
 
+    /// The latest block's header with its hash (the `latest` a read beside it may or may not
+    /// have seen: [`crate::reads::hashed`] compares numbers).
+    pub(crate) async fn latest_header(&self) -> Result<Option<(BlockRef, B256)>> {
+        let requests = [pin_block_request()];
+        let mut headers = self.exchange(&requests, |answers| decode_headers(answers, 1)).await?;
+        Ok(headers.pop().flatten())
+    }
+
     /// One JSON-RPC request's answer, through the same transport as every read (retries,
     /// budget); the caller decodes it.
     pub(crate) async fn request(&self, body: String) -> Result<String> {

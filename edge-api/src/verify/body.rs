@@ -111,7 +111,7 @@ pub(crate) fn parse(text: &str) -> Result<VerifyBody> {
 }
 
 fn bad(message: String) -> Error {
-    Error::BadVerifyRequest(message)
+    Error::BadBody(message)
 }
 
 #[cfg(test)]

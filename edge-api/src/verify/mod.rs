@@ -11,7 +11,7 @@
 mod body;
 pub(crate) mod nonces;
 
-use alloy_primitives::Address;
+use alloy_primitives::{Address, B256};
 use kya_core::{
     BlockRef, KyaResult,
     erc8128::{
@@ -21,24 +21,33 @@ use kya_core::{
 use serde::Serialize;
 use worker::{Env, Request, Response};
 
-use crate::{Error, Result, http, reads, rpc::Rpc};
+use crate::{Error, Result, http, passes::Issuer, reads, rpc::Rpc};
 
 /// The path of the endpoint: the one `POST` route of the API.
 pub(crate) const PATH: &str = "/api/v1/kya/verify";
+
+/// What a verification reads with and signs with.
+pub(crate) struct Context<'a> {
+    pub(crate) rpc: &'a Rpc<'a>,
+    pub(crate) registry: Address,
+    pub(crate) policy: &'a VerifyPolicy,
+    /// The pass issuer, when this deployment has keys: a verified answer then carries the
+    /// signer's pass, at the block its standing was read.
+    pub(crate) issuer: Option<&'a Issuer>,
+}
 
 /// The answer to one verification request, 200 either way but for a body of the wrong shape.
 pub(crate) async fn answer(
     request: &mut Request,
     env: &Env,
-    rpc: &Rpc<'_>,
-    registry: Address,
-    policy: &VerifyPolicy,
+    context: &Context<'_>,
     now: u64,
 ) -> Result<Response> {
+    let Context { rpc, registry, policy, issuer } = *context;
     // Refused before it is read, when the sender says how long it is.
     let declared = request.headers().get("content-length")?.and_then(|length| length.parse::<usize>().ok());
     if let Some(length) = declared.filter(|length| *length > body::MAX_BODY_BYTES) {
-        return Err(Error::BadVerifyRequest(format!(
+        return Err(Error::BadBody(format!(
             "the body is {length} bytes; at most {} are accepted",
             body::MAX_BODY_BYTES
         )));
@@ -60,12 +69,12 @@ pub(crate) async fn answer(
         Ok(verification) => verification,
         Err(refusal) => return refused(&refusal),
     };
-    let (verified, block, kya) = match verification {
+    let (verified, (block, hash), agent) = match verification {
         // An EOA's signature is settled: read its standing and claim its nonce side by side. A
         // nonce claimed for a read that failed is given back, so the provider's retry passes.
         Verification::Verified(verified) => {
-            let (read, fresh) =
-                futures::join!(reads::kya(rpc, registry, verified.facts.signer), claim(env, &verified, now));
+            let read = with_hash(rpc, issuer.is_some(), reads::kya(rpc, registry, verified.facts.signer));
+            let (read, fresh) = futures::join!(read, claim(env, &verified, now));
             if let Some(refusal) = fresh? {
                 return refused(&refusal);
             }
@@ -76,13 +85,17 @@ pub(crate) async fn answer(
                     return Err(error);
                 }
             };
-            let kya = KyaResult::of(verified.facts.signer, agent.as_ref(), block.timestamp);
-            (verified, block, kya)
+            (verified, block, agent)
         }
         // A contract account's stands on its own answer, read with its standing in one
         // round trip, at one block.
         Verification::Erc1271(pending) => {
-            let (block, agent, return_data) = reads::kya_and_erc1271(rpc, registry, pending.check()).await?;
+            let read = async {
+                let (block, agent, return_data) =
+                    reads::kya_and_erc1271(rpc, registry, pending.check()).await?;
+                Ok((block, (agent, return_data)))
+            };
+            let (block, (agent, return_data)) = with_hash(rpc, issuer.is_some(), read).await?;
             let verified = match pending.complete(&return_data) {
                 Ok(verified) => verified,
                 Err(refusal) => return refused(&refusal),
@@ -90,11 +103,32 @@ pub(crate) async fn answer(
             if let Some(refusal) = claim(env, &verified, now).await? {
                 return refused(&refusal);
             }
-            let kya = KyaResult::of(verified.facts.signer, agent.as_ref(), block.timestamp);
-            (verified, block, kya)
+            (verified, block, agent)
         }
     };
-    accepted(&verified, block, &kya)
+    let signer = verified.facts.signer;
+    let kya = KyaResult::of(signer, agent.as_ref(), block.timestamp);
+    let pass = match (issuer, hash) {
+        (Some(issuer), Some(hash)) => Some(issuer.sign(signer, (block, hash), agent.as_ref(), now)?),
+        _ => None,
+    };
+    accepted(&verified, block, &kya, pass.as_deref())
+}
+
+/// `read`, with the hash of the block it read when a pass is to be signed (else none is asked
+/// for, and the read costs what it did before passes).
+async fn with_hash<T>(
+    rpc: &Rpc<'_>,
+    wanted: bool,
+    read: impl Future<Output = Result<(BlockRef, T)>>,
+) -> Result<((BlockRef, Option<B256>), T)> {
+    if wanted {
+        let (block, hash, value) = reads::hashed(rpc, read).await?;
+        Ok(((block, Some(hash)), value))
+    } else {
+        let (block, value) = read.await?;
+        Ok(((block, None), value))
+    }
 }
 
 /// Claims the signature's nonce; `Some(refusal)` when it was used before.
@@ -121,16 +155,18 @@ async fn release(env: &Env, verified: &Verified) {
     }
 }
 
-/// `{"verified": true, ..., "kya": ...}` with the block it read.
-fn accepted(verified: &Verified, block: BlockRef, kya: &KyaResult) -> Result<Response> {
+/// `{"verified": true, ..., "kya": ..., "pass": ...}` with the block it read.
+fn accepted(verified: &Verified, block: BlockRef, kya: &KyaResult, pass: Option<&str>) -> Result<Response> {
     #[derive(Serialize)]
     struct Accepted<'a> {
         verified: bool,
         #[serde(flatten)]
         signature: &'a SignatureFacts,
         kya: &'a KyaResult,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pass: Option<&'a str>,
     }
-    let body = serde_json::to_string(&Accepted { verified: true, signature: &verified.facts, kya })
+    let body = serde_json::to_string(&Accepted { verified: true, signature: &verified.facts, kya, pass })
         .map_err(|error| Error::Runtime(error.into()))?;
     let response = http::json(200, &body, "no-store")?;
     http::set_block(response.headers(), block)?;

@@ -20,6 +20,7 @@ mod index_stampede;
 mod interop;
 mod methods;
 mod pace;
+mod passes;
 mod providers;
 mod reorgs;
 mod stream;

@@ -31,7 +31,7 @@ const BODY: &[u8] = br#"{"prompt":"hello"}"#;
 const AUTHORITY: &str = "api.provider.example";
 
 /// A provider's forwarding of one received request.
-struct Forwarded {
+pub(super) struct Forwarded {
     method: &'static str,
     url: String,
     headers: Vec<(String, String)>,
@@ -40,7 +40,7 @@ struct Forwarded {
 }
 
 impl Forwarded {
-    fn json(&self) -> Value {
+    pub(super) fn json(&self) -> Value {
         let headers: serde_json::Map<String, Value> =
             self.headers.iter().map(|(name, value)| (name.clone(), Value::from(value.clone()))).collect();
         let mut body = json!({ "method": self.method, "url": self.url, "headers": headers });
@@ -55,7 +55,13 @@ impl Forwarded {
 }
 
 /// `POST <method> URL` with `BODY`, signed by `key` at `created` for `window` seconds with `nonce`.
-fn signed(key: &PrivateKeySigner, chain_id: u64, created: u64, window: u64, nonce: &str) -> Forwarded {
+pub(super) fn signed(
+    key: &PrivateKeySigner,
+    chain_id: u64,
+    created: u64,
+    window: u64,
+    nonce: &str,
+) -> Forwarded {
     signed_for(key.address(), key, chain_id, created, window, nonce)
 }
 
@@ -99,13 +105,13 @@ fn signed_for(
     }
 }
 
-struct Verifier {
-    base: String,
-    http: reqwest::Client,
+pub(super) struct Verifier {
+    pub(super) base: String,
+    pub(super) http: reqwest::Client,
 }
 
 impl Verifier {
-    async fn post(&self, body: &Value) -> (u16, Value, reqwest::header::HeaderMap) {
+    pub(super) async fn post(&self, body: &Value) -> (u16, Value, reqwest::header::HeaderMap) {
         self.post_text(&body.to_string()).await
     }
 
@@ -182,6 +188,7 @@ async fn signed_requests_are_verified_with_the_signers_standing_and_each_nonce_o
     let block: u64 = headers["x-block-number"].to_str().unwrap().parse().unwrap();
     assert!(block >= 1, "names its block");
     assert_eq!(headers["cache-control"], "no-store");
+    assert!(body.get("pass").is_none(), "a deployment without pass keys signs no pass: {body}");
 
     // The same request again: its nonce is used.
     let message = verifier.refused(&valid, "replayed").await;
@@ -253,6 +260,16 @@ async fn signed_requests_are_verified_with_the_signers_standing_and_each_nonce_o
     assert_eq!((status, &body["verified"]), (200, &json!(true)), "the retry after a failed read: {body}");
     assert_eq!(body["signer"], newcomer.address().to_checksum(None));
     verifier.refused(&retried, "replayed").await;
+
+    // Without PASS_SIGNING_KEYS the pass endpoints say so, and read nothing from the chain.
+    let before = proxy.requests();
+    let client = worker.client();
+    for path in ["/.well-known/jwks.json".to_owned(), format!("/api/v1/kya/{}/pass", agent.address())] {
+        let answer = client.get(&path).await;
+        assert_eq!(answer.status, 503, "{path}: {}", answer.text);
+        assert_eq!(answer.body["error"], "KYA passes are not configured on this deployment", "{path}");
+    }
+    assert_eq!(proxy.requests(), before, "RPC requests of the pass endpoints without keys");
 
     // Expired, and from the future beyond the 60 s skew.
     verifier.refused(&signed(&agent, chain_id, now - 400, 200, "n-old"), "expired").await;
