@@ -6,6 +6,7 @@ pub mod consent;
 pub mod deploy;
 pub mod dev_accounts;
 pub mod envfile;
+pub mod pass_keys;
 pub mod seed;
 
 pub use anvil::{Anvil, AnvilOptions};

@@ -29,11 +29,24 @@ enum Command {
         #[arg(long, default_value = envfile::DEFAULT_PATH)]
         env_file: PathBuf,
     },
+    /// Make the local KYA pass signing key (a dotenv file for `wrangler dev --env-file`), or keep
+    /// the one the file holds; prints its kid.
+    PassKeys {
+        #[arg(long, default_value = ".devchain/pass.env")]
+        file: PathBuf,
+    },
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let Command::Up { port, agents, env_file } = Cli::parse().command;
+    let (port, agents, env_file) = match Cli::parse().command {
+        Command::Up { port, agents, env_file } => (port, agents, env_file),
+        Command::PassKeys { file } => {
+            let keys = kya_devchain::pass_keys::ensure(&file)?;
+            println!("kya-devchain: pass signing key {} in {}", keys.signer().kid(), file.display());
+            return Ok(());
+        }
+    };
     let anvil = Anvil::start(&AnvilOptions { port, ..AnvilOptions::default() })?;
     let chain = Chain::connect(&anvil.rpc_url())?;
     let deployment = deploy::deploy(&chain).await.context("deploying the contracts")?;

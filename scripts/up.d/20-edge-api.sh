@@ -8,6 +8,10 @@
 # minute through --test-scheduled, as the Cron Trigger would.
 bash scripts/build-worker.sh
 edge_port=${PORT:-3000}
+# The KYA pass signing key: made once, kept in a git-ignored dotenv file that wrangler reads as
+# the secret PASS_SIGNING_KEYS (docs/passes.md).
+pass_env=.devchain/pass.env
+target/debug/kya-devchain pass-keys --file "$pass_env"
 rm -rf .wrangler/state
 export WRANGLER_SEND_METRICS=false WRANGLER_SEND_ERROR_REPORTS=false CLOUDFLARE_CF_FETCH_ENABLED=false
 CI=true node_modules/.bin/wrangler d1 migrations apply INDEX --local --persist-to .wrangler/state >/dev/null
@@ -16,7 +20,8 @@ CI=true node_modules/.bin/wrangler d1 migrations apply INDEX --local --persist-t
 # wrapper turns one into the other.
 run_edge_api() {
   node_modules/.bin/wrangler dev --ip 127.0.0.1 --port "$edge_port" --persist-to .wrangler/state \
-    --test-scheduled --var "RPC_URL:$RPC_URL" --var "REGISTRY_ADDRESS:$REGISTRY_ADDRESS" </dev/null &
+    --test-scheduled --env-file "$pass_env" \
+    --var "RPC_URL:$RPC_URL" --var "REGISTRY_ADDRESS:$REGISTRY_ADDRESS" </dev/null &
   local wrangler=$!
   trap 'kill -INT "$wrangler" 2>/dev/null; wait "$wrangler"' TERM
   wait "$wrangler"
@@ -40,3 +45,4 @@ start_service "index runs" run_index
 summary+=("edge API   http://127.0.0.1:$edge_port (GET /health, /api/v1/stats, /agents, /agent/:id, /kya/:wallet, ...)")
 summary+=("index      D1 under wrangler dev, run every 2 s by its Durable Object pacer (GET /health shows it)")
 summary+=("explorer   http://127.0.0.1:$edge_port/ (the registry explorer page, served with the Worker)")
+summary+=("passes     http://127.0.0.1:$edge_port/api/v1/kya/:wallet/pass, keys at /.well-known/jwks.json (signing key in $pass_env)")
