@@ -1,12 +1,15 @@
 //! The KYA read API (the edge Worker, SPEC.md section 4): every endpoint a client needs, its
 //! answer read back into the very `kya-core` type the Worker serialises it from.
 
+use std::time::Duration;
+
 use alloy::primitives::Address;
 use kya_core::{
-    AgentStatus, KyaResult,
+    AgentStatus, KyaBatch, KyaResult,
     feed::{ChangesAnswer, ChangesQuery, Cursor},
     lineage::LineageNode,
     pagination::Page,
+    pass::Jwks,
     stats::DetailedStats,
     view::{AgentDetails, AgentListItem},
 };
@@ -99,6 +102,36 @@ impl ApiClient {
     pub async fn verify(&self, request: &ReceivedRequest<'_>, authority: &str) -> Result<Verdict> {
         let answer = self.service.post("/api/v1/kya/verify", &request.to_json(authority)).await?;
         Verdict::from_answer(answer.body)
+    }
+
+    /// `GET /api/v1/kya/:wallet/pass`: the wallet's KYA pass, a compact JWS an agent sends as
+    /// `KYA-Pass` ([`crate::PassVerifier`] checks one offline).
+    pub async fn pass(&self, wallet: Address) -> Result<String> {
+        let (_, text) = self.service.get_text(&format!("/api/v1/kya/{wallet}/pass")).await?;
+        Ok(text.trim().to_owned())
+    }
+
+    /// `GET /.well-known/jwks.json`: the keys that verify the API's passes, and how long they may
+    /// be kept (`Cache-Control: max-age`).
+    pub async fn jwks(&self) -> Result<(Jwks, Option<Duration>)> {
+        let (headers, text) = self.service.get_text(kya_core::pass::JWKS_PATH).await?;
+        let jwks = Jwks::from_json(&text)
+            .map_err(|reason| crate::Error::Unexpected { service: self.service.name, reason })?;
+        let max_age = headers
+            .get_all(reqwest::header::CACHE_CONTROL)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .flat_map(|value| value.split(','))
+            .find_map(|directive| directive.trim().strip_prefix("max-age=")?.parse().ok())
+            .map(Duration::from_secs);
+        Ok((jwks, max_age))
+    }
+
+    /// `POST /api/v1/kya/batch`: the KYA results of up to 100 wallets, in order, at one block
+    /// (counted as one request per 10 wallets against the rate limit).
+    pub async fn kya_batch(&self, wallets: &[Address]) -> Result<KyaBatch> {
+        let body = serde_json::json!({ "wallets": wallets });
+        Ok(self.service.post("/api/v1/kya/batch", &body).await?.body)
     }
 
     /// One page of `GET /api/v1/changes`, the change feed ([`crate::ChangeFollower`] follows it).

@@ -43,6 +43,9 @@ pub enum Error {
     /// 500 carries it or as a direct call's simulation reported it.
     #[error("the registry refused the call: {0}")]
     Reverted(String),
+    /// A KYA pass was refused: why, by a stable reason (`PassRefusal::reason`).
+    #[error("pass refused: {0}")]
+    PassRefused(#[from] kya_core::pass::PassRefusal),
     /// The signer could not sign.
     #[error("signing failed: {0}")]
     Sign(String),

@@ -70,6 +70,19 @@ impl Service {
         }
     }
 
+    /// GET `path` and return a 2xx answer's headers and body as text (a body that is not JSON:
+    /// a KYA pass), or the JSON one with its headers (the JWKS's `Cache-Control`).
+    pub(crate) async fn get_text(&self, path: &str) -> Result<(reqwest::header::HeaderMap, String)> {
+        let response = self.open(path, &[]).await?;
+        let headers = response.headers().clone();
+        let text = response.text().await.map_err(|error| Error::Unreachable {
+            service: self.name,
+            url: kya_core::redact::url(&self.base),
+            reason: reason_of(&error),
+        })?;
+        Ok((headers, text))
+    }
+
     /// POST `body` as JSON to `path`.
     pub(crate) async fn post<T: DeserializeOwned>(&self, path: &str, body: &Value) -> Result<Answer<T>> {
         self.send(self.http.post(self.url(path)).json(body)).await

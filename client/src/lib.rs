@@ -11,6 +11,7 @@ mod feed;
 mod flow;
 mod http;
 mod outcome;
+mod pass;
 mod preset;
 mod relayer;
 mod stream;
@@ -38,6 +39,7 @@ pub use kya_core::{
 };
 pub use kya_native_http::install_crypto_provider;
 pub use outcome::{Outcome, RegistryResult};
+pub use pass::PassVerifier;
 pub use preset::{ChainPreset, PresetSettings};
 pub use relayer::{
     Contracts, Domain, GasBudget, LaneStatus, NonceView, RelayStatus, RelayView, Relayed, RelayerClient,

@@ -44,6 +44,14 @@ impl KyaResult {
     }
 }
 
+/// `POST /api/v1/kya/batch`'s answer: each wallet's result, in the order asked, all read at
+/// `block`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KyaBatch {
+    pub block: crate::BlockRef,
+    pub results: Vec<KyaResult>,
+}
+
 /// The reduced record of a KYA result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -45,7 +45,7 @@ pub use amount::Cents;
 pub use badge::ComplianceBadge;
 pub use compliance::{ATTESTATION_VALIDITY_SECS, Compliance};
 pub use error::{Error, Result};
-pub use kya::{KyaAgent, KyaDecision, KyaResult};
+pub use kya::{KyaAgent, KyaBatch, KyaDecision, KyaResult};
 pub use record::{Agent, Revenue};
 pub use snapshot::{BlockRef, Snapshot};
 pub use snapshot_answers::SnapshotAnswers;

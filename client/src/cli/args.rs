@@ -54,6 +54,12 @@ pub(crate) enum Command {
         /// AGENT_PRIVATE_KEY or AGENT_KEYSTORE]
         wallet: Option<String>,
     },
+    /// A signed KYA pass of a wallet (the JWS on stdout), checked offline against the API's keys;
+    /// exit code 0 compliant, 3 registered but not compliant, 4 not registered, 1 error
+    Pass {
+        /// The wallet [default: the signer's, from AGENT_PRIVATE_KEY or AGENT_KEYSTORE]
+        wallet: Option<String>,
+    },
     /// An agent's record, compliance and children
     Agent { id: String },
     /// An agent's family as an indented tree
@@ -275,6 +281,9 @@ pub(crate) struct Fetch {
     /// Print the status line and the response's headers before its body
     #[arg(short = 'i', long)]
     pub(crate) include: bool,
+    /// Send no KYA-Pass header [default: the signer's pass from the API goes with the request]
+    #[arg(long)]
+    pub(crate) no_pass: bool,
 }
 
 /// A request a provider received, to verify.
@@ -286,7 +295,8 @@ pub(crate) struct Verify {
     /// Its method [default: GET, or POST with --data]
     #[arg(short = 'X', long = "method", visible_alias = "request", value_name = "METHOD")]
     pub(crate) method: Option<String>,
-    /// A header it carried, 'Name: value' (repeatable; at least Signature-Input and Signature); @file reads one a line
+    /// A header it carried, 'Name: value' (repeatable; at least Signature-Input and Signature; a
+    /// KYA-Pass is checked offline against the API's keys); @file reads one a line
     #[arg(short = 'H', long = "header", value_name = "HEADER")]
     pub(crate) headers: Vec<String>,
     /// Its body: text, or @file (@- reads stdin); without it, a Content-Digest header is trusted

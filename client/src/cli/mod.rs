@@ -4,6 +4,7 @@
 
 mod args;
 mod missing_consents;
+mod pass;
 mod register;
 mod render;
 mod settings;
@@ -88,6 +89,13 @@ async fn run(cli: Cli) -> Result<i32> {
                 KyaDecision::RenewAttestation => 3,
                 KyaDecision::DenyOrRegister => 4,
             });
+        }
+        Command::Pass { wallet } => {
+            let wallet = match wallet {
+                Some(wallet) => address(&wallet, "wallet")?,
+                None => own_address().map_err(|error| anyhow!("give a wallet, or {error:#}"))?,
+            };
+            return pass::show(&settings, style, wallet).await;
         }
         Command::Agent { id } => {
             let details = settings.api()?.agent(agent_id(&id)?).await?;

@@ -435,6 +435,42 @@ pub(crate) fn consents_needed(
     Ok(out)
 }
 
+/// A pass that verified: what it states and for how long.
+pub(crate) fn pass(style: Style, pass: &kya_core::pass::VerifiedPass) -> String {
+    let claims = &pass.claims;
+    let standing = &claims.kya;
+    let decision = KyaDecision::of(standing.is_registered, standing.is_compliant);
+    let shown = match decision {
+        KyaDecision::Provision => style.good(decision.as_str()),
+        KyaDecision::RenewAttestation => style.warn(decision.as_str()),
+        KyaDecision::DenyOrRegister => style.bad(decision.as_str()),
+    };
+    let mut out = format!("pass verified ({shown})\n");
+    let _ = writeln!(out, "  wallet       {}", pass.wallet);
+    if let (Some(agent_id), Some(status)) = (standing.agent_id, standing.status) {
+        let _ = writeln!(out, "  agent        {agent_id} ({})", style.status(status));
+    }
+    let _ = writeln!(
+        out,
+        "  block        {} ({})",
+        claims.block.number,
+        kya_core::time::iso8601(claims.block.time)
+    );
+    let _ = writeln!(
+        out,
+        "  valid        {} to {}",
+        kya_core::time::iso8601(claims.nbf),
+        kya_core::time::iso8601(claims.exp)
+    );
+    let _ = write!(out, "  key          {}", style.dim(&pass.kid));
+    out
+}
+
+/// A pass a provider would not accept, and why.
+pub(crate) fn pass_refused(style: Style, refusal: &kya_core::pass::PassRefusal) -> String {
+    format!("{}\n  {refusal}", style.bad(&format!("pass refused: {}", refusal.reason())))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

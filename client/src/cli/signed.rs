@@ -9,7 +9,7 @@ use std::{
 };
 
 use anyhow::{Context, Result, anyhow, bail};
-use kya_core::KyaDecision;
+use kya_core::{KyaDecision, pass};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
@@ -18,7 +18,7 @@ use super::{
     render::{self, Style},
     settings::{self, Settings},
 };
-use crate::{ReceivedRequest, RequestSignature, RequestSigner, RequestToSign};
+use crate::{ReceivedRequest, RequestSignature, RequestSigner, RequestToSign, Verdict};
 
 /// Exit code of a verified request whose signer is not registered, and of a refused signature:
 /// deny (`kya check`'s 4).
@@ -203,6 +203,16 @@ pub(super) async fn fetch(settings: &Settings, args: &Fetch) -> Result<i32> {
     if let Some(body) = &typed.body {
         builder = builder.body(body.clone());
     }
+    if !args.no_pass && !typed.headers.iter().any(|(name, _)| name.eq_ignore_ascii_case(pass::HEADER)) {
+        builder = match own_pass(settings, signer.address()).await {
+            Ok(jws) => builder.header(pass::HEADER, jws),
+            // The signature alone still reaches the provider; it may ask for a pass.
+            Err(error) => {
+                eprintln!("warning: sending no KYA-Pass: {error:#}");
+                builder
+            }
+        };
+    }
     let mut request = builder.build().map_err(|error| anyhow!("invalid request: {error}"))?;
     signer.sign_reqwest(&mut request)?;
     let response = http.execute(request).await.map_err(|error| {
@@ -252,8 +262,14 @@ pub(super) async fn fetch(settings: &Settings, args: &Fetch) -> Result<i32> {
     Ok(0)
 }
 
+/// The signer's own pass, from the API.
+async fn own_pass(settings: &Settings, wallet: alloy::primitives::Address) -> Result<String> {
+    Ok(settings.api()?.pass(wallet).await?)
+}
+
 /// `kya verify`: the API's verdict, and `kya check`'s exit codes for the signer (a refused
-/// signature: 4, deny).
+/// signature: 4, deny). A `KYA-Pass` among the headers is checked offline, as a provider would:
+/// a refused pass is a deny (4) whatever the API's standing says.
 pub(super) async fn verify(settings: &Settings, style: Style, args: &Verify) -> Result<i32> {
     let typed = Typed::read(&args.url, args.method.as_deref(), &args.headers, args.data.as_deref())?;
     for needed in ["signature-input", "signature"] {
@@ -271,14 +287,44 @@ pub(super) async fn verify(settings: &Settings, style: Style, args: &Verify) -> 
         None => url_authority(&typed.url)?,
     };
     let verdict = settings.api()?.verify(&received, &authority).await?;
+    let carried = typed.headers.iter().find(|(name, _)| name.eq_ignore_ascii_case(pass::HEADER));
+    let pass_check = match (carried, &verdict) {
+        (Some((_, jws)), Verdict::Verified(signed)) => {
+            let verifier = super::pass::verifier(settings).await?;
+            Some(match verifier.admit(jws, signed.signature.signer).await {
+                Ok(pass) => Ok(pass),
+                Err(crate::Error::PassRefused(refusal)) => Err(refusal),
+                Err(error) => return Err(error.into()),
+            })
+        }
+        _ => None,
+    };
     if settings.json {
         let mut value = serde_json::to_value(&verdict)?;
         if let Some(decision) = verdict.decision() {
             value["decision"] = serde_json::to_value(decision)?;
         }
+        match &pass_check {
+            Some(Ok(pass)) => {
+                value["passCheck"] = json!({ "admitted": true, "kid": pass.kid, "claims": pass.claims })
+            }
+            Some(Err(refusal)) => {
+                value["passCheck"] =
+                    json!({ "admitted": false, "reason": refusal.reason(), "message": refusal.to_string() });
+            }
+            None => {}
+        }
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         println!("{}", render::verdict(style, &verdict));
+        match &pass_check {
+            Some(Ok(pass)) => println!("{}", render::pass(style, pass)),
+            Some(Err(refusal)) => println!("{}", render::pass_refused(style, refusal)),
+            None => {}
+        }
+    }
+    if matches!(pass_check, Some(Err(_))) {
+        return Ok(EXIT_DENY);
     }
     Ok(match verdict.decision() {
         Some(KyaDecision::Provision) => 0,

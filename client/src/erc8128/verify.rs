@@ -144,6 +144,9 @@ pub struct SignedBy {
     pub signature: SignatureFacts,
     /// The signer's KYA standing, as `GET /api/v1/kya/:wallet` gives it, at one block.
     pub kya: KyaResult,
+    /// The signer's KYA pass at that block, when the API issues passes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pass: Option<String>,
 }
 
 impl Verdict {

@@ -36,5 +36,7 @@ pub const DEFAULT_TTL_SECS: u64 = 300;
 pub const MAX_TTL_SECS: u64 = 3_600;
 /// The header an agent sends its pass in, beside its ERC-8128 signature.
 pub const HEADER: &str = "KYA-Pass";
+/// Where the issuer serves its public keys.
+pub const JWKS_PATH: &str = "/.well-known/jwks.json";
 /// The media type of `GET /api/v1/kya/:wallet/pass`'s body.
 pub const MEDIA_TYPE: &str = "application/jwt";

@@ -3,8 +3,8 @@
 //! so a batch is not a way around it.
 
 use alloy_primitives::Address;
-use kya_core::{BlockRef, KyaResult, query::parse_wallet};
-use serde::{Deserialize, Serialize};
+use kya_core::{KyaBatch, KyaResult, query::parse_wallet};
+use serde::Deserialize;
 use worker::{Request, Response};
 
 use crate::{Error, Result, http, reads, rpc::Rpc};
@@ -65,19 +65,14 @@ fn bad(message: String) -> Error {
 
 /// The results of `wallets`, in order, at one block.
 pub(crate) async fn answer(rpc: &Rpc<'_>, registry: Address, wallets: &[Address]) -> Result<Response> {
-    #[derive(Serialize)]
-    struct Batch<'a> {
-        block: BlockRef,
-        results: &'a [KyaResult],
-    }
     let (block, agents) = reads::kya_many(rpc, registry, wallets).await?;
-    let results: Vec<KyaResult> = wallets
+    let results = wallets
         .iter()
         .zip(&agents)
         .map(|(wallet, agent)| KyaResult::of(*wallet, agent.as_ref(), block.timestamp))
         .collect();
-    let body = serde_json::to_string(&Batch { block, results: &results })
-        .map_err(|error| Error::Runtime(error.into()))?;
+    let body =
+        serde_json::to_string(&KyaBatch { block, results }).map_err(|error| Error::Runtime(error.into()))?;
     let response = http::json(200, &body, "no-store")?;
     http::set_block(response.headers(), block)?;
     Ok(response)
