@@ -12,6 +12,7 @@ mod flow;
 mod http;
 mod outcome;
 mod pass;
+mod pass_gate;
 mod preset;
 mod relayer;
 mod stream;
@@ -40,6 +41,7 @@ pub use kya_core::{
 pub use kya_native_http::install_crypto_provider;
 pub use outcome::{Outcome, RegistryResult};
 pub use pass::PassVerifier;
+pub use pass_gate::{Admitted, PassGate, Turned};
 pub use preset::{ChainPreset, PresetSettings};
 pub use relayer::{
     Contracts, Domain, GasBudget, LaneStatus, NonceView, RelayStatus, RelayView, Relayed, RelayerClient,

@@ -15,19 +15,20 @@ use crate::PassVerifier;
 const EXIT_RENEW: i32 = 3;
 const EXIT_DENY: i32 = 4;
 
-/// What a pass from this API must say: the API's origin as issuer, the chain, the registry.
-pub(super) fn trust(settings: &Settings) -> Result<PassTrust> {
+/// What a pass from this API must say: the API's origin as issuer, the chain, and the registry
+/// (given, the chain's, else the relayer's).
+pub(super) async fn trust(settings: &Settings) -> Result<PassTrust> {
     let api = settings.api()?;
     Ok(PassTrust {
         issuer: api.base_url().to_owned(),
         chain_id: settings.chain_id,
-        registry: settings.direct_registry()?,
+        registry: settings.write_registry(false).await?,
     })
 }
 
 /// A verifier of this API's passes (fetches its JWKS).
 pub(super) async fn verifier(settings: &Settings) -> Result<PassVerifier> {
-    Ok(PassVerifier::new(settings.api()?, trust(settings)?).await?)
+    Ok(PassVerifier::new(settings.api()?, trust(settings).await?).await?)
 }
 
 /// `kya pass [<wallet>]`.

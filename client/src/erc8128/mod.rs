@@ -6,4 +6,5 @@ mod sign;
 mod verify;
 
 pub use sign::{RequestSignature, RequestSigner, fresh_nonce};
+pub(crate) use verify::Origin;
 pub use verify::{ReceivedRequest, SignedBy, Verdict, Verifier};

@@ -252,12 +252,41 @@ pub struct Verifier {
     origin: Option<Origin>,
 }
 
+/// The origin a provider serves.
 #[derive(Debug, Clone)]
-struct Origin {
+pub(crate) struct Origin {
     /// `https://host[:port]`, without a trailing slash.
-    base: String,
+    pub(crate) base: String,
     /// `host[:port]`, as `@authority` writes it.
-    authority: String,
+    pub(crate) authority: String,
+}
+
+impl Origin {
+    /// `http(s)://host[:port]` and nothing more.
+    pub(crate) fn parse(origin: &str) -> Result<Self> {
+        let url = reqwest::Url::parse(origin.trim())
+            .map_err(|error| Error::Invalid(format!("origin {origin:?} is not a URL: {error}")))?;
+        let host = url.host_str().filter(|_| matches!(url.scheme(), "http" | "https"));
+        let Some(host) = host.filter(|_| url.path() == "/" && url.query().is_none()) else {
+            return Err(Error::Invalid(format!(
+                "origin {origin:?} must be http(s)://host[:port] and nothing more"
+            )));
+        };
+        let authority = match url.port() {
+            Some(port) => format!("{host}:{port}"),
+            None => host.to_owned(),
+        };
+        Ok(Self { base: format!("{}://{authority}", url.scheme()), authority })
+    }
+
+    /// The absolute URL of `path_and_query` on this origin (anything else as it is).
+    pub(crate) fn url_for(&self, path_and_query: &str) -> String {
+        if path_and_query.starts_with('/') {
+            format!("{}{path_and_query}", self.base)
+        } else {
+            path_and_query.to_owned()
+        }
+    }
 }
 
 impl Verifier {
@@ -275,19 +304,7 @@ impl Verifier {
     /// scheme's default): signatures must name its authority, and [`Verifier::url_for`] builds
     /// URLs on it.
     pub fn serving(mut self, origin: &str) -> Result<Self> {
-        let url = reqwest::Url::parse(origin.trim())
-            .map_err(|error| Error::Invalid(format!("origin {origin:?} is not a URL: {error}")))?;
-        let host = url.host_str().filter(|_| matches!(url.scheme(), "http" | "https"));
-        let Some(host) = host.filter(|_| url.path() == "/" && url.query().is_none()) else {
-            return Err(Error::Invalid(format!(
-                "origin {origin:?} must be http(s)://host[:port] and nothing more"
-            )));
-        };
-        let authority = match url.port() {
-            Some(port) => format!("{host}:{port}"),
-            None => host.to_owned(),
-        };
-        self.origin = Some(Origin { base: format!("{}://{authority}", url.scheme()), authority });
+        self.origin = Some(Origin::parse(origin)?);
         Ok(self)
     }
 
@@ -295,8 +312,8 @@ impl Verifier {
     /// given when no origin was set or when it is absolute already.
     pub fn url_for(&self, path_and_query: &str) -> String {
         match &self.origin {
-            Some(origin) if path_and_query.starts_with('/') => format!("{}{path_and_query}", origin.base),
-            _ => path_and_query.to_owned(),
+            Some(origin) => origin.url_for(path_and_query),
+            None => path_and_query.to_owned(),
         }
     }
 

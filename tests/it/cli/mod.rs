@@ -89,7 +89,11 @@ impl Setup {
 async fn kya_command_line_end_to_end() {
     let chain = TestChain::start().await;
     let demo = seed::seed_demo(&chain.chain, &chain.deployment).await.expect("demo seeds");
-    let worker = EdgeWorker::start(&chain_vars(&chain.rpc_url(), chain.registry())).await;
+    let mut vars = chain_vars(&chain.rpc_url(), chain.registry());
+    let pass_keys =
+        kya_core::pass::SigningKeys::new(kya_core::pass::SigningKey::from_seed(&[0x71; 32]), Vec::new());
+    vars.push(("PASS_SIGNING_KEYS", pass_keys.private_json()));
+    let worker = EdgeWorker::start(&vars).await;
     let db = relayer_fixture::TestStore::new(relayer_fixture::Engine::Sqlite);
     let relayer = InProcessRelayer::start(&relayer_fixture::settings(&chain, &db)).await;
     let env = vec![

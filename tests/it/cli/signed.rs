@@ -93,6 +93,8 @@ pub(super) async fn signed_requests(t: &Setup) {
     assert_eq!(text[1], format!("  signature    verified: {lapsed_keyid}"));
     assert!(run.stdout.contains(&format!("agent        {lapsed} (Active)")), "{}", run.stdout);
 
+    passes(t, &as_agent).await;
+
     // `kya fetch` to a provider that verifies through the API: served to the compliant agent
     // (the provider names it), 403 for a wallet with no agent (exit 1, the body still printed).
     let provider = provider(&env_of(t, "KYA_API_URL")).await;
@@ -102,13 +104,80 @@ pub(super) async fn signed_requests(t: &Setup) {
     let served = t.kya(&fetch, &as_agent).await;
     assert_eq!(served.code, 0, "{}{}", served.stdout, served.stderr);
     let answer: Value = serde_json::from_str(&served.stdout).expect("the provider's JSON");
-    assert_eq!(answer, json!({ "agentId": compliant, "signer": wallet, "prompt": "hello" }));
+    assert_eq!(
+        answer,
+        json!({ "agentId": compliant, "signer": wallet, "prompt": "hello", "carriedPass": true })
+    );
+    // `--no-pass`: the signature alone.
+    let bare = t.kya(&[&fetch[..], &["--no-pass"]].concat(), &as_agent).await;
+    assert_eq!(bare.code, 0, "{}{}", bare.stdout, bare.stderr);
+    let answer: Value = serde_json::from_str(&bare.stdout).expect("the provider's JSON");
+    assert_eq!(answer["carriedPass"], false, "{answer}");
     let stranger = key_of(&dev_accounts::agent_wallet(9_000_020));
     let denied = t.kya(&fetch, &[("AGENT_PRIVATE_KEY", &stranger)]).await;
     assert_eq!(denied.code, 1, "{}{}", denied.stdout, denied.stderr);
     assert!(denied.stderr.contains("answered HTTP 403 Forbidden"), "{}", denied.stderr);
     let answer: Value = serde_json::from_str(&denied.stdout).expect("the provider's JSON");
     assert_eq!(answer["error"], "deny or register", "{answer}");
+}
+
+/// `kya pass` for a compliant agent, a lapsed one and a stranger (its exit codes), and `kya verify`
+/// of a signed request with the pass it carried: admitted offline, or refused (exit 4) when the
+/// pass is another wallet's or was changed.
+async fn passes(t: &Setup, as_agent: &[(&str, &str)]) {
+    let compliant = t.demo.roles.compliant;
+    let wallet = t.wallet(compliant);
+    let run = t.kya(&["pass", &wallet], &[]).await;
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let jws = run.stdout.trim().to_owned();
+    assert_eq!(jws.split('.').count(), 3, "one compact JWS on stdout: {}", run.stdout);
+    assert!(run.stderr.starts_with("pass verified (provision)"), "{}", run.stderr);
+    let shown = t.ok_json(&["pass", &wallet, "--json"], &[]).await;
+    let claims = &shown["claims"];
+    assert_eq!(claims["sub"], format!("eip155:{}:{wallet}", t.chain.chain_id()));
+    assert_eq!(claims["iss"], env_of(t, "KYA_API_URL"));
+    assert_eq!((&claims["kya"]["agentId"], &claims["kya"]["isCompliant"]), (&json!(compliant), &json!(true)));
+    let lapsed = t.kya(&["pass", &t.wallet(t.demo.roles.lapsed)], &[]).await;
+    assert_eq!(lapsed.code, 3, "{}{}", lapsed.stdout, lapsed.stderr);
+    let lapsed_pass = lapsed.stdout.trim().to_owned();
+    let stranger = dev_accounts::agent_wallet(9_000_030).address().to_checksum(None);
+    assert_eq!(t.kya(&["pass", &stranger], &[]).await.code, 4);
+
+    // A request signed anew, checked with its own pass, then with the lapsed agent's.
+    let args =
+        ["sign", "-X", "POST", "-d", BODY, "-H", "Content-Type: application/json", "--cover", "content-type"];
+    let verify_with = |signed: &Value, pass: &str| {
+        let mut headers: Vec<String> = ["signature-input", "signature", "content-digest"]
+            .iter()
+            .map(|name| format!("{name}: {}", signed["headers"][name].as_str().unwrap()))
+            .collect();
+        headers.push("Content-Type: application/json".to_owned());
+        headers.push(format!("KYA-Pass: {pass}"));
+        headers
+    };
+    for (pass, code, expected) in [
+        (jws.clone(), 0, json!({ "admitted": true })),
+        (lapsed_pass, 4, json!({ "admitted": false, "reason": "not_the_signer" })),
+        (format!("{jws}x"), 4, json!({ "admitted": false, "reason": "malformed" })),
+    ] {
+        let signed = t.ok_json(&[&args[..], &[URL, "--json"]].concat(), as_agent).await;
+        let headers = verify_with(&signed, &pass);
+        let mut verify = vec!["verify", "--method", "POST", "--url", URL, "-d", BODY, "--json"];
+        for field in &headers {
+            verify.extend(["-H", field.as_str()]);
+        }
+        let run = t.kya(&verify, &[]).await;
+        assert_eq!(run.code, code, "{}{}", run.stdout, run.stderr);
+        let answer = run.json();
+        assert_eq!(answer["verified"], true, "{answer}");
+        let check = &answer["passCheck"];
+        assert_eq!(check["admitted"], expected["admitted"], "{answer}");
+        if let Some(reason) = expected.get("reason") {
+            assert_eq!(&check["reason"], reason, "{answer}");
+        } else {
+            assert_eq!(check["claims"]["sub"], format!("eip155:{}:{wallet}", t.chain.chain_id()));
+        }
+    }
 }
 
 /// A provider on loopback (plain HTTP/1.1, one request a connection): every request goes to
@@ -177,6 +246,7 @@ async fn serve(mut stream: TcpStream, verifier: &Verifier) {
                 "agentId": signed.kya.agent.as_ref().map(|agent| agent.agent_id),
                 "signer": signed.signature.signer.to_checksum(None),
                 "prompt": prompt["prompt"],
+                "carriedPass": received.headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("kya-pass")),
             })
         }
     };

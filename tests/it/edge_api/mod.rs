@@ -20,6 +20,7 @@ mod index_stampede;
 mod interop;
 mod methods;
 mod pace;
+mod pass_provider;
 mod passes;
 mod providers;
 mod reorgs;

@@ -1,0 +1,189 @@
+//! `client/examples/pass_provider.rs`, the provider that decides offline, run as a process
+//! against the Worker under `wrangler dev` and a real anvil: an agent's signed request with its
+//! pass is served, and the Worker's own log shows that the provider made no request to it for
+//! any of them; a replay, a request without a pass, another wallet's pass and a signature for
+//! another host are turned away with their reasons; and once a regulator suspends the agent, the
+//! provider, following the change feed, refuses the pass it admitted a moment before.
+
+use std::{
+    process::Stdio,
+    time::{Duration, Instant},
+};
+
+use alloy::{primitives::U256, signers::local::PrivateKeySigner};
+use kya_client::{ApiClient, RequestSigner};
+use kya_core::{
+    abi::AgentRegistry,
+    pass::{SigningKey, SigningKeys},
+};
+use kya_tests::{
+    TestChain,
+    edge_fixture::{EdgeWorker, chain_vars},
+    register_call,
+};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+const BODY: &str = r#"{"prompt":"hello"}"#;
+
+/// The provider as a process, stopped when dropped.
+struct Provider {
+    origin: String,
+    _child: tokio::process::Child,
+}
+
+impl Provider {
+    async fn start(api: &str, chain_id: u64, registry: &str) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let listen = format!("127.0.0.1:{port}");
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_pass-provider-under-test"))
+            .env("KYA_API_URL", api)
+            .env("CHAIN_ID", chain_id.to_string())
+            .env("REGISTRY_ADDRESS", registry)
+            .env("PROVIDER_LISTEN", &listen)
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the provider starts");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let ready = tokio::time::timeout(Duration::from_secs(30), lines.next_line()).await;
+        let line = ready.expect("the provider is up within 30 s").unwrap().expect("its first line");
+        assert!(line.starts_with("provider: POST http://"), "{line}");
+        Self { origin: format!("http://{listen}"), _child: child }
+    }
+
+    /// `POST /v1/infer` signed by `agent`, with `pass` as `KYA-Pass` (none: no header).
+    async fn infer(&self, agent: &RequestSigner, pass: Option<&str>) -> (u16, Value) {
+        self.infer_at(agent, pass, &self.origin).await
+    }
+
+    /// [`Provider::infer`], signed for `signed_for`'s host but sent to this provider.
+    async fn infer_at(&self, agent: &RequestSigner, pass: Option<&str>, signed_for: &str) -> (u16, Value) {
+        self.send(self.signed(agent, pass, signed_for)).await
+    }
+
+    /// A request to this provider signed by `agent` for `signed_for`'s host.
+    fn signed(&self, agent: &RequestSigner, pass: Option<&str>, signed_for: &str) -> reqwest::Request {
+        let mut builder = reqwest::Client::new()
+            .post(format!("{signed_for}/v1/infer?model=small"))
+            .header("content-type", "application/json")
+            .body(BODY);
+        if let Some(pass) = pass {
+            builder = builder.header("KYA-Pass", pass);
+        }
+        let mut request = builder.build().unwrap();
+        agent.sign_reqwest(&mut request).expect("signs");
+        // Sent to this provider whatever host it was signed for.
+        *request.url_mut() = format!("{}/v1/infer?model=small", self.origin).parse().unwrap();
+        request
+    }
+
+    async fn send(&self, request: reqwest::Request) -> (u16, Value) {
+        let response = reqwest::Client::new().execute(request).await.expect("the provider answers");
+        let status = response.status().as_u16();
+        (status, response.json().await.expect("JSON"))
+    }
+}
+
+/// The requests the Worker's log shows between two marker requests the test makes, for the
+/// paths a per-request check would call (`/api/v1/kya…`, the JWKS). The log is in the order the
+/// answers were given, so a request the provider made before the second marker shows before it.
+async fn api_requests_between(worker: &EdgeWorker, first: &str, second: &str) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let log = worker.output();
+        let lines: Vec<&str> = log.lines().filter(|line| line.contains("[wrangler:info]")).collect();
+        let at = |marker: &str| lines.iter().position(|line| line.contains(marker));
+        if let (Some(start), Some(end)) = (at(first), at(second)) {
+            return lines[start + 1..end]
+                .iter()
+                .filter(|line| line.contains("/api/v1/kya") || line.contains("/.well-known/jwks.json"))
+                .map(|line| (*line).to_owned())
+                .collect();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the markers {first} and {second} never showed in the log:\n{log}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_admits_agents_by_pass_offline_and_drops_them_on_the_feeds_word() {
+    let t = TestChain::start().await;
+    let key = PrivateKeySigner::random();
+    t.chain.impersonate(key.address()).await.expect("funds the agent");
+    t.chain.send(key.address(), t.registry(), &register_call(key.address(), 0)).await.expect("registers");
+    let keys = SigningKeys::new(SigningKey::from_seed(&[0x61; 32]), Vec::new());
+    let mut vars = chain_vars(&t.rpc_url(), t.registry());
+    vars.push(("PASS_SIGNING_KEYS", keys.private_json()));
+    let worker = EdgeWorker::start_indexed(&vars).await;
+    worker.run_index().await;
+    let registry = t.registry().to_checksum(None);
+    let provider = Provider::start(&worker.base, t.chain_id(), &registry).await;
+    let api = ApiClient::new(&worker.base).unwrap();
+    let agent = RequestSigner::new(&key, t.chain_id());
+    let pass = api.pass(key.address()).await.expect("the agent's pass");
+
+    // Five requests, each signed anew, with the pass: served, and none of them cost the
+    // provider a request to the API.
+    let marker = |n: u8| format!("0x{}", format!("{n:02x}").repeat(20));
+    let client = worker.client();
+    client.get(&format!("/api/v1/kya/{}", marker(0xa1))).await;
+    for _ in 0..5 {
+        let (status, body) = provider.infer(&agent, Some(&pass)).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["agentId"], 1);
+        assert_eq!(body["signer"], key.address().to_checksum(None));
+        assert_eq!(body["echo"], json!({ "prompt": "hello" }));
+    }
+    client.get(&format!("/api/v1/kya/{}", marker(0xa2))).await;
+    let calls = api_requests_between(&worker, &marker(0xa1), &marker(0xa2)).await;
+    assert_eq!(calls, Vec::<String>::new(), "the provider's requests to the API while it served five");
+
+    // Turned away: the same signed request again; no pass; another wallet's pass; a signature
+    // made for another host.
+    let once = provider.signed(&agent, Some(&pass), &provider.origin);
+    let again = once.try_clone().unwrap();
+    assert_eq!(provider.send(once).await.0, 200);
+    let (status, body) = provider.send(again).await;
+    assert_eq!((status, &body["error"]), (401, &json!("replayed")), "{body}");
+    let (status, body) = provider.infer(&agent, None).await;
+    assert_eq!((status, &body["error"]), (401, &json!("no_pass")), "{body}");
+    let stranger = PrivateKeySigner::random();
+    let strangers_pass = api.pass(stranger.address()).await.unwrap();
+    let (status, body) = provider.infer(&agent, Some(&strangers_pass)).await;
+    assert_eq!((status, &body["error"]), (403, &json!("not_the_signer")), "{body}");
+    // The provider rebuilds the URL on the origin it serves, so the signature base names its
+    // own host: a signature made for another does not verify.
+    let (status, body) = provider.infer_at(&agent, Some(&pass), "http://elsewhere.example").await;
+    assert_eq!((status, &body["error"]), (401, &json!("bad_signature")), "{body}");
+    // The stranger's own request with its own pass: a true pass of a wallet with no agent.
+    let (status, body) =
+        provider.infer(&RequestSigner::new(&stranger, t.chain_id()), Some(&strangers_pass)).await;
+    assert_eq!((status, &body["error"]), (403, &json!("not_compliant")), "{body}");
+
+    // A regulator suspends the agent. Once the index has run, the feed says so, and the
+    // provider refuses the pass it admitted above, though the pass itself has not expired.
+    let regulator = t.deployment.regulator;
+    t.chain
+        .send(regulator, t.registry(), &AgentRegistry::suspendAgentCall { agentId: U256::from(1) })
+        .await
+        .expect("suspended");
+    worker.run_index().await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let refused = loop {
+        let (status, body) = provider.infer(&agent, Some(&pass)).await;
+        if status != 200 {
+            break (status, body);
+        }
+        assert!(Instant::now() < deadline, "the provider still admits the suspended agent's pass");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert_eq!((refused.0, &refused.1["error"]), (403, &json!("revoked")), "{}", refused.1);
+    // Its new pass states the suspension.
+    let new_pass = api.pass(key.address()).await.unwrap();
+    let (status, body) = provider.infer(&agent, Some(&new_pass)).await;
+    assert_eq!((status, &body["error"]), (403, &json!("not_compliant")), "{body}");
+}
