@@ -41,6 +41,7 @@ use crate::{
 };
 
 pub mod erc8128;
+pub mod pass;
 
 type JsResult<T = JsValue> = Result<T, JsError>;
 

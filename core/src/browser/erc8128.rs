@@ -42,7 +42,7 @@ const DEFAULT_WINDOW_SECS: u64 = 60;
 /// A body: text (sent as its UTF-8 bytes) or bytes.
 #[derive(Debug, Tsify)]
 #[tsify(type = "string | Uint8Array")]
-pub struct BodyInput(Vec<u8>);
+pub struct BodyInput(pub(super) Vec<u8>);
 
 impl<'de> Deserialize<'de> for BodyInput {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -80,7 +80,7 @@ pub enum HeaderValueInput {
 pub struct HeadersInput(BTreeMap<String, HeaderValueInput>);
 
 impl HeadersInput {
-    fn fields(&self) -> Vec<(String, String)> {
+    pub(super) fn fields(&self) -> Vec<(String, String)> {
         self.0
             .iter()
             .map(|(name, value)| {
@@ -96,7 +96,7 @@ impl HeadersInput {
     }
 }
 
-fn pairs(fields: &[(String, String)]) -> Vec<(&str, &str)> {
+pub(super) fn pairs(fields: &[(String, String)]) -> Vec<(&str, &str)> {
     fields.iter().map(|(name, value)| (name.as_str(), value.as_str())).collect()
 }
 
@@ -259,7 +259,7 @@ pub struct VerifyRequestInput {
 }
 
 impl VerifyRequestInput {
-    fn policy(&self) -> JsResult<VerifyPolicy> {
+    pub(super) fn policy(&self) -> JsResult<VerifyPolicy> {
         let defaults = VerifyPolicy::new(whole(self.chain_id, "chainId")?);
         Ok(VerifyPolicy {
             clock_skew_secs: match self.clock_skew_secs {

@@ -6,9 +6,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::{ATTESTATION_VALIDITY_SECS, Agent, AgentStatus, Compliance};
 
-/// A pass's claims (INTERFACE.md section 7), as signed. Times are Unix seconds.
+/// A pass's claims (INTERFACE.md section 7), as signed. Times are Unix seconds. A claim this
+/// version does not know is ignored (RFC 7519 section 4: a later issuer may add one), unlike an
+/// unknown header member ([`super::jws::Header`]), which could ask for processing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "browser", derive(tsify::Tsify))]
+#[serde(rename_all = "camelCase")]
 pub struct PassClaims {
     /// The API's origin (`PASS_ISSUER`).
     pub iss: String,
@@ -20,6 +23,7 @@ pub struct PassClaims {
     pub jti: String,
     pub chain_id: u64,
     #[serde(serialize_with = "crate::checksum::serialize")]
+    #[cfg_attr(feature = "browser", tsify(type = "string"))]
     pub registry: Address,
     pub block: PassBlock,
     pub kya: PassStanding,
@@ -27,22 +31,25 @@ pub struct PassClaims {
 
 /// The block a pass's standing was read at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "browser", derive(tsify::Tsify))]
 pub struct PassBlock {
     pub number: u64,
+    #[cfg_attr(feature = "browser", tsify(type = "string"))]
     pub hash: B256,
     pub time: u64,
 }
 
 /// The KYA standing of the pass's wallet at its block: nulls for a wallet without an agent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "browser", derive(tsify::Tsify))]
+#[serde(rename_all = "camelCase")]
 pub struct PassStanding {
     pub is_registered: bool,
     pub is_compliant: bool,
     pub agent_id: Option<u64>,
     pub status: Option<AgentStatus>,
     #[serde(serialize_with = "serialize_optional_address")]
+    #[cfg_attr(feature = "browser", tsify(type = "string | null"))]
     pub haftungsperson: Option<Address>,
     pub last_attestation: Option<u64>,
     /// The attestation's last current second: after it, the agent is not compliant.

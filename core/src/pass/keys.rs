@@ -172,6 +172,11 @@ impl Jwks {
     pub fn from_json(text: &str) -> Result<Self, String> {
         let set: Value =
             serde_json::from_str(text).map_err(|error| format!("the JWKS is not JSON: {error}"))?;
+        Self::from_value(&set)
+    }
+
+    /// [`Jwks::from_json`] of a document already parsed (a JavaScript object).
+    pub fn from_value(set: &Value) -> Result<Self, String> {
         let keys = set.get("keys").and_then(Value::as_array).ok_or("the JWKS has no \"keys\" array")?;
         let keys = keys.iter().filter_map(usable_public_key).collect();
         Ok(Self { keys })

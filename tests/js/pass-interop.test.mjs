@@ -1,0 +1,119 @@
+// KYA passes both ways with an independent JOSE implementation (npm `jose`), and the package's
+// verifyAgentRequest, in one Node process:
+//   (a) passes kya-core signed (written to a file by the Rust test core_package::passes) verify
+//       with our verifyPass and with jose's jwtVerify, the same claims out of both; every change
+//       to a claim, the header or the signature is refused by both;
+//   (b) passes jose mints with the issuer's private JWK verify with ours; jose's with another
+//       `typ` or `alg`-confusion header are refused by ours;
+//   (c) verifyAgentRequest admits a request signed by the pass's wallet (signRequest) and refuses
+//       it with another wallet's pass, without one, or with a stale one.
+//
+// Run with KYA_PASSES, the JSON file the Rust test wrote.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { test } from 'node:test';
+
+import { SignJWT, createLocalJWKSet, importJWK, jwtVerify } from 'jose';
+
+import * as kya from '../../core/pkg/node.js';
+
+const fixture = JSON.parse(fs.readFileSync(process.env.KYA_PASSES ?? assert.fail('KYA_PASSES is set'), 'utf8'));
+const { jwks, issuer, chainId, registry, wallet, walletKey, strangerKey, passes, privateJwk, now } = fixture;
+const trust = { jwks, issuer, chainId, registry, now };
+const joseKeys = createLocalJWKSet(jwks);
+const joseOptions = {
+  issuer, algorithms: ['EdDSA'], typ: 'kya-pass+jwt', clockTolerance: 60, currentDate: new Date(now * 1000),
+};
+
+/** jose's verdict on `jws`: its payload, or the error's code. */
+async function jose(jws) {
+  try {
+    return { payload: (await jwtVerify(jws, joseKeys, joseOptions)).payload };
+  } catch (error) {
+    return { code: error.code ?? error.name };
+  }
+}
+
+test('a pass kya-core signed verifies with ours and with jose, with the same claims', async () => {
+  for (const name of ['valid', 'previousKey']) {
+    const ours = kya.verifyPass(passes[name], trust);
+    assert.equal(ours.outcome, 'verified', `${name}: ${JSON.stringify(ours)}`);
+    assert.equal(ours.wallet, wallet);
+    const theirs = await jose(passes[name]);
+    assert.ok(theirs.payload, `${name}: jose refused it: ${theirs.code}`);
+    assert.deepEqual(ours.claims, theirs.payload, name);
+    assert.equal(ours.claims.sub, `eip155:${chainId}:${wallet}`);
+    assert.equal(ours.claims.kya.isCompliant, true);
+  }
+});
+
+test('every change to a pass is refused by both', async () => {
+  const expected = {
+    expired: 'expired', tamperedClaims: 'bad_signature', tamperedSignature: 'bad_signature',
+    respelledHeader: 'bad_signature', unknownKey: 'unknown_key', otherIssuer: 'wrong_issuer',
+    truncated: 'malformed',
+  };
+  for (const [name, reason] of Object.entries(expected)) {
+    const ours = kya.verifyPass(passes[name], trust);
+    assert.deepEqual([ours.outcome, ours.reason], ['refused', reason], `${name}: ${JSON.stringify(ours)}`);
+    const theirs = await jose(passes[name]);
+    assert.ok(theirs.code, `${name}: jose accepted it`);
+  }
+  // Our trust settings, each wrong in turn.
+  assert.equal(kya.verifyPass(passes.valid, { ...trust, chainId: chainId + 1 }).reason, 'wrong_chain');
+  assert.equal(kya.verifyPass(passes.valid, { ...trust, registry: wallet }).reason, 'wrong_registry');
+});
+
+test('a pass jose mints with the issuer key verifies with ours; a mistyped one does not', async () => {
+  const key = await importJWK(privateJwk, 'EdDSA');
+  const claims = kya.verifyPass(passes.valid, trust).claims;
+  const mint = (header, body = claims) => new SignJWT(body).setProtectedHeader(header).sign(key);
+  const header = { alg: 'EdDSA', typ: 'kya-pass+jwt', kid: privateJwk.kid };
+  const minted = kya.verifyPass(await mint(header), trust);
+  assert.equal(minted.outcome, 'verified', JSON.stringify(minted));
+  assert.deepEqual(minted.claims, claims);
+  // A claim this version does not know is ignored (a later issuer may add one).
+  const extended = kya.verifyPass(await mint(header, { ...claims, note: 'later' }), trust);
+  assert.equal(extended.outcome, 'verified', JSON.stringify(extended));
+  // Another type, or a header member a verifier would act on (a `jku` pointing at someone
+  // else's keys): refused.
+  assert.equal(kya.verifyPass(await mint({ ...header, typ: 'JWT' }), trust).reason, 'wrong_type');
+  const pointed = await mint({ ...header, jku: 'https://attacker.example/jwks.json' });
+  assert.equal(kya.verifyPass(pointed, trust).reason, 'malformed');
+  // A claim changed and signed by the issuer's key is a true pass: what matters is the key.
+  const promoted = kya.verifyPass(await mint(header, { ...claims, exp: claims.exp + 10 }), trust);
+  assert.equal(promoted.claims.exp, claims.exp + 10);
+});
+
+test('verifyAgentRequest admits the pass holder\'s own signed request and no other', () => {
+  const url = 'https://api.provider.example/v1/infer?model=small';
+  const request = (key, pass, nonce) => {
+    const signed = kya.signRequest({
+      method: 'POST', url, headers: { 'content-type': 'application/json' }, body: '{"prompt":"hi"}',
+      privateKey: key, chainId, created: now, nonce, components: ['content-type'],
+    });
+    const headers = {
+      'content-type': 'application/json', 'signature-input': signed.signatureInput, signature: signed.signature,
+      'content-digest': signed.contentDigest,
+    };
+    if (pass) {
+      headers['KYA-Pass'] = pass;
+    }
+    return { method: 'POST', url, headers, body: '{"prompt":"hi"}', now: now + 1, chainId };
+  };
+  const admitted = kya.verifyAgentRequest(request(walletKey, passes.valid, 'n-1'), trust);
+  assert.equal(admitted.outcome, 'admitted', JSON.stringify(admitted));
+  assert.equal(admitted.signature.signer, wallet);
+  assert.equal(admitted.signature.nonceKey, `erc8128:${chainId}:${wallet.toLowerCase()}:n-1`);
+  assert.equal(admitted.pass.wallet, wallet);
+  const refused = (verdict) => [verdict.outcome, verdict.stage, verdict.reason];
+  assert.deepEqual(refused(kya.verifyAgentRequest(request(strangerKey, passes.valid, 'n-2'), trust)),
+    ['refused', 'pass', 'not_the_signer']);
+  assert.deepEqual(refused(kya.verifyAgentRequest(request(walletKey, null, 'n-3'), trust)),
+    ['refused', 'pass', 'no_pass']);
+  assert.deepEqual(refused(kya.verifyAgentRequest(request(walletKey, passes.expired, 'n-4'), trust)),
+    ['refused', 'pass', 'expired']);
+  const tampered = request(walletKey, passes.valid, 'n-5');
+  tampered.body = '{"prompt":"rm -rf"}';
+  assert.deepEqual(refused(kya.verifyAgentRequest(tampered, trust)), ['refused', 'signature', 'digest_mismatch']);
+});
