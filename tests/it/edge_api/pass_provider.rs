@@ -1,7 +1,8 @@
-//! `client/examples/pass_provider.rs`, the provider that decides offline, run as a process
-//! against the Worker under `wrangler dev` and a real anvil: an agent's signed request with its
-//! pass is served, and the Worker's own log shows that the provider made no request to it for
-//! any of them; a replay, a request without a pass, another wallet's pass and a signature for
+//! The two providers that decide offline, each run as a process against the Worker under
+//! `wrangler dev` and a real anvil: `client/examples/pass_provider.rs` (Rust, `PassGate`) and
+//! `core/npm/examples/pass-provider.mjs` (Node, the package's `verifyAgentRequest`). For each: an
+//! agent's signed request with its pass is served, and the Worker's own log shows that the
+//! provider made no request to it for any of them; a replay, a request without a pass, another wallet's pass and a signature for
 //! another host are turned away with their reasons; and once a regulator suspends the agent, the
 //! provider, following the change feed, refuses the pass it admitted a moment before.
 
@@ -32,11 +33,26 @@ struct Provider {
     _child: tokio::process::Child,
 }
 
+/// Which example.
+#[derive(Debug, Clone, Copy)]
+enum Example {
+    Rust,
+    Node,
+}
+
 impl Provider {
-    async fn start(api: &str, chain_id: u64, registry: &str) -> Self {
+    async fn start(example: Example, api: &str, chain_id: u64, registry: &str) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let listen = format!("127.0.0.1:{port}");
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_pass-provider-under-test"))
+        let mut command = match example {
+            Example::Rust => tokio::process::Command::new(env!("CARGO_BIN_EXE_pass-provider-under-test")),
+            Example::Node => {
+                let mut node = tokio::process::Command::new("node");
+                node.arg(kya_tests::repo_root().join("core/npm/examples/pass-provider.mjs"));
+                node
+            }
+        };
+        let mut child = command
             .env("KYA_API_URL", api)
             .env("CHAIN_ID", chain_id.to_string())
             .env("REGISTRY_ADDRESS", registry)
@@ -48,6 +64,8 @@ impl Provider {
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let ready = tokio::time::timeout(Duration::from_secs(30), lines.next_line()).await;
         let line = ready.expect("the provider is up within 30 s").unwrap().expect("its first line");
+        // Its later lines (none are expected) are read, so a full pipe never blocks it.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         assert!(line.starts_with("provider: POST http://"), "{line}");
         Self { origin: format!("http://{listen}"), _child: child }
     }
@@ -110,37 +128,61 @@ async fn api_requests_between(worker: &EdgeWorker, first: &str, second: &str) ->
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_provider_admits_agents_by_pass_offline_and_drops_them_on_the_feeds_word() {
+async fn providers_admit_agents_by_pass_offline_and_drop_them_on_the_feeds_word() {
     let t = TestChain::start().await;
-    let key = PrivateKeySigner::random();
-    t.chain.impersonate(key.address()).await.expect("funds the agent");
-    t.chain.send(key.address(), t.registry(), &register_call(key.address(), 0)).await.expect("registers");
+    // One agent per provider: a suspension then revokes one provider's agent only.
+    let keys_of_agents = [PrivateKeySigner::random(), PrivateKeySigner::random()];
+    for key in &keys_of_agents {
+        t.chain.impersonate(key.address()).await.expect("funds the agent");
+        t.chain.send(key.address(), t.registry(), &register_call(key.address(), 0)).await.expect("registers");
+    }
     let keys = SigningKeys::new(SigningKey::from_seed(&[0x61; 32]), Vec::new());
     let mut vars = chain_vars(&t.rpc_url(), t.registry());
     vars.push(("PASS_SIGNING_KEYS", keys.private_json()));
     let worker = EdgeWorker::start_indexed(&vars).await;
     worker.run_index().await;
     let registry = t.registry().to_checksum(None);
-    let provider = Provider::start(&worker.base, t.chain_id(), &registry).await;
+    for (index, (example, key)) in [Example::Rust, Example::Node].into_iter().zip(&keys_of_agents).enumerate()
+    {
+        let provider = Provider::start(example, &worker.base, t.chain_id(), &registry).await;
+        let agent_id = index as u64 + 1;
+        admits_and_revokes(&t, &worker, &provider, key, agent_id, example).await;
+    }
+}
+
+/// One provider's checks, for the agent `agent_id` whose wallet `key` holds.
+async fn admits_and_revokes(
+    t: &TestChain,
+    worker: &EdgeWorker,
+    provider: &Provider,
+    key: &PrivateKeySigner,
+    agent_id: u64,
+    example: Example,
+) {
     let api = ApiClient::new(&worker.base).unwrap();
-    let agent = RequestSigner::new(&key, t.chain_id());
+    let agent = RequestSigner::new(key, t.chain_id());
     let pass = api.pass(key.address()).await.expect("the agent's pass");
 
     // Five requests, each signed anew, with the pass: served, and none of them cost the
     // provider a request to the API.
-    let marker = |n: u8| format!("0x{}", format!("{n:02x}").repeat(20));
+    let marker = |n: u64| format!("0x{}", format!("{n:02x}").repeat(20));
     let client = worker.client();
-    client.get(&format!("/api/v1/kya/{}", marker(0xa1))).await;
+    client.get(&format!("/api/v1/kya/{}", marker(0xa1 + 2 * agent_id))).await;
     for _ in 0..5 {
         let (status, body) = provider.infer(&agent, Some(&pass)).await;
-        assert_eq!(status, 200, "{body}");
-        assert_eq!(body["agentId"], 1);
+        assert_eq!(status, 200, "{example:?}: {body}");
+        assert_eq!(body["agentId"], agent_id, "{example:?}");
         assert_eq!(body["signer"], key.address().to_checksum(None));
         assert_eq!(body["echo"], json!({ "prompt": "hello" }));
     }
-    client.get(&format!("/api/v1/kya/{}", marker(0xa2))).await;
-    let calls = api_requests_between(&worker, &marker(0xa1), &marker(0xa2)).await;
-    assert_eq!(calls, Vec::<String>::new(), "the provider's requests to the API while it served five");
+    client.get(&format!("/api/v1/kya/{}", marker(0xa2 + 2 * agent_id))).await;
+    let calls =
+        api_requests_between(worker, &marker(0xa1 + 2 * agent_id), &marker(0xa2 + 2 * agent_id)).await;
+    assert_eq!(
+        calls,
+        Vec::<String>::new(),
+        "{example:?}: the provider's requests to the API while it served five"
+    );
 
     // Turned away: the same signed request again; no pass; another wallet's pass; a signature
     // made for another host.
@@ -148,27 +190,27 @@ async fn a_provider_admits_agents_by_pass_offline_and_drops_them_on_the_feeds_wo
     let again = once.try_clone().unwrap();
     assert_eq!(provider.send(once).await.0, 200);
     let (status, body) = provider.send(again).await;
-    assert_eq!((status, &body["error"]), (401, &json!("replayed")), "{body}");
+    assert_eq!((status, &body["error"]), (401, &json!("replayed")), "{example:?}: {body}");
     let (status, body) = provider.infer(&agent, None).await;
-    assert_eq!((status, &body["error"]), (401, &json!("no_pass")), "{body}");
+    assert_eq!((status, &body["error"]), (401, &json!("no_pass")), "{example:?}: {body}");
     let stranger = PrivateKeySigner::random();
     let strangers_pass = api.pass(stranger.address()).await.unwrap();
     let (status, body) = provider.infer(&agent, Some(&strangers_pass)).await;
-    assert_eq!((status, &body["error"]), (403, &json!("not_the_signer")), "{body}");
+    assert_eq!((status, &body["error"]), (403, &json!("not_the_signer")), "{example:?}: {body}");
     // The provider rebuilds the URL on the origin it serves, so the signature base names its
     // own host: a signature made for another does not verify.
     let (status, body) = provider.infer_at(&agent, Some(&pass), "http://elsewhere.example").await;
-    assert_eq!((status, &body["error"]), (401, &json!("bad_signature")), "{body}");
+    assert_eq!((status, &body["error"]), (401, &json!("bad_signature")), "{example:?}: {body}");
     // The stranger's own request with its own pass: a true pass of a wallet with no agent.
     let (status, body) =
         provider.infer(&RequestSigner::new(&stranger, t.chain_id()), Some(&strangers_pass)).await;
-    assert_eq!((status, &body["error"]), (403, &json!("not_compliant")), "{body}");
+    assert_eq!((status, &body["error"]), (403, &json!("not_compliant")), "{example:?}: {body}");
 
     // A regulator suspends the agent. Once the index has run, the feed says so, and the
     // provider refuses the pass it admitted above, though the pass itself has not expired.
     let regulator = t.deployment.regulator;
     t.chain
-        .send(regulator, t.registry(), &AgentRegistry::suspendAgentCall { agentId: U256::from(1) })
+        .send(regulator, t.registry(), &AgentRegistry::suspendAgentCall { agentId: U256::from(agent_id) })
         .await
         .expect("suspended");
     worker.run_index().await;
@@ -178,12 +220,15 @@ async fn a_provider_admits_agents_by_pass_offline_and_drops_them_on_the_feeds_wo
         if status != 200 {
             break (status, body);
         }
-        assert!(Instant::now() < deadline, "the provider still admits the suspended agent's pass");
+        assert!(
+            Instant::now() < deadline,
+            "{example:?}: the provider still admits the suspended agent's pass"
+        );
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
-    assert_eq!((refused.0, &refused.1["error"]), (403, &json!("revoked")), "{}", refused.1);
+    assert_eq!((refused.0, &refused.1["error"]), (403, &json!("revoked")), "{example:?}: {}", refused.1);
     // Its new pass states the suspension.
     let new_pass = api.pass(key.address()).await.unwrap();
     let (status, body) = provider.infer(&agent, Some(&new_pass)).await;
-    assert_eq!((status, &body["error"]), (403, &json!("not_compliant")), "{body}");
+    assert_eq!((status, &body["error"]), (403, &json!("not_compliant")), "{example:?}: {body}");
 }

@@ -1,0 +1,107 @@
+// A provider's HTTP server in Node that serves `POST /v1/infer` to AI agents that sign their
+// requests with ERC-8128 and carry a KYA pass (`KYA-Pass`), deciding every request offline with
+// the package's `verifyAgentRequest`: the signature and the pass are checked here, the nonce is
+// remembered here, the issuer's keys are fetched once (and again for a key not held yet), and the
+// change feed (`followChanges`) revokes the passes of an agent that lost compliance. No call to
+// the KYA API per request. The Rust twin is client/examples/pass_provider.rs.
+//
+//   200 {agentId, signer, passBlock, echo}: a valid signature and the signer's compliant pass;
+//   401 {error, message}: no valid signature (the reason), or no pass;
+//   403 {error, message}: a pass that does not admit the signer (not_the_signer, not_compliant,
+//       expired, revoked, ...).
+//
+// Settings: KYA_API_URL (default http://127.0.0.1:3000, the passes' issuer), CHAIN_ID and
+// REGISTRY_ADDRESS (the chain and registry it trusts), PROVIDER_LISTEN (default 127.0.0.1:8082)
+// and PROVIDER_ORIGIN, the origin agents sign for (default http://<PROVIDER_LISTEN>).
+//
+// In a project of your own, import from the package: `import { verifyAgentRequest } from 'kya-core'`
+// and `import { followChanges } from 'kya-core/changes'`.
+import http from 'node:http';
+
+import { followChanges } from '../../pkg/changes.js';
+import { verifyAgentRequest } from '../../pkg/node.js';
+
+const API = (process.env.KYA_API_URL || 'http://127.0.0.1:3000').replace(/\/$/, '');
+const LISTEN = process.env.PROVIDER_LISTEN || '127.0.0.1:8082';
+const ORIGIN = (process.env.PROVIDER_ORIGIN || `http://${LISTEN}`).replace(/\/$/, '');
+const CHAIN_ID = Number(process.env.CHAIN_ID || 84532);
+const REGISTRY = process.env.REGISTRY_ADDRESS;
+if (!REGISTRY) throw new Error('REGISTRY_ADDRESS is required: the registry whose standing this provider trusts');
+const MAX_BODY_BYTES = 64 * 1024;
+/** Fetch the keys again for an unknown `kid` at most this often: made-up kids cannot make this
+ * server call the API for every request. */
+const UNKNOWN_KID_REFETCH_MS = 10_000;
+
+let keys = { jwks: { keys: [] }, fetchedAt: 0, freshUntil: 0 };
+async function fetchKeys() {
+  const response = await fetch(`${API}/.well-known/jwks.json`);
+  if (!response.ok) throw new Error(`the issuer's JWKS: HTTP ${response.status}`);
+  const maxAge = Number(/max-age=(\d+)/.exec(response.headers.get('cache-control') ?? '')?.[1] ?? 300);
+  keys = { jwks: await response.json(), fetchedAt: Date.now(), freshUntil: Date.now() + maxAge * 1000 };
+}
+await fetchKeys();
+
+// Revocations: the latest block at which each wallet was seen not compliant.
+const lostAt = new Map();
+(async () => {
+  for await (const event of followChanges({ base: API, type: 'agent.compliance_changed' })) {
+    if (!event.standing.isCompliant) {
+      lostAt.set(event.wallet, Math.max(lostAt.get(event.wallet) ?? 0, event.block.number));
+    }
+  }
+})().catch((error) => console.error(`provider: the change feed stopped (${error.message}); no revocations`));
+
+// Nonces seen, each kept until its signature could no longer pass.
+const nonces = new Map();
+
+async function admit(request, body) {
+  if (Date.now() >= keys.freshUntil) await fetchKeys().catch(() => {});
+  const now = Math.floor(Date.now() / 1000);
+  const received = { method: request.method, url: `${ORIGIN}${request.url}`, headers: request.headers, body, now, chainId: CHAIN_ID };
+  const trust = () => ({ jwks: keys.jwks, issuer: API, chainId: CHAIN_ID, registry: REGISTRY });
+  let verdict = verifyAgentRequest(received, trust());
+  if (verdict.reason === 'unknown_key' && Date.now() - keys.fetchedAt >= UNKNOWN_KID_REFETCH_MS) {
+    await fetchKeys();
+    verdict = verifyAgentRequest(received, trust());
+  }
+  if (verdict.outcome === 'refused') {
+    const status = verdict.stage === 'signature' || verdict.reason === 'no_pass' ? 401 : 403;
+    return [status, { error: verdict.reason, message: verdict.message }];
+  }
+  const { signature, pass } = verdict;
+  const lost = lostAt.get(pass.wallet);
+  if (lost !== undefined && lost >= pass.claims.block.number) {
+    return [403, { error: 'revoked', message: `${pass.wallet}'s compliance was lost at block ${lost}` }];
+  }
+  for (const [key, until] of nonces) if (until < now) nonces.delete(key);
+  if (nonces.has(signature.nonceKey)) {
+    return [401, { error: 'replayed', message: `nonce ${signature.nonce} was used before` }];
+  }
+  nonces.set(signature.nonceKey, signature.rememberUntil);
+  let prompt = null;
+  try {
+    prompt = JSON.parse(body.toString('utf8'));
+  } catch {}
+  return [200, { agentId: pass.claims.kya.agentId, signer: signature.signer, passBlock: pass.claims.block.number, echo: prompt }];
+}
+
+const server = http.createServer(async (request, response) => {
+  const chunks = [];
+  let size = 0;
+  for await (const chunk of request) {
+    size += chunk.length;
+    if (size > MAX_BODY_BYTES) break;
+    chunks.push(chunk);
+  }
+  const [status, answer] = request.method !== 'POST' || !request.url.startsWith('/v1/infer')
+    ? [404, { error: 'not found' }]
+    : size > MAX_BODY_BYTES
+      ? [413, { error: 'the body is too large' }]
+      : await admit(request, Buffer.concat(chunks)).catch((error) => [502, { error: `the issuer's keys: ${error.message}` }]);
+  response.writeHead(status, { 'content-type': 'application/json' });
+  response.end(JSON.stringify(answer));
+});
+const [host, port] = LISTEN.split(':');
+server.listen(Number(port), host, () => {
+  console.log(`provider: POST ${ORIGIN}/v1/infer, for agents with a KYA pass (issuer ${API})`);
+});
