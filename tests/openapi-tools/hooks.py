@@ -21,11 +21,26 @@ def map_path_parameters(ctx, path_parameters):
     a mixed-case wallet Schemathesis makes up is given its checksum, and the check that
     schema-valid requests are accepted holds; the 400 for a bad checksum is tested end to end."""
     wallet = (path_parameters or {}).get("wallet")
+    if isinstance(wallet, str):
+        return {**path_parameters, "wallet": _checksummed(wallet)}
+    return path_parameters
+
+
+@schemathesis.hook
+def map_body(ctx, body):
+    """`POST /kya/batch`'s wallets, as `/kya/{wallet}`'s: a mixed-case one gets its checksum."""
+    if isinstance(body, dict) and isinstance(body.get("wallets"), list):
+        return {**body, "wallets": [_checksummed(wallet) for wallet in body["wallets"]]}
+    return body
+
+
+def _checksummed(wallet):
+    """A well-formed wallet in mixed case with its EIP-55 checksum; anything else as it is."""
     if isinstance(wallet, str) and _WALLET.match(wallet):
         digits = wallet[2:]
         if digits not in (digits.lower(), digits.upper()):
-            return {**path_parameters, "wallet": to_checksum_address(wallet)}
-    return path_parameters
+            return to_checksum_address(wallet)
+    return wallet
 
 
 @schemathesis.hook
@@ -34,3 +49,4 @@ def before_call(ctx, case, kwargs):
     headers = dict(case.headers or {})
     headers["CF-Connecting-IP"] = f"10.{200 + (n >> 16) % 50}.{(n >> 8) & 255}.{n & 255}"
     case.headers = headers
+

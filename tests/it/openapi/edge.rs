@@ -7,7 +7,7 @@ use kya_tests::{
     repo_root,
 };
 
-/// Examples per operation: GET, HEAD and OPTIONS of the 12 paths and their boundary cases in
+/// Examples per operation: GET, HEAD and OPTIONS of the 15 paths and their boundary cases in
 /// under half a minute here.
 const MAX_EXAMPLES: u32 = 25;
 
@@ -17,7 +17,12 @@ async fn edge_serves_its_document_and_schemathesis_finds_nothing() {
     seed::seed_demo(&chain.chain, &chain.deployment).await.expect("demo seeds");
     // With the index's tables, as deployed: the change feed answers from them (no run has
     // filled the index, so the registry-wide endpoints read the chain).
-    let worker = EdgeWorker::start_indexed(&chain_vars(&chain.rpc_url(), chain.registry())).await;
+    // With pass keys, as a deployment that issues passes: their endpoints answer 200.
+    let mut vars = chain_vars(&chain.rpc_url(), chain.registry());
+    let keys =
+        kya_core::pass::SigningKeys::new(kya_core::pass::SigningKey::from_seed(&[0x91; 32]), Vec::new());
+    vars.push(("PASS_SIGNING_KEYS", keys.private_json()));
+    let worker = EdgeWorker::start_indexed(&vars).await;
 
     let served = worker.client().get("/openapi.json").await;
     assert_eq!(served.status, 200);

@@ -1,0 +1,191 @@
+//! What checking a KYA pass offline costs a provider (the targets of `docs/passes.md`): the same
+//! pass verified by `kya_core::pass` natively (release), by the npm package's `verifyPass` (the
+//! same Rust as wasm) in Node, and by npm `jose`'s `jwtVerify` in that same Node process, so the
+//! wasm and jose figures compare as a ratio. Each figure is the median of [`SAMPLES`] samples,
+//! each a loop of at least [`SAMPLE_MILLIS`] ms.
+//!
+//! `cargo bench -p kya-bench --bench passes` (or `bash scripts/bench.sh`) prints the report and
+//! writes it to `docs/bench/passes.md`, naming the commit it measured.
+
+use std::{fmt::Write as _, path::PathBuf, process::Command, time::Instant};
+
+use alloy_primitives::{Address, B256};
+use kya_bench::{SAMPLE_MILLIS, SAMPLES, format_time, report_path};
+use kya_core::{
+    Agent, AgentStatus,
+    pass::{
+        PassBlock, PassClaims, PassTrust, SigningKey, SigningKeys,
+        claims::Issue,
+        jws,
+        verify::{admit_pass, verify_pass},
+    },
+};
+
+/// Targets (INTERFACE.md section 7's bench): native and wasm ceilings, and no slower than jose.
+const NATIVE_TARGET_MICROS: f64 = 50.0;
+const WASM_TARGET_MICROS: f64 = 250.0;
+
+fn main() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let built = Command::new("bash").arg(root.join("scripts/build-core-wasm.sh")).current_dir(&root).status();
+    assert!(built.expect("bash runs").success(), "scripts/build-core-wasm.sh failed");
+
+    let keys = SigningKeys::new(SigningKey::from_seed(&[0x42; 32]), vec![SigningKey::from_seed(&[0x43; 32])]);
+    let wallet: Address = "0x90F79bf6EB2c4f870365E785982E1f101E93b906".parse().expect("an address");
+    let registry: Address = "0x5FbDB2315678afecb367f032d93F642f64180aa3".parse().expect("an address");
+    let now =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("after 1970").as_secs();
+    let agent = Agent {
+        agent_id: 1,
+        creator: wallet,
+        haftungsperson: registry,
+        agent_wallet: wallet,
+        constitution_hash: B256::ZERO,
+        capability_hash: B256::ZERO,
+        operational_scope: "Invoice reconciliation".into(),
+        parent_agent_id: 0,
+        generation: 0,
+        self_modifying: false,
+        registered_at: now - 3_600,
+        last_attestation: now - 3_600,
+        last_revenue_report: 0,
+        status: AgentStatus::Active,
+    };
+    let issuer = "https://kya.example";
+    let issue = Issue {
+        issuer,
+        chain_id: 84_532,
+        registry,
+        wallet,
+        block: PassBlock { number: 27_000_000, hash: B256::repeat_byte(0xab), time: now - 2 },
+        now,
+        ttl_secs: 300,
+        jti: "Y5cA3Rj0n2z7wS3JqXw3Gg".into(),
+    };
+    let pass = jws::sign(&PassClaims::new(issue, Some(&agent)), keys.signer());
+    let trust = PassTrust { issuer: issuer.into(), chain_id: 84_532, registry };
+    let jwks = keys.public();
+    assert!(admit_pass(&pass, &jwks, &trust, wallet, now).is_ok(), "the pass verifies");
+
+    let verify_native = median_nanos(|| {
+        std::hint::black_box(verify_pass(std::hint::black_box(&pass), &jwks, &trust, now).is_ok());
+    });
+    let sign_native = median_nanos(|| {
+        std::hint::black_box(jws::sign(
+            std::hint::black_box(&PassClaims::new(issue_at(now), Some(&agent))),
+            keys.signer(),
+        ));
+    });
+
+    let fixture = serde_json::json!({
+        "pass": pass, "jwks": jwks, "issuer": issuer, "chainId": 84_532,
+        "registry": registry.to_checksum(None), "now": now,
+        "samples": SAMPLES, "sampleMillis": SAMPLE_MILLIS,
+    });
+    let file = std::env::temp_dir().join(format!("kya-pass-bench-{}.json", std::process::id()));
+    std::fs::write(&file, fixture.to_string()).expect("writes the fixture");
+    let output = Command::new("node")
+        .arg(root.join("bench/js/passes.mjs"))
+        .arg(&file)
+        .current_dir(&root)
+        .output()
+        .expect("node runs bench/js/passes.mjs");
+    let _ = std::fs::remove_file(&file);
+    assert!(
+        output.status.success(),
+        "bench/js/passes.mjs failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let node: serde_json::Value = serde_json::from_slice(&output.stdout).expect("its JSON");
+    let figure = |name: &str| node[name].as_f64().unwrap_or_else(|| panic!("{name} in {node}"));
+    let (ours_wasm, jose, node_version) = (figure("oursNanos"), figure("joseNanos"), node["node"].clone());
+
+    let met = |ok: bool| if ok { "met" } else { "not met" };
+    let commit = git(&root, &["rev-parse", "HEAD"]);
+    let dirty = !git(&root, &["status", "--porcelain", "--", "core", "bench"]).is_empty();
+    let mut report = String::from("# KYA passes: verifying offline\n\n");
+    writeln!(
+        report,
+        "Measured by `cargo bench -p kya-bench --bench passes` (bench/benches/passes.rs, bench/js/passes.mjs) on commit `{commit}`{}, {}. One pass (Ed25519, {} bytes, the claims of a compliant agent) checked as a provider checks it: the signature under a key of a two-key JWKS, the lifetime, the issuer, chain and registry. Natively: `kya_core::pass::verify::verify_pass` (release). In Node {}: the npm package's `verifyPass` (the same Rust as wasm, built as `scripts/build-core-wasm.sh` builds it) and npm `jose` {}'s `jwtVerify` with the same checks (issuer, `typ`, EdDSA, a local JWKS), in one process, interleaved. Each figure is the median of {SAMPLES} samples, each a loop of at least {SAMPLE_MILLIS} ms; machines here are noisy, so compare the ratio, measured in one run.\n",
+        if dirty { " (with uncommitted changes to core/ or bench/)" } else { "" },
+        kya_bench_time(),
+        pass.len(),
+        node_version.as_str().unwrap_or("?"),
+        node["jose"].as_str().unwrap_or("?"),
+    )
+    .expect("writing to a String");
+    writeln!(report, "| Check | per pass | target |\n|---|---:|---|").expect("writing to a String");
+    writeln!(
+        report,
+        "| native `verify_pass` | {} | at most {NATIVE_TARGET_MICROS} µs: {} |",
+        format_time(verify_native),
+        met(verify_native <= NATIVE_TARGET_MICROS * 1e3)
+    )
+    .expect("writing to a String");
+    writeln!(
+        report,
+        "| wasm `verifyPass` in Node | {} | at most {WASM_TARGET_MICROS} µs: {} |",
+        format_time(ours_wasm),
+        met(ours_wasm <= WASM_TARGET_MICROS * 1e3)
+    )
+    .expect("writing to a String");
+    writeln!(
+        report,
+        "| `jose` `jwtVerify` in the same Node | {} | ours ÷ jose = {:.2}: {} |",
+        format_time(jose),
+        ours_wasm / jose,
+        met(ours_wasm <= jose)
+    )
+    .expect("writing to a String");
+    writeln!(
+        report,
+        "| native signing (`jws::sign`, what the Worker does per pass, natively) | {} | |",
+        format_time(sign_native)
+    )
+    .expect("writing to a String");
+    println!("{report}");
+    std::fs::write(report_path("passes.md"), report).expect("writes docs/bench/passes.md");
+}
+
+/// The same claims at `now` (a fresh value each loop, as the Worker builds them).
+fn issue_at(now: u64) -> Issue<'static> {
+    Issue {
+        issuer: "https://kya.example",
+        chain_id: 84_532,
+        registry: Address::repeat_byte(0x5f),
+        wallet: Address::repeat_byte(0x90),
+        block: PassBlock { number: 27_000_000, hash: B256::repeat_byte(0xab), time: now - 2 },
+        now,
+        ttl_secs: 300,
+        jti: "Y5cA3Rj0n2z7wS3JqXw3Gg".into(),
+    }
+}
+
+/// The median over [`SAMPLES`] samples of `run`'s time, each sample a loop of at least
+/// [`SAMPLE_MILLIS`] ms; nanoseconds per run.
+fn median_nanos(mut run: impl FnMut()) -> f64 {
+    let mut samples: Vec<f64> = (0..SAMPLES)
+        .map(|_| {
+            let started = Instant::now();
+            let mut runs = 0u32;
+            while started.elapsed().as_secs_f64() * 1e3 < SAMPLE_MILLIS {
+                run();
+                runs += 1;
+            }
+            started.elapsed().as_secs_f64() * 1e9 / f64::from(runs)
+        })
+        .collect();
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
+}
+
+fn git(root: &PathBuf, args: &[&str]) -> String {
+    let output = Command::new("git").args(args).current_dir(root).output().expect("git runs");
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+/// When the run was, UTC, from `date` (the bench has no clock library).
+fn kya_bench_time() -> String {
+    let output = Command::new("date").args(["-u", "+%Y-%m-%d %H:%M (UTC)"]).output().expect("date runs");
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
