@@ -24,6 +24,10 @@
 #   verify.md         POST /api/v1/kya/verify against GET /api/v1/kya/:wallet, cold and warm: time,
 #                     RPC round trips, the Worker's CPU with the nonce store's Durable Object apart
 #                     (cargo bench -p kya-tests --bench verify, the Worker built with WASM_KEEP_NAMES=1)
+#   passes.md         a KYA pass verified offline: natively, as wasm in Node, and by npm jose in the
+#                     same Node (cargo bench -p kya-bench --bench passes)
+#   pass-issuing.md   the Worker's CPU for a pass over the /kya it signs, and for a batch of 100 over
+#                     100 /kya answers (cargo bench -p kya-tests --bench pass_issuing)
 #   change-stream.md  GET /api/v1/changes/stream with 1, 100 and 1,000 listeners: D1 rows read,
 #                     latency to each listener (cargo bench -p kya-tests --bench stream)
 # BENCH_AGENTS=N sets the registry size of the system benchmark (default 1000; 10000 takes a
@@ -53,5 +57,8 @@ cargo bench -p kya-tests --locked --bench cluster
 printf '\n==> ERC-8128 verification against a KYA read\n' >&2
 # The wasm's function names let the profiles tell the nonce store's Durable Object from the Worker.
 WASM_KEEP_NAMES=1 cargo bench -p kya-tests --locked --bench verify
+printf '\n==> KYA passes: verifying offline, and issuing\n' >&2
+cargo bench -p kya-bench --locked --bench passes
+cargo bench -p kya-tests --locked --bench pass_issuing
 printf '\n==> The change feed stream with 1, 100 and 1,000 listeners\n' >&2
 cargo bench -p kya-tests --locked --bench stream

@@ -84,7 +84,7 @@ pub fn verify_pass(jws: &str, jwks: &Jwks, trust: &PassTrust, now: u64) -> Resul
     let parsed = Parsed::new(jws)?;
     let kid = parsed.header.kid.clone();
     let key = jwks.find(&kid).ok_or_else(|| PassRefusal::UnknownKey(kid.clone()))?;
-    let claims = parsed.verified_claims(&key)?;
+    let claims = parsed.verified_claims(key)?;
     if now.saturating_add(SKEW_SECS) < claims.nbf {
         return Err(PassRefusal::NotYetValid { nbf: claims.nbf, now });
     }
