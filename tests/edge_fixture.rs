@@ -416,12 +416,31 @@ impl EdgeClient {
 
     /// `method` on `path` as `ip`, with extra headers.
     pub async fn request(&self, method: &str, path: &str, ip: &str, headers: &[(&str, &str)]) -> Answer {
+        self.send(method, path, ip, headers, None).await
+    }
+
+    /// POST `body` as JSON to `path` as `ip`.
+    pub async fn post_json(&self, path: &str, ip: &str, body: &Value) -> Answer {
+        self.send("POST", path, ip, &[("content-type", "application/json")], Some(body.to_string())).await
+    }
+
+    async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        ip: &str,
+        headers: &[(&str, &str)],
+        body: Option<String>,
+    ) -> Answer {
         let method_name = method;
         let method = reqwest::Method::from_bytes(method.as_bytes()).expect("a method");
         let mut request =
             self.http.request(method, format!("{}{path}", self.base)).header("cf-connecting-ip", ip);
         for (name, value) in headers {
             request = request.header(*name, *value);
+        }
+        if let Some(body) = body {
+            request = request.body(body);
         }
         let response = request.send().await.unwrap_or_else(|error| panic!("{path}: {error}"));
         let status = response.status().as_u16();

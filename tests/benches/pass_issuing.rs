@@ -135,7 +135,9 @@ async fn main() {
     }
     let medians: Vec<Duration> = cpu.iter().map(|figures| median(figures)).collect();
     let (kya, pass, batch_cpu) = (medians[0], medians[1], medians[2]);
-    let added = pass.saturating_sub(kya);
+    // Signed: a pass skips the Cache API's store an uncached `/kya` answer makes, and adds the
+    // signature and the header's read, so it can come out below.
+    let added_ms = (pass.as_secs_f64() - kya.as_secs_f64()) * 1e3;
     let hundred = kya * BATCH as u32;
     let met = |ok: bool| if ok { "met" } else { "not met" };
     let most = |index: usize| rpc[index].iter().max().copied().unwrap_or(0);
@@ -166,14 +168,14 @@ async fn main() {
     }
     report.push_str(&format!(
         "\n## Against the targets\n\n\
-         - A pass adds **{}** of Worker CPU over the uncached `/kya` answer it signs (target at most {}: {}). \
-         It reads the same record and the latest block's header beside it, in one round trip: {} HTTP \
-         requests, sent together.\n\
+         - A pass adds **{added_ms:+.2} ms** of Worker CPU over the uncached `/kya` answer it signs (target at \
+         most {}: {}). It reads the same record and the latest block's header beside it, in one round trip: \
+         {} HTTP requests, sent together; it signs (Ed25519, `jws::sign`) and it is not stored in the \
+         Cache API, where the uncached `/kya` answer is, so the difference can come out below zero.\n\
          - A batch of 100 costs **{}** of Worker CPU against {} for 100 uncached `/kya` answers ({:.1}× less: {}), \
          and {} RPC HTTP request(s) (target one round trip: {}).\n",
-        ms(added),
         ms(PASS_TARGET),
-        met(added <= PASS_TARGET),
+        met(added_ms <= PASS_TARGET.as_secs_f64() * 1e3),
         most(1),
         ms(batch_cpu),
         ms(hundred),

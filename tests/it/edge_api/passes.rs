@@ -18,8 +18,8 @@ use kya_core::{
 };
 use kya_tests::{
     TestChain,
-    edge_fixture::{CountingProxy, EdgeWorker, chain_vars, fresh_ip},
-    openapi, register_call,
+    edge_fixture::{CountingProxy, EdgeClient, EdgeWorker, chain_vars, fresh_ip},
+    register_call,
 };
 use serde_json::{Value, json};
 
@@ -36,26 +36,9 @@ fn unix_now() -> u64 {
 
 /// `POST /api/v1/kya/batch` with `body` as `ip`: status, JSON body, headers; checked against the
 /// OpenAPI document.
-async fn batch(base: &str, ip: &str, body: &Value) -> (u16, Value, reqwest::header::HeaderMap) {
-    let response = kya_tests::http_client()
-        .post(format!("{base}/api/v1/kya/batch"))
-        .header("cf-connecting-ip", ip)
-        .header("content-type", "application/json")
-        .body(body.to_string())
-        .send()
-        .await
-        .expect("the Worker answers");
-    let status = response.status().as_u16();
-    let headers = response.headers().clone();
-    let text = response.text().await.expect("a body");
-    openapi::edge().assert_conforms(openapi::Received {
-        method: "POST",
-        path: "/api/v1/kya/batch",
-        status,
-        headers: &headers,
-        body: &text,
-    });
-    (status, serde_json::from_str(&text).expect("JSON"), headers)
+async fn batch(client: &EdgeClient, ip: &str, body: &Value) -> (u16, Value, reqwest::header::HeaderMap) {
+    let answer = client.post_json("/api/v1/kya/batch", ip, body).await;
+    (answer.status, answer.body, answer.headers)
 }
 
 fn remaining(headers: &reqwest::header::HeaderMap) -> u64 {
@@ -188,7 +171,7 @@ async fn passes_state_the_chain_at_their_block_and_verify_offline() {
     wallets.extend((0..97).map(|_| PrivateKeySigner::random().address().to_string()));
     let ip = fresh_ip();
     let before = proxy.requests();
-    let (status, body, headers) = batch(&worker.base, &ip, &json!({ "wallets": wallets })).await;
+    let (status, body, headers) = batch(&client, &ip, &json!({ "wallets": wallets })).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(proxy.requests() - before, 1, "RPC requests of a batch of 100");
     assert_eq!(remaining(&headers), 60 - 10, "a batch of 100 counts as 10 requests");
@@ -206,13 +189,13 @@ async fn passes_state_the_chain_at_their_block_and_verify_offline() {
     assert_eq!((&results[1]["isRegistered"], &results[1]["agent"]), (&json!(false), &Value::Null));
 
     // Its weight: 25 wallets count 3; four more of 100 leave 7; the next 100 is refused.
-    let (_, _, headers) = batch(&worker.base, &ip, &json!({ "wallets": &wallets[..25] })).await;
+    let (_, _, headers) = batch(&client, &ip, &json!({ "wallets": &wallets[..25] })).await;
     assert_eq!(remaining(&headers), 47);
     for left in [37, 27, 17, 7] {
-        let (status, _, headers) = batch(&worker.base, &ip, &json!({ "wallets": wallets })).await;
+        let (status, _, headers) = batch(&client, &ip, &json!({ "wallets": wallets })).await;
         assert_eq!((status, remaining(&headers)), (200, left));
     }
-    let (status, body, _) = batch(&worker.base, &ip, &json!({ "wallets": wallets })).await;
+    let (status, body, _) = batch(&client, &ip, &json!({ "wallets": wallets })).await;
     assert_eq!(status, 429, "{body}");
 
     // Bodies that are not a batch: 400s that name the fault.
@@ -226,7 +209,7 @@ async fn passes_state_the_chain_at_their_block_and_verify_offline() {
             "wallets[1]: invalid wallet '0x12': must be 0x followed by 40 hex digits".to_owned(),
         ),
     ] {
-        let (status, answer, _) = batch(&worker.base, &fresh_ip(), &body).await;
+        let (status, answer, _) = batch(&client, &fresh_ip(), &body).await;
         assert_eq!((status, answer["error"].as_str()), (400, Some(message.as_str())));
     }
     // Only POST.
