@@ -140,9 +140,14 @@ async fn serve_batch(wallets: Result<Vec<alloy_primitives::Address>>, env: &Env)
     let wallets = wallets?;
     let config = Config::from_env(env);
     let budget = Cell::new(rpc::SUBREQUEST_BUDGET);
-    let rpc = Rpc { url: &config.rpc_url, batch_size: config.batch_size, multicall: None, budget: &budget };
-    let rpc = Rpc { multicall: config.multicall()?, ..rpc };
+    let rpc = chain_rpc(&config, &budget)?;
     passes::batch::answer(&rpc, config.registry()?, &wallets).await
+}
+
+/// The chain's client as `config` sets it, Multicall3 included, spending `budget`.
+fn chain_rpc<'a>(config: &'a Config, budget: &'a Cell<u32>) -> Result<Rpc<'a>> {
+    let multicall = config.multicall()?;
+    Ok(Rpc { url: &config.rpc_url, batch_size: config.batch_size, multicall, budget })
 }
 
 /// Everything after the rate limit, at wall-clock time `now` (Unix seconds); errors become
@@ -159,9 +164,7 @@ async fn serve(request: &mut Request, env: &Env, context: &Context, now: u64) ->
     if url.path() == verify::PATH {
         let config = Config::from_env(env);
         let budget = Cell::new(rpc::SUBREQUEST_BUDGET);
-        let rpc =
-            Rpc { url: &config.rpc_url, batch_size: config.batch_size, multicall: None, budget: &budget };
-        let rpc = Rpc { multicall: config.multicall()?, ..rpc };
+        let rpc = chain_rpc(&config, &budget)?;
         let origin = url.origin().ascii_serialization();
         let registry = config.registry()?;
         let issuer = passes::Issuer::of(env, &config, &origin, registry)?;
@@ -182,7 +185,7 @@ async fn serve(request: &mut Request, env: &Env, context: &Context, now: u64) ->
         Endpoint::OpenApi => return http::json(200, openapi::DOCUMENT, openapi::CACHE_CONTROL),
         Endpoint::Jwks => return passes::answer_jwks(env),
         Endpoint::KyaPass(wallet) => {
-            let rpc = Rpc { multicall: config.multicall()?, ..rpc };
+            let rpc = chain_rpc(&config, &budget)?;
             let origin = url.origin().ascii_serialization();
             return apart(passes::answer_pass(env, &config, &rpc, &origin, *wallet, now)).await;
         }

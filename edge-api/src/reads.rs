@@ -204,11 +204,8 @@ pub(crate) async fn kya(
     registry: Address,
     wallet: Address,
 ) -> Result<(BlockRef, Option<Agent>)> {
-    let calls = plan(registry, |plan| {
-        plan.push(&AgentRegistry::getAgentByWalletCall { wallet });
-    });
-    let (block, outcomes) = rpc.read(&calls, None).await?;
-    Ok((block, agent_of_wallet(&outcomes[0])?))
+    let (block, mut agents) = kya_many(rpc, registry, &[wallet]).await?;
+    Ok((block, agents.pop().flatten()))
 }
 
 /// The agents of `wallets` (each `None` without one), in order, at one block: one plan, so one

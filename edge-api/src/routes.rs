@@ -74,7 +74,7 @@ const ROUTES: [Route; 15] = [
         pattern: "/api/v1/kya/:wallet/pass",
         parse: |path, _| Ok(Endpoint::KyaPass(parse_wallet(path[0])?)),
     },
-    Route { pattern: crate::passes::JWKS_PATH, parse: |_, _| Ok(Endpoint::Jwks) },
+    Route { pattern: kya_core::pass::JWKS_PATH, parse: |_, _| Ok(Endpoint::Jwks) },
     Route {
         pattern: "/api/v1/changes",
         parse: |_, query| Ok(Endpoint::Changes(ChangesQuery::parse(pairs(query))?)),

@@ -56,9 +56,7 @@ impl Kind {
 async fn main() {
     kya_tests::run_script("build-worker.sh");
     let started = Instant::now();
-    let load = std::fs::read_to_string("/proc/loadavg")
-        .map(|text| text.split_whitespace().take(3).collect::<Vec<_>>().join(", "))
-        .unwrap_or_else(|_| "unknown".into());
+    let load = kya_tests::load_averages();
     let chain = TestChain::start().await;
     let proxy = CountingProxy::start(&chain.rpc_url()).await;
     // Each single request names a wallet never asked before; a batch names 100 registered ones.

@@ -29,7 +29,7 @@ use crate::{
 extern "C" {
     /// `Date.now()`: milliseconds since the epoch, the page's clock.
     #[wasm_bindgen(js_namespace = Date, js_name = now)]
-    fn date_now() -> f64;
+    pub(super) fn date_now() -> f64;
 
     /// `crypto.getRandomValues(bytes)`: the Web Crypto API's cryptographically secure source.
     #[wasm_bindgen(js_namespace = crypto, js_name = getRandomValues, catch)]
@@ -259,6 +259,24 @@ pub struct VerifyRequestInput {
 }
 
 impl VerifyRequestInput {
+    /// The request as `crate::erc8128` checks it, with its header fields `headers` (from
+    /// [`HeadersInput::fields`]) at `now`.
+    pub(super) fn signed_request<'a>(
+        &'a self,
+        headers: &'a [(&'a str, &'a str)],
+        now: u64,
+    ) -> SignedRequest<'a> {
+        SignedRequest {
+            method: &self.method,
+            url: &self.url,
+            headers,
+            body: self.body.as_ref().map(|body| body.0.as_slice()),
+            label: self.label.as_deref(),
+            authority: self.authority.as_deref(),
+            now,
+        }
+    }
+
     pub(super) fn policy(&self) -> JsResult<VerifyPolicy> {
         let defaults = VerifyPolicy::new(whole(self.chain_id, "chainId")?);
         Ok(VerifyPolicy {
@@ -374,15 +392,7 @@ pub fn verify_request(input: Ts<VerifyRequestInput>) -> JsResult<Ts<RequestVerdi
     let policy = input.policy()?;
     let fields = input.headers.fields();
     let headers = pairs(&fields);
-    let request = SignedRequest {
-        method: &input.method,
-        url: &input.url,
-        headers: &headers,
-        body: input.body.as_ref().map(|body| body.0.as_slice()),
-        label: input.label.as_deref(),
-        authority: input.authority.as_deref(),
-        now: whole(input.now, "now")?,
-    };
+    let request = input.signed_request(&headers, whole(input.now, "now")?);
     let verdict = match erc8128::verify_request(&request, &policy) {
         Ok(Verification::Verified(verified)) => RequestVerdict::Verified(verified.into()),
         Err(refusal) => {

@@ -16,7 +16,7 @@ use super::{
 };
 use crate::{
     checksum::checksummed,
-    erc8128::{self, SignedRequest, Verification},
+    erc8128::{self, Verification},
     pass::{self, Jwks, PassClaims, PassRefusal, PassTrust, VerifiedPass},
     query::parse_wallet,
 };
@@ -48,16 +48,10 @@ impl PassTrustInput {
             PassTrust { issuer: self.issuer.clone(), chain_id: whole(self.chain_id, "chainId")?, registry };
         let now = match self.now {
             Some(now) => whole(now, "now")?,
-            None => whole((js_sys_now() / 1000.0).floor(), "now")?,
+            None => whole((super::erc8128::date_now() / 1000.0).floor(), "now")?,
         };
         Ok((jwks, trust, now))
     }
-}
-
-#[wasm_bindgen]
-extern "C" {
-    #[wasm_bindgen(js_namespace = Date, js_name = now)]
-    fn js_sys_now() -> f64;
 }
 
 /// A pass that verified: whose it is, the key that signed it, and what it states.
@@ -141,15 +135,7 @@ pub fn verify_agent_request(
         reason: reason.to_owned(),
         message,
     };
-    let signed = SignedRequest {
-        method: &input.method,
-        url: &input.url,
-        headers: &headers,
-        body: input.body.as_ref().map(|body| body.0.as_slice()),
-        label: input.label.as_deref(),
-        authority: input.authority.as_deref(),
-        now,
-    };
+    let signed = input.signed_request(&headers, now);
     let verified = match erc8128::verify_request(&signed, &policy) {
         Ok(Verification::Verified(verified)) => verified,
         Ok(Verification::Erc1271(_)) => {

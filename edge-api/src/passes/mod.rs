@@ -19,8 +19,6 @@ use worker::{Env, Headers, Response};
 
 use crate::{Error, Result, config::Config, http, reads, rpc::Rpc};
 
-/// The path of the issuer's public keys.
-pub(crate) const JWKS_PATH: &str = pass::JWKS_PATH;
 /// How long a verifier may keep the JWKS: a rotation publishes the new key at least this long
 /// before it signs (docs/passes.md).
 const JWKS_CACHE_CONTROL: &str = "public, max-age=300";
