@@ -57,6 +57,12 @@ pub enum RegistryResult {
     },
     /// `AgentTerminated`.
     Terminated { agent_id: u64 },
+    /// `ConsentsInvalidated`: every consent `signer` signed below `next_nonce` is void.
+    ConsentsInvalidated {
+        #[serde(serialize_with = "kya_core::checksum::serialize")]
+        signer: Address,
+        next_nonce: u64,
+    },
 }
 
 fn decimal<S: serde::Serializer>(value: &U256, serializer: S) -> Result<S::Ok, S::Error> {
@@ -101,6 +107,10 @@ fn decode_registry_event(log: &Log) -> Option<RegistryResult> {
         AgentRegistry::AgentTerminated::SIGNATURE_HASH => {
             let event = AgentRegistry::AgentTerminated::decode_log_data(data).ok()?;
             RegistryResult::Terminated { agent_id: id(event.agentId) }
+        }
+        AgentRegistry::ConsentsInvalidated::SIGNATURE_HASH => {
+            let event = AgentRegistry::ConsentsInvalidated::decode_log_data(data).ok()?;
+            RegistryResult::ConsentsInvalidated { signer: event.signer, next_nonce: id(event.nextNonce) }
         }
         _ => return None,
     })

@@ -94,9 +94,15 @@ pub struct RevenueReport {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Write {
     Register(Registration),
-    Attest { agent_id: u64 },
+    Attest {
+        agent_id: u64,
+    },
     ReportRevenue(RevenueReport),
-    Terminate { agent_id: u64 },
+    Terminate {
+        agent_id: u64,
+    },
+    /// `invalidateConsents`: the signer takes back every consent it signed that is not used yet.
+    InvalidateConsents,
 }
 
 impl Write {
@@ -119,6 +125,7 @@ impl Write {
             Self::Terminate { agent_id } => {
                 AgentRegistry::terminateSelfCall { agentId: U256::from(*agent_id) }.abi_encode()
             }
+            Self::InvalidateConsents => AgentRegistry::invalidateConsentsCall {}.abi_encode(),
         }
         .into()
     }
@@ -135,7 +142,7 @@ impl Write {
                 at_most(&report.currency, MAX_CURRENCY_BYTES, "currency")?;
                 at_most(&report.category, MAX_CATEGORY_BYTES, "category")
             }
-            Self::Attest { .. } | Self::Terminate { .. } => Ok(()),
+            Self::Attest { .. } | Self::Terminate { .. } | Self::InvalidateConsents => Ok(()),
         }
     }
 
@@ -154,7 +161,7 @@ impl Write {
                 450_000 + per_word(&registration.operational_scope) + GAS_PER_CONSENT * signatures
             }
             Self::ReportRevenue(report) => 250_000 + per_word(&report.currency) + per_word(&report.category),
-            Self::Attest { .. } | Self::Terminate { .. } => 150_000,
+            Self::Attest { .. } | Self::Terminate { .. } | Self::InvalidateConsents => 150_000,
         }
     }
 
@@ -165,6 +172,7 @@ impl Write {
             Self::Attest { .. } => "attest",
             Self::ReportRevenue(_) => "report-revenue",
             Self::Terminate { .. } => "terminate",
+            Self::InvalidateConsents => "invalidate-consents",
         }
     }
 }

@@ -64,6 +64,9 @@ contract AgentRegistry is ERC2771Context, EIP712 {
     uint256 public constant MAX_OPERATIONAL_SCOPE_BYTES = 1024;
     uint256 public constant MAX_CURRENCY_BYTES = 16;
     uint256 public constant MAX_CATEGORY_BYTES = 64;
+    /// @notice Furthest a consent's `deadline` may lie past the block it is used in. A consent is a
+    /// bearer credential until its nonce moves; bounding its life bounds what a leaked one is worth.
+    uint256 public constant MAX_CONSENT_LIFETIME = 7 days;
 
     address public owner;
     /// @notice Ids start at 1, so the number of agents ever registered is `nextAgentId - 1`.
@@ -76,7 +79,8 @@ contract AgentRegistry is ERC2771Context, EIP712 {
     /// one keeps it, so the wallet can never be registered again (a regulator's sanction sticks).
     mapping(address => uint256) public walletToAgent;
 
-    /// @notice The next nonce a consent signed by this address must name; a consent uses it up.
+    /// @notice The next nonce a consent signed by this address must name; a consent uses it up,
+    /// and `invalidateConsents` moves it past every consent already signed.
     mapping(address => uint256) public consentNonce;
 
     mapping(uint256 => AgentRecord) private _agents;
@@ -93,6 +97,8 @@ contract AgentRegistry is ERC2771Context, EIP712 {
     );
     /// @notice A consent signature was accepted and its nonce used up.
     event ConsentUsed(address indexed signer, uint256 nonce);
+    /// @notice `signer` took back every consent it had signed: its consent nonce is now `nextNonce`.
+    event ConsentsInvalidated(address indexed signer, uint256 nextNonce);
     event ComplianceAttested(uint256 indexed agentId, address indexed attester, uint64 attestedAt);
     event RevenueReported(
         uint256 indexed agentId,
@@ -323,10 +329,22 @@ contract AgentRegistry is ERC2771Context, EIP712 {
     /// and uses the nonce up.
     function _useConsent(address signer, uint256 deadline, bytes memory signature, bytes32 structHash) private {
         require(deadline >= block.timestamp, "Consent expired");
+        require(deadline <= block.timestamp + MAX_CONSENT_LIFETIME, "Consent deadline too far");
         bytes32 digest = _hashTypedDataV4(structHash);
         require(SignatureChecker.isValidSignatureNow(signer, digest, signature), "Invalid consent signature");
         uint256 nonce = consentNonce[signer]++;
         emit ConsentUsed(signer, nonce);
+    }
+
+    // ---------------------------------------------------------------- consents
+
+    /// @notice Takes back every consent the caller has signed and not yet seen used: moves its
+    /// consent nonce by one, past the nonce all of them name (a consent names the current nonce,
+    /// so unused ones share it). Through the forwarder, the caller is the request's signer.
+    function invalidateConsents() external {
+        address signer = _msgSender();
+        uint256 nextNonce = ++consentNonce[signer];
+        emit ConsentsInvalidated(signer, nextNonce);
     }
 
     // ---------------------------------------------------------------- agent-level writes

@@ -286,6 +286,23 @@ pub fn report_revenue_calldata(
     }))
 }
 
+/// Calldata of `invalidateConsents()`: the `data` of a gasless request by which its signer takes
+/// back every consent it signed and nobody used yet.
+#[wasm_bindgen(js_name = invalidateConsentsCalldata)]
+pub fn invalidate_consents_calldata() -> String {
+    calldata(&AgentRegistry::invalidateConsentsCall {})
+}
+
+/// The latest consent `deadline` the registry accepts in a block at `blockTimestamp` (Unix
+/// seconds): 7 days after it (`MAX_CONSENT_LIFETIME`); a later one reverts `Consent deadline too
+/// far`. Use the chain's latest block time, which the block a registration lands in only passes.
+#[wasm_bindgen(js_name = latestConsentDeadline)]
+pub fn latest_consent_deadline(block_timestamp: f64) -> JsResult<f64> {
+    let latest = consent::latest_deadline(whole(block_timestamp, "blockTimestamp")?);
+    #[allow(clippy::cast_precision_loss, reason = "a block time 7 days on stays far below 2^53")]
+    Ok(latest as f64)
+}
+
 /// What `registerAgent` takes, as a page holds it.
 #[derive(Debug, Deserialize, Tsify)]
 #[serde(rename_all = "camelCase")]

@@ -26,6 +26,15 @@ pub const MAX_OPERATIONAL_SCOPE_BYTES: usize = 1024;
 pub const MAX_CURRENCY_BYTES: usize = 16;
 /// Longest revenue `category`, in bytes.
 pub const MAX_CATEGORY_BYTES: usize = 64;
+/// Furthest a consent's `deadline` may lie past the block that uses it, in seconds (the
+/// registry's `MAX_CONSENT_LIFETIME`, 7 days): a later one reverts `Consent deadline too far`.
+/// A consent is good for anyone holding it until its nonce moves, so its life is bounded.
+pub const MAX_CONSENT_LIFETIME_SECS: u64 = 7 * 24 * 60 * 60;
+
+/// The latest consent deadline the registry accepts in a block at `block_time`.
+pub fn latest_deadline(block_time: u64) -> u64 {
+    block_time.saturating_add(MAX_CONSENT_LIFETIME_SECS)
+}
 
 alloy_sol_types::sol! {
     /// The agent wallet's consent to be bound to an agent that `creator` registers under

@@ -51,7 +51,7 @@ pub enum CallDataError {
 }
 
 /// The registry writes the relayer forwards, for the refusal's message.
-const WRITES: &str = "registerAgent, registerAgentWithConsent, attestCompliance, reportRevenue, terminateSelf, suspendAgent, \
+const WRITES: &str = "registerAgent, registerAgentWithConsent, invalidateConsents, attestCompliance, reportRevenue, terminateSelf, suspendAgent, \
     reactivateAgent, revokeAgent, addRegulator, removeRegulator, setAttestationGracePeriod, \
     setMaxGenerationDepth";
 
@@ -86,6 +86,7 @@ fn write_named(selector: [u8; 4]) -> Result<Option<&'static str>, CallDataError>
     writes!(
         registerAgentCall,
         registerAgentWithConsentCall,
+        invalidateConsentsCall,
         attestComplianceCall,
         reportRevenueCall,
         terminateSelfCall,
@@ -138,6 +139,8 @@ mod tests {
         }
         .abi_encode();
         assert_eq!(exact_write(&report), Ok("reportRevenue"));
+        let invalidate = AgentRegistry::invalidateConsentsCall {}.abi_encode();
+        assert_eq!(exact_write(&invalidate), Ok("invalidateConsents"));
         let revoke = AgentRegistry::revokeAgentCall { agentId: U256::from(3) }.abi_encode();
         assert_eq!(exact_write(&revoke), Ok("revokeAgent"));
         let consented = AgentRegistry::registerAgentWithConsentCall {

@@ -18,6 +18,8 @@ pub const OPERATIONAL_SCOPE_TOO_LONG: &str = "Operational scope too long";
 pub const WALLET_CONSENT_REQUIRED: &str = "Agent wallet consent required";
 pub const LIABILITY_CONSENT_REQUIRED: &str = "Haftungsperson consent required";
 pub const CONSENT_EXPIRED: &str = "Consent expired";
+/// A consent whose deadline lies more than `MAX_CONSENT_LIFETIME` (7 days) past its block.
+pub const CONSENT_DEADLINE_TOO_FAR: &str = "Consent deadline too far";
 pub const INVALID_CONSENT_SIGNATURE: &str = "Invalid consent signature";
 pub const CURRENCY_TOO_LONG: &str = "Currency too long";
 pub const CATEGORY_TOO_LONG: &str = "Category too long";
@@ -27,7 +29,7 @@ pub const ALREADY_REVOKED_OR_TERMINATED: &str = "Agent already revoked or termin
 pub const NO_AGENT_FOR_WALLET: &str = "No agent registered for this wallet";
 
 /// Every reason above, in the contract's order.
-pub const ALL: [&str; 20] = [
+pub const ALL: [&str; 21] = [
     ONLY_OWNER,
     ONLY_REGULATOR,
     AGENT_NOT_FOUND,
@@ -42,6 +44,7 @@ pub const ALL: [&str; 20] = [
     WALLET_CONSENT_REQUIRED,
     LIABILITY_CONSENT_REQUIRED,
     CONSENT_EXPIRED,
+    CONSENT_DEADLINE_TOO_FAR,
     INVALID_CONSENT_SIGNATURE,
     CURRENCY_TOO_LONG,
     CATEGORY_TOO_LONG,

@@ -13,8 +13,16 @@ use kya_core::{
 
 use crate::{Chain, TxError};
 
-/// A deadline no test or demo reaches: consents signed here never expire.
-pub const FAR_DEADLINE: u64 = 1 << 40;
+/// How long the consents signed here stay valid, in seconds of chain time: a day, longer than
+/// any seed or test takes to send them, and well inside the registry's 7-day bound
+/// ([`consent::MAX_CONSENT_LIFETIME_SECS`]).
+pub const CONSENT_VALIDITY_SECS: u64 = 24 * 60 * 60;
+
+/// The deadline of consents signed now: [`CONSENT_VALIDITY_SECS`] after the latest block's time.
+/// Chain time, not the wall clock: tests move a local chain's clock days ahead.
+pub async fn consent_deadline(chain: &Chain) -> Result<u64, TxError> {
+    Ok(chain.latest_timestamp().await? + CONSENT_VALIDITY_SECS)
+}
 
 /// Whose consent nonces a registration reads: the wallet's and the Haftungsperson's.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -40,21 +48,10 @@ impl ConsentNonces {
 }
 
 /// `registration` as `registerAgentWithConsent` from `creator`, with each consent it needs
-/// signed by whichever of `signers` is that party, at `nonces`, valid until [`FAR_DEADLINE`].
-/// A consent whose party is not among `signers` is left empty, so the registry refuses it as a
-/// missing consent (what a test of that refusal wants).
+/// signed by whichever of `signers` is that party, at `nonces`, valid until `deadline` (Unix
+/// seconds). A consent whose party is not among `signers` is left empty, so the registry refuses
+/// it as a missing consent (what a test of that refusal wants).
 pub fn sign_consents(
-    registration: AgentRegistry::registerAgentCall,
-    creator: Address,
-    (chain_id, registry): (u64, Address),
-    nonces: ConsentNonces,
-    signers: &[&PrivateKeySigner],
-) -> AgentRegistry::registerAgentWithConsentCall {
-    sign_consents_until(registration, creator, (chain_id, registry), nonces, signers, FAR_DEADLINE)
-}
-
-/// [`sign_consents`] with the consents valid until `deadline` (Unix seconds).
-pub fn sign_consents_until(
     registration: AgentRegistry::registerAgentCall,
     creator: Address,
     (chain_id, registry): (u64, Address),
@@ -88,7 +85,8 @@ pub fn sign_consents_until(
     consent::register_with_consent_call(registration, signatures)
 }
 
-/// [`sign_consents`] at the parties' current nonces, read from the chain.
+/// [`sign_consents`] at the parties' current nonces, read from the chain, valid until
+/// [`consent_deadline`].
 pub async fn consented(
     chain: &Chain,
     (chain_id, registry): (u64, Address),
@@ -97,5 +95,6 @@ pub async fn consented(
     signers: &[&PrivateKeySigner],
 ) -> Result<AgentRegistry::registerAgentWithConsentCall, TxError> {
     let nonces = ConsentNonces::read(chain, registry, &registration).await?;
-    Ok(sign_consents(registration, creator, (chain_id, registry), nonces, signers))
+    let deadline = consent_deadline(chain).await?;
+    Ok(sign_consents(registration, creator, (chain_id, registry), nonces, signers, deadline))
 }

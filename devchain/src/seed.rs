@@ -20,7 +20,7 @@ use serde::Serialize;
 
 use crate::{
     Chain, Deployment, TxError,
-    consent::{ConsentNonces, sign_consents},
+    consent::{CONSENT_VALIDITY_SECS, ConsentNonces, consent_deadline, sign_consents},
     dev_accounts::{self, Role},
 };
 
@@ -242,6 +242,7 @@ async fn send_bulk(chain: &Chain, deployment: &Deployment, first_id: u64, count:
     let ids = first_id..first_id + count;
 
     let chain_id = chain.chain_id().await?;
+    let deadline = consent_deadline(chain).await?;
     // Each agent wallet is fresh, so its consent names nonce 0; the creator is its own
     // Haftungsperson, so only the wallet signs.
     let registrations = ids.clone().map(|id| {
@@ -250,8 +251,8 @@ async fn send_bulk(chain: &Chain, deployment: &Deployment, first_id: u64, count:
         let scope = format!("bulk agent {id}");
         let wallet = dev_accounts::agent_wallet(id);
         let call = register_call(creator_of(id), wallet.address(), &scope, parent, false);
-        let call =
-            sign_consents(call, creator_of(id), (chain_id, registry), ConsentNonces::default(), &[&wallet]);
+        let nonces = ConsentNonces::default();
+        let call = sign_consents(call, creator_of(id), (chain_id, registry), nonces, &[&wallet], deadline);
         tx(creator_of(id), registry, &call)
     });
     chain.send_in_blocks(registrations, BULK_PER_BLOCK).await?;
@@ -341,8 +342,16 @@ impl<'a> Seeder<'a> {
         let signers: Vec<_> = std::iter::once(&wallet_key).chain(liable_key.as_ref()).collect();
         let nonces = ConsentNonces::read(self.chain, self.deployment.registry, &call).await?;
         let chain_id = self.chain.chain_id().await?;
-        let call =
-            sign_consents(call.clone(), creator, (chain_id, self.deployment.registry), nonces, &signers);
+        // The seed's own clock: the block this registration goes into is at `self.clock`.
+        let deadline = self.clock + CONSENT_VALIDITY_SECS;
+        let call = sign_consents(
+            call.clone(),
+            creator,
+            (chain_id, self.deployment.registry),
+            nonces,
+            &signers,
+            deadline,
+        );
         let registered_at = self.send_at_next_second(creator, &call).await?;
 
         let (generation, haftungsperson) = match parent {

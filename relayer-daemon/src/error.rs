@@ -109,6 +109,20 @@ pub enum Error {
         /// The configured margin.
         margin: u64,
     },
+    /// A `registerAgentWithConsent` whose consents' deadline lies more than the registry's
+    /// `MAX_CONSENT_LIFETIME` past the head: it would revert `Consent deadline too far`.
+    #[error(
+        "the consents' deadline {deadline} (registerAgentWithConsent's deadline) is past {latest}, {lifetime} s after the chain's head time {head}; the registry refuses a consent valid for longer (Consent deadline too far)",
+        lifetime = kya_core::consent::MAX_CONSENT_LIFETIME_SECS
+    )]
+    ConsentDeadlineTooFar {
+        /// The consents' deadline (Unix seconds).
+        deadline: u64,
+        /// The head block's timestamp.
+        head: u64,
+        /// The latest deadline the registry accepts at the head.
+        latest: u64,
+    },
     /// This signer's share of the daily budget cannot cover this relay.
     #[error("Signer's share of the daily gas budget exhausted ({0}%). Try again tomorrow.")]
     SignerShareExhausted(u64),
@@ -250,7 +264,8 @@ impl Error {
             | Self::BadRequest(_)
             | Self::NotExactCall(_)
             | Self::DeadlineTooNear { .. }
-            | Self::ConsentDeadlineTooNear { .. } => StatusCode::BAD_REQUEST,
+            | Self::ConsentDeadlineTooNear { .. }
+            | Self::ConsentDeadlineTooFar { .. } => StatusCode::BAD_REQUEST,
             Self::InvalidSignature => StatusCode::UNAUTHORIZED,
             Self::WrongTarget | Self::ValueTransfer | Self::GasAboveCap { .. } => StatusCode::FORBIDDEN,
             Self::NotFound | Self::RelayNotFound => StatusCode::NOT_FOUND,
@@ -307,6 +322,7 @@ impl Error {
             Self::NotExactCall(_) => "not_exact_call",
             Self::DeadlineTooNear { .. } => "deadline_too_near",
             Self::ConsentDeadlineTooNear { .. } => "consent_deadline_too_near",
+            Self::ConsentDeadlineTooFar { .. } => "consent_deadline_too_far",
             Self::SignerShareExhausted(_) => "signer_share_exhausted",
             Self::ClientShareExhausted(_) => "client_share_exhausted",
             Self::Reverted(_) => "reverted",

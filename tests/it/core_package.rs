@@ -36,7 +36,7 @@ async fn the_wasm_package_agrees_with_viem_and_with_the_api() {
     println!("{report}");
     assert!(output.status.success(), "the package test failed:\n{report}");
     // Every check ran: none was skipped for want of the API.
-    assert_eq!(node_test_count(&report, "pass"), Some(10), "expected ten passing checks:\n{report}");
+    assert_eq!(node_test_count(&report, "pass"), Some(11), "expected eleven passing checks:\n{report}");
     assert_eq!(node_test_count(&report, "skipped"), Some(0), "{report}");
 }
 

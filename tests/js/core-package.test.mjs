@@ -175,6 +175,14 @@ test('registration calldata decodes, with viem, against the registry ABI', () =>
   assert.throws(() => kya.registerAgentWithConsentCalldata({ ...registration, walletConsent }), /deadline/);
 });
 
+test('consents are taken back with invalidateConsents, and live at most 7 days', () => {
+  const call = decodeFunctionData({ abi: registryAbi, data: kya.invalidateConsentsCalldata() });
+  assert.equal(call.functionName, 'invalidateConsents');
+  assert.equal(call.args, undefined);
+  assert.equal(kya.latestConsentDeadline(1700000000), 1700000000 + 7 * 86400);
+  assert.throws(() => kya.latestConsentDeadline(1.5), /blockTimestamp/);
+});
+
 test('malformed requests and addresses are refused with the field named', () => {
   const bad = { ...requests[1], nonce: -1 };
   assert.throws(() => kya.forwardRequestDigest(bad, 84532, FORWARDER), /request\.nonce must be a non-negative integer/);

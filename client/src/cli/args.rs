@@ -96,6 +96,11 @@ pub(crate) enum Command {
         #[command(flatten)]
         signing: Signing,
     },
+    /// Takes back every consent the signer gave and nobody used yet (moves its consent nonce)
+    InvalidateConsents {
+        #[command(flatten)]
+        signing: Signing,
+    },
     /// The relayer
     Relayer {
         #[command(subcommand)]

@@ -155,6 +155,11 @@ async fn run(cli: Cli) -> Result<i32> {
             let write = Write::Terminate { agent_id: agent_id(&id)? };
             return write_and_show(&settings, style, &signing, signer, &write, None).await;
         }
+        Command::InvalidateConsents { signing } => {
+            let signer = settings::signer(&signing)?;
+            return write_and_show(&settings, style, &signing, signer, &Write::InvalidateConsents, None)
+                .await;
+        }
         Command::ReportRevenue(report) => {
             let agent_id = agent_id(&report.id)?;
             let amount_cents = cents(&report.amount)?;

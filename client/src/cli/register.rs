@@ -162,7 +162,8 @@ fn party(
 }
 
 /// The consents' deadline: `--consent-deadline`, else an hour after the chain's `now`. Required
-/// with a signature made elsewhere (it was signed for one deadline), and not before `now`.
+/// with a signature made elsewhere (it was signed for one deadline), not before `now` and at most
+/// 7 days after it (the registry's `MAX_CONSENT_LIFETIME`).
 fn deadline(consent: &Consents, now: u64) -> Result<u64> {
     let Some(text) = &consent.consent_deadline else {
         if consent.wallet_consent.is_some() || consent.liability_consent.is_some() {
@@ -181,6 +182,17 @@ fn deadline(consent: &Consents, now: u64) -> Result<u64> {
             kya_core::time::iso8601(deadline),
             kya_core::time::iso8601(now),
             kya_core::registry_reverts::CONSENT_EXPIRED
+        );
+    }
+    let latest = kya_core::consent::latest_deadline(now);
+    if deadline > latest {
+        bail!(
+            "--consent-deadline {deadline} ({}) is more than 7 days after the chain's latest block ({}): the \
+             registry would refuse the consents ({}); the latest it accepts now is {latest} ({})",
+            kya_core::time::iso8601(deadline),
+            kya_core::time::iso8601(now),
+            kya_core::registry_reverts::CONSENT_DEADLINE_TOO_FAR,
+            kya_core::time::iso8601(latest),
         );
     }
     Ok(deadline)
@@ -266,6 +278,15 @@ mod tests {
             error.contains("before the chain's latest block")
                 && error.contains(kya_core::registry_reverts::CONSENT_EXPIRED),
             "{error}"
+        );
+        // Exactly 7 days of chain time is the registry's bound, a second more is refused.
+        assert_eq!(deadline(&consents(Some("1700604800"), None), 1_700_000_000).unwrap(), 1_700_604_800);
+        let error = deadline(&consents(Some("1700604801"), None), 1_700_000_000).unwrap_err().to_string();
+        assert_eq!(
+            error,
+            "--consent-deadline 1700604801 (2023-11-21T22:13:21.000Z) is more than 7 days after the chain's latest \
+             block (2023-11-14T22:13:20.000Z): the registry would refuse the consents (Consent deadline too far); the \
+             latest it accepts now is 1700604800 (2023-11-21T22:13:20.000Z)"
         );
     }
 

@@ -368,6 +368,9 @@ pub(crate) fn outcome(style: Style, command: &str, outcome: &Outcome) -> String 
         (Some(RegistryResult::Terminated { agent_id }), _) => {
             style.good(&format!("terminated agent {agent_id}"))
         }
+        (Some(RegistryResult::ConsentsInvalidated { signer, next_nonce }), _) => style.good(&format!(
+            "took back every unused consent of {signer}: its consent nonce is now {next_nonce}"
+        )),
         (None, true) => style.good(&format!("{command}: done")),
         (None, false) => style.bad(&format!("{command}: {}", outcome.status)),
     };

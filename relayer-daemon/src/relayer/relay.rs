@@ -11,7 +11,7 @@ use alloy::{
 use kya_core::{
     abi::{AgentRegistry, Forwarder},
     client_ip::relay_client_of,
-    forward_request, registry_call, relayer_view,
+    consent, forward_request, registry_call, relayer_view,
 };
 
 use crate::{
@@ -391,6 +391,12 @@ impl Relayer {
                     left: consents.saturating_sub(head_time),
                     margin,
                 });
+            }
+            // The registry's other bound, also checked at inclusion: a block's time only grows,
+            // so a deadline within it at the head stays within it.
+            let latest = consent::latest_deadline(head_time);
+            if consents > latest {
+                return Err(Error::ConsentDeadlineTooFar { deadline: consents, head: head_time, latest });
             }
         }
         Ok(())

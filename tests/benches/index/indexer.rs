@@ -18,7 +18,7 @@ use alloy::{
 };
 use kya_core::abi::AgentRegistry;
 use kya_devchain::{
-    consent::{ConsentNonces, sign_consents},
+    consent::{ConsentNonces, consent_deadline, sign_consents},
     dev_accounts::{self, Role},
 };
 use kya_tests::{edge_fixture::EdgeWorker, worker_profile::Profiler};
@@ -268,7 +268,9 @@ pub(crate) async fn freshness(
         };
         // A fresh wallet consents at its first nonce; the creator is its own Haftungsperson.
         let chain = (setup.chain.chain_id(), setup.chain.registry());
-        let register = sign_consents(register, creator, chain, ConsentNonces::default(), &[&wallet]);
+        let deadline = consent_deadline(&setup.chain.chain).await.expect("the head's time");
+        let register =
+            sign_consents(register, creator, chain, ConsentNonces::default(), &[&wallet], deadline);
         setup.chain.chain.send(creator, setup.chain.registry(), &register).await.expect("registered");
         let written = Instant::now();
         let mut shown = None;

@@ -681,6 +681,84 @@ async fn consented_registrations(t: &Setup) {
         (record.agentWallet, record.creator, record.haftungsperson),
         (second.address(), creator.address(), person.address())
     );
+
+    // (d) Taking consents back: the Haftungsperson signs a third registration's consent, then
+    // thinks better of it. `kya invalidate-consents`, relayed (the key holds no ETH), moves its
+    // nonce; the signature is then no consent of anything the registry would accept.
+    let third = dev_accounts::agent_wallet(9_000_014);
+    let third_text = third.address().to_checksum(None);
+    let parties = ["--wallet", third_text.as_str(), "--haftungsperson", person_text.as_str()];
+    let run = t.kya(&register_args("works for a third", &parties), &as_creator).await;
+    assert_eq!(run.code, 5, "{}{}", run.stdout, run.stderr);
+    let needed = run.json();
+    let deadline = needed["deadline"].as_u64().unwrap().to_string();
+    let consents = needed["consents"].as_array().unwrap();
+    assert_eq!(consents[1]["typedData"]["message"]["nonce"], "2");
+    let signatures: Vec<String> = consents
+        .iter()
+        .zip([&third, &person])
+        .map(|(consent, key)| {
+            let digest = digest_of(&consent["typedData"]);
+            format!("0x{}", alloy::hex::encode(key.sign_hash_sync(&digest).unwrap().as_bytes()))
+        })
+        .collect();
+    let as_person = [("AGENT_PRIVATE_KEY", person_key.as_str())];
+    let taken_back = t.ok_json(&["invalidate-consents", "--json"], &as_person).await;
+    assert_eq!(taken_back["via"], "relayer", "{taken_back}");
+    assert_eq!(
+        taken_back["result"],
+        serde_json::json!({ "event": "consentsInvalidated", "signer": person_text, "nextNonce": 3 })
+    );
+    let nonce =
+        t.chain.chain.view(t.chain.registry(), &AgentRegistry::consentNonceCall(person.address())).await;
+    assert_eq!(nonce.unwrap(), U256::from(3));
+    assert_eq!(relayer_balance_of(t, person.address()).await, U256::ZERO, "the Haftungsperson paid nothing");
+    let text = t.kya(&["invalidate-consents"], &as_person).await;
+    assert_eq!(text.code, 0, "{}{}", text.stdout, text.stderr);
+    assert!(
+        text.stdout.starts_with(&format!(
+            "took back every unused consent of {person_text}: its consent nonce is now 4"
+        )),
+        "{}",
+        text.stdout
+    );
+    let given = [
+        &parties[..],
+        &[
+            "--wallet-consent",
+            &signatures[0],
+            "--liability-consent",
+            &signatures[1],
+            "--consent-deadline",
+            &deadline,
+        ],
+    ]
+    .concat();
+    let run = t.kya(&register_args("works for a third", &given), &as_creator).await;
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains(&format!("--liability-consent is not {person_text}'s signature of this consent")),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(agent_of(t, third.address()).await, 0, "nothing registered");
+
+    // (e) A deadline past the registry's 7 days: refused before anything is signed or sent.
+    let chain_now = t.chain.chain.latest_timestamp().await.unwrap();
+    let too_far = (chain_now + 8 * 86_400).to_string();
+    let run = t
+        .kya(
+            &register_args("works for a third", &[&parties[..], &["--consent-deadline", &too_far]].concat()),
+            &as_creator,
+        )
+        .await;
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains("is more than 7 days after the chain's latest block")
+            && run.stderr.contains("(Consent deadline too far)"),
+        "{}",
+        run.stderr
+    );
 }
 
 /// The EIP-712 digest of a consent's typed data as `kya` prints it, recomputed from its domain

@@ -17,7 +17,7 @@ use kya_core::{
     abi::AgentRegistry,
     consent::{self, AgentWalletConsent, Consent, ConsentSignatures, LiabilityConsent},
 };
-use kya_devchain::{TxError, consent::FAR_DEADLINE, dev_accounts};
+use kya_devchain::{TxError, dev_accounts};
 use kya_tests::{
     TestChain,
     policy_wallet::{self, set_accepting},
@@ -54,7 +54,7 @@ fn with_consents(
 }
 
 /// `registration` from `creator` with the consents of whichever of `signers` are its parties,
-/// at their current nonces, valid until [`FAR_DEADLINE`].
+/// at their current nonces, valid until [`deadline`].
 async fn consented(
     t: &TestChain,
     registration: AgentRegistry::registerAgentCall,
@@ -64,6 +64,11 @@ async fn consented(
     kya_devchain::consent::consented(&t.chain, (t.chain_id(), t.registry()), registration, creator, signers)
         .await
         .expect("the consent nonces read")
+}
+
+/// A deadline for the consents signed now: a day of this chain's time ahead.
+async fn deadline(t: &TestChain) -> u64 {
+    kya_devchain::consent::consent_deadline(&t.chain).await.expect("the latest block's time")
 }
 
 /// `key`'s signature of `consent` in the registry's domain on this chain.
@@ -123,13 +128,14 @@ fn registered(t: &TestChain, receipt: &TransactionReceipt) -> AgentRegistry::Age
 /// it; nothing is written, and the wallet's holder registers it afterwards.
 async fn a_squatted_wallet_is_refused_and_its_holder_still_registers_it(via: Via) {
     let t = TestChain::start().await;
+    let deadline = deadline(&t).await;
     let (squatter, holder) = (key(1), key(10));
     let squats = [
         // The squatter as its own Haftungsperson, so only the wallet's consent is missing.
         registration(holder.address(), squatter.address(), 0).abi_encode(),
         with_consents(
             registration(holder.address(), squatter.address(), 0),
-            FAR_DEADLINE,
+            deadline,
             Bytes::new(),
             Bytes::new(),
         )
@@ -139,7 +145,7 @@ async fn a_squatted_wallet_is_refused_and_its_holder_still_registers_it(via: Via
         // As a child of the squatter's own agent, which it may register under.
         with_consents(
             registration(holder.address(), squatter.address(), 1),
-            FAR_DEADLINE,
+            deadline,
             Bytes::new(),
             Bytes::new(),
         )
@@ -167,10 +173,11 @@ async fn a_squatted_wallet_is_refused_and_its_holder_still_registers_it(via: Via
 /// refused; with it, it passes.
 async fn a_haftungsperson_named_without_consent_is_refused(via: Via) {
     let t = TestChain::start().await;
+    let deadline = deadline(&t).await;
     let (creator, wallet, liable) = (key(1), key(10), key(20));
     let by_itself = registration(wallet.address(), liable.address(), 0);
     assert_revert(send(&t, via, &wallet, &by_itself).await, "Haftungsperson consent required");
-    let empty = with_consents(by_itself.clone(), FAR_DEADLINE, Bytes::new(), Bytes::new());
+    let empty = with_consents(by_itself.clone(), deadline, Bytes::new(), Bytes::new());
     assert_revert(send(&t, via, &wallet, &empty).await, "Haftungsperson consent required");
 
     // The creator has the wallet's consent, not the Haftungsperson's.
@@ -234,6 +241,82 @@ async fn an_expired_consent_is_refused(via: Via) {
     assert_eq!(t.consents_used(&receipt), [(wallet.address(), 0), (liable.address(), 0)]);
 }
 
+/// A consent lives at most 7 days from the block that uses it: a deadline past
+/// `MAX_CONSENT_LIFETIME` is refused, one exactly at it registers, each judged by the time of the
+/// block the registration is mined in (and, forwarded, by its simulation at the latest block).
+async fn a_consent_longer_than_seven_days_is_refused(via: Via) {
+    let t = TestChain::start().await;
+    let (creator, wallet, liable) = (key(1), key(10), key(20));
+    let lifetime = consent::MAX_CONSENT_LIFETIME_SECS;
+    let lifetime_on_chain =
+        t.chain.view(t.registry(), &AgentRegistry::MAX_CONSENT_LIFETIMECall {}).await.unwrap();
+    assert_eq!(lifetime_on_chain, U256::from(lifetime), "core names the registry's bound");
+    assert_eq!(consent::latest_deadline(1_000), 1_000 + 7 * 86_400);
+    let call = registration(wallet.address(), liable.address(), 0);
+    let signed_until = |deadline: u64| {
+        with_consents(
+            call.clone(),
+            deadline,
+            sign(&t, &wallet, &wallet_consent(wallet.address(), creator.address(), 0, 0, deadline)),
+            sign(
+                &t,
+                &liable,
+                &liability_consent(liable.address(), creator.address(), wallet.address(), 0, deadline),
+            ),
+        )
+    };
+    let mined_at = block_timestamp(&t).await + 100;
+    t.chain.set_next_timestamp(mined_at).await.unwrap();
+    let too_far = signed_until(consent::latest_deadline(mined_at) + 1);
+    assert_revert(send(&t, via, &creator, &too_far).await, "Consent deadline too far");
+    assert_eq!(next_id(&t).await, 1);
+    assert_eq!((t.consent_nonce(wallet.address()).await, t.consent_nonce(liable.address()).await), (0, 0));
+
+    // Exactly 7 days from the latest block: the forwarded path's simulation reads that block, at
+    // the bound; the block it is mined in is no earlier, so inside it.
+    let latest = block_timestamp(&t).await;
+    let receipt = send(&t, via, &creator, &signed_until(consent::latest_deadline(latest))).await.unwrap();
+    assert!(agent(&t, 1).await.registeredAt >= latest);
+    assert_eq!(t.consents_used(&receipt), [(wallet.address(), 0), (liable.address(), 0)]);
+}
+
+/// `invalidateConsents` takes back every consent its caller signed and nobody used: its nonce
+/// moves by one, a `ConsentsInvalidated` event names the new one, and the consents signed
+/// before are refused while the other party's nonce stays. Forwarded, the caller is the
+/// request's signer, so a party with no ETH takes its consents back through the relayer.
+async fn invalidated_consents_are_refused(via: Via) {
+    let t = TestChain::start().await;
+    let (creator, wallet, liable) = (key(1), key(10), key(20));
+    let call = registration(wallet.address(), liable.address(), 0);
+    let signed = consented(&t, call.clone(), creator.address(), &[&wallet, &liable]).await;
+
+    let receipt = send(&t, via, &liable, &AgentRegistry::invalidateConsentsCall {}).await.unwrap();
+    assert_eq!(consents_invalidated(&t, &receipt), [(liable.address(), 1)]);
+    assert_eq!((t.consent_nonce(wallet.address()).await, t.consent_nonce(liable.address()).await), (0, 1));
+    assert_revert(send(&t, via, &creator, &signed).await, "Invalid consent signature");
+    assert_eq!(next_id(&t).await, 1);
+
+    // Twice is twice: each call voids whatever was signed at the nonce it moves past.
+    let receipt = send(&t, via, &liable, &AgentRegistry::invalidateConsentsCall {}).await.unwrap();
+    assert_eq!(consents_invalidated(&t, &receipt), [(liable.address(), 2)]);
+    let fresh = consented(&t, call, creator.address(), &[&wallet, &liable]).await;
+    let receipt = send(&t, via, &creator, &fresh).await.unwrap();
+    assert_eq!(t.consents_used(&receipt), [(wallet.address(), 0), (liable.address(), 2)]);
+    assert_eq!(agent_of(&t, wallet.address()).await, 1);
+}
+
+/// The `ConsentsInvalidated` events of a receipt, as (signer, next nonce).
+fn consents_invalidated(t: &TestChain, receipt: &TransactionReceipt) -> Vec<(Address, u64)> {
+    receipt
+        .inner
+        .logs()
+        .iter()
+        .filter(|log| log.address() == t.registry())
+        .filter_map(|log| AgentRegistry::ConsentsInvalidated::decode_log_data(log.data()).ok())
+        .map(|event| (event.signer, event.nextNonce.to()))
+        .collect()
+}
+
 /// Each consent serves one registration: it uses up its signer's nonce, once, with a
 /// `ConsentUsed` event. The same signatures sent again for a second agent (the first one ended,
 /// so its wallet is free) are refused, and so is the old liability consent beside a new wallet
@@ -279,22 +362,23 @@ async fn a_replayed_consent_is_refused(via: Via) {
 /// the consents to creator A then serve creator A.
 async fn a_consent_for_another_creator_or_by_another_key_is_refused(via: Via) {
     let t = TestChain::start().await;
+    let deadline = deadline(&t).await;
     let (creator_a, creator_b, wallet, liable, stranger) = (key(1), key(2), key(10), key(20), key(99));
     let call = registration(wallet.address(), liable.address(), 0);
     let for_a = consented(&t, call.clone(), creator_a.address(), &[&wallet, &liable]).await;
     let for_b = consented(&t, call.clone(), creator_b.address(), &[&wallet, &liable]).await;
     let wallet_for = |key: &PrivateKeySigner| {
-        sign(&t, key, &wallet_consent(wallet.address(), creator_b.address(), 0, 0, FAR_DEADLINE))
+        sign(&t, key, &wallet_consent(wallet.address(), creator_b.address(), 0, 0, deadline))
     };
     let liability_for = |key: &PrivateKeySigner| {
         sign(
             &t,
             key,
-            &liability_consent(liable.address(), creator_b.address(), wallet.address(), 0, FAR_DEADLINE),
+            &liability_consent(liable.address(), creator_b.address(), wallet.address(), 0, deadline),
         )
     };
     let on_chain_1 = {
-        let digest = wallet_consent(wallet.address(), creator_b.address(), 0, 0, FAR_DEADLINE)
+        let digest = wallet_consent(wallet.address(), creator_b.address(), 0, 0, deadline)
             .signing_digest(&consent::domain(1, t.registry()));
         Bytes::from(wallet.sign_hash_sync(&digest).unwrap().as_bytes().to_vec())
     };
@@ -388,22 +472,19 @@ async fn an_eoas_consents_register_an_agent_of_three_parties(via: Via) {
 /// its acceptance off, a fresh consent of it is refused, and passes again when switched on.
 async fn a_contract_wallets_consent_passes_through_erc1271_while_it_accepts(via: Via) {
     let t = TestChain::start().await;
+    let deadline = deadline(&t).await;
     let (creator, wallet_owner, liable_owner) = (key(1), key(30), key(31));
     let wallet = policy_wallet::deploy(&t, wallet_owner.address()).await;
     let liable = policy_wallet::deploy(&t, liable_owner.address()).await;
     let call = |wallet_nonce: u64, liable_nonce: u64| {
         with_consents(
             registration(wallet, liable, 0),
-            FAR_DEADLINE,
-            sign(
-                &t,
-                &wallet_owner,
-                &wallet_consent(wallet, creator.address(), 0, wallet_nonce, FAR_DEADLINE),
-            ),
+            deadline,
+            sign(&t, &wallet_owner, &wallet_consent(wallet, creator.address(), 0, wallet_nonce, deadline)),
             sign(
                 &t,
                 &liable_owner,
-                &liability_consent(liable, creator.address(), wallet, liable_nonce, FAR_DEADLINE),
+                &liability_consent(liable, creator.address(), wallet, liable_nonce, deadline),
             ),
         )
     };
@@ -427,11 +508,8 @@ async fn a_contract_wallets_consent_passes_through_erc1271_while_it_accepts(via:
     set_accepting(&t, liable, liable_owner.address(), false).await;
     let eoa = key(10);
     let mut next = consented(&t, registration(eoa.address(), liable, 0), creator.address(), &[&eoa]).await;
-    next.liabilityConsent = sign(
-        &t,
-        &liable_owner,
-        &liability_consent(liable, creator.address(), eoa.address(), 2, FAR_DEADLINE),
-    );
+    next.liabilityConsent =
+        sign(&t, &liable_owner, &liability_consent(liable, creator.address(), eoa.address(), 2, deadline));
     assert_revert(send(&t, via, &creator, &next).await, "Invalid consent signature");
     set_accepting(&t, liable, liable_owner.address(), true).await;
     send(&t, via, &creator, &next).await.unwrap();
@@ -442,6 +520,7 @@ async fn a_contract_wallets_consent_passes_through_erc1271_while_it_accepts(via:
 /// its parent's Haftungsperson, whatever address the call names.
 async fn a_child_needs_its_wallets_consent_and_no_liability_consent(via: Via) {
     let t = TestChain::start().await;
+    let deadline = deadline(&t).await;
     let (creator, root_wallet, liable, child, named) = (key(1), key(10), key(20), key(11), key(21));
     let root = consented(
         &t,
@@ -457,8 +536,8 @@ async fn a_child_needs_its_wallets_consent_and_no_liability_consent(via: Via) {
     // A consent to be a root is not a consent to be this child.
     let as_root = with_consents(
         call.clone(),
-        FAR_DEADLINE,
-        sign(&t, &child, &wallet_consent(child.address(), creator.address(), 0, 0, FAR_DEADLINE)),
+        deadline,
+        sign(&t, &child, &wallet_consent(child.address(), creator.address(), 0, 0, deadline)),
         Bytes::new(),
     );
     assert_revert(send(&t, via, &creator, &as_root).await, "Invalid consent signature");
@@ -479,6 +558,7 @@ async fn a_child_needs_its_wallets_consent_and_no_liability_consent(via: Via) {
 /// uses up no nonce. A signature it gives anyway is checked.
 async fn self_registration_needs_no_signature(via: Via) {
     let t = TestChain::start().await;
+    let deadline = deadline(&t).await;
     let (first, second, third) = (key(10), key(11), key(12));
     let receipt = send(&t, via, &first, &register_call(first.address(), 0)).await.unwrap();
     assert_eq!(t.consents_used(&receipt), []);
@@ -497,12 +577,12 @@ async fn self_registration_needs_no_signature(via: Via) {
     }
 
     let garbage =
-        with_consents(register_call(third.address(), 0), FAR_DEADLINE, vec![7; 65].into(), Bytes::new());
+        with_consents(register_call(third.address(), 0), deadline, vec![7; 65].into(), Bytes::new());
     assert_revert(send(&t, via, &third, &garbage).await, "Invalid consent signature");
     let signed = with_consents(
         register_call(third.address(), 0),
-        FAR_DEADLINE,
-        sign(&t, &third, &wallet_consent(third.address(), third.address(), 0, 0, FAR_DEADLINE)),
+        deadline,
+        sign(&t, &third, &wallet_consent(third.address(), third.address(), 0, 0, deadline)),
         Bytes::new(),
     );
     let receipt = send(&t, via, &third, &signed).await.unwrap();
@@ -582,6 +662,7 @@ async fn over_long_strings_are_refused(via: Via) {
 /// Haftungsperson's.
 async fn the_checks_run_in_order(via: Via) {
     let t = TestChain::start().await;
+    let deadline = deadline(&t).await;
     let (creator, bound, revoked, wallet, liable) = (key(1), key(10), key(11), key(12), key(20));
     for taken in [&bound, &revoked] {
         send(&t, via, taken, &register_call(taken.address(), 0)).await.unwrap();
@@ -597,7 +678,7 @@ async fn the_checks_run_in_order(via: Via) {
     };
     let now = block_timestamp(&t).await;
     let expired = sign(&t, &wallet, &wallet_consent(wallet.address(), creator.address(), 0, 0, now - 1));
-    let valid = sign(&t, &wallet, &wallet_consent(wallet.address(), creator.address(), 0, 0, FAR_DEADLINE));
+    let valid = sign(&t, &wallet, &wallet_consent(wallet.address(), creator.address(), 0, 0, deadline));
     let cases = [
         (registration(Address::ZERO, creator.address(), 1).abi_encode(), "Agent wallet must not be zero"),
         // A stranger's parent, the wallet bound and the scope too long: the parent answers.
@@ -633,7 +714,7 @@ async fn the_checks_run_in_order(via: Via) {
         (
             with_consents(
                 registration(wallet.address(), liable.address(), 0),
-                FAR_DEADLINE,
+                deadline,
                 vec![7; 65].into(),
                 Bytes::new(),
             )
@@ -641,13 +722,8 @@ async fn the_checks_run_in_order(via: Via) {
             "Invalid consent signature",
         ),
         (
-            with_consents(
-                registration(wallet.address(), liable.address(), 0),
-                FAR_DEADLINE,
-                valid,
-                Bytes::new(),
-            )
-            .abi_encode(),
+            with_consents(registration(wallet.address(), liable.address(), 0), deadline, valid, Bytes::new())
+                .abi_encode(),
             "Haftungsperson consent required",
         ),
     ];
@@ -662,6 +738,8 @@ on_both_paths!(
     a_squatted_wallet_is_refused_and_its_holder_still_registers_it,
     a_haftungsperson_named_without_consent_is_refused,
     an_expired_consent_is_refused,
+    a_consent_longer_than_seven_days_is_refused,
+    invalidated_consents_are_refused,
     a_replayed_consent_is_refused,
     a_consent_for_another_creator_or_by_another_key_is_refused,
     an_eoas_consents_register_an_agent_of_three_parties,

@@ -17,7 +17,7 @@ use kya_core::{
     consent::{AgentWalletConsent, Consent, ConsentSignatures, register_with_consent_call},
     erc8128::{RequestToSign, SignParams, SignedHeaders, SigningKey, sign_request_for_account},
 };
-use kya_devchain::{consent::FAR_DEADLINE, dev_accounts};
+use kya_devchain::{consent::consent_deadline, dev_accounts};
 use kya_tests::{
     TestChain,
     edge_fixture::{CountingProxy, EdgeWorker, chain_vars, fresh_ip},
@@ -292,18 +292,19 @@ async fn signed_requests_are_verified_with_the_signers_standing_and_each_nonce_o
     let owner = PrivateKeySigner::random();
     let creator = dev_accounts::address(dev_accounts::Role::CreatorA);
     let account = policy_wallet::deploy(&t, owner.address()).await;
+    let deadline = U256::from(consent_deadline(&t.chain).await.unwrap());
     let consent = Consent::AgentWallet(AgentWalletConsent {
         agentWallet: account,
         creator,
         parentAgentId: U256::ZERO,
         nonce: U256::ZERO,
-        deadline: U256::from(FAR_DEADLINE),
+        deadline,
     });
     let digest = consent.signing_digest(&kya_core::consent::domain(chain_id, t.registry()));
     let mut registration = register_call(account, 0);
     registration.haftungsperson = creator;
     let signatures = ConsentSignatures {
-        deadline: U256::from(FAR_DEADLINE),
+        deadline,
         wallet_consent: owner.sign_hash_sync(&digest).unwrap().as_bytes().to_vec().into(),
         liability_consent: Default::default(),
     };

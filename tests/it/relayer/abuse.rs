@@ -11,7 +11,7 @@ use alloy::{
     sol_types::SolCall,
 };
 use kya_core::abi::AgentRegistry;
-use kya_devchain::consent::{ConsentNonces, sign_consents, sign_consents_until};
+use kya_devchain::consent::{ConsentNonces, consent_deadline, sign_consents};
 use kya_tests::{
     TestChain,
     relayer_fixture::{Client, body, forward, sign_with_core, wei},
@@ -139,8 +139,9 @@ async fn a_deadline_without_room_is_refused_by_the_head_blocks_clock_not_the_wal
 
 /// A relayed `registerAgentWithConsent` whose consents expire within the margin: it would pass
 /// the simulation at the head and revert on inclusion (`Consent expired`), at the relayer's
-/// cost. Refused with 400 naming the consents' deadline, nothing paid, no consent nonce used; the
-/// same registration with the margin's room is mined.
+/// cost. Refused with 400 naming the consents' deadline, nothing paid, no consent nonce used, as
+/// is one past the registry's 7 days (`Consent deadline too far`); the same registration with
+/// the margin's room is mined.
 async fn a_consent_expiring_within_the_margin_is_refused_at_no_cost(engine: Engine) {
     let (t, _db, relayer) = start(engine, &[]).await;
     let client = &relayer.client;
@@ -149,7 +150,7 @@ async fn a_consent_expiring_within_the_margin_is_refused_at_no_cost(engine: Engi
     let (creator, wallet) = (agent_key(905), agent_key(906));
     let head = t.chain.latest_timestamp().await.unwrap();
     let registration = |deadline: u64| {
-        let call = sign_consents_until(
+        let call = sign_consents(
             register_call(wallet.address(), 0),
             creator.address(),
             (t.chain_id(), t.registry()),
@@ -173,6 +174,17 @@ async fn a_consent_expiring_within_the_margin_is_refused_at_no_cost(engine: Engi
             )
         );
     }
+    // Past the registry's 7 days the other way: it would revert `Consent deadline too far`.
+    let too_far = kya_core::consent::latest_deadline(head) + 3_600;
+    let answer = client.relay(&registration(too_far)).await;
+    assert_eq!(answer.0, 400, "{}", answer.1);
+    assert_eq!(
+        error_of(&answer),
+        format!(
+            "the consents' deadline {too_far} (registerAgentWithConsent's deadline) is past {}, 604800 s after the chain's head time {head}; the registry refuses a consent valid for longer (Consent deadline too far)",
+            head + 604_800
+        )
+    );
     assert_eq!(balance(&t, paying).await, before, "nothing paid");
     assert_eq!(t.consent_nonce(wallet.address()).await, 0, "no consent used");
     let (status, relayed) = client.relay(&registration(head + 600)).await;
@@ -185,6 +197,10 @@ async fn a_consent_expiring_within_the_margin_is_refused_at_no_cost(engine: Engi
     let (_, metrics) = client.metrics().await;
     assert!(
         metrics.contains("relayer_relays_rejected_total{reason=\"consent_deadline_too_near\"} 3\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("relayer_relays_rejected_total{reason=\"consent_deadline_too_far\"} 1\n"),
         "{metrics}"
     );
     relayer.stop().await;
@@ -348,8 +364,9 @@ async fn drain(
             ..register_call(wallet.address(), 0)
         };
         let fresh = ConsentNonces::default();
-        let call =
-            sign_consents(registration, signer.address(), (t.chain_id(), t.registry()), fresh, &[&wallet]);
+        let deadline = consent_deadline(&t.chain).await.expect("the head's time");
+        let chain = (t.chain_id(), t.registry());
+        let call = sign_consents(registration, signer.address(), chain, fresh, &[&wallet], deadline);
         let request = forward(t, signer.address(), nonce, &call);
         let signed = body(&request, &sign_with_core(t, &signer, &request).signature);
         let (status, answer) = client.relay_forwarded(&signed, &client_of(n)).await;
