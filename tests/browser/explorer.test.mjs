@@ -67,7 +67,7 @@ const PAGE_FILES = {
   '/docs': ['/docs.css', '/docs.js', '/vendor/swagger-ui/swagger-ui-bundle.js', '/vendor/swagger-ui/swagger-ui.css'],
 };
 /** Paths the Worker answers (JSON): `X-Content-Type-Options` only. */
-const isWorkerAnswer = (path) => path.startsWith('/api/') || path === '/openapi.json' || path === '/health';
+const isWorkerAnswer = (path) => path.startsWith('/api/') || ['/openapi.json', '/health', '/.well-known/jwks.json'].includes(path);
 
 /** The security headers `path` must carry. */
 function expectedSecurityHeaders(path) {
@@ -225,6 +225,53 @@ test('the compliant agent by wallet: KYA decision "provision"', async () => {
   await search(agent.agentWallet, await checksummedOnPage(agent.agentWallet));
   assert.equal(await text('#kya-decision'), 'provision');
   assert.equal(await text('#agent-badge'), 'Compliant');
+});
+
+test("a KYA pass verifies in the page's own package, offline, and a pass changed anywhere does not", async () => {
+  const agent = agentOf(demo.roles.compliant);
+  // No PASS_ISSUER on this Worker: the issuer is the origin the request reached.
+  const trust = { issuer: base, chainId: Number(process.env.CHAIN_ID), registry: process.env.REGISTRY };
+  const verdicts = await page.evaluate(async ({ wallet, trust }) => {
+    const kya = await import('./pkg/kya_core.js');
+    const [pass, jwks] = await Promise.all([
+      fetch(`/api/v1/kya/${wallet}/pass`).then((response) => response.text()),
+      fetch('/.well-known/jwks.json').then((response) => response.json()),
+    ]);
+    const base64url = {
+      decode: (text) => JSON.parse(atob(text.replace(/-/g, '+').replace(/_/g, '/'))),
+      encode: (value) => btoa(JSON.stringify(value)).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, ''),
+    };
+    const [header, payload, signature] = pass.split('.');
+    const claims = base64url.decode(payload);
+    const flipped = { ...claims, kya: { ...claims.kya, isCompliant: !claims.kya.isCompliant } };
+    const check = (jws, changes = {}) => kya.verifyPass(jws, { jwks, ...trust, now: claims.iat, ...changes });
+    return {
+      genuine: check(pass),
+      claimChanged: check(`${header}.${base64url.encode(flipped)}.${signature}`),
+      signatureChanged: check(`${header}.${payload}.${signature.slice(0, -2)}${signature.endsWith('AA') ? 'BA' : 'AA'}`),
+      otherIssuer: check(pass, { issuer: 'https://elsewhere.example' }),
+      expired: check(pass, { now: claims.exp + 61 }),
+    };
+  }, { wallet: agent.agentWallet, trust });
+  const { genuine } = verdicts;
+  assert.equal(genuine.outcome, 'verified', JSON.stringify(genuine));
+  assert.equal(genuine.wallet, getAddress(agent.agentWallet));
+  assert.equal(genuine.claims.sub, `eip155:${trust.chainId}:${getAddress(agent.agentWallet)}`);
+  assert.equal(genuine.claims.registry, getAddress(trust.registry));
+  assert.deepEqual(
+    [genuine.claims.kya.isRegistered, genuine.claims.kya.isCompliant, genuine.claims.kya.agentId, genuine.claims.kya.status],
+    [true, true, agent.agentId, 'Active'],
+  );
+  assert.equal(genuine.claims.kya.lastAttestation, agent.lastAttestation);
+  assert.ok(genuine.claims.exp > genuine.claims.iat, JSON.stringify(genuine.claims));
+  const reasons = Object.fromEntries(Object.entries(verdicts).filter(([name]) => name !== 'genuine')
+    .map(([name, verdict]) => [name, `${verdict.outcome} ${verdict.reason}`]));
+  assert.deepEqual(reasons, {
+    claimChanged: 'refused bad_signature',
+    signatureChanged: 'refused bad_signature',
+    otherIssuer: 'refused wrong_issuer',
+    expired: 'refused expired',
+  });
 });
 
 test('a lapsed agent by wallet: badge "Lapsed", KYA decision "renew attestation"', async () => {

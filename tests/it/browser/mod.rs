@@ -1,7 +1,8 @@
 //! The explorer page (`edge-api/public/`) in headless Chromium: anvil with the demo seed, the real
 //! Worker under `wrangler dev` serving page and API, and `tests/browser/explorer.test.mjs`
 //! (playwright-core driving Debian's chromium) checking what the page shows against the seed's
-//! model, and that the page and `/docs` work under their security headers. Screenshots land in
+//! model, that the page's own package verifies a KYA pass the Worker signs, and that the page
+//! and `/docs` work under their security headers. Screenshots land in
 //! `target/browser-screenshots/` (the report names the 390-px one).
 
 use std::time::Duration;
@@ -14,13 +15,18 @@ use kya_tests::{
 };
 
 /// The checks in `tests/browser/explorer.test.mjs`: all must have run and passed.
-const BROWSER_CHECKS: usize = 16;
+const BROWSER_CHECKS: usize = 17;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn explorer_page_shows_the_seeded_registry() {
     let chain = TestChain::start().await;
     let demo = seed::seed_demo(&chain.chain, &chain.deployment).await.expect("demo seeds");
-    let worker = EdgeWorker::start_indexed(&chain_vars(&chain.rpc_url(), chain.registry())).await;
+    // A pass key, so that the page's own package can verify a pass the Worker signs.
+    let keys =
+        kya_core::pass::SigningKeys::new(kya_core::pass::SigningKey::from_seed(&[0x51; 32]), Vec::new());
+    let mut vars = chain_vars(&chain.rpc_url(), chain.registry());
+    vars.push(("PASS_SIGNING_KEYS", keys.private_json()));
+    let worker = EdgeWorker::start_indexed(&vars).await;
     // The index once, so that the page's recent-changes panel is seeded; the test runs it again.
     worker.run_index().await;
 
@@ -37,6 +43,8 @@ async fn explorer_page_shows_the_seeded_registry() {
         .env("EXPLORER_URL", &worker.base)
         .env("DEMO_JSON", &demo_json)
         .env("RPC_URL", chain.rpc_url())
+        .env("CHAIN_ID", chain.chain_id().to_string())
+        .env("REGISTRY", chain.registry().to_checksum(None))
         .env("SCREENSHOT_DIR", repo_root().join("target/browser-screenshots"))
         .stdout(file(&stdout_path))
         .stderr(file(&stderr_path))
