@@ -9,19 +9,9 @@
 
 use std::{fmt::Write as _, path::PathBuf, process::Command, time::Instant};
 
-use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
-
 use alloy_primitives::{Address, B256};
-use kya_bench::{SAMPLE_MILLIS, SAMPLES, format_time, report_path};
-use kya_core::{
-    Agent, AgentStatus,
-    pass::{
-        PassBlock, PassClaims, PassTrust, SigningKey, SigningKeys,
-        claims::Issue,
-        jws,
-        verify::{admit_pass, verify_pass},
-    },
-};
+use kya_bench::{PassFixture, SAMPLE_MILLIS, SAMPLES, format_time, report_path};
+use kya_core::{Agent, AgentStatus};
 
 /// Targets (INTERFACE.md section 7's bench): native and wasm ceilings, and no slower than jose.
 const NATIVE_TARGET_MICROS: f64 = 50.0;
@@ -32,15 +22,13 @@ fn main() {
     let built = Command::new("bash").arg(root.join("scripts/build-core-wasm.sh")).current_dir(&root).status();
     assert!(built.expect("bash runs").success(), "scripts/build-core-wasm.sh failed");
 
-    let keys = SigningKeys::new(SigningKey::from_seed(&[0x42; 32]), vec![SigningKey::from_seed(&[0x43; 32])]);
     let wallet: Address = "0x90F79bf6EB2c4f870365E785982E1f101E93b906".parse().expect("an address");
-    let registry: Address = "0x5FbDB2315678afecb367f032d93F642f64180aa3".parse().expect("an address");
     let now =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("after 1970").as_secs();
     let agent = Agent {
         agent_id: 1,
         creator: wallet,
-        haftungsperson: registry,
+        haftungsperson: wallet,
         agent_wallet: wallet,
         constitution_hash: B256::ZERO,
         capability_hash: B256::ZERO,
@@ -53,52 +41,25 @@ fn main() {
         last_revenue_report: 0,
         status: AgentStatus::Active,
     };
-    let issuer = "https://kya.example";
-    let issue = Issue {
-        issuer,
-        chain_id: 84_532,
-        registry,
-        wallet,
-        block: PassBlock { number: 27_000_000, hash: B256::repeat_byte(0xab), time: now - 2 },
-        now,
-        ttl_secs: 300,
-        jti: "Y5cA3Rj0n2z7wS3JqXw3Gg".into(),
-    };
-    let pass = jws::sign(&PassClaims::new(issue, Some(&agent)), keys.signer());
-    let trust = PassTrust { issuer: issuer.into(), chain_id: 84_532, registry };
-    let jwks = keys.public();
-    assert!(admit_pass(&pass, &jwks, &trust, wallet, now).is_ok(), "the pass verifies");
+    // The pass cases of `kya_bench::CASES`, on a pass checked at the wall clock (jose reads it).
+    let pass = PassFixture::new(agent, now);
+    assert!(pass.verify() && pass.check_signature(), "the pass verifies");
 
     let verify_native = median_nanos(|| {
-        std::hint::black_box(verify_pass(std::hint::black_box(&pass), &jwks, &trust, now).is_ok());
+        std::hint::black_box(std::hint::black_box(&pass).verify());
     });
     // The floor: the Ed25519 check alone (ed25519-dalek's `verify_strict`, as `verify_pass`
     // calls it) on the pass's own signing input, key decompressed once as `Jwks` keeps it.
-    let (signing_input, signature) = pass.rsplit_once('.').expect("a compact JWS");
-    let signature = URL_SAFE_NO_PAD.decode(signature).expect("base64url");
-    let signature = ed25519_dalek::Signature::from_slice(&signature).expect("64 bytes");
-    let key_bytes: [u8; 32] =
-        URL_SAFE_NO_PAD.decode(&jwks.keys()[0].x).expect("base64url").try_into().expect("32");
-    let key = ed25519_dalek::VerifyingKey::from_bytes(&key_bytes).expect("a curve point");
-    assert!(
-        key.verify_strict(signing_input.as_bytes(), &signature).is_ok(),
-        "the signer's key is listed first"
-    );
     let signature_native = median_nanos(|| {
-        std::hint::black_box(
-            key.verify_strict(std::hint::black_box(signing_input.as_bytes()), &signature).is_ok(),
-        );
+        std::hint::black_box(std::hint::black_box(&pass).check_signature());
     });
     let sign_native = median_nanos(|| {
-        std::hint::black_box(jws::sign(
-            std::hint::black_box(&PassClaims::new(issue_at(now), Some(&agent))),
-            keys.signer(),
-        ));
+        std::hint::black_box(std::hint::black_box(&pass).sign());
     });
 
     let fixture = serde_json::json!({
-        "pass": pass, "jwks": jwks, "issuer": issuer, "chainId": 84_532,
-        "registry": registry.to_checksum(None), "now": now,
+        "pass": pass.jws, "jwks": pass.jwks, "issuer": pass.trust.issuer, "chainId": pass.trust.chain_id,
+        "registry": pass.trust.registry.to_checksum(None), "now": now,
         "samples": SAMPLES, "sampleMillis": SAMPLE_MILLIS,
     });
     let file = std::env::temp_dir().join(format!("kya-pass-bench-{}.json", std::process::id()));
@@ -129,7 +90,7 @@ fn main() {
         "Measured by `cargo bench -p kya-bench --bench passes` (bench/benches/passes.rs, bench/js/passes.mjs) on commit `{commit}`{}, {}. One pass (Ed25519, {} bytes, the claims of a compliant agent) checked as a provider checks it: the signature under a key of a two-key JWKS, the lifetime, the issuer, chain and registry. Natively: `kya_core::pass::verify::verify_pass` (release). In Node {}: the npm package's `verifyPass` (the same Rust as wasm, built as `scripts/build-core-wasm.sh` builds it) and npm `jose` {}'s `jwtVerify` with the same checks (issuer, `typ`, EdDSA, a local JWKS), in one process, interleaved. Each figure is the median of {SAMPLES} samples, each a loop of at least {SAMPLE_MILLIS} ms; machines here are noisy, so compare the ratio, measured in one run.\n",
         if dirty { " (with uncommitted changes to core/ or bench/)" } else { "" },
         kya_bench_time(),
-        pass.len(),
+        pass.jws.len(),
         node_version.as_str().unwrap_or("?"),
         node["jose"].as_str().unwrap_or("?"),
     )
@@ -202,36 +163,10 @@ fn main() {
     std::fs::write(report_path("passes.md"), report).expect("writes docs/bench/passes.md");
 }
 
-/// The same claims at `now` (a fresh value each loop, as the Worker builds them).
-fn issue_at(now: u64) -> Issue<'static> {
-    Issue {
-        issuer: "https://kya.example",
-        chain_id: 84_532,
-        registry: Address::repeat_byte(0x5f),
-        wallet: Address::repeat_byte(0x90),
-        block: PassBlock { number: 27_000_000, hash: B256::repeat_byte(0xab), time: now - 2 },
-        now,
-        ttl_secs: 300,
-        jti: "Y5cA3Rj0n2z7wS3JqXw3Gg".into(),
-    }
-}
-
-/// The median over [`SAMPLES`] samples of `run`'s time, each sample a loop of at least
-/// [`SAMPLE_MILLIS`] ms; nanoseconds per run.
-fn median_nanos(mut run: impl FnMut()) -> f64 {
-    let mut samples: Vec<f64> = (0..SAMPLES)
-        .map(|_| {
-            let started = Instant::now();
-            let mut runs = 0u32;
-            while started.elapsed().as_secs_f64() * 1e3 < SAMPLE_MILLIS {
-                run();
-                runs += 1;
-            }
-            started.elapsed().as_secs_f64() * 1e9 / f64::from(runs)
-        })
-        .collect();
-    samples.sort_by(f64::total_cmp);
-    samples[samples.len() / 2]
+/// The median of `run`'s time over [`SAMPLES`] samples, natively; nanoseconds per run.
+fn median_nanos(run: impl FnMut()) -> f64 {
+    let started = Instant::now();
+    kya_bench::median_nanos(|| started.elapsed().as_secs_f64() * 1e3, run)
 }
 
 fn git(root: &PathBuf, args: &[&str]) -> String {

@@ -9,7 +9,7 @@ use kya_core::{
     rpc::CallPlan,
 };
 
-use crate::BATCH_SIZE;
+use crate::{BATCH_SIZE, PassFixture};
 
 /// The snapshot's "now": a week and a bit after the first registration.
 const NOW: u64 = 1_700_000_000 + 8 * 86_400;
@@ -29,6 +29,8 @@ pub struct Fixture {
     /// A request to digest, and the domain it is signed in.
     pub request: ForwardRequest,
     pub domain: Eip712Domain,
+    /// A pass of the first agent's wallet, signed at the snapshot's "now".
+    pub pass: PassFixture,
 }
 
 impl Fixture {
@@ -80,6 +82,7 @@ impl Fixture {
             ),
             snapshot_answers_text: String::new(),
             request: sample_request(),
+            pass: PassFixture::new(Agent::try_from(record(1)).expect("a valid record"), NOW),
             domain: forward_request::domain(
                 forward_request::BASE_SEPOLIA_CHAIN_ID,
                 Address::repeat_byte(0x70),

@@ -1,6 +1,7 @@
 //! The edge API's read path in kya-core as benchmark cases, for registries of 1,000 and 10,000
 //! agents: decoding the JSON-RPC answers into a snapshot, the snapshot's cache round trip, each
-//! list and statistics body, and the EIP-712 digest the relayer and the browser package compute.
+//! list and statistics body, the EIP-712 digest the relayer and the browser package compute, and
+//! a KYA pass signed (the Worker) and verified (a provider).
 //!
 //! The cases and the sampling are written once and measured twice: natively
 //! (`benches/read_path.rs`, `docs/bench/core.md`) and compiled to wasm the way the Worker is,
@@ -8,6 +9,7 @@
 //! `docs/bench/wasm.md`). The clock is the only part that differs.
 
 mod fixture;
+mod pass_fixture;
 #[cfg(target_arch = "wasm32")]
 pub mod wasm;
 
@@ -21,6 +23,7 @@ use kya_core::{
     rpc::{BlockTag, batches},
     stats,
 };
+pub use pass_fixture::PassFixture;
 
 /// The registry sizes every case runs at.
 pub const SIZES: [u64; 2] = [1_000, 10_000];
@@ -35,7 +38,7 @@ pub const BATCH_SIZE: usize = 500;
 pub type Case = (&'static str, fn(&Fixture));
 
 /// Every case, in the order the reports list them.
-pub const CASES: [Case; 13] = [
+pub const CASES: [Case; 16] = [
     ("plan the `getAgent` batch bodies", |f| {
         black_box(batches(f.plan.requests(BlockTag::Number(1_234)), BATCH_SIZE));
     }),
@@ -81,6 +84,15 @@ pub const CASES: [Case; 13] = [
     }),
     ("EIP-712 digest of one `ForwardRequest` (relayer and browser package)", |f| {
         black_box(forward_request::signing_digest(black_box(&f.request), &f.domain));
+    }),
+    ("sign a KYA pass (the Worker, per pass; the registry's size does not matter)", |f| {
+        black_box(f.pass.sign());
+    }),
+    ("verify a KYA pass offline (a provider, `verify_pass`)", |f| {
+        black_box(f.pass.verify());
+    }),
+    ("the Ed25519 check alone of that pass (`verify_strict`)", |f| {
+        black_box(f.pass.check_signature());
     }),
 ];
 
@@ -142,6 +154,9 @@ mod tests {
             serde_json::to_string(&stats::agents_page(&fixture.snapshot, &query)).expect("serialises"),
             "the compact answers' page is the snapshot's"
         );
+        // The pass cases measure an accepted pass, not a refusal.
+        assert!(fixture.pass.verify() && fixture.pass.check_signature());
+        assert!(fixture.pass.sign().split('.').count() == 3);
         for (_, case) in CASES {
             case(&fixture);
         }
