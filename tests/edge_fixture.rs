@@ -421,7 +421,41 @@ impl EdgeClient {
 
     /// POST `body` as JSON to `path` as `ip`.
     pub async fn post_json(&self, path: &str, ip: &str, body: &Value) -> Answer {
-        self.send("POST", path, ip, &[("content-type", "application/json")], Some(body.to_string())).await
+        self.post_text(path, ip, body.to_string()).await
+    }
+
+    /// POST `text` (declared as JSON, whatever it holds) to `path` as `ip`.
+    pub async fn post_text(&self, path: &str, ip: &str, text: String) -> Answer {
+        self.send("POST", path, ip, &[("content-type", "application/json")], Some(text)).await
+    }
+
+    /// POST `chunks` to `path` as one chunked body (`Transfer-Encoding: chunked`, no
+    /// `Content-Length`: the sender does not say how long it is); the status and the body's text.
+    pub async fn post_chunked(&self, path: &str, chunks: Vec<String>) -> (u16, String) {
+        use http_body_util::{BodyExt, StreamBody};
+        use hyper::body::{Bytes, Frame};
+        let address = self.base.trim_start_matches("http://").to_owned();
+        let stream = tokio::net::TcpStream::connect(&address)
+            .await
+            .unwrap_or_else(|error| panic!("{address}: {error}"));
+        let (mut sender, connection) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                .await
+                .expect("an HTTP/1.1 connection");
+        tokio::spawn(connection);
+        let frames = chunks
+            .into_iter()
+            .map(|chunk| Ok::<_, std::convert::Infallible>(Frame::data(Bytes::from(chunk))));
+        let request = hyper::Request::post(path)
+            .header("host", address)
+            .header("cf-connecting-ip", fresh_ip())
+            .header("content-type", "application/json")
+            .body(StreamBody::new(futures::stream::iter(frames)))
+            .expect("a request");
+        let response = sender.send_request(request).await.unwrap_or_else(|error| panic!("{path}: {error}"));
+        let status = response.status().as_u16();
+        let body = response.into_body().collect().await.expect("the answer's body").to_bytes();
+        (status, String::from_utf8_lossy(&body).into_owned())
     }
 
     async fn send(

@@ -13,6 +13,7 @@ mod openapi;
 mod passes;
 mod rate_limit;
 mod reads;
+mod request_body;
 mod routes;
 mod rpc;
 mod snapshot;

@@ -4,8 +4,9 @@
 //! checks are [`crate::pass`]'s and [`crate::erc8128`]'s: a page, a Node server and the Rust
 //! client cannot disagree.
 
+use std::{cell::RefCell, rc::Rc};
+
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use tsify::{Ts, Tsify};
 use wasm_bindgen::prelude::*;
 
@@ -25,9 +26,11 @@ use crate::{
 #[derive(Debug, Deserialize, Tsify)]
 #[serde(rename_all = "camelCase")]
 pub struct PassTrustInput {
-    /// The issuer's JWKS document (`GET /.well-known/jwks.json`), as parsed JSON.
+    /// The issuer's JWKS document (`GET /.well-known/jwks.json`), as parsed JSON. Kept as the
+    /// JavaScript value: [`keys_of`] reads it once while it does not change.
     #[tsify(type = "{ keys: object[] }")]
-    pub jwks: Value,
+    #[serde(with = "serde_wasm_bindgen::preserve")]
+    pub jwks: JsValue,
     /// The issuer: the API's origin (`https://kya.example`).
     pub issuer: String,
     pub chain_id: f64,
@@ -40,8 +43,8 @@ pub struct PassTrustInput {
 }
 
 impl PassTrustInput {
-    fn read(&self) -> JsResult<(Jwks, PassTrust, u64)> {
-        let jwks = Jwks::from_value(&self.jwks).map_err(|message| JsError::new(&message))?;
+    fn read(&self) -> JsResult<(Rc<Jwks>, PassTrust, u64)> {
+        let jwks = keys_of(&self.jwks)?;
         let registry =
             parse_wallet(&self.registry).map_err(|error| JsError::new(&format!("registry: {error}")))?;
         let trust =
@@ -52,6 +55,39 @@ impl PassTrustInput {
         };
         Ok((jwks, trust, now))
     }
+}
+
+#[wasm_bindgen]
+extern "C" {
+    /// `JSON.stringify(value)`: V8's own, far cheaper than walking the object from wasm.
+    #[wasm_bindgen(js_namespace = JSON, js_name = stringify, catch)]
+    fn json_stringify(value: &JsValue) -> Result<JsValue, JsValue>;
+}
+
+thread_local! {
+    /// The last JWKS read, by its JSON text. A provider passes the same keys with every request,
+    /// and reading them again (a curve point from each key's 32 bytes, the object walked from
+    /// wasm) cost a fifth of a check in Node. Keyed by content, so keys changed in place are
+    /// read again, never trusted from before.
+    static LAST_JWKS: RefCell<Option<(String, Rc<Jwks>)>> = const { RefCell::new(None) };
+}
+
+/// The keys of `jwks` (a JavaScript JWKS object), read once while its content stays the same.
+fn keys_of(jwks: &JsValue) -> JsResult<Rc<Jwks>> {
+    let text = json_stringify(jwks)
+        .ok()
+        .and_then(|text| text.as_string())
+        .ok_or_else(|| JsError::new("invalid trust: jwks must be a JWKS object ({ keys: [...] })"))?;
+    LAST_JWKS.with(|last| {
+        if let Some((seen, keys)) = &*last.borrow()
+            && *seen == text
+        {
+            return Ok(Rc::clone(keys));
+        }
+        let keys = Rc::new(Jwks::from_json(&text).map_err(|message| JsError::new(&message))?);
+        *last.borrow_mut() = Some((text, Rc::clone(&keys)));
+        Ok(keys)
+    })
 }
 
 /// A pass that verified: whose it is, the key that signed it, and what it states.

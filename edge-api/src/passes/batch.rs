@@ -7,7 +7,7 @@ use kya_core::{KyaBatch, KyaResult, query::parse_wallet};
 use serde::Deserialize;
 use worker::{Request, Response};
 
-use crate::{Error, Result, http, reads, rpc::Rpc};
+use crate::{Error, Result, http, reads, request_body, rpc::Rpc};
 
 /// The path of the endpoint.
 pub(crate) const PATH: &str = "/api/v1/kya/batch";
@@ -26,11 +26,7 @@ pub(crate) fn weight(wallets: usize) -> u64 {
 /// Reads and checks the body: `{"wallets": [...]}` with 1 to 100 addresses. Every refusal names
 /// what to fix.
 pub(crate) async fn read(request: &mut Request) -> Result<Vec<Address>> {
-    let declared = request.headers().get("content-length")?.and_then(|length| length.parse::<usize>().ok());
-    if let Some(length) = declared.filter(|length| *length > MAX_BODY_BYTES) {
-        return Err(bad(format!("the body is {length} bytes; at most {MAX_BODY_BYTES} are accepted")));
-    }
-    parse(&request.text().await?)
+    parse(&request_body::read_text(request, MAX_BODY_BYTES).await?)
 }
 
 fn parse(text: &str) -> Result<Vec<Address>> {

@@ -21,7 +21,7 @@ use kya_core::{
 use serde::Serialize;
 use worker::{Env, Request, Response};
 
-use crate::{Error, Result, http, passes::Issuer, reads, rpc::Rpc};
+use crate::{Error, Result, http, passes::Issuer, reads, request_body, rpc::Rpc};
 
 /// The path of the endpoint: the one `POST` route of the API.
 pub(crate) const PATH: &str = "/api/v1/kya/verify";
@@ -44,15 +44,7 @@ pub(crate) async fn answer(
     now: u64,
 ) -> Result<Response> {
     let Context { rpc, registry, policy, issuer } = *context;
-    // Refused before it is read, when the sender says how long it is.
-    let declared = request.headers().get("content-length")?.and_then(|length| length.parse::<usize>().ok());
-    if let Some(length) = declared.filter(|length| *length > body::MAX_BODY_BYTES) {
-        return Err(Error::BadBody(format!(
-            "the body is {length} bytes; at most {} are accepted",
-            body::MAX_BODY_BYTES
-        )));
-    }
-    let text = request.text().await?;
+    let text = request_body::read_text(request, body::MAX_BODY_BYTES).await?;
     let input = body::parse(&text)?;
     let headers: Vec<(&str, &str)> =
         input.headers.iter().map(|(name, value)| (name.as_str(), value.as_str())).collect();

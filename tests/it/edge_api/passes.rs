@@ -212,6 +212,27 @@ async fn passes_state_the_chain_at_their_block_and_verify_offline() {
         let (status, answer, _) = batch(&client, &fresh_ip(), &body).await;
         assert_eq!((status, answer["error"].as_str()), (400, Some(message.as_str())));
     }
+    // A body that does not say its length (chunked) is read as far as the limit, no further:
+    // within it a batch like any other, past it refused while it is still arriving.
+    let chunked = |text: String| {
+        text.into_bytes().chunks(1_000).map(|chunk| String::from_utf8(chunk.to_vec()).unwrap()).collect()
+    };
+    let small = json!({ "wallets": [agent.address().to_checksum(None), stranger.to_string()] }).to_string();
+    let (status, text) = client.post_chunked("/api/v1/kya/batch", chunked(small)).await;
+    assert_eq!(status, 200, "{text}");
+    let answer: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(answer["results"][0]["wallet"], agent.address().to_checksum(None));
+    assert_eq!(answer["results"][1]["isRegistered"], json!(false));
+    let padded = format!("{{\"wallets\": [\"{stranger}\"]{}}}", " ".repeat(20_000));
+    // Declared, it is refused by its length before a byte is read.
+    let length = padded.len();
+    let answer = client.post_text("/api/v1/kya/batch", &fresh_ip(), padded.clone()).await;
+    assert_eq!(answer.status, 400);
+    assert_eq!(answer.body["error"], format!("the body is {length} bytes; at most 16384 are accepted"));
+    let (status, text) = client.post_chunked("/api/v1/kya/batch", chunked(padded.clone())).await;
+    assert_eq!(status, 400, "{text}");
+    let answer: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(answer["error"], "the body is more than 16384 bytes; at most 16384 are accepted");
     // Only POST.
     let answer = client.get("/api/v1/kya/batch").await;
     assert_eq!(answer.status, 405);

@@ -287,6 +287,14 @@ async fn signed_requests_are_verified_with_the_signers_standing_and_each_nonce_o
         assert_eq!(status, 400, "{text}: {body}");
         assert!(body["error"].as_str().unwrap().contains(expected), "{text}: {body}");
     }
+    // A body past 1 MiB that does not declare its length (chunked): refused once the bytes read
+    // pass the limit, not after all of it is held.
+    let chunks =
+        (0..1_100).map(|index| if index == 0 { "{".to_owned() } else { " ".repeat(1_000) }).collect();
+    let (status, text) = client.post_chunked("/api/v1/kya/verify", chunks).await;
+    assert_eq!(status, 400, "{text}");
+    let answer: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(answer["error"], "the body is more than 1048576 bytes; at most 1048576 are accepted");
     // A contract account: a PolicyWallet registered as an agent's wallet (its ERC-1271 consent
     // signed by its owner's key), whose requests its owner signs.
     let owner = PrivateKeySigner::random();
