@@ -117,3 +117,19 @@ test('verifyAgentRequest admits the pass holder\'s own signed request and no oth
   tampered.body = '{"prompt":"rm -rf"}';
   assert.deepEqual(refused(kya.verifyAgentRequest(tampered, trust)), ['refused', 'signature', 'digest_mismatch']);
 });
+
+test('a JWKS changed in place is read again: a key taken out stops verifying at once', () => {
+  // The package reads a JWKS once while its content stays the same; the same object, edited,
+  // must not keep trusting the key it held before.
+  const keys = structuredClone(jwks);
+  const held = { ...trust, jwks: keys };
+  assert.equal(kya.verifyPass(passes.valid, held).outcome, 'verified');
+  assert.equal(kya.verifyPass(passes.valid, held).outcome, 'verified', 'read from the cache');
+  const signer = keys.keys.shift();
+  assert.equal(kya.verifyPass(passes.valid, held).reason, 'unknown_key');
+  keys.keys.push(signer);
+  assert.equal(kya.verifyPass(passes.valid, held).outcome, 'verified');
+  keys.keys.at(-1).x = keys.keys[0].x;
+  assert.equal(kya.verifyPass(passes.valid, held).reason, 'bad_signature', 'the kid kept, its key replaced');
+  assert.throws(() => kya.verifyPass(passes.valid, { ...trust, jwks: 'not an object' }), /keys/);
+});
