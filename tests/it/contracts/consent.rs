@@ -71,6 +71,24 @@ async fn deadline(t: &TestChain) -> u64 {
     kya_devchain::consent::consent_deadline(&t.chain).await.expect("the latest block's time")
 }
 
+/// `call` from `creator` with the root's two consents, the wallet's and the Haftungsperson's,
+/// each at its first nonce, valid until `deadline`.
+fn both_signed(
+    t: &TestChain,
+    call: &AgentRegistry::registerAgentCall,
+    creator: Address,
+    [wallet, liable]: [&PrivateKeySigner; 2],
+    deadline: u64,
+) -> AgentRegistry::registerAgentWithConsentCall {
+    let (wallet_address, liable_address) = (wallet.address(), liable.address());
+    with_consents(
+        call.clone(),
+        deadline,
+        sign(t, wallet, &wallet_consent(wallet_address, creator, 0, 0, deadline)),
+        sign(t, liable, &liability_consent(liable_address, creator, wallet_address, 0, deadline)),
+    )
+}
+
 /// `key`'s signature of `consent` in the registry's domain on this chain.
 fn sign(t: &TestChain, key: &PrivateKeySigner, consent: &Consent) -> Bytes {
     let digest = consent.signing_digest(&consent::domain(t.chain_id(), t.registry()));
@@ -200,18 +218,7 @@ async fn an_expired_consent_is_refused(via: Via) {
     let t = TestChain::start().await;
     let (creator, wallet, liable) = (key(1), key(10), key(20));
     let call = registration(wallet.address(), liable.address(), 0);
-    let signed_until = |deadline: u64| {
-        with_consents(
-            call.clone(),
-            deadline,
-            sign(&t, &wallet, &wallet_consent(wallet.address(), creator.address(), 0, 0, deadline)),
-            sign(
-                &t,
-                &liable,
-                &liability_consent(liable.address(), creator.address(), wallet.address(), 0, deadline),
-            ),
-        )
-    };
+    let signed_until = |deadline| both_signed(&t, &call, creator.address(), [&wallet, &liable], deadline);
     let now = block_timestamp(&t).await;
     assert_revert(send(&t, via, &creator, &signed_until(now - 1)).await, "Consent expired");
     // The wallet registering itself, so only the Haftungsperson's consent is read: expired too.
@@ -253,18 +260,7 @@ async fn a_consent_longer_than_seven_days_is_refused(via: Via) {
     assert_eq!(lifetime_on_chain, U256::from(lifetime), "core names the registry's bound");
     assert_eq!(consent::latest_deadline(1_000), 1_000 + 7 * 86_400);
     let call = registration(wallet.address(), liable.address(), 0);
-    let signed_until = |deadline: u64| {
-        with_consents(
-            call.clone(),
-            deadline,
-            sign(&t, &wallet, &wallet_consent(wallet.address(), creator.address(), 0, 0, deadline)),
-            sign(
-                &t,
-                &liable,
-                &liability_consent(liable.address(), creator.address(), wallet.address(), 0, deadline),
-            ),
-        )
-    };
+    let signed_until = |deadline| both_signed(&t, &call, creator.address(), [&wallet, &liable], deadline);
     let mined_at = block_timestamp(&t).await + 100;
     t.chain.set_next_timestamp(mined_at).await.unwrap();
     let too_far = signed_until(consent::latest_deadline(mined_at) + 1);
@@ -362,11 +358,12 @@ async fn a_replayed_consent_is_refused(via: Via) {
 /// the consents to creator A then serve creator A.
 async fn a_consent_for_another_creator_or_by_another_key_is_refused(via: Via) {
     let t = TestChain::start().await;
-    let deadline = deadline(&t).await;
     let (creator_a, creator_b, wallet, liable, stranger) = (key(1), key(2), key(10), key(20), key(99));
     let call = registration(wallet.address(), liable.address(), 0);
     let for_a = consented(&t, call.clone(), creator_a.address(), &[&wallet, &liable]).await;
     let for_b = consented(&t, call.clone(), creator_b.address(), &[&wallet, &liable]).await;
+    // Each signature below names the calls' own deadline, so only what each attempt changes is wrong.
+    let deadline: u64 = for_b.deadline.to();
     let wallet_for = |key: &PrivateKeySigner| {
         sign(&t, key, &wallet_consent(wallet.address(), creator_b.address(), 0, 0, deadline))
     };
@@ -508,8 +505,13 @@ async fn a_contract_wallets_consent_passes_through_erc1271_while_it_accepts(via:
     set_accepting(&t, liable, liable_owner.address(), false).await;
     let eoa = key(10);
     let mut next = consented(&t, registration(eoa.address(), liable, 0), creator.address(), &[&eoa]).await;
-    next.liabilityConsent =
-        sign(&t, &liable_owner, &liability_consent(liable, creator.address(), eoa.address(), 2, deadline));
+    // Signed for the deadline `consented` gave the call (a day from the latest block's time).
+    let next_deadline = next.deadline.to();
+    next.liabilityConsent = sign(
+        &t,
+        &liable_owner,
+        &liability_consent(liable, creator.address(), eoa.address(), 2, next_deadline),
+    );
     assert_revert(send(&t, via, &creator, &next).await, "Invalid consent signature");
     set_accepting(&t, liable, liable_owner.address(), true).await;
     send(&t, via, &creator, &next).await.unwrap();
