@@ -1,0 +1,183 @@
+//! One request's way through the API: the CORS preflight, the rate limit (a batch weighed by its
+//! wallets), then the answer of its route, with the settings read once and the chain's client
+//! built from them. Errors become `{"error": ...}` bodies here; only building a response can
+//! fail past this point (`lib.rs`'s fallback).
+
+use std::cell::Cell;
+
+use worker::{Context, Date, Env, Method, Request, Response};
+
+use crate::{
+    Error, Result, answers, answers::Reply, apart, cache, cached, config::Config, deps::Deps, health, http,
+    index, openapi, passes, rate_limit, routes, routes::Endpoint, rpc, rpc::Rpc, verify,
+};
+
+pub(crate) async fn respond(mut request: Request, env: Env, context: Context) -> Result<Response> {
+    let ip = rate_limit::client_ip(request.headers());
+    let now_ms = Date::now().as_millis();
+    let now = now_ms / 1000;
+    if request.method() == Method::Options {
+        // Preflights are the browser's, not the caller's: they show the quota but do not use it.
+        // A path the API does not serve has no CORS policy to tell: its 404, like any method's.
+        let path = request.path();
+        let response = if path == verify::PATH || path == passes::batch::PATH {
+            http::preflight(http::POST_METHODS)?
+        } else if routes::serves(&path) {
+            http::preflight(http::METHODS)?
+        } else {
+            http::error(&Error::NoRoute(path))?
+        };
+        return http::finish(response, rate_limit::peek(&ip, now).remaining);
+    }
+    // A batch counts as one request per 10 wallets, so its body is read before it is counted
+    // (a body that cannot be read counts as one).
+    let batch = if request.path() == passes::batch::PATH && request.inner().method() == "POST" {
+        Some(passes::batch::read(&mut request).await)
+    } else {
+        None
+    };
+    let weight = match &batch {
+        Some(Ok(wallets)) => passes::batch::weight(wallets.len()),
+        _ => 1,
+    };
+    let (remaining, outcome) = match rate_limit::admit(&env, &context, &ip, now_ms, weight) {
+        Ok(quota) => {
+            // The settings, read once for whichever answer this is.
+            let config = Config::from_env(&env);
+            let outcome = match batch {
+                Some(wallets) => apart(serve_batch(wallets, &config)).await,
+                None => serve(&mut request, &env, &config, &context, now).await,
+            };
+            (quota.remaining, outcome)
+        }
+        Err(limited) => (0, Err(limited)),
+    };
+    let response = match outcome {
+        Ok(response) => response,
+        Err(error) => {
+            if error.status() >= 500 {
+                worker::console_error!("{} {}: {error}", request.method(), request.path());
+            }
+            http::error(&error)?
+        }
+    };
+    http::finish(response, remaining)
+}
+
+/// `POST /api/v1/kya/batch`, its body read (and counted) already.
+async fn serve_batch(wallets: Result<Vec<alloy_primitives::Address>>, config: &Config) -> Result<Response> {
+    let wallets = wallets?;
+    let budget = Cell::new(rpc::SUBREQUEST_BUDGET);
+    let rpc = chain_rpc(config, &budget)?;
+    passes::batch::answer(&rpc, config.registry()?, &wallets).await
+}
+
+/// The chain's client as `config` sets it, Multicall3 included, spending `budget`.
+fn chain_rpc<'a>(config: &'a Config, budget: &'a Cell<u32>) -> Result<Rpc<'a>> {
+    let multicall = config.multicall()?;
+    Ok(Rpc { url: &config.rpc_url, batch_size: config.batch_size, multicall, budget })
+}
+
+/// Everything after the rate limit, at wall-clock time `now` (Unix seconds); errors become
+/// `{"error": ...}` in [`respond`].
+async fn serve(
+    request: &mut Request,
+    env: &Env,
+    config: &Config,
+    context: &Context,
+    now: u64,
+) -> Result<Response> {
+    // By name: workers-rs reads a method it has no variant for (QUERY, PROPFIND, ...) as GET.
+    let method = request.inner().method();
+    let url = request.url()?;
+    for path in [verify::PATH, passes::batch::PATH] {
+        if url.path() == path && method != "POST" {
+            return Err(Error::PostOnly { method, path });
+        }
+    }
+    if url.path() == verify::PATH {
+        let budget = Cell::new(rpc::SUBREQUEST_BUDGET);
+        let rpc = chain_rpc(config, &budget)?;
+        let origin = url.origin().ascii_serialization();
+        let registry = config.registry()?;
+        let issuer = passes::Issuer::of(env, config, &origin, registry)?;
+        let context =
+            verify::Context { rpc: &rpc, registry, policy: &config.verify, issuer: issuer.as_ref() };
+        return apart(verify::answer(request, env, &context, now)).await;
+    }
+    if method != "GET" && method != "HEAD" {
+        return Err(Error::MethodNotAllowed(method));
+    }
+    let query: Vec<(String, String)> = url.query_pairs().into_owned().collect();
+    let endpoint = routes::resolve(url.path(), &query)?;
+    let budget = Cell::new(rpc::SUBREQUEST_BUDGET);
+    let rpc = Rpc { url: &config.rpc_url, batch_size: config.batch_size, multicall: None, budget: &budget };
+    match &endpoint {
+        Endpoint::Health => return apart(health::answer(config, &rpc, index::Store::open(env))).await,
+        Endpoint::OpenApi => return http::json(200, openapi::DOCUMENT, openapi::CACHE_CONTROL),
+        Endpoint::Jwks => return passes::answer_jwks(env),
+        Endpoint::KyaPass(wallet) => {
+            let rpc = chain_rpc(config, &budget)?;
+            let origin = url.origin().ascii_serialization();
+            return apart(passes::answer_pass(env, config, &rpc, &origin, *wallet, now)).await;
+        }
+        Endpoint::Changes(query) => return apart(index::changes::answer(env, query)).await,
+        Endpoint::ChangesStream(query) => {
+            let head = method == "HEAD";
+            return apart(index::stream::answer(env, request.headers(), query.clone(), head)).await;
+        }
+        _ => {}
+    }
+    let origin = url.origin().ascii_serialization();
+    // The chain's addresses are parsed only when the chain is read: a hit needs neither.
+    let deps = || -> Result<Deps<'_>> {
+        Ok(Deps {
+            rpc: Rpc { multicall: config.multicall()?, ..rpc },
+            registry: config.registry()?,
+            origin: &origin,
+            now,
+            memory_budget: config.memory_cache_bytes,
+            cache_tag: &config.cache_tag,
+            env,
+            index_max_age_secs: config.index.max_age_secs,
+            index_answer_ttl_secs: config.index.answer_ttl_secs,
+        })
+    };
+
+    let Some(policy) = endpoint.cache_policy() else {
+        let deps = deps()?;
+        return apart(async {
+            match answers::answer(&endpoint, &deps).await? {
+                Reply::Answer(answer) => http::answer(&answer, "no-store"),
+                Reply::Stream(response) => Ok(response),
+            }
+        })
+        .await;
+    };
+    let key = cache::key(&origin, &config.cache_tag, &policy.path);
+    let index_ttl = config.index.answer_ttl_secs;
+    // The registry-wide answers read up to every row of the index: refreshed one at a time per
+    // data centre (`cached`), when they are cached at all.
+    let lease = (endpoint.registry_wide() && index_ttl > 0)
+        .then(|| {
+            let colo = request.cf().map_or_else(|| "local".to_owned(), |cf| cf.colo());
+            cache::refresh::Lease::of(env, &colo, &key)
+        })
+        .flatten();
+    // With `INDEX_ANSWER_TTL_SECS=0` no registry-wide answer is cached (nor its fallback, which
+    // reads the registry's snapshot, itself cached): each reads the index at once, without a
+    // Cache API lookup that could only miss, a round trip on every request.
+    let uncached = endpoint.registry_wide() && index_ttl == 0;
+    let request = cached::Request {
+        key,
+        ttl: if uncached { 0 } else { policy.ttl },
+        look_up: !uncached,
+        index_ttl,
+        now,
+        memory_budget: config.memory_cache_bytes,
+        if_none_match: request.headers().get("if-none-match")?,
+        context,
+        lease,
+    };
+    cached::answer(&endpoint, deps, request).await
+}
