@@ -301,14 +301,9 @@ impl VerifyRequestInput {
 #[derive(Debug, Serialize, Tsify)]
 #[serde(rename_all = "camelCase")]
 pub struct VerifiedSignature {
-    /// EIP-55.
-    pub signer: String,
-    pub keyid: String,
-    pub chain_id: u64,
-    pub created: u64,
-    pub expires: u64,
-    pub nonce: Option<String>,
-    pub components: Vec<String>,
+    /// `signer` (EIP-55), `keyid`, `chainId`, `created`, `expires`, `nonce`, `components`.
+    #[serde(flatten)]
+    pub facts: erc8128::SignatureFacts,
     pub label: String,
     /// `<keyid in lowercase>:<nonce>`; `null` for a Replayable signature (a policy without
     /// `requireNonce`).
@@ -324,13 +319,7 @@ impl From<Verified> for VerifiedSignature {
             erc8128::ReplayGuard::Replayable(_) => None,
         };
         Self {
-            signer: checksummed(&verified.facts.signer),
-            keyid: verified.facts.keyid,
-            chain_id: verified.facts.chain_id,
-            created: verified.facts.created,
-            expires: verified.facts.expires,
-            nonce: verified.facts.nonce,
-            components: verified.facts.components,
+            facts: verified.facts,
             label: verified.label,
             nonce_key: claim.as_ref().map(|claim| claim.key.clone()),
             remember_until: claim.map(|claim| claim.remember_until),

@@ -12,11 +12,13 @@ use super::replay::ReplayGuard;
 /// `chainId`, `created`, `expires`, `nonce`, `components`): the Worker writes it and the client
 /// reads it with this one type.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "browser", derive(tsify::Tsify))]
 #[serde(rename_all = "camelCase")]
 pub struct SignatureFacts {
     /// The account that signed: the keyid's address (EIP-55 checksummed in JSON, as every
     /// address the API writes).
     #[serde(serialize_with = "crate::checksum::serialize")]
+    #[cfg_attr(feature = "browser", tsify(type = "string"))]
     pub signer: Address,
     /// The keyid as the signature carried it.
     pub keyid: String,
