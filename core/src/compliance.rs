@@ -48,26 +48,10 @@ impl Compliance {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use alloy_primitives::{Address, B256};
     use proptest::prelude::*;
 
     pub(crate) fn agent(status: AgentStatus, last_attestation: u64) -> Agent {
-        Agent {
-            agent_id: 1,
-            creator: Address::ZERO,
-            haftungsperson: Address::ZERO,
-            agent_wallet: Address::ZERO,
-            constitution_hash: B256::ZERO,
-            capability_hash: B256::ZERO,
-            operational_scope: String::new(),
-            parent_agent_id: 0,
-            generation: 0,
-            self_modifying: false,
-            registered_at: last_attestation,
-            last_attestation,
-            last_revenue_report: 0,
-            status,
-        }
+        crate::test_support::sample_agent(1, status, last_attestation, last_attestation)
     }
 
     #[test]

@@ -159,20 +159,9 @@ mod tests {
 
     fn agent(status: AgentStatus, last_attestation: u64) -> Agent {
         Agent {
-            agent_id: 7,
-            creator: address!("0x1000000000000000000000000000000000000001"),
             haftungsperson: address!("0x70997970c51812dc3a010c7d01b50e0d17dc79c8"),
             agent_wallet: address!("0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266"),
-            constitution_hash: B256::ZERO,
-            capability_hash: B256::ZERO,
-            operational_scope: "scope".into(),
-            parent_agent_id: 0,
-            generation: 0,
-            self_modifying: false,
-            registered_at: 1_000,
-            last_attestation,
-            last_revenue_report: 0,
-            status,
+            ..crate::test_support::sample_agent(7, status, last_attestation, 1_000)
         }
     }
 

@@ -149,6 +149,7 @@ mod tests {
             claims::Issue,
             jws::{self, Header},
         },
+        test_support::sample_agent,
     };
 
     const NOW: u64 = 1_800_000_000;
@@ -160,22 +161,8 @@ mod tests {
     }
 
     fn agent(status: AgentStatus) -> Agent {
-        Agent {
-            agent_id: 3,
-            creator: WALLET,
-            haftungsperson: WALLET,
-            agent_wallet: WALLET,
-            constitution_hash: B256::ZERO,
-            capability_hash: B256::ZERO,
-            operational_scope: String::new(),
-            parent_agent_id: 0,
-            generation: 0,
-            self_modifying: false,
-            registered_at: NOW - 100,
-            last_attestation: NOW - 100,
-            last_revenue_report: 0,
-            status,
-        }
+        let attested = NOW - 100;
+        Agent { haftungsperson: WALLET, agent_wallet: WALLET, ..sample_agent(3, status, attested, attested) }
     }
 
     fn claims(status: Option<AgentStatus>) -> PassClaims {
