@@ -63,7 +63,7 @@ pub async fn post(http: &reqwest::Client, upstream: &str, body: String) -> Strin
 /// A JSON-RPC server on loopback in front of `upstream` (if any) that does with each request
 /// what `policy` says, for faults a real node cannot be made to show. Returns its base URL.
 pub async fn start(upstream: Option<String>, policy: Arc<dyn Fn(&str) -> RpcAction + Send + Sync>) -> String {
-    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+    use tokio::io::{AsyncWriteExt, BufReader};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a free port");
     let address = listener.local_addr().expect("bound");
     tokio::spawn(async move {
@@ -74,26 +74,8 @@ pub async fn start(upstream: Option<String>, policy: Arc<dyn Fn(&str) -> RpcActi
                 let (read, mut write) = socket.into_split();
                 let mut read = BufReader::new(read);
                 loop {
-                    let mut length = 0usize;
-                    let mut line = String::new();
-                    loop {
-                        line.clear();
-                        if read.read_line(&mut line).await.unwrap_or(0) == 0 {
-                            return;
-                        }
-                        if line == "\r\n" {
-                            break;
-                        }
-                        if let Some((name, value)) = line.split_once(':')
-                            && name.eq_ignore_ascii_case("content-length")
-                        {
-                            length = value.trim().parse().unwrap_or(0);
-                        }
-                    }
-                    let mut body = vec![0; length];
-                    if read.read_exact(&mut body).await.is_err() {
-                        return;
-                    }
+                    let Some(request) = crate::http1::read_request(&mut read).await else { return };
+                    let body = request.body;
                     let body = String::from_utf8_lossy(&body).into_owned();
                     let forward = |body: String| {
                         let (http, upstream) = (http.clone(), upstream.clone());

@@ -153,32 +153,11 @@ async fn receive(
     location: &Mutex<Option<String>>,
     seen: &Mutex<Vec<Delivery>>,
 ) -> std::io::Result<()> {
-    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+    use tokio::io::{AsyncWriteExt, BufReader};
     let (read, mut write) = socket.into_split();
-    let mut read = BufReader::new(read);
-    let mut headers = Vec::new();
-    loop {
-        let mut line = String::new();
-        if read.read_line(&mut line).await? == 0 {
-            return Ok(());
-        }
-        let line = line.trim_end().to_owned();
-        if line.is_empty() {
-            break;
-        }
-        if let Some((name, value)) = line.split_once(':') {
-            headers.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
-        }
-    }
-    let header = |name: &str| {
-        headers
-            .iter()
-            .find(|(existing, _)| existing == name)
-            .map(|(_, value)| value.clone())
-            .unwrap_or_default()
-    };
-    let mut body = vec![0; header("content-length").parse().unwrap_or(0)];
-    read.read_exact(&mut body).await?;
+    let Some(request) = crate::http1::read_request(&mut BufReader::new(read)).await else { return Ok(()) };
+    let header = |name: &str| request.header(name).unwrap_or_default().to_owned();
+    let body = request.body.clone();
     let status = answer.load(Ordering::SeqCst);
     seen.lock().unwrap().push(Delivery {
         id: header("webhook-id"),

@@ -7,7 +7,7 @@ use kya_client::{ApiClient, ReceivedRequest, Verdict, Verifier};
 use kya_devchain::dev_accounts;
 use serde_json::{Value, json};
 use tokio::{
-    io::{AsyncReadExt, AsyncWriteExt},
+    io::AsyncWriteExt,
     net::{TcpListener, TcpStream},
 };
 
@@ -201,37 +201,12 @@ async fn provider(api: &str) -> String {
     origin
 }
 
-async fn serve(mut stream: TcpStream, verifier: &Verifier) {
-    let mut data = Vec::new();
-    let mut chunk = [0u8; 4096];
-    let head = loop {
-        if let Some(end) = data.windows(4).position(|window| window == b"\r\n\r\n") {
-            break end;
-        }
-        match stream.read(&mut chunk).await {
-            Ok(0) | Err(_) => return,
-            Ok(read) => data.extend_from_slice(&chunk[..read]),
-        }
+async fn serve(stream: TcpStream, verifier: &Verifier) {
+    let (read, mut stream) = stream.into_split();
+    let Some(request) = kya_tests::http1::read_request(&mut tokio::io::BufReader::new(read)).await else {
+        return;
     };
-    let text = String::from_utf8(data[..head].to_vec()).expect("an ASCII head");
-    let mut lines = text.split("\r\n");
-    let mut request_line = lines.next().expect("a request line").split(' ');
-    let (method, target) = (request_line.next().unwrap().to_owned(), request_line.next().unwrap().to_owned());
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|line| line.split_once(':'))
-        .map(|(name, value)| (name.trim().to_owned(), value.trim().to_owned()))
-        .collect();
-    let length: usize = headers
-        .iter()
-        .find(|(name, _)| name.eq_ignore_ascii_case("content-length"))
-        .map_or(0, |(_, value)| value.parse().expect("a length"));
-    let mut body = data[head + 4..].to_vec();
-    while body.len() < length {
-        match stream.read(&mut chunk).await {
-            Ok(0) | Err(_) => return,
-            Ok(read) => body.extend_from_slice(&chunk[..read]),
-        }
-    }
+    let (method, target, headers, body) = (request.method, request.target, request.headers, request.body);
 
     let url = verifier.url_for(&target);
     let mut received = ReceivedRequest::new(&method, &url).body(&body);
