@@ -627,28 +627,9 @@ async fn consented_registrations(t: &Setup) {
     let deadline = needed["deadline"].as_u64().unwrap().to_string();
     let consents = needed["consents"].as_array().unwrap();
     assert_eq!(consents[1]["typedData"]["message"]["nonce"], "1", "the Haftungsperson consented once");
-    let signatures: Vec<String> = consents
-        .iter()
-        .zip([&second, &person])
-        .map(|(consent, key)| {
-            let digest = digest_of(&consent["typedData"]);
-            assert_eq!(consent["digest"], digest.to_string(), "the printed digest is the typed data's");
-            format!("0x{}", alloy::hex::encode(key.sign_hash_sync(&digest).unwrap().as_bytes()))
-        })
-        .collect();
+    let signatures = sign_printed(consents, [&second, &person]);
     // Swapped, they are not the parties' signatures: refused before sending, with the reason.
-    let swapped = [
-        &parties[..],
-        &[
-            "--wallet-consent",
-            &signatures[1],
-            "--liability-consent",
-            &signatures[0],
-            "--consent-deadline",
-            &deadline,
-        ],
-    ]
-    .concat();
+    let swapped = with_signatures(&parties, [&signatures[1], &signatures[0]], &deadline);
     let run = t.kya(&register_args("works for others too", &swapped), &as_creator).await;
     assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
     assert!(
@@ -656,18 +637,7 @@ async fn consented_registrations(t: &Setup) {
         "{}",
         run.stderr
     );
-    let given = [
-        &parties[..],
-        &[
-            "--wallet-consent",
-            &signatures[0],
-            "--liability-consent",
-            &signatures[1],
-            "--consent-deadline",
-            &deadline,
-        ],
-    ]
-    .concat();
+    let given = with_signatures(&parties, [&signatures[0], &signatures[1]], &deadline);
     let registered = t.ok_json(&register_args("works for others too", &given), &as_creator).await;
     assert_eq!(registered["status"], "mined", "{registered}");
     let id = registered["result"]["agentId"].as_u64().expect("an agent id");
@@ -694,14 +664,7 @@ async fn consented_registrations(t: &Setup) {
     let deadline = needed["deadline"].as_u64().unwrap().to_string();
     let consents = needed["consents"].as_array().unwrap();
     assert_eq!(consents[1]["typedData"]["message"]["nonce"], "2");
-    let signatures: Vec<String> = consents
-        .iter()
-        .zip([&third, &person])
-        .map(|(consent, key)| {
-            let digest = digest_of(&consent["typedData"]);
-            format!("0x{}", alloy::hex::encode(key.sign_hash_sync(&digest).unwrap().as_bytes()))
-        })
-        .collect();
+    let signatures = sign_printed(consents, [&third, &person]);
     let as_person = [("AGENT_PRIVATE_KEY", person_key.as_str())];
     let taken_back = t.ok_json(&["invalidate-consents", "--json"], &as_person).await;
     assert_eq!(taken_back["via"], "relayer", "{taken_back}");
@@ -722,18 +685,7 @@ async fn consented_registrations(t: &Setup) {
         "{}",
         text.stdout
     );
-    let given = [
-        &parties[..],
-        &[
-            "--wallet-consent",
-            &signatures[0],
-            "--liability-consent",
-            &signatures[1],
-            "--consent-deadline",
-            &deadline,
-        ],
-    ]
-    .concat();
+    let given = with_signatures(&parties, [&signatures[0], &signatures[1]], &deadline);
     let run = t.kya(&register_args("works for a third", &given), &as_creator).await;
     assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
     assert!(
@@ -759,6 +711,32 @@ async fn consented_registrations(t: &Setup) {
         "{}",
         run.stderr
     );
+}
+
+/// Each consent `kya register` printed, signed by its party's key (`keys`, in the consents'
+/// order) over the digest of its typed data, which must be the digest printed beside it.
+fn sign_printed(consents: &[Value], keys: [&PrivateKeySigner; 2]) -> Vec<String> {
+    consents
+        .iter()
+        .zip(keys)
+        .map(|(consent, key)| {
+            let digest = digest_of(&consent["typedData"]);
+            assert_eq!(consent["digest"], digest.to_string(), "the printed digest is the typed data's");
+            format!("0x{}", alloy::hex::encode(key.sign_hash_sync(&digest).unwrap().as_bytes()))
+        })
+        .collect()
+}
+
+/// `parties` with the wallet's and the liability consent's signatures and the deadline they
+/// were made for.
+fn with_signatures<'a>(
+    parties: &[&'a str],
+    [wallet, liability]: [&'a str; 2],
+    deadline: &'a str,
+) -> Vec<&'a str> {
+    let consents =
+        ["--wallet-consent", wallet, "--liability-consent", liability, "--consent-deadline", deadline];
+    [parties, &consents[..]].concat()
 }
 
 /// The EIP-712 digest of a consent's typed data as `kya` prints it, recomputed from its domain
