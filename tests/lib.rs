@@ -77,17 +77,25 @@ impl TestChain {
             .to()
     }
 
-    /// The registry's `ConsentUsed` events of a receipt, as (signer, nonce), in order.
-    pub fn consents_used(&self, receipt: &alloy::rpc::types::TransactionReceipt) -> Vec<(Address, u64)> {
-        use alloy::sol_types::SolEvent;
+    /// The registry's events of type `E` in a receipt, in order (other contracts' logs and the
+    /// registry's other events skipped).
+    pub fn registry_events<E: alloy::sol_types::SolEvent>(
+        &self,
+        receipt: &alloy::rpc::types::TransactionReceipt,
+    ) -> Vec<E> {
         receipt
             .inner
             .logs()
             .iter()
             .filter(|log| log.address() == self.registry())
-            .filter_map(|log| AgentRegistry::ConsentUsed::decode_log_data(log.data()).ok())
-            .map(|used| (used.signer, used.nonce.to()))
+            .filter_map(|log| E::decode_log_data(log.data()).ok())
             .collect()
+    }
+
+    /// The registry's `ConsentUsed` events of a receipt, as (signer, nonce), in order.
+    pub fn consents_used(&self, receipt: &alloy::rpc::types::TransactionReceipt) -> Vec<(Address, u64)> {
+        let used = self.registry_events::<AgentRegistry::ConsentUsed>(receipt);
+        used.into_iter().map(|used| (used.signer, used.nonce.to())).collect()
     }
 }
 

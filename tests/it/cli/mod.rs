@@ -621,13 +621,9 @@ async fn consented_registrations(t: &Setup) {
     let second = dev_accounts::agent_wallet(9_000_013);
     let second_text = second.address().to_checksum(None);
     let parties = ["--wallet", second_text.as_str(), "--haftungsperson", person_text.as_str()];
-    let run = t.kya(&register_args("works for others too", &parties), &as_creator).await;
-    assert_eq!(run.code, 5, "{}{}", run.stdout, run.stderr);
-    let needed = run.json();
-    let deadline = needed["deadline"].as_u64().unwrap().to_string();
-    let consents = needed["consents"].as_array().unwrap();
+    let (deadline, consents) = printed_consents(t, "works for others too", &parties, &as_creator).await;
     assert_eq!(consents[1]["typedData"]["message"]["nonce"], "1", "the Haftungsperson consented once");
-    let signatures = sign_printed(consents, [&second, &person]);
+    let signatures = sign_printed(&consents, [&second, &person]);
     // Swapped, they are not the parties' signatures: refused before sending, with the reason.
     let swapped = with_signatures(&parties, [&signatures[1], &signatures[0]], &deadline);
     let run = t.kya(&register_args("works for others too", &swapped), &as_creator).await;
@@ -658,13 +654,9 @@ async fn consented_registrations(t: &Setup) {
     let third = dev_accounts::agent_wallet(9_000_014);
     let third_text = third.address().to_checksum(None);
     let parties = ["--wallet", third_text.as_str(), "--haftungsperson", person_text.as_str()];
-    let run = t.kya(&register_args("works for a third", &parties), &as_creator).await;
-    assert_eq!(run.code, 5, "{}{}", run.stdout, run.stderr);
-    let needed = run.json();
-    let deadline = needed["deadline"].as_u64().unwrap().to_string();
-    let consents = needed["consents"].as_array().unwrap();
+    let (deadline, consents) = printed_consents(t, "works for a third", &parties, &as_creator).await;
     assert_eq!(consents[1]["typedData"]["message"]["nonce"], "2");
-    let signatures = sign_printed(consents, [&third, &person]);
+    let signatures = sign_printed(&consents, [&third, &person]);
     let as_person = [("AGENT_PRIVATE_KEY", person_key.as_str())];
     let taken_back = t.ok_json(&["invalidate-consents", "--json"], &as_person).await;
     assert_eq!(taken_back["via"], "relayer", "{taken_back}");
@@ -711,6 +703,21 @@ async fn consented_registrations(t: &Setup) {
         "{}",
         run.stderr
     );
+}
+
+/// `kya register` of a root named `scope` for `parties` without their keys: exit 5, nothing sent;
+/// the deadline and the consents it printed to be signed.
+async fn printed_consents(
+    t: &Setup,
+    scope: &str,
+    parties: &[&str],
+    env: &[(&str, &str)],
+) -> (String, Vec<Value>) {
+    let run = t.kya(&register_args(scope, parties), env).await;
+    assert_eq!(run.code, 5, "{}{}", run.stdout, run.stderr);
+    let needed = run.json();
+    let deadline = needed["deadline"].as_u64().expect("a deadline").to_string();
+    (deadline, needed["consents"].as_array().expect("the consents").clone())
 }
 
 /// Each consent `kya register` printed, signed by its party's key (`keys`, in the consents'

@@ -10,7 +10,7 @@ use alloy::{
     primitives::{Address, B256, Bytes, U256},
     rpc::types::TransactionReceipt,
     signers::{SignerSync, local::PrivateKeySigner},
-    sol_types::{SolCall, SolEvent},
+    sol_types::SolCall,
 };
 use kya_core::{
     AgentStatus,
@@ -133,13 +133,8 @@ async fn agent_of(t: &TestChain, wallet: Address) -> u64 {
 
 /// The `AgentRegistered` event of a receipt.
 fn registered(t: &TestChain, receipt: &TransactionReceipt) -> AgentRegistry::AgentRegistered {
-    receipt
-        .inner
-        .logs()
-        .iter()
-        .filter(|log| log.address() == t.registry())
-        .find_map(|log| AgentRegistry::AgentRegistered::decode_log_data(log.data()).ok())
-        .expect("an AgentRegistered event")
+    let events = t.registry_events::<AgentRegistry::AgentRegistered>(receipt);
+    events.into_iter().next().expect("an AgentRegistered event")
 }
 
 /// Someone else's wallet, registered without its consent, is refused whichever function carries
@@ -303,14 +298,8 @@ async fn invalidated_consents_are_refused(via: Via) {
 
 /// The `ConsentsInvalidated` events of a receipt, as (signer, next nonce).
 fn consents_invalidated(t: &TestChain, receipt: &TransactionReceipt) -> Vec<(Address, u64)> {
-    receipt
-        .inner
-        .logs()
-        .iter()
-        .filter(|log| log.address() == t.registry())
-        .filter_map(|log| AgentRegistry::ConsentsInvalidated::decode_log_data(log.data()).ok())
-        .map(|event| (event.signer, event.nextNonce.to()))
-        .collect()
+    let events = t.registry_events::<AgentRegistry::ConsentsInvalidated>(receipt);
+    events.into_iter().map(|event| (event.signer, event.nextNonce.to())).collect()
 }
 
 /// Each consent serves one registration: it uses up its signer's nonce, once, with a

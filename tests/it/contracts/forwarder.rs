@@ -7,7 +7,7 @@ use alloy::{
     providers::Provider,
     rpc::types::TransactionRequest,
     signers::{SignerSync, local::PrivateKeySigner},
-    sol_types::{Revert, SolCall, SolError, SolEvent},
+    sol_types::{Revert, SolCall, SolError},
 };
 use kya_core::{
     abi::{AgentRegistry, Forwarder},
@@ -107,12 +107,8 @@ async fn a_forwarded_request_acts_as_its_signer() {
     let receipt = execute(&t, &attest, &signature).await.unwrap();
 
     assert_eq!(agent(&t, agent_id).await.lastAttestation, block_timestamp(&t).await);
-    let attested = receipt
-        .inner
-        .logs()
-        .iter()
-        .find_map(|log| AgentRegistry::ComplianceAttested::decode_log_data(log.data()).ok())
-        .expect("a ComplianceAttested event");
+    let attested = t.registry_events::<AgentRegistry::ComplianceAttested>(&receipt);
+    let attested = attested.into_iter().next().expect("a ComplianceAttested event of the registry");
     assert_eq!(attested.attester, signer.address(), "_msgSender() is the signer, not the relayer");
     assert_eq!(attested.agentId, id(agent_id));
     assert_eq!(nonce(&t, signer.address()).await, 1);
