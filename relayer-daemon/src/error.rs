@@ -1,7 +1,9 @@
-//! The relayer's error type and the one place where each error gets its HTTP status.
+//! The relayer's error type: what a relay or a query can fail with, in the words clients see.
+//! Free of the HTTP server and the database engines, so the pure rules ([`crate::rules`]) can
+//! use it: each error's status is chosen in [`crate::http::status`], and the engines' errors
+//! are classified in `store::engine_errors`.
 
 use kya_core::redact;
-use warp::http::StatusCode;
 
 /// Everything a relay or a query can fail with. Display strings are what clients see in
 /// `{"error": …}`; the first ten are SPEC.md section 7's relayer messages, word for word.
@@ -192,108 +194,10 @@ pub enum Error {
     LengthRequired,
 }
 
-impl From<rusqlite::Error> for Error {
-    fn from(error: rusqlite::Error) -> Self {
-        Self::Store(error.to_string())
-    }
-}
-
-impl From<postgres::Error> for Error {
-    fn from(error: postgres::Error) -> Self {
-        if is_unavailable(&error) {
-            Self::StoreUnavailable(postgres_detail(&error))
-        } else {
-            Self::Store(postgres_detail(&error))
-        }
-    }
-}
-
-/// Whether a PostgreSQL error says "not now" rather than "never": a timeout, a lock not
-/// granted, a deadlock victim, a server shutting down or starting, or a connection lost. A retry
-/// of the whole operation (its transaction rolled back) can succeed.
-pub(crate) fn is_unavailable(error: &postgres::Error) -> bool {
-    use postgres::error::SqlState;
-    match error.as_db_error() {
-        Some(db) => {
-            [
-                SqlState::LOCK_NOT_AVAILABLE,
-                SqlState::QUERY_CANCELED,
-                SqlState::IDLE_IN_TRANSACTION_SESSION_TIMEOUT,
-                SqlState::T_R_DEADLOCK_DETECTED,
-                SqlState::T_R_SERIALIZATION_FAILURE,
-                SqlState::ADMIN_SHUTDOWN,
-                SqlState::CRASH_SHUTDOWN,
-                SqlState::CANNOT_CONNECT_NOW,
-                SqlState::TOO_MANY_CONNECTIONS,
-                // A batch's prepared statement gone from the session (a pooler in transaction
-                // mode, a `DISCARD ALL`): the connection prepares it again on its next use.
-                SqlState::INVALID_SQL_STATEMENT_NAME,
-            ]
-            .contains(db.code())
-                || db.code().code().starts_with("08")
-        }
-        // No answer from the server: the connection is closed, or its socket failed.
-        None => {
-            error.is_closed()
-                || std::error::Error::source(error).is_some_and(|source| {
-                    kya_native_http::causes(source).any(|cause| cause.is::<std::io::Error>())
-                })
-        }
-    }
-}
-
-/// A PostgreSQL error as told: the server's own words when it sent any (`40P01: deadlock
-/// detected`), else the driver's with its cause (`error connecting to server: Connection
-/// refused`). Neither holds the connection's password: the driver never formats its settings.
-pub(crate) fn postgres_detail(error: &postgres::Error) -> String {
-    match (error.as_db_error(), std::error::Error::source(error)) {
-        (Some(db), _) => format!("{}: {}", db.code().code(), db.message()),
-        (None, Some(cause)) => format!("{error}: {cause}"),
-        (None, None) => error.to_string(),
-    }
-}
-
 /// `Result` with [`Error`] as the default error.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
-    /// The HTTP status of this error: chosen here and nowhere else.
-    pub fn status(&self) -> StatusCode {
-        match self {
-            Self::MissingRequestOrSignature
-            | Self::BadRequest(_)
-            | Self::NotExactCall(_)
-            | Self::DeadlineTooNear { .. }
-            | Self::ConsentDeadlineTooNear { .. }
-            | Self::ConsentDeadlineTooFar { .. } => StatusCode::BAD_REQUEST,
-            Self::InvalidSignature => StatusCode::UNAUTHORIZED,
-            Self::WrongTarget | Self::ValueTransfer | Self::GasAboveCap { .. } => StatusCode::FORBIDDEN,
-            Self::NotFound | Self::RelayNotFound => StatusCode::NOT_FOUND,
-            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            Self::LengthRequired => StatusCode::LENGTH_REQUIRED,
-            Self::IpRateLimited(_)
-            | Self::SignerRateLimited(_)
-            | Self::BudgetExhausted
-            | Self::BudgetSliceSpent { .. }
-            | Self::SignerShareExhausted(_)
-            | Self::ClientShareExhausted(_)
-            | Self::ReadRateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
-            Self::BalanceTooLow
-            | Self::NoFreeLane
-            | Self::LaneLost(_)
-            | Self::Withheld { .. }
-            | Self::StoreUnavailable(_)
-            | Self::StoreTimedOut(_) => StatusCode::SERVICE_UNAVAILABLE,
-            Self::Reverted(_)
-            | Self::Rpc(_)
-            | Self::Unconfirmed { .. }
-            | Self::Store(_)
-            | Self::StoreCorrupt(_)
-            | Self::Internal(_)
-            | Self::Config(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        }
-    }
-
     /// Seconds a client should wait before trying again (`Retry-After`), for errors that pass.
     pub fn retry_after_secs(&self) -> Option<u64> {
         match self {
@@ -392,35 +296,5 @@ impl Error {
             }
             other => other.to_string(),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Every failure a send releases a relay with reads back from its record as itself: the
-    /// same status and words, for a standby's client as for the sender's.
-    #[test]
-    fn a_released_relays_failure_reads_back_as_itself() {
-        for error in [
-            Error::NoFreeLane,
-            Error::BalanceTooLow,
-            Error::InvalidSignature,
-            Error::StoreUnavailable("57014: canceling statement due to lock timeout".into()),
-            Error::StoreTimedOut("reserve".into()),
-            Error::Rpc("insufficient funds for gas * price + value".into()),
-            Error::Store("23505: duplicate key".into()),
-            Error::StoreCorrupt("a wei amount".into()),
-            Error::Internal("relay task failed".into()),
-        ] {
-            let read = Error::of_released(&error.to_string());
-            assert_eq!((read.status(), read.to_string()), (error.status(), error.to_string()), "{error:?}");
-        }
-        let unknown = Error::of_released("something else");
-        assert_eq!(
-            (unknown.status(), unknown.to_string()),
-            (StatusCode::INTERNAL_SERVER_ERROR, "RPC request failed; try again later".into())
-        );
     }
 }

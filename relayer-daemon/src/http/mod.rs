@@ -6,3 +6,4 @@ pub mod openapi;
 pub(crate) mod read_limit;
 pub(crate) mod reference;
 pub mod server;
+pub(crate) mod status;

@@ -12,7 +12,11 @@ use warp::{
     reply::Response,
 };
 
-use crate::{error::Error, http::read_limit::ReadLimiter, relayer::Relayer};
+use crate::{
+    error::Error,
+    http::{read_limit::ReadLimiter, status::status_of},
+    relayer::Relayer,
+};
 
 /// Largest `POST /relay` body: a registration's calldata is well under 2 KiB.
 const MAX_BODY_BYTES: u64 = 64 * 1024;
@@ -254,7 +258,7 @@ fn respond<T: serde::Serialize>(result: crate::error::Result<T>) -> Response {
 }
 
 fn error_response(error: &Error) -> Response {
-    let status = error.status();
+    let status = status_of(error);
     if status == StatusCode::INTERNAL_SERVER_ERROR || matches!(error, Error::StoreUnavailable(_)) {
         tracing::warn!(error = %error.detail(), "request failed");
     }

@@ -14,6 +14,7 @@
 //! - `schema`: SQLite's tables, and bringing a store of an earlier version up to date.
 //! - `postgres`: `DATABASE_URL`, connecting (with its timeouts), and PostgreSQL's migrations.
 //! - `pool`: PostgreSQL's connections, pooled.
+//! - `engine_errors`: SQLite's and PostgreSQL's errors as the relayer's, "not now" apart from failures.
 //! - `deadline`: a store call the daemon stopped waiting for sends nothing more, and its
 //!   connection leaves the pool.
 //! - `pg_tls`: TLS to PostgreSQL, as `sslmode` and `sslrootcert` in the URL ask.
@@ -29,6 +30,7 @@
 
 mod codec;
 mod deadline;
+mod engine_errors;
 mod handoffs;
 mod leases;
 mod limits;

@@ -15,8 +15,9 @@ use super::{
     pg_url,
 };
 
+use super::engine_errors::{is_unavailable, postgres_detail};
 use super::sql::PgConnection;
-use crate::error::{Error, Result, is_unavailable, postgres_detail};
+use crate::error::{Error, Result};
 
 /// The migrations, in order: each runs once per database, recorded in `schema_migrations`.
 pub(super) const MIGRATIONS: &[(i64, &str)] = &[

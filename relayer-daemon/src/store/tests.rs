@@ -1180,7 +1180,7 @@ fn postgres_a_frozen_holder_of_the_budget_costs_the_lock_timeout_not_a_hang() {
         assert!(beat.elapsed() < Duration::from_millis(500), "the keeper waited: {:?}", beat.elapsed());
         let error = waiting.join().unwrap().unwrap_err();
         assert!(matches!(error, Error::StoreUnavailable(_)), "{error:?}");
-        assert_eq!(error.status(), warp::http::StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(crate::http::status::status_of(&error), warp::http::StatusCode::SERVICE_UNAVAILABLE);
         assert!(error.detail().contains("55P03"), "{}", error.detail());
         assert!(!error.to_string().contains("55P03"), "the client's words are fixed: {error}");
     });
@@ -1196,7 +1196,7 @@ fn postgres_a_frozen_holder_of_the_budget_costs_the_lock_timeout_not_a_hang() {
     );
     store.reserve(&relay("s1", 0, 50), &BudgetLimits::total(1_000), 100).unwrap().unwrap();
     let after = frozen.client().batch_execute("SELECT 1").unwrap_err();
-    assert!(crate::error::is_unavailable(&after), "{after}");
+    assert!(super::engine_errors::is_unavailable(&after), "{after}");
 }
 
 /// Polls `sql` on `database` (a psql session of its own) until it returns `want`: the event the
