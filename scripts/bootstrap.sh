@@ -18,23 +18,20 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive "${apt_get[@]}" install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
+# The Rust toolchain's parts: clippy (scripts/test.sh lints through clippy-driver) and rustfmt.
+for component in clippy rustfmt; do
+  if ! rustup component list --installed | grep -q "^$component"; then
+    log "adding the toolchain's $component"
+    rustup component add "$component"
+  fi
+done
+
 # The Worker and the browser package build for wasm. RUSTUP_AUTO_INSTALL=0 is set on these
 # machines, so a rust-toolchain file alone would not install the target: add it explicitly.
 if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
   log "adding the wasm32-unknown-unknown target"
   rustup target add wasm32-unknown-unknown
 fi
-
-# Parts named *.background.sh build on the CPU (the wasm-bindgen CLI from source, minutes of it
-# on a fresh machine): they start first and run while the others wait on the network (npm, apt,
-# pip); the bootstrap waits for them at its end, and fails if one failed.
-background=()
-for part in scripts/bootstrap.d/*.background.sh; do
-  [ -e "$part" ] || continue
-  # shellcheck source=/dev/null
-  ( source "$part" ) &
-  background+=("$!:$part")
-done
 
 # npm packages (solc-js, OpenZeppelin sources, anvil, wrangler, ...) at the locked versions.
 # `npm ci` refused this lockfile when it lacked entries for the other platforms' optional
@@ -49,17 +46,16 @@ if [ "$(cat "$lock_stamp" 2>/dev/null)" != "$(lock_hash)" ]; then
   lock_hash > "$lock_stamp"
 fi
 
-# Further installs, one file per concern (wasm tools, Python signers, browsers, ...), in name order.
+# `--build-deps`: only what a cargo build of the workspace needs, the toolchain and the npm
+# packages (the relayer embeds Swagger UI from one): scripts/test.sh builds while the rest installs.
+if [ "${1:-}" = "--build-deps" ]; then
+  exit 0
+fi
+
+# Further installs, one file per concern (Python signers, browsers, PostgreSQL, ...), in name order.
 for part in scripts/bootstrap.d/*.sh; do
   [ -e "$part" ] || continue
-  [[ $part == *.background.sh ]] && continue
   # shellcheck source=/dev/null
   source "$part"
 done
 
-for job in "${background[@]}"; do
-  if ! wait "${job%%:*}"; then
-    log "${job#*:} failed"
-    exit 1
-  fi
-done

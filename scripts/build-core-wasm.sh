@@ -13,7 +13,7 @@ source scripts/lib/wasm.sh
 ensure_wasm_tools
 
 target_dir=${CARGO_TARGET_DIR:-target}
-cargo build --locked --profile wasm-release --target wasm32-unknown-unknown -p kya-core --features browser
+release_build --locked --profile wasm-release --target wasm32-unknown-unknown -p kya-core --features browser
 out=core/pkg
 bindgen_and_optimise "$target_dir/wasm32-unknown-unknown/wasm-release/kya_core.wasm" "$out" kya_core
 

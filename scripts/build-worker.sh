@@ -14,7 +14,7 @@ source scripts/lib/wasm.sh
 ensure_wasm_tools
 
 target_dir=${CARGO_TARGET_DIR:-target}
-cargo build --locked --release --target wasm32-unknown-unknown -p kya-edge-api
+release_build --locked --release --target wasm32-unknown-unknown -p kya-edge-api
 # wasm-opt cuts the Worker's upload by about a quarter. It is binaryen compiled to wasm, one
 # thread, and takes about 100 s of CPU on the Worker after a change: it runs beside the explorer's
 # build, whose last step (the size-first profile's LTO, one codegen unit) uses one core too.

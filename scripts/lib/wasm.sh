@@ -1,19 +1,23 @@
 # Shared steps of the wasm builds (scripts/build-worker.sh, scripts/build-core-wasm.sh); sourced.
 
-# The wasm-bindgen crate's version in Cargo.lock: the CLI must be exactly this version.
-locked_wasm_bindgen_version() {
-  awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' Cargo.lock
-}
-
-# Installs the pinned wasm-bindgen CLI and binaryen (scripts/bootstrap.sh) if either is missing
-# or the CLI's version differs from the wasm-bindgen crate in Cargo.lock (they must match).
+# The wasm-bindgen CLI is the workspace's own front to its library (tools/wasm-bindgen/: built
+# with the tests' dependencies, at the wasm-bindgen crate's version by construction); binaryen's
+# wasm-opt comes from npm (scripts/bootstrap.sh). Builds the one (seconds once built) and
+# installs the other if it is missing; sets $wasm_bindgen to the CLI's path.
 ensure_wasm_tools() {
-  local version
-  version=$(locked_wasm_bindgen_version)
-  if [ "$(.tools/bin/wasm-bindgen --version 2>/dev/null)" != "wasm-bindgen $version" ] \
-    || [ ! -x node_modules/.bin/wasm-opt ]; then
+  if [ ! -x node_modules/.bin/wasm-opt ]; then
     bash scripts/bootstrap.sh
   fi
+  cargo build --locked --quiet -p kya-wasm-bindgen
+  wasm_bindgen="${CARGO_TARGET_DIR:-target}/debug/kya-wasm-bindgen"
+}
+
+# release_build ARGS...: `cargo build ARGS` for a shipped wasm32 build, with rustc itself even
+# when the caller lints the workspace through clippy-driver (scripts/test.sh exports it as
+# RUSTC_WORKSPACE_WRAPPER): clippy-driver lowers MIR optimisation, and what ships is optimised
+# as released.
+release_build() {
+  env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS cargo build "$@"
 }
 
 # bindgen_and_optimise COMPILED OUT_DIR OUT_NAME [wasm-bindgen flags...]: wasm-bindgen's
@@ -32,7 +36,7 @@ bindgen_and_optimise() {
     keep_names=(-g)
   fi
   mkdir -p "$out"
-  .tools/bin/wasm-bindgen --target web --out-dir "$out" --out-name "$name" "$@" "$compiled"
+  "$wasm_bindgen" --target web --out-dir "$out" --out-name "$name" "$@" "$compiled"
   node_modules/.bin/wasm-opt -Oz "${keep_names[@]}" --enable-bulk-memory --enable-nontrapping-float-to-int \
     --enable-sign-ext --enable-mutable-globals --enable-reference-types --enable-multivalue \
     "$out/${name}_bg.wasm" -o "$out/${name}_bg.wasm"
