@@ -6,7 +6,7 @@ use alloy::{
     primitives::{Address, U256, keccak256},
     signers::local::PrivateKeySigner,
 };
-use kya_core::abi::AgentRegistry;
+use kya_core::chain::abi::AgentRegistry;
 use kya_devchain::{Anvil, AnvilOptions, Chain, Deployment, consent, deploy};
 
 pub mod delay_proxy;

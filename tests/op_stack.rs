@@ -27,7 +27,7 @@ use alloy::{
     primitives::{Address, B256, U256, hex},
     sol_types::SolCall,
 };
-use kya_core::abi::{GAS_PRICE_ORACLE, GasPriceOracle};
+use kya_core::chain::abi::{GAS_PRICE_ORACLE, GasPriceOracle};
 use serde_json::{Value, json};
 
 use crate::rpc_proxy::{self, Later, RpcAction};

@@ -11,7 +11,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use kya_core::revert::RevertReason;
+use kya_core::chain::revert::RevertReason;
 use serde_json::{Value, json};
 
 use crate::rpc_proxy::{self, RpcAction};

@@ -17,7 +17,7 @@ use alloy::{
     signers::{SignerSync, local::PrivateKeySigner},
     sol_types::SolCall,
 };
-use kya_core::forward_request::{self, ForwardRequest};
+use kya_core::registry::forward_request::{self, ForwardRequest};
 use kya_devchain::dev_accounts::{self, Role};
 use kya_relayer::{Config, DatabaseUrl, Location, Relayer, Store, server};
 use serde_json::{Value, json};

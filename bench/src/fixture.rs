@@ -4,9 +4,8 @@ use alloy_primitives::{Address, B256, U256, aliases::U48};
 use alloy_sol_types::{Eip712Domain, SolCall};
 use kya_core::{
     Agent, BlockRef, Revenue, Snapshot, SnapshotAnswers,
-    abi::AgentRegistry,
-    forward_request::{self, ForwardRequest},
-    rpc::CallPlan,
+    chain::{abi::AgentRegistry, rpc::CallPlan},
+    registry::forward_request::{self, ForwardRequest},
 };
 
 use crate::{BATCH_SIZE, PassFixture};

@@ -18,10 +18,11 @@ use core::hint::black_box;
 use alloy_primitives::Address;
 pub use fixture::Fixture;
 use kya_core::{
-    Snapshot, SnapshotAnswers, forward_request,
-    query::AgentsQuery,
-    rpc::{BlockTag, batches},
-    stats,
+    Snapshot, SnapshotAnswers,
+    api::query::AgentsQuery,
+    chain::rpc::{BlockTag, batches},
+    registry::forward_request,
+    snapshot::stats,
 };
 pub use pass_fixture::PassFixture;
 

@@ -6,12 +6,14 @@ use std::time::Duration;
 use alloy::primitives::Address;
 use kya_core::{
     AgentStatus, KyaBatch, KyaResult,
+    api::{
+        pagination::Page,
+        view::{AgentDetails, AgentListItem},
+    },
     feed::{ChangesAnswer, ChangesQuery, Cursor},
-    lineage::LineageNode,
-    pagination::Page,
     pass::Jwks,
-    stats::DetailedStats,
-    view::{AgentDetails, AgentListItem},
+    registry::lineage::LineageNode,
+    snapshot::stats::DetailedStats,
 };
 
 use crate::{

@@ -13,7 +13,7 @@ use alloy::{
     sol_types::SolCall,
     transports::{RpcError, TransportErrorKind},
 };
-use kya_core::{abi::AgentRegistry, revert::RevertReason};
+use kya_core::chain::{abi::AgentRegistry, revert::RevertReason};
 
 use crate::{ConsentNonces, Error, Registration, Result};
 
@@ -31,10 +31,9 @@ impl Rpc {
     /// Connects (lazily: nothing is sent yet) to `url`.
     pub fn new(url: &str) -> Result<Self> {
         crate::install_crypto_provider();
-        let parsed = url
-            .trim()
-            .parse()
-            .map_err(|_| Error::Invalid(format!("RPC URL {} is not a URL", kya_core::redact::url(url))))?;
+        let parsed = url.trim().parse().map_err(|_| {
+            Error::Invalid(format!("RPC URL {} is not a URL", kya_core::chain::redact::url(url)))
+        })?;
         Ok(Self {
             provider: ProviderBuilder::new().connect_http(parsed).erased(),
             url: url.trim().to_owned(),
@@ -43,7 +42,7 @@ impl Rpc {
 
     /// The URL without credentials, for messages.
     pub fn shown_url(&self) -> String {
-        kya_core::redact::url(&self.url)
+        kya_core::chain::redact::url(&self.url)
     }
 
     /// The chain id the node reports.
@@ -161,5 +160,5 @@ fn is_revert(error: &RpcError<TransportErrorKind>) -> bool {
 
 /// An RPC failure as text, with any URL in it redacted.
 fn rpc_error(error: &RpcError<TransportErrorKind>) -> Error {
-    Error::Rpc(kya_core::redact::urls_in(&error.to_string()))
+    Error::Rpc(kya_core::chain::redact::urls_in(&error.to_string()))
 }

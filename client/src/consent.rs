@@ -1,14 +1,14 @@
 //! A registration's consents as a client gathers them (INTERFACE.md section 5): which ones it
 //! needs at the parties' current nonces, signed by keys at hand or attached as signatures made
 //! elsewhere, and, for those still missing, the typed data their signers' wallets are asked to
-//! sign. The digests, typed data and call are `kya-core`'s (`kya_core::consent`); this adds the
+//! sign. The digests, typed data and call are `kya-core`'s (`kya_core::registry::consent`); this adds the
 //! signing and the bookkeeping of one registration.
 
 use alloy::{
     primitives::{Address, B256, Bytes, Signature, U256},
     signers::{SignerSync, local::PrivateKeySigner},
 };
-use kya_core::consent::{self, Consent, ConsentKind, ConsentSignatures, ConsentTypedData};
+use kya_core::registry::consent::{self, Consent, ConsentKind, ConsentSignatures, ConsentTypedData};
 
 use crate::{Error, Registration, Result};
 
@@ -244,7 +244,7 @@ pub fn sign_consents(
 #[cfg(test)]
 mod tests {
     use alloy::{primitives::address, sol_types::SolCall};
-    use kya_core::abi::AgentRegistry;
+    use kya_core::chain::abi::AgentRegistry;
 
     use super::*;
     use crate::{Write, capability_hash, constitution_hash};

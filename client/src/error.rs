@@ -19,7 +19,7 @@ pub enum Error {
     Unreachable {
         /// `API`, `relayer` or `RPC`.
         service: &'static str,
-        /// The URL asked (never one with credentials: see [`kya_core::redact`]).
+        /// The URL asked (never one with credentials: see [`kya_core::chain::redact`]).
         url: String,
         /// What failed.
         reason: String,

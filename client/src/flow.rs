@@ -10,8 +10,8 @@ use alloy::{
     sol_types::Eip712Domain,
 };
 use kya_core::{
-    forward_request::{self, ForwardRequest},
-    relayer_view::RelayStatus,
+    api::relayer_view::RelayStatus,
+    registry::forward_request::{self, ForwardRequest},
 };
 
 use crate::{

@@ -77,7 +77,7 @@ impl Service {
         let headers = response.headers().clone();
         let text = response.text().await.map_err(|error| Error::Unreachable {
             service: self.name,
-            url: kya_core::redact::url(&self.base),
+            url: kya_core::chain::redact::url(&self.base),
             reason: reason_of(&error),
         })?;
         Ok((headers, text))
@@ -97,7 +97,7 @@ impl Service {
         }
         let response = send_once_more_if_closed(request).await.map_err(|error| Error::Unreachable {
             service: self.name,
-            url: kya_core::redact::url(&self.base),
+            url: kya_core::chain::redact::url(&self.base),
             reason: reason_of(&error),
         })?;
         let status = response.status().as_u16();
@@ -115,7 +115,7 @@ impl Service {
     async fn send<T: DeserializeOwned>(&self, request: reqwest::RequestBuilder) -> Result<Answer<T>> {
         let unreachable = |reason: String| Error::Unreachable {
             service: self.name,
-            url: kya_core::redact::url(&self.base),
+            url: kya_core::chain::redact::url(&self.base),
             reason,
         };
         let response =

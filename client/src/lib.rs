@@ -33,10 +33,12 @@ pub use kya_core::erc8128::{Reason, Refusal, RequestToSign, SignedHeaders, conte
 /// here so a client needs no direct dependency on `kya-core` to name them.
 pub use kya_core::{
     self, AgentStatus, Cents, Compliance, KyaAgent, KyaDecision, KyaResult,
-    lineage::LineageNode,
-    pagination::Page,
-    stats::{DetailedStats, StatusDistribution},
-    view::{AgentDetails, AgentListItem, AgentView, RecentRegistration},
+    api::{
+        pagination::Page,
+        view::{AgentDetails, AgentListItem, AgentView, RecentRegistration},
+    },
+    registry::lineage::LineageNode,
+    snapshot::stats::{DetailedStats, StatusDistribution},
 };
 pub use kya_native_http::install_crypto_provider;
 pub use outcome::{Outcome, RegistryResult};

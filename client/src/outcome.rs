@@ -6,7 +6,7 @@ use alloy::{
     rpc::types::{Log, TransactionReceipt},
     sol_types::SolEvent,
 };
-use kya_core::abi::{AgentRegistry, Forwarder};
+use kya_core::chain::abi::{AgentRegistry, Forwarder};
 use serde::Serialize;
 
 /// The settled state of one write.
@@ -40,7 +40,7 @@ pub enum RegistryResult {
     /// `AgentRegistered`: the new agent.
     Registered {
         agent_id: u64,
-        #[serde(serialize_with = "kya_core::checksum::serialize")]
+        #[serde(serialize_with = "kya_core::api::checksum::serialize")]
         agent_wallet: Address,
         parent_agent_id: u64,
         generation: u64,
@@ -59,7 +59,7 @@ pub enum RegistryResult {
     Terminated { agent_id: u64 },
     /// `ConsentsInvalidated`: every consent `signer` signed below `next_nonce` is void.
     ConsentsInvalidated {
-        #[serde(serialize_with = "kya_core::checksum::serialize")]
+        #[serde(serialize_with = "kya_core::api::checksum::serialize")]
         signer: Address,
         next_nonce: u64,
     },

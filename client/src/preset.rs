@@ -110,7 +110,7 @@ mod tests {
     #[test]
     fn base_sepolia_is_the_public_deployment() {
         let settings = ChainPreset::BaseSepolia.settings();
-        assert_eq!(settings.chain_id, kya_core::forward_request::BASE_SEPOLIA_CHAIN_ID);
+        assert_eq!(settings.chain_id, kya_core::registry::forward_request::BASE_SEPOLIA_CHAIN_ID);
         assert_eq!(settings.registry, Some(address!("0x2EFaB5B3BEf49E56a6Ce1dcB1A39EF63C312EA23")));
     }
 }

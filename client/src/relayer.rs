@@ -2,11 +2,11 @@
 //! domain, submitting a signed forward request, and the relay lookups of its lifecycle.
 
 use alloy::primitives::{Address, B256, Bytes, U256};
-use kya_core::forward_request::ForwardRequest;
-pub use kya_core::relayer_view::{
+pub use kya_core::api::relayer_view::{
     Contracts, Domain, GasBudget, LaneStatus, NonceView, RelayStatus, RelayView, Relayed, RelayerStatus,
     SentTransaction,
 };
+use kya_core::registry::forward_request::ForwardRequest;
 use serde_json::json;
 
 use crate::{Error, Result, http::Service};
@@ -108,7 +108,7 @@ mod tests {
     use super::*;
 
     /// The reading of the answers themselves is tested where they are defined
-    /// (`kya_core::relayer_view`); here, what the client adds to them.
+    /// (`kya_core::api::relayer_view`); here, what the client adds to them.
     #[tokio::test]
     async fn a_relay_id_must_be_hex_before_anything_is_sent() {
         // Port 9 (discard): were anything sent, the error would be a connection failure.

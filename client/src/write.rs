@@ -7,8 +7,8 @@ use alloy::{
     sol_types::SolCall,
 };
 use kya_core::{
-    abi::AgentRegistry,
-    consent::{
+    chain::abi::AgentRegistry,
+    registry::consent::{
         self, ConsentSignatures, MAX_CATEGORY_BYTES, MAX_CURRENCY_BYTES, MAX_OPERATIONAL_SCOPE_BYTES, Parties,
     },
 };

@@ -28,16 +28,20 @@ use wasm_bindgen::prelude::*;
 
 use crate::{
     Agent, AgentStatus, Compliance, ComplianceBadge, KyaDecision, Revenue,
-    abi::AgentRegistry,
-    checksum::checksummed,
-    consent::{
-        self, AgentWalletConsent, Consent, ConsentSignatures, ConsentTypedData, LiabilityConsent,
-        MAX_OPERATIONAL_SCOPE_BYTES, Parties,
+    api::{
+        checksum::checksummed,
+        query::parse_wallet,
+        time::parse_iso8601,
+        view::{AgentView, RevenueView},
     },
-    forward_request::{self, ForwardRequest, TypedData},
-    query::parse_wallet,
-    time::parse_iso8601,
-    view::{AgentView, RevenueView},
+    chain::abi::AgentRegistry,
+    registry::{
+        consent::{
+            self, AgentWalletConsent, Consent, ConsentSignatures, ConsentTypedData, LiabilityConsent,
+            MAX_OPERATIONAL_SCOPE_BYTES, Parties,
+        },
+        forward_request::{self, ForwardRequest, TypedData},
+    },
 };
 
 pub mod erc8128;

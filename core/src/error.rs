@@ -55,8 +55,8 @@ pub enum Error {
     #[error("RPC provider rate limit: {0}")]
     RateLimitedByProvider(String),
     /// The node has not seen the block a read names (a load balancer's backend behind the head
-    /// that another backend pinned: `header not found` and the like, [`crate::rpc::is_unseen_block`]):
-    /// the same read a moment later may pass ([`crate::retry`]). Worded as any RPC error.
+    /// that another backend pinned: `header not found` and the like, [`crate::chain::rpc::is_unseen_block`]):
+    /// the same read a moment later may pass ([`crate::chain::retry`]). Worded as any RPC error.
     #[error("RPC error: {0}")]
     UnseenBlock(String),
     /// The node's answer does not decode as what was asked for.

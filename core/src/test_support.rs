@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use alloy_primitives::{Address, B256};
 
-use crate::{Agent, AgentStatus, logs::Touch};
+use crate::{Agent, AgentStatus, index::logs::Touch};
 
 /// A well-formed agent `id`: its creator and wallet derived from the id, a parent a third of
 /// it, every third agent and later a child, hashes and scope fixed. Tests override the fields

@@ -9,7 +9,7 @@ use std::{
 };
 
 use anyhow::{Context, bail};
-use kya_core::forward_request::BASE_SEPOLIA_CHAIN_ID;
+use kya_core::registry::forward_request::BASE_SEPOLIA_CHAIN_ID;
 
 /// How to start anvil.
 #[derive(Debug, Clone)]

@@ -307,7 +307,7 @@ impl Chain {
     }
 }
 
-/// The reason of a reverted call, in whichever shape the node reports it (`kya_core::revert`).
+/// The reason of a reverted call, in whichever shape the node reports it (`kya_core::chain::revert`).
 fn revert_reason(error: &RpcError<TransportErrorKind>) -> Option<String> {
-    kya_core::revert::RevertReason::from_error(error.as_error_resp()?).map(|reason| reason.to_string())
+    kya_core::chain::revert::RevertReason::from_error(error.as_error_resp()?).map(|reason| reason.to_string())
 }

@@ -7,8 +7,8 @@ use alloy::{
     signers::{SignerSync, local::PrivateKeySigner},
 };
 use kya_core::{
-    abi::AgentRegistry,
-    consent::{self, Consent, ConsentSignatures, Parties},
+    chain::abi::AgentRegistry,
+    registry::consent::{self, Consent, ConsentSignatures, Parties},
 };
 
 use crate::{Chain, TxError};

@@ -5,7 +5,7 @@ use alloy::{
     primitives::{Address, Bytes},
     sol_types::SolValue,
 };
-use kya_core::{
+use kya_core::chain::{
     abi::{AgentRegistry, Forwarder, Multicall3},
     multicall::MULTICALL3_ADDRESS,
 };

@@ -15,7 +15,7 @@ use alloy::{
     rpc::types::TransactionRequest,
     sol_types::SolCall,
 };
-use kya_core::{Agent, AgentStatus, abi::AgentRegistry};
+use kya_core::{Agent, AgentStatus, chain::abi::AgentRegistry};
 use serde::Serialize;
 
 use crate::{

@@ -4,8 +4,10 @@
 
 use kya_core::{
     BlockRef, KyaResult,
-    pagination::window,
-    view::{AgentDetails, RevenueView},
+    api::{
+        pagination::window,
+        view::{AgentDetails, RevenueView},
+    },
 };
 use serde::Serialize;
 

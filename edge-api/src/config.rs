@@ -4,7 +4,8 @@ use std::rc::Rc;
 
 use alloy_primitives::{Address, keccak256};
 use kya_core::{
-    erc8128::VerifyPolicy, forward_request::BASE_SEPOLIA_CHAIN_ID, multicall::MULTICALL3_ADDRESS, pass,
+    chain::multicall::MULTICALL3_ADDRESS, erc8128::VerifyPolicy, pass,
+    registry::forward_request::BASE_SEPOLIA_CHAIN_ID,
 };
 use worker::Env;
 

@@ -20,7 +20,7 @@ pub(crate) async fn answer(config: &Config, rpc: &Rpc<'_>, index: Option<Store>)
         Err(_) if config.registry_text().is_empty() => serde_json::Value::Null,
         Err(_) => serde_json::Value::from(config.registry_text()),
     };
-    let shown_rpc = kya_core::redact::url(rpc.url);
+    let shown_rpc = kya_core::chain::redact::url(rpc.url);
     let state = match &index {
         None => None,
         Some(store) => match store.state().await {

@@ -10,7 +10,7 @@
 
 use std::{cell::RefCell, collections::HashMap, net::IpAddr, time::Duration};
 
-use kya_core::client_ip::network_of;
+use kya_core::api::client_ip::network_of;
 use worker::{Context, Delay, Env, Headers, console_error, console_log, kv::KvStore};
 
 use crate::{Error, Result};

@@ -7,14 +7,18 @@ use std::collections::BTreeMap;
 use alloy_primitives::{Address, B256, U256};
 use kya_core::{
     Agent, BlockRef, Error as CoreError, Revenue, Snapshot,
-    abi::AgentRegistry,
+    chain::{
+        abi::AgentRegistry,
+        multicall::CALLS_PER_AGGREGATE,
+        rpc::{CallPlan, Outcome},
+    },
     erc8128::{Erc1271Check, IERC1271},
     index::{AgentRevenue, IndexedAgent, RevenueSums},
-    lineage::{self, LineageNode, NodeData, shown_children},
-    multicall::CALLS_PER_AGGREGATE,
-    record::small,
-    registry_reverts,
-    rpc::{CallPlan, Outcome},
+    registry::{
+        lineage::{self, LineageNode, NodeData, shown_children},
+        record::small,
+        reverts,
+    },
 };
 
 use crate::{Result, rpc::Rpc};
@@ -270,7 +274,7 @@ pub(crate) async fn kya_and_erc1271(
 
 /// The agent `getAgentByWallet` returned, `None` for a wallet without one.
 fn agent_of_wallet(outcome: &Outcome) -> Result<Option<Agent>> {
-    if outcome.reverted_with(registry_reverts::NO_AGENT_FOR_WALLET) {
+    if outcome.reverted_with(reverts::NO_AGENT_FOR_WALLET) {
         return Ok(None);
     }
     let record = outcome.decode::<AgentRegistry::getAgentByWalletCall>()?;
@@ -319,7 +323,7 @@ fn decode_histories(outcomes: &[Outcome]) -> Result<Vec<Revenue>> {
 }
 
 fn decode_agent(outcome: &Outcome, agent_id: u64) -> Result<Agent> {
-    if outcome.reverted_with(registry_reverts::AGENT_NOT_FOUND) {
+    if outcome.reverted_with(reverts::AGENT_NOT_FOUND) {
         return Err(CoreError::AgentNotFound(agent_id).into());
     }
     decode_record(outcome)

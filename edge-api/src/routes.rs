@@ -4,8 +4,8 @@
 
 use alloy_primitives::Address;
 use kya_core::{
+    api::query::{AgentsQuery, RevenueQuery, parse_agent_id, parse_wallet},
     feed::ChangesQuery,
-    query::{AgentsQuery, RevenueQuery, parse_agent_id, parse_wallet},
 };
 
 use crate::{Error, Result};

@@ -4,7 +4,7 @@
 //! large is split (and the isolate remembers the smaller size), HTTP 429 and 5xx are retried
 //! with backoff within the request's subrequest budget, then answered as a clear 503 or 502; a
 //! read at a block a load balancer's backend has not seen yet (`header not found`) is made again
-//! after a short wait. The waits and bounds are `kya_core::retry`'s, the relayer's too.
+//! after a short wait. The waits and bounds are `kya_core::chain::retry`'s, the relayer's too.
 //! Calls that run out of gas inside an `aggregate3` (one call past the provider's `eth_call` gas
 //! cap starves the calls after it) are read again in smaller pieces at the same block, down to
 //! single calls, in the same way.
@@ -19,12 +19,14 @@ use alloy_primitives::{Address, B256};
 use futures::future::{LocalBoxFuture, try_join_all};
 use kya_core::{
     BlockRef, Error as CoreError,
-    multicall::{Aggregated, CALLS_PER_AGGREGATE, read_again, starved_pieces},
-    redact,
-    retry::{self, Effect, Failure},
-    rpc::{
-        BlockTag, CallPlan, Outcome, batch_body, batches, block_request, decode_headers, decode_pinned_block,
-        header_requests, pin_block_request, whole_batch_error,
+    chain::{
+        multicall::{Aggregated, CALLS_PER_AGGREGATE, read_again, starved_pieces},
+        redact,
+        retry::{self, Effect, Failure},
+        rpc::{
+            BlockTag, CallPlan, Outcome, batch_body, batches, block_request, decode_headers,
+            decode_pinned_block, header_requests, pin_block_request, whole_batch_error,
+        },
     },
 };
 use wasm_bindgen::JsValue;
@@ -167,7 +169,7 @@ impl Rpc<'_> {
 
     /// Reads the calls that ran out of gas in an `aggregate3` (starved by a call that needs more
     /// than the provider's gas cap, or a whole `eth_call` out of gas) again at `block`, in the
-    /// smaller pieces of `kya_core::multicall::split_starved` (a lone call as a plain
+    /// smaller pieces of `kya_core::chain::multicall::split_starved` (a lone call as a plain
     /// `eth_call`), round after round, within the request's subrequest budget, as refused
     /// batches are split. Only a call out of gas alone keeps [`Outcome::OutOfGas`].
     async fn isolate_starved(
@@ -187,7 +189,7 @@ impl Rpc<'_> {
 
     /// Reads `pieces` of `plan` at `block` (a piece of several calls through `multicall`'s
     /// `aggregate3`, a lone call as a plain `eth_call`) into `outcomes`, round after round, as
-    /// `kya_core::multicall::read_again` says: starved pieces split, a lone call that timed out
+    /// `kya_core::chain::multicall::read_again` says: starved pieces split, a lone call that timed out
     /// read once more unless it is in `retried` or the budget cannot spare it.
     async fn read_again_at(
         &self,
@@ -237,7 +239,7 @@ impl Rpc<'_> {
 
     /// Sends `requests` and decodes their answers with `decode`. A read at a block the node has
     /// not seen yet (a load balancer's backend behind the one that named the block: `header not
-    /// found` and the like, [`CoreError::UnseenBlock`]) is sent again after `kya_core::retry`'s
+    /// found` and the like, [`CoreError::UnseenBlock`]) is sent again after `kya_core::chain::retry`'s
     /// wait, while its attempts last and this request's subrequest budget can pay for it.
     async fn exchange<T>(
         &self,
@@ -314,7 +316,7 @@ impl Rpc<'_> {
         });
     }
 
-    /// One JSON-RPC POST, retried on HTTP 429 and 5xx as `kya_core::retry` says (backoff,
+    /// One JSON-RPC POST, retried on HTTP 429 and 5xx as `kya_core::chain::retry` says (backoff,
     /// honouring `Retry-After`) while its attempts and the request's subrequest budget last.
     async fn post(&self, body: String) -> Result<String> {
         let shown = redact::url(self.url);

@@ -4,7 +4,7 @@
 
 use std::rc::Rc;
 
-use kya_core::{SnapshotAnswers, redact};
+use kya_core::{SnapshotAnswers, chain::redact};
 
 use crate::{
     Result,

@@ -10,11 +10,11 @@
 //!   text says only that sending failed, while the reason (a refused connection, a certificate
 //!   the roots do not vouch for) is in its sources; and it quotes the URL, where hosted nodes and
 //!   webhook receivers put keys. Both redact every URL in what they return
-//!   ([`kya_core::redact::urls_in`]), so no caller can forget to.
+//!   ([`kya_core::chain::redact::urls_in`]), so no caller can forget to.
 
 use std::{error::Error, sync::Once};
 
-use kya_core::redact;
+use kya_core::chain::redact;
 
 /// Installs ring as rustls' process-wide provider, once; a provider installed before (by the
 /// program or another library) is kept. Call it before building any HTTP client.

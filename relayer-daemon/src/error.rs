@@ -3,7 +3,7 @@
 //! use it: each error's status is chosen in [`crate::http::status`], and the engines' errors
 //! are classified in `store::engine_errors`.
 
-use kya_core::redact;
+use kya_core::chain::redact;
 
 /// Everything a relay or a query can fail with. Display strings are what clients see in
 /// `{"error": …}`; the first ten are SPEC.md section 7's relayer messages, word for word.
@@ -70,7 +70,7 @@ pub enum Error {
     BudgetExhausted,
     /// What pacing has opened of the day's budget so far cannot cover this relay (INTERFACE.md
     /// section 3): more opens at `opens_at`.
-    #[error("Gas budget for this hour spent. Try again at {}.", kya_core::time::iso8601(*opens_at))]
+    #[error("Gas budget for this hour spent. Try again at {}.", kya_core::api::time::iso8601(*opens_at))]
     BudgetSliceSpent {
         /// When the next slice opens (Unix seconds).
         opens_at: u64,
@@ -80,7 +80,7 @@ pub enum Error {
     /// `request.data` is not exactly the encoding of a registry write (trailing bytes, a view,
     /// an unknown selector, arguments that do not decode).
     #[error("{0}")]
-    NotExactCall(#[from] kya_core::registry_call::CallDataError),
+    NotExactCall(#[from] kya_core::registry::call::CallDataError),
     /// The request's deadline leaves the relayer too little time to get it mined.
     #[error(
         "request.deadline {deadline} leaves {left} s after the chain's head time {head}; the relayer needs at least {margin} s (or deadline 0: no expiry)"
@@ -115,7 +115,7 @@ pub enum Error {
     /// `MAX_CONSENT_LIFETIME` past the head: it would revert `Consent deadline too far`.
     #[error(
         "the consents' deadline {deadline} (registerAgentWithConsent's deadline) is past {latest}, {lifetime} s after the chain's head time {head}; the registry refuses a consent valid for longer (Consent deadline too far)",
-        lifetime = kya_core::consent::MAX_CONSENT_LIFETIME_SECS
+        lifetime = kya_core::registry::consent::MAX_CONSENT_LIFETIME_SECS
     )]
     ConsentDeadlineTooFar {
         /// The consents' deadline (Unix seconds).

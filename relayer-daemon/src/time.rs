@@ -1,4 +1,4 @@
-//! Wall-clock time: Unix seconds now. Timestamps are formatted by `kya_core::time`, like the
+//! Wall-clock time: Unix seconds now. Timestamps are formatted by `kya_core::api::time`, like the
 //! edge API's.
 
 /// Seconds since the Unix epoch.

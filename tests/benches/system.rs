@@ -280,10 +280,13 @@ async fn relayer(chain: &TestChain) -> String {
     // on chain refuses it. (The same signed request again is a retry: answered with its relay.)
     let mut stale = sequential[0].clone();
     stale["request"]["gas"] = Value::String("400000".into());
-    let digest = kya_core::forward_request::signing_digest(
-        &kya_core::forward_request::from_json(stale["request"].as_object().expect("a request"), "request")
-            .expect("a valid request"),
-        &kya_core::forward_request::domain(chain.chain_id(), chain.forwarder()),
+    let digest = kya_core::registry::forward_request::signing_digest(
+        &kya_core::registry::forward_request::from_json(
+            stale["request"].as_object().expect("a request"),
+            "request",
+        )
+        .expect("a valid request"),
+        &kya_core::registry::forward_request::domain(chain.chain_id(), chain.forwarder()),
     );
     let resigned = alloy::signers::SignerSync::sign_hash_sync(&signers[0], &digest).expect("signing");
     stale["signature"] =

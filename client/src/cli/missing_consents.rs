@@ -3,7 +3,7 @@
 //! (which fills it) and the rendering (which prints it) both depend on it, not on each other.
 
 use alloy::primitives::{Address, B256};
-use kya_core::consent::{ConsentKind, ConsentTypedData};
+use kya_core::registry::consent::{ConsentKind, ConsentTypedData};
 use serde::Serialize;
 
 /// The answer of a registration that lacks consents, as `--json` prints it.
@@ -13,10 +13,10 @@ pub(crate) struct ConsentsNeeded<'a> {
     /// Always false: nothing was sent.
     pub(crate) sent: bool,
     pub(crate) chain_id: u64,
-    #[serde(serialize_with = "kya_core::checksum::serialize")]
+    #[serde(serialize_with = "kya_core::api::checksum::serialize")]
     pub(crate) registry: Address,
     /// The registering signer, whom the consents name.
-    #[serde(serialize_with = "kya_core::checksum::serialize")]
+    #[serde(serialize_with = "kya_core::api::checksum::serialize")]
     pub(crate) creator: Address,
     /// Unix seconds: what `--consent-deadline` must say with the signatures.
     pub(crate) deadline: u64,
@@ -30,7 +30,7 @@ pub(crate) struct ConsentsNeeded<'a> {
 #[serde(rename_all = "camelCase")]
 pub(crate) struct NeededConsent<'a> {
     pub(crate) consent: ConsentKind,
-    #[serde(serialize_with = "kya_core::checksum::serialize")]
+    #[serde(serialize_with = "kya_core::api::checksum::serialize")]
     pub(crate) signer: Address,
     /// The option that takes its signature back.
     pub(crate) flag: &'static str,

@@ -8,7 +8,7 @@ use alloy::{
     signers::local::PrivateKeySigner,
 };
 use anyhow::{Result, anyhow, bail};
-use kya_core::consent::ConsentKind;
+use kya_core::registry::consent::ConsentKind;
 
 use super::{
     EXIT_CONSENT_NEEDED,
@@ -179,20 +179,20 @@ fn deadline(consent: &Consents, now: u64) -> Result<u64> {
         bail!(
             "--consent-deadline {deadline} ({}) is before the chain's latest block ({}): the registry would \
              refuse the consents ({})",
-            kya_core::time::iso8601(deadline),
-            kya_core::time::iso8601(now),
-            kya_core::registry_reverts::CONSENT_EXPIRED
+            kya_core::api::time::iso8601(deadline),
+            kya_core::api::time::iso8601(now),
+            kya_core::registry::reverts::CONSENT_EXPIRED
         );
     }
-    let latest = kya_core::consent::latest_deadline(now);
+    let latest = kya_core::registry::consent::latest_deadline(now);
     if deadline > latest {
         bail!(
             "--consent-deadline {deadline} ({}) is more than 7 days after the chain's latest block ({}): the \
              registry would refuse the consents ({}); the latest it accepts now is {latest} ({})",
-            kya_core::time::iso8601(deadline),
-            kya_core::time::iso8601(now),
-            kya_core::registry_reverts::CONSENT_DEADLINE_TOO_FAR,
-            kya_core::time::iso8601(latest),
+            kya_core::api::time::iso8601(deadline),
+            kya_core::api::time::iso8601(now),
+            kya_core::registry::reverts::CONSENT_DEADLINE_TOO_FAR,
+            kya_core::api::time::iso8601(latest),
         );
     }
     Ok(deadline)
@@ -219,7 +219,7 @@ fn show_missing(settings: &Settings, plan: &ConsentPlan, creator: Address, deadl
         registry: plan.registry,
         creator,
         deadline,
-        deadline_iso: kya_core::time::iso8601(deadline),
+        deadline_iso: kya_core::api::time::iso8601(deadline),
         consents: plan
             .missing()
             .map(|planned| {
@@ -276,7 +276,7 @@ mod tests {
         let error = deadline(&consents(Some("1699999999"), None), 1_700_000_000).unwrap_err().to_string();
         assert!(
             error.contains("before the chain's latest block")
-                && error.contains(kya_core::registry_reverts::CONSENT_EXPIRED),
+                && error.contains(kya_core::registry::reverts::CONSENT_EXPIRED),
             "{error}"
         );
         // Exactly 7 days of chain time is the registry's bound, a second more is refused.

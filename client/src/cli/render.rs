@@ -92,8 +92,8 @@ pub(crate) fn verdict(style: Style, verdict: &Verdict) -> String {
     let _ = writeln!(
         out,
         "  valid        {} to {}",
-        kya_core::time::iso8601(signed.signature.created),
-        kya_core::time::iso8601(signed.signature.expires)
+        kya_core::api::time::iso8601(signed.signature.created),
+        kya_core::api::time::iso8601(signed.signature.expires)
     );
     let _ = writeln!(out, "  covers       {}", signed.signature.components.join(" "));
     out.push_str(rows);
@@ -277,7 +277,7 @@ pub(crate) fn relayer_status(status: &RelayerStatus) -> String {
 
 /// What pacing has opened of the budget, while a slice is still to come: a line of its own
 /// (relayers before pacing, or in the last slice: nothing).
-fn pacing(budget: &kya_core::relayer_view::GasBudget) -> String {
+fn pacing(budget: &kya_core::api::relayer_view::GasBudget) -> String {
     match (&budget.open_wei, &budget.next_slice_at) {
         (Some(open), Some(next)) => format!("\n  open now     {open} wei, more at {next}"),
         _ => String::new(),
@@ -404,8 +404,12 @@ pub(crate) fn consents_needed(
     );
     for consent in &needed.consents {
         let (party, env) = match consent.consent {
-            kya_core::consent::ConsentKind::AgentWalletConsent => ("agent wallet", "AGENT_WALLET_KEY"),
-            kya_core::consent::ConsentKind::LiabilityConsent => ("Haftungsperson", "HAFTUNGSPERSON_KEY"),
+            kya_core::registry::consent::ConsentKind::AgentWalletConsent => {
+                ("agent wallet", "AGENT_WALLET_KEY")
+            }
+            kya_core::registry::consent::ConsentKind::LiabilityConsent => {
+                ("Haftungsperson", "HAFTUNGSPERSON_KEY")
+            }
         };
         let _ = write!(
             out,
@@ -457,13 +461,13 @@ pub(crate) fn pass(style: Style, pass: &kya_core::pass::VerifiedPass) -> String 
         out,
         "  block        {} ({})",
         claims.block.number,
-        kya_core::time::iso8601(claims.block.time)
+        kya_core::api::time::iso8601(claims.block.time)
     );
     let _ = writeln!(
         out,
         "  valid        {} to {}",
-        kya_core::time::iso8601(claims.nbf),
-        kya_core::time::iso8601(claims.exp)
+        kya_core::api::time::iso8601(claims.nbf),
+        kya_core::api::time::iso8601(claims.exp)
     );
     let _ = write!(out, "  key          {}", style.dim(&pass.kid));
     out
@@ -615,7 +619,7 @@ mod tests {
     #[test]
     fn a_missing_consent_says_who_signs_what_and_how_to_pass_it_back() {
         use alloy::primitives::{Address, B256};
-        use kya_core::consent::{AgentWalletConsent, Consent, ConsentKind};
+        use kya_core::registry::consent::{AgentWalletConsent, Consent, ConsentKind};
 
         let (wallet, creator, registry) =
             (Address::repeat_byte(1), Address::repeat_byte(2), Address::repeat_byte(3));

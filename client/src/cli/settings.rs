@@ -195,7 +195,7 @@ pub(crate) fn time(text: &str, what: &str) -> Result<u64> {
         Some(rest) if !rest.contains('.') => format!("{rest}.000Z"),
         _ => text.to_owned(),
     };
-    kya_core::time::parse_iso8601(&with_millis)
+    kya_core::api::time::parse_iso8601(&with_millis)
         .ok_or_else(|| anyhow!("invalid {what} {text:?}: expected Unix seconds or 2025-01-01T00:00:00Z"))
 }
 

@@ -218,7 +218,7 @@ pub(super) async fn fetch(settings: &Settings, args: &Fetch) -> Result<i32> {
     let response = http.execute(request).await.map_err(|error| {
         anyhow!(
             "{} could not be reached: {}",
-            kya_core::redact::url(&typed.url),
+            kya_core::chain::redact::url(&typed.url),
             crate::http::reason_of(&error)
         )
     })?;
@@ -256,7 +256,7 @@ pub(super) async fn fetch(settings: &Settings, args: &Fetch) -> Result<i32> {
         out.flush()?;
     }
     if status.is_client_error() || status.is_server_error() {
-        eprintln!("error: {} answered HTTP {status}", kya_core::redact::url(&typed.url));
+        eprintln!("error: {} answered HTTP {status}", kya_core::chain::redact::url(&typed.url));
         return Ok(super::EXIT_ERROR);
     }
     Ok(0)

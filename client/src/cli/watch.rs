@@ -86,9 +86,11 @@ pub(crate) fn line(event: &Event) -> String {
     let detail = match change.detail {
         Detail::Status { from, to } => format!(": {from} → {to}"),
         Detail::Compliance { from, to } => format!(": compliant {from} → {to}"),
-        Detail::Attested { attested_at } => format!(": attested at {}", kya_core::time::iso8601(attested_at)),
+        Detail::Attested { attested_at } => {
+            format!(": attested at {}", kya_core::api::time::iso8601(attested_at))
+        }
         Detail::Expired { valid_until, .. } => {
-            format!(": valid until {}", kya_core::time::iso8601(valid_until))
+            format!(": valid until {}", kya_core::api::time::iso8601(valid_until))
         }
         Detail::None {} => String::new(),
     };

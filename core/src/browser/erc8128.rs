@@ -18,7 +18,7 @@ use wasm_bindgen::prelude::*;
 
 use super::{JsResult, error, from_js, to_js, whole};
 use crate::{
-    checksum::checksummed,
+    api::checksum::checksummed,
     erc8128::{
         self, Reason, RequestToSign, SignParams, SignedRequest, SigningKey, Verification, Verified,
         VerifyPolicy,

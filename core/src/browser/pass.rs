@@ -16,10 +16,9 @@ use super::{
     from_js, to_js, whole,
 };
 use crate::{
-    checksum::checksummed,
+    api::{checksum::checksummed, query::parse_wallet},
     erc8128::{self, Verification},
     pass::{self, Jwks, PassClaims, PassRefusal, PassTrust, VerifiedPass},
-    query::parse_wallet,
 };
 
 /// What a verifier trusts, and its clock.

@@ -17,7 +17,7 @@ use super::replay::ReplayGuard;
 pub struct SignatureFacts {
     /// The account that signed: the keyid's address (EIP-55 checksummed in JSON, as every
     /// address the API writes).
-    #[serde(serialize_with = "crate::checksum::serialize")]
+    #[serde(serialize_with = "crate::api::checksum::serialize")]
     #[cfg_attr(feature = "browser", tsify(type = "string"))]
     pub signer: Address,
     /// The keyid as the signature carried it.

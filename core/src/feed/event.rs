@@ -164,7 +164,7 @@ pub struct Change {
     #[serde(rename = "type")]
     pub kind: EventType,
     pub agent_id: u64,
-    #[serde(serialize_with = "crate::checksum::serialize")]
+    #[serde(serialize_with = "crate::api::checksum::serialize")]
     pub wallet: Address,
     pub block: EventBlock,
     pub log: Option<EventLog>,
@@ -336,12 +336,12 @@ mod iso_seconds {
     use serde::{Deserialize, Deserializer, Serializer, de::Error as _};
 
     pub(super) fn serialize<S: Serializer>(seconds: &u64, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&crate::time::iso8601(*seconds))
+        serializer.serialize_str(&crate::api::time::iso8601(*seconds))
     }
 
     pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
         let text = String::deserialize(deserializer)?;
-        crate::time::parse_iso8601(&text)
+        crate::api::time::parse_iso8601(&text)
             .ok_or_else(|| D::Error::custom(format!("not an ISO 8601 time: {text}")))
     }
 

@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     Error, Result,
+    api::query::{limit, parse_agent_id, parse_wallet},
     feed::{Cursor, Event, EventType, Finality},
-    query::{limit, parse_agent_id, parse_wallet},
 };
 
 /// The default number of events of a page.

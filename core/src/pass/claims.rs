@@ -22,7 +22,7 @@ pub struct PassClaims {
     pub exp: u64,
     pub jti: String,
     pub chain_id: u64,
-    #[serde(serialize_with = "crate::checksum::serialize")]
+    #[serde(serialize_with = "crate::api::checksum::serialize")]
     #[cfg_attr(feature = "browser", tsify(type = "string"))]
     pub registry: Address,
     pub block: PassBlock,
@@ -147,7 +147,7 @@ fn serialize_optional_address<S: serde::Serializer>(
     serializer: S,
 ) -> Result<S::Ok, S::Error> {
     match address {
-        Some(address) => crate::checksum::serialize(address, serializer),
+        Some(address) => crate::api::checksum::serialize(address, serializer),
         None => serializer.serialize_none(),
     }
 }

@@ -31,8 +31,7 @@ use kya_core::{
         reconcile::{Told, corrections},
         run::{Appending, RunChanges, Settling, append, changes_of_run, settle_entries},
     },
-    index::{IndexedAgent, current_from},
-    logs::AgentLogEntry,
+    index::{IndexedAgent, current_from, logs::AgentLogEntry},
 };
 use serde::Deserialize;
 use worker::D1PreparedStatement;

@@ -1,16 +1,16 @@
 //! The registry's logs over a range of blocks (`eth_getLogs`), the range split as a provider
-//! refuses it for its width or its number of results (`kya_core::logs::split`), within the
+//! refuses it for its width or its number of results (`kya_core::index::logs::split`), within the
 //! run's subrequest budget. A single block the provider refuses (more logs than its result cap:
 //! anyone can fill a block with 10,001 of the registry's events) cannot be split: it is
 //! reported, and the run reads its agents another way, instead of failing on it for ever.
 //!
-//! Each log is decoded whole (`kya_core::logs::decode_agent_logs`): the index needs only the
+//! Each log is decoded whole (`kya_core::index::logs::decode_agent_logs`): the index needs only the
 //! agents it touched, the change feed what it says, with its block's hash and time.
 
 use std::ops::RangeInclusive;
 
 use alloy_primitives::Address;
-use kya_core::logs::{AgentLogEntry, AgentLogs, decode_agent_logs, logs_request, split};
+use kya_core::index::logs::{AgentLogEntry, AgentLogs, decode_agent_logs, logs_request, split};
 
 use crate::{Result, rpc::Rpc};
 

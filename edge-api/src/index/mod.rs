@@ -43,7 +43,10 @@ pub(crate) use store::Store;
 pub use stream::StreamShard;
 
 use alloy_primitives::B256;
-use kya_core::{BlockRef, index::Totals, index_plan::Cursor};
+use kya_core::{
+    BlockRef,
+    index::{Totals, plan::Cursor},
+};
 use serde::{Deserialize, Serialize};
 
 /// The indexer's state, one JSON row of fixed size (its totals by name and the agents whose

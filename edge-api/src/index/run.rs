@@ -8,7 +8,7 @@
 //! one Multicall3 round trip, the agents the new blocks' logs touched, the agents whose logs in
 //! the window differ from what earlier runs recorded (a write a reorganisation took away left
 //! no log; a lagging backend's missed one shows now), the next ids of the fill, and a slice of
-//! the sweep (`kya_core::index_plan`). The totals move to the block's time (attestations that
+//! the sweep (`kya_core::index::plan`). The totals move to the block's time (attestations that
 //! lapsed meanwhile, counted in D1), then take each changed agent out as it was and in as it is.
 
 use std::{
@@ -19,10 +19,12 @@ use std::{
 use alloy_primitives::B256;
 use kya_core::{
     BlockRef,
-    index::{BucketMoves, IndexedAgent, Lapse, Totals, child_change, lapsing},
-    index_plan::{Cursor, bounded_end, plan},
-    logs::{AgentLogEntry, Touch, follow_range, rescan_from},
-    window_touches::{Anchor, WindowTouches, changed_in_window},
+    index::{
+        BucketMoves, IndexedAgent, Lapse, Totals, child_change, lapsing,
+        logs::{AgentLogEntry, Touch, follow_range, rescan_from},
+        plan::{Cursor, bounded_end, plan},
+        window_touches::{Anchor, WindowTouches, changed_in_window},
+    },
 };
 use worker::{Date, Env};
 
@@ -49,7 +51,7 @@ const SUPERSEDED_KEEP_SECS: u64 = 600;
 const RUN_WRITE_BYTES: usize = 8 * CHUNK_BYTES;
 
 /// The most bytes the record of the re-scanned window's touches takes in the state row
-/// (`kya_core::window_touches`): a quarter of D1's limit on a row, beside a state of fixed size.
+/// (`kya_core::index::window_touches`): a quarter of D1's limit on a row, beside a state of fixed size.
 const WINDOW_TOUCHES_BYTES: usize = CHUNK_BYTES;
 
 /// One run: a step of the index, and its outcome recorded for `/health`.

@@ -11,11 +11,11 @@
 use futures::{StreamExt, stream};
 use kya_core::{
     BlockRef,
+    chain::redact,
     index::{
         COMPLIANCE_TAIL, agents_page_body, compliance_head, restore_compliance_quotes, unfiltered_page_ids,
     },
-    redact,
-    stats::RECENT_REGISTRATIONS,
+    snapshot::stats::RECENT_REGISTRATIONS,
 };
 use wasm_bindgen::{JsCast, JsValue, prelude::wasm_bindgen};
 use worker::{
@@ -187,7 +187,7 @@ fn fill_names(reading: &mut Reading) -> Result<()> {
 }
 
 /// `/agents`: a page of every agent by id, or of the agents with one status.
-async fn agents(store: Store, query: &kya_core::query::AgentsQuery, deps: &Deps<'_>) -> Result<Served> {
+async fn agents(store: Store, query: &kya_core::api::query::AgentsQuery, deps: &Deps<'_>) -> Result<Served> {
     let rows = match query.status {
         Some(status) => {
             let (limit, offset) = status_page(query);
@@ -233,7 +233,7 @@ async fn compliance_answer(store: Store, deps: &Deps<'_>) -> Result<Served> {
 }
 
 /// The (limit, offset) of a status-filtered `/agents` page.
-fn status_page(query: &kya_core::query::AgentsQuery) -> (u64, u64) {
+fn status_page(query: &kya_core::api::query::AgentsQuery) -> (u64, u64) {
     let limit = query.limit.max(1);
     (limit, query.page.max(1).saturating_sub(1).saturating_mul(limit))
 }

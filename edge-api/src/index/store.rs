@@ -18,9 +18,8 @@ use kya_core::{
     AgentStatus,
     index::{
         BucketMoves, COMPLIANCE_QUOTE_STAND_IN, COMPLIANCE_SEPARATOR, IndexedAgent, STATUS_BUCKET_IDS,
-        compliance_item_sql, list_item,
+        compliance_item_sql, list_item, window_touches::WindowTouches,
     },
-    window_touches::WindowTouches,
 };
 use serde::{Deserialize, Serialize};
 use wasm_bindgen::{JsCast, JsValue};

@@ -3,7 +3,7 @@
 //! so a batch is not a way around it.
 
 use alloy_primitives::Address;
-use kya_core::{KyaBatch, KyaResult, query::parse_wallet};
+use kya_core::{KyaBatch, KyaResult, api::query::parse_wallet};
 use serde::Deserialize;
 use worker::{Request, Response};
 

@@ -20,7 +20,7 @@
 use std::time::Duration;
 
 use futures::future::{Either, join_all, select};
-use kya_core::{feed::Cursor, redact, standard_webhooks::signature};
+use kya_core::{chain::redact, feed::Cursor, standard_webhooks::signature};
 use serde::Deserialize;
 use wasm_bindgen::JsValue;
 use worker::{

@@ -2,7 +2,7 @@
 //! domain), the `execute` simulation and estimate, fees (an OP Stack chain's L1 data fee too),
 //! raw sends and receipts.
 //!
-//! Errors keep the node's message; reverts are read by `kya_core::revert`, the project's one
+//! Errors keep the node's message; reverts are read by `kya_core::chain::revert`, the project's one
 //! decoder of every node's and provider's shape, and worded here for the relayer's answers.
 //! Nothing here holds the key.
 
@@ -22,10 +22,12 @@ use alloy::{
     transports::{RpcError, TransportErrorKind, http::reqwest, utils::guess_local_url},
 };
 use kya_core::{
-    abi::{Forwarder, GAS_PRICE_ORACLE, GasPriceOracle},
-    forward_request::ForwardRequest,
-    retry,
-    revert::RevertReason,
+    chain::{
+        abi::{Forwarder, GAS_PRICE_ORACLE, GasPriceOracle},
+        retry,
+        revert::RevertReason,
+    },
+    registry::forward_request::ForwardRequest,
 };
 
 use crate::{
@@ -114,10 +116,10 @@ pub(crate) struct RelayerChain {
 impl RelayerChain {
     /// Connects over HTTP, with no fillers: the relayer sets nonce, gas and fees itself. Every
     /// RPC request times out after [`RPC_TIMEOUT`], so a stuck node yields a 500, never a hang;
-    /// a refused one is sent again as `kya_core::retry` says ([`RetryingHttp`]).
+    /// a refused one is sent again as `kya_core::chain::retry` says ([`RetryingHttp`]).
     pub(crate) fn connect(rpc_url: &str, forwarder: Address) -> Result<Self> {
         let url = rpc_url.parse().map_err(|_| {
-            Error::Config(format!("RPC_URL is not a URL: {}", kya_core::redact::url(rpc_url)))
+            Error::Config(format!("RPC_URL is not a URL: {}", kya_core::chain::redact::url(rpc_url)))
         })?;
         kya_native_http::install_crypto_provider();
         let http = reqwest::Client::builder()
@@ -293,7 +295,7 @@ impl RelayerChain {
                 .is_some_and(|http| retry::refused_unprocessed(http.status));
             SendFailure {
                 node_answered: error.as_error_resp().is_some() || refused,
-                message: kya_core::redact::urls_in(&error.to_string()),
+                message: kya_core::chain::redact::urls_in(&error.to_string()),
             }
         })
     }
@@ -402,7 +404,7 @@ fn worded(reason: RevertReason) -> String {
 }
 
 /// The revert reason in a node's error answer, if it is a revert (in any node's or provider's
-/// shape: `kya_core::revert`).
+/// shape: `kya_core::chain::revert`).
 fn revert_reason(error: &RpcError<TransportErrorKind>) -> Option<String> {
     RevertReason::from_error(error.as_error_resp()?).map(worded)
 }
@@ -415,7 +417,7 @@ mod tests {
 
     #[test]
     fn failure_reasons_decode_reverts_panics_and_empty_data() {
-        let reason = kya_core::registry_reverts::WALLET_ALREADY_REGISTERED;
+        let reason = kya_core::registry::reverts::WALLET_ALREADY_REGISTERED;
         assert_eq!(failure_reason(&Revert::from(reason).abi_encode()), reason);
         let panic = Panic { code: U256::from(0x11) }.abi_encode();
         assert_eq!(failure_reason(&panic), "Relayed call panicked (code 17)");
@@ -427,7 +429,7 @@ mod tests {
     /// revert (the caller answers them as RPC errors).
     #[test]
     fn reverts_in_every_providers_shape_read_the_same() {
-        let reason = kya_core::registry_reverts::WALLET_ALREADY_REGISTERED;
+        let reason = kya_core::registry::reverts::WALLET_ALREADY_REGISTERED;
         let data = alloy::primitives::hex::encode_prefixed(Revert::from(reason).abi_encode());
         let shapes = [
             serde_json::json!({"code": 3, "message": format!("execution reverted: {reason}"), "data": data}),

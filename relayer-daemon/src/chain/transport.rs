@@ -1,5 +1,5 @@
 //! The relayer's JSON-RPC transport: each request is one HTTP POST through reqwest, sent again
-//! as `kya_core::retry` says, the edge API's policy: after HTTP 429 (any request, a transaction
+//! as `kya_core::chain::retry` says, the edge API's policy: after HTTP 429 (any request, a transaction
 //! too: the provider refused it before processing it), and, for reads only, after HTTP 5xx and
 //! after an answer saying the node has not seen the block the read names (a load balancer's
 //! backend behind the one that served the head block a relay's checks pinned). A transaction
@@ -19,9 +19,9 @@ use alloy::{
         http::reqwest::{self, header::RETRY_AFTER},
     },
 };
-use kya_core::retry::{self, Effect, Failure};
+use kya_core::chain::retry::{self, Effect, Failure};
 
-/// A JSON-RPC endpoint over HTTP whose requests are sent again as `kya_core::retry` says.
+/// A JSON-RPC endpoint over HTTP whose requests are sent again as `kya_core::chain::retry` says.
 #[derive(Debug, Clone)]
 pub(crate) struct RetryingHttp {
     client: reqwest::Client,
@@ -38,7 +38,7 @@ impl RetryingHttp {
         Self { client, url }
     }
 
-    /// Sends `request` until it is answered, or `kya_core::retry` says to stop.
+    /// Sends `request` until it is answered, or `kya_core::chain::retry` says to stop.
     async fn exchange(self, request: RequestPacket) -> Result<ResponsePacket, TransportError> {
         let effect = Effect::of_methods(request.method_names());
         let mut attempt = 1;

@@ -1,7 +1,7 @@
 //! A URL that may carry a secret: hosted nodes put API keys in the path, the query or the user
 //! info, and webhook receivers put tokens there.
 
-/// A URL whose `Debug` shows only its scheme, host and port ([`kya_core::redact::url`]).
+/// A URL whose `Debug` shows only its scheme, host and port ([`kya_core::chain::redact::url`]).
 #[derive(Clone, PartialEq, Eq)]
 pub struct RedactedUrl(String);
 
@@ -18,6 +18,6 @@ impl RedactedUrl {
 
 impl std::fmt::Debug for RedactedUrl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "RedactedUrl({})", kya_core::redact::url(&self.0))
+        write!(f, "RedactedUrl({})", kya_core::chain::redact::url(&self.0))
     }
 }

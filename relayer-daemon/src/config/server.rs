@@ -28,7 +28,7 @@ pub struct ServerConfig {
     pub read_rate_limit_per_minute: std::num::NonZeroU32,
     /// Reverse proxies whose `X-Forwarded-For` names the client (`TRUSTED_PROXIES`, CIDR list;
     /// default none: the TCP peer is the client).
-    pub trusted_proxies: kya_core::client_ip::TrustedProxies,
+    pub trusted_proxies: kya_core::api::client_ip::TrustedProxies,
     /// Where `/metrics` is served (`METRICS_HOST`, `METRICS_PORT`; default 127.0.0.1:9464), apart
     /// from the public listener.
     pub metrics_address: SocketAddr,
@@ -45,7 +45,7 @@ impl ServerConfig {
             .ok_or_else(|| Error::Config("READ_RATE_LIMIT_PER_MINUTE must be at least 1".into()))?,
             trusted_proxies: settings
                 .text("TRUSTED_PROXIES")
-                .map_or(Ok(Default::default()), |list| kya_core::client_ip::TrustedProxies::parse(&list))
+                .map_or(Ok(Default::default()), |list| kya_core::api::client_ip::TrustedProxies::parse(&list))
                 .map_err(|error| Error::Config(format!("TRUSTED_PROXIES: {error}")))?,
             metrics_address: SocketAddr::new(
                 settings.ip("METRICS_HOST", LOOPBACK)?,

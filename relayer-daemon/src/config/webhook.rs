@@ -43,7 +43,7 @@ impl WebhookConfig {
         if !(url.starts_with("http://") || url.starts_with("https://")) {
             return Err(Error::Config(format!(
                 "WEBHOOK_URL must be an http:// or https:// URL: {}",
-                kya_core::redact::url(&url)
+                kya_core::chain::redact::url(&url)
             )));
         }
         let millis =

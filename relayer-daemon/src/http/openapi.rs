@@ -1,7 +1,7 @@
 //! The relayer's OpenAPI 3.1 document (`relayer-daemon/openapi.json`), served at `/openapi.json`.
 //!
 //! Kept beside the code rather than generated, like the Worker's: the answer types
-//! (`kya_core::relayer_view`) are the smaller part of it beside the preflights, the HEAD
+//! (`kya_core::api::relayer_view`) are the smaller part of it beside the preflights, the HEAD
 //! variants, the refusals and the examples (`docs/openapi.md`). Drift is caught by tests: the
 //! end-to-end tests validate every response they receive against it (`kya_tests::openapi`),
 //! Schemathesis fuzzes the running daemon from it (`tests/it/openapi/`), and the unit tests below

@@ -14,7 +14,7 @@ use std::{
 };
 
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
-use kya_core::client_ip::{network_of, relay_client_of};
+use kya_core::api::client_ip::{network_of, relay_client_of};
 
 use crate::error::{Error, Result};
 

@@ -3,7 +3,7 @@
 
 use std::{convert::Infallible, future::Future, net::IpAddr, sync::Arc};
 
-use kya_core::client_ip::TrustedProxies;
+use kya_core::api::client_ip::TrustedProxies;
 use serde_json::json;
 use tokio::net::TcpListener;
 use warp::{

@@ -215,7 +215,7 @@ impl Relayer {
     }
 
     /// The reverse proxies whose `X-Forwarded-For` names the client.
-    pub fn trusted_proxies(&self) -> &kya_core::client_ip::TrustedProxies {
+    pub fn trusted_proxies(&self) -> &kya_core::api::client_ip::TrustedProxies {
         &self.config.server.trusted_proxies
     }
 

@@ -1,12 +1,14 @@
 //! The read endpoints: `/status`, `/nonce/:address`, `/domain`, `/metrics`, and the relay
 //! lookups `/relay/:id`, `/relay/tx/:hash` and `/relay/signer/:address/:nonce`. Their answers
-//! are `kya_core::relayer_view`'s types, the ones kya-client reads.
+//! are `kya_core::api::relayer_view`'s types, the ones kya-client reads.
 
 use alloy::primitives::{Address, B256, U256, utils::format_ether};
 use kya_core::{
-    forward_request,
-    relayer_view::{Contracts, Domain, GasBudget, LaneStatus, NonceView, RelayView, RelayerStatus},
-    time::iso8601,
+    api::{
+        relayer_view::{Contracts, Domain, GasBudget, LaneStatus, NonceView, RelayView, RelayerStatus},
+        time::iso8601,
+    },
+    registry::forward_request,
 };
 
 use crate::{

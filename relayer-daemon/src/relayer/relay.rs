@@ -9,9 +9,9 @@ use alloy::{
     sol_types::SolCall,
 };
 use kya_core::{
-    abi::{AgentRegistry, Forwarder},
-    client_ip::relay_client_of,
-    consent, forward_request, registry_call, relayer_view,
+    api::{client_ip::relay_client_of, relayer_view},
+    chain::abi::{AgentRegistry, Forwarder},
+    registry::{call, consent, forward_request},
 };
 
 use crate::{
@@ -220,7 +220,7 @@ impl Relayer {
                 cap: self.config.relay.max_request_gas,
             });
         }
-        Ok(registry_call::exact_write(&request.data)?)
+        Ok(call::exact_write(&request.data)?)
     }
 
     /// Stage 3, held: this very signed request (same signer, nonce, digest and signature) is on its

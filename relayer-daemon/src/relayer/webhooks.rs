@@ -54,7 +54,7 @@ fn now_ms() -> u64 {
 fn redirect_error(status: u16, location: Option<&str>) -> String {
     let shown = match location.map(str::trim) {
         None | Some("") => "no Location".to_owned(),
-        Some(location) if location.contains("://") => kya_core::redact::url(location),
+        Some(location) if location.contains("://") => kya_core::chain::redact::url(location),
         Some(location) => {
             let path = location.split(['?', '#']).next().unwrap_or_default();
             if location.len() > path.len() { format!("{path}?…") } else { path.to_owned() }
@@ -109,7 +109,7 @@ impl Relayer {
         let lease_ms = u64::try_from((config.timeout * 2 + LEASE_MARGIN).as_millis()).unwrap_or(u64::MAX);
         let config = Arc::new(config);
         let mut in_flight = tokio::task::JoinSet::new();
-        tracing::info!(url = %kya_core::redact::url(config.url.as_str()), "delivering relay events");
+        tracing::info!(url = %kya_core::chain::redact::url(config.url.as_str()), "delivering relay events");
         loop {
             let free = config.concurrency.saturating_sub(in_flight.len());
             if free > 0 {

@@ -3,7 +3,7 @@
 //! the signer from core's EIP-712 digest.
 
 use alloy::primitives::{Address, Bytes, Signature};
-use kya_core::forward_request::{self, ForwardRequest};
+use kya_core::registry::forward_request::{self, ForwardRequest};
 use serde_json::Value;
 
 use crate::error::{Error, Result};

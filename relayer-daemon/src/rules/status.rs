@@ -2,7 +2,7 @@
 //! predicates the pipeline, the followers and the store's SQL sets are written from. Pure values:
 //! the store keeps them as [`RelayStatus::as_str`].
 
-use kya_core::relayer_view::RelayStatus as PublicStatus;
+use kya_core::api::relayer_view::RelayStatus as PublicStatus;
 
 use crate::error::{Error, Result};
 

@@ -9,7 +9,7 @@
 //! expires. The same statements (a head query, a conditional update of the lease, fenced by the
 //! owner) work unchanged for several daemons on one database.
 
-use kya_core::{relayer_view::RelayEvent, time::iso8601};
+use kya_core::api::{relayer_view::RelayEvent, time::iso8601};
 
 use super::{
     Store, new_relay_id,

@@ -59,7 +59,7 @@ impl Parts<'_> {
 
     /// The URL as it may be logged: scheme, host and port (`/…` when a path or query follows).
     pub(super) fn shown(&self) -> String {
-        kya_core::redact::url(&self.without_user_info())
+        kya_core::chain::redact::url(&self.without_user_info())
     }
 }
 

@@ -11,7 +11,7 @@ use super::{
 use crate::error::Result;
 pub use crate::rules::status::{Outcome, RelayStatus};
 use alloy::primitives::{Address, B256, Bytes, U256};
-use kya_core::{
+use kya_core::api::{
     relayer_view::{RelayView, SentTransaction},
     time::iso8601,
 };
@@ -87,7 +87,7 @@ pub struct NewRelay {
     /// The calldata of `execute`, kept so a stuck transaction can be sent again.
     pub input: Bytes,
     /// The client it is counted against: its IPv4 address or IPv6 /48
-    /// ([`kya_core::client_ip::relay_client_of`]).
+    /// ([`kya_core::api::client_ip::relay_client_of`]).
     pub client_ip: String,
     /// Gas limit of the transaction the relayer will send.
     pub gas_limit: u64,

@@ -890,7 +890,7 @@ fn every_change_clients_see_is_an_event_and_a_relays_events_go_one_at_a_time_in_
         ],
         "the same hash twice is no change; a settled relay settles once"
     );
-    let bodies: Vec<kya_core::relayer_view::RelayEvent> =
+    let bodies: Vec<kya_core::api::relayer_view::RelayEvent> =
         events.iter().map(|event| serde_json::from_str(&event.body).unwrap()).collect();
     assert_eq!(bodies[2].data.tx_hash, Some(h(1)));
     assert_eq!(bodies[3].data.tx_hash, Some(h(2)), "re-signed: the new hash");

@@ -8,7 +8,7 @@ use alloy::{
     providers::Provider,
     signers::local::PrivateKeySigner,
 };
-use kya_core::abi::AgentRegistry;
+use kya_core::chain::abi::AgentRegistry;
 use kya_devchain::dev_accounts;
 use kya_tests::TestChain;
 use serde_json::{Value, json};

@@ -40,7 +40,7 @@ use alloy::{
     providers::Provider,
     sol_types::SolCall,
 };
-use kya_core::abi::AgentRegistry;
+use kya_core::chain::abi::AgentRegistry;
 use kya_devchain::dev_accounts::{self, Role};
 use kya_tests::{
     TestChain, consented_register_call,

@@ -16,7 +16,7 @@ use alloy::{
     rpc::types::TransactionRequest,
     sol_types::SolCall,
 };
-use kya_core::abi::AgentRegistry;
+use kya_core::chain::abi::AgentRegistry;
 use kya_devchain::{
     consent::{ConsentNonces, consent_deadline, sign_consents},
     dev_accounts::{self, Role},

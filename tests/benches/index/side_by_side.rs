@@ -13,7 +13,7 @@
 use std::time::{Duration, Instant};
 
 use alloy::providers::Provider;
-use kya_core::abi::AgentRegistry;
+use kya_core::chain::abi::AgentRegistry;
 use kya_tests::edge_fixture::{EdgeWorker, fresh_ip};
 use serde_json::Value;
 

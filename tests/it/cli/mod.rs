@@ -11,7 +11,7 @@ use alloy::{
     primitives::{Address, U256, keccak256},
     signers::{SignerSync, local::PrivateKeySigner},
 };
-use kya_core::abi::AgentRegistry;
+use kya_core::chain::abi::AgentRegistry;
 use kya_devchain::{
     dev_accounts::{self, Role},
     seed::{self, DemoData},
@@ -749,7 +749,7 @@ fn with_signatures<'a>(
 /// The EIP-712 digest of a consent's typed data as `kya` prints it, recomputed from its domain
 /// and message (the signer's side of `eth_signTypedData_v4`).
 fn digest_of(typed: &Value) -> alloy::primitives::B256 {
-    use kya_core::consent::{self, AgentWalletConsent, Consent, LiabilityConsent};
+    use kya_core::registry::consent::{self, AgentWalletConsent, Consent, LiabilityConsent};
     let (domain, message) = (&typed["domain"], &typed["message"]);
     let field = |name: &str| message[name].as_str().unwrap_or_else(|| panic!("message.{name}")).to_owned();
     let address = |name: &str| field(name).parse::<Address>().unwrap();

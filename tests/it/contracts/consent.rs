@@ -14,8 +14,8 @@ use alloy::{
 };
 use kya_core::{
     AgentStatus,
-    abi::AgentRegistry,
-    consent::{self, AgentWalletConsent, Consent, ConsentSignatures, LiabilityConsent},
+    chain::abi::AgentRegistry,
+    registry::consent::{self, AgentWalletConsent, Consent, ConsentSignatures, LiabilityConsent},
 };
 use kya_devchain::{TxError, dev_accounts};
 use kya_tests::{
@@ -742,7 +742,7 @@ on_both_paths!(
 );
 
 /// The registry publishes its consents' domain through ERC-5267, and it is the one
-/// `kya_core::consent` signs in (which every accepted consent above also shows).
+/// `kya_core::registry::consent` signs in (which every accepted consent above also shows).
 #[tokio::test]
 async fn the_registrys_eip712_domain_is_the_one_core_signs_in() {
     let t = TestChain::start().await;

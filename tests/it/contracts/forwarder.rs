@@ -10,8 +10,8 @@ use alloy::{
     sol_types::{Revert, SolCall, SolError},
 };
 use kya_core::{
-    abi::{AgentRegistry, Forwarder},
-    forward_request::{self, ForwardRequest},
+    chain::abi::{AgentRegistry, Forwarder},
+    registry::forward_request::{self, ForwardRequest},
 };
 use kya_devchain::{
     TxError,
@@ -81,7 +81,7 @@ async fn the_forwarders_domain_is_the_one_core_signs_for() {
     let ours = forward_request::domain(t.chain_id(), t.forwarder());
     assert_eq!(on_chain.name, forward_request::DOMAIN_NAME);
     assert_eq!(on_chain.version, forward_request::DOMAIN_VERSION);
-    assert_eq!(on_chain.chainId, U256::from(kya_core::forward_request::BASE_SEPOLIA_CHAIN_ID));
+    assert_eq!(on_chain.chainId, U256::from(kya_core::registry::forward_request::BASE_SEPOLIA_CHAIN_ID));
     assert_eq!(on_chain.verifyingContract, t.forwarder());
     assert_eq!(Some(on_chain.chainId), ours.chain_id);
     assert!(

@@ -14,7 +14,7 @@ use alloy::{
     primitives::{Address, B256, U256},
     signers::local::PrivateKeySigner,
 };
-use kya_core::abi::AgentRegistry::{self, AgentRecord};
+use kya_core::chain::abi::AgentRegistry::{self, AgentRecord};
 use kya_devchain::{
     TxError,
     dev_accounts::{self, Role},

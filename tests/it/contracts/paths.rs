@@ -10,8 +10,8 @@ use alloy::{
     sol_types::{Revert, SolCall, SolError, SolEvent},
 };
 use kya_core::{
-    abi::Forwarder,
-    forward_request::{self, ForwardRequest},
+    chain::abi::Forwarder,
+    registry::forward_request::{self, ForwardRequest},
 };
 use kya_devchain::{
     TxError,

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use alloy::primitives::{Address, U256};
-use kya_core::abi::AgentRegistry;
+use kya_core::chain::abi::AgentRegistry;
 use kya_devchain::dev_accounts::{self, Role};
 use kya_tests::TestChain;
 
@@ -12,7 +12,7 @@ use super::{assert_revert, consented_call, id, register, register_call, send_as,
 
 /// Every revert string in the registry's source (named once, in core), each provoked by a test
 /// below.
-const REASONS: [&str; 21] = kya_core::registry_reverts::ALL;
+const REASONS: [&str; 21] = kya_core::registry::reverts::ALL;
 
 /// A string added to the contract fails here until it is listed above (and given a test).
 #[test]
@@ -277,7 +277,10 @@ async fn agent_wallet_must_not_be_zero() {
     let zero = AgentRegistry::registerAgentWithConsentCall {
         deadline: U256::from(kya_devchain::consent::consent_deadline(&t.chain).await.unwrap()),
         walletConsent: vec![1; 65].into(),
-        ..kya_core::consent::register_with_consent_call(register_call(Address::ZERO, 0), Default::default())
+        ..kya_core::registry::consent::register_with_consent_call(
+            register_call(Address::ZERO, 0),
+            Default::default(),
+        )
     };
     assert_revert(send_as(&t, Role::CreatorA, &zero).await, "Agent wallet must not be zero");
 }
@@ -325,7 +328,7 @@ async fn consent_deadline_too_far() {
     let mut call = consented_call(&t, dev_accounts::address(Role::CreatorA), &wallet_key(1), 0).await;
     // An hour past the 7 days the registry allows from the block it is mined in: refused before
     // the signature (made for another deadline) is looked at.
-    let lifetime = kya_core::consent::MAX_CONSENT_LIFETIME_SECS;
+    let lifetime = kya_core::registry::consent::MAX_CONSENT_LIFETIME_SECS;
     call.deadline = U256::from(super::block_timestamp(&t).await + lifetime + 3_600);
     assert_revert(send_as(&t, Role::CreatorA, &call).await, "Consent deadline too far");
 }

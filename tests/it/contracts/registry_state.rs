@@ -2,7 +2,7 @@
 //! permanence, who may change them, and what attestations and revenue reports record.
 
 use alloy::primitives::{U256, keccak256};
-use kya_core::{AgentStatus, abi::AgentRegistry};
+use kya_core::{AgentStatus, chain::abi::AgentRegistry};
 use kya_devchain::dev_accounts::{self, Role};
 use kya_tests::TestChain;
 

@@ -5,7 +5,7 @@ use alloy::{
     primitives::{Address, U256, keccak256},
     providers::Provider,
 };
-use kya_core::{Compliance, ComplianceBadge, abi::AgentRegistry};
+use kya_core::{Compliance, ComplianceBadge, chain::abi::AgentRegistry};
 use kya_devchain::{
     consent,
     dev_accounts::{self, Role},

@@ -23,9 +23,9 @@ use alloy::{
 };
 use kya_core::{
     ATTESTATION_VALIDITY_SECS, AgentStatus,
-    abi::AgentRegistry,
+    chain::abi::AgentRegistry,
     feed::{Change, Cursor, Detail, Event, EventBlock, EventLog, EventType, Finality, Standing},
-    logs::AGENT_EVENTS,
+    index::logs::AGENT_EVENTS,
 };
 use kya_devchain::dev_accounts::{self, Role};
 use kya_tests::{

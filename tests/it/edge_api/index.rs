@@ -27,7 +27,9 @@ use alloy::{
     rpc::types::TransactionRequest,
     sol_types::SolCall,
 };
-use kya_core::{Agent, BlockRef, Revenue, Snapshot, SnapshotAnswers, abi::AgentRegistry, query::AgentsQuery};
+use kya_core::{
+    Agent, BlockRef, Revenue, Snapshot, SnapshotAnswers, api::query::AgentsQuery, chain::abi::AgentRegistry,
+};
 use kya_devchain::{
     dev_accounts::{self, Role},
     seed,
@@ -313,7 +315,7 @@ async fn the_index_fills_follows_every_write_undoes_reorganisations_and_survives
     ]);
     let worker = EdgeWorker::start_indexed(&vars).await;
     let api = worker.client();
-    let rpc = kya_core::redact::url(&proxy);
+    let rpc = kya_core::chain::redact::url(&proxy);
     let head = chain.chain.provider().get_block_number().await.unwrap();
 
     // Before any run: no index, and the endpoints read the chain, saying why (with
@@ -530,7 +532,7 @@ async fn the_index_runs_through_lagging_and_rate_limiting_providers_and_on_the_s
         ]);
         let worker = EdgeWorker::start_indexed(&vars).await;
         let api = worker.client();
-        let rpc = kya_core::redact::url(&proxy);
+        let rpc = kya_core::chain::redact::url(&proxy);
         worker.run_index().await;
         let index = health_index(&api).await;
         assert_eq!(index["complete"], true, "{shape:?}: one run fills the demo: {index}");
@@ -570,7 +572,7 @@ async fn the_index_runs_through_lagging_and_rate_limiting_providers_and_on_the_s
     let direct = SnapshotAnswers::render(
         &snapshot_at(&chain, block).await,
         &chain.registry(),
-        &kya_core::redact::url(&chain.rpc_url()),
+        &kya_core::chain::redact::url(&chain.rpc_url()),
     );
     assert_eq!(first.text, direct.compliance);
 }
@@ -631,7 +633,7 @@ async fn status_pages_at_every_depth_equal_the_chain_as_agents_change_status() {
     vars.extend([("INDEX_ANSWER_TTL_SECS", "0".into()), ("MEMORY_CACHE_BYTES", "0".into())]);
     let worker = EdgeWorker::start_indexed(&vars).await;
     let api = worker.client();
-    let rpc = kya_core::redact::url(&chain.rpc_url());
+    let rpc = kya_core::chain::redact::url(&chain.rpc_url());
     // 200 agents a run: the fill's runs end inside buckets.
     let mut runs = 0;
     while health_index(&api).await["complete"] != true {

@@ -175,7 +175,7 @@ async fn strings_of_200_kb_and_5000_currencies_are_indexed_and_answered_exactly(
 
     let worker = EdgeWorker::start_indexed(&vars(&chain.rpc_url(), registry, 200)).await;
     let api = worker.client();
-    let rpc = kya_core::redact::url(&chain.rpc_url());
+    let rpc = kya_core::chain::redact::url(&chain.rpc_url());
     // A run writes at most about 2 MB: agent 2's names (1.2 MB each as JSON) take one run of
     // their own, the agents after it are put off to the next.
     let mut runs = 0;
@@ -236,7 +236,7 @@ async fn a_block_touching_2000_agents_and_one_of_12000_logs_behind_a_result_cap_
     let (proxy, log_requests) = provider_shapes::start_log_capped(&chain.rpc_url()).await;
     let worker = EdgeWorker::start_indexed(&vars(&proxy, registry, PER_RUN)).await;
     let api = worker.client();
-    let rpc = kya_core::redact::url(&proxy);
+    let rpc = kya_core::chain::redact::url(&proxy);
 
     // The fill: 500 agents a run, each run moving it on.
     for run_number in 1..=AGENTS / PER_RUN {

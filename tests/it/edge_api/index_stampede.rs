@@ -56,7 +56,7 @@ async fn twenty_requests_at_expiry_read_the_index_once() {
     let block = worker.query_index("SELECT json_extract(value, '$.block.number') AS n FROM state")[0]["n"]
         .as_u64()
         .expect("the index's block");
-    let rpc = kya_core::redact::url(&chain.rpc_url());
+    let rpc = kya_core::chain::redact::url(&chain.rpc_url());
     let direct =
         SnapshotAnswers::render(&snapshot_of(&chain, chain.registry(), block).await, &chain.registry(), &rpc);
 

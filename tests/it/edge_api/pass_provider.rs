@@ -14,7 +14,7 @@ use std::{
 use alloy::{primitives::U256, signers::local::PrivateKeySigner};
 use kya_client::{ApiClient, RequestSigner};
 use kya_core::{
-    abi::AgentRegistry,
+    chain::abi::AgentRegistry,
     pass::{SigningKey, SigningKeys},
 };
 use kya_tests::{

@@ -10,7 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use alloy::{providers::Provider, signers::local::PrivateKeySigner};
 use kya_core::{
     ATTESTATION_VALIDITY_SECS, AgentStatus,
-    abi::AgentRegistry,
+    chain::abi::AgentRegistry,
     pass::{
         Jwks, PassRefusal, PassTrust, SigningKey, SigningKeys,
         verify::{admit_pass, verify_pass},

@@ -14,7 +14,7 @@ use alloy::{
     providers::Provider,
     sol_types::SolCall,
 };
-use kya_core::{abi::AgentRegistry, multicall::MULTICALL3_ADDRESS};
+use kya_core::chain::{abi::AgentRegistry, multicall::MULTICALL3_ADDRESS};
 use kya_devchain::{
     dev_accounts::{self, Role},
     seed,

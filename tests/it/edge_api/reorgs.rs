@@ -24,7 +24,7 @@ use alloy::{
 };
 use kya_core::{
     Agent, AgentStatus, KyaResult,
-    abi::AgentRegistry,
+    chain::abi::AgentRegistry,
     feed::{Event, EventType, Finality, Standing},
 };
 use kya_devchain::dev_accounts::{self, Role};
@@ -166,7 +166,7 @@ async fn a_tip_replaced_at_the_index_height_by_another_registration_is_retracted
     let chain = TestChain::start().await;
     let worker = EdgeWorker::start_indexed(&vars(&chain.rpc_url(), chain.registry())).await;
     let api = worker.client();
-    let rpc = kya_core::redact::url(&chain.rpc_url());
+    let rpc = kya_core::chain::redact::url(&chain.rpc_url());
     let provider = chain.chain.provider();
     let mut replay = Replay::new(worker.client());
     let creator_a = dev_accounts::address(Role::CreatorA);
@@ -285,7 +285,7 @@ async fn a_reorganisation_during_a_run_writes_nothing_and_the_next_run_is_exact(
     let proxy = rpc_proxy::start(Some(upstream.clone()), policy).await;
     let worker = EdgeWorker::start_indexed(&vars(&proxy, registry)).await;
     let api = worker.client();
-    let rpc = kya_core::redact::url(&proxy);
+    let rpc = kya_core::chain::redact::url(&proxy);
     let provider = chain.chain.provider();
     let mut replay = Replay::new(worker.client());
     let creator = dev_accounts::address(Role::CreatorA);
@@ -527,7 +527,7 @@ pub(super) mod model {
         let chain = TestChain::start().await;
         let worker = EdgeWorker::start_indexed(&vars(&chain.rpc_url(), chain.registry())).await;
         let api = worker.client();
-        let rpc = kya_core::redact::url(&chain.rpc_url());
+        let rpc = kya_core::chain::redact::url(&chain.rpc_url());
         let mut replay = Replay::new(worker.client());
         let mut model = Model { chain: &chain, rng: Rng(seed), wallets: 0, snapshots: Vec::new() };
         let mut log = Vec::new();

@@ -13,9 +13,9 @@ use alloy::{
 };
 use base64::Engine;
 use kya_core::{
-    abi::AgentRegistry,
-    consent::{AgentWalletConsent, Consent, ConsentSignatures, register_with_consent_call},
+    chain::abi::AgentRegistry,
     erc8128::{RequestToSign, SignParams, SignedHeaders, SigningKey, sign_request_for_account},
+    registry::consent::{AgentWalletConsent, Consent, ConsentSignatures, register_with_consent_call},
 };
 use kya_devchain::{consent::consent_deadline, dev_accounts};
 use kya_tests::{
@@ -308,7 +308,7 @@ async fn signed_requests_are_verified_with_the_signers_standing_and_each_nonce_o
         nonce: U256::ZERO,
         deadline,
     });
-    let digest = consent.signing_digest(&kya_core::consent::domain(chain_id, t.registry()));
+    let digest = consent.signing_digest(&kya_core::registry::consent::domain(chain_id, t.registry()));
     let mut registration = register_call(account, 0);
     registration.haftungsperson = creator;
     let signatures = ConsentSignatures {

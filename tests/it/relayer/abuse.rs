@@ -10,7 +10,7 @@ use alloy::{
     signers::local::PrivateKeySigner,
     sol_types::SolCall,
 };
-use kya_core::abi::AgentRegistry;
+use kya_core::chain::abi::AgentRegistry;
 use kya_devchain::consent::{ConsentNonces, consent_deadline, sign_consents};
 use kya_tests::{
     TestChain,
@@ -175,7 +175,7 @@ async fn a_consent_expiring_within_the_margin_is_refused_at_no_cost(engine: Engi
         );
     }
     // Past the registry's 7 days the other way: it would revert `Consent deadline too far`.
-    let too_far = kya_core::consent::latest_deadline(head) + 3_600;
+    let too_far = kya_core::registry::consent::latest_deadline(head) + 3_600;
     let answer = client.relay(&registration(too_far)).await;
     assert_eq!(answer.0, 400, "{}", answer.1);
     assert_eq!(

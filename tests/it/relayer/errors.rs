@@ -7,7 +7,7 @@ use alloy::{
     providers::Provider,
     signers::local::PrivateKeySigner,
 };
-use kya_core::abi::AgentRegistry;
+use kya_core::chain::abi::AgentRegistry;
 use kya_relayer::RateKind;
 use kya_tests::relayer_fixture::{Client, body, forward, sign_with_core, sign_with_eth_account};
 use serde_json::{Value, json};

@@ -3,7 +3,7 @@
 
 use super::Engine;
 use alloy::{primitives::U256, providers::Provider};
-use kya_core::abi::{AgentRegistry, Forwarder};
+use kya_core::chain::abi::{AgentRegistry, Forwarder};
 use kya_tests::relayer_fixture::{body, forward, sign_with_core, sign_with_eth_account, wei};
 
 use super::{agent_key, agent_of, balance, cost, forwarder_nonce, receipt, register_call, start};

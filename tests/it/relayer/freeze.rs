@@ -16,7 +16,7 @@ use alloy::{
     sol_types::SolCall,
 };
 use futures::future::join_all;
-use kya_core::abi::Forwarder;
+use kya_core::chain::abi::Forwarder;
 use kya_relayer::{BudgetLimits, NewRelay, Sending, Taking};
 use kya_test_postgres::TestDatabase;
 use kya_tests::{

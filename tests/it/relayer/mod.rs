@@ -59,7 +59,7 @@ use alloy::{
     rpc::types::TransactionReceipt,
     signers::local::PrivateKeySigner,
 };
-use kya_core::abi::AgentRegistry;
+use kya_core::chain::abi::AgentRegistry;
 use kya_devchain::dev_accounts;
 use kya_tests::{
     TestChain, register_call,
@@ -158,7 +158,7 @@ async fn balance(t: &TestChain, account: Address) -> U256 {
 
 async fn forwarder_nonce(t: &TestChain, account: Address) -> u64 {
     t.chain
-        .view(t.forwarder(), &kya_core::abi::Forwarder::getNonceCall { from: account })
+        .view(t.forwarder(), &kya_core::chain::abi::Forwarder::getNonceCall { from: account })
         .await
         .expect("getNonce")
         .to()

@@ -11,7 +11,7 @@ use alloy::{
     providers::{Provider, ProviderBuilder},
     signers::local::PrivateKeySigner,
 };
-use kya_core::{abi::AgentRegistry, forward_request::ForwardRequest};
+use kya_core::{chain::abi::AgentRegistry, registry::forward_request::ForwardRequest};
 use kya_devchain::dev_accounts::{self, Role};
 use kya_relayer::L1_FEE_HEADROOM;
 use kya_tests::{

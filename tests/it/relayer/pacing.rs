@@ -6,7 +6,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use kya_core::time::iso8601;
+use kya_core::api::time::iso8601;
 use kya_tests::relayer_fixture::{Client, signed_registrations, wei};
 use serde_json::Value;
 

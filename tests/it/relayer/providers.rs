@@ -5,7 +5,7 @@
 //! third request with 429, every answer is the one straight from anvil.
 
 use alloy::primitives::U256;
-use kya_core::abi::AgentRegistry;
+use kya_core::chain::abi::AgentRegistry;
 use kya_tests::{
     TestChain,
     provider_shapes::{self, ProviderShape},

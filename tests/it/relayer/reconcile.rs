@@ -11,7 +11,7 @@ use alloy::{
     primitives::{B256, U256, hex, keccak256},
     providers::Provider,
 };
-use kya_core::abi::AgentRegistry;
+use kya_core::chain::abi::AgentRegistry;
 use kya_devchain::dev_accounts::{self, Role};
 use kya_relayer::{NewRelay, RelayRecord};
 use kya_tests::{
@@ -205,7 +205,7 @@ async fn a_registry_call_that_fails_after_its_simulation_is_recorded_as_call_fai
 }
 
 /// The failed call's reason reads the same whichever way the node words its reverts
-/// (`kya_core::revert`, PROVIDERS.md): hosted providers' reason-only messages, older Nethermind.
+/// (`kya_core::chain::revert`, PROVIDERS.md): hosted providers' reason-only messages, older Nethermind.
 async fn a_failed_calls_reason_reads_the_same_in_every_providers_revert_shape(engine: Engine) {
     let t = TestChain::start().await;
     for (n, shape) in ProviderShape::ERROR_SHAPES.into_iter().enumerate() {

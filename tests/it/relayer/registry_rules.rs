@@ -10,7 +10,7 @@ use alloy::{
     providers::Provider,
     signers::local::PrivateKeySigner,
 };
-use kya_core::abi::AgentRegistry;
+use kya_core::chain::abi::AgentRegistry;
 use kya_tests::{
     TestChain,
     edge_fixture::{EdgeWorker, chain_vars},

@@ -3,7 +3,7 @@
 
 use super::Engine;
 use alloy::primitives::U256;
-use kya_core::abi::AgentRegistry;
+use kya_core::chain::abi::AgentRegistry;
 use kya_tests::relayer_fixture::{body, forward, sign_with_eth_account};
 
 use super::{agent_key, balance, forwarder_nonce, receipt, register_call, start};

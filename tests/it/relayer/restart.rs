@@ -6,7 +6,7 @@
 use super::{Engine, TestStore, relayer_address};
 use alloy::primitives::U256;
 use futures::future::join_all;
-use kya_core::abi::AgentRegistry;
+use kya_core::chain::abi::AgentRegistry;
 use kya_devchain::dev_accounts::{self, Role};
 use kya_relayer::NewRelay;
 use kya_tests::{

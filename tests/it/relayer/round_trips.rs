@@ -11,7 +11,7 @@ use std::{
 use alloy::signers::local::PrivateKeySigner;
 use alloy::sol_types::SolCall;
 use futures::future::join_all;
-use kya_core::abi::Forwarder;
+use kya_core::chain::abi::Forwarder;
 use kya_devchain::dev_accounts;
 use kya_tests::{
     TestChain,

@@ -10,7 +10,7 @@ use std::sync::{
 };
 
 use alloy::primitives::{Address, U256, aliases::U48};
-use kya_core::forward_request::{self, ForwardRequest};
+use kya_core::registry::forward_request::{self, ForwardRequest};
 use kya_devchain::dev_accounts::{self, Role};
 use kya_tests::{
     relayer_fixture::{BinaryRelayer, body, forward, set, settings, sign_with_core},

@@ -16,7 +16,7 @@ use std::{
 };
 
 use alloy::primitives::U256;
-use kya_core::abi::AgentRegistry;
+use kya_core::chain::abi::AgentRegistry;
 use kya_devchain::dev_accounts::{self, Role};
 use kya_tests::{
     TestChain,

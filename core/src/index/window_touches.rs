@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use alloy_primitives::{B256, keccak256};
 use serde::{Deserialize, Serialize};
 
-use crate::logs::Touch;
+use crate::index::logs::Touch;
 
 /// Per block of the window, the agents its logs touched and its hash, with the window's anchor.
 ///

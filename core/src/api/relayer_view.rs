@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "camelCase")]
 pub struct RelayerStatus {
     /// The relayer's paying account: its first key's.
-    #[serde(serialize_with = "crate::checksum::serialize")]
+    #[serde(serialize_with = "crate::api::checksum::serialize")]
     pub relayer: Address,
     /// That key's balance in ETH, as a decimal string (`"1.5"`).
     pub balance: String,
@@ -35,7 +35,7 @@ pub struct RelayerStatus {
 #[serde(rename_all = "camelCase")]
 pub struct LaneStatus {
     /// The key's account.
-    #[serde(serialize_with = "crate::checksum::serialize")]
+    #[serde(serialize_with = "crate::api::checksum::serialize")]
     pub address: Address,
     /// In ETH, as a decimal string.
     pub balance: String,
@@ -79,16 +79,16 @@ pub struct GasBudget {
 /// The contracts a relayer forwards to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Contracts {
-    #[serde(serialize_with = "crate::checksum::serialize")]
+    #[serde(serialize_with = "crate::api::checksum::serialize")]
     pub registry: Address,
-    #[serde(serialize_with = "crate::checksum::serialize")]
+    #[serde(serialize_with = "crate::api::checksum::serialize")]
     pub forwarder: Address,
 }
 
 /// `GET /nonce/:address`: the forwarder nonce the next request of `address` must carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NonceView {
-    #[serde(serialize_with = "crate::checksum::serialize")]
+    #[serde(serialize_with = "crate::api::checksum::serialize")]
     pub address: Address,
     #[serde(with = "decimal")]
     pub nonce: U256,
@@ -101,7 +101,7 @@ pub struct Domain {
     pub name: String,
     pub version: String,
     pub chain_id: u64,
-    #[serde(serialize_with = "crate::checksum::serialize")]
+    #[serde(serialize_with = "crate::api::checksum::serialize")]
     pub verifying_contract: Address,
 }
 
@@ -112,7 +112,7 @@ pub struct Domain {
 pub struct Relayed {
     /// `null` while the relay is `accepted` and not sent.
     pub tx_hash: Option<B256>,
-    #[serde(serialize_with = "crate::checksum::serialize")]
+    #[serde(serialize_with = "crate::api::checksum::serialize")]
     pub from: Address,
     #[serde(with = "decimal")]
     pub nonce: U256,
@@ -129,7 +129,7 @@ pub struct RelayView {
     pub relay_id: String,
     pub status: RelayStatus,
     /// The request's signer.
-    #[serde(serialize_with = "crate::checksum::serialize")]
+    #[serde(serialize_with = "crate::api::checksum::serialize")]
     pub from: Address,
     /// The request's forwarder nonce.
     #[serde(with = "decimal")]
@@ -280,7 +280,7 @@ pub mod decimal {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<U256, D::Error> {
         let value = Value::deserialize(deserializer)?;
-        crate::forward_request::uint(&value, "the number").map_err(D::Error::custom)
+        crate::registry::forward_request::uint(&value, "the number").map_err(D::Error::custom)
     }
 }
 
@@ -300,7 +300,9 @@ pub mod optional_decimal {
     pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<U256>, D::Error> {
         match Value::deserialize(deserializer)? {
             Value::Null => Ok(None),
-            value => crate::forward_request::uint(&value, "the number").map(Some).map_err(D::Error::custom),
+            value => crate::registry::forward_request::uint(&value, "the number")
+                .map(Some)
+                .map_err(D::Error::custom),
         }
     }
 }

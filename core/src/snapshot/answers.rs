@@ -9,8 +9,9 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 
 use crate::{
-    AgentStatus, BlockRef, Error, Result, Snapshot, pagination::Page, query::AgentsQuery, stats,
-    view::AgentListItem,
+    AgentStatus, BlockRef, Error, Result, Snapshot,
+    api::{pagination::Page, query::AgentsQuery, view::AgentListItem},
+    snapshot::stats,
 };
 
 /// First line of the encoded form; a cached entry of another layout is not read.
@@ -154,7 +155,7 @@ const _: () = assert!((AgentStatus::Terminated as u8) < 10);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Agent, Revenue, pagination::AGENTS_MAX_LIMIT};
+    use crate::{Agent, Revenue, api::pagination::AGENTS_MAX_LIMIT};
     use alloy_primitives::U256;
     use proptest::prelude::*;
 

@@ -11,8 +11,8 @@ use alloy_sol_types::{Eip712Domain, SolStruct, eip712_domain};
 use serde::Serialize;
 
 use crate::{
-    abi::AgentRegistry,
-    forward_request::{TypedDataDomain, TypedDataField},
+    chain::abi::AgentRegistry,
+    registry::forward_request::{TypedDataDomain, TypedDataField},
 };
 
 /// EIP-712 domain name of the registry's consents (`eip712Domain()` on chain says the same).
@@ -335,7 +335,7 @@ mod tests {
             LiabilityConsent::eip712_root_type(),
             "LiabilityConsent(address haftungsperson,address creator,address agentWallet,uint256 nonce,uint256 deadline)"
         );
-        let source = include_str!("../../contracts/src/AgentRegistry.sol");
+        let source = include_str!("../../../contracts/src/AgentRegistry.sol");
         assert!(source.contains(&format!("\"{}\"", AgentWalletConsent::eip712_root_type())));
         assert!(source.contains(&format!("\"{}\"", LiabilityConsent::eip712_root_type())));
     }

@@ -6,7 +6,7 @@
 //! |---|---|---|---|
 //! | HTTP 429 | any request: the provider refused it before processing it | its `Retry-After`, else 250 ms × 2ⁿ⁻¹ | [`ATTEMPTS`] (3) |
 //! | HTTP 5xx | reads only: a send may have been taken | the same | 3 |
-//! | a JSON-RPC error saying the node has not seen the block the read names ([`crate::rpc::is_unseen_block`]: a load balancer's backend behind the head) | reads only | 500 ms × 2ⁿ⁻¹ | [`UNSEEN_BLOCK_ATTEMPTS`] (4: 3.5 s of waits, two blocks of a 2-second chain) |
+//! | a JSON-RPC error saying the node has not seen the block the read names ([`crate::chain::rpc::is_unseen_block`]: a load balancer's backend behind the head) | reads only | 500 ms × 2ⁿ⁻¹ | [`UNSEEN_BLOCK_ATTEMPTS`] (4: 3.5 s of waits, two blocks of a 2-second chain) |
 //!
 //! A `Retry-After` longer than [`LONGEST_WAIT`] is not waited for: the refusal is answered, and
 //! names it. Anything else (a lost answer, a timeout, another HTTP status or JSON-RPC error) is
@@ -16,7 +16,7 @@ use core::time::Duration;
 
 use alloy_json_rpc::ResponsePacket;
 
-use crate::rpc::is_unseen_block;
+use crate::chain::rpc::is_unseen_block;
 
 /// Attempts of one request that the provider answers with HTTP 429 or 5xx.
 pub const ATTEMPTS: u32 = 3;

@@ -153,7 +153,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    const REASON: &str = crate::registry_reverts::NO_AGENT_FOR_WALLET;
+    const REASON: &str = crate::registry::reverts::NO_AGENT_FOR_WALLET;
 
     fn revert_hex() -> String {
         hex::encode_prefixed(Revert::from(REASON).abi_encode())

@@ -1,7 +1,7 @@
 //! JSON-RPC plans and decoders for reading the registry at one block; no I/O.
 //!
 //! A [`CallPlan`] lists `eth_call`s to one contract. It is read either through Multicall3
-//! ([`crate::multicall`]: the block comes back with the data, one round trip), or plainly:
+//! ([`crate::chain::multicall`]: the block comes back with the data, one round trip), or plainly:
 //! [`pin_block_request`] first (number and timestamp of the latest block), then one request per
 //! call at that block, sent as JSON-RPC [`batches`] and decoded back in plan order.
 
@@ -10,7 +10,7 @@ use alloy_primitives::{Address, B256, Bytes, U64, hex};
 use alloy_sol_types::SolCall;
 use serde::{Deserialize, Serialize};
 
-use crate::{BlockRef, Error, Result, revert::RevertReason};
+use crate::{BlockRef, Error, Result, chain::revert::RevertReason};
 
 /// The body asking for the latest block (header only): its number pins the block every later
 /// call reads, its timestamp is "now" for compliance.
@@ -185,7 +185,7 @@ pub const MAX_BATCH_BYTES: usize = 3 << 19;
 
 /// Requests (each a JSON-RPC request object, owned or borrowed) grouped into batches of at most
 /// `batch_size` requests and [`MAX_BATCH_BYTES`] (a single larger request goes alone). A reader
-/// that may send a read again (a node behind the block it names: [`crate::retry`]) groups
+/// that may send a read again (a node behind the block it names: [`crate::chain::retry`]) groups
 /// borrowed requests, and keeps them.
 pub fn batches<S: AsRef<str>>(requests: Vec<S>, batch_size: usize) -> Vec<Vec<S>> {
     let mut batches: Vec<(Vec<S>, usize)> = Vec::new();
@@ -392,7 +392,7 @@ pub fn is_out_of_gas(code: i64, message: &str, data: Option<&str>) -> bool {
 
 /// True when a JSON-RPC error (that is not a revert) says the node has not seen the block the
 /// request names: a load balancer's backend a block or two behind the head that another backend
-/// pinned. Reading again after a short wait succeeds ([`crate::retry`]). The wordings:
+/// pinned. Reading again after a short wait succeeds ([`crate::chain::retry`]). The wordings:
 /// geth, op-geth and reth `header not found` (-32000; geth `header for hash not found` by
 /// hash), as Infura, Alchemy and QuickNode relay them; recent Nethermind `header not found`
 /// (-32001), older Nethermind `<number> could not be found` (-32001); Besu `Block not found`
@@ -470,7 +470,7 @@ pub fn hex_data(data: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::abi::AgentRegistry;
+    use crate::chain::abi::AgentRegistry;
     use alloy_primitives::U256;
     use alloy_sol_types::{Revert, SolError, SolValue};
     use proptest::prelude::*;
@@ -640,7 +640,7 @@ mod tests {
     }
 
     /// A node behind the block a read names fails the read with its own error, worded as any RPC
-    /// error, so a reader can tell it apart and read again ([`crate::retry`]); in a batch, or as
+    /// error, so a reader can tell it apart and read again ([`crate::chain::retry`]); in a batch, or as
     /// the error of a whole batch.
     #[test]
     fn unseen_blocks_fail_reads_apart() {

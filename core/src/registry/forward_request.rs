@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use crate::{Error, Result};
 
-pub use crate::abi::Forwarder::ForwardRequest;
+pub use crate::chain::abi::Forwarder::ForwardRequest;
 
 /// EIP-712 domain name of the forwarder (kept from the deployed `MinimalForwarder`).
 pub const DOMAIN_NAME: &str = "MinimalForwarder";

@@ -1,10 +1,10 @@
 //! Agent records and revenue reports as the registry stores them, in plain Rust types (their
-//! JSON views for the API are in [`crate::view`]).
+//! JSON views for the API are in [`crate::api::view`]).
 
 use alloy_primitives::{Address, B256, U256};
 use serde::{Deserialize, Serialize};
 
-use crate::{AgentStatus, Error, Result, abi::AgentRegistry};
+use crate::{AgentStatus, Error, Result, chain::abi::AgentRegistry};
 
 /// One agent as the registry holds it; ids are `u64` (the registry counts from 1, one by one).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -32,7 +32,7 @@ pub struct NodeData {
 #[serde(rename_all = "camelCase")]
 pub struct LineageNode {
     pub agent_id: u64,
-    #[serde(serialize_with = "crate::checksum::serialize")]
+    #[serde(serialize_with = "crate::api::checksum::serialize")]
     pub wallet: Address,
     pub generation: u64,
     pub status: AgentStatus,

@@ -10,12 +10,14 @@ use alloy_sol_types::SolCall;
 
 use crate::{
     BlockRef, Error, Result,
-    abi::{
-        IMulticall3::{Call3, Result as CallResult},
-        Multicall3,
+    chain::{
+        abi::{
+            IMulticall3::{Call3, Result as CallResult},
+            Multicall3,
+        },
+        revert::RevertReason,
+        rpc::{BlockTag, CallObject, CallPlan, Outcome, call_outcome, eth_call_request, results_by_id},
     },
-    revert::RevertReason,
-    rpc::{BlockTag, CallObject, CallPlan, Outcome, call_outcome, eth_call_request, results_by_id},
 };
 
 /// Multicall3's address on Base, Base Sepolia and most EVM chains (mds1/multicall3).
@@ -264,7 +266,7 @@ fn decode_chunk(data: &[u8]) -> Result<(BlockRef, Vec<Outcome>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::abi::AgentRegistry;
+    use crate::chain::abi::AgentRegistry;
 
     use alloy_primitives::{U256, hex};
     use alloy_sol_types::{Revert, SolError};

@@ -1,6 +1,12 @@
 //! One consistent read of the whole registry at a pinned block: every agent record and every
 //! revenue report. It serves `/stats`, `/stats/detailed`, `/agents`, `/agents/compliance` and
 //! `/revenue/aggregate`, and is cached as JSON (hence `Deserialize`).
+//!
+//! - `answers`: the five answers, rendered once and cached compactly ([`crate::SnapshotAnswers`]).
+//! - [`stats`]: a snapshot's statistics, agent list, compliance list and revenue aggregates.
+
+pub(crate) mod answers;
+pub mod stats;
 
 use std::collections::HashMap;
 

@@ -12,7 +12,7 @@ use std::{collections::BTreeSet, ops::Range};
 
 use serde::{Deserialize, Serialize};
 
-use crate::logs::Touch;
+use crate::index::logs::Touch;
 
 /// The last block up to which a run follows the logs and still reads every agent they touched
 /// within `cap` agents: `touches` (any order) are counted block by block, whole blocks only,

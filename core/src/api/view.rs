@@ -9,7 +9,7 @@
 use alloy_primitives::{Address, B256};
 use serde::{Deserialize, Serialize};
 
-use crate::{Agent, AgentStatus, Cents, Compliance, Revenue, time::timestamp};
+use crate::{Agent, AgentStatus, Cents, Compliance, Revenue, api::time::timestamp};
 
 /// The full agent record of `/agent/:id`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -17,13 +17,13 @@ use crate::{Agent, AgentStatus, Cents, Compliance, Revenue, time::timestamp};
 #[serde(rename_all = "camelCase")]
 pub struct AgentView {
     pub agent_id: u64,
-    #[serde(serialize_with = "crate::checksum::serialize")]
+    #[serde(serialize_with = "crate::api::checksum::serialize")]
     #[cfg_attr(feature = "browser", tsify(type = "string"))]
     pub creator: Address,
-    #[serde(serialize_with = "crate::checksum::serialize")]
+    #[serde(serialize_with = "crate::api::checksum::serialize")]
     #[cfg_attr(feature = "browser", tsify(type = "string"))]
     pub haftungsperson: Address,
-    #[serde(serialize_with = "crate::checksum::serialize")]
+    #[serde(serialize_with = "crate::api::checksum::serialize")]
     #[cfg_attr(feature = "browser", tsify(type = "string"))]
     pub agent_wallet: Address,
     /// `0x` and 64 lowercase hex digits (alloy's own encoding of a `B256`), as is
@@ -92,7 +92,7 @@ impl AgentDetails {
 #[serde(rename_all = "camelCase")]
 pub struct AgentListItem {
     pub agent_id: u64,
-    #[serde(serialize_with = "crate::checksum::serialize")]
+    #[serde(serialize_with = "crate::api::checksum::serialize")]
     pub creator: Address,
     pub status: AgentStatus,
     pub registered_at: Option<String>,
@@ -114,11 +114,11 @@ impl From<&Agent> for AgentListItem {
 #[serde(rename_all = "camelCase")]
 pub struct RecentRegistration {
     pub agent_id: u64,
-    #[serde(serialize_with = "crate::checksum::serialize")]
+    #[serde(serialize_with = "crate::api::checksum::serialize")]
     pub creator: Address,
-    #[serde(serialize_with = "crate::checksum::serialize")]
+    #[serde(serialize_with = "crate::api::checksum::serialize")]
     pub haftungsperson: Address,
-    #[serde(serialize_with = "crate::checksum::serialize")]
+    #[serde(serialize_with = "crate::api::checksum::serialize")]
     pub agent_wallet: Address,
     pub registered_at: Option<String>,
     pub status: AgentStatus,
@@ -170,7 +170,7 @@ mod tests {
     use serde::de::DeserializeOwned;
 
     fn agent() -> Agent {
-        Agent::try_from(crate::record::tests::record()).unwrap()
+        Agent::try_from(crate::registry::record::tests::record()).unwrap()
     }
 
     /// The exact text, fields in SPEC.md's order; and it reads back to the same value.

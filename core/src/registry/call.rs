@@ -10,7 +10,7 @@
 use alloy_primitives::hex;
 use alloy_sol_types::{SolCall, SolInterface};
 
-use crate::abi::AgentRegistry::{self, AgentRegistryCalls};
+use crate::chain::abi::AgentRegistry::{self, AgentRegistryCalls};
 
 /// Why call data is not a registry write the relayer forwards.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -8,9 +8,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     Agent, AgentStatus, Cents, Compliance, Revenue, Snapshot,
-    pagination::{Page, paginate},
-    query::AgentsQuery,
-    view::{AgentListItem, RecentRegistration},
+    api::{
+        pagination::{Page, paginate},
+        query::AgentsQuery,
+        view::{AgentListItem, RecentRegistration},
+    },
 };
 
 /// Registrations listed in `recentRegistrations` (SPEC.md section 8).
@@ -21,7 +23,7 @@ pub const RECENT_REGISTRATIONS: usize = 10;
 #[serde(rename_all = "camelCase")]
 pub struct Stats {
     pub total_agents: u64,
-    #[serde(serialize_with = "crate::checksum::serialize")]
+    #[serde(serialize_with = "crate::api::checksum::serialize")]
     pub registry_address: Address,
     /// The RPC endpoint in use (SPEC.md calls it `chain`).
     pub chain: String,
@@ -83,7 +85,7 @@ pub struct DetailedStats {
 #[serde(rename_all = "camelCase")]
 pub struct ComplianceItem {
     pub agent_id: u64,
-    #[serde(serialize_with = "crate::checksum::serialize")]
+    #[serde(serialize_with = "crate::api::checksum::serialize")]
     pub creator: Address,
     pub status: AgentStatus,
     pub compliance: Compliance,
@@ -210,7 +212,7 @@ fn len(count: usize) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Agent, BlockRef, compliance::ATTESTATION_VALIDITY_SECS};
+    use crate::{Agent, BlockRef, registry::compliance::ATTESTATION_VALIDITY_SECS};
     use alloy_primitives::{B256, U256};
     use proptest::prelude::*;
 

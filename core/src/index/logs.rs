@@ -18,10 +18,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     Error, Result,
-    abi::AgentRegistry,
+    chain::{
+        abi::AgentRegistry,
+        rpc::{excerpt, rpc_error},
+    },
     feed::{AgentLog, EventBlock, EventLog, LogKind},
-    record::small,
-    rpc::{excerpt, rpc_error},
+    registry::record::small,
 };
 
 /// The registry's events that change an agent, each with the agent's id as its first topic.
@@ -59,7 +61,7 @@ pub fn follow_range(
 
 /// The first block a run re-scans when the index stands at `indexed`: `window` blocks back, from
 /// block 1 at the least. The block before it is the window's anchor
-/// (`crate::window_touches::Anchor`).
+/// (`crate::index::window_touches::Anchor`).
 pub const fn rescan_from(indexed: u64, window: u64) -> u64 {
     indexed.saturating_sub(window).saturating_add(1)
 }

@@ -7,7 +7,7 @@ use alloy_primitives::Address;
 
 use crate::{
     AgentStatus, Error, Result,
-    pagination::{AGENTS_DEFAULT_LIMIT, AGENTS_MAX_LIMIT, REVENUE_DEFAULT_LIMIT, REVENUE_MAX_LIMIT},
+    api::pagination::{AGENTS_DEFAULT_LIMIT, AGENTS_MAX_LIMIT, REVENUE_DEFAULT_LIMIT, REVENUE_MAX_LIMIT},
 };
 
 /// An agent id from a path: a positive decimal integer (digits only, no sign). One past 64 bits

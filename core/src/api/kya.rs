@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     Agent, AgentStatus, Compliance,
-    time::{iso8601, timestamp},
+    api::time::{iso8601, timestamp},
 };
 
 /// `/kya/:wallet`: is this wallet an agent's, and may it be served?
@@ -14,7 +14,7 @@ use crate::{
 #[serde(rename_all = "camelCase")]
 pub struct KyaResult {
     /// Echoed checksummed (INTERFACE.md section 2).
-    #[serde(serialize_with = "crate::checksum::serialize")]
+    #[serde(serialize_with = "crate::api::checksum::serialize")]
     pub wallet: Address,
     pub is_registered: bool,
     pub is_compliant: bool,
@@ -57,11 +57,11 @@ pub struct KyaBatch {
 #[serde(rename_all = "camelCase")]
 pub struct KyaAgent {
     pub agent_id: u64,
-    #[serde(serialize_with = "crate::checksum::serialize")]
+    #[serde(serialize_with = "crate::api::checksum::serialize")]
     pub creator: Address,
-    #[serde(serialize_with = "crate::checksum::serialize")]
+    #[serde(serialize_with = "crate::api::checksum::serialize")]
     pub haftungsperson: Address,
-    #[serde(serialize_with = "crate::checksum::serialize")]
+    #[serde(serialize_with = "crate::api::checksum::serialize")]
     pub agent_wallet: Address,
     pub operational_scope: String,
     pub status: AgentStatus,
@@ -136,7 +136,7 @@ mod tests {
 
     #[test]
     fn result_encodes_as_the_interface_says() {
-        let mut agent = Agent::try_from(crate::record::tests::record()).unwrap();
+        let mut agent = Agent::try_from(crate::registry::record::tests::record()).unwrap();
         agent.status = AgentStatus::Active;
         let wallet = agent.agent_wallet;
         let result = KyaResult::of(wallet, Some(&agent), agent.last_attestation + 60);
