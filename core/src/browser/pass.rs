@@ -26,7 +26,7 @@ use crate::{
 #[serde(rename_all = "camelCase")]
 pub struct PassTrustInput {
     /// The issuer's JWKS document (`GET /.well-known/jwks.json`), as parsed JSON. Kept as the
-    /// JavaScript value: [`keys_of`] reads it once while it does not change.
+    /// JavaScript value: `keys_of` reads it once while it does not change.
     #[tsify(type = "{ keys: object[] }")]
     #[serde(with = "serde_wasm_bindgen::preserve")]
     pub jwks: JsValue,
