@@ -16,6 +16,7 @@ pub(crate) const CACHE_CONTROL: &str = "public, max-age=300";
 mod tests {
     use std::collections::BTreeSet;
 
+    use kya_core::api::openapi_testing::resolved;
     use serde_json::Value;
 
     use super::*;
@@ -26,14 +27,6 @@ mod tests {
 
     fn document() -> Value {
         serde_json::from_str(DOCUMENT).expect("the document is JSON")
-    }
-
-    /// `value`, or what its `$ref` (`#/...`) points at in `document`.
-    fn resolve<'a>(document: &'a Value, value: &'a Value) -> &'a Value {
-        match value["$ref"].as_str().and_then(|reference| reference.strip_prefix('#')) {
-            Some(pointer) => document.pointer(pointer).expect("a reference that resolves"),
-            None => value,
-        }
     }
 
     /// Every row of the endpoint table is a documented path, and every documented path a row.
@@ -91,12 +84,13 @@ mod tests {
             let responses = item["options"]["responses"].as_object().expect("responses");
             assert_eq!(responses.keys().collect::<Vec<_>>(), ["204"], "{path}");
             let expected = if POST_PATHS.contains(&path.as_str()) { verify_preflight } else { preflight };
-            assert_eq!(resolve(&document, &responses["204"]), expected, "{path}");
+            assert_eq!(resolved(&document, &responses["204"]), expected, "{path}");
         }
-        let verify_methods = resolve(&document, &verify_preflight["headers"]["Access-Control-Allow-Methods"]);
+        let verify_methods =
+            resolved(&document, &verify_preflight["headers"]["Access-Control-Allow-Methods"]);
         assert_eq!(verify_methods["schema"]["const"], http::POST_METHODS);
         let header = |name: &str| {
-            let header = resolve(&document, &preflight["headers"][name]);
+            let header = resolved(&document, &preflight["headers"][name]);
             assert_eq!(header["required"], true, "{name}");
             header["schema"]["const"].clone()
         };

@@ -9,10 +9,13 @@
 //! - [`client_ip`]: which client a rate limit or a budget share counts a request against.
 //! - [`time`]: Unix seconds to the API's timestamps and back.
 //! - [`checksum`]: addresses as the API writes them, EIP-55 checksummed.
+//! - `openapi_testing` (feature `test-util`): the services' OpenAPI documents read in tests.
 
 pub mod checksum;
 pub mod client_ip;
 pub(crate) mod kya;
+#[cfg(any(test, feature = "test-util"))]
+pub mod openapi_testing;
 pub mod pagination;
 pub mod query;
 pub mod relayer_view;

@@ -14,6 +14,7 @@ pub const DOCUMENT: &str = include_str!("../../openapi.json");
 mod tests {
     use std::collections::BTreeSet;
 
+    use kya_core::api::openapi_testing::resolved;
     use serde_json::Value;
 
     use super::*;
@@ -21,14 +22,6 @@ mod tests {
 
     fn document() -> Value {
         serde_json::from_str(DOCUMENT).expect("the document is JSON")
-    }
-
-    /// `value`, or what its `$ref` (`#/...`) points at in `document`.
-    fn resolve<'a>(document: &'a Value, value: &'a Value) -> &'a Value {
-        match value["$ref"].as_str().and_then(|reference| reference.strip_prefix('#')) {
-            Some(pointer) => document.pointer(pointer).expect("a reference that resolves"),
-            None => value,
-        }
     }
 
     /// Each path documents exactly the methods the server answers there (`Allow` of its 405s).
@@ -59,10 +52,10 @@ mod tests {
         for (path, item) in document["paths"].as_object().expect("paths") {
             let responses = item["options"]["responses"].as_object().expect("responses");
             assert_eq!(responses.keys().collect::<Vec<_>>(), ["204"], "{path}");
-            let preflight = resolve(&document, &responses["204"]);
+            let preflight = resolved(&document, &responses["204"]);
             assert!(preflight.get("content").is_none(), "{path}: a preflight has no body");
             let header = |name: &str| {
-                let header = resolve(&document, &preflight["headers"][name]);
+                let header = resolved(&document, &preflight["headers"][name]);
                 assert_eq!(header["required"], true, "{path} {name}");
                 header["schema"]["const"].clone()
             };
@@ -72,9 +65,9 @@ mod tests {
             assert_eq!(header("Access-Control-Max-Age"), max_age);
             for (method, operation) in item.as_object().expect("a path item") {
                 for (status, response) in operation["responses"].as_object().expect("responses") {
-                    let origin = resolve(
+                    let origin = resolved(
                         &document,
-                        &resolve(&document, response)["headers"]["Access-Control-Allow-Origin"],
+                        &resolved(&document, response)["headers"]["Access-Control-Allow-Origin"],
                     );
                     assert_eq!(origin["schema"]["const"], "*", "{method} {path} {status}");
                     assert_eq!(origin["required"], true, "{method} {path} {status}");
