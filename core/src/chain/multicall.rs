@@ -2,6 +2,9 @@
 //! each, and every chunk first reads `getBlockNumber` and `getCurrentBlockTimestamp`. So one
 //! `eth_call` is one consistent answer that says which block it read, and one billed call for
 //! hundreds of registry calls.
+//!
+//! Over 500 lines with its tests: the code is 266 lines; the tests of chunks, blocks and
+//! starved calls planned again in pieces make up the rest.
 
 use std::collections::BTreeSet;
 

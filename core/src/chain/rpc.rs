@@ -4,6 +4,9 @@
 //! ([`crate::chain::multicall`]: the block comes back with the data, one round trip), or plainly:
 //! [`pin_block_request`] first (number and timestamp of the latest block), then one request per
 //! call at that block, sent as JSON-RPC [`batches`] and decoded back in plan order.
+//!
+//! Over 500 lines with its tests: the code is 470 lines (the plans and their decoders, one
+//! job), and its tests, with the shapes of node software they decode, follow it.
 
 use alloy_json_rpc::{ErrorPayload, Id, Request, Response, ResponsePacket, ResponsePayload};
 use alloy_primitives::{Address, B256, Bytes, U64, hex};

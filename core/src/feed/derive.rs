@@ -11,6 +11,9 @@
 //! registry whose logs and records disagree (the registry deployed has no such path, but the
 //! index follows what it is given) gets a correction, so the feed's last standing is always the
 //! index's answer.
+//!
+//! Over 500 lines with its tests: the code is 275 lines; its tests and its property test make
+//! up the rest.
 
 use alloy_primitives::Address;
 

@@ -1,4 +1,7 @@
 //! The change feed's events and their JSON (`docs/change-feed.md`).
+//!
+//! Over 500 lines with its tests: the code is 356 lines, every event and field of the feed's
+//! JSON in one place; the tests pin that JSON.
 
 use alloy_primitives::{Address, B256};
 use serde::{Deserialize, Serialize};
