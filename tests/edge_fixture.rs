@@ -64,8 +64,8 @@ impl EdgeWorker {
         Self::start_with(vars, false).await
     }
 
-    /// [`EdgeWorker::start`] with the registry index: its D1 tables created by the project's
-    /// migrations (`wrangler d1 migrations apply INDEX --local`) in the fresh state directory,
+    /// [`EdgeWorker::start`] with the registry index: its D1 tables as the project's migrations
+    /// create them, copied into the fresh state directory ([`crate::local_d1`]),
     /// and the scheduled handler reachable through `--test-scheduled` ([`EdgeWorker::run_index`]).
     pub async fn start_indexed(vars: &[(&str, String)]) -> Self {
         Self::start_with(vars, true).await
@@ -143,20 +143,9 @@ impl EdgeWorker {
     /// One `wrangler dev` on free ports, with a fresh state directory (the index's tables
     /// created in it first when `indexed`).
     fn spawn(vars: &[(&str, String)], indexed: bool) -> Self {
-        let root = repo_root();
         let state = tempfile::tempdir().expect("a temporary directory");
         if indexed {
-            let mut command = wrangler(&root);
-            command
-                .args(["d1", "migrations", "apply", "INDEX", "--local", "--persist-to"])
-                .arg(state.path().join("state"));
-            let migrated = crate::output_within(&mut command, WRANGLER_COMMAND_LIMIT);
-            assert!(
-                migrated.status.success(),
-                "applying the index's migrations failed:\n{}{}",
-                String::from_utf8_lossy(&migrated.stdout),
-                String::from_utf8_lossy(&migrated.stderr)
-            );
+            crate::local_d1::create_index_tables(&state.path().join("state"));
         }
         let vars: Vec<(String, String)> =
             vars.iter().map(|(name, value)| ((*name).to_owned(), value.clone())).collect();
@@ -215,10 +204,10 @@ impl EdgeWorker {
         panic!("no log line of the run at block {block}:\n{}", self.output());
     }
 
-    /// The rows `sql` selects from the Worker's local index (`wrangler d1 execute --local` on its
-    /// state directory), as JSON objects.
+    /// The rows `sql` selects from the Worker's local index, as JSON objects
+    /// ([`crate::local_d1::select`]: read from its SQLite file).
     pub fn query_index(&self, sql: &str) -> Vec<Value> {
-        self.execute_index(sql)["results"].as_array().cloned().unwrap_or_default()
+        crate::local_d1::select(&self.state_dir(), sql)
     }
 
     /// What `sql` gives on the Worker's local index: its `results` and D1's `meta` (`rows_read`,
@@ -251,7 +240,7 @@ impl EdgeWorker {
             .args(["d1", "execute", "INDEX", "--local", "--json", "--persist-to"])
             .arg(self._state.path().join("state"))
             .args(["--command", sql]);
-        let output = crate::output_within(&mut command, WRANGLER_COMMAND_LIMIT);
+        let output = crate::output_within(&mut command, crate::local_d1::WRANGLER_COMMAND_LIMIT);
         let text = String::from_utf8_lossy(&output.stdout);
         if !output.status.success() {
             return Err(format!("{sql}: {text}{}", String::from_utf8_lossy(&output.stderr)));
@@ -355,12 +344,9 @@ fn settings(vars: &[(String, String)]) -> impl Iterator<Item = (&str, &str)> {
         .chain(vars.iter().map(|(name, value)| (name.as_str(), value.as_str())))
 }
 
-/// Most a one-off wrangler command (a migration, a D1 statement) may take; a few seconds is usual.
-const WRANGLER_COMMAND_LIMIT: Duration = Duration::from_secs(120);
-
 /// Wrangler from the project's `node_modules`, run from the repository, offline (no telemetry,
 /// no Cloudflare calls).
-fn wrangler(root: &std::path::Path) -> Command {
+pub(crate) fn wrangler(root: &std::path::Path) -> Command {
     let mut command = Command::new(root.join("node_modules/.bin/wrangler"));
     command
         .current_dir(root)

@@ -12,6 +12,7 @@ use kya_devchain::{Anvil, AnvilOptions, Chain, Deployment, consent, deploy};
 pub mod delay_proxy;
 pub mod edge_fixture;
 pub mod http1;
+pub mod local_d1;
 pub mod op_stack;
 pub mod openapi;
 pub mod policy_wallet;
