@@ -11,13 +11,20 @@ step() { printf '\n==> %s\n' "$*" >&2; }
 # puts in RUSTC_WORKSPACE_WRAPPER, with its arguments in CLIPPY_ARGS), so one compilation of the
 # workspace both lints it and builds it, where a separate `cargo clippy` type-checked the
 # workspace and every dependency once more (about 200 s of a cold run). The same lints and
-# targets as `cargo clippy --workspace --all-targets -- -D warnings`. Exported, so the test run
+# targets as `cargo clippy --workspace --all-targets -- -D warnings`, and the browser package's
+# bindings too (kya-tests turns on kya-core's `browser` feature; their wasm32 build is the
+# package's own, in build-worker.sh), where a `cargo clippy` of its own for wasm32 type-checked
+# kya-core's dependencies once more (about 50 s). Exported, so the test run
 # and the scripts the tests call build with the same compiler and reuse these artifacts; the
 # release builds for wasm32 (scripts/lib/wasm.sh) leave it out: clippy-driver also lowers MIR
 # optimisation, which the shipped Worker and package keep.
 # The workspace compiles (minutes of CPU) while the bootstrap waits on the network (apt, pip):
 # it needs only the toolchain and the npm packages, the bootstrap's first steps.
 bash scripts/bootstrap.sh --build-deps
+# No incremental compilation: every crate here is compiled once, from nothing, and writing the
+# incremental caches of the workspace's crates only costs time. A developer's own `cargo test`
+# keeps them (it rebuilds the workspace's crates anyway: the wrapper below differs).
+export CARGO_INCREMENTAL=0
 export RUSTC_WORKSPACE_WRAPPER
 RUSTC_WORKSPACE_WRAPPER=$(rustup which clippy-driver)
 export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
@@ -41,9 +48,6 @@ node contracts/compile.mjs --check
 
 step "formatting"
 cargo fmt --all --check
-
-step "clippy of kya-core's browser bindings (feature browser, wasm32)"
-cargo clippy -p kya-core --features browser --target wasm32-unknown-unknown --locked -- -D warnings
 
 # kya-core is compiled for wasm32 by the Worker's release build and, as the browser package's
 # cdylib, by build-explorer.sh (both in build-worker.sh below); a debug build here would only
