@@ -31,7 +31,7 @@ pub(crate) enum Reply {
 
 /// `endpoint`'s successful answer.
 ///
-/// Each kind of answer is a future of its own behind a pointer ([`apart`]): the registry-wide
+/// Each kind of answer is a future of its own behind a pointer ([`apart()`]): the registry-wide
 /// answers from the index, their fallback to the registry's snapshot, and the reads of one agent
 /// from the chain. Inlined into their caller (`cached::refresh`) they were one function of
 /// 35,260 bytes of wasm, which a restarted Worker's first registry-wide request compiled whole

@@ -1,4 +1,4 @@
-//! Cached answers in two tiers: the isolate's memory ([`crate::memory`]), then the Cache API
+//! Cached answers in two tiers: the isolate's memory ([`memory`]), then the Cache API
 //! (`caches.default`, per data centre). A hit in the Cache API is kept in memory too.
 //!
 //! Keys are normalised by the caller (canonical query, lowercase wallet, configuration tag). An

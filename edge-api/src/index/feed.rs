@@ -51,7 +51,7 @@ const UNSETTLED_BATCHES: u64 = 256;
 const RETENTION_BATCHES_PER_STEP: u64 = 64;
 
 /// A run as the feed sees it: where it reads and writes, and what the run knows. One context
-/// for [`write`] and [`walk`].
+/// for [`write()`] and [`walk`].
 pub(super) struct RunFeed<'a> {
     pub(super) store: &'a Store,
     pub(super) rpc: &'a Rpc<'a>,
@@ -107,7 +107,7 @@ pub(super) async fn write(
     Ok(written)
 }
 
-/// [`write`] after the first run: settlements, changes and lapses.
+/// [`write()`] after the first run: settlements, changes and lapses.
 async fn walk(
     run: &RunFeed<'_>,
     headers: &mut Headers,

@@ -1,6 +1,6 @@
 //! The registry index in D1 (binding `INDEX`, tables in `edge-api/migrations/`): a versioned row
 //! per agent, the agents recent blocks touched, and the indexer's state. The scheduled run
-//! ([`run`]) keeps it current; the five registry-wide endpoints answer from it ([`serve`]);
+//! ([`run()`]) keeps it current; the five registry-wide endpoints answer from it ([`serve`]);
 //! `/health` reports it. A deployment without the binding has no index and answers as before.
 //!
 //! - `store`: the D1 statements, reads and writes.

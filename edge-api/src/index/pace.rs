@@ -5,7 +5,7 @@
 //!
 //! - **One runner.** A Durable Object runs one event at a time, so runs never overlap, whichever
 //!   data centre asked. The object stores nothing but its alarm.
-//! - **Bounded as before.** Each alarm is one [`super::run`], the same bounded step a Cron
+//! - **Bounded as before.** Each alarm is one [`super::run()`], the same bounded step a Cron
 //!   Trigger ran. The next alarm is set after it ends, `INDEX_INTERVAL_SECS` after it began. A
 //!   run longer than the interval is followed at once, never by two runs at a time.
 //! - **A watchdog.** The Cron Trigger ([`watch`]) sets the alarm again when none is set. That

@@ -102,7 +102,7 @@ impl Reading {
 
 /// The state (with the totals by name if `tallies`, and the rows `rows` selects at its block),
 /// once the index can answer: else the reason it cannot, as the fallback. Every answer calls it
-/// through [`apart`], so it is compiled once, not into each answer.
+/// through [`apart()`], so it is compiled once, not into each answer.
 async fn read(
     store: &Store,
     tallies: bool,

@@ -1,5 +1,5 @@
 //! The HTTP surface: one route table, thin handlers, JSON errors `{"error": …}` with the status
-//! chosen by [`Error::status`], and graceful shutdown.
+//! chosen by [`status_of`], and graceful shutdown.
 
 use std::{convert::Infallible, future::Future, net::IpAddr, sync::Arc};
 

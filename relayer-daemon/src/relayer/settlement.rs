@@ -77,7 +77,7 @@ impl Relayer {
     }
 
     /// Looks at the relay at every new head (the daemon's head is read once for every follower:
-    /// [`crate::relayer::head`]), or after [`follow::FOLLOW_MAX_PAUSE`] at the latest, until it
+    /// [`Self::head`]), or after [`follow::FOLLOW_MAX_PAUSE`] at the latest, until it
     /// is closed.
     async fn follow_until_closed(&self, id: i64, not_before: Option<u64>) {
         let mut last = not_before.map(|block| (Some(block), Instant::now()));

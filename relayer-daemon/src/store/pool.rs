@@ -76,7 +76,7 @@ impl GivenBack for Slot {
 
 /// A connection checked out for a call, in its slot: the slot is given back when it is (or
 /// earlier, when the call is abandoned), and the connection goes back to r2d2, which drops one
-/// whose call was abandoned ([`Manager::has_broken`]).
+/// whose call was abandoned ([`Manager`]'s [`has_broken`](r2d2::ManageConnection::has_broken)).
 pub(super) struct Checkout {
     connection: r2d2::PooledConnection<Manager>,
     slot: Arc<Slot>,
@@ -124,7 +124,7 @@ impl r2d2::ManageConnection for Manager {
     }
 
     /// Not asked at check-out (a round trip per operation); a connection the server closed is
-    /// seen by [`Manager::has_broken`] or opened again before use (`Store::with`).
+    /// seen by [`has_broken`](r2d2::ManageConnection::has_broken) or opened again before use (`Store::with`).
     fn is_valid(&self, _connection: &mut Connection) -> Result<()> {
         Ok(())
     }

@@ -99,7 +99,7 @@ pub struct NewRelay {
     /// in every later worst case of the relay, its fee replacements' and its cancellation's.
     pub l1_fee_wei: u128,
     /// The lanes (relayer keys) it may go to, in pool order: [`Store::reserve`] picks the one with
-    /// the fewest open relays ([`crate::keys::lanes::least_busy`]).
+    /// the fewest open relays ([`crate::rules::lanes::least_busy`]).
     pub lanes: Vec<Address>,
 }
 
