@@ -113,7 +113,7 @@ async fn serve(
     let budget = Cell::new(rpc::SUBREQUEST_BUDGET);
     let rpc = Rpc { url: &config.rpc_url, batch_size: config.batch_size, multicall: None, budget: &budget };
     match &endpoint {
-        Endpoint::Health => return apart(health::answer(config, &rpc, index::Store::open(env))).await,
+        Endpoint::Health => return apart(health::answer(config, &rpc, crate::d1::Store::open(env))).await,
         Endpoint::OpenApi => return http::json(200, openapi::DOCUMENT, openapi::CACHE_CONTROL),
         Endpoint::Jwks => return passes::answer_jwks(env),
         Endpoint::KyaPass(wallet) => {

@@ -6,13 +6,7 @@
 use serde_json::{Value, json};
 use worker::Response;
 
-use crate::{
-    Result,
-    config::Config,
-    http,
-    index::{State, Store},
-    rpc::Rpc,
-};
+use crate::{Result, config::Config, d1::Store, http, index::State, rpc::Rpc};
 
 pub(crate) async fn answer(config: &Config, rpc: &Rpc<'_>, index: Option<Store>) -> Result<Response> {
     let registry = match config.registry() {

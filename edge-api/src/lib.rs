@@ -5,6 +5,7 @@ mod apart;
 mod cache;
 mod cached;
 mod config;
+mod d1;
 mod deps;
 mod error;
 mod handler;

@@ -10,7 +10,7 @@ use kya_core::feed::{ChangesAnswer, ChangesQuery, Cursor, Event, Unservable, che
 use serde::Deserialize;
 use worker::{Env, Response};
 
-use super::{Store, limits::Param};
+use crate::d1::{Param, Store};
 use crate::{Error, Result, http};
 
 /// The most batches a page reads (and a stream's resume, per page). A run writes a batch of at most `CHUNK_BYTES` (250 KB), so

@@ -36,13 +36,14 @@ use kya_core::{
 use serde::Deserialize;
 use worker::D1PreparedStatement;
 
-use super::{
-    State, Store,
-    headers::Headers,
-    limits::Param,
-    store::{CHUNK_BYTES, Held},
+use super::{State, headers::Headers, store::Held};
+use crate::{
+    Error, Result,
+    config::FeedConfig,
+    d1::{CHUNK_BYTES, Param, Store},
+    reads,
+    rpc::Rpc,
 };
-use crate::{Error, Result, config::FeedConfig, reads, rpc::Rpc};
 
 /// The most batches a run reads for the entries still waiting: the depth's worth of runs, and
 /// then some (a batch holds a run's entries).

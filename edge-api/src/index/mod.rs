@@ -3,8 +3,8 @@
 //! ([`run()`]) keeps it current; the five registry-wide endpoints answer from it ([`serve`]);
 //! `/health` reports it. A deployment without the binding has no index and answers as before.
 //!
-//! - `store`: the D1 statements, reads and writes.
-//! - `limits`: D1's documented limits, checked on every statement before D1 sees it.
+//! - `store`: the index's tables: its statements, reads and writes, through the D1 layer
+//!   (`crate::d1`: statements, batches and D1's limits, below every feature that keeps rows).
 //! - `tally`: the totals kept by name (currencies, categories, generations) and the agents whose
 //!   revenue history is unreadable, in their own table.
 //! - `follow`: the registry's logs over a range of blocks, split as providers refuse.
@@ -18,15 +18,11 @@
 //! - `outlets`: after each run, the feed's new batches handed to the stream and the webhooks.
 //! - `stream`: `GET /api/v1/changes/stream`, the feed as Server-Sent Events from Durable Object
 //!   shards of listeners.
-//! - `dead_letters`: the webhooks' dead letters, recorded where an operator reads them, and
-//!   counted per receiver for `/health`.
 
 pub(crate) mod changes;
-mod dead_letters;
 mod feed;
 mod follow;
 mod headers;
-mod limits;
 pub(crate) mod outlets;
 mod pace;
 mod run;
@@ -39,7 +35,6 @@ pub use pace::IndexPacer;
 pub(crate) use pace::watch;
 pub(crate) use run::run;
 pub(crate) use serve::{Served, answer, answer_reads};
-pub(crate) use store::Store;
 pub use stream::StreamShard;
 
 use alloy_primitives::B256;

@@ -29,14 +29,15 @@ use kya_core::{
 use worker::{Date, Env};
 
 use super::{
-    RunOutcome, State, Store, feed, follow,
+    RunOutcome, State, feed, follow,
     headers::Headers,
-    store::{CHUNK_BYTES, Held, row_bytes},
+    store::{Held, row_bytes},
     tally::{self, Loaded},
 };
 use crate::{
     Result,
     config::Config,
+    d1::{CHUNK_BYTES, Store},
     reads,
     rpc::{Rpc, SUBREQUEST_BUDGET},
 };

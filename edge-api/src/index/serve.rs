@@ -24,12 +24,13 @@ use worker::{
 };
 
 use super::{
-    State, Store,
+    State,
     store::{StateRead, page_items, recent_agents},
     tally::Tally,
 };
 use crate::{
     Error, Result, apart,
+    d1::Store,
     deps::Deps,
     http::{self, Answer, Source},
     routes::Endpoint,

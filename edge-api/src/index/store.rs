@@ -6,7 +6,7 @@
 //! chunks of at most [`CHUNK_BYTES`], so D1's limit on bound parameters is never reached and no
 //! parameter nears its limit on strings; a value too long to go inside a chunk's JSON (a
 //! currency name of control characters, escaped six bytes a byte) is bound alone. Every
-//! statement passes [`Limits`] before it reaches D1.
+//! statement passes [`crate::d1::Limits`] before it reaches D1.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -22,26 +22,21 @@ use kya_core::{
     },
 };
 use serde::{Deserialize, Serialize};
-use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen::JsValue;
 use worker::{
-    D1Database, D1PreparedStatement, D1Result, Env,
+    D1PreparedStatement, D1Result,
     js_sys::{Array, Reflect},
-    wasm_bindgen_futures::JsFuture,
 };
 
 use super::{
     State,
-    limits::{DEFAULT_QUERIES_PER_INVOCATION, Limits, Param},
     tally::{Tally, TallyKey},
 };
-use crate::{Error, Result};
+use crate::{
+    Error, Result,
+    d1::{CHUNK_BYTES, Param, Store, json_chunks, json_param},
+};
 
-/// The most bytes of JSON one chunk's parameter holds: a quarter of D1's limit on strings, so
-/// a run's statements stay well under it.
-pub(super) const CHUNK_BYTES: usize = 250_000;
-
-/// The D1 binding of the index.
-const BINDING: &str = "INDEX";
 /// The `state` row holding [`State`].
 pub(super) const STATE_KEY: &str = "index";
 /// The current rows that held at index block `?1` (a row updated after it holds its version
@@ -81,14 +76,6 @@ impl NewRow {
     }
 }
 
-/// The index's D1 database, and D1's limits checked on every statement of this invocation.
-pub(crate) struct Store {
-    db: D1Database,
-    limits: Limits,
-    rows_written: std::cell::Cell<u64>,
-    rows_read: std::cell::Cell<u64>,
-}
-
 /// The state row's statement.
 const STATE_SELECT: &str = "SELECT value FROM state WHERE key = ?1";
 
@@ -98,56 +85,6 @@ struct StateRow {
 }
 
 impl Store {
-    /// The index, or `None` without the `INDEX` binding. `INDEX_D1_QUERIES` is the plan's D1
-    /// queries per invocation (Workers Free 50, the default; Paid 1,000).
-    pub(crate) fn open(env: &Env) -> Option<Self> {
-        let queries = env
-            .var("INDEX_D1_QUERIES")
-            .ok()
-            .and_then(|value| value.to_string().trim().parse().ok())
-            .unwrap_or(DEFAULT_QUERIES_PER_INVOCATION);
-        env.d1(BINDING).ok().map(|db| Self {
-            db,
-            limits: Limits::new(queries),
-            rows_written: 0.into(),
-            rows_read: 0.into(),
-        })
-    }
-
-    /// `sql` with `params` bound, once both pass D1's limits.
-    pub(super) fn statement(&self, sql: &str, params: Vec<Param>) -> Result<D1PreparedStatement> {
-        self.limits.check(sql, &params)?;
-        let values: Vec<_> = params.into_iter().map(Param::into_js).collect();
-        Ok(self.db.prepare(sql).bind(&values)?)
-    }
-
-    /// Every row `statement` selects.
-    pub(super) async fn all<T: for<'de> Deserialize<'de>>(
-        &self,
-        statement: D1PreparedStatement,
-    ) -> Result<Vec<T>> {
-        self.limits.spend(1)?;
-        let result = statement.all().await?;
-        let read = result.meta().ok().flatten().and_then(|meta| meta.rows_read).unwrap_or(0);
-        self.rows_read.set(self.rows_read.get() + read as u64);
-        Ok(result.results()?)
-    }
-
-    /// Rows this invocation's reads ([`Store::all`]) read, as D1 reports them for billing.
-    pub(super) fn rows_read(&self) -> u64 {
-        self.rows_read.get()
-    }
-
-    /// D1's limits, as this invocation checks them.
-    pub(super) fn limits(&self) -> &Limits {
-        &self.limits
-    }
-
-    /// D1 queries this invocation made.
-    pub(super) fn queries(&self) -> u32 {
-        self.limits.spent()
-    }
-
     /// The indexer's state (the default before the first run).
     pub(crate) async fn state(&self) -> Result<State> {
         let rows: Vec<StateRow> = self.all(self.statement(STATE_SELECT, vec![STATE_KEY.into()])?).await?;
@@ -181,8 +118,7 @@ impl Store {
         }
         let with_rows = rows.is_some();
         statements.extend(rows);
-        self.limits.spend(statements.len())?;
-        let mut results = self.db.batch(statements).await?.into_iter();
+        let mut results = self.batch(statements).await?.into_iter();
         let mut next =
             || results.next().ok_or_else(|| Error::BadConfig("D1's batch returned too few results".into()));
         let state = decode_state(next()?.results()?)?;
@@ -233,7 +169,7 @@ impl Store {
     ) -> Result<D1PreparedStatement> {
         let value = serde_json::to_string(state).map_err(|error| Error::Runtime(error.into()))?;
         let touches = serde_json::to_string(touches).map_err(|error| Error::Runtime(error.into()))?;
-        self.limits.check_row("state", 0, STATE_KEY.len() + value.len() + touches.len())?;
+        self.limits().check_row("state", 0, STATE_KEY.len() + value.len() + touches.len())?;
         self.statement(
             "INSERT INTO state (key, value, touches) VALUES (?1, ?2, ?3) \
              ON CONFLICT (key) DO UPDATE SET value = ?2, touches = ?3",
@@ -306,7 +242,7 @@ impl Store {
                 continue;
             }
             // A name whose JSON is longer than a chunk: bound as itself, not escaped again.
-            self.limits.check_row("tallies", 0, text.len().min(name.map_or(0, str::len) + 200))?;
+            self.limits().check_row("tallies", 0, text.len().min(name.map_or(0, str::len) + 200))?;
             statements.push(self.statement(
                 &format!(
                     "INSERT INTO tallies (kind, key, name, count, total) VALUES (?1, ?2, ?3, ?4, ?5) {UPSERT}"
@@ -401,7 +337,7 @@ impl Store {
         let mut groups: BTreeMap<[bool; 3], Vec<NewRow>> = BTreeMap::new();
         for (agent, child_count, old) in rows {
             let row = new_row(agent, *child_count)?;
-            self.limits.check_row("agents", row.id, row.bytes())?;
+            self.limits().check_row("agents", row.id, row.bytes())?;
             let (new, old) = (&agent.record, old.map(|old| &old.record));
             let moved = [
                 old.is_none_or(|old| old.status != new.status),
@@ -477,23 +413,6 @@ impl Store {
     /// reads a block that old.
     pub(super) fn collect_garbage(&self, before: u64) -> Result<Vec<D1PreparedStatement>> {
         Ok(vec![self.statement("DELETE FROM agent_versions WHERE superseded_at < ?1", vec![before.into()])?])
-    }
-
-    /// Runs `statements` as one transaction.
-    pub(super) async fn commit(&self, statements: Vec<D1PreparedStatement>) -> Result<()> {
-        self.limits.spend(statements.len())?;
-        let results = self.db.batch(statements).await?;
-        let written: usize = results
-            .iter()
-            .filter_map(|result| result.meta().ok().flatten().and_then(|meta| meta.rows_written))
-            .sum();
-        self.rows_written.set(self.rows_written.get() + written as u64);
-        Ok(())
-    }
-
-    /// Rows D1 reported written by this invocation's commits (its `meta.rows_written`).
-    pub(super) fn rows_written(&self) -> u64 {
-        self.rows_written.get()
     }
 
     /// The [`crate::routes`] answers' reads, at the state row's block ([`at_state_block`]).
@@ -611,15 +530,8 @@ impl Store {
                 u64::from(first).into(),
             ],
         )?;
-        self.limits.spend(1)?;
-        let result = JsFuture::from(statement.inner().all().map_err(worker::Error::from)?)
-            .await
-            .map_err(worker::Error::from)?;
+        let groups = self.all_in_javascript(statement).await?;
         let field = |object: &JsValue, name: &str| Reflect::get(object, &JsValue::from_str(name));
-        let read = field(&result, "meta").and_then(|meta| field(&meta, "rows_read"));
-        self.rows_read
-            .set(self.rows_read.get() + read.ok().and_then(|read| read.as_f64()).unwrap_or(0.0) as u64);
-        let groups: Array = field(&result, "results").map_err(worker::Error::from)?.unchecked_into();
         let last_group = groups.length().checked_sub(1).map(|last| groups.get(last));
         let Some(last_group) = last_group else { return Ok(None) };
         let number = |name: &str| field(&last_group, name).ok().and_then(|value| value.as_f64());
@@ -710,34 +622,6 @@ fn upsert_set(moved: [bool; 3]) -> String {
         }
     }
     set
-}
-
-/// `value` as one JSON text parameter.
-fn json_param<T: Serialize + ?Sized>(value: &T) -> Result<Param> {
-    Ok(serde_json::to_string(value).map_err(|error| Error::Runtime(error.into()))?.into())
-}
-
-/// `items` as JSON arrays of at most `max` bytes each (an item longer than that alone in its
-/// array); none for no items.
-pub(super) fn json_chunks<T: Serialize>(items: &[T], max: usize) -> Result<Vec<String>> {
-    let mut chunks = Vec::new();
-    let mut chunk = String::from("[");
-    for item in items {
-        let text = serde_json::to_string(item).map_err(|error| Error::Runtime(error.into()))?;
-        if chunk.len() > 1 && chunk.len() + text.len() + 2 > max {
-            chunk.push(']');
-            chunks.push(std::mem::replace(&mut chunk, String::from("[")));
-        }
-        if chunk.len() > 1 {
-            chunk.push(',');
-        }
-        chunk.push_str(&text);
-    }
-    if chunk.len() > 1 {
-        chunk.push(']');
-        chunks.push(chunk);
-    }
-    Ok(chunks)
 }
 
 /// An agent's row as the run writes it.

@@ -16,7 +16,7 @@ use alloy_primitives::U512;
 use kya_core::index::{AgentRevenue, IndexedAgent, Totals};
 use serde::{Deserialize, Serialize};
 
-use super::Store;
+use crate::d1::Store;
 use crate::{Error, Result};
 
 /// What a tally counts.

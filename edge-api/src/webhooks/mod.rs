@@ -10,7 +10,10 @@
 //! - `receivers`: the receivers and their filters, from `WEBHOOKS`; their keys from secrets.
 //! - `message`: the queues' messages, and the rules without I/O (cutting, grouping, backoff).
 //! - `sender`: the Durable Object delivering one receiver's events.
+//! - `dead_letters`: what a sender gave up on, in D1 where an operator reads it, and counted per
+//!   receiver for `/health`.
 
+mod dead_letters;
 pub(crate) mod message;
 pub(crate) mod receivers;
 pub(crate) mod sender;
@@ -19,7 +22,7 @@ use wasm_bindgen::JsValue;
 use worker::{Env, MessageBatch, MessageBuilder, MessageExt, QueueContentType, Request, RequestInit};
 
 use self::message::{Dead, Handoff, send_groups};
-use crate::index::Store;
+use crate::d1::Store;
 
 /// The producer binding of the handoffs' queue, and the queue's name (as its consumer sees it).
 pub(crate) const QUEUE_BINDING: &str = "WEBHOOKS_QUEUE";

@@ -13,7 +13,7 @@
 
 use worker::Env;
 
-use super::Store;
+use crate::d1::Store;
 
 pub(crate) mod pending;
 mod webhooks;

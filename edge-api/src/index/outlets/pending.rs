@@ -5,7 +5,7 @@ use serde::Deserialize;
 
 use crate::{
     Result,
-    index::{Store, limits::Param},
+    d1::{Param, Store},
 };
 
 /// The most batches an outlet takes in one run; the rest wait for the next run.

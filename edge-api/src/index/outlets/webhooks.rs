@@ -7,11 +7,7 @@ use kya_core::feed::{Cursor, Event};
 use worker::Env;
 
 use super::pending::{handed, pending};
-use crate::{
-    Error, Result,
-    index::{Store, changes::decode_events},
-    webhooks,
-};
+use crate::{Error, Result, d1::Store, index::changes::decode_events, webhooks};
 
 /// The webhooks' outlet: each receiver's events of the new batches, by its filter, put on the
 /// webhooks' queue as handoffs chained from the last one it was sent

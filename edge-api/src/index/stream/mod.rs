@@ -36,7 +36,7 @@ pub(crate) async fn answer(
             Some(Cursor::parse(&last, "Last-Event-ID").map_err(|_| Error::InvalidLastEventId(last))?);
     }
     let namespace = env.durable_object(shard::BINDING).map_err(|_| Error::FeedUnavailable)?;
-    let store = super::Store::open(env).ok_or(Error::FeedUnavailable)?;
+    let store = crate::d1::Store::open(env).ok_or(Error::FeedUnavailable)?;
     if head {
         // GET's status without opening a stream: the cursor's check, one D1 query.
         super::changes::servable(&store, query.after).await?;

@@ -20,11 +20,7 @@ use futures::future::join_all;
 use worker::{Env, Method, RequestInit};
 
 use super::shard;
-use crate::{
-    Error, Result,
-    config::Config,
-    index::{Store, outlets::pending},
-};
+use crate::{Error, Result, config::Config, d1::Store, index::outlets::pending};
 
 thread_local! {
     /// Per shard, the last batch this isolate handed it (absent: none since the isolate began),

@@ -29,7 +29,7 @@ use kya_core::feed::{ChangesQuery, Cursor, Event, sse};
 use serde::Deserialize;
 use worker::{Delay, DurableObject, Env, Headers, Request, Response, State, durable_object};
 
-use crate::{Error, Result, config::Config, http, index::Store};
+use crate::{Error, Result, config::Config, d1::Store, http};
 
 /// The binding of the shards' namespace in `wrangler.toml`.
 pub(crate) const BINDING: &str = "FEED_STREAM";

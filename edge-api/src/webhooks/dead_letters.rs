@@ -6,8 +6,8 @@
 use kya_core::feed::Event;
 use serde::Deserialize;
 
-use super::{Store, limits::Param};
 use crate::Result;
+use crate::d1::{Param, Store};
 
 impl Store {
     /// Records `events` as dead for `receiver`, after `attempts`, with the last error; a copy
