@@ -3,6 +3,7 @@
 // Leaves first: pure rules, then what performs I/O (the chain, the store, the keys), the
 // pipeline that uses them, and the HTTP surface on top.
 mod chain;
+mod concurrency;
 mod config;
 mod error;
 mod http;

@@ -8,10 +8,11 @@
 use std::{sync::Arc, time::Duration};
 
 use crate::{
+    concurrency::lock,
     error::{Error, Result},
     keys::sender::Outgoing,
     relayer::relay::Relayed,
-    relayer::{InFlightGuard, Relayer, lock},
+    relayer::{InFlightGuard, Relayer},
     rules::fees::Fees,
     store::{RelayRecord, RelayStatus, Reservation},
     time,

@@ -3,7 +3,6 @@
 //! [`crate::relayer::relay`] (the `POST /relay` checks), [`crate::relayer::settlement`] (receipts, replacements,
 //! the reconciler) and [`crate::relayer::queries`] (the read endpoints).
 
-pub(crate) mod fresh;
 pub(crate) mod handoff;
 pub(crate) mod l1_fee;
 pub(crate) mod leasing;
@@ -12,9 +11,6 @@ pub(crate) mod prefilter;
 pub(crate) mod queries;
 pub(crate) mod relay;
 pub(crate) mod settlement;
-mod shared_read;
-mod shutdown;
-mod turns;
 pub(crate) mod webhooks;
 
 use std::{
@@ -25,7 +21,12 @@ use std::{
 
 use alloy::primitives::{Address, U256};
 
-use self::{fresh::Fresh, shutdown::Shutdown};
+use crate::concurrency::{
+    fresh::{self, Fresh},
+    lock, shared_read,
+    shutdown::Shutdown,
+    turns,
+};
 use crate::{
     chain::RelayerChain,
     config::Config,
@@ -44,12 +45,6 @@ const SHUTDOWN_SETTLE_GRACE: Duration = Duration::from_secs(3);
 const STARTUP_FIRST_PAUSE: Duration = Duration::from_millis(250);
 /// Longest pause between two start-up attempts.
 const STARTUP_MAX_PAUSE: Duration = Duration::from_secs(10);
-
-/// Locks `mutex`, reusing it if a panic poisoned it: the data behind these locks (sets of ids)
-/// stays consistent whatever a panicking holder was doing.
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 /// Requests (signer, forwarder nonce) that a handler or a replacement of this process is
 /// working on right now, with how many hold each: the reconciler leaves their records alone.

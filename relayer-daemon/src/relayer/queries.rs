@@ -171,7 +171,7 @@ impl Relayer {
     }
 
     /// Every key's balance, in pool order, as `/status` and the metrics show it: read from the
-    /// node at most once per [`crate::relayer::fresh::BALANCES_FRESH`], however often they are
+    /// node at most once per [`crate::concurrency::fresh::BALANCES_FRESH`], however often they are
     /// asked (callers at once wait for one read), and again after a relay is sent or settled or
     /// reads its lanes' balances (fresh).
     pub(crate) async fn cached_balances(&self) -> Result<Vec<(Address, U256)>> {

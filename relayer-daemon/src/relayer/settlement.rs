@@ -14,9 +14,10 @@ use alloy::primitives::{Address, B256, Bytes};
 
 use crate::{
     chain::Receipt,
+    concurrency::{fresh::HEAD_FRESH, lock},
     error::Result,
     keys::sender::{Outgoing, Sender},
-    relayer::{InFlightGuard, Relayer, fresh::HEAD_FRESH, lock},
+    relayer::{InFlightGuard, Relayer},
     rules::follow::{self, LastLook},
     rules::nonce::AfterReplace,
     rules::reconcile::{self, Decision, Facts},

@@ -90,7 +90,7 @@ pub(super) mod tests {
 
     /// A read that takes `took` and answers how many reads were made before it (also the
     /// stand-in read of `fresh`'s tests).
-    pub(in crate::relayer) async fn counted(reads: &AtomicUsize, took: Duration) -> Result<usize> {
+    pub(in crate::concurrency) async fn counted(reads: &AtomicUsize, took: Duration) -> Result<usize> {
         let made = reads.fetch_add(1, Ordering::SeqCst);
         tokio::time::sleep(took).await;
         Ok(made)

@@ -79,7 +79,7 @@ mod tests {
     use std::sync::{Arc, atomic::AtomicUsize};
 
     use super::*;
-    use crate::{error::Error, relayer::shared_read::tests::counted};
+    use crate::{concurrency::shared_read::tests::counted, error::Error};
 
     #[tokio::test]
     async fn callers_asking_at_once_share_one_read_and_later_ones_its_value() {
