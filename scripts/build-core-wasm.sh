@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the browser package of kya-core into core/pkg/ (git-ignored): the crate with feature
-# `browser` for wasm32 (size-first profile `wasm-release`), wasm-bindgen's ES module glue and
+# `browser` for wasm32 (crate `kya-core-wasm`, size first), wasm-bindgen's ES module glue and
 # TypeScript types, generated from the Rust types by tsify (`--target web`: browsers fetch the
 # wasm), wasm-opt -Oz from npm's binaryen, then the npm package around them: core/npm/'s Node
 # entry (loads the wasm at import) and README, and a package.json. `npm pack core/pkg` makes the
@@ -13,9 +13,24 @@ source scripts/lib/wasm.sh
 ensure_wasm_tools
 
 target_dir=${CARGO_TARGET_DIR:-target}
-release_build --locked --profile wasm-release --target wasm32-unknown-unknown -p kya-core --features browser
+# Size first, on the `release` profile the Worker is built in (scripts/build-worker.sh), with
+# these settings for this build: the build-time crates (syn, serde_derive, alloy's `sol!`,
+# wasm-bindgen's macros: about 60 s of CPU) are the Worker's, where a profile of its own compiled
+# them again in its own folder. The settings change every wasm32 crate's hash, so the package's
+# and the Worker's builds of them sit side by side and neither rebuilds the other. Ed25519's
+# field arithmetic stays at opt-level 3: at "z" a pass's check in Node took 430 µs, against the
+# 250 µs target (docs/bench/passes.md).
+size_first=(
+  --config 'profile.release.opt-level="z"'
+  --config 'profile.release.lto=true'
+  --config 'profile.release.codegen-units=1'
+  --config 'profile.release.panic="abort"'
+  --config 'profile.release.strip="debuginfo"'
+  --config 'profile.release.package.curve25519-dalek.opt-level=3'
+)
+release_build --locked --release "${size_first[@]}" --target wasm32-unknown-unknown -p kya-core-wasm
 out=core/pkg
-bindgen_and_optimise "$target_dir/wasm32-unknown-unknown/wasm-release/kya_core.wasm" "$out" kya_core
+bindgen_and_optimise "$target_dir/wasm32-unknown-unknown/release/kya_core_wasm.wasm" "$out" kya_core
 
 cp core/npm/node.js core/npm/changes.js core/npm/changes.d.ts core/npm/README.md "$out/"
 

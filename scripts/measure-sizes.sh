@@ -42,7 +42,7 @@ $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- core edge-api || echo ' 
 
 ## Browser package of kya-core (\`core/pkg/\`, feature \`browser\`)
 
-Built with the \`wasm-release\` profile (opt-level z but Ed25519's field arithmetic at 3, LTO) and binaryen's \`wasm-opt -Oz\`.
+Built size first (opt-level z but Ed25519's field arithmetic at 3, LTO: \`scripts/build-core-wasm.sh\`) and binaryen's \`wasm-opt -Oz\`.
 
 | file | bytes | gzip -9 bytes |
 |---|---|---|

@@ -49,8 +49,8 @@ node contracts/compile.mjs --check
 step "formatting"
 cargo fmt --all --check
 
-# kya-core is compiled for wasm32 by the Worker's release build and, as the browser package's
-# cdylib, by build-explorer.sh (both in build-worker.sh below); a debug build here would only
+# kya-core is compiled for wasm32 by the Worker's release build and, in the browser package's
+# cdylib (core/wasm/), by build-explorer.sh (both in build-worker.sh below); a debug build here would only
 # compile it a fourth time. What is checked here is what no build shows: its dependencies.
 step "kya-core has no I/O dependency on wasm32"
 io_crates=$(cargo tree -p kya-core --target wasm32-unknown-unknown -e normal --prefix none --locked \
