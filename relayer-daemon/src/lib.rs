@@ -20,8 +20,9 @@ pub use config::{
 pub use error::{Error, Result};
 pub use http::{openapi, server};
 pub use relayer::Relayer;
-pub use relayer::l1_fee::L1_FEE_HEADROOM;
-pub use relayer::relay::{GAS_MARGIN_PERCENT, Relayed};
+pub use relayer::checks::l1_fee::L1_FEE_HEADROOM;
+pub use relayer::checks::pipeline::GAS_MARGIN_PERCENT;
+pub use relayer::relayed::Relayed;
 pub use rules::{pacing::Pacing, request::RelayBody};
 pub use store::{
     BUDGET_WINDOW_SECS, BudgetLimits, BudgetState, DatabaseTimeouts, DatabaseUrl, DueEvent, LaneHolder,

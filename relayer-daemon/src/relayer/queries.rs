@@ -12,16 +12,44 @@ use kya_core::{
 };
 
 use crate::{
+    concurrency::fresh::{self, Fresh},
     error::{Error, Result},
     relayer::Relayer,
     relayer::metrics::{Gauges, KeyGauge},
-    relayer::settlement::waiting_too_long,
-    store::RelayRecord,
+    store::{RelayRecord, RelayStatus},
     time,
 };
 
 /// Longest relay id accepted in a path: ids are 32 hex digits.
 const RELAY_ID_LENGTH: usize = 32;
+
+/// What the read endpoints keep between requests.
+#[derive(Debug)]
+pub(crate) struct Answers {
+    /// The keys' balances `/status` and the metrics show: a scrape reads the chain at most once
+    /// per [`fresh::BALANCES_FRESH`], and again after a relay is sent or settled.
+    key_balances: Fresh<Vec<(Address, U256)>>,
+    /// The forwarder's EIP-712 domain once the node answered it: it never changes for a
+    /// deployment, so `/domain` asks the chain once.
+    domain: tokio::sync::OnceCell<crate::chain::Domain>,
+}
+
+impl Default for Answers {
+    fn default() -> Self {
+        Self { key_balances: Fresh::new(fresh::BALANCES_FRESH), domain: tokio::sync::OnceCell::new() }
+    }
+}
+
+/// Relays waiting longer than the stuck threshold, for the metrics.
+pub(crate) fn waiting_too_long(records: &[RelayRecord], after_secs: u64, now: u64) -> usize {
+    records
+        .iter()
+        .filter(|record| {
+            matches!(record.status, RelayStatus::Sent | RelayStatus::Replaced | RelayStatus::Cancelling)
+                && record.sent_at.is_some_and(|sent| now >= sent.saturating_add(after_secs))
+        })
+        .count()
+}
 
 impl Relayer {
     /// `GET /status`. Balances are the metrics' ([`Self::cached_balances`]). Addresses are EIP-55 checksummed, as everywhere in the API. `relayer` and
@@ -29,6 +57,7 @@ impl Relayer {
     pub async fn status(&self) -> Result<RelayerStatus> {
         let (addresses, now) = (self.pool.addresses(), time::now());
         let (budget, depths, holders) = self
+            .stores
             .db(move |store| {
                 Ok((store.budget(now)?, store.lane_depths()?, store.lane_holders(&addresses, now)?))
             })
@@ -94,7 +123,7 @@ impl Relayer {
     /// `GET /domain`: read from the forwarder (ERC-5267) once, then from memory; core's constants
     /// (asking again next time) if it cannot answer.
     pub async fn domain(&self) -> Result<Domain> {
-        let domain = match self.domain.get_or_try_init(|| self.chain.domain()).await {
+        let domain = match self.answers.domain.get_or_try_init(|| self.chain.domain()).await {
             Ok(domain) => domain.clone(),
             Err(error) => {
                 tracing::warn!(%error, "eip712Domain() failed; answering with core's domain");
@@ -117,7 +146,7 @@ impl Relayer {
     /// `GET /metrics`.
     pub async fn metrics(&self) -> Result<String> {
         let now = time::now();
-        let budget = self.db(move |store| store.budget(now)).await?;
+        let budget = self.stores.db(move |store| store.budget(now)).await?;
         let balances = self.balances_for_metrics().await;
         let keys: Vec<KeyGauge> = self
             .pool
@@ -129,9 +158,9 @@ impl Relayer {
                 held: sender.lease().is_some(),
             })
             .collect();
-        let in_the_pool = self.db(|store| store.in_the_pool()).await?;
+        let in_the_pool = self.stores.db(|store| store.in_the_pool()).await?;
         let webhooks_pending = match self.config.webhook {
-            Some(_) => Some(self.db(|store| store.events_pending()).await?),
+            Some(_) => Some(self.stores.db(|store| store.events_pending()).await?),
             None => None,
         };
         Ok(self.metrics.render(&Gauges {
@@ -167,7 +196,7 @@ impl Relayer {
 
     /// Forgets the kept balances: a relay was sent or settled, or read its lanes fresh.
     pub(crate) fn balances_changed(&self) {
-        self.key_balances.forget();
+        self.answers.key_balances.forget();
     }
 
     /// Every key's balance, in pool order, as `/status` and the metrics show it: read from the
@@ -175,7 +204,7 @@ impl Relayer {
     /// asked (callers at once wait for one read), and again after a relay is sent or settled or
     /// reads its lanes' balances (fresh).
     pub(crate) async fn cached_balances(&self) -> Result<Vec<(Address, U256)>> {
-        self.key_balances.get(|| self.balances()).await
+        self.answers.key_balances.get(|| self.balances()).await
     }
 
     /// `GET /relay/:id`.
@@ -184,7 +213,7 @@ impl Relayer {
         if id.len() != RELAY_ID_LENGTH || !id.bytes().all(|byte| byte.is_ascii_hexdigit()) {
             return Err(Error::BadRequest(format!("Invalid relay id: {id:?} (32 hex digits)")));
         }
-        let record = self.db(move |store| store.relay_by_id(&id)).await?;
+        let record = self.stores.db(move |store| store.relay_by_id(&id)).await?;
         record.as_ref().map(RelayRecord::view).ok_or(Error::RelayNotFound)
     }
 
@@ -194,7 +223,7 @@ impl Relayer {
             .trim()
             .parse()
             .map_err(|_| Error::BadRequest(format!("Invalid transaction hash: {hash:?}")))?;
-        let record = self.db(move |store| store.relay_by_hash(hash)).await?;
+        let record = self.stores.db(move |store| store.relay_by_hash(hash)).await?;
         record.as_ref().map(RelayRecord::view).ok_or(Error::RelayNotFound)
     }
 
@@ -206,7 +235,7 @@ impl Relayer {
             .trim()
             .parse()
             .map_err(|_| Error::BadRequest(format!("Invalid nonce: {nonce:?} (a decimal number)")))?;
-        let record = self.db(move |store| store.relay_by_request(signer, nonce)).await?;
+        let record = self.stores.db(move |store| store.relay_by_request(signer, nonce)).await?;
         record.as_ref().map(RelayRecord::view).ok_or(Error::RelayNotFound)
     }
 }

@@ -1,7 +1,7 @@
 //! The webhook outbox: every change of a relay that clients see (its status, or its current
 //! transaction) is written here as an event, in the very store transaction that makes the
 //! change, so an event exists exactly when the change does, a crash loses neither. The delivery
-//! task ([`crate::relayer::webhooks`]) claims events with a lease and marks them delivered or due again.
+//! task ([`crate::relayer::followers::webhooks`]) claims events with a lease and marks them delivered or due again.
 //!
 //! Ordering is per relay: only a relay's oldest undelivered event (its "head") can be claimed,
 //! and a claim leases it to one claimer until `lease_until`, so a relay's events go out one at a

@@ -89,11 +89,13 @@ impl Relayer {
     async fn keep_leases(self: &Arc<Self>, taking: Taking) -> Result<()> {
         let (id, lease_secs, now) =
             (self.config.keys.relayer_id.clone(), self.config.keys.lease_secs, time::now());
-        let alive =
-            self.lease_db(move |store| store.heartbeat(&id, now, now.saturating_sub(lease_secs))).await?;
+        let alive = self
+            .stores
+            .lease_db(move |store| store.heartbeat(&id, now, now.saturating_sub(lease_secs)))
+            .await?;
         let held = self.pool.held();
         let renewing = held.clone();
-        let lost = self.lease_db(move |store| store.renew_lanes(&renewing, now, lease_secs)).await?;
+        let lost = self.stores.lease_db(move |store| store.renew_lanes(&renewing, now, lease_secs)).await?;
         for lease in &lost {
             if let Some(sender) = self.pool.lane(lease.lane) {
                 sender.lose();
@@ -125,7 +127,7 @@ impl Relayer {
             }
         }
         let lanes: Vec<Address> = given.iter().map(|lease| lease.lane).collect();
-        self.lease_db(move |store| store.release_lanes(&given)).await?;
+        self.stores.lease_db(move |store| store.release_lanes(&given)).await?;
         if !lanes.is_empty() {
             tracing::info!(?lanes, "gave back keys beyond this daemon's share");
         }
@@ -144,8 +146,10 @@ impl Relayer {
             .collect();
         let (id, lease_secs, now) =
             (self.config.keys.relayer_id.clone(), self.config.keys.lease_secs, time::now());
-        let taken =
-            self.lease_db(move |store| store.take_lanes(&id, &free, wanted, taking, now, lease_secs)).await?;
+        let taken = self
+            .stores
+            .lease_db(move |store| store.take_lanes(&id, &free, wanted, taking, now, lease_secs))
+            .await?;
         for lease in &taken {
             if let Some(sender) = self.pool.lane(lease.lane) {
                 sender.hold(*lease).await;
@@ -153,7 +157,7 @@ impl Relayer {
             tracing::info!(lane = %lease.lane, fence = lease.fence, "took the lease on a key");
         }
         if !taken.is_empty() {
-            for record in self.lease_db(|store| store.in_the_pool()).await? {
+            for record in self.stores.lease_db(|store| store.in_the_pool()).await? {
                 if record.lane.is_some_and(|lane| taken.iter().any(|lease| lease.lane == lane)) {
                     self.follow(record.id);
                 }
@@ -172,6 +176,7 @@ impl Relayer {
         }
         let id = self.config.keys.relayer_id.clone();
         let released = self
+            .stores
             .db(move |store| {
                 store.release_lanes(&leases)?;
                 store.farewell(&id)

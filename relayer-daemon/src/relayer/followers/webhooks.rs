@@ -114,7 +114,7 @@ impl Relayer {
             let free = config.concurrency.saturating_sub(in_flight.len());
             if free > 0 {
                 let (claimer, now) = (owner.clone(), now_ms());
-                match self.db(move |store| store.claim_events(&claimer, free, now, lease_ms)).await {
+                match self.stores.db(move |store| store.claim_events(&claimer, free, now, lease_ms)).await {
                     Ok(due) => {
                         for event in due {
                             let attempt = Arc::clone(&self).attempt(
@@ -134,7 +134,7 @@ impl Relayer {
             tokio::select! {
                 () = self.shutdown.begun() => break,
                 Some(_) = in_flight.join_next(), if !in_flight.is_empty() => {}
-                () = self.store.event_written() => {}
+                () = self.stores.requests().event_written() => {}
                 () = tokio::time::sleep(POLL) => {}
             }
         }
@@ -145,7 +145,7 @@ impl Relayer {
                 while in_flight.join_next().await.is_some() {}
             }
         }
-        match self.db(move |store| store.release_events(&owner)).await {
+        match self.stores.db(move |store| store.release_events(&owner)).await {
             Ok(0) => {}
             Ok(released) => {
                 tracing::info!(released, "webhook attempts cut short by shutdown; due again at start")
@@ -191,7 +191,7 @@ impl Relayer {
                 self.metrics.webhook_delivered();
                 tracing::debug!(relay = %event.relay_id, event = %event.event_id, kind = %event.event_type, "webhook delivered");
                 let now = now_ms();
-                self.db(move |store| store.event_delivered(seq, now)).await
+                self.stores.db(move |store| store.event_delivered(seq, now)).await
             }
             Some(error) => {
                 self.metrics.webhook_failed();
@@ -206,7 +206,7 @@ impl Relayer {
                     "webhook delivery failed"
                 );
                 let (error, retry_at) = (error.clone(), now_ms().saturating_add(pause.as_millis() as u64));
-                self.db(move |store| store.event_failed(seq, &owner, retry_at, &error)).await
+                self.stores.db(move |store| store.event_failed(seq, &owner, retry_at, &error)).await
             }
         };
         if let Err(error) = recorded {

@@ -14,17 +14,17 @@ use alloy::primitives::{Address, B256, Bytes};
 
 use crate::{
     chain::Receipt,
-    concurrency::{fresh::HEAD_FRESH, lock},
+    concurrency::fresh::HEAD_FRESH,
     error::Result,
     keys::sender::{Outgoing, Sender},
-    relayer::{InFlightGuard, Relayer},
+    relayer::Relayer,
     rules::follow::{self, LastLook},
     rules::nonce::AfterReplace,
     rules::reconcile::{self, Decision, Facts},
     rules::stuck::{Latest, Plan},
     store::{
-        Lease, Outcome, Pruned, RelayRecord, RelayStatus, ReplaceRefusal, Replacement, SentTx, Settlement,
-        TRANSFER_GAS, TxKind,
+        Lease, Outcome, Pruned, RelayRecord, ReplaceRefusal, Replacement, SentTx, Settlement, TRANSFER_GAS,
+        TxKind,
     },
     time,
 };
@@ -48,7 +48,7 @@ struct Followed<'a> {
 
 impl Drop for Followed<'_> {
     fn drop(&mut self) {
-        lock(&self.relayer.followed).remove(&self.id);
+        self.relayer.followers.stop_following(self.id);
     }
 }
 
@@ -67,7 +67,7 @@ impl Relayer {
     }
 
     fn follow_from(self: &Arc<Self>, id: i64, not_before: Option<u64>) {
-        if !lock(&self.followed).insert(id) {
+        if !self.followers.start_following(id) {
             return;
         }
         let relayer = Arc::clone(self);
@@ -101,7 +101,7 @@ impl Relayer {
 
     /// The chain's head as this daemon last read it, `None` if the node did not answer.
     async fn head(&self) -> Option<u64> {
-        match self.head.get(|| self.chain.block_number()).await {
+        match self.followers.head.get(|| self.chain.block_number()).await {
             Ok(head) => Some(head),
             Err(error) => {
                 tracing::debug!(error = %error.detail(), "reading the chain's head failed");
@@ -126,7 +126,9 @@ impl Relayer {
     /// transactions settles it; a stuck one is sent again. `unknown` is the hash of its latest
     /// transaction if the node did not know it at the look before.
     async fn look(&self, id: i64, head: Option<u64>, unknown: &mut Option<B256>) -> Result<Look> {
-        let Some(record) = self.db(move |store| store.relay(id)).await? else { return Ok(Look::Closed) };
+        let Some(record) = self.stores.db(move |store| store.relay(id)).await? else {
+            return Ok(Look::Closed);
+        };
         if !record.status.is_open() {
             return Ok(Look::Closed);
         }
@@ -147,7 +149,7 @@ impl Relayer {
             None => self.chain.block_number().await?,
         };
         let waiting = latest_of(latest);
-        if !self.stuck.is_stuck(&waiting, block, time::now()) {
+        if !self.followers.stuck.is_stuck(&waiting, block, time::now()) {
             return Ok(Look::Waiting);
         }
         if !self.chain.knows_transaction(latest.hash).await? {
@@ -161,7 +163,7 @@ impl Relayer {
             let unknown_before = unknown.replace(latest.hash) == Some(latest.hash);
             if record.txs.len() > 1 && unknown_before {
                 let (hash, now) = (latest.hash, time::now());
-                self.db(move |store| store.unreplace(id, hash, now)).await?;
+                self.stores.db(move |store| store.unreplace(id, hash, now)).await?;
                 *unknown = None;
             }
             // A first transaction the node does not have is not replaced here: its nonce may
@@ -180,8 +182,12 @@ impl Relayer {
         // request past its deadline by either clock would only revert, at the relayer's cost.
         let (_, block_time) = self.chain.head().await?;
         let suggested = self.chain.fees().await?;
-        let plan =
-            self.stuck.plan(&latest_of(latest), record.deadline, block_time.max(time::now()), suggested);
+        let plan = self.followers.stuck.plan(
+            &latest_of(latest),
+            record.deadline,
+            block_time.max(time::now()),
+            suggested,
+        );
         self.send_again(record, plan, block).await
     }
 
@@ -216,7 +222,7 @@ impl Relayer {
             return Ok(Look::Waiting);
         };
         // The reconciler leaves the record alone while its new hash is recorded and submitted.
-        let _in_flight = InFlightGuard::new(&self.in_flight, (record.signer, record.forwarder_nonce));
+        let _in_flight = self.in_flight.hold((record.signer, record.forwarder_nonce));
         loop {
             let outgoing = self.outgoing(record, sender.address(), kind, fees);
             let (id, limits) = (record.id, self.config.budget.limits());
@@ -230,8 +236,10 @@ impl Relayer {
                 };
                 async move {
                     let now = time::now();
-                    let recorded =
-                        self.db(move |store| store.replace(id, &replacement, &limits, now, &lease)).await?;
+                    let recorded = self
+                        .stores
+                        .db(move |store| store.replace(id, &replacement, &limits, now, &lease))
+                        .await?;
                     Ok(recorded.map(|_| ()))
                 }
             };
@@ -258,7 +266,7 @@ impl Relayer {
                 // Not in the node (or, withheld, never submitted): the relay's current
                 // transaction is again the one before.
                 let now = time::now();
-                self.db(move |store| store.unreplace(id, hash, now)).await?;
+                self.stores.db(move |store| store.unreplace(id, hash, now)).await?;
                 return Ok(Look::Waiting);
             }
             if step == AfterReplace::Sent {
@@ -340,7 +348,7 @@ impl Relayer {
             revert_reason,
         };
         let (id, now) = (record.id, time::now());
-        self.db(move |store| store.settle(id, &settlement, now)).await?;
+        self.stores.db(move |store| store.settle(id, &settlement, now)).await?;
         if matches!(outcome, Outcome::Mined | Outcome::CallFailed) {
             self.metrics.mined_after(now.saturating_sub(record.created_at));
         }
@@ -382,7 +390,7 @@ impl Relayer {
         let now = time::now();
         let calldata_before = now.saturating_sub(self.config.store.calldata_retention_secs);
         let relays_before = now.saturating_sub(self.config.store.relay_retention_secs);
-        let pruned = self.db(move |store| store.prune(calldata_before, relays_before, now)).await?;
+        let pruned = self.stores.db(move |store| store.prune(calldata_before, relays_before, now)).await?;
         if pruned != Pruned::default() {
             tracing::info!(calldata = pruned.calldata, relays = pruned.relays, "pruned finished relays");
         }
@@ -394,16 +402,15 @@ impl Relayer {
     /// follower (after a restart, its stuck transaction is replaced like any other).
     async fn reconcile(self: &Arc<Self>) -> Result<()> {
         let horizon = time::now().saturating_sub(self.config.followers.reconcile_grace_secs);
-        let open = self.db(move |store| store.open_since(horizon)).await?;
+        let open = self.stores.db(move |store| store.open_since(horizon)).await?;
         // Relays on a key another daemon holds are that daemon's: only it knows which it is
         // sending right now.
-        let open: Vec<RelayRecord> = {
-            let in_flight = lock(&self.in_flight);
-            open.into_iter()
-                .filter(|record| !in_flight.contains_key(&(record.signer, record.forwarder_nonce)))
-                .filter(|record| self.looks_after(record))
-                .collect()
-        };
+        let open: Vec<RelayRecord> = self
+            .in_flight
+            .idle(open, |record| (record.signer, record.forwarder_nonce))
+            .into_iter()
+            .filter(|record| self.looks_after(record))
+            .collect();
         if open.is_empty() {
             return Ok(());
         }
@@ -436,7 +443,7 @@ impl Relayer {
                 }
                 Decision::Executed => {
                     let seen = record.clone();
-                    self.db(move |store| store.close_as_seen(&seen, true, "", now)).await?;
+                    self.stores.db(move |store| store.close_as_seen(&seen, true, "", now)).await?;
                 }
                 Decision::Resend => {
                     // The latest recorded transaction: every relay with a hash has one.
@@ -451,7 +458,7 @@ impl Relayer {
                         sender.resync().await;
                     }
                     let seen = record.clone();
-                    self.db(move |store| store.close_as_seen(&seen, false, reason, now)).await?;
+                    self.stores.db(move |store| store.close_as_seen(&seen, false, reason, now)).await?;
                 }
             }
             tracing::info!(
@@ -498,7 +505,7 @@ impl Relayer {
             record.lane.and_then(|lane| self.pool.lane(lane)).is_some_and(|sender| sender.lease().is_some());
         let handed_off = if record.txs.is_empty() && held {
             let id = record.id;
-            self.db(move |store| store.is_handed_off(id)).await?
+            self.stores.db(move |store| store.is_handed_off(id)).await?
         } else {
             false
         };
@@ -524,7 +531,7 @@ impl Relayer {
     async fn nonce_pending_for_another(&self, record: &RelayRecord) -> Result<bool> {
         let Some(nonce) = record.relayer_nonce else { return Ok(false) };
         let (id, lane) = (record.id, record.lane);
-        let others = self.db(|store| store.in_the_pool()).await?;
+        let others = self.stores.db(|store| store.in_the_pool()).await?;
         for other in others
             .iter()
             .filter(|other| other.id != id && other.lane == lane && other.relayer_nonce == Some(nonce))
@@ -550,15 +557,4 @@ fn latest_of(tx: &SentTx) -> Latest {
         sent_at: tx.sent_at,
         is_cancel: tx.kind == TxKind::Cancel,
     }
-}
-
-/// Relays waiting longer than the stuck threshold, for the metrics.
-pub(crate) fn waiting_too_long(records: &[RelayRecord], after_secs: u64, now: u64) -> usize {
-    records
-        .iter()
-        .filter(|record| {
-            matches!(record.status, RelayStatus::Sent | RelayStatus::Replaced | RelayStatus::Cancelling)
-                && record.sent_at.is_some_and(|sent| now >= sent.saturating_add(after_secs))
-        })
-        .count()
 }

@@ -8,11 +8,10 @@
 use std::{sync::Arc, time::Duration};
 
 use crate::{
-    concurrency::lock,
     error::{Error, Result},
     keys::sender::Outgoing,
-    relayer::relay::Relayed,
-    relayer::{InFlightGuard, Relayer},
+    relayer::Relayer,
+    relayer::relayed::Relayed,
     rules::fees::Fees,
     store::{RelayRecord, RelayStatus, Reservation},
     time,
@@ -30,7 +29,7 @@ impl Relayer {
     /// hand-off wait.
     pub(crate) async fn hand_off(&self, reservation: &Reservation) -> Result<Relayed> {
         let (id, lane, now) = (reservation.id, reservation.lane, time::now());
-        self.db(move |store| store.hand_off(id, lane, now)).await?;
+        self.stores.db(move |store| store.hand_off(id, lane, now)).await?;
         tracing::info!(relay = %reservation.relay_id, %lane, "relay handed off to the key's holder");
         self.await_holder(id).await
     }
@@ -46,7 +45,7 @@ impl Relayer {
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(250));
             let (record, handed_off) =
-                self.db(move |store| Ok((store.relay(id)?, store.is_handed_off(id)?))).await?;
+                self.stores.db(move |store| Ok((store.relay(id)?, store.is_handed_off(id)?))).await?;
             let record = record.ok_or(Error::RelayNotFound)?;
             let waiting = tokio::time::Instant::now() < waited_until;
             match record.status {
@@ -70,7 +69,7 @@ impl Relayer {
     /// shutdown begins.
     pub(crate) fn spawn_handoff_sender(self: &Arc<Self>) {
         let wake = Arc::new(tokio::sync::Notify::new());
-        self.store.listen_for_handoffs(&wake);
+        self.stores.requests().listen_for_handoffs(&wake);
         let relayer = Arc::clone(self);
         self.shutdown.spawn_background(async move {
             loop {
@@ -93,20 +92,20 @@ impl Relayer {
         if held.is_empty() {
             return Ok(());
         }
-        for record in self.db(move |store| store.handed_off(&held)).await? {
+        for record in self.stores.db(move |store| store.handed_off(&held)).await? {
             let key = (record.signer, record.forwarder_nonce);
-            if lock(&self.in_flight).contains_key(&key) {
+            if self.in_flight.holds(&key) {
                 continue;
             }
             // Held from here: a later look, and the reconciler, leave it to this task.
-            let guard = InFlightGuard::new(&self.in_flight, key);
+            let guard = self.in_flight.hold(key);
             let relayer = Arc::clone(self);
             self.shutdown.spawn_handler(async move {
                 let _in_flight = guard;
                 let (id, relay_id) = (record.id, record.relay_id.clone());
                 match relayer.send_one_handed_off(record).await {
                     Ok(()) => {
-                        if let Err(error) = relayer.db(move |store| store.handed_over(id)).await {
+                        if let Err(error) = relayer.stores.db(move |store| store.handed_over(id)).await {
                             tracing::warn!(relay = %relay_id, error = %error.detail(), "forgetting a hand-off failed; retention sweeps it");
                         }
                     }
@@ -126,7 +125,7 @@ impl Relayer {
     /// to a key this one does not hold, since it was listed).
     async fn send_one_handed_off(self: &Arc<Self>, listed: RelayRecord) -> Result<()> {
         let id = listed.id;
-        let Some(record) = self.db(move |store| store.relay(id)).await? else { return Ok(()) };
+        let Some(record) = self.stores.db(move |store| store.relay(id)).await? else { return Ok(()) };
         let Some(lane) =
             record.lane.filter(|lane| self.pool.lane(*lane).is_some_and(|s| s.lease().is_some()))
         else {
@@ -156,7 +155,7 @@ impl Relayer {
         // revert it, at the relayer's cost. Dropped instead, unless it changed since it was read.
         if record.deadline != 0 && head_time >= record.deadline {
             let (seen, now) = (record.clone(), time::now());
-            self.db(move |store| store.close_as_seen(&seen, false, PAST_DEADLINE, now)).await?;
+            self.stores.db(move |store| store.close_as_seen(&seen, false, PAST_DEADLINE, now)).await?;
             tracing::info!(relay = %record.relay_id, deadline = record.deadline, head_time, "a relay handed off expired unsent; dropped");
             return Ok(());
         }

@@ -19,7 +19,7 @@ impl Relayer {
     /// Whether the chain is an OP Stack chain. Learnt at start-up; if the node did not answer
     /// then, asked again (here, by the first relay) until it does.
     pub(crate) async fn op_stack(&self) -> Result<bool> {
-        self.op_stack.get_or_try_init(|| detect(self)).await.copied()
+        self.checks.op_stack.get_or_try_init(|| detect(self)).await.copied()
     }
 
     /// The L1 data fee part of a relay's reservation: zero unless the chain is OP Stack; there,

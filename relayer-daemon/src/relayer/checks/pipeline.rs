@@ -18,13 +18,11 @@ use crate::{
     chain::{Simulation, forwarder_refusal},
     error::{Error, Result},
     keys::sender::{Outgoing, Sent},
-    relayer::{InFlightGuard, Relayer},
+    relayer::{Relayer, relayed::Relayed},
     rules::fees::Fees,
     rules::lanes::least_busy,
     rules::request::RelayBody,
-    store::{
-        Lease, NewRelay, RateKind, Refusal, RelayRecord, RelayStatus, Reservation, Sending, SignerCount,
-    },
+    store::{Lease, NewRelay, RateKind, Refusal, RelayStatus, Reservation, Sending, SignerCount},
     time,
 };
 
@@ -38,44 +36,6 @@ const MIN_TX_GAS: u128 = 21_000;
 /// `estimate` plus [`GAS_MARGIN_PERCENT`], saturating rather than overflowing.
 pub(crate) fn with_margin(estimate: u64) -> u64 {
     estimate.saturating_add(estimate.saturating_mul(GAS_MARGIN_PERCENT) / 100)
-}
-
-/// The answer to an accepted `POST /relay`: 200 once a transaction is with the node, 202 while
-/// the relay is accepted but not sent yet (a retry that arrives in between).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Relayed {
-    /// Hash, signer, nonce, relay id and status.
-    pub body: relayer_view::Relayed,
-    /// A transaction is with the node (200), or not yet (202).
-    pub sent: bool,
-}
-
-impl Relayed {
-    /// The answer for `record`.
-    pub(crate) fn of(record: &RelayRecord) -> Self {
-        Self {
-            body: relayer_view::Relayed {
-                tx_hash: record.tx_hash,
-                from: record.signer,
-                nonce: record.forwarder_nonce,
-                relay_id: Some(record.relay_id.clone()),
-                status: Some(record.status.public()),
-            },
-            sent: record.status != RelayStatus::Accepted,
-        }
-    }
-
-    /// The answer for `record` while its transaction is not known to be with the node (its
-    /// holder recorded it, but has not had the node's answer): 202 as a relay not sent yet,
-    /// status `accepted` and no hash. Read it by its id: it reads `sent` until the node's answer
-    /// says otherwise.
-    pub(crate) fn not_sent_yet(record: &RelayRecord) -> Self {
-        let mut relayed = Self::of(record);
-        relayed.body.tx_hash = None;
-        relayed.body.status = Some(RelayStatus::Accepted.public());
-        relayed.sent = false;
-        relayed
-    }
 }
 
 /// A parsed, signature-checked request and what identifies it: its signer (`from`), forwarder
@@ -128,7 +88,7 @@ impl Relayer {
         }
         let outcome = self.stages(&checked, client.clone()).await;
         if outcome.is_ok() {
-            self.prefilter.accepted(&client, checked.digest);
+            self.checks.prefilter.accepted(&client, checked.digest);
         }
         match outcome {
             // A copy of this request accepted (and perhaps mined) while this one was being
@@ -147,7 +107,7 @@ impl Relayer {
         self.off_chain_signature(checked)?;
         self.signer_limit_read_only(checked).await?;
         // A turn at the checks on chain, in arrival order, held until the estimate is in.
-        let turn = self.checks.take(self.pool.held_count()).await?;
+        let turn = self.checks.turns.take(self.pool.held_count()).await?;
         // Stages 7 and 8 and the head block are reads that need nothing of each other: asked at
         // once, they cost the node's round trip once, not three times. Their outcomes are taken
         // in stage order, so a request is answered as if they ran one after another.
@@ -172,7 +132,7 @@ impl Relayer {
         let gas_limit = with_margin(estimate?);
         drop(turn);
         // From here until this handler ends, the reconciler leaves the record to it.
-        let in_flight = InFlightGuard::new(&self.in_flight, (checked.signer(), checked.nonce()));
+        let in_flight = self.in_flight.hold((checked.signer(), checked.nonce()));
         let reservation = match self.reserve(checked, &client, payers.lanes, gas_limit, fees, at).await? {
             Ok(reservation) => reservation,
             Err(held) => return Ok(held),
@@ -230,7 +190,7 @@ impl Relayer {
     async fn held(&self, checked: &Checked) -> Result<Option<Relayed>> {
         let (signer, nonce, digest, signature) =
             (checked.signer(), checked.nonce(), checked.digest, checked.body.signature.clone());
-        let held = self.db(move |store| store.held(signer, nonce, digest, &signature)).await?;
+        let held = self.stores.db(move |store| store.held(signer, nonce, digest, &signature)).await?;
         held.map(|record| {
             let relayed = Relayed::of(&record);
             self.metrics.retried();
@@ -244,7 +204,8 @@ impl Relayer {
     /// its hourly limit is refused with the limit's own 429 from memory, before any store access,
     /// unless `request` is one of the requests counted (a retry, answered with its relay).
     fn prefilter(&self, client: &str, request: B256) -> Result<()> {
-        let refused = self.prefilter.check(client, request, self.config.relay.rate_limit_per_ip, time::now());
+        let refused =
+            self.checks.prefilter.check(client, request, self.config.relay.rate_limit_per_ip, time::now());
         if refused.is_err() {
             self.metrics.prefiltered();
         }
@@ -255,8 +216,8 @@ impl Relayer {
     /// IPv4 address or an IPv6 /48.
     async fn ip_limit(&self, client: &str, request: B256) -> Result<()> {
         let (ip, per_ip, now) = (client.to_owned(), self.config.relay.rate_limit_per_ip, time::now());
-        if self.db(move |store| store.hit(RateKind::Ip, &ip, per_ip, now)).await? {
-            self.prefilter.counted(client, request, per_ip, now);
+        if self.stores.db(move |store| store.hit(RateKind::Ip, &ip, per_ip, now)).await? {
+            self.checks.prefilter.counted(client, request, per_ip, now);
             Ok(())
         } else {
             Err(Error::IpRateLimited(per_ip))
@@ -278,7 +239,7 @@ impl Relayer {
     async fn signer_limit_read_only(&self, checked: &Checked) -> Result<()> {
         let (key, per_signer, now) =
             (checked.signer().to_checksum(None), self.config.relay.rate_limit_per_signer, time::now());
-        if self.db(move |store| store.hits(RateKind::Signer, &key, now)).await? >= per_signer {
+        if self.stores.db(move |store| store.hits(RateKind::Signer, &key, now)).await? >= per_signer {
             return Err(Error::SignerRateLimited(per_signer));
         }
         Ok(())
@@ -300,6 +261,7 @@ impl Relayer {
         }
         let (all, me, now) = (self.pool.addresses(), self.config.keys.relayer_id.clone(), time::now());
         let others: Vec<Address> = self
+            .stores
             .db(move |store| store.lane_holders(&all, now))
             .await?
             .into_iter()
@@ -318,7 +280,7 @@ impl Relayer {
 
     /// The latest block's number and time, by which a relay is verified and its deadline judged.
     async fn checked_head(&self) -> Result<(u64, u64)> {
-        self.checks_reads.head.read((), || self.chain.head()).await
+        self.checks.reads.head.read((), || self.chain.head()).await
     }
 
     /// Those of `lanes` that hold at least `MIN_BALANCE`, in their order.
@@ -327,7 +289,7 @@ impl Relayer {
             return Ok(lanes);
         }
         let minimum = U256::from(self.config.relay.min_balance_wei);
-        let balances = self.checks_reads.balances.read(lanes.clone(), || self.balances_of(lanes)).await?;
+        let balances = self.checks.reads.balances.read(lanes.clone(), || self.balances_of(lanes)).await?;
         Ok(balances.into_iter().filter(|(_, balance)| *balance >= minimum).map(|(lane, _)| lane).collect())
     }
 
@@ -337,8 +299,8 @@ impl Relayer {
         let (signer, client, now) = (checked.signer(), client.to_owned(), time::now());
         // The fee and the store's sums need nothing of each other: read at once.
         let (fees, spent) = tokio::join!(
-            self.checks_reads.fees.read((), || self.chain.fees()),
-            self.db(move |store| store.budget_and_shares(signer, &client, now))
+            self.checks.reads.fees.read((), || self.chain.fees()),
+            self.stores.db(move |store| store.budget_and_shares(signer, &client, now))
         );
         let (fees, (budget, by_signer, by_client)) = (fees?, spent?);
         let cheapest = MIN_TX_GAS.saturating_mul(fees.max_fee_per_gas);
@@ -418,7 +380,7 @@ impl Relayer {
     async fn count_signer(&self, checked: &Checked) -> Result<Option<Relayed>> {
         let (key, nonce, per_signer, now) =
             (checked.signer(), checked.nonce(), self.config.relay.rate_limit_per_signer, time::now());
-        match self.db(move |store| store.count_signer(key, nonce, per_signer, now)).await? {
+        match self.stores.db(move |store| store.count_signer(key, nonce, per_signer, now)).await? {
             SignerCount::Counted => Ok(None),
             SignerCount::Limited => Err(Error::SignerRateLimited(per_signer)),
             SignerCount::Duplicate => self.held(checked).await?.map(Some).ok_or(Error::InvalidSignature),
@@ -468,7 +430,7 @@ impl Relayer {
             lanes,
         };
         let (limits, now) = (self.config.budget.limits(), time::now());
-        let reserved = self.db(move |store| {
+        let reserved = self.stores.db(move |store| {
             let reserved = store.reserve(&new_relay, &limits, now)?;
             if let Ok(reservation) = &reserved {
                 hand_off_if_late(store, reservation, now);
@@ -494,11 +456,12 @@ impl Relayer {
     async fn another_lane(&self, id: i64, lost: Address) -> Result<Option<Address>> {
         let held: Vec<Address> = self.pool.held_lanes().into_iter().filter(|lane| *lane != lost).collect();
         let now = time::now();
-        self.db(move |store| {
-            let Some(next) = least_busy(&held, &store.lane_depths()?) else { return Ok(None) };
-            Ok(store.move_to_lane(id, next, now)?.then_some(next))
-        })
-        .await
+        self.stores
+            .db(move |store| {
+                let Some(next) = least_busy(&held, &store.lane_depths()?) else { return Ok(None) };
+                Ok(store.move_to_lane(id, next, now)?.then_some(next))
+            })
+            .await
     }
 
     /// Stage 13, send. The signed transaction's hash is on disk before the node can see it: after a
@@ -567,6 +530,7 @@ impl Relayer {
             let first = first.swap(false, std::sync::atomic::Ordering::SeqCst);
             async move {
                 relayer
+                    .stores
                     .send_db(move |store| {
                         let sending = Sending {
                             id,
@@ -593,7 +557,7 @@ impl Relayer {
                     // holder (it is on the books as accepted again), unless the key's next holder
                     // closed it meanwhile (the request is then free for the client's retry).
                     let now = time::now();
-                    let withdrawn = self.db(move |store| store.withdraw(id, tx_hash, now)).await?;
+                    let withdrawn = self.stores.db(move |store| store.withdraw(id, tx_hash, now)).await?;
                     tracing::warn!(relay = %relay_id, tx = %tx_hash, relayer_nonce = nonce, withdrawn, "not submitted past the lease's margin; the relay goes to its key's holder");
                     return Err(if withdrawn {
                         Error::Withheld { tx_hash, nonce }
@@ -620,13 +584,13 @@ impl Relayer {
                     None => {
                         let error = Error::NoFreeLane;
                         let reason = error.to_string();
-                        self.db(move |store| store.release_unsent(id, &reason, time::now())).await?;
+                        self.stores.db(move |store| store.release_unsent(id, &reason, time::now())).await?;
                         return Err(error);
                     }
                 },
                 Err(error) => {
                     let reason = error.to_string();
-                    self.db(move |store| store.release(id, &reason, time::now())).await?;
+                    self.stores.db(move |store| store.release(id, &reason, time::now())).await?;
                     return Err(error);
                 }
             }
