@@ -61,13 +61,46 @@ if [ -n "$io_crates" ]; then
   exit 1
 fi
 
-step "unit, property and end-to-end tests"
-bash scripts/build-worker.sh  # the edge API tests run the built Worker under wrangler dev
-# Three test threads on these two-core machines: most end-to-end tests wait (on anvil's blocks,
-# wrangler dev, PostgreSQL, the relayer's timers) more than they compute, so two threads left
-# the cores idle for much of the run. Three, not four: four edge API tests at once (anvil,
-# wrangler dev, node each) can want more than two cores (docs/testing.md, "How long it takes").
+# Every test runs once, in one of two parts split by name. The tests of `needs_wasm` start the
+# Worker or use the browser package; every other test (the crates' unit and property tests, the
+# relayer's and the contracts' end-to-end tests) runs while the Worker and the package build.
+# Those end-to-end tests mostly wait (on anvil's blocks, the relayer's timers, PostgreSQL), so
+# beside the wasm builds, which leave a core idle in their one-threaded steps (wasm-opt, the
+# package's LTO), they cost the builds little and take their own minutes off the run
+# (docs/testing.md, "How long it takes"). Both parts run the same test binaries with complementary
+# filters, so no test is left out; a test of the first part that would build the wasm fails,
+# naming this list (KYA_WASM_BUILDING, tests/lib.rs's `run_script`).
+# Three test threads on these two-core machines: most end-to-end tests wait more than they
+# compute, so two threads left the cores idle for much of the run. Three, not four: four edge
+# API tests at once (anvil, wrangler dev, node each) can want more than two cores.
 # Under a watchdog: a test that hangs fails the run within ten minutes, naming itself and the
 # processes it left, where it would otherwise hold the run until CI's limit and say nothing.
-python3 scripts/lib/watch_tests.py --quiet-limit 600 -- \
-  cargo test --workspace --locked -- --test-threads=3
+needs_wasm=(edge_api:: browser:: core_package:: cli:: openapi::edge:: relayer::registry_rules::)
+watched() { python3 scripts/lib/watch_tests.py --quiet-limit 600 -- "$@"; }
+failed=()
+
+step "the Worker and the browser package, beside the tests that need neither"
+worker_log=$(mktemp)
+bash scripts/build-worker.sh >"$worker_log" 2>&1 &
+worker=$!
+trap 'kill "$worker" 2>/dev/null || true; rm -f "$build_log" "$worker_log"' EXIT
+skips=()
+for name in "${needs_wasm[@]}"; do skips+=(--skip "$name"); done
+KYA_WASM_BUILDING=1 watched cargo test --workspace --locked -- --test-threads=3 "${skips[@]}" \
+  || failed+=("the tests that need no wasm")
+worker_status=0
+wait "$worker" || worker_status=$?
+cat "$worker_log" >&2
+if [ "$worker_status" -ne 0 ]; then
+  echo "building the Worker or the browser package failed (exit $worker_status): its words are above" >&2
+  exit "$worker_status"
+fi
+
+step "the tests of the Worker and the browser package"
+watched cargo test --workspace --locked --lib --bins --tests -- --test-threads=3 "${needs_wasm[@]}" \
+  || failed+=("the tests of the Worker and the browser package")
+
+if [ "${#failed[@]}" -ne 0 ]; then
+  printf 'failed: %s\n' "${failed[@]}" >&2
+  exit 1
+fi

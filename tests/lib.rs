@@ -262,9 +262,20 @@ pub fn run_python(script: &str, job: &serde_json::Value, what: &str) -> serde_js
     serde_json::from_slice(&output.stdout).unwrap_or_else(|error| panic!("JSON from {what}: {error}"))
 }
 
+/// Set by `scripts/test.sh` while it builds the Worker and the browser package beside the tests
+/// that need neither.
+pub const WASM_BUILDING: &str = "KYA_WASM_BUILDING";
+
 /// Runs `scripts/<name>` from the workspace root (the build scripts are quick when nothing
 /// changed), so `cargo test` alone never runs a stale or missing build.
 pub fn run_script(name: &str) {
+    // scripts/test.sh runs the tests that need no wasm while these scripts build it; a test that
+    // builds it there would race that build, so it says where it belongs instead.
+    assert!(
+        std::env::var_os(WASM_BUILDING).is_none(),
+        "this test runs scripts/{name} while scripts/test.sh builds the wasm beside it: add its name \
+         to `needs_wasm` in scripts/test.sh"
+    );
     let status = std::process::Command::new("bash")
         .arg(format!("scripts/{name}"))
         .current_dir(repo_root())
