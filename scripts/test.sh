@@ -5,6 +5,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*" >&2; }
+# Waits for the background job $1, prints its log $2, and stops the run if it failed, saying
+# that $3 failed.
+await_job() {
+  local status=0
+  wait "$1" || status=$?
+  cat "$2" >&2
+  if [ "$status" -ne 0 ]; then
+    echo "$3 failed (exit $status): its words (the compiler's, clippy's) are above" >&2
+    exit "$status"
+  fi
+}
 
 # Clippy lints every crate of the workspace while cargo compiles its tests, rather than in a
 # `cargo clippy` run of its own: clippy-driver is rustc with the lints added (what `cargo clippy`
@@ -35,13 +46,7 @@ build=$!
 # A failed bootstrap stops the build it ran beside.
 trap 'kill "$build" 2>/dev/null || true; rm -f "$build_log"' EXIT
 bash scripts/bootstrap.sh
-build_status=0
-wait "$build" || build_status=$?
-cat "$build_log" >&2
-if [ "$build_status" -ne 0 ]; then
-  echo "building the tests failed (exit $build_status): the compiler's and clippy's words are above" >&2
-  exit "$build_status"
-fi
+await_job "$build" "$build_log" "building the tests"
 
 step "contract artifacts match the Solidity sources"
 node contracts/compile.mjs --check
@@ -88,13 +93,7 @@ skips=()
 for name in "${needs_wasm[@]}"; do skips+=(--skip "$name"); done
 KYA_WASM_BUILDING=1 watched cargo test --workspace --locked -- --test-threads=3 "${skips[@]}" \
   || failed+=("the tests that need no wasm")
-worker_status=0
-wait "$worker" || worker_status=$?
-cat "$worker_log" >&2
-if [ "$worker_status" -ne 0 ]; then
-  echo "building the Worker or the browser package failed (exit $worker_status): its words are above" >&2
-  exit "$worker_status"
-fi
+await_job "$worker" "$worker_log" "building the Worker or the browser package"
 
 step "the tests of the Worker and the browser package"
 watched cargo test --workspace --locked --lib --bins --tests -- --test-threads=3 "${needs_wasm[@]}" \

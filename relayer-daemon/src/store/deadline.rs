@@ -1,5 +1,5 @@
 //! A store call's deadline, as the blocking thread running it sees it. The daemon waits for a
-//! call on PostgreSQL at most `DATABASE_CALL_TIMEOUT_MS` (`Relayer::db`), then answers without
+//! call on PostgreSQL at most `DATABASE_CALL_TIMEOUT_MS` (`Stores::db`), then answers without
 //! it; but a thread blocked on a server cannot be stopped, and when the server resumes it carries
 //! on. So a call the daemon stopped waiting for is *abandoned*: from then on its connection sends
 //! nothing more (no statement, no `COMMIT`: its transaction rolls back), and the connection
