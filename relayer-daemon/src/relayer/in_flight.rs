@@ -26,9 +26,14 @@ impl InFlight {
         InFlightGuard { set: self.clone(), request }
     }
 
-    /// Whether anyone holds `request` now.
-    pub(crate) fn holds(&self, request: &Request) -> bool {
-        lock(&self.0).contains_key(request)
+    /// Holds `request` unless someone holds it already (`None`), decided under one lock.
+    pub(crate) fn hold_if_free(&self, request: Request) -> Option<InFlightGuard> {
+        let mut held = lock(&self.0);
+        if held.contains_key(&request) {
+            return None;
+        }
+        held.insert(request, 1);
+        Some(InFlightGuard { set: self.clone(), request })
     }
 
     /// The `items` whose request (`request_of`) nobody holds, all decided at one look at the set.
@@ -66,13 +71,16 @@ mod tests {
         let handler = in_flight.hold(request);
         let replacement = in_flight.hold(request);
         drop(handler);
-        assert!(in_flight.holds(&request), "the replacement still holds it");
+        assert!(in_flight.hold_if_free(request).is_none(), "the replacement still holds it");
         assert_eq!(
             in_flight.idle(vec![request, (Address::ZERO, U256::ZERO)], |r| *r),
             vec![(Address::ZERO, U256::ZERO)]
         );
         drop(replacement);
-        assert!(!in_flight.holds(&request));
+        assert_eq!(in_flight.idle(vec![request], |r| *r), vec![request]);
+        let sender = in_flight.hold_if_free(request).expect("free once the last guard dropped");
+        assert!(in_flight.hold_if_free(request).is_none(), "held by the sender");
+        drop(sender);
         assert_eq!(in_flight.idle(vec![request], |r| *r), vec![request]);
     }
 }

@@ -260,19 +260,7 @@ impl Store {
             Connections::Postgres(pool) => {
                 let call = deadline::current();
                 off_runtime(|| {
-                    // Abandoned while it waited for a connection: its caller has its answer.
-                    if call.is_abandoned() {
-                        return Err(deadline::Call::refused());
-                    }
                     let mut connection = pool::get(pool, &call)?;
-                    // Abandoned while it waited for the slot or the connection: nothing has
-                    // been sent on the connection for it, so the connection goes back to the
-                    // pool whole for the next call. Serving this call would mark it abandoned
-                    // and drop it, and under load a queue of such waiters would each take a
-                    // freshly opened connection and drop it, while a live call waited behind.
-                    if call.is_abandoned() {
-                        return Err(deadline::Call::refused());
-                    }
                     self.reconnect_if_closed(&mut connection)?;
                     if let Connection::Postgres(pg) = &mut *connection {
                         pg.serve(call);

@@ -173,8 +173,13 @@ pub(super) fn build(url: &DatabaseUrl, size: u32, first: Option<Connection>) -> 
 }
 
 /// A connection from `pool` for `call`, in a slot that `call`'s abandonment gives back; none
-/// within the pool's timeout is an outage for this operation (503, retry).
+/// within the pool's timeout is an outage for this operation (503, retry). A call abandoned
+/// before it got one (waiting for a thread, a slot or a connection) is refused: its caller has
+/// its answer.
 pub(super) fn get(pool: &Pool, call: &Call) -> Result<Checkout> {
+    if call.is_abandoned() {
+        return Err(Call::refused());
+    }
     let patience = pool.connections.connection_timeout();
     let slot = pool.slots.take(patience).ok_or_else(|| {
         Error::StoreUnavailable(format!(
@@ -183,6 +188,12 @@ pub(super) fn get(pool: &Pool, call: &Call) -> Result<Checkout> {
     })?;
     call.hold(Arc::clone(&slot) as Arc<dyn GivenBack>);
     match pool.connections.get() {
+        // Abandoned while it waited: nothing has been sent on the connection for it, so the
+        // connection goes back to the pool whole (the checkout dropped here), for the next
+        // call. Had it served this call it would leave the pool with it, and under load a queue
+        // of such waiters took each freshly opened connection and dropped it while a live call
+        // waited behind them.
+        Ok(_) if call.is_abandoned() => Err(Call::refused()),
         Ok(connection) => Ok(Checkout { connection, slot }),
         Err(error) => {
             slot.give_back();

@@ -93,12 +93,11 @@ impl Relayer {
             return Ok(());
         }
         for record in self.stores.db(move |store| store.handed_off(&held)).await? {
-            let key = (record.signer, record.forwarder_nonce);
-            if self.in_flight.holds(&key) {
+            // Held from here: a later look, and the reconciler, leave it to this task. One a
+            // handler or an earlier look holds is theirs.
+            let Some(guard) = self.in_flight.hold_if_free((record.signer, record.forwarder_nonce)) else {
                 continue;
-            }
-            // Held from here: a later look, and the reconciler, leave it to this task.
-            let guard = self.in_flight.hold(key);
+            };
             let relayer = Arc::clone(self);
             self.shutdown.spawn_handler(async move {
                 let _in_flight = guard;
