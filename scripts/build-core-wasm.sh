@@ -30,7 +30,7 @@ size_first=(
 )
 release_build --locked --release "${size_first[@]}" --target wasm32-unknown-unknown -p kya-core-wasm
 out=core/pkg
-bindgen_and_optimise "$target_dir/wasm32-unknown-unknown/release/kya_core_wasm.wasm" "$out" kya_core
+bindgen_and_optimise -Oz "$target_dir/wasm32-unknown-unknown/release/kya_core_wasm.wasm" "$out" kya_core
 
 cp core/npm/node.js core/npm/changes.js core/npm/changes.d.ts core/npm/README.md "$out/"
 

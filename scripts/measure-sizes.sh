@@ -53,7 +53,7 @@ $rows
 | what | size |
 |---|---|
 | \`wrangler deploy --dry-run\` | $upload |
-| of which \`edge-api/build/kya_edge_api_bg.wasm\` (after \`wasm-opt -Oz\`) | $worker_wasm bytes ($(kib "$worker_wasm")) |
+| of which \`edge-api/build/kya_edge_api_bg.wasm\` (after \`wasm-opt -O1\`) | $worker_wasm bytes ($(kib "$worker_wasm")) |
 | explorer's static assets (\`edge-api/public/\`, uploaded beside the Worker, not in it) | $asset_files files, $asset_bytes bytes ($(kib "$asset_bytes")), gzip -9 $asset_gz bytes ($(kib "$asset_gz")) |
 
 Cloudflare's limit for a Worker is 3 MiB gzip on the Free plan and 10 MiB on paid plans.

@@ -53,7 +53,7 @@ fn main() {
         "# kya-core read path: wasm against native\n\n\
          Measured by `cargo bench -p kya-bench --bench wasm_factor` (bench/benches/wasm_factor.rs): \
          each case of bench/src/lib.rs natively (release), then compiled to wasm as \
-         scripts/build-worker.sh compiles the Worker (release, wasm-bindgen, wasm-opt -Oz) and run \
+         scripts/build-worker.sh compiles the Worker (release, wasm-bindgen, wasm-opt -O1) and run \
          in Node {node} (V8, the engine of workerd), in one run. Each figure is the median of \
          {SAMPLES} samples, each a loop of at least {SAMPLE_MILLIS} ms; × is wasm ÷ native.\n\n\
          {table}\n\

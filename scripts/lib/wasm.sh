@@ -20,15 +20,15 @@ release_build() {
   env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS cargo build "$@"
 }
 
-# bindgen_and_optimise COMPILED OUT_DIR OUT_NAME [wasm-bindgen flags...]: wasm-bindgen's
-# `--target web` glue for COMPILED into OUT_DIR, then binaryen's wasm-opt -Oz on the wasm.
-# Skipped when COMPILED has not changed since the last run (wasm-opt takes up to ~20 s).
+# bindgen_and_optimise LEVEL COMPILED OUT_DIR OUT_NAME [wasm-bindgen flags...]: wasm-bindgen's
+# `--target web` glue for COMPILED into OUT_DIR, then binaryen's wasm-opt at LEVEL (-O1, -Oz)
+# on the wasm. Skipped when COMPILED and LEVEL have not changed since the last run.
 # WASM_KEEP_NAMES=1 keeps the functions' names (a CPU profile then names them; a larger wasm).
 bindgen_and_optimise() {
-  local compiled=$1 out=$2 name=$3
-  shift 3
+  local level=$1 compiled=$2 out=$3 name=$4
+  shift 4
   local stamp="$out/.compiled.sha256" digest keep_names=()
-  digest="$(sha256sum "$compiled" | cut -d' ' -f1) names=${WASM_KEEP_NAMES:-0}"
+  digest="$(sha256sum "$compiled" | cut -d' ' -f1) opt=$level names=${WASM_KEEP_NAMES:-0}"
   if [ "$(cat "$stamp" 2>/dev/null)" = "$digest" ] && [ -f "$out/${name}_bg.wasm" ]; then
     return 0
   fi
@@ -37,7 +37,7 @@ bindgen_and_optimise() {
   fi
   mkdir -p "$out"
   "$wasm_bindgen" --target web --out-dir "$out" --out-name "$name" "$@" "$compiled"
-  node_modules/.bin/wasm-opt -Oz "${keep_names[@]}" --enable-bulk-memory --enable-nontrapping-float-to-int \
+  node_modules/.bin/wasm-opt "$level" "${keep_names[@]}" --enable-bulk-memory --enable-nontrapping-float-to-int \
     --enable-sign-ext --enable-mutable-globals --enable-reference-types --enable-multivalue \
     "$out/${name}_bg.wasm" -o "$out/${name}_bg.wasm"
   printf '%s\n' "$digest" > "$stamp"
