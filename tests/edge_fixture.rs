@@ -311,6 +311,9 @@ fn launch_wrangler(state: &Path, vars: &[(String, String)], indexed: bool) -> (C
         .arg(state.join("state"))
         // `log`: the Worker's own console lines (KV counter writes) are part of what tests read.
         .args(["--log-level", "log"])
+        // Wrangler also appends every line it logs to a debug file, by default a new one in the
+        // user's home for each start: kept with the Worker's state, which the test removes.
+        .env("WRANGLER_LOG_PATH", state.join("wrangler-debug.log"))
         .stdin(Stdio::null())
         .stdout(output.try_clone().expect("log handle"))
         .stderr(output);
