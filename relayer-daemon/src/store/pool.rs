@@ -74,11 +74,13 @@ impl GivenBack for Slot {
     }
 }
 
-/// A connection checked out for a call, in its slot: the slot is given back when it is (or
-/// earlier, when the call is abandoned), and the connection goes back to r2d2, which drops one
-/// whose call was abandoned ([`Manager`]'s [`has_broken`](r2d2::ManageConnection::has_broken)).
+/// A connection checked out for a call, in its slot: the connection goes back to r2d2, which
+/// drops one whose call was abandoned ([`Manager`]'s
+/// [`has_broken`](r2d2::ManageConnection::has_broken)), and then the slot is given back (or
+/// earlier, when the call is abandoned).
 pub(super) struct Checkout {
-    connection: r2d2::PooledConnection<Manager>,
+    /// `None` only while the checkout is dropped.
+    connection: Option<r2d2::PooledConnection<Manager>>,
     slot: Arc<Slot>,
 }
 
@@ -86,18 +88,23 @@ impl std::ops::Deref for Checkout {
     type Target = Connection;
 
     fn deref(&self) -> &Connection {
-        &self.connection
+        self.connection.as_ref().expect("a checkout holds its connection until dropped")
     }
 }
 
 impl std::ops::DerefMut for Checkout {
     fn deref_mut(&mut self) -> &mut Connection {
-        &mut self.connection
+        self.connection.as_mut().expect("a checkout holds its connection until dropped")
     }
 }
 
 impl Drop for Checkout {
+    /// The connection first: a call waiting for the slot then finds it idle in r2d2. Freed
+    /// the other way round, that call could take the slot while the connection was still out
+    /// and open a second one, which r2d2 (room for twice the slots, for hung calls) kept for
+    /// good (`store::tests::postgres`).
     fn drop(&mut self) {
+        drop(self.connection.take());
         self.slot.give_back();
     }
 }
@@ -194,7 +201,7 @@ pub(super) fn get(pool: &Pool, call: &Call) -> Result<Checkout> {
         // of such waiters took each freshly opened connection and dropped it while a live call
         // waited behind them.
         Ok(_) if call.is_abandoned() => Err(Call::refused()),
-        Ok(connection) => Ok(Checkout { connection, slot }),
+        Ok(connection) => Ok(Checkout { connection: Some(connection), slot }),
         Err(error) => {
             slot.give_back();
             Err(Error::StoreUnavailable(format!(
