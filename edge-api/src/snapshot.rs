@@ -45,15 +45,28 @@ pub(crate) async fn load(deps: &Deps<'_>) -> Result<Rc<LoadedSnapshot>> {
 }
 
 /// The Cache API's entry, if there is one younger than the TTL that decodes (an entry of
-/// another layout is a miss, and is overwritten).
+/// another layout is a miss, and is overwritten). An entry passed over says why in the log: the
+/// chain is read instead, and the log is where an operator (or a test counting RPC requests)
+/// tells a Cache API that lost or cut the copy from one that never had it.
 async fn from_cache_api(key: &str, now: u64) -> Option<LoadedSnapshot> {
     let (text, read_at) = cache::get_text(key, READ_AT).await?;
-    let read_at: u64 = read_at.parse().ok()?;
+    let passed_over =
+        |why: &str| worker::console_warn!("the Cache API's snapshot under {key} {why}: reading the chain");
+    let Ok(read_at) = read_at.parse::<u64>() else {
+        passed_over(&format!("has no read time ({READ_AT}: {read_at:?})"));
+        return None;
+    };
     if read_at.saturating_add(AGENT_DATA_TTL) <= now {
+        passed_over(&format!("was read at {read_at}, past its {AGENT_DATA_TTL} s at {now}"));
         return None;
     }
-    let answers = SnapshotAnswers::decode(&text).ok()?;
-    Some(LoadedSnapshot { answers, read_at })
+    match SnapshotAnswers::decode(&text) {
+        Ok(answers) => Some(LoadedSnapshot { answers, read_at }),
+        Err(error) => {
+            passed_over(&format!("does not decode ({} bytes: {error})", text.len()));
+            None
+        }
+    }
 }
 
 fn remember(key: &str, loaded: &Rc<LoadedSnapshot>, budget: usize) {

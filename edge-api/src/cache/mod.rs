@@ -238,8 +238,17 @@ where
 /// The body of the Cache API entry under `key` and the value of its `header`.
 pub(crate) async fn get_text(key: &str, header: &str) -> Option<(String, String)> {
     let mut response = get(key).await?;
-    let value = response.headers().get(header).ok().flatten()?;
-    Some((response.text().await.ok()?, value))
+    let Some(value) = response.headers().get(header).ok().flatten() else {
+        worker::console_warn!("the Cache API's entry under {key} has no {header}: passed over");
+        return None;
+    };
+    match response.text().await {
+        Ok(text) => Some((text, value)),
+        Err(error) => {
+            worker::console_warn!("reading the Cache API's entry under {key} failed, passed over: {error}");
+            None
+        }
+    }
 }
 
 /// Stores `body` under `key` in the Cache API for `ttl` seconds, with `header` set to `value`.

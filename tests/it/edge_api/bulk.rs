@@ -83,7 +83,12 @@ async fn compliance_of_1000_agents_costs_a_constant_number_of_round_trips() {
     assert_eq!((&again.body, &first.body), (&cold.body, &cold.body));
     let page = api.get("/api/v1/agents?status=Suspended&page=2&limit=7").await;
     assert_eq!((page.header("x-cache"), page.header("x-cache-tier")), (Some("MISS"), None));
-    assert_eq!(proxy.requests(), requests, "the snapshot came from the Cache API, not the chain");
+    assert_eq!(
+        proxy.requests(),
+        requests,
+        "the snapshot came from the Cache API, not the chain; the Worker's log:\n{}",
+        worker.output()
+    );
     let suspended: Vec<u64> = (1..=AGENTS).filter(|id| id % 50 == 7).collect();
     let shown: Vec<u64> =
         page.body["data"].as_array().unwrap().iter().map(|item| item["agentId"].as_u64().unwrap()).collect();

@@ -103,9 +103,29 @@ impl Provider {
     }
 }
 
+/// Waits until the Worker's log shows `times` requests whose lines contain `path` (any case):
+/// request lines reach the log through wrangler's process, each posted on its own once the
+/// answer's headers are out, so late and not always in the order the answers were given (a CI run
+/// once logged the test's own `…/pass` request, answered before the first marker was sent, after
+/// that marker).
+async fn wait_until_logged(worker: &EdgeWorker, path: &str, times: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let path = path.to_lowercase();
+    let logged = |log: &str| {
+        log.lines()
+            .filter(|line| line.contains("[wrangler:info]") && line.to_lowercase().contains(&path))
+            .count()
+    };
+    while logged(&worker.output()) < times {
+        assert!(Instant::now() < deadline, "{path} not logged {times} times:\n{}", worker.output());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// The requests the Worker's log shows between two marker requests the test makes, for the
-/// paths a per-request check would call (`/api/v1/kya…`, the JWKS). The log is in the order the
-/// answers were given, so a request the provider made before the second marker shows before it.
+/// paths a per-request check would call (`/api/v1/kya…`, the JWKS). A request made before the
+/// first marker is sent must already show in the log ([`wait_until_logged`]): lines can reach
+/// the log out of order.
 async fn api_requests_between(worker: &EdgeWorker, first: &str, second: &str) -> Vec<String> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -162,6 +182,10 @@ async fn admits_and_revokes(
     let api = ApiClient::new(&worker.base).unwrap();
     let agent = RequestSigner::new(key, t.chain_id());
     let pass = api.pass(key.address()).await.expect("the agent's pass");
+    // The test's own request and the keys each provider fetched as it started (this one is the
+    // `agent_id`th), logged before the window below opens.
+    wait_until_logged(worker, &format!("/api/v1/kya/{}/pass", key.address()), 1).await;
+    wait_until_logged(worker, kya_core::pass::JWKS_PATH, agent_id as usize).await;
 
     // Five requests, each signed anew, with the pass: served, and none of them cost the
     // provider a request to the API.
