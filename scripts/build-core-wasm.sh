@@ -10,6 +10,8 @@ cd "$(dirname "$0")/.."
 
 # shellcheck source=lib/wasm.sh
 source scripts/lib/wasm.sh
+# shellcheck source=lib/files.sh
+source scripts/lib/files.sh
 ensure_wasm_tools
 
 target_dir=${CARGO_TARGET_DIR:-target}
@@ -32,13 +34,15 @@ release_build --locked --release "${size_first[@]}" --target wasm32-unknown-unkn
 out=core/pkg
 bindgen_and_optimise -Oz "$target_dir/wasm32-unknown-unknown/release/kya_core_wasm.wasm" "$out" kya_core
 
-cp core/npm/node.js core/npm/changes.js core/npm/changes.d.ts core/npm/README.md "$out/"
+for file in node.js changes.js changes.d.ts README.md; do
+  install_if_changed "core/npm/$file" "$out/$file"
+done
 
 version=$(awk -F'"' '/^version = / { print $2; exit }' Cargo.toml)
 # `exports`: Node gets the entry that instantiates the wasm at import; browsers and bundlers the
 # plain module (call `init` once), `kya-core/changes` the change feed's iterator (plain JS, no
 # wasm), and `kya-core/wasm` names the wasm file for a bundler to copy.
-cat > "$out/package.json" <<JSON
+write_if_changed "$out/package.json" <<JSON
 {
   "name": "kya-core",
   "version": "$version",

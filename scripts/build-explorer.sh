@@ -8,10 +8,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# shellcheck source=lib/files.sh
+source scripts/lib/files.sh
+
 bash scripts/build-core-wasm.sh
 mkdir -p edge-api/public/pkg
-cp core/pkg/kya_core.js core/pkg/kya_core_bg.wasm edge-api/public/pkg/
+for file in kya_core.js kya_core_bg.wasm; do
+  install_if_changed "core/pkg/$file" "edge-api/public/pkg/$file"
+done
 mkdir -p edge-api/public/vendor/swagger-ui
-cp node_modules/swagger-ui-dist/swagger-ui-bundle.js node_modules/swagger-ui-dist/swagger-ui.css \
-  node_modules/swagger-ui-dist/LICENSE edge-api/public/vendor/swagger-ui/
+for file in swagger-ui-bundle.js swagger-ui.css LICENSE; do
+  install_if_changed "node_modules/swagger-ui-dist/$file" "edge-api/public/vendor/swagger-ui/$file"
+done
 echo "build-explorer: edge-api/public/pkg/ is up to date" >&2

@@ -40,6 +40,49 @@ async fn the_wasm_package_agrees_with_viem_and_with_the_api() {
     assert_eq!(node_test_count(&report, "skipped"), Some(0), "{report}");
 }
 
+/// The files the builds write that tests read while other tests run the same builds: the
+/// package `npm pack` takes, the page's copy a running Worker serves, the Worker itself.
+const BUILT_FILES: [&str; 14] = [
+    "core/pkg/package.json",
+    "core/pkg/node.js",
+    "core/pkg/changes.js",
+    "core/pkg/changes.d.ts",
+    "core/pkg/README.md",
+    "core/pkg/kya_core.js",
+    "core/pkg/kya_core_bg.wasm",
+    "edge-api/public/pkg/kya_core.js",
+    "edge-api/public/pkg/kya_core_bg.wasm",
+    "edge-api/public/vendor/swagger-ui/swagger-ui-bundle.js",
+    "edge-api/public/vendor/swagger-ui/swagger-ui.css",
+    "edge-api/public/vendor/swagger-ui/LICENSE",
+    "edge-api/build/kya_edge_api.js",
+    "edge-api/build/kya_edge_api_bg.wasm",
+];
+
+/// A build with nothing to do writes nothing (`scripts/lib/files.sh`): the tests run the build
+/// scripts on several threads while others read what they wrote, and a rewrite in place let a
+/// CI run's `npm pack` meet `core/pkg/package.json` empty. Each file keeps its inode and its
+/// modification time through a second build.
+#[test]
+fn an_up_to_date_build_rewrites_none_of_its_files() {
+    use std::os::unix::fs::MetadataExt;
+
+    let stamps = || -> Vec<(&str, u64, i64, i64)> {
+        BUILT_FILES
+            .iter()
+            .map(|file| {
+                let meta = std::fs::metadata(repo_root().join(file))
+                    .unwrap_or_else(|error| panic!("{file}: {error}"));
+                (*file, meta.ino(), meta.mtime(), meta.mtime_nsec())
+            })
+            .collect()
+    };
+    run_script("build-worker.sh");
+    let built = stamps();
+    run_script("build-worker.sh");
+    assert_eq!(stamps(), built, "an up-to-date build rewrote files others may be reading");
+}
+
 /// The checks of `tests/js/package-install.test.mjs`: type-check, Node import, bundled page.
 const INSTALL_CHECKS: usize = 3;
 
