@@ -7,18 +7,6 @@
 # with no JSON in it. So a file is replaced only when its content changes, and then whole: it is
 # written beside its destination and renamed over it, which readers see at once or not at all.
 
-# install_if_changed SOURCE DESTINATION: DESTINATION (a file's path) becomes a copy of SOURCE,
-# unless it already is one.
-install_if_changed() {
-  local source=$1 destination=$2
-  if cmp -s "$source" "$destination"; then
-    return 0
-  fi
-  local partial="$destination.partial.$$"
-  cp "$source" "$partial"
-  mv -f "$partial" "$destination"
-}
-
 # write_if_changed DESTINATION: DESTINATION holds what is on standard input, unless it already does.
 write_if_changed() {
   local destination=$1 partial="$1.partial.$$"
@@ -28,4 +16,10 @@ write_if_changed() {
   else
     mv -f "$partial" "$destination"
   fi
+}
+
+# install_if_changed SOURCE DESTINATION: DESTINATION (a file's path) becomes a copy of SOURCE,
+# unless it already is one (compared first, so an unchanged file is not even copied).
+install_if_changed() {
+  cmp -s "$1" "$2" || write_if_changed "$2" <"$1"
 }
