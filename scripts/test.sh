@@ -105,19 +105,20 @@ await_job "$worker" "$worker_log" "building the Worker or the browser package"
 step "the tests of the Worker and the browser package"
 # Longest first: libtest starts tests in the order of their names, and these three, about 150,
 # 120 and 80 s of the part's 1,060 test-seconds, sort late, so they started last and ended the
-# part alone with a core idle (a fifth of its CPU went unused). They run one after another in a
-# test process of their own, beside the rest on two threads: three threads in all, as before, and
-# each test once (the rest skip them).
+# part alone with a core idle (a sixth of its core-seconds went unused). They run one after
+# another in a test process of their own, beside the rest on two threads: three threads in all,
+# as before, and each test once (the rest skip them).
 longest=(edge_api::stream_crowd:: edge_api::providers::every_endpoint_ openapi::edge::)
 skip_longest=()
 for name in "${longest[@]}"; do skip_longest+=(--skip "$name"); done
 longest_log=$(mktemp)
 trap 'kill "${longest_tests:-}" 2>/dev/null || true; rm -f "$build_log" "$worker_log" "$longest_log"' EXIT
-watched cargo test --workspace --locked --lib --bins --tests -- --test-threads=1 "${longest[@]}" \
-  >"$longest_log" 2>&1 &
+watched cargo test --workspace --locked --lib --bins --tests -- \
+  --test-threads=1 "${longest[@]}" >"$longest_log" 2>&1 &
 longest_tests=$!
-watched cargo test --workspace --locked --lib --bins --tests -- --test-threads=2 "${needs_wasm[@]}" \
-  "${skip_longest[@]}" || failed+=("the tests of the Worker and the browser package")
+watched cargo test --workspace --locked --lib --bins --tests -- \
+  --test-threads=2 "${needs_wasm[@]}" "${skip_longest[@]}" \
+  || failed+=("the tests of the Worker and the browser package")
 wait "$longest_tests" || failed+=("the longest tests of the Worker")
 echo "==> the longest tests of the Worker, beside the rest" >&2
 cat "$longest_log" >&2
