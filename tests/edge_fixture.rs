@@ -2,10 +2,9 @@
 //! JSON-RPC proxy on loopback, and an HTTP client that speaks as a chosen client IP.
 
 use std::{
-    fs::File,
     net::TcpListener,
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
+    process::Command,
     sync::{
         Arc, Mutex,
         atomic::{AtomicU64, AtomicUsize, Ordering},
@@ -20,6 +19,7 @@ use crate::{
     openapi, repo_root,
     rpc_proxy::{self, RpcAction},
     run_script,
+    wrangler_host::{Pending, StartRequest, WranglerHost},
 };
 
 /// Builds the Worker once per test process (`scripts/build-worker.sh`, a few seconds when
@@ -38,10 +38,14 @@ fn free_port() -> u16 {
 }
 
 /// The Worker under `wrangler dev` on a free port, with a fresh state directory (cold Cache API
-/// and KV). Stopped with SIGINT to the wrangler process when dropped.
+/// and KV): a dev server of the test process's wrangler host ([`WranglerHost`]), configured as
+/// `wrangler dev`'s flags configure it. Stopped when dropped.
 #[derive(Debug)]
 pub struct EdgeWorker {
-    child: Child,
+    /// Its name in the host.
+    name: String,
+    /// How its last start ended, once it has.
+    starting: Pending,
     /// `http://127.0.0.1:<port>`.
     pub base: String,
     /// Wrangler's DevTools inspector (`crate::worker_profile`).
@@ -113,7 +117,7 @@ impl EdgeWorker {
     }
 
     /// Waits until the Worker itself answers `/health`: true once it does, false if wrangler
-    /// exited first (its output printed).
+    /// failed to start it first (its output printed).
     async fn answers(&mut self, attempt: u32) -> bool {
         let client = crate::http_client();
         let started = Instant::now();
@@ -124,9 +128,9 @@ impl EdgeWorker {
             if answered_by_worker && self.output().contains(&format!("Ready on {}", self.base)) {
                 return true;
             }
-            if let Ok(Some(status)) = self.child.try_wait() {
+            if let Some(Err(failure)) = self.starting.outcome() {
                 eprintln!(
-                    "wrangler dev exited ({status}) before answering, attempt {attempt}:\n{}",
+                    "wrangler failed to start the Worker, attempt {attempt}: {failure}\n{}",
                     self.output()
                 );
                 return false;
@@ -149,15 +153,16 @@ impl EdgeWorker {
         }
         let vars: Vec<(String, String)> =
             vars.iter().map(|(name, value)| ((*name).to_owned(), value.clone())).collect();
-        let (child, base, inspector_port, log) = launch_wrangler(state.path(), &vars, indexed);
-        Self { child, base, inspector_port, log, vars, indexed, _state: state }
+        let name = WranglerHost::get().new_worker_name();
+        let (starting, base, inspector_port, log) = launch_wrangler(&name, state.path(), &vars, indexed);
+        Self { name, starting, base, inspector_port, log, vars, indexed, _state: state }
     }
 
     /// [`launch_wrangler`] on this Worker's state directory, vars and ports chosen anew.
     fn launch(&mut self) {
-        let (child, base, inspector_port, log) =
-            launch_wrangler(self._state.path(), &self.vars, self.indexed);
-        (self.child, self.base, self.inspector_port, self.log) = (child, base, inspector_port, log);
+        let (starting, base, inspector_port, log) =
+            launch_wrangler(&self.name, self._state.path(), &self.vars, self.indexed);
+        (self.starting, self.base, self.inspector_port, self.log) = (starting, base, inspector_port, log);
     }
 
     /// Runs the index's scheduled handler once (`/__scheduled`, as a Cron Trigger would) and
@@ -264,9 +269,12 @@ impl EdgeWorker {
         self.inspector_port
     }
 
-    /// The wrangler process's id (the Worker's runtime, workerd, runs below it).
-    pub fn pid(&self) -> u32 {
-        self.child.id()
+    /// The process ids of the Worker's runtimes (`workerd`): wrangler's proxy Worker's, which
+    /// owns the public port, and the Worker's own (the one with an inspector,
+    /// [`crate::processes::worker_runtime`]). The Node process that drives them is the
+    /// host's, shared with the test process's other Workers.
+    pub fn runtimes(&self) -> Vec<u32> {
+        WranglerHost::get().runtimes(&self.name)
     }
 
     /// What wrangler printed so far.
@@ -287,44 +295,42 @@ impl Drop for EdgeWorker {
 }
 
 impl EdgeWorker {
-    /// Stops wrangler with SIGINT (SIGKILL after 10 s) and reaps it.
+    /// Stops the Worker and waits until its runtimes have exited.
     fn stop(&mut self) {
-        crate::interrupt_then_kill(&mut self.child, Duration::from_secs(10));
+        WranglerHost::get().stop(&self.name);
     }
 }
 
-/// `wrangler dev` on free ports and the state directory `state` (`<state>/state`), logging to
-/// `<state>/wrangler.log` (rewritten): the child, `http://127.0.0.1:<port>`, the inspector's
-/// port and the log.
-fn launch_wrangler(state: &Path, vars: &[(String, String)], indexed: bool) -> (Child, String, u16, PathBuf) {
+/// Starts the Worker `name` of the wrangler host, as `wrangler dev --ip 127.0.0.1 --port <port>
+/// --inspector-port <port> --persist-to <state>/state --log-level log [--test-scheduled] --var
+/// NAME:value...` would, on free ports, logging to `<state>/wrangler.log` (rewritten): its
+/// start, `http://127.0.0.1:<port>`, the inspector's port and the log.
+fn launch_wrangler(
+    name: &str,
+    state: &Path,
+    vars: &[(String, String)],
+    indexed: bool,
+) -> (Pending, String, u16, PathBuf) {
     let port = free_port();
-    // Two ports the system handed out one after the other can be the same one.
+    // Two ports the system handed out one after the other can be the same one. Each Worker
+    // has its own: they would all want the default devtools port 9229.
     let inspector_port = std::iter::repeat_with(free_port).find(|&other| other != port).expect("a port");
     let log = state.join("wrangler.log");
-    let output = File::create(&log).expect("log file");
-    let mut command = wrangler(&repo_root());
-    command
-        .args(["dev", "--ip", "127.0.0.1", "--port", &port.to_string()])
-        // Concurrent instances would all want the default devtools port 9229.
-        .args(["--inspector-port", &inspector_port.to_string(), "--show-interactive-dev-session=false"])
-        .arg("--persist-to")
-        .arg(state.join("state"))
-        // `log`: the Worker's own console lines (KV counter writes) are part of what tests read.
-        .args(["--log-level", "log"])
-        // Wrangler also appends every line it logs to a debug file, by default a new one in the
-        // user's home for each start: kept with the Worker's state, which the test removes.
-        .env("WRANGLER_LOG_PATH", state.join("wrangler-debug.log"))
-        .stdin(Stdio::null())
-        .stdout(output.try_clone().expect("log handle"))
-        .stderr(output);
-    if indexed {
-        command.arg("--test-scheduled");
-    }
-    for (name, value) in settings(vars) {
-        command.arg("--var").arg(format!("{name}:{value}"));
-    }
-    let child = command.spawn().expect("wrangler starts (run scripts/bootstrap.sh)");
-    (child, format!("http://127.0.0.1:{port}"), inspector_port, log)
+    let vars: Vec<(&str, &str)> = settings(vars).collect();
+    let starting = WranglerHost::get().start(
+        name,
+        &StartRequest {
+            port,
+            inspector_port,
+            persist: state.join("state"),
+            // The Worker's own console lines (`--log-level log`: KV counter writes) are part
+            // of what tests read.
+            log: log.clone(),
+            vars: &vars,
+            test_scheduled: indexed,
+        },
+    );
+    (starting, format!("http://127.0.0.1:{port}"), inspector_port, log)
 }
 
 /// Whether the Worker itself answers `/health` at `base`, with any status (a degraded Worker is
@@ -347,25 +353,31 @@ fn settings(vars: &[(String, String)]) -> impl Iterator<Item = (&str, &str)> {
         .chain(vars.iter().map(|(name, value)| (name.as_str(), value.as_str())))
 }
 
-/// Wrangler from the project's `node_modules`, run from the repository, offline (no telemetry,
-/// no Cloudflare calls).
+/// Wrangler's CLI from the project's `node_modules`, run from the repository, offline (no
+/// telemetry, no Cloudflare calls): for its one-off commands (`wrangler d1 ...`).
 ///
 /// Its CLI module under Node with the flags `node_modules/.bin/wrangler` gives it: that launcher
 /// only checks Node's version and spawns this, so calling it would start a second Node for each
-/// of the suite's Worker starts and one-off commands, and a SIGINT would reach the Worker's
-/// wrangler only through it.
+/// command.
+pub(crate) fn wrangler(root: &std::path::Path) -> Command {
+    let mut command = node_for_wrangler(root);
+    command.arg(root.join("node_modules/wrangler/wrangler-dist/cli.js"));
+    command
+}
+
+/// Node as wrangler's launcher runs it, from the repository, offline; the script to run is the
+/// caller's (wrangler's CLI, or the tests' [`WranglerHost`]).
 ///
 /// With V8's compiled code kept between runs (the npm package `v8-compile-cache`, preloaded; its
 /// cache in `node_modules/.cache/`): compiling wrangler's and Miniflare's bundles was about
-/// 0.5 s of the 2.5 s of CPU a `wrangler dev` took to answer, paid again by each of the suite's
-/// starts. Node 20 has no compile cache of its own (`NODE_COMPILE_CACHE` is Node 22's). Writes
-/// take a lock file, and V8 refuses cached code that does not match its source.
-pub(crate) fn wrangler(root: &std::path::Path) -> Command {
+/// 0.5 s of the 2.5 s of CPU a `wrangler dev` took to answer. Node 20 has no compile cache of
+/// its own (`NODE_COMPILE_CACHE` is Node 22's). Writes take a lock file, and V8 refuses cached
+/// code that does not match its source.
+pub(crate) fn node_for_wrangler(root: &std::path::Path) -> Command {
     let mut command = Command::new("node");
     command
         .args(["--no-warnings", "--experimental-vm-modules", "--require"])
         .arg(root.join("node_modules/v8-compile-cache"))
-        .arg(root.join("node_modules/wrangler/wrangler-dist/cli.js"))
         .env("V8_COMPILE_CACHE_CACHE_DIR", root.join("node_modules/.cache/v8-compile-cache"))
         .current_dir(root)
         .env("WRANGLER_SEND_METRICS", "false")

@@ -24,6 +24,7 @@ pub mod sse_listener;
 pub mod tls_proxy;
 pub mod webhook_receiver;
 pub mod worker_profile;
+pub mod wrangler_host;
 
 /// A fresh anvil with the forwarder and the registry deployed; anvil stops when this drops.
 #[derive(Debug)]

@@ -1,8 +1,10 @@
-//! The processes below a `wrangler dev`, read from `/proc`: the workerd that runs the Worker (its
-//! Durable Objects included), for the benchmarks' CPU figures and the tests' memory figures.
+//! The processes of a Worker under `wrangler dev`, read from `/proc`: the workerd that runs the
+//! Worker (its Durable Objects included), for the benchmarks' CPU figures and the tests' memory
+//! figures.
 //!
 //! `wrangler dev` runs two workerd processes: its own proxy, which owns the public port, and the
-//! runtime of the Worker, the one started with `--inspector-addr`.
+//! runtime of the Worker, the one started with `--inspector-addr`
+//! ([`crate::edge_fixture::EdgeWorker::runtimes`] gives both).
 
 use std::{collections::HashMap, process::Command, time::Duration};
 
@@ -29,10 +31,10 @@ pub fn descendants(pid: u32) -> Vec<u32> {
     found
 }
 
-/// The workerd running the Worker of the `wrangler dev` whose process is `wrangler_pid`.
-pub fn worker_runtime(wrangler_pid: u32) -> Option<u32> {
-    descendants(wrangler_pid).into_iter().find(|&child| {
-        let cmdline = std::fs::read(format!("/proc/{child}/cmdline")).unwrap_or_default();
+/// Which of a Worker's `runtimes` runs the Worker itself (not wrangler's proxy).
+pub fn worker_runtime(runtimes: &[u32]) -> Option<u32> {
+    runtimes.iter().copied().find(|&runtime| {
+        let cmdline = std::fs::read(format!("/proc/{runtime}/cmdline")).unwrap_or_default();
         let cmdline = String::from_utf8_lossy(&cmdline);
         cmdline.contains("workerd") && cmdline.contains("--inspector-addr")
     })
@@ -78,10 +80,10 @@ pub fn mib(bytes: u64) -> String {
 // measured request would not find warm). Asked there, a cold answer still passes the runtime's entry
 // Worker, but not wrangler's proxy.
 
-/// The base URL of the runtime's entry serving the Worker whose `wrangler dev` process is `pid`,
-/// if one of its descendants answers there.
-pub async fn runtime_entry(pid: u32) -> Option<String> {
-    let runtime = worker_runtime(pid)?;
+/// The base URL of the runtime's entry serving the Worker whose runtimes are `runtimes`, if the
+/// Worker's own answers there.
+pub async fn runtime_entry(runtimes: &[u32]) -> Option<String> {
+    let runtime = worker_runtime(runtimes)?;
     let http = crate::http_client();
     for port in listening_ports(runtime) {
         let base = format!("http://127.0.0.1:{port}");

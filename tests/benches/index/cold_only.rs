@@ -36,7 +36,7 @@ pub(crate) async fn measure(worker: &mut EdgeWorker, agents: u64) {
     for sample in 0..samples {
         for (index, path) in paths.iter().enumerate() {
             worker.restart().await;
-            let base = kya_tests::processes::runtime_entry(worker.pid())
+            let base = kya_tests::processes::runtime_entry(&worker.runtimes())
                 .await
                 .expect("the runtime's entry of the restarted Worker answers /health");
             let mut profiler =

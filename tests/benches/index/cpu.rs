@@ -16,16 +16,16 @@
 
 use std::time::Duration;
 
-/// The workerd process running the Worker started by wrangler `wrangler_pid`.
+/// The workerd process running the Worker.
 pub(crate) struct Meter {
     pid: u32,
 }
 
 impl Meter {
-    /// Finds the Worker's runtime among the descendants of `wrangler_pid`.
-    pub(crate) fn attach(wrangler_pid: u32) -> Self {
-        let pid = kya_tests::processes::worker_runtime(wrangler_pid)
-            .unwrap_or_else(|| panic!("no workerd runtime with an inspector under wrangler {wrangler_pid}"));
+    /// Finds the Worker's own among its `runtimes` ([`kya_tests::edge_fixture::EdgeWorker::runtimes`]).
+    pub(crate) fn attach(runtimes: &[u32]) -> Self {
+        let pid = kya_tests::processes::worker_runtime(runtimes)
+            .unwrap_or_else(|| panic!("no workerd runtime with an inspector among {runtimes:?}"));
         Self { pid }
     }
 
@@ -57,6 +57,14 @@ pub(crate) fn process_tree(root: u32) -> Duration {
     let tree = std::iter::once(root).chain(kya_tests::processes::descendants(root));
     let ticks: u64 = tree.map(own_and_reaped_ticks).sum();
     Duration::from_secs_f64(ticks as f64 / clock_ticks_per_second() as f64)
+}
+
+/// [`process_tree`] of each of a Worker's `runtimes` (wrangler's proxy and the Worker's own,
+/// [`kya_tests::edge_fixture::EdgeWorker::runtimes`]), summed: the Worker's whole cost under
+/// `wrangler dev` but for wrangler's Node, which the tests' wrangler host shares among its
+/// Workers (and which a deployed Worker does not have).
+pub(crate) fn runtimes(runtimes: &[u32]) -> Duration {
+    runtimes.iter().map(|&runtime| process_tree(runtime)).sum()
 }
 
 /// `utime + stime + cutime + cstime` of `pid` (fields 14 to 17 of its `stat`), in clock ticks.

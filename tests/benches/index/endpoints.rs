@@ -100,7 +100,7 @@ pub(crate) async fn measure(
         let ip = fresh_ip();
         let warm = timing::get(&http, &indexed.base, &path, &ip).await;
         assert_eq!(warm.status, 200, "{path} from the index: {}", String::from_utf8_lossy(&warm.body));
-        let meter = Meter::attach(indexed.pid());
+        let meter = Meter::attach(&indexed.runtimes());
         let before = meter.now();
         let mut answers = Vec::new();
         for _ in 0..INDEX_REPEATS {
@@ -153,7 +153,7 @@ async fn direct(setup: &Setup, path: &str, repeats: usize) -> Side {
         let ip = fresh_ip();
         let warm = timing::get(&http, &worker.base, "/api/v1/agent/1", &ip).await;
         assert_eq!(warm.status, 200);
-        let meter = Meter::attach(worker.pid());
+        let meter = Meter::attach(&worker.runtimes());
         let (requests, calls) = (setup.proxy.requests(), setup.proxy.calls());
         let before = meter.now();
         let answer = timing::get(&http, &worker.base, path, &ip).await;

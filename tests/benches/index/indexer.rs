@@ -46,8 +46,8 @@ pub(crate) struct Fill {
     pub(crate) run_worker_cpu_max: Duration,
     /// RPC HTTP requests and JSON-RPC calls of the whole fill.
     pub(crate) rpc: (usize, usize),
-    /// CPU of wrangler's whole process tree over the fill ([`crate::cpu::process_tree`]): the
-    /// figure compared with Ponder's fill.
+    /// CPU of the Worker's runtimes and everything below them over the fill
+    /// ([`crate::cpu::runtimes`]): the figure compared with Ponder's fill.
     pub(crate) tree_cpu: Duration,
 }
 
@@ -65,9 +65,9 @@ pub(crate) async fn fill(
     per_run: u64,
 ) -> Fill {
     let api = worker.client();
-    let meter = Meter::attach(worker.pid());
+    let meter = Meter::attach(&worker.runtimes());
     let (requests, calls) = (setup.proxy.requests(), setup.proxy.calls());
-    let tree_cpu = crate::cpu::process_tree(worker.pid());
+    let tree_cpu = crate::cpu::runtimes(&worker.runtimes());
     let started = Instant::now();
     let (mut runs, mut walls, mut cpus, mut worker_cpus) = (0u64, Vec::new(), Vec::new(), Vec::new());
     loop {
@@ -96,7 +96,7 @@ pub(crate) async fn fill(
         }
     }
     let wall = started.elapsed();
-    let tree_cpu = crate::cpu::process_tree(worker.pid()) - tree_cpu;
+    let tree_cpu = crate::cpu::runtimes(&worker.runtimes()) - tree_cpu;
     let rpc = (setup.proxy.requests() - requests, setup.proxy.calls() - calls);
     let run_cpu_max = cpus.iter().copied().max().unwrap_or_default();
     let run_worker_cpu_max = worker_cpus.iter().copied().max().unwrap_or_default();
@@ -164,7 +164,7 @@ pub(crate) async fn steady(
     changes: u64,
     seed: &mut u64,
 ) -> Steady {
-    let meter = Meter::attach(worker.pid());
+    let meter = Meter::attach(&worker.runtimes());
     let (mut walls, mut cpus, mut worker_cpus, mut rpcs, mut all_rows, mut lags) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut message = String::new();

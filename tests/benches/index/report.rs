@@ -153,8 +153,9 @@ fn side_by_side(out: &mut String, m: &Measured) {
          Wall time from the start (Ponder's: its build and start-up included, until `/status` \
          has indexed the chain's head, as after a restart; ours: the first run until `/health` says complete, runs back to \
          back) and CPU seconds of the whole process tree (`/proc`: user and system time of every \
-         process and thread, children included: wrangler, its proxy and the runtime, with local \
-         D1's SQLite; Ponder's node with PGlite), RPC requests through the counting proxy.\n\n\
+         process and thread, children included: wrangler's proxy and the Worker's runtime, with \
+         local D1's SQLite, but not wrangler's Node, which the benches' wrangler host shares among \
+         its Workers; Ponder's node with PGlite), RPC requests through the counting proxy.\n\n\
          | indexer | wall time | CPU seconds | RPC requests (calls) |\n\
          |---|---:|---:|---:|\n",
     );

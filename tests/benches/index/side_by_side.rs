@@ -197,7 +197,7 @@ async fn ours_cold(worker: &mut EdgeWorker, path: &str, via: Via) -> Vec<Timed> 
             }
             Via::RuntimeEntry => {
                 worker.restart().await;
-                let base = kya_tests::processes::runtime_entry(worker.pid())
+                let base = kya_tests::processes::runtime_entry(&worker.runtimes())
                     .await
                     .expect("the runtime's entry of the restarted Worker answers /health");
                 timing::get(&http, &base, path, &fresh_ip()).await

@@ -129,8 +129,9 @@ async fn three_hundred_listeners_that_never_read_hold_back_neither_a_reader_nor_
     // One shard holds every listener; its caps are the defaults.
     vars.push(("FEED_STREAM_SHARDS", "1".to_owned()));
     let worker = EdgeWorker::start_indexed(&vars).await;
-    let runtime = worker_runtime(worker.pid()).expect("the Worker's workerd");
-    let entry = runtime_entry(worker.pid()).await.expect("the runtime's entry");
+    let runtimes = worker.runtimes();
+    let runtime = worker_runtime(&runtimes).expect("the Worker's workerd");
+    let entry = runtime_entry(&runtimes).await.expect("the runtime's entry");
     worker.run_index().await;
 
     // With no crowd: the runs a block of 2,000 registrations takes to reach a reader.
