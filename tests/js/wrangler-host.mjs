@@ -56,6 +56,9 @@ childProcess.spawn = function spawnAndRecord(...args) {
   const worker = current.getStore();
   if (worker && child.pid !== undefined && String(args[0]).includes("workerd")) {
     worker.runtimes.push(child);
+    // A start still running when its Worker was stopped (a test that failed meanwhile) must
+    // not leave a runtime behind.
+    if (worker.stopped) child.kill("SIGKILL");
   }
   return child;
 };
@@ -106,6 +109,7 @@ async function start(command) {
     logFd: fs.openSync(command.log, "w"),
     runtimes: [],
     devEnv: undefined,
+    stopped: false,
   };
   workers.set(command.worker, worker);
   let answered = false;
@@ -144,6 +148,7 @@ async function stop(name) {
   const worker = workers.get(name);
   if (!worker) return;
   workers.delete(name);
+  worker.stopped = true;
   await current.run(worker, async () => {
     try {
       await worker.devEnv?.teardown();
