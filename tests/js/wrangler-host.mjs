@@ -84,7 +84,8 @@ function describe(error) {
 // The configuration `wrangler dev` gives a DevEnv for the flags the tests pass it
 // (`--ip 127.0.0.1 --port P --inspector-port Q --persist-to DIR --log-level log
 // [--test-scheduled] --var NAME:value...`), less the dev registry (the shared folder through
-// which Workers started apart find each other's service bindings: ours has none).
+// which Workers started apart find each other's service bindings: ours has none) and the
+// watching of files (no test rebuilds its Worker under it).
 function devConfig(command) {
   return {
     config: "wrangler.toml",
