@@ -87,6 +87,10 @@ let userDataDir;
 let context;
 let page;
 const pageErrors = [];
+/** Requests made and not yet answered (with when they were made), and those that failed: what
+ * a page that never got ready was waiting on. */
+const unanswered = new Map();
+const failedRequests = [];
 /** Same-origin responses of the test's pages, as the browser received them: { path, status, headers }. */
 const received = [];
 /** Content-Security-Policy violations (events and console reports), per page. */
@@ -132,17 +136,67 @@ before(async () => {
     if (url.origin !== new URL(base).origin) return;
     received.push({ path: url.pathname, status: response.status(), headers: await response.allHeaders() });
   });
+  context.on('request', (request) => unanswered.set(request, Date.now()));
+  context.on('requestfinished', (request) => unanswered.delete(request));
+  context.on('requestfailed', (request) => {
+    unanswered.delete(request);
+    failedRequests.push(`${request.url()}: ${request.failure()?.errorText}`);
+  });
   page = context.pages()[0] ?? (await context.newPage());
   watchViolations(page);
   page.on('pageerror', (error) => pageErrors.push(error.message));
   page.on('console', (message) => {
     if (message.type() === 'error') pageErrors.push(`console: ${message.text()}`);
   });
-  // A cold browser compiling the kya-core wasm and a cold Worker reading the chain: on a busy
-  // two-core machine that has taken longer than the default 30 s.
-  await page.goto(`${base}/`, { timeout: 90_000 });
-  await page.waitForSelector('body[data-ready="true"]', { timeout: 90_000 });
+  await loadUntilReady();
 });
+
+/** What the page shows and waits on, for a page that did not get ready. */
+async function pageState() {
+  const shown = await page
+    .evaluate(() => ({
+      ready: document.body.dataset.ready ?? null,
+      error: document.getElementById('app-error')?.innerText ?? '',
+    }))
+    .catch((error) => ({ ready: null, error: `the page could not be read: ${error.message}` }));
+  const waiting = [...unanswered].map(
+    ([request, since]) => `${request.method()} ${request.url()} (for ${Math.round((Date.now() - since) / 1000)} s)`,
+  );
+  return {
+    ready: shown.ready,
+    text: [
+      `data-ready: ${shown.ready ?? '(not set)'}`,
+      `the page's error panel: ${shown.error || '(empty)'}`,
+      `script errors: ${pageErrors.join(' | ') || 'none'}`,
+      `requests not answered: ${waiting.join(', ') || 'none'}`,
+      `requests failed: ${failedRequests.join(', ') || 'none'}`,
+      `answered: ${received.map(({ path, status }) => `${path} ${status}`).join(', ') || 'none'}`,
+    ].join('\n'),
+  };
+}
+
+/** Opens the page and waits until its script has started (`data-ready="true"`: the kya-core wasm
+ * compiled and the handlers in place). A cold browser compiling the wasm and a cold Worker
+ * reading the chain have taken longer than the default 30 s on a busy two-core machine. A first
+ * load that hung (nothing failed, nothing set, once in a CI run: stop 57) is loaded once more,
+ * its state printed first; a page that failed (an error shown or thrown) fails at once, and
+ * either way what the page was waiting on is in the failure. */
+async function loadUntilReady() {
+  for (let attempt = 1; ; attempt += 1) {
+    await page.goto(`${base}/`, { timeout: 90_000 });
+    try {
+      await page.waitForSelector('body[data-ready="true"]', { timeout: 60_000 });
+      return;
+    } catch (error) {
+      const state = await pageState();
+      const hung = state.ready === null && pageErrors.length === 0 && failedRequests.length === 0;
+      if (attempt > 1 || !hung) {
+        throw new Error(`the page did not get ready (${error.message.split('\n')[0]}):\n${state.text}`);
+      }
+      console.error(`# the page's first load was not ready after 60 s; loading it again. Its state:\n${state.text}`);
+    }
+  }
+}
 
 after(async () => {
   await context?.close();

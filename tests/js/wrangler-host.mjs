@@ -42,12 +42,22 @@ for (const level of ["log", "info", "warn", "error", "debug", "trace"]) {
       const line = util.format(...args);
       // Wrangler's exit hook names its debug log once anything was logged as an error; the host
       // removes that log when it ends (tests/wrangler_host.rs).
-      if (!line.includes("Logs were written to")) {
+      if (!line.includes("Logs were written to") && !isRebuildOfAStoppedWorker(line)) {
         // stdout carries the answers.
         process.stderr.write(`${line}\n`);
       }
     }
   };
+}
+
+// A stopped Worker's bundle folder (.wrangler/tmp/bundle-*) is removed before its esbuild
+// watcher is disposed (wrangler's `bundleWorker`), and that watcher, seeing its input removed,
+// may rebuild once in between and log "Build failed ... Could not resolve
+// .../bundle-*/middleware-loader.entry.ts". `wrangler dev` logs the same as it exits; nothing
+// runs that build. Recognised by the folder it names being gone.
+function isRebuildOfAStoppedWorker(line) {
+  const missing = /Could not resolve "([^"]*[\\/]\.wrangler[\\/]tmp[\\/]bundle-[^"\\/]+)[\\/][^"]*"/.exec(line);
+  return missing !== null && !fs.existsSync(missing[1]);
 }
 
 const spawn = childProcess.spawn;
