@@ -11,7 +11,7 @@ source scripts/lib/wasm.sh
 ensure_wasm_tools
 
 target_dir=${CARGO_TARGET_DIR:-target}
-release_build --locked --release --target wasm32-unknown-unknown -p kya-bench
+release_cargo build --locked --release --target wasm32-unknown-unknown -p kya-bench
 bindgen_and_optimise -O1 "$target_dir/wasm32-unknown-unknown/release/kya_bench.wasm" "$target_dir/bench-wasm" kya_bench \
   --no-typescript
 # The glue is an ES module: say so, or Node parses it twice.

@@ -14,7 +14,7 @@ source scripts/lib/wasm.sh
 ensure_wasm_tools
 
 target_dir=${CARGO_TARGET_DIR:-target}
-release_build --locked --release --target wasm32-unknown-unknown -p kya-edge-api
+release_cargo build --locked --release --target wasm32-unknown-unknown -p kya-edge-api
 # wasm-opt at -O1 cuts the Worker's upload as Cloudflare counts it (gzip) by more than -Oz does:
 # 977,521 bytes gzipped against -Oz's 1,009,967 (2,868,432 raw against 2,721,287), in 26 s of
 # CPU against 120 s (npm's binaryen 132 is compiled to wasm and runs on one thread; -Os took

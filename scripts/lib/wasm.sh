@@ -18,12 +18,12 @@ ensure_wasm_tools() {
   wasm_bindgen="${CARGO_TARGET_DIR:-target}/debug/kya-wasm-bindgen"
 }
 
-# release_build ARGS...: `cargo build ARGS` for a shipped wasm32 build, with rustc itself even
-# when the caller lints the workspace through clippy-driver (scripts/test.sh exports it as
-# RUSTC_WORKSPACE_WRAPPER): clippy-driver lowers MIR optimisation, and what ships is optimised
-# as released.
-release_build() {
-  env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS cargo build "$@"
+# release_cargo COMMAND ARGS...: `cargo COMMAND ARGS` (build, rustc) for a shipped wasm32 build,
+# with rustc itself even when the caller lints the workspace through clippy-driver
+# (scripts/test.sh exports it as RUSTC_WORKSPACE_WRAPPER): clippy-driver lowers MIR
+# optimisation, and what ships is optimised as released.
+release_cargo() {
+  env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS cargo "$@"
 }
 
 # bindgen_and_optimise LEVEL COMPILED OUT_DIR OUT_NAME [wasm-bindgen flags...]: wasm-bindgen's
