@@ -20,7 +20,7 @@ target_dir=${CARGO_TARGET_DIR:-target}
 # and the Worker's builds of them sit side by side and neither rebuilds the other; the
 # build-time crates (syn, serde_derive, alloy's `sol!`, wasm-bindgen's macros), compiled for the
 # host at opt-level 0 whatever the profile says, are the Worker's. Not `lto` in the profile:
-# cargo counts it in the build-time crates' hash too, and compiled all of them again (about 70
+# cargo counts it in the build-time crates' hash too, and compiled all of them again (about 60
 # s of CPU; a profile of its own did the same in its own folder). Link-time optimisation is
 # asked of rustc instead: every wasm32 crate keeps its LLVM bitcode (a target flag, which
 # build-time crates do not get) and the package's own crate, the only one `cargo rustc` passes

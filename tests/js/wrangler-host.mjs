@@ -94,8 +94,11 @@ function describe(error) {
 // The configuration `wrangler dev` gives a DevEnv for the flags the tests pass it
 // (`--ip 127.0.0.1 --port P --inspector-port Q --persist-to DIR --log-level log
 // [--test-scheduled] --var NAME:value...`), less the dev registry (the shared folder through
-// which Workers started apart find each other's service bindings: ours has none) and the
-// watching of files (no test rebuilds its Worker under it).
+// which Workers started apart find each other's service bindings: ours has none). Its watchers
+// are `wrangler dev`'s, which no option of a DevEnv turns off: a Worker reloads when
+// wrangler.toml, its bundle's inputs (edge-api/build/, edge-api/js/) or the explorer's assets
+// (edge-api/public/) change, so nothing may rewrite those while Workers run
+// (scripts/lib/files.sh writes only what changed).
 function devConfig(command) {
   return {
     config: "wrangler.toml",
@@ -109,7 +112,6 @@ function devConfig(command) {
       persist: command.persist,
       testScheduled: command.testScheduled,
       logLevel: "log",
-      watch: false,
       liveReload: false,
     },
   };
