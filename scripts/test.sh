@@ -94,9 +94,7 @@ for name in "${needs_wasm[@]}"; do skips+=(--skip "$name"); done
 # `--lib --bins --tests`, the targets the build above compiled in test mode, and the doc tests
 # apart (cargo takes `--doc` alone): a bare `cargo test` also builds the examples again, outside
 # test mode (the build above compiled and linted them in it), about 26 s of compiling. The doc
-# tests build `kya-edge-api`'s native library, though it has none (`doctest = false`): 23 s.
-# `--exclude kya-edge-api` cost more (87 s): without the Worker's crate, cargo unifies the
-# workspace's features differently and compiled its crates again.
+# tests pass the Worker's crate by, a cdylib alone (edge-api/Cargo.toml says why).
 KYA_WASM_BUILDING=1 watched cargo test --workspace --locked --lib --bins --tests -- --test-threads=3 "${skips[@]}" \
   || failed+=("the tests that need no wasm")
 cargo test --workspace --locked --doc || failed+=("the doc tests")
