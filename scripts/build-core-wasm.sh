@@ -14,37 +14,43 @@ source scripts/lib/wasm.sh
 source scripts/lib/files.sh
 ensure_wasm_tools
 
-target_dir=${CARGO_TARGET_DIR:-target}
-# Size first, on the `release` profile the Worker is built in (scripts/build-worker.sh), with
-# these settings for this build. The settings change every wasm32 crate's hash, so the package's
-# and the Worker's builds of them sit side by side and neither rebuilds the other; the
-# build-time crates (syn, serde_derive, alloy's `sol!`, wasm-bindgen's macros), compiled for the
-# host at opt-level 0 whatever the profile says, are the Worker's. Not `lto` in the profile:
-# cargo counts it in the build-time crates' hash too, and compiled all of them again (about 60
-# s of CPU; a profile of its own did the same in its own folder). Link-time optimisation is
-# asked of rustc instead: every wasm32 crate keeps its LLVM bitcode (a target flag, which
-# build-time crates do not get) and the package's own crate, the only one `cargo rustc` passes
-# arguments to, is linked with `-C lto=fat`, which is what the profile's `lto = true` does. The
-# package is the same to within a few bytes (592,758 against 593,629 after wasm-opt).
+# Size first: opt-level "z" in one codegen unit (shipped_cargo, scripts/lib/wasm.sh: the
+# `dev` profile with `release`'s other settings, where the Worker is built too), aborting on
+# panic. These settings change every wasm32 crate's hash, so the package's and the Worker's
+# builds of them sit side by side and neither rebuilds the other; the build-time crates (syn,
+# serde_derive, alloy's `sol!`, wasm-bindgen's macros), compiled for the host at `dev`'s
+# settings whatever these say, are the ones the tests' and the Worker's builds compiled. Not
+# `lto` in the profile: cargo counts it in the build-time crates' hash too, and compiled all of
+# them again (about 60 s of CPU). Link-time optimisation is asked of rustc instead: every wasm32
+# crate keeps its LLVM bitcode (a target flag, which build-time crates do not get) and the
+# package's own crate, the only one `cargo rustc` passes arguments to, is linked with
+# `-C lto=fat`, which is what the profile's `lto = true` does.
 # Ed25519's field arithmetic stays at opt-level 3: at "z" a pass's check in Node took 430 µs,
-# against the 250 µs target (docs/bench/passes.md).
+# against the 250 µs target (docs/bench/passes.md). The crates Cargo.toml optimises in the
+# tests' builds (secp256k1's, Keccak, SHA-256's) are set back to "z": at 3 they made the package
+# 44,008 bytes larger. A package's setting outranks `build-override`, so the build-time crates
+# that use them (alloy's `sol!`) are compiled once more for this build.
 size_first=(
-  --config 'profile.release.opt-level="z"'
-  --config 'profile.release.codegen-units=1'
-  --config 'profile.release.panic="abort"'
-  --config 'profile.release.strip="debuginfo"'
-  --config 'profile.release.package.curve25519-dalek.opt-level=3'
+  --config 'profile.dev.panic="abort"'
+  --config 'profile.dev.package.curve25519-dalek.opt-level=3'
+  --config 'profile.dev.package.k256.opt-level="z"'
+  --config 'profile.dev.package.keccak.opt-level="z"'
+  --config 'profile.dev.package.sha2.opt-level="z"'
+  --config 'profile.dev.package.hmac.opt-level="z"'
+  --config 'profile.dev.package.digest.opt-level="z"'
+  --config 'profile.dev.package.block-buffer.opt-level="z"'
+  --config 'profile.dev.package.hybrid-array.opt-level="z"'
   --config 'target.wasm32-unknown-unknown.rustflags=["-Cembed-bitcode=yes"]'
 )
 # Without RUSTFLAGS: cargo would put them in place of the target's flags, and the crates
 # compiled without bitcode could not be linked with LTO.
 (
   unset RUSTFLAGS CARGO_ENCODED_RUSTFLAGS
-  release_cargo rustc --locked --release "${size_first[@]}" --target wasm32-unknown-unknown -p kya-core-wasm \
-    -- -C lto=fat
+  shipped_cargo '"z"' 1 rustc --locked "${size_first[@]}" --target wasm32-unknown-unknown \
+    -p kya-core-wasm -- -C lto=fat
 )
 out=core/pkg
-bindgen_and_optimise -Oz "$target_dir/wasm32-unknown-unknown/release/kya_core_wasm.wasm" "$out" kya_core
+bindgen_and_optimise -Oz "$(shipped_wasm kya_core_wasm)" "$out" kya_core
 
 for file in node.js changes.js changes.d.ts README.md; do
   install_if_changed "core/npm/$file" "$out/$file"

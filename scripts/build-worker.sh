@@ -13,14 +13,14 @@ cd "$(dirname "$0")/.."
 source scripts/lib/wasm.sh
 ensure_wasm_tools
 
-target_dir=${CARGO_TARGET_DIR:-target}
-release_cargo build --locked --release --target wasm32-unknown-unknown -p kya-edge-api
+# `release`'s opt-level and codegen units (scripts/lib/wasm.sh says why on `dev`).
+shipped_cargo 3 16 build --locked --target wasm32-unknown-unknown -p kya-edge-api
 # wasm-opt at -O1 cuts the Worker's upload as Cloudflare counts it (gzip) by more than -Oz does:
 # 977,521 bytes gzipped against -Oz's 1,009,967 (2,868,432 raw against 2,721,287), in 26 s of
 # CPU against 120 s (npm's binaryen 132 is compiled to wasm and runs on one thread; -Os took
 # 102 s, -O2 78 s). It runs beside the explorer's build, whose last step (the size-first profile's
 # LTO, one codegen unit) uses one core too.
-bindgen_and_optimise -O1 "$target_dir/wasm32-unknown-unknown/release/kya_edge_api.wasm" edge-api/build kya_edge_api \
+bindgen_and_optimise -O1 "$(shipped_wasm kya_edge_api)" edge-api/build kya_edge_api \
   --no-typescript &
 worker_glue=$!
 explorer=0

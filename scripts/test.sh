@@ -25,10 +25,11 @@ await_job() {
 # targets as `cargo clippy --workspace --all-targets -- -D warnings`, and the browser package's
 # bindings too (kya-tests turns on kya-core's `browser` feature; their wasm32 build is the
 # package's own, in build-worker.sh), where a `cargo clippy` of its own for wasm32 type-checked
-# kya-core's dependencies once more (about 50 s). Exported, so the test run
-# and the scripts the tests call build with the same compiler and reuse these artifacts; the
-# release builds for wasm32 (scripts/lib/wasm.sh) leave it out: clippy-driver also lowers MIR
-# optimisation, which the shipped Worker and package keep.
+# kya-core's dependencies once more (about 50 s). Exported, so the test run and the scripts the
+# tests call build with the same compiler and reuse these artifacts; the shipped builds for
+# wasm32 (scripts/lib/wasm.sh's shipped_cargo) leave it out: clippy-driver also lowers MIR
+# optimisation, which the shipped Worker and package keep. They reuse this build's build-time
+# crates (proc-macros, build scripts) instead.
 # The workspace compiles (minutes of CPU) while the bootstrap waits on the network (apt, pip):
 # it needs only the toolchain and the npm packages, the bootstrap's first steps.
 bash scripts/bootstrap.sh --build-deps
@@ -54,7 +55,7 @@ node contracts/compile.mjs --check
 step "formatting"
 cargo fmt --all --check
 
-# kya-core is compiled for wasm32 by the Worker's release build and, in the browser package's
+# kya-core is compiled for wasm32 by the Worker's build and, in the browser package's
 # cdylib (core/wasm/), by build-explorer.sh (both in build-worker.sh below); a debug build here would only
 # compile it a fourth time. What is checked here is what no build shows: its dependencies.
 step "kya-core has no I/O dependency on wasm32"

@@ -18,12 +18,38 @@ ensure_wasm_tools() {
   wasm_bindgen="${CARGO_TARGET_DIR:-target}/debug/kya-wasm-bindgen"
 }
 
-# release_cargo COMMAND ARGS...: `cargo COMMAND ARGS` (build, rustc) for a shipped wasm32 build,
-# with rustc itself even when the caller lints the workspace through clippy-driver
-# (scripts/test.sh exports it as RUSTC_WORKSPACE_WRAPPER): clippy-driver lowers MIR
-# optimisation, and what ships is optimised as released.
-release_cargo() {
-  env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS cargo "$@"
+# shipped_cargo OPT_LEVEL CODEGEN_UNITS COMMAND ARGS...: `cargo COMMAND ARGS` (build, rustc) for a
+# shipped wasm32 build (the Worker, the browser package, the benches' wasm): the crates for wasm32
+# at OPT_LEVEL in CODEGEN_UNITS units, with `release`'s other settings (no debug info, assertions
+# or overflow checks, no incremental caches), and rustc itself even when the caller lints the
+# workspace through clippy-driver (scripts/test.sh exports it as RUSTC_WORKSPACE_WRAPPER):
+# clippy-driver lowers MIR optimisation, and what ships is optimised as released.
+# On cargo's `dev` profile, not `release`: cargo keeps each profile's build-time crates (syn,
+# serde_derive, wasm-bindgen's and `worker`'s macros, the proc-macros' own dependencies, every
+# build script) in a folder named after the profile, `target/debug/` for `dev`, so a `release`
+# build compiled them all again beside the tests' build. On `dev`, with the build-time crates
+# left at `dev`'s settings (`build-override`: opt-level 0, assertions and overflow checks on),
+# their hashes are the tests' build's and cargo reuses them (docs/testing.md, "This stop's
+# runs"). Those settings reach only what runs at build time: nothing of them ships.
+shipped_cargo() {
+  local opt_level=$1 codegen_units=$2 command=$3
+  shift 3
+  env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS cargo "$command" \
+    --config "profile.dev.opt-level=$opt_level" \
+    --config "profile.dev.codegen-units=$codegen_units" \
+    --config 'profile.dev.debug=false' \
+    --config 'profile.dev.debug-assertions=false' \
+    --config 'profile.dev.overflow-checks=false' \
+    --config 'profile.dev.incremental=false' \
+    --config 'profile.dev.build-override.opt-level=0' \
+    --config 'profile.dev.build-override.debug-assertions=true' \
+    --config 'profile.dev.build-override.overflow-checks=true' \
+    "$@"
+}
+
+# Where shipped_cargo leaves the wasm32 crate named $1 (kya_edge_api): `dev`'s folder.
+shipped_wasm() {
+  printf '%s/wasm32-unknown-unknown/debug/%s.wasm' "${CARGO_TARGET_DIR:-target}" "$1"
 }
 
 # bindgen_and_optimise LEVEL COMPILED OUT_DIR OUT_NAME [wasm-bindgen flags...]: wasm-bindgen's
