@@ -33,6 +33,12 @@ if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
   rustup target add wasm32-unknown-unknown
 fi
 
+# `--toolchain`: only the toolchain's parts, all a cargo build of the workspace needs before it
+# starts: scripts/test.sh builds while the rest, the npm packages first, installs beside it.
+if [ "${1:-}" = "--toolchain" ]; then
+  exit 0
+fi
+
 # npm packages (solc-js, OpenZeppelin sources, anvil, wrangler, ...) at the locked versions.
 # `npm ci` refused this lockfile when it lacked entries for the other platforms' optional
 # binaries (anvil-darwin-*, ...), which the registry we reach lists, so `npm install` (which keeps
@@ -45,11 +51,12 @@ if [ "$(cat "$lock_stamp" 2>/dev/null)" != "$(lock_hash)" ]; then
   npm install --no-audit --no-fund --loglevel=error
   lock_hash > "$lock_stamp"
 fi
-
-# `--build-deps`: only what a cargo build of the workspace needs, the toolchain and the npm
-# packages (the relayer embeds Swagger UI from one): scripts/test.sh builds while the rest installs.
-if [ "${1:-}" = "--build-deps" ]; then
-  exit 0
+# The packages are in place: a build that scripts/test.sh started beside this install may read
+# them now. It holds node_modules/.kya-npm-install.lock (flock) on the descriptor it names here,
+# and the relayer's build script, which embeds Swagger UI from one of them, waits on that lock
+# (relayer-daemon/build.rs).
+if [ -n "${KYA_NPM_LOCK_FD:-}" ]; then
+  flock --unlock "$KYA_NPM_LOCK_FD"
 fi
 
 # Further installs, one file per concern (Python signers, browsers, PostgreSQL, ...), in name order.

@@ -30,9 +30,16 @@ await_job() {
 # wasm32 (scripts/lib/wasm.sh's shipped_cargo) leave it out: clippy-driver also lowers MIR
 # optimisation, which the shipped Worker and package keep. They reuse this build's build-time
 # crates (proc-macros, build scripts) instead.
-# The workspace compiles (minutes of CPU) while the bootstrap waits on the network (apt, pip):
-# it needs only the toolchain and the npm packages, the bootstrap's first steps.
-bash scripts/bootstrap.sh --build-deps
+# The workspace compiles (minutes of CPU) while the bootstrap waits on the network (npm, apt,
+# pip): it needs only the toolchain, the bootstrap's first step, and, in the relayer's build
+# script, the npm packages (it embeds Swagger UI from one). That script waits on
+# node_modules/.kya-npm-install.lock (relayer-daemon/build.rs), held here from before the build
+# starts until the bootstrap has the packages in place (it unlocks the descriptor named in
+# KYA_NPM_LOCK_FD): build scripts run seconds into a build, the install takes 15 to 30.
+bash scripts/bootstrap.sh --toolchain
+mkdir -p node_modules
+exec {npm_lock}>node_modules/.kya-npm-install.lock
+flock "$npm_lock"
 # No incremental compilation: every crate here is compiled once, from nothing, and writing the
 # incremental caches of the workspace's crates only costs time. A developer's own `cargo test`
 # keeps them (it rebuilds the workspace's crates anyway: the wrapper below differs).
@@ -42,11 +49,12 @@ RUSTC_WORKSPACE_WRAPPER=$(rustup which clippy-driver)
 export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 step "building every target, with clippy's lints (warnings are errors), beside the bootstrap"
 build_log=$(mktemp)
-cargo test --workspace --all-targets --locked --no-run >"$build_log" 2>&1 &
+cargo test --workspace --all-targets --locked --no-run >"$build_log" 2>&1 {npm_lock}>&- &
 build=$!
 # A failed bootstrap stops the build it ran beside.
 trap 'kill "$build" 2>/dev/null || true; rm -f "$build_log"' EXIT
-bash scripts/bootstrap.sh
+KYA_NPM_LOCK_FD=$npm_lock bash scripts/bootstrap.sh
+exec {npm_lock}>&-
 await_job "$build" "$build_log" "building the tests"
 
 step "contract artifacts match the Solidity sources"
