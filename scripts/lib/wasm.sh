@@ -29,8 +29,8 @@ ensure_wasm_tools() {
 # build script) in a folder named after the profile, `target/debug/` for `dev`, so a `release`
 # build compiled them all again beside the tests' build. On `dev`, with the build-time crates
 # left at `dev`'s settings (`build-override`: opt-level 0, assertions and overflow checks on),
-# their hashes are the tests' build's and cargo reuses them (docs/testing.md, "This stop's
-# runs"). Those settings reach only what runs at build time: nothing of them ships.
+# their hashes are the tests' build's and cargo reuses them (docs/testing.md,
+# "Stop 59's runs"). Those settings reach only what runs at build time: nothing of them ships.
 shipped_cargo() {
   local opt_level=$1 codegen_units=$2 command=$3
   shift 3
