@@ -49,6 +49,11 @@ size_first=(
   shipped_cargo '"z"' 1 rustc --locked "${size_first[@]}" --target wasm32-unknown-unknown \
     -p kya-core-wasm -- -C lto=fat
 )
+# `--compile-only`: the cargo step alone (scripts/build-worker.sh compiles the package before the
+# Worker, and leaves the rest of this script for later).
+if [ "${1:-}" = "--compile-only" ]; then
+  exit 0
+fi
 out=core/pkg
 bindgen_and_optimise -Oz "$(shipped_wasm kya_core_wasm)" "$out" kya_core
 
