@@ -284,7 +284,7 @@ impl EdgeWorker {
 
     /// A client of this Worker.
     pub fn client(&self) -> EdgeClient {
-        EdgeClient::new(&self.base)
+        EdgeClient::new(&self.base, &self.log)
     }
 }
 
@@ -412,17 +412,30 @@ impl Answer {
     }
 }
 
+/// How much of the Worker's log a failed request shows.
+const LOG_TAIL_LINES: usize = 40;
+
 /// An HTTP client of the Worker. Every request comes from a fresh client IP (`CF-Connecting-IP`)
 /// unless one is given, so tests do not use up each other's rate-limit quota.
 #[derive(Debug, Clone)]
 pub struct EdgeClient {
     base: String,
     http: reqwest::Client,
+    /// The Worker's log, whose end a request that got no answer at all shows.
+    log: PathBuf,
 }
 
 impl EdgeClient {
-    fn new(base: &str) -> Self {
-        Self { base: base.to_owned(), http: crate::http_client() }
+    fn new(base: &str, log: &Path) -> Self {
+        Self { base: base.to_owned(), http: crate::http_client(), log: log.to_owned() }
+    }
+
+    /// The last lines of the Worker's log: what its runtime and wrangler said last, for a
+    /// request that got no answer (a runtime gone or restarting shows there).
+    fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n")
     }
 
     /// GET `path` from a fresh client IP.
@@ -492,7 +505,9 @@ impl EdgeClient {
         if let Some(body) = body {
             request = request.body(body);
         }
-        let response = request.send().await.unwrap_or_else(|error| panic!("{path}: {error}"));
+        let response = request.send().await.unwrap_or_else(|error| {
+            panic!("{path}: {error:?}\nthe Worker's log ends ({}):\n{}", self.log.display(), self.log_tail())
+        });
         let status = response.status().as_u16();
         let headers = response.headers().clone();
         let text = response.text().await.expect("a body");
