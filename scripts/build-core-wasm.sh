@@ -12,46 +12,53 @@ cd "$(dirname "$0")/.."
 source scripts/lib/wasm.sh
 # shellcheck source=lib/files.sh
 source scripts/lib/files.sh
-ensure_wasm_tools
 
-# Size first: opt-level "z" in one codegen unit (shipped_cargo, scripts/lib/wasm.sh: the
-# `dev` profile with `release`'s other settings, where the Worker is built too), aborting on
-# panic. These settings change every wasm32 crate's hash, so the package's and the Worker's
-# builds of them sit side by side and neither rebuilds the other; the build-time crates (syn,
-# serde_derive, alloy's `sol!`, wasm-bindgen's macros), compiled for the host at `dev`'s
-# settings whatever these say, are the ones the tests' and the Worker's builds compiled. Not
-# `lto` in the profile: cargo counts it in the build-time crates' hash too, and compiled all of
-# them again (about 60 s of CPU). Link-time optimisation is asked of rustc instead: every wasm32
-# crate keeps its LLVM bitcode (a target flag, which build-time crates do not get) and the
-# package's own crate, the only one `cargo rustc` passes arguments to, is linked with
-# `-C lto=fat`, which is what the profile's `lto = true` does.
-# Ed25519's field arithmetic stays at opt-level 3: at "z" a pass's check in Node took 430 µs,
-# against the 250 µs target (docs/bench/passes.md). The crates Cargo.toml optimises in the
-# tests' builds (secp256k1's, Keccak, SHA-256's) are set back to "z": at 3 they made the package
-# 44,008 bytes larger. A package's setting outranks `build-override`, so the build-time crates
-# that use them (alloy's `sol!`) are compiled once more for this build.
-size_first=(
-  --config 'profile.dev.panic="abort"'
-  --config 'profile.dev.package.curve25519-dalek.opt-level=3'
-  --config 'profile.dev.package.k256.opt-level="z"'
-  --config 'profile.dev.package.keccak.opt-level="z"'
-  --config 'profile.dev.package.sha2.opt-level="z"'
-  --config 'profile.dev.package.hmac.opt-level="z"'
-  --config 'profile.dev.package.digest.opt-level="z"'
-  --config 'profile.dev.package.block-buffer.opt-level="z"'
-  --config 'profile.dev.package.hybrid-array.opt-level="z"'
-  --config 'target.wasm32-unknown-unknown.rustflags=["-Cembed-bitcode=yes"]'
-)
-# Without RUSTFLAGS: cargo would put them in place of the target's flags, and the crates
-# compiled without bitcode could not be linked with LTO.
-(
-  unset RUSTFLAGS CARGO_ENCODED_RUSTFLAGS
-  shipped_cargo '"z"' 1 rustc --locked "${size_first[@]}" --target wasm32-unknown-unknown \
-    -p kya-core-wasm -- -C lto=fat
-)
-# `--compile-only`: the cargo step alone (scripts/build-worker.sh compiles the package before the
-# Worker, and leaves the rest of this script for later).
-if [ "${1:-}" = "--compile-only" ]; then
+# `--compile-only`: the cargo steps alone. `--package-only`: the rest, after a `--compile-only`
+# run, with no cargo at all: scripts/build-worker.sh runs the two apart, the second beside the
+# Worker's compile, where any cargo of its own would wait on the Worker's for cargo's lock.
+mode=${1:-}
+
+compile() {
+  # Size first: opt-level "z" in one codegen unit (shipped_cargo, scripts/lib/wasm.sh: the
+  # `dev` profile with `release`'s other settings, where the Worker is built too), aborting on
+  # panic. These settings change every wasm32 crate's hash, so the package's and the Worker's
+  # builds of them sit side by side and neither rebuilds the other; the build-time crates (syn,
+  # serde_derive, alloy's `sol!`, wasm-bindgen's macros), compiled for the host at `dev`'s
+  # settings whatever these say, are the ones the tests' and the Worker's builds compiled. Not
+  # `lto` in the profile: cargo counts it in the build-time crates' hash too, and compiled all of
+  # them again (about 60 s of CPU). Link-time optimisation is asked of rustc instead: every wasm32
+  # crate keeps its LLVM bitcode (a target flag, which build-time crates do not get) and the
+  # package's own crate, the only one `cargo rustc` passes arguments to, is linked with
+  # `-C lto=fat`, which is what the profile's `lto = true` does.
+  # Ed25519's field arithmetic stays at opt-level 3: at "z" a pass's check in Node took 430 µs,
+  # against the 250 µs target (docs/bench/passes.md). The crates Cargo.toml optimises in the
+  # tests' builds (`[profile.dev.package.NAME]`: secp256k1's, Keccak, SHA-256's...; read from it,
+  # so that one added there is not missed here) are set back to "z": at 3 they made the package
+  # 44,008 bytes larger. A package's setting outranks `build-override`, so the build-time crates
+  # that use them (alloy's `sol!`) are compiled once more for this build.
+  size_first=()
+  local crate
+  for crate in $(sed -n 's/^\[profile\.dev\.package\.\([a-z0-9_-]*\)\]$/\1/p' Cargo.toml); do
+    size_first+=(--config "profile.dev.package.$crate.opt-level=\"z\"")
+  done
+  size_first+=(
+    --config 'profile.dev.panic="abort"'
+    --config 'profile.dev.package.curve25519-dalek.opt-level=3'
+    --config 'target.wasm32-unknown-unknown.rustflags=["-Cembed-bitcode=yes"]'
+  )
+  # Without RUSTFLAGS: cargo would put them in place of the target's flags, and the crates
+  # compiled without bitcode could not be linked with LTO.
+  (
+    unset RUSTFLAGS CARGO_ENCODED_RUSTFLAGS
+    shipped_cargo '"z"' 1 rustc --locked "${size_first[@]}" --target wasm32-unknown-unknown \
+      -p kya-core-wasm -- -C lto=fat
+  )
+}
+if [ "$mode" != --package-only ]; then
+  ensure_wasm_tools
+  compile
+fi
+if [ "$mode" = --compile-only ]; then
   exit 0
 fi
 out=core/pkg

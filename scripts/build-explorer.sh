@@ -11,7 +11,8 @@ cd "$(dirname "$0")/.."
 # shellcheck source=lib/files.sh
 source scripts/lib/files.sh
 
-bash scripts/build-core-wasm.sh
+# Its modes (--compile-only, --package-only) pass through: scripts/build-worker.sh runs them apart.
+bash scripts/build-core-wasm.sh "$@"
 mkdir -p edge-api/public/pkg
 for file in kya_core.js kya_core_bg.wasm; do
   install_if_changed "core/pkg/$file" "edge-api/public/pkg/$file"

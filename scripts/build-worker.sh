@@ -15,12 +15,13 @@ ensure_wasm_tools
 
 # In the order that leaves a core idle the least: the browser package's compile first (its last
 # step, the package's LTO, runs on one core), then the Worker's compile (every core) beside the
-# package's glue and wasm-opt (one core), then the Worker's glue and wasm-opt (one core, the
-# only step left alone at the end). The Worker first left the package's LTO and wasm-opt, about
-# 50 s on one core, at the end (scripts/test.sh's first part of the tests is done by then).
+# package's glue and wasm-opt (one core; no cargo, which would wait on the Worker's for cargo's
+# lock), then the Worker's glue and wasm-opt (one core, the only step left alone at the end).
+# The Worker first left the package's LTO and wasm-opt, about 50 s on one core, at the end
+# (scripts/test.sh's first part of the tests is done by then).
 bash scripts/build-core-wasm.sh --compile-only
 explorer=0
-bash scripts/build-explorer.sh &
+bash scripts/build-explorer.sh --package-only &
 explorer_job=$!
 # `release`'s opt-level and codegen units (scripts/lib/wasm.sh says why on `dev`).
 shipped_cargo 3 16 build --locked --target wasm32-unknown-unknown -p kya-edge-api

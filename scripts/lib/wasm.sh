@@ -3,19 +3,19 @@
 # The wasm-bindgen CLI is the workspace's own front to its library (tools/wasm-bindgen/: built
 # with the tests' dependencies, at the wasm-bindgen crate's version by construction); binaryen's
 # wasm-opt comes from npm (scripts/bootstrap.sh). Builds the one (seconds once built) and
-# installs the other if it is missing; sets $wasm_bindgen to the CLI's path.
+# installs the other if it is missing. $wasm_bindgen is the CLI's path.
 # `--workspace --bin`, not `-p`: cargo unifies the dependencies' features over the packages a
 # command selects, so `-p kya-wasm-bindgen` alone wanted about 25 of them (serde, syn, clap,
 # walrus...) with other features than the workspace's test build had compiled, and compiled them
 # again: 31 s and 57 s of CPU right after that test build, with scripts/test.sh's first part of
 # the tests waiting on cargo's lock meanwhile. Over the workspace, only the CLI's own crate is
 # left to build (1.7 s).
+wasm_bindgen="${CARGO_TARGET_DIR:-target}/debug/kya-wasm-bindgen"
 ensure_wasm_tools() {
   if [ ! -x node_modules/.bin/wasm-opt ]; then
     bash scripts/bootstrap.sh
   fi
   cargo build --locked --quiet --workspace --bin kya-wasm-bindgen
-  wasm_bindgen="${CARGO_TARGET_DIR:-target}/debug/kya-wasm-bindgen"
 }
 
 # shipped_cargo OPT_LEVEL CODEGEN_UNITS COMMAND ARGS...: `cargo COMMAND ARGS` (build, rustc) for a
