@@ -7,7 +7,7 @@ use std::{
     process::Command,
     sync::{
         Arc, Mutex,
-        atomic::{AtomicU64, AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
     },
     time::{Duration, Instant},
 };
@@ -48,8 +48,9 @@ pub struct EdgeWorker {
     starting: Pending,
     /// `http://127.0.0.1:<port>`.
     pub base: String,
-    /// Wrangler's DevTools inspector (`crate::worker_profile`).
-    inspector_port: u16,
+    /// Wrangler's DevTools inspector (`crate::worker_profile`), if [`open_inspectors`] asked
+    /// for one.
+    inspector_port: Option<u16>,
     log: PathBuf,
     /// What it was started with, for [`EdgeWorker::restart`].
     vars: Vec<(String, String)>,
@@ -265,12 +266,17 @@ impl EdgeWorker {
     }
 
     /// The port of wrangler's DevTools inspector, for [`crate::worker_profile::Profiler`].
+    ///
+    /// # Panics
+    ///
+    /// If the Worker was started without one (before [`open_inspectors`] was called).
     pub fn inspector_port(&self) -> u16 {
         self.inspector_port
+            .expect("a Worker with an inspector: call edge_fixture::open_inspectors() before starting it")
     }
 
     /// The process ids of the Worker's runtimes (`workerd`): wrangler's proxy Worker's, which
-    /// owns the public port, and the Worker's own (the one with an inspector,
+    /// owns the public port, and the Worker's own (the one whose entry port the system chose,
     /// [`crate::processes::worker_runtime`]). The Node process that drives them is the
     /// host's, shared with the test process's other Workers.
     pub fn runtimes(&self) -> Vec<u32> {
@@ -301,8 +307,21 @@ impl EdgeWorker {
     }
 }
 
+/// Whether the Workers started from now on open wrangler's DevTools inspector.
+static INSPECTORS: AtomicBool = AtomicBool::new(false);
+
+/// Starts every later Worker of this process with wrangler's DevTools inspector, for a benchmark
+/// that profiles the Worker ([`crate::worker_profile::Profiler`] attaches there). The tests run
+/// their Workers without one: with an inspector, wrangler forwards every console line of the
+/// Worker to its Node as a debug message and appends it to its debug log, about 2 ms of CPU a
+/// line, and the Worker logs a line for most requests (docs/testing.md). `wrangler dev` always
+/// opens one; its dev server API lets us leave it out.
+pub fn open_inspectors() {
+    INSPECTORS.store(true, Ordering::Relaxed);
+}
+
 /// Starts the Worker `name` of the wrangler host, as `wrangler dev --ip 127.0.0.1 --port <port>
-/// --inspector-port <port> --persist-to <state>/state --log-level log [--test-scheduled] --var
+/// [--inspector-port <port>] --persist-to <state>/state --log-level log [--test-scheduled] --var
 /// NAME:value...` would, on free ports, logging to `<state>/wrangler.log` (rewritten): its
 /// start, `http://127.0.0.1:<port>`, the inspector's port and the log.
 fn launch_wrangler(
@@ -310,11 +329,13 @@ fn launch_wrangler(
     state: &Path,
     vars: &[(String, String)],
     indexed: bool,
-) -> (Pending, String, u16, PathBuf) {
+) -> (Pending, String, Option<u16>, PathBuf) {
     let port = free_port();
     // Two ports the system handed out one after the other can be the same one. Each Worker
     // has its own: they would all want the default devtools port 9229.
-    let inspector_port = std::iter::repeat_with(free_port).find(|&other| other != port).expect("a port");
+    let inspector_port = INSPECTORS
+        .load(Ordering::Relaxed)
+        .then(|| std::iter::repeat_with(free_port).find(|&other| other != port).expect("a port"));
     let log = state.join("wrangler.log");
     let vars: Vec<(&str, &str)> = settings(vars).collect();
     let starting = WranglerHost::get().start(

@@ -3,7 +3,7 @@
 //! figures.
 //!
 //! `wrangler dev` runs two workerd processes: its own proxy, which owns the public port, and the
-//! runtime of the Worker, the one started with `--inspector-addr`
+//! runtime of the Worker, whose entry socket is on a port the system chose
 //! ([`crate::edge_fixture::EdgeWorker::runtimes`] gives both).
 
 use std::{collections::HashMap, process::Command, time::Duration};
@@ -32,11 +32,17 @@ pub fn descendants(pid: u32) -> Vec<u32> {
 }
 
 /// Which of a Worker's `runtimes` runs the Worker itself (not wrangler's proxy).
+///
+/// Both are `workerd serve` with an entry socket: wrangler's proxy binds the public port
+/// (`--socket-addr=entry=127.0.0.1:<port>`), the Worker's runtime asks for port 0, a port the
+/// system chooses. (Only the Worker's has `--inspector-addr`, but only when wrangler opens an
+/// inspector, which the tests' Workers do not: `crate::edge_fixture::open_inspectors`.)
 pub fn worker_runtime(runtimes: &[u32]) -> Option<u32> {
     runtimes.iter().copied().find(|&runtime| {
         let cmdline = std::fs::read(format!("/proc/{runtime}/cmdline")).unwrap_or_default();
         let cmdline = String::from_utf8_lossy(&cmdline);
-        cmdline.contains("workerd") && cmdline.contains("--inspector-addr")
+        cmdline.contains("workerd")
+            && cmdline.split('\0').any(|argument| argument.ends_with("=entry=127.0.0.1:0"))
     })
 }
 
@@ -74,7 +80,7 @@ pub fn mib(bytes: u64) -> String {
 // A request to `wrangler dev`'s port passes wrangler's proxy Worker (a `workerd` process of its
 // own), then the runtime's entry Worker, then ours: 5 to 20 ms cold here (`docs/bench/index-cold.md`)
 // that no deployed Worker pays, as Cloudflare's edge calls the Worker itself. The runtime that
-// runs our Worker (the `workerd` started with an inspector) listens on its own loopback port,
+// runs our Worker ([`worker_runtime`]) listens on its own loopback port,
 // which wrangler prints nowhere: it is found among that process's listening sockets as the one
 // answering our `/health` (which the restart has asked already: the probe warms nothing the
 // measured request would not find warm). Asked there, a cold answer still passes the runtime's entry

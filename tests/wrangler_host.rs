@@ -28,7 +28,8 @@ const ANSWER: &str = "\u{1}wrangler-host ";
 #[derive(Debug, Clone)]
 pub struct StartRequest<'a> {
     pub port: u16,
-    pub inspector_port: u16,
+    /// Wrangler's DevTools inspector, for a profiler; `None` starts the Worker without one.
+    pub inspector_port: Option<u16>,
     /// Wrangler's `--persist-to`.
     pub persist: PathBuf,
     /// The file every line wrangler logs for this Worker goes to (rewritten).

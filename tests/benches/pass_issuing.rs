@@ -54,6 +54,8 @@ impl Kind {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    // The profiles of the Worker's CPU attach to wrangler's DevTools inspector.
+    kya_tests::edge_fixture::open_inspectors();
     kya_tests::run_script("build-worker.sh");
     let started = Instant::now();
     let load = kya_tests::load_averages();

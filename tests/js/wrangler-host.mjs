@@ -12,7 +12,7 @@
 // Protocol (tests/wrangler_host.rs): one JSON command per line on stdin; each answer is one line
 // on stdout after ANSWER (anything else on stdout is not an answer). Commands:
 // - {"id", "op": "start", "worker", "port", "inspectorPort", "persist", "log", "vars",
-//   "testScheduled"}: starts a Worker, answered once wrangler's proxy listens on `port` (as
+//   "testScheduled"}: starts a Worker (with no DevTools inspector when `inspectorPort` is null), answered once wrangler's proxy listens on `port` (as
 //   `wrangler dev` is then "Ready"; the Worker's own runtime may still be starting), or with the
 //   error that stopped it (a port another process took);
 // - {"id", "op": "runtimes", "worker"}: the pids of the Worker's runtimes (`workerd`) so far;
@@ -108,7 +108,12 @@ function devConfig(command) {
     dev: {
       remote: false,
       server: { hostname: "127.0.0.1", port: command.port },
-      inspector: { hostname: "127.0.0.1", port: command.inspectorPort },
+      // No inspector unless a profiler will attach: with one, wrangler's inspector proxy
+      // forwards every console line of the Worker to Node as a debug line, which wrangler
+      // formats and appends to its debug log (about 2 ms of CPU a line across Node and the
+      // proxy's runtime, and the Worker logs a line for most requests: docs/testing.md).
+      inspector:
+        command.inspectorPort === null ? false : { hostname: "127.0.0.1", port: command.inspectorPort },
       persist: command.persist,
       testScheduled: command.testScheduled,
       logLevel: "log",

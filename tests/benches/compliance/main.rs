@@ -55,6 +55,8 @@ struct Measured {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    // The profiles of the Worker's CPU attach to wrangler's DevTools inspector.
+    kya_tests::edge_fixture::open_inspectors();
     let agents: u64 = number("BENCH_COMPLIANCE_AGENTS", 10_000);
     let rounds = number("BENCH_COMPLIANCE_ROUNDS", 3) as usize;
     let root = repo_root();

@@ -66,6 +66,8 @@ pub(crate) struct Measured {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    // The profiles of the Worker's CPU attach to wrangler's DevTools inspector.
+    kya_tests::edge_fixture::open_inspectors();
     let sizes: Vec<u64> = std::env::var("BENCH_INDEX_AGENTS")
         .unwrap_or_else(|_| "1000".into())
         .split(',')

@@ -302,6 +302,8 @@ fn report(phases: &[Phase], commit: &str, load: (&str, &str)) -> String {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    // The profiles of the Worker's CPU attach to wrangler's DevTools inspector.
+    kya_tests::edge_fixture::open_inspectors();
     let worker = EdgeWorker::start_indexed(&[
         ("RPC_URL", "http://127.0.0.1:9".to_owned()),
         ("REGISTRY_ADDRESS", Address::repeat_byte(0x11).to_checksum(None)),

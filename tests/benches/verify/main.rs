@@ -352,6 +352,8 @@ struct Warm {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    // The profiles of the Worker's CPU attach to wrangler's DevTools inspector.
+    kya_tests::edge_fixture::open_inspectors();
     // Built before anything is timed (the fixture's own build is then a quick check).
     kya_tests::run_script("build-worker.sh");
     let started = Instant::now();
