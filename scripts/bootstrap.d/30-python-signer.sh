@@ -17,6 +17,6 @@ if [ "$(cat "$signer_stamp" 2>/dev/null)" != "$(sha256sum < "$signer_requirement
       python3 -m venv "$signer_venv"
     fi
   fi
-  "$signer_venv/bin/pip" install --quiet --disable-pip-version-check -r "$signer_requirements"
+  venv_install "$signer_venv" "$signer_requirements"
   sha256sum < "$signer_requirements" | cut -d' ' -f1 > "$signer_stamp"
 fi

@@ -8,6 +8,6 @@ webhook_requirements=tests/webhooks/requirements.txt
 webhook_stamp=$webhook_venv/.kya-webhooks-stamp
 if [ "$(cat "$webhook_stamp" 2>/dev/null)" != "$(sha256sum < "$webhook_requirements" | cut -d' ' -f1)" ]; then
   log "installing the webhook verifier ($(tr '\n' ' ' < "$webhook_requirements")) into $webhook_venv"
-  "$webhook_venv/bin/pip" install --quiet --disable-pip-version-check -r "$webhook_requirements"
+  venv_install "$webhook_venv" "$webhook_requirements"
   sha256sum < "$webhook_requirements" | cut -d' ' -f1 > "$webhook_stamp"
 fi

@@ -10,6 +10,6 @@ openapi_requirements=tests/openapi-tools/requirements.txt
 openapi_stamp=$openapi_venv/.kya-openapi-stamp
 if [ "$(cat "$openapi_stamp" 2>/dev/null)" != "$(sha256sum < "$openapi_requirements" | cut -d' ' -f1)" ]; then
   log "installing the OpenAPI tools ($(tr '\n' ' ' < "$openapi_requirements")) into $openapi_venv"
-  "$openapi_venv/bin/pip" install --quiet --disable-pip-version-check -r "$openapi_requirements"
+  venv_install "$openapi_venv" "$openapi_requirements"
   sha256sum < "$openapi_requirements" | cut -d' ' -f1 > "$openapi_stamp"
 fi
