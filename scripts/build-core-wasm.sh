@@ -36,7 +36,7 @@ compile() {
   # so that one added there is not missed here) are set back to "z": at 3 they made the package
   # 44,008 bytes larger. A package's setting outranks `build-override`, so the build-time crates
   # that use them (alloy's `sol!`) are compiled once more for this build.
-  size_first=()
+  local -a size_first=()
   local crate
   for crate in $(sed -n 's/^\[profile\.dev\.package\.\([a-z0-9_-]*\)\]$/\1/p' Cargo.toml); do
     size_first+=(--config "profile.dev.package.$crate.opt-level=\"z\"")

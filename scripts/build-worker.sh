@@ -11,7 +11,6 @@ cd "$(dirname "$0")/.."
 
 # shellcheck source=lib/wasm.sh
 source scripts/lib/wasm.sh
-ensure_wasm_tools
 
 # In the order that leaves a core idle the least: the browser package's compile first (its last
 # step, the package's LTO, runs on one core), then the Worker's compile (every core) beside the
@@ -19,6 +18,9 @@ ensure_wasm_tools
 # lock), then the Worker's glue and wasm-opt (one core, the only step left alone at the end).
 # The Worker first left the package's LTO and wasm-opt, about 50 s on one core, at the end
 # (scripts/test.sh's first part of the tests is done by then).
+#
+# The package's compile starts with ensure_wasm_tools (scripts/lib/wasm.sh), which the steps
+# below need too: one cargo call for the wasm-bindgen CLI, not two.
 bash scripts/build-core-wasm.sh --compile-only
 explorer=0
 bash scripts/build-explorer.sh --package-only &

@@ -12,9 +12,10 @@
 // Protocol (tests/wrangler_host.rs): one JSON command per line on stdin; each answer is one line
 // on stdout after ANSWER (anything else on stdout is not an answer). Commands:
 // - {"id", "op": "start", "worker", "port", "inspectorPort", "persist", "log", "vars",
-//   "testScheduled"}: starts a Worker (with no DevTools inspector when `inspectorPort` is null), answered once wrangler's proxy listens on `port` (as
-//   `wrangler dev` is then "Ready"; the Worker's own runtime may still be starting), or with the
-//   error that stopped it (a port another process took);
+//   "testScheduled"}: starts a Worker (with no DevTools inspector when `inspectorPort` is
+//   null), answered once wrangler's proxy listens on `port` (as `wrangler dev` is then "Ready";
+//   the Worker's own runtime may still be starting), or with the error that stopped it (a port
+//   another process took);
 // - {"id", "op": "runtimes", "worker"}: the pids of the Worker's runtimes (`workerd`) so far;
 // - {"id", "op": "stop", "worker"}: stops it, answered once its runtimes have exited.
 // Every line wrangler logs for a Worker (its request lines, the Worker's console, "Ready on")
