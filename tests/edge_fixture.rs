@@ -16,7 +16,7 @@ use alloy::primitives::Address;
 use serde_json::Value;
 
 use crate::{
-    openapi, repo_root,
+    openapi,
     rpc_proxy::{self, RpcAction},
     run_script,
     wrangler_host::{Pending, StartRequest, WranglerHost},
@@ -96,8 +96,8 @@ impl EdgeWorker {
     }
 
     /// [`EdgeWorker::restart`], with `between` run while the Worker is stopped: for a test that
-    /// writes the local index from a second process (`wrangler d1 execute`, an operator's
-    /// statement). With the runtime running, such a write was seen to leave the Worker's next
+    /// writes the local index from a second process ([`EdgeWorker::execute_index`], an
+    /// operator's statement). With the runtime running, such a write was seen to leave the Worker's next
     /// D1 query unanswered for over two minutes on a loaded machine. The log starts anew.
     pub async fn restart_after<R>(&mut self, between: impl FnOnce(&Self) -> R) -> R {
         self.stop();
@@ -216,43 +216,10 @@ impl EdgeWorker {
         crate::local_d1::select(&self.state_dir(), sql)
     }
 
-    /// What `sql` gives on the Worker's local index: its `results` and D1's `meta` (`rows_read`,
-    /// `rows_written`, as D1 counts them for billing).
-    ///
-    /// `wrangler d1 execute --local` opens the SQLite file the running Worker also writes, so a
-    /// statement sent right as a run commits can meet `SQLITE_BUSY` (seen under load in the
-    /// stream tests and the index bench). A busy statement ran nothing, so it is sent again, for
-    /// about 5 s; any other failure panics at once.
-    pub fn execute_index(&self, sql: &str) -> Value {
-        let mut tries = 1;
-        loop {
-            match self.try_execute_index(sql) {
-                Ok(answer) => return answer,
-                Err(failure) if tries < BUSY_TRIES && failure.contains("SQLITE_BUSY") => {
-                    tries += 1;
-                    std::thread::sleep(Duration::from_millis(500));
-                }
-                Err(failure) => panic!("{failure} (try {tries})"),
-            }
-        }
-    }
-
-    /// [`EdgeWorker::execute_index`], its failure (`sql`, then wrangler's output) returned
-    /// rather than a panic: for a caller that retries (`SQLITE_BUSY` while the runtime writes
-    /// the same file).
-    pub fn try_execute_index(&self, sql: &str) -> Result<Value, String> {
-        let mut command = wrangler(&repo_root());
-        command
-            .args(["d1", "execute", "INDEX", "--local", "--json", "--persist-to"])
-            .arg(self._state.path().join("state"))
-            .args(["--command", sql]);
-        let output = crate::output_within(&mut command, crate::local_d1::WRANGLER_COMMAND_LIMIT);
-        let text = String::from_utf8_lossy(&output.stdout);
-        if !output.status.success() {
-            return Err(format!("{sql}: {text}{}", String::from_utf8_lossy(&output.stderr)));
-        }
-        let answer: Value = serde_json::from_str(&text).map_err(|error| format!("{sql}: {error}: {text}"))?;
-        Ok(answer[0].clone())
+    /// Runs `sql` (statements separated by `;`) on the Worker's local index, in one transaction
+    /// ([`crate::local_d1::execute`]: written to its SQLite file).
+    pub fn execute_index(&self, sql: &str) {
+        crate::local_d1::execute(&self.state_dir(), sql);
     }
 
     /// The folder wrangler keeps the Worker's local state in (KV, Cache API, the index's D1).
@@ -628,6 +595,3 @@ const RUN_INDEX_TIMEOUT: Duration = Duration::from_secs(180);
 
 /// Tries of [`EdgeWorker::run_index`] whose connection failed before sending: about 5 s.
 const RUN_INDEX_CONNECT_TRIES: u32 = 10;
-
-/// Tries of [`EdgeWorker::execute_index`] on a busy file: about 5 s.
-const BUSY_TRIES: u32 = 10;

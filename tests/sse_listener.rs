@@ -1,5 +1,5 @@
 //! A listener of the change feed's stream (`GET /api/v1/changes/stream`) as a client sees it:
-//! the Server-Sent Events parsed as they arrive by the `eventsource-stream` crate, and every byte
+//! the Server-Sent Events parsed as they arrive (`kya_client::server_sent_events`), and every byte
 //! received kept, for what an event parser drops (the heartbeat's comments).
 
 use std::{
@@ -8,7 +8,6 @@ use std::{
     time::Duration,
 };
 
-use eventsource_stream::Eventsource;
 use futures::{Stream, StreamExt};
 
 use crate::edge_fixture::fresh_ip;
@@ -165,7 +164,7 @@ impl SseListener {
                 end.store(true, std::sync::atomic::Ordering::SeqCst);
                 std::task::Poll::Ready(None)
             }));
-        let events = bytes.eventsource().map(|event| {
+        let events = kya_client::server_sent_events(bytes).map(|event| {
             event
                 .map(|event| Message { id: event.id, event: event.event, data: event.data })
                 .map_err(|error| error.to_string())

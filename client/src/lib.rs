@@ -49,7 +49,7 @@ pub use relayer::{
     Contracts, Domain, GasBudget, LaneStatus, NonceView, RelayStatus, RelayView, Relayed, RelayerClient,
     RelayerStatus, SentTransaction, Submitted,
 };
-pub use stream::ChangeStream;
+pub use stream::{ChangeStream, server_sent_events};
 pub use write::{
     GAS_PER_CONSENT, Registration, RevenueReport, Write, capability_hash, cents, constitution_hash,
 };

@@ -369,25 +369,10 @@ fn count(worker: &EdgeWorker, sql: &str) -> u64 {
     query(worker, sql)[0]["n"].as_u64().unwrap_or(0)
 }
 
-/// The rows `sql` selects from `worker`'s local index, asked again while the file is locked:
-/// `wrangler d1 execute --local` opens the SQLite file the runtime also writes, and right after
-/// a run it met `SQLITE_BUSY` (at 1,000 agents, the same run of the 100-changes minutes, in two
-/// of three benchmarks on a loaded machine).
+/// The rows `sql` selects from `worker`'s local index (read from its SQLite file).
 fn query(worker: &EdgeWorker, sql: &str) -> Vec<Value> {
-    for _ in 0..QUERY_TRIES - 1 {
-        match worker.try_execute_index(sql) {
-            Ok(answer) => return answer["results"].as_array().cloned().unwrap_or_default(),
-            Err(failure) if failure.contains("SQLITE_BUSY") => {
-                std::thread::sleep(Duration::from_millis(500));
-            }
-            Err(failure) => panic!("{failure}"),
-        }
-    }
     worker.query_index(sql)
 }
-
-/// Tries of [`query`]: about 5 s of a locked file.
-const QUERY_TRIES: usize = 10;
 
 fn median_u64(mut values: Vec<u64>) -> u64 {
     values.sort_unstable();

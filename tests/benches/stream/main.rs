@@ -3,7 +3,7 @@
 //! default 4 shards), each a real HTTP client reading the stream (`kya_tests::sse_listener`).
 //!
 //! For each count, [`RUNS`] times: a batch of [`EVENTS_PER_BATCH`] events is written to the
-//! feed's table (`wrangler d1 execute`, as `edge_api::stream` writes them), then the index's run
+//! feed's table (`EdgeWorker::execute_index`, as `edge_api::stream` writes them), then the index's run
 //! is triggered (`/__scheduled`, the Cron Trigger's run with `INDEX_INTERVAL_SECS = 0`), which
 //! hands the batch to the shards. Measured:
 //!

@@ -75,8 +75,8 @@ fn webhook_lines(log: &str) -> String {
         .join("\n")
 }
 
-// On more than one thread: the receivers are tasks of this runtime, and the test's own D1 reads
-// (`wrangler d1 execute`, a blocking child process of a second or more under load) would stop a
+// On more than one thread: the receivers are tasks of this runtime, and the test's own D1 writes
+// (`execute_index`, blocking, and waiting out the runtime's lock on the file) would stop a
 // single thread from answering the Worker's deliveries: past `WEBHOOK_TIMEOUT_SECS` the Worker
 // rightly counts an attempt failed and delivers the event again (seen: one event three times).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -114,7 +114,7 @@ async fn receivers_get_their_events_once_in_order_signed_with_retries_redirects_
         ("WEBHOOK_SECRET_COMPLIANCE", COMPLIANCE_SECRET.to_owned()),
         ("WEBHOOK_SECRET_MOVED", MOVED_SECRET.to_owned()),
         // Four attempts, two seconds apart: a receiver that stays down is dead-lettered in
-        // seconds, but not before the test's second `wrangler d1 execute` has ended (a dead letter
+        // seconds, but not before the test's second write of the feed has ended (a dead letter
         // is a D1 write, and a second process writing the same local database at that moment
         // was seen to hang the next run on a loaded machine).
         ("WEBHOOK_MAX_ATTEMPTS", "4".to_owned()),
@@ -145,7 +145,7 @@ async fn receivers_get_their_events_once_in_order_signed_with_retries_redirects_
         .until(patience, |seen| seen.iter().filter(|delivery| delivery.answered == 200).count() >= all.len())
         .await;
     compliance.until(patience, |seen| seen.len() >= 4).await;
-    // Watched through the Worker's `/health`, not `wrangler d1 execute`: a second process on
+    // Watched through the Worker's `/health`, not by reading D1: a second process on
     // the local database while the dead-letter queue's consumer writes it can make that write
     // meet SQLITE_BUSY, and the consumer's retry comes 60 s later (the queue's `retry_delay`).
     let started = Instant::now();
