@@ -18,17 +18,17 @@ use serde_json::Value;
 use crate::{
     openapi,
     rpc_proxy::{self, RpcAction},
-    run_script,
+    ensure_built,
     wrangler_host::{Pending, StartRequest, WranglerHost},
 };
 
 /// Builds the Worker once per test process (`scripts/build-worker.sh`, a few seconds when
-/// nothing changed), so `cargo test` alone never runs a stale or missing build.
+/// nothing changed; [`ensure_built`]), so `cargo test` alone never runs a stale or missing build.
 fn build_worker() {
     static BUILT: Mutex<bool> = Mutex::new(false);
     let mut built = BUILT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     if !*built {
-        run_script("build-worker.sh");
+        ensure_built("build-worker.sh");
         *built = true;
     }
 }

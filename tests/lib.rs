@@ -267,6 +267,20 @@ pub fn run_python(script: &str, job: &serde_json::Value, what: &str) -> serde_js
 /// that need neither.
 pub const WASM_BUILDING: &str = "KYA_WASM_BUILDING";
 
+/// Set by `scripts/test.sh` for the tests of the Worker and the browser package, which it runs
+/// once it has built both from this tree: [`ensure_built`] then runs no build script.
+pub const WASM_BUILT: &str = "KYA_WASM_BUILT";
+
+/// Makes sure what `scripts/<name>` builds is up to date: runs it ([`run_script`]) unless
+/// `scripts/test.sh` has just built it ([`WASM_BUILT`]). A build script with nothing to do still
+/// runs three cargo commands, about 0.6 s of CPU each and a wait on cargo's lock beside another
+/// test's, and the Worker's tests asked about twenty times a run.
+pub fn ensure_built(name: &str) {
+    if std::env::var_os(WASM_BUILT).is_none() {
+        run_script(name);
+    }
+}
+
 /// Runs `scripts/<name>` from the workspace root (the build scripts are quick when nothing
 /// changed), so `cargo test` alone never runs a stale or missing build.
 pub fn run_script(name: &str) {

@@ -11,12 +11,12 @@ use kya_devchain::seed;
 use kya_tests::{
     TestChain,
     edge_fixture::{EdgeWorker, chain_vars},
-    node_test_count, repo_root, run_script,
+    ensure_built, node_test_count, repo_root, run_script,
 };
 
 #[tokio::test]
 async fn the_wasm_package_agrees_with_viem_and_with_the_api() {
-    run_script("build-core-wasm.sh");
+    ensure_built("build-core-wasm.sh");
 
     let t = TestChain::start().await;
     let demo = seed::seed_demo(&t.chain, &t.deployment).await.expect("demo data seeds");
@@ -88,7 +88,7 @@ const INSTALL_CHECKS: usize = 3;
 
 #[test]
 fn the_npm_package_installs_type_checks_and_bundles_for_a_new_user() {
-    run_script("build-core-wasm.sh");
+    ensure_built("build-core-wasm.sh");
     let output = Command::new("node")
         .args(["--test", "--test-reporter=spec", "tests/js/package-install.test.mjs"])
         .current_dir(repo_root())
@@ -113,7 +113,7 @@ fn passes_verify_with_jose_both_ways() {
     use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
     use kya_core::pass::{PassBlock, PassClaims, SigningKey, SigningKeys, claims::Issue, jws};
 
-    run_script("build-core-wasm.sh");
+    ensure_built("build-core-wasm.sh");
     let signer = SigningKey::from_seed(&[0x81; 32]);
     let previous = SigningKey::from_seed(&[0x82; 32]);
     let keys = SigningKeys::new(signer.clone(), vec![previous.clone()]);

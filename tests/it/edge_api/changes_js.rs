@@ -7,7 +7,7 @@
 use std::{process::Stdio, time::Duration};
 
 use kya_core::feed::Event;
-use kya_tests::{node_test_count, repo_root, run_script};
+use kya_tests::{ensure_built, node_test_count, repo_root};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader, Lines};
 
 use super::changes::{chainless_worker, feed, json_of, write_batches};
@@ -37,7 +37,7 @@ async fn wait_for(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_npm_iterator_yields_the_feed_once_in_order_across_a_reconnect() {
-    run_script("build-core-wasm.sh");
+    ensure_built("build-core-wasm.sh");
     // No chain: the feed is read from D1 alone (the index's step fails and is logged).
     let worker = chainless_worker(&[("FEED_STREAM_SHARDS", "2".to_owned())]).await;
     let batches = feed();
