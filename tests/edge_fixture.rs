@@ -16,9 +16,8 @@ use alloy::primitives::Address;
 use serde_json::Value;
 
 use crate::{
-    openapi,
+    ensure_built, openapi,
     rpc_proxy::{self, RpcAction},
-    ensure_built,
     wrangler_host::{Pending, StartRequest, WranglerHost},
 };
 

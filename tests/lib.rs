@@ -239,28 +239,83 @@ pub fn load_averages() -> String {
     text.split_whitespace().take(3).collect::<Vec<_>>().join(", ")
 }
 
-/// Runs the Python script `tests/<script>` in `.tools/venv` (installed by `scripts/bootstrap.sh`)
-/// with `job` as JSON on its standard input; its standard output read as JSON. `what` names it
-/// in a failure, with the script's standard error.
+/// Has the Python script `tests/<script>`, run in `.tools/venv` (installed by
+/// `scripts/bootstrap.sh`), answer `job`; `what` names it in a failure.
+///
+/// Each script runs as one process per test process, kept for the jobs that follow: a job is a
+/// line of JSON on its standard input, answered by a line on its standard output
+/// (`{"answer": …}`, or `{"failure": "<traceback>"}`). A process of its own for each job loaded
+/// Python and eth-account again every time, about 0.75 s of CPU, 42 times in a run of the
+/// relayer's tests. One job at a time, across the test threads.
 pub fn run_python(script: &str, job: &serde_json::Value, what: &str) -> serde_json::Value {
+    use std::{collections::BTreeMap, sync::Mutex};
+
+    static SCRIPTS: Mutex<BTreeMap<String, python::Script>> = Mutex::new(BTreeMap::new());
+    let mut scripts = SCRIPTS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let running = scripts.entry(script.to_owned()).or_insert_with(|| python::Script::start(script));
+    match running.ask(job) {
+        Ok(answer) => answer,
+        Err(failure) => {
+            // Started again for the next job: this one's process may be gone.
+            scripts.remove(script);
+            panic!("{what} failed: {failure}")
+        }
+    }
+}
+
+mod python {
     use std::{
-        io::Write,
-        process::{Command, Stdio},
+        io::{BufRead, BufReader, Write},
+        process::{Child, ChildStdin, ChildStdout, Command, Stdio},
     };
-    let root = repo_root();
-    let python = root.join(".tools/venv/bin/python");
-    assert!(python.exists(), "{} is missing: run scripts/bootstrap.sh", python.display());
-    let mut child = Command::new(python)
-        .arg(root.join("tests").join(script))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python starts");
-    child.stdin.take().expect("stdin").write_all(job.to_string().as_bytes()).expect("writing the job");
-    let output = child.wait_with_output().expect("python ends");
-    assert!(output.status.success(), "{what} failed: {}", String::from_utf8_lossy(&output.stderr));
-    serde_json::from_slice(&output.stdout).unwrap_or_else(|error| panic!("JSON from {what}: {error}"))
+
+    use serde_json::Value;
+
+    /// A running script of `tests/`, answering a job a line.
+    pub(super) struct Script {
+        child: Child,
+        jobs: ChildStdin,
+        answers: BufReader<ChildStdout>,
+    }
+
+    impl Script {
+        pub(super) fn start(script: &str) -> Self {
+            let root = crate::repo_root();
+            let python = root.join(".tools/venv/bin/python");
+            assert!(python.exists(), "{} is missing: run scripts/bootstrap.sh", python.display());
+            let mut child = Command::new(python)
+                .arg(root.join("tests").join(script))
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("python starts");
+            let jobs = child.stdin.take().expect("stdin");
+            let answers = BufReader::new(child.stdout.take().expect("stdout"));
+            Self { child, jobs, answers }
+        }
+
+        pub(super) fn ask(&mut self, job: &Value) -> Result<Value, String> {
+            writeln!(self.jobs, "{job}").map_err(|error| format!("sending the job: {error}"))?;
+            let mut line = String::new();
+            self.answers.read_line(&mut line).map_err(|error| format!("reading its answer: {error}"))?;
+            if line.is_empty() {
+                return Err(format!("the script ended ({:?}); its errors are above", self.child.try_wait()));
+            }
+            let mut reply: Value = serde_json::from_str(&line)
+                .map_err(|error| format!("JSON from the script: {error}: {line}"))?;
+            match reply.get("failure").and_then(Value::as_str) {
+                Some(failure) => Err(failure.to_owned()),
+                None => Ok(reply["answer"].take()),
+            }
+        }
+    }
+
+    impl Drop for Script {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
 }
 
 /// Set by `scripts/test.sh` while it builds the Worker and the browser package beside the tests

@@ -28,9 +28,10 @@ ensure_wasm_tools() {
 # serde_derive, wasm-bindgen's and `worker`'s macros, the proc-macros' own dependencies, every
 # build script) in a folder named after the profile, `target/debug/` for `dev`, so a `release`
 # build compiled them all again beside the tests' build. On `dev`, with the build-time crates
-# left at `dev`'s settings (`build-override`: opt-level 0, assertions and overflow checks on),
-# their hashes are the tests' build's and cargo reuses them (docs/testing.md,
-# "Stop 59's runs"). Those settings reach only what runs at build time: nothing of them ships.
+# left at `dev`'s settings (`build-override`: opt-level 0, assertions and overflow checks on;
+# Cargo.toml's `[profile.dev.package."*"]` turns both off for the dependencies among them, in
+# this build and the tests' alike), their hashes are the tests' build's and cargo reuses them
+# (docs/testing.md, "Stop 59's runs"). Those settings reach only what runs at build time: nothing of them ships.
 shipped_cargo() {
   local opt_level=$1 codegen_units=$2 command=$3
   shift 3

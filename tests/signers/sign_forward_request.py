@@ -1,14 +1,16 @@
 """Signs a forwarder ForwardRequest with eth-account: an EIP-712 implementation independent of
 kya-core's, used by the relayer's end-to-end tests.
 
-stdin:  {"key": "0x…", "chainId": 84532, "verifyingContract": "0x…",
-         "request": {"from", "to", "value", "gas", "nonce", "deadline", "data"}}
-        (numbers as JSON numbers or decimal strings, data as 0x-hex)
-stdout: {"digest": "0x…", "signature": "0x…" (65 bytes: r, s, v with v in {27, 28})}
+A job:    {"key": "0x…", "chainId": 84532, "verifyingContract": "0x…",
+           "request": {"from", "to", "value", "gas", "nonce", "deadline", "data"}}
+          (numbers as JSON numbers or decimal strings, data as 0x-hex)
+Answered: {"digest": "0x…", "signature": "0x…" (65 bytes: r, s, v with v in {27, 28})}
+Jobs come one a line on stdin, each answered on a line of stdout (kya_tests::run_python).
 """
 
 import json
 import sys
+import traceback
 
 from eth_account import Account
 
@@ -31,8 +33,7 @@ TYPES = {
 }
 
 
-def main() -> None:
-    job = json.load(sys.stdin)
+def answer(job: dict) -> dict:
     request = job["request"]
     message = {
         "from": request["from"],
@@ -55,14 +56,16 @@ def main() -> None:
         "message": message,
     }
     signed = Account.sign_typed_data(job["key"], full_message=typed)
-    json.dump(
-        {
-            "digest": "0x" + bytes(signed.message_hash).hex(),
-            "signature": "0x" + bytes(signed.signature).hex(),
-        },
-        sys.stdout,
-    )
+    return {
+        "digest": "0x" + bytes(signed.message_hash).hex(),
+        "signature": "0x" + bytes(signed.signature).hex(),
+    }
 
 
 if __name__ == "__main__":
-    main()
+    # One process answers every job of a test process: Python and eth-account load once.
+    for line in sys.stdin:
+        try:
+            print(json.dumps({"answer": answer(json.loads(line))}), flush=True)
+        except Exception:  # noqa: BLE001: the test fails with the traceback
+            print(json.dumps({"failure": traceback.format_exc()}), flush=True)

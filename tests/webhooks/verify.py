@@ -1,13 +1,15 @@
 """Verifies webhook deliveries with Python's standardwebhooks package, an implementation of
 Standard Webhooks independent of the relayer's.
 
-Reads {"secret": "...", "deliveries": [{"headers": {...}, "body": "...", "at": null|unix}]} on
-stdin; "at" checks a delivery as if it arrived at that time (a replay, later). Writes one
-{"error": null|"..."} per delivery, in order, on stdout.
+A job is {"secret": "...", "deliveries": [{"headers": {...}, "body": "...", "at": null|unix}]};
+"at" checks a delivery as if it arrived at that time (a replay, later). Answered with one
+{"error": null|"..."} per delivery, in order. Jobs come one a line on stdin, each answered on a
+line of stdout (kya_tests::run_python).
 """
 
 import json
 import sys
+import traceback
 from datetime import timezone
 
 import standardwebhooks.webhooks as webhooks
@@ -27,8 +29,7 @@ def clock_at(seconds):
     return At
 
 
-def main():
-    job = json.load(sys.stdin)
+def answer(job):
     secret = job["secret"]
     # A raw secret is its text's bytes; the package decodes a str as base64, so pass bytes.
     webhook = Webhook(secret if secret.startswith("whsec_") else secret.encode())
@@ -42,8 +43,13 @@ def main():
             answers.append({"error": str(error)})
         finally:
             webhooks.datetime = REAL_DATETIME
-    json.dump(answers, sys.stdout)
+    return answers
 
 
 if __name__ == "__main__":
-    main()
+    # One process answers every job of a test process: Python and the package load once.
+    for line in sys.stdin:
+        try:
+            print(json.dumps({"answer": answer(json.loads(line))}), flush=True)
+        except Exception:  # noqa: BLE001: the test fails with the traceback
+            print(json.dumps({"failure": traceback.format_exc()}), flush=True)
