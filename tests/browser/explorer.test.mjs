@@ -7,10 +7,12 @@
 // from the API. Screenshots go to test-output/screenshots/ (SCREENSHOT_DIR to change).
 // tests/it/browser/ runs this against a fresh anvil and Worker as part of `cargo test`.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 import { chromium } from 'playwright-core';
 import { getAddress } from 'viem';
@@ -198,8 +200,25 @@ async function loadUntilReady() {
   }
 }
 
+/** Most a closing Chromium may take before its processes are killed. */
+const CLOSE_LIMIT_MS = 30_000;
+
+/** Closes the browser, within CLOSE_LIMIT_MS. A fresh clone's run once passed every check and
+ * then never ended, the Rust test's 300 s bound failing it with nothing after the last check
+ * (stop 61's CI): a close that does not end in time names the profile's processes still alive,
+ * then kills them, so the file ends and the next run shows what held it. */
 after(async () => {
-  await context?.close();
+  if (context) {
+    const closed = await Promise.race([
+      context.close().then(() => true),
+      sleep(CLOSE_LIMIT_MS, false, { ref: false }),
+    ]);
+    if (!closed) {
+      const alive = spawnSync('pgrep', ['-a', '-f', userDataDir], { encoding: 'utf8' }).stdout;
+      console.error(`# Chromium did not close within ${CLOSE_LIMIT_MS / 1000} s; killing its processes:\n${alive}`);
+      spawnSync('pkill', ['-KILL', '-f', userDataDir]);
+    }
+  }
   if (userDataDir) await rm(userDataDir, { recursive: true, force: true });
 });
 
