@@ -118,32 +118,23 @@ step "the tests of the Worker and the browser package"
 # the rest on three threads and two lanes, 237 s against 283 here) but not sound: two fresh
 # clones in a row failed in this part, the explorer's Chromium never closing in one and the
 # crowd's request for the feed timing out in the other (docs/testing.md, "Stop 61's runs").
-lanes=("edge_api::stream_crowd:: edge_api::providers::every_endpoint_ openapi::edge::")
-skip_lanes=()
-for lane in "${lanes[@]}"; do
-  for name in $lane; do skip_lanes+=(--skip "$name"); done
-done
+longest=(edge_api::stream_crowd:: edge_api::providers::every_endpoint_ openapi::edge::)
+skip_longest=()
+for name in "${longest[@]}"; do skip_longest+=(--skip "$name"); done
 # Both built just now from this tree: the tests' fixtures run no build script of their own
 # (tests/lib.rs's `ensure_built`; the test of an up-to-date build still runs them).
 export KYA_WASM_BUILT=1
-lane_jobs=()
-lane_logs=()
-trap 'kill "${lane_jobs[@]}" 2>/dev/null || true; rm -f "$build_log" "$worker_log" "${lane_logs[@]}"' EXIT
-for lane in "${lanes[@]}"; do
-  lane_log=$(mktemp)
-  # shellcheck disable=SC2086 # a lane is its names, split on spaces
-  watched cargo test --workspace --locked --lib --bins --tests -- --test-threads=1 $lane >"$lane_log" 2>&1 &
-  lane_jobs+=("$!")
-  lane_logs+=("$lane_log")
-done
+longest_log=$(mktemp)
+trap 'kill "${longest_tests:-}" 2>/dev/null || true; rm -f "$build_log" "$worker_log" "$longest_log"' EXIT
 watched cargo test --workspace --locked --lib --bins --tests -- \
-  --test-threads=2 "${needs_wasm[@]}" "${skip_lanes[@]}" \
+  --test-threads=1 "${longest[@]}" >"$longest_log" 2>&1 &
+longest_tests=$!
+watched cargo test --workspace --locked --lib --bins --tests -- \
+  --test-threads=2 "${needs_wasm[@]}" "${skip_longest[@]}" \
   || failed+=("the tests of the Worker and the browser package")
-for at in "${!lanes[@]}"; do
-  wait "${lane_jobs[$at]}" || failed+=("the Worker's tests ${lanes[$at]}")
-  echo "==> the Worker's tests ${lanes[$at]}, beside the rest" >&2
-  cat "${lane_logs[$at]}" >&2
-done
+wait "$longest_tests" || failed+=("the longest tests of the Worker")
+echo "==> the longest tests of the Worker, beside the rest" >&2
+cat "$longest_log" >&2
 
 if [ "${#failed[@]}" -ne 0 ]; then
   printf 'failed: %s\n' "${failed[@]}" >&2

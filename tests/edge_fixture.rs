@@ -96,8 +96,9 @@ impl EdgeWorker {
 
     /// [`EdgeWorker::restart`], with `between` run while the Worker is stopped: for a test that
     /// writes the local index from a second process ([`EdgeWorker::execute_index`], an
-    /// operator's statement). With the runtime running, such a write was seen to leave the Worker's next
-    /// D1 query unanswered for over two minutes on a loaded machine. The log starts anew.
+    /// operator's statement). With the runtime running, such a write was seen to leave the
+    /// Worker's next D1 query unanswered for over two minutes on a loaded machine. The log
+    /// starts anew.
     pub async fn restart_after<R>(&mut self, between: impl FnOnce(&Self) -> R) -> R {
         self.stop();
         let result = between(self);

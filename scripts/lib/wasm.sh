@@ -31,7 +31,8 @@ ensure_wasm_tools() {
 # left at `dev`'s settings (`build-override`: opt-level 0, assertions and overflow checks on;
 # Cargo.toml's `[profile.dev.package."*"]` turns both off for the dependencies among them, in
 # this build and the tests' alike), their hashes are the tests' build's and cargo reuses them
-# (docs/testing.md, "Stop 59's runs"). Those settings reach only what runs at build time: nothing of them ships.
+# (docs/testing.md, "Stop 59's runs"). Those settings reach only what runs at build time:
+# nothing of them ships.
 shipped_cargo() {
   local opt_level=$1 codegen_units=$2 command=$3
   shift 3

@@ -361,17 +361,12 @@ struct Counts {
 }
 
 fn counts(worker: &EdgeWorker) -> Counts {
-    let row = &query(worker, "SELECT count(*) AS versions FROM agent_versions")[0];
+    let row = &worker.query_index("SELECT count(*) AS versions FROM agent_versions")[0];
     Counts { versions: row["versions"].as_u64().unwrap_or(0) }
 }
 
 fn count(worker: &EdgeWorker, sql: &str) -> u64 {
-    query(worker, sql)[0]["n"].as_u64().unwrap_or(0)
-}
-
-/// The rows `sql` selects from `worker`'s local index (read from its SQLite file).
-fn query(worker: &EdgeWorker, sql: &str) -> Vec<Value> {
-    worker.query_index(sql)
+    worker.query_index(sql)[0]["n"].as_u64().unwrap_or(0)
 }
 
 fn median_u64(mut values: Vec<u64>) -> u64 {

@@ -3,8 +3,8 @@
 //! default 4 shards), each a real HTTP client reading the stream (`kya_tests::sse_listener`).
 //!
 //! For each count, [`RUNS`] times: a batch of [`EVENTS_PER_BATCH`] events is written to the
-//! feed's table (`EdgeWorker::execute_index`, as `edge_api::stream` writes them), then the index's run
-//! is triggered (`/__scheduled`, the Cron Trigger's run with `INDEX_INTERVAL_SECS = 0`), which
+//! feed's table (`EdgeWorker::execute_index`, as `edge_api::stream` writes them), then the
+//! index's run is triggered (`/__scheduled`, the Cron Trigger's run with `INDEX_INTERVAL_SECS = 0`), which
 //! hands the batch to the shards. Measured:
 //!
 //! - **D1 rows read** by the stream: the outlet's query each run and any resume's reads, as D1's

@@ -2,8 +2,8 @@
 //! `feed_batches` table holds: pages in feed order, each filter, `next` and `more`, the 400s of
 //! malformed or unknown cursors, and the 410 of a cursor past the retention. The batches are
 //! written here to the index's SQLite file (`EdgeWorker::execute_index`) from `kya_core::feed`'s
-//! own types, as the index's
-//! runs will write them; the events the runs derive from a chain are issue 26's next step.
+//! own types, as the index's runs will write them; the events the runs derive from a chain are
+//! issue 26's next step.
 
 use alloy::primitives::{Address, B256, address};
 use kya_core::{
