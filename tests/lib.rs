@@ -349,6 +349,7 @@ pub fn run_script(name: &str) {
     let status = std::process::Command::new("bash")
         .arg(format!("scripts/{name}"))
         .current_dir(repo_root())
+        .stdin(std::process::Stdio::null())
         .status()
         .unwrap_or_else(|error| panic!("bash runs scripts/{name}: {error}"));
     assert!(status.success(), "scripts/{name} failed");

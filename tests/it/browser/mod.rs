@@ -46,6 +46,7 @@ async fn explorer_page_shows_the_seeded_registry() {
         .env("CHAIN_ID", chain.chain_id().to_string())
         .env("REGISTRY", chain.registry().to_checksum(None))
         .env("SCREENSHOT_DIR", repo_root().join("target/browser-screenshots"))
+        .stdin(std::process::Stdio::null())
         .stdout(file(&stdout_path))
         .stderr(file(&stderr_path))
         .kill_on_drop(true)
