@@ -403,6 +403,10 @@ async fn the_index_fills_follows_every_write_undoes_reorganisations_and_survives
     let written = rows_written(&worker, &api).await;
     assert_eq!(written, 6 + 2, "a registration's run");
     assert_index_answers_as_the_chain(&api, &chain, &rpc, "register without a parent").await;
+    // anvil stamps the blocks it mines within one second with the same time, and the child's
+    // registration attested it at its block's time: an attestation in that second would leave
+    // its record as it was (a fresh clone on a fast machine failed here with 2 rows written).
+    chain.chain.increase_time(1).await.expect("anvil moves its clock");
     write(&chain, creator_a, &AgentRegistry::attestComplianceCall { agentId: id(child) }).await;
     worker.run_index().await;
     // The attested agent's version copied, its row and its `lastAttestation` index entry (3;
