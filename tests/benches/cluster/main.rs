@@ -28,7 +28,10 @@
 //!   anvil on loopback). The bench's own reads and checks go to anvil directly;
 //! - `BENCH_CLUSTER_LOGS`: a folder to write every daemon's log to (`<row>-<daemon id>.log`);
 //! - `BENCH_CLUSTER_PG_STATEMENTS`: a folder to write each PostgreSQL row's statement counts
-//!   to (see statements.rs).
+//!   to (see statements.rs);
+//! - `BENCH_CLUSTER_ROUNDS`: how many times each configuration is measured (default 1), the
+//!   configurations one after another, round after round; each row is then the median round
+//!   (rounds.rs says why), and every round is listed.
 //!
 //! The default run takes about ten minutes on two cores, after the build.
 
@@ -41,6 +44,7 @@ mod load;
 mod plan;
 mod reading;
 mod report;
+mod rounds;
 mod sends;
 mod statements;
 
@@ -80,21 +84,29 @@ async fn main() {
     let machine = machine();
     let chain = chain::start().await;
     let mut proxies: Vec<(Duration, DelayProxy)> = Vec::new();
-    let mut rows = Vec::new();
-    for (index, configuration) in plan.configurations.iter().enumerate() {
-        eprintln!("==> {} ({} relays)", configuration.label(), plan.relays);
-        let rpc_url = rpc_url(&chain, &mut proxies, configuration.rpc_delay);
-        let row = measure(&chain, &rpc_url, index, *configuration, &plan).await;
-        eprintln!(
-            "    {:.1} accepted/s, {:.1} mined/s, not mined: {:?}, checks ok: {}",
-            row.figures.accepted_per_sec,
-            row.figures.mined_per_sec,
-            row.figures.errors,
-            row.checks.ok()
-        );
-        rows.push(row);
+    let mut rounds = Vec::new();
+    for round in 0..plan.rounds {
+        let mut rows = Vec::new();
+        for (index, configuration) in plan.configurations.iter().enumerate() {
+            eprintln!("==> {} ({} relays, round {})", configuration.label(), plan.relays, round + 1);
+            let rpc_url = rpc_url(&chain, &mut proxies, configuration.rpc_delay);
+            // Every row its own keys and signers, across rounds too.
+            let row_index = round * plan.configurations.len() + index;
+            let row = measure(&chain, &rpc_url, row_index, *configuration, &plan).await;
+            eprintln!(
+                "    {:.1} accepted/s, {:.1} mined/s, not mined: {:?}, checks ok: {}",
+                row.figures.accepted_per_sec,
+                row.figures.mined_per_sec,
+                row.figures.errors,
+                row.checks.ok()
+            );
+            rows.push(row);
+        }
+        rounds.push(rows);
     }
-    let text = report::render(&plan, &machine, &command(), &rows);
+    let every_round = (plan.rounds > 1).then(|| rounds::table(&rounds));
+    let rows = rounds::medians(rounds);
+    let text = report::render(&plan, &machine, &command(), &rows, every_round.as_deref());
     print!("{text}");
     let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/bench");
     std::fs::create_dir_all(&folder).expect("docs/bench");

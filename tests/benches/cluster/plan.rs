@@ -82,6 +82,8 @@ pub(crate) struct Plan {
     /// How long after the last answer the relays may take to end before the rest count as
     /// unfinished.
     pub(crate) settle: Duration,
+    /// How many times each configuration is measured (rounds.rs).
+    pub(crate) rounds: usize,
 }
 
 impl Plan {
@@ -123,6 +125,7 @@ impl Plan {
             )),
             polls_in_flight: number("BENCH_CLUSTER_POLLS_IN_FLIGHT", 16) as usize,
             settle: Duration::from_secs(number("BENCH_CLUSTER_SETTLE_SECS", 90)),
+            rounds: number("BENCH_CLUSTER_ROUNDS", 1) as usize,
         }
     }
 }

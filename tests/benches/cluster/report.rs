@@ -11,7 +11,13 @@ use crate::{
 };
 
 /// The whole report.
-pub(crate) fn render(plan: &Plan, machine: &str, command: &str, rows: &[Measured]) -> String {
+pub(crate) fn render(
+    plan: &Plan,
+    machine: &str,
+    command: &str,
+    rows: &[Measured],
+    every_round: Option<&str>,
+) -> String {
     let mut out = format!(
         "# Relayer cluster: relays per second by daemons and keys\n\n\
          Measured by `cargo bench -p kya-tests --bench cluster` (tests/benches/cluster/) in one \
@@ -65,6 +71,9 @@ pub(crate) fn render(plan: &Plan, machine: &str, command: &str, rows: &[Measured
         settle = plan.settle.as_secs(),
     );
     table(&mut out, rows);
+    if let Some(every_round) = every_round {
+        out.push_str(every_round);
+    }
     crate::reading::write(&mut out, rows);
     details(&mut out, rows);
     out
@@ -104,7 +113,7 @@ fn table(out: &mut String, rows: &[Measured]) {
 }
 
 /// `once ✓, nonces ✓`, or what failed.
-fn verdict(checks: &Checks) -> String {
+pub(crate) fn verdict(checks: &Checks) -> String {
     let once = if checks.exactly_once() { "once ✓".to_owned() } else { "once ✗".to_owned() };
     let bad = checks.keys.iter().filter(|key| !key.ok()).count();
     let nonces = if bad == 0 {
