@@ -1,5 +1,8 @@
 //! How answers look: one JSON document with `--json`, otherwise short text, coloured only when
 //! stdout is a terminal (and `NO_COLOR` is unset).
+//!
+//! Over 500 lines with its tests: the code is 483 lines (one renderer per kind of answer, side
+//! by side so that they read alike), and its tests of the text each prints follow it.
 
 use std::{fmt::Write as _, io::IsTerminal};
 

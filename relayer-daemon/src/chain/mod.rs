@@ -5,6 +5,9 @@
 //! Errors keep the node's message; reverts are read by `kya_core::chain::revert`, the project's one
 //! decoder of every node's and provider's shape, and worded here for the relayer's answers.
 //! Nothing here holds the key.
+//!
+//! Over 500 lines with its tests: the code is 414 lines (one method per read or send the
+//! relayer makes), and its tests of how each node's answer is read follow it.
 
 pub(crate) mod transport;
 

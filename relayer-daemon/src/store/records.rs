@@ -1,5 +1,8 @@
 //! What a relay record holds (its status, its transactions, its outcome) and the reads of
 //! records: by row, by relay id, by request, by any of its hashes, and the retry lookup.
+//!
+//! Over 500 lines with its tests: the code is 526 lines (the record, and the one statement that
+//! reads it with its transactions, which every read here shares), and its tests follow it.
 
 use super::{
     Store,

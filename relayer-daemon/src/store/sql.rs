@@ -5,6 +5,9 @@
 //! A write goes through [`Connection::transaction`], named with the [`Lock`] it needs. SQLite
 //! takes its one database write lock (`BEGIN IMMEDIATE`) whatever the lock; PostgreSQL takes
 //! just that lock, so several daemons on one database stay exact where one daemon on SQLite is.
+//!
+//! Over 500 lines with its tests: the code is 508 lines (the connection, its transactions and
+//! its rows, each for both engines), and its tests follow it.
 
 use std::collections::HashMap;
 
