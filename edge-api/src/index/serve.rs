@@ -25,7 +25,10 @@ use worker::{
 
 use super::{
     State,
-    store::{StateRead, page_items, recent_agents},
+    store::{
+        StateRead,
+        answers::{page_items, recent_agents},
+    },
     tally::Tally,
 };
 use crate::{
