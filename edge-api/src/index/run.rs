@@ -10,6 +10,14 @@
 //! no log; a lagging backend's missed one shows now), the next ids of the fill, and a slice of
 //! the sweep (`kya_core::index::plan`). The totals move to the block's time (attestations that
 //! lapsed meanwhile, counted in D1), then take each changed agent out as it was and in as it is.
+//!
+//! Over 500 lines: [`step`] is one run's phases in the order they happen (pin the head, follow
+//! the logs, read the agents, move the totals, write one batch), each reading what the one
+//! before it left, so that a run reads from top to bottom in one place. What stands on its own
+//! is apart: the totals' moves ([`apply`]) and the walks of agents put off ([`put_off`]).
+
+mod apply;
+mod put_off;
 
 use std::{
     cell::Cell,
@@ -17,14 +25,11 @@ use std::{
 };
 
 use alloy_primitives::B256;
-use kya_core::{
-    BlockRef,
-    index::{
-        BucketMoves, IndexedAgent, Lapse, Totals, child_change, lapsing,
-        logs::{AgentLogEntry, Touch, follow_range, rescan_from},
-        plan::{Cursor, bounded_end, plan},
-        window_touches::{Anchor, WindowTouches, changed_in_window},
-    },
+use kya_core::index::{
+    IndexedAgent, Lapse, Totals, lapsing,
+    logs::{AgentLogEntry, Touch, follow_range, rescan_from},
+    plan::{Cursor, bounded_end, plan},
+    window_touches::{Anchor, WindowTouches, changed_in_window},
 };
 use worker::{Date, Env};
 
@@ -32,7 +37,7 @@ use super::{
     RunOutcome, State, feed, follow,
     headers::Headers,
     store::{Held, row_bytes},
-    tally::{self, Loaded},
+    tally,
 };
 use crate::{
     Result,
@@ -307,7 +312,8 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
     // Agents whose logs this run followed but does not write wait for the run that reads them,
     // which walks them for the feed from where the index held them, through those logs.
     let kept_ids: Vec<u64> = kept.iter().map(|agent| agent.record.agent_id).collect();
-    let put_off = walk_put_off(&rpc, registry, &mut state, &kept_ids, chain_next, followed.as_ref()).await?;
+    let put_off =
+        put_off::walk_put_off(&rpc, registry, &mut state, &kept_ids, chain_next, followed.as_ref()).await?;
     let put_off_now: Vec<u64> = touched
         .iter()
         .copied()
@@ -349,7 +355,7 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
     };
     let retention_due = first_of_minute(&settings, &state, now);
     let fed = feed::write(&run_feed, &mut headers, &mut state, retention_due).await?;
-    let (changes, bucket_moves, loaded) = apply(store, &mut state, &new, &mut held, at).await?;
+    let (changes, bucket_moves, loaded) = apply::apply(store, &mut state, &new, &mut held, at).await?;
     let mut names_count = state.names;
     let (tallies, tallies_gone) = tally::moved(&state.totals, &loaded, &names, &mut names_count)?;
     state.names = names_count;
@@ -570,116 +576,4 @@ fn new_names_bytes(agent: &IndexedAgent, held: Option<&Held>) -> usize {
     };
     new(&read.by_currency, held.map(|sums| &sums.by_currency))
         + new(&read.by_category, held.map(|sums| &sums.by_category))
-}
-
-/// Moves the totals from each agent as the index holds it to `new` (`None`: gone) at `at`'s
-/// time, and the child counts of parents whose children appeared or disappeared. Returns every
-/// agent whose row changes (its new state with its child count, or `None` to leave the index),
-/// how the status counts per bucket of ids move, and the tallies loaded into the totals.
-async fn apply(
-    store: &Store,
-    state: &mut State,
-    new: &BTreeMap<u64, Option<IndexedAgent>>,
-    held: &mut BTreeMap<u64, Held>,
-    at: BlockRef,
-) -> Result<(BTreeMap<u64, Option<Held>>, BucketMoves, Loaded)> {
-    let changed = new.iter().filter(|(id, fresh)| held.get(id).map(|old| &old.agent) != fresh.as_ref());
-    let involved =
-        changed.flat_map(|(id, fresh)| held.get(id).map(|old| &old.agent).into_iter().chain(fresh.as_ref()));
-    let loaded = tally::load(store, &mut state.totals, involved).await?;
-    let mut children: BTreeMap<u64, i64> = BTreeMap::new();
-    let mut changes = BTreeMap::new();
-    let mut bucket_moves = BucketMoves::default();
-    for (&id, fresh) in new {
-        let old = held.get(&id);
-        if old.map(|old| &old.agent) == fresh.as_ref() {
-            continue;
-        }
-        state.totals.apply(old.map(|old| &old.agent), fresh.as_ref(), at.timestamp);
-        let status = |agent: &IndexedAgent| agent.record.status;
-        bucket_moves.apply(id, old.map(|old| status(&old.agent)), fresh.as_ref().map(status));
-        for (parent, change) in
-            child_change(old.map(|old| &old.agent.record), fresh.as_ref().map(|agent| &agent.record))
-        {
-            *children.entry(parent).or_default() += change;
-        }
-        let child_count = old.map_or(0, |old| old.child_count);
-        changes.insert(id, fresh.clone().map(|agent| Held { agent, child_count }));
-    }
-    // Parents whose child count moved, read when the run did not already have them.
-    let missing: BTreeSet<u64> =
-        children.keys().filter(|parent| !held.contains_key(parent)).copied().collect();
-    if !missing.is_empty() {
-        held.extend(store.held(&missing).await?);
-    }
-    for (parent, change) in children.into_iter().filter(|(_, change)| *change != 0) {
-        let entry = match changes.get_mut(&parent) {
-            Some(Some(changed)) => changed,
-            // A parent that left the index in this run keeps no count.
-            Some(None) => continue,
-            None => match held.get(&parent) {
-                Some(parent_row) => {
-                    changes.entry(parent).or_insert(Some(parent_row.clone())).as_mut().expect("just set")
-                }
-                // A child's parent the index does not hold yet (the fill reads ids in order, and
-                // a parent's id is lower): nothing to count.
-                None => continue,
-            },
-        };
-        entry.child_count = entry.child_count.saturating_add_signed(change);
-    }
-    Ok((changes, bucket_moves, loaded))
-}
-
-/// The agents put off by earlier runs that this run reads, and their logs since.
-struct PutOffWalks {
-    /// Each with the index's block it walks from.
-    agents: BTreeMap<u64, BlockRef>,
-    /// Their logs from the earliest of those blocks up to the index's block (the logs past it
-    /// are the run's own), in block and log order.
-    logs: Vec<AgentLogEntry>,
-    /// Blocks whose logs the provider refused.
-    refused: Vec<u64>,
-}
-
-/// Takes the agents of `kept` (ascending) that earlier runs put off out of `state`'s record, with
-/// their logs since then: from what this run `followed` when its re-scan reached back that far,
-/// else one `eth_getLogs` range, split as the provider asks. Ids past `chain_next` (a
-/// reorganisation took them away) are forgotten.
-async fn walk_put_off(
-    rpc: &Rpc<'_>,
-    registry: alloy_primitives::Address,
-    state: &mut State,
-    kept: &[u64],
-    chain_next: u64,
-    followed: Option<&Followed>,
-) -> Result<PutOffWalks> {
-    state.put_off.forget_from(chain_next);
-    let agents = state.put_off.take(kept);
-    let mut walks = PutOffWalks { agents, logs: Vec::new(), refused: Vec::new() };
-    let (Some(from), Some(indexed)) =
-        (walks.agents.values().map(|after| after.number + 1).min(), state.block)
-    else {
-        return Ok(walks);
-    };
-    if from > indexed.number {
-        return Ok(walks);
-    }
-    let walked = |log: &AgentLogEntry| {
-        log.touch.block <= indexed.number
-            && walks.agents.get(&log.touch.agent_id).is_some_and(|after| log.touch.block > after.number)
-    };
-    let (logs, refused) = match followed.filter(|followed| followed.from <= from) {
-        // The run's re-scan holds these blocks, as the chain has them now: no second request.
-        Some(followed) => (
-            followed.logs.iter().filter(|log| walked(log)).copied().collect(),
-            followed.refused.iter().copied().filter(|block| *block <= indexed.number).collect(),
-        ),
-        None => {
-            let fetched = follow::logs(rpc, registry, from..=indexed.number).await?;
-            (fetched.logs.into_iter().filter(|log| walked(log)).collect(), fetched.refused)
-        }
-    };
-    (walks.logs, walks.refused) = (logs, refused);
-    Ok(walks)
 }
