@@ -1,11 +1,12 @@
 //! The checks stage: what every `POST /relay` passes through, from its body to its send
-//! ([`pipeline`]), and the state the requests checked at once share: the per-IP limit's
+//! ([`pipeline`], then [`sending`]: the reservation and the send), and the state the requests checked at once share: the per-IP limit's
 //! refusals answered from memory ([`prefilter`]), the turns at the checks on chain, the chain
 //! reads they share, and whether the chain charges an L1 data fee ([`l1_fee`]).
 
 pub(crate) mod l1_fee;
 pub(crate) mod pipeline;
 pub(crate) mod prefilter;
+pub(crate) mod sending;
 
 use crate::concurrency::{shared_read::ChecksReads, turns::Turns};
 use prefilter::PreFilter;
