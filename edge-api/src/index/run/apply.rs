@@ -9,12 +9,15 @@ use kya_core::{
     index::{BucketMoves, IndexedAgent, child_change},
 };
 
-use super::super::{
-    State,
-    store::Held,
-    tally::{self, Loaded},
+use crate::{
+    Result,
+    d1::Store,
+    index::{
+        State,
+        store::Held,
+        tally::{self, Loaded},
+    },
 };
-use crate::{Result, d1::Store};
 
 /// Moves the totals from each agent as the index holds it to `new` (`None`: gone) at `at`'s
 /// time, and the child counts of parents whose children appeared or disappeared. Returns every

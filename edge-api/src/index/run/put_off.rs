@@ -6,11 +6,12 @@ use std::collections::BTreeMap;
 
 use kya_core::{BlockRef, index::logs::AgentLogEntry};
 
-use super::{
-    super::{State, follow},
-    Followed,
+use super::Followed;
+use crate::{
+    Result,
+    index::{State, follow},
+    rpc::Rpc,
 };
-use crate::{Result, rpc::Rpc};
 
 /// The agents put off by earlier runs that this run reads, and their logs since.
 pub(super) struct PutOffWalks {
