@@ -56,11 +56,7 @@ def main() -> int:
     # A session of its own, so that stopping it stops every process it started (the test
     # binaries and their anvil, wrangler dev, PostgreSQL and relayer children) and nothing else.
     child = subprocess.Popen(
-        command,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
     )
     lines: "queue.Queue[bytes | None]" = queue.Queue()
 

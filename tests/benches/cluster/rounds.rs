@@ -1,8 +1,8 @@
 //! Several rounds of the same rows (`BENCH_CLUSTER_ROUNDS`). One burst's accepted/s is the
 //! daemons' pace over a second or two, and on these shared two-core machines the same
-//! configuration measured twice in a row has differed by a fifth (the loopback rows at `be4f93f`:
-//! SQLite 325 to 396 relays/s), more than the distance between some targets and their
-//! figures. So the configurations are measured one after another, round after round (a slower
+//! configuration measured in one run has differed by a quarter (the SQLite row on loopback:
+//! 298 to 376 relays/s over three rounds), more than the distance between some targets and
+//! their figures. So the configurations are measured one after another, round after round (a slower
 //! minute of the machine falls on each alike), and each row of the report is the configuration's
 //! median round by accepted/s; every round is listed with its own checks, so a median never
 //! hides a round whose books were wrong.

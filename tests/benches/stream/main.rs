@@ -4,8 +4,8 @@
 //!
 //! For each count, [`RUNS`] times: a batch of [`EVENTS_PER_BATCH`] events is written to the
 //! feed's table (`EdgeWorker::execute_index`, as `edge_api::stream` writes them), then the
-//! index's run is triggered (`/__scheduled`, the Cron Trigger's run with `INDEX_INTERVAL_SECS = 0`), which
-//! hands the batch to the shards. Measured:
+//! index's run is triggered (`/__scheduled`, the Cron Trigger's run with
+//! `INDEX_INTERVAL_SECS = 0`), which hands the batch to the shards. Measured:
 //!
 //! - **D1 rows read** by the stream: the outlet's query each run and any resume's reads, as D1's
 //!   `meta.rows_read` reports them, from the Worker's own log lines ("feed outlets: N D1 rows

@@ -1,7 +1,8 @@
 //! The checks stage: what every `POST /relay` passes through, from its body to its send
-//! ([`pipeline`], then [`sending`]: the reservation and the send), and the state the requests checked at once share: the per-IP limit's
-//! refusals answered from memory ([`prefilter`]), the turns at the checks on chain, the chain
-//! reads they share, and whether the chain charges an L1 data fee ([`l1_fee`]).
+//! ([`pipeline`], then [`sending`]: the reservation and the send), and the state the requests
+//! checked at once share: the per-IP limit's refusals answered from memory ([`prefilter`]), the
+//! turns at the checks on chain, the chain reads they share, and whether the chain charges an
+//! L1 data fee ([`l1_fee`]).
 
 pub(crate) mod l1_fee;
 pub(crate) mod pipeline;

@@ -23,9 +23,9 @@ use crate::{
 
 impl Relayer {
     /// Stage 12, reserve the worst case (limit × max fee, plus on OP Stack chains the L1 data fee
-    /// quoted at block `at` with its headroom) atomically, on the least busy of `lanes`. A copy of this request reserved
-    /// meanwhile is answered with its relay (`Err`); another request with the same nonce is
-    /// refused.
+    /// quoted at block `at` with its headroom) atomically, on the least busy of `lanes`. A copy
+    /// of this request reserved meanwhile is answered with its relay (`Err`); another request
+    /// with the same nonce is refused.
     pub(super) async fn reserve(
         &self,
         checked: &Checked,

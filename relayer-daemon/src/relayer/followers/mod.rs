@@ -1,8 +1,8 @@
 //! The followers: what runs after a relay's send and in the background. A follower per sent
 //! relay reads its receipts, settles it and replaces a stuck transaction ([`settlement`]), and
-//! the reconciler ends what a crash left open ([`reconciler`]); the hand-offs' sender sends what standbys
-//! handed to this daemon's keys ([`handoff`]); the lease keeper takes and keeps the keys
-//! ([`leasing`]); the webhooks' sender delivers the outbox ([`webhooks`]).
+//! the reconciler ends what a crash left open ([`reconciler`]); the hand-offs' sender sends what
+//! standbys handed to this daemon's keys ([`handoff`]); the lease keeper takes and keeps the
+//! keys ([`leasing`]); the webhooks' sender delivers the outbox ([`webhooks`]).
 
 pub(crate) mod handoff;
 pub(crate) mod leasing;
