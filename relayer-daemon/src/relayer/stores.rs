@@ -30,7 +30,8 @@ pub(crate) struct Stores {
 
 impl Stores {
     /// Opens the configured store (and, on PostgreSQL, the lease keeper's connection and the
-    /// sends' pool), its blocking work (connecting, migrating) off the async threads.
+    /// sends' pool; the requests' connections opened now), its blocking work (connecting,
+    /// migrating) off the async threads.
     pub(crate) async fn open(config: &Config) -> Result<Self> {
         let (location, budget_window) = (config.store.location(), config.budget.window_secs);
         let webhook_events = config.webhook.is_some();
@@ -40,6 +41,12 @@ impl Stores {
             // With webhooks on, every change of a relay is written to the outbox with the change.
             let store = if webhook_events { store.with_webhook_events() } else { store };
             let sends = store.pool_of_its_own(SEND_CONNECTIONS);
+            // Every slot's connection open before the first request: a burst then opens none
+            // beside them (`store::pool::Pool::open_all`). The keys' records' pool opens its two
+            // as records need them: one key's records come one at a time, and a record is the
+            // one call a connection of that pool hung since start-up would fail (the send waits
+            // its deadline under the key's lock).
+            store.open_connections();
             Ok::<_, Error>((store, leases, sends))
         })
         .await

@@ -29,7 +29,7 @@ pub enum RateKind {
 }
 
 impl RateKind {
-    fn as_str(self) -> &'static str {
+    pub(super) fn as_str(self) -> &'static str {
         match self {
             Self::Ip => "ip",
             Self::Signer => "signer",
@@ -305,16 +305,17 @@ const BUDGET_AND_SHARES: &str = "SELECT b.window_start, b.used_wei, b.pending_we
      FROM budget b WHERE b.id = 1";
 
 /// A rate key's events older than the window (`?1` kind, `?2` key, `?3` the horizon).
-const DELETE_EXPIRED: &str = "DELETE FROM rate_events WHERE kind = ?1 AND key = ?2 AND at <= ?3";
+pub(super) const DELETE_EXPIRED: &str = "DELETE FROM rate_events WHERE kind = ?1 AND key = ?2 AND at <= ?3";
 
 /// The count of a rate key's events in the window (`?1` kind, `?2` key, `?3` the horizon).
-const COUNT_IN_WINDOW: &str = "SELECT COUNT(*) FROM rate_events WHERE kind = ?1 AND key = ?2 AND at > ?3";
+pub(super) const COUNT_IN_WINDOW: &str =
+    "SELECT COUNT(*) FROM rate_events WHERE kind = ?1 AND key = ?2 AND at > ?3";
 
 /// A new event of a rate key (`?1` kind, `?2` key, `?3` now).
 const RECORD_EVENT: &str = "INSERT INTO rate_events (kind, key, at) VALUES (?1, ?2, ?3)";
 
 /// Requests of `kind` counted for `key` in the hour before `now`.
-fn count_in_window(sql: &mut impl Sql, kind: RateKind, key: &str, now: u64) -> Result<u32> {
+pub(super) fn count_in_window(sql: &mut impl Sql, kind: RateKind, key: &str, now: u64) -> Result<u32> {
     let horizon = now.saturating_sub(RATE_WINDOW_SECS) as i64;
     sql.query_one(COUNT_IN_WINDOW, args![kind.as_str(), key, horizon])?.get(0)
 }
@@ -348,7 +349,7 @@ static COUNT_SIGNER_AT_ONCE: std::sync::LazyLock<String> = std::sync::LazyLock::
 });
 
 /// Whether a one-statement count ([`HIT_AT_ONCE`], [`COUNT_SIGNER_AT_ONCE`]) recorded its event.
-fn recorded(rows: &[TextRows]) -> Result<bool> {
+pub(super) fn recorded(rows: &[TextRows]) -> Result<bool> {
     let recorded = rows.first().and_then(|rows| rows.first()).and_then(|row| row.get(1).cloned().flatten());
     match recorded.as_deref() {
         Some("1") => Ok(true),
@@ -358,12 +359,12 @@ fn recorded(rows: &[TextRows]) -> Result<bool> {
 }
 
 /// The lock of one rate-window key: its count and its new event are one step.
-fn rate_lock(kind: RateKind, key: &str) -> Lock {
+pub(super) fn rate_lock(kind: RateKind, key: &str) -> Lock {
     Lock::Key(format!("rate:{}:{key}", kind.as_str()))
 }
 
 /// Counts one request of `kind` for `key` at `now`.
-fn record_event(sql: &mut impl Sql, kind: RateKind, key: &str, now: u64) -> Result<()> {
+pub(super) fn record_event(sql: &mut impl Sql, kind: RateKind, key: &str, now: u64) -> Result<()> {
     sql.execute(RECORD_EVENT, args![kind.as_str(), key, now as i64])?;
     Ok(())
 }

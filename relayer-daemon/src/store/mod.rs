@@ -20,6 +20,7 @@
 //! - `pg_tls`: TLS to PostgreSQL, as `sslmode` and `sslrootcert` in the URL ask.
 //! - `codec`: how addresses, nonces, hashes and wei are kept as text and read back.
 //! - `limits`: rate windows and the budget.
+//! - `admission`: a relay's first call: held already, its client's count, its signer's count.
 //! - `records`: what a relay record holds, and the reads of records.
 //! - `relays`: a relay's life in the store, from reservation to settlement.
 //! - `retention`: what the store forgets, and when.
@@ -28,6 +29,7 @@
 //! - `handoffs`: relays a standby accepted, for the holder of their lane to send.
 //! - `outbox`: the webhook events written with each change of a relay, and their delivery state.
 
+mod admission;
 mod codec;
 mod deadline;
 mod engine_errors;
@@ -57,6 +59,7 @@ use codec::Text;
 use rusqlite::TransactionBehavior;
 use sql::{Connection, Sql, args};
 
+pub(crate) use admission::{Admission, SignedRequest};
 pub(crate) use deadline::Call;
 pub(crate) use deadline::current_abandoned;
 pub use leases::{LaneHolder, Lease, Taking};
@@ -165,7 +168,7 @@ impl Store {
     }
 
     /// On PostgreSQL, the same store on a pool of its own of at most `size` connections, opened
-    /// as its operations need them (none before the first), writing webhook events as this one
+    /// as its operations need them or at once ([`Store::open_connections`]), writing webhook events as this one
     /// does and waking the same delivery task: for work that must never wait for a connection
     /// behind the requests' (the keys' records under their send locks). `None` on SQLite, whose
     /// one connection every operation shares anyway.
@@ -195,6 +198,15 @@ impl Store {
             Connections::Postgres(pool::build(url, url.pool_size(), Some(Connection::Postgres(connection)))),
             Location::Postgres(url.clone()),
         ))
+    }
+
+    /// On PostgreSQL, opens a connection for every slot of the pool now
+    /// ([`pool::Pool::open_all`]): the daemon's pools at start-up, so that no burst opens more
+    /// than the pool's size. Nothing on SQLite, whose one connection is open.
+    pub fn open_connections(&self) {
+        if let Connections::Postgres(pool) = &self.connections {
+            off_runtime(|| pool.open_all());
+        }
     }
 
     fn with_connections(connections: Connections, location: Location) -> Self {

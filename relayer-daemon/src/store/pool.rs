@@ -29,12 +29,40 @@ use super::{
 };
 use crate::error::{Error, Result};
 
-/// The pool: `size` slots, each a connection while a call uses it; connections opened when
-/// first needed and kept while in use.
+/// The pool: `size` slots, each a connection while a call uses it; connections opened at
+/// start ([`Pool::open_all`]) or when first needed, and kept.
 #[derive(Debug)]
 pub(super) struct Pool {
     connections: r2d2::Pool<Manager>,
     slots: Arc<Slots>,
+    /// How many slots it has.
+    size: u32,
+}
+
+impl Pool {
+    /// Opens a connection for every slot now, one after another, and leaves them idle in the
+    /// pool. Opened as calls need them, a burst opened twice as many: r2d2 starts opening a
+    /// connection for every call that finds none idle, and one that arrives after its caller
+    /// took a connection given back meanwhile stays, up to r2d2's limit, twice the slots (the
+    /// room kept for hung calls). Those backends then cost the server their memory and their
+    /// caches' warming (a pool of 8 slots under 32 threads had 16; `store::tests::postgres`).
+    /// With every slot's connection open, a call always finds one idle; r2d2 opens a new one
+    /// only for a connection that left the pool. Checked out and given back, not asked of r2d2
+    /// as an idle minimum: that counts a connection in use against it and opens another beside
+    /// it. A failure is logged and ends the opening: the calls then open theirs as they need
+    /// them.
+    pub(super) fn open_all(&self) {
+        let mut opened = Vec::with_capacity(self.size as usize);
+        while opened.len() < self.size as usize {
+            match self.connections.get() {
+                Ok(connection) => opened.push(connection),
+                Err(error) => {
+                    tracing::warn!(error = %error, opened = opened.len(), "opening the pool's connections failed; the rest open when needed");
+                    break;
+                }
+            }
+        }
+    }
 }
 
 /// The slots free now, and the wake-up of a call waiting for one.
@@ -158,12 +186,11 @@ impl r2d2::HandleError<Error> for LogFailures {
     }
 }
 
-/// A pool of `size` slots on connections to `url`, opened as needed, `first` (if any) the first
-/// (start-up has connected once already, for the migrations, so a wrong URL or CA is refused
-/// there with its reason). A connection once opened stays open (no idle timeout): the lease
-/// keeper's renewals and a quiet daemon's next request find it ready. None is opened ahead of a
-/// call: r2d2 would count one in use against its idle minimum and open another beside it.
-/// Waiting for a slot or a connection (all in use, or the server down) is bounded by the URL's
+/// A pool of `size` slots on connections to `url`, opened as needed or all at once
+/// ([`Pool::open_all`]), `first` (if any) the first (start-up has connected once already, for
+/// the migrations, so a wrong URL or CA is refused there with its reason). A connection once
+/// opened stays open (no idle timeout): the lease keeper's renewals and a quiet daemon's next
+/// request find it ready. Waiting for a slot or a connection (all in use, or the server down) is bounded by the URL's
 /// connect timeout, after which the operation fails as [`Error::StoreUnavailable`].
 pub(super) fn build(url: &DatabaseUrl, size: u32, first: Option<Connection>) -> Pool {
     let size = size.max(1);
@@ -176,7 +203,7 @@ pub(super) fn build(url: &DatabaseUrl, size: u32, first: Option<Connection>) -> 
         .connection_timeout(url.connect_timeout())
         .error_handler(Box::new(LogFailures))
         .build_unchecked(Manager { url: url.clone(), first: std::sync::Mutex::new(first) });
-    Pool { connections, slots: Arc::new(Slots { free: Mutex::new(size), freed: Condvar::new() }) }
+    Pool { connections, slots: Arc::new(Slots { free: Mutex::new(size), freed: Condvar::new() }), size }
 }
 
 /// A connection from `pool` for `call`, in a slot that `call`'s abandonment gives back; none

@@ -349,14 +349,15 @@ async fn over_tls_verify_full_relays_and_a_wrong_ca_is_refused_at_start() {
 
     let relayer = kya_tests::relayer_fixture::InProcessRelayer::start(&env_with(&ca_file)).await;
     let over_tls = database.value(
-        "SELECT count(*) FILTER (WHERE s.ssl) || '/' || count(*) FROM pg_stat_ssl s \
+        "SELECT count(*) FILTER (WHERE s.ssl) || '/' || count(*) \
+         || '/' || count(*) FILTER (WHERE a.query NOT LIKE 'LISTEN%') FROM pg_stat_ssl s \
          JOIN pg_stat_activity a USING (pid) WHERE a.application_name = 'kya-relayer'",
     );
-    // The store's pool (as many as start-up used at once, at most DATABASE_POOL_SIZE, 8) and the
-    // lease keeper's connection: every one TLS.
-    let (tls, all) = over_tls.split_once('/').unwrap();
+    // Every one TLS: the store's pool (DATABASE_POOL_SIZE, 8, each opened at start-up), the lease
+    // keeper's connection, and the hand-off listener's once it listens.
+    let [tls, all, store]: [&str; 3] = over_tls.split('/').collect::<Vec<_>>().try_into().unwrap();
     assert_eq!(tls, all, "every connection TLS: {over_tls}");
-    assert!((2..=9).contains(&all.parse::<u32>().unwrap()), "the pool's and the keeper's: {over_tls}");
+    assert_eq!(store, "9", "the pool's eight and the keeper's: {over_tls}");
     let (status, answer) = relayer.client.relay(&registration(&t, 920)).await;
     assert_eq!(status, 200, "{answer}");
     relayer.client.relay_until(answer["relayId"].as_str().unwrap(), |relay| relay["status"] == "mined").await;

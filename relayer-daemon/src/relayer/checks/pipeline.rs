@@ -20,7 +20,7 @@ use crate::{
     relayer::{Relayer, relayed::Relayed},
     rules::fees::Fees,
     rules::request::RelayBody,
-    store::{RateKind, SignerCount},
+    store::{Admission, RateKind, SignedRequest, SignerCount},
     time,
 };
 
@@ -81,10 +81,11 @@ impl Relayer {
         // What costs the relayer money is counted per IPv6 /48, not per address or /64.
         let client = relay_client_of(client).to_string();
         self.prefilter(&client, checked.digest)?;
-        if let Some(held) = self.held(&checked).await? {
-            return Ok(held);
-        }
-        let outcome = self.stages(&checked, client.clone()).await;
+        let admission = match self.admit(&checked, &client).await? {
+            Admitted::Held(held) => return Ok(held),
+            Admitted::Checking(admission) => admission,
+        };
+        let outcome = self.stages(&checked, client.clone(), admission).await;
         if outcome.is_ok() {
             self.checks.prefilter.accepted(&client, checked.digest);
         }
@@ -99,11 +100,16 @@ impl Relayer {
         }
     }
 
-    /// Stages 4 to 13, for a request that is not held.
-    async fn stages(self: &Arc<Self>, checked: &Checked, client: String) -> Result<Relayed> {
-        self.ip_limit(&client, checked.digest).await?;
+    /// Stages 4 to 13, for a request that is not held, with what its first store call found.
+    async fn stages(
+        self: &Arc<Self>,
+        checked: &Checked,
+        client: String,
+        admission: Admission,
+    ) -> Result<Relayed> {
+        self.ip_limit(&admission)?;
         self.off_chain_signature(checked)?;
-        self.signer_limit_read_only(checked).await?;
+        self.signer_limit_read_only(&admission)?;
         // A turn at the checks on chain, in arrival order, held until the estimate is in.
         let turn = self.checks.turns.take(self.pool.held_count()).await?;
         // Stages 7 and 8 and the head block are reads that need nothing of each other: asked at
@@ -181,6 +187,38 @@ impl Relayer {
         Ok(call::exact_write(&request.data)?)
     }
 
+    /// Stages 3, 4 and 6's store work, in one call ([`crate::store::Store::admit`]): a held
+    /// request is answered with its relay, counting nothing; any other is counted against its
+    /// client's hourly limit (every request that gets this far counts), keyed by `client` (an
+    /// IPv4 address or an IPv6 /48), and its signer's count is read. Their verdicts are given in
+    /// their stages' order ([`Self::stages`]).
+    async fn admit(&self, checked: &Checked, client: &str) -> Result<Admitted> {
+        let request = SignedRequest {
+            signer: checked.signer(),
+            nonce: checked.nonce(),
+            digest: checked.digest,
+            signature: checked.body.signature.clone(),
+        };
+        let (counted_as, per_ip, now) = (client.to_owned(), self.config.relay.rate_limit_per_ip, time::now());
+        let mut admission =
+            self.stores.db(move |store| store.admit(&request, &counted_as, per_ip, now)).await?;
+        if admission.held {
+            if let Some(held) = self.held(checked).await? {
+                return Ok(Admitted::Held(held));
+            }
+            // Its relay closed between the two reads (dropped, say): checked as a new request,
+            // and counted now as one.
+            let counted_as = client.to_owned();
+            admission.held = false;
+            admission.client_counted =
+                self.stores.db(move |store| store.hit(RateKind::Ip, &counted_as, per_ip, now)).await?;
+        }
+        if admission.client_counted {
+            self.checks.prefilter.counted(client, checked.digest, per_ip, now);
+        }
+        Ok(Admitted::Checking(admission))
+    }
+
     /// Stage 3, held: this very signed request (same signer, nonce, digest and signature) is on its
     /// way or ran. Its relay answers, whatever the chain says now: a retry of a request being
     /// mined must not read "Invalid signature or nonce mismatch", which tells an agent to
@@ -210,15 +248,13 @@ impl Relayer {
         refused
     }
 
-    /// Stage 4, per-IP limit (every request that gets this far counts), keyed by `client`: an
-    /// IPv4 address or an IPv6 /48.
-    async fn ip_limit(&self, client: &str, request: B256) -> Result<()> {
-        let (ip, per_ip, now) = (client.to_owned(), self.config.relay.rate_limit_per_ip, time::now());
-        if self.stores.db(move |store| store.hit(RateKind::Ip, &ip, per_ip, now)).await? {
-            self.checks.prefilter.counted(client, request, per_ip, now);
+    /// Stage 4, per-IP limit: the request was counted by [`Self::admit`], unless its client
+    /// had reached the limit.
+    fn ip_limit(&self, admission: &Admission) -> Result<()> {
+        if admission.client_counted {
             Ok(())
         } else {
-            Err(Error::IpRateLimited(per_ip))
+            Err(Error::IpRateLimited(self.config.relay.rate_limit_per_ip))
         }
     }
 
@@ -230,14 +266,14 @@ impl Relayer {
         }
     }
 
-    /// Stage 6, per-signer limit, read only: a signer at its limit is refused before any RPC call.
-    /// The request is counted after the forwarder's `verify` ([`Self::count_signer`]): anyone
-    /// can replay a signer's old requests, whose signatures still recover, but their nonces are
-    /// spent, so they fail `verify` and never count. Nobody can spend another signer's quota.
-    async fn signer_limit_read_only(&self, checked: &Checked) -> Result<()> {
-        let (key, per_signer, now) =
-            (checked.signer().to_checksum(None), self.config.relay.rate_limit_per_signer, time::now());
-        if self.stores.db(move |store| store.hits(RateKind::Signer, &key, now)).await? >= per_signer {
+    /// Stage 6, per-signer limit, read only (by [`Self::admit`]): a signer at its limit is
+    /// refused before any RPC call. The request is counted after the forwarder's `verify`
+    /// ([`Self::count_signer`]): anyone can replay a signer's old requests, whose signatures
+    /// still recover, but their nonces are spent, so they fail `verify` and never count. Nobody
+    /// can spend another signer's quota.
+    fn signer_limit_read_only(&self, admission: &Admission) -> Result<()> {
+        let per_signer = self.config.relay.rate_limit_per_signer;
+        if admission.signer_hits >= per_signer {
             return Err(Error::SignerRateLimited(per_signer));
         }
         Ok(())
@@ -393,6 +429,14 @@ impl Relayer {
             Simulation::ForwarderReverts(reason) => Err(forwarder_refusal(reason)),
         }
     }
+}
+
+/// What a request's first store call led to ([`Relayer::admit`]).
+enum Admitted {
+    /// This very signed request is held: its relay's answer.
+    Held(Relayed),
+    /// A request to check, with what the call found.
+    Checking(Admission),
 }
 
 /// The keys a relay may be reserved on (stage 7).

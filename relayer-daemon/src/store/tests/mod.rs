@@ -130,6 +130,7 @@ macro_rules! on_both_engines {
     };
 }
 
+mod admission;
 mod leases;
 mod limits;
 mod outbox;

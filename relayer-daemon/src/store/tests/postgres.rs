@@ -188,3 +188,30 @@ fn postgres_a_pool_of_one_slot_keeps_one_connection_under_contention() {
          WHERE datname = current_database() AND application_name = 'kya-relayer'";
     assert_eq!(database.value(connections), "1", "the pool opened connections beside its one");
 }
+
+/// A pool of eight slots under 32 threads: opened as the calls needed them, its connections
+/// were 16 (r2d2 opened one for every call that found none idle, and kept those that arrived
+/// late); with every slot's connection opened first (`Store::open_connections`, the daemon's
+/// start-up), eight, and the calls open none beside them.
+#[test]
+fn postgres_a_pool_opened_at_once_keeps_its_size_under_a_burst() {
+    let database = TestDatabase::create();
+    let url = DatabaseUrl::parse(database.url()).unwrap().with_pool_size(8);
+    let store = Store::open_at(&Location::Postgres(url)).unwrap();
+    let connections = "SELECT count(*) FROM pg_stat_activity
+         WHERE datname = current_database() AND application_name = 'kya-relayer'";
+    assert_eq!(database.value(connections), "1", "before: the migrations' connection alone");
+    store.open_connections();
+    assert_eq!(database.value(connections), "8", "every slot's connection open");
+    std::thread::scope(|scope| {
+        for thread in 0..32 {
+            let store = &store;
+            scope.spawn(move || {
+                for call in 0..100 {
+                    store.hit(RateKind::Ip, &format!("{thread}-{call}"), 1_000, 10).unwrap();
+                }
+            });
+        }
+    });
+    assert_eq!(database.value(connections), "8", "the calls opened none beside them");
+}
