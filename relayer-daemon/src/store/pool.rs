@@ -57,7 +57,8 @@ impl Pool {
             match self.connections.get() {
                 Ok(connection) => opened.push(connection),
                 Err(error) => {
-                    tracing::warn!(error = %error, opened = opened.len(), "opening the pool's connections failed; the rest open when needed");
+                    let opened = opened.len();
+                    tracing::warn!(%error, opened, "opening the pool's connections failed; the rest open when needed");
                     break;
                 }
             }
@@ -190,8 +191,9 @@ impl r2d2::HandleError<Error> for LogFailures {
 /// ([`Pool::open_all`]), `first` (if any) the first (start-up has connected once already, for
 /// the migrations, so a wrong URL or CA is refused there with its reason). A connection once
 /// opened stays open (no idle timeout): the lease keeper's renewals and a quiet daemon's next
-/// request find it ready. Waiting for a slot or a connection (all in use, or the server down) is bounded by the URL's
-/// connect timeout, after which the operation fails as [`Error::StoreUnavailable`].
+/// request find it ready. Waiting for a slot or a connection (all in use, or the server down)
+/// is bounded by the URL's connect timeout, after which the operation fails as
+/// [`Error::StoreUnavailable`].
 pub(super) fn build(url: &DatabaseUrl, size: u32, first: Option<Connection>) -> Pool {
     let size = size.max(1);
     let connections = r2d2::Pool::builder()
