@@ -168,7 +168,7 @@ impl Store {
     }
 
     /// On PostgreSQL, the same store on a pool of its own of at most `size` connections, opened
-    /// as its operations need them or at once ([`Store::open_connections`]), writing webhook events as this one
+    /// as its operations need them (none before the first), writing webhook events as this one
     /// does and waking the same delivery task: for work that must never wait for a connection
     /// behind the requests' (the keys' records under their send locks). `None` on SQLite, whose
     /// one connection every operation shares anyway.
@@ -201,8 +201,10 @@ impl Store {
     }
 
     /// On PostgreSQL, opens a connection for every slot of the pool now
-    /// ([`pool::Pool::open_all`]): the daemon's pools at start-up, so that no burst opens more
-    /// than the pool's size. Nothing on SQLite, whose one connection is open.
+    /// ([`pool::Pool::open_all`]): the daemon's requests' pool at start-up, so that no burst
+    /// opens more than the pool's size. Before any call runs: it takes connections without
+    /// slots, so beside calls holding theirs it would open as many again. Nothing on SQLite,
+    /// whose one connection is open.
     pub fn open_connections(&self) {
         if let Connections::Postgres(pool) = &self.connections {
             off_runtime(|| pool.open_all());

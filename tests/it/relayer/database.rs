@@ -348,6 +348,15 @@ async fn over_tls_verify_full_relays_and_a_wrong_ca_is_refused_at_start() {
     assert!(!log.contains(database.password()), "the password never shows: {log}");
 
     let relayer = kya_tests::relayer_fixture::InProcessRelayer::start(&env_with(&ca_file)).await;
+    // Counted once the hand-off listener listens: between its connection and its `LISTEN` the
+    // listener's backend would read as one of the store's.
+    let listening = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+         AND application_name = 'kya-relayer' AND query LIKE 'LISTEN%'";
+    let started = Instant::now();
+    while tokio::task::block_in_place(|| database.value(listening)) != "1" {
+        assert!(started.elapsed() < Duration::from_secs(30), "the hand-off listener never listened");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let over_tls = database.value(
         "SELECT count(*) FILTER (WHERE s.ssl) || '/' || count(*) \
          || '/' || count(*) FILTER (WHERE a.query NOT LIKE 'LISTEN%') FROM pg_stat_ssl s \

@@ -27,7 +27,7 @@ fn the_client_is_counted_up_to_its_limit_and_the_signer_read(engine: Engine) {
     assert_eq!(store.hits(RateKind::Ip, "c", 1_002).unwrap(), 2);
     assert_eq!(store.hits(RateKind::Signer, &signer, 1_002).unwrap(), 1, "the signer's count only read");
     assert!(store.admit(&signed(&relay("s", 2, 1)), "d", 2, 1_002).unwrap().client_counted, "clients apart");
-    // The first count leaves the window exactly an hour later, and its event is deleted.
+    // The first count leaves the window exactly an hour later.
     assert!(
         !store
             .admit(&signed(&relay("s", 2, 1)), "c", 2, 1_000 + RATE_WINDOW_SECS - 1)
