@@ -350,13 +350,7 @@ async fn over_tls_verify_full_relays_and_a_wrong_ca_is_refused_at_start() {
     let relayer = kya_tests::relayer_fixture::InProcessRelayer::start(&env_with(&ca_file)).await;
     // Counted once the hand-off listener listens: between its connection and its `LISTEN` the
     // listener's backend would read as one of the store's.
-    let listening = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
-         AND application_name = 'kya-relayer' AND query LIKE 'LISTEN%'";
-    let started = Instant::now();
-    while tokio::task::block_in_place(|| database.value(listening)) != "1" {
-        assert!(started.elapsed() < Duration::from_secs(30), "the hand-off listener never listened");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until_the_handoff_listener_listens(&database).await;
     let over_tls = database.value(
         "SELECT count(*) FILTER (WHERE s.ssl) || '/' || count(*) \
          || '/' || count(*) FILTER (WHERE a.query NOT LIKE 'LISTEN%') FROM pg_stat_ssl s \
@@ -402,6 +396,18 @@ impl Stopped {
     fn resume(mut self) {
         self.send("CONT");
         self.0.clear();
+    }
+}
+
+/// Waits (up to 30 s) until the daemon's hand-off listener, on a connection of its own that
+/// its thread opens after start-up, has sent its `LISTEN` on `database`.
+async fn until_the_handoff_listener_listens(database: &TestDatabase) {
+    let listening = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+         AND application_name = 'kya-relayer' AND query LIKE 'LISTEN%'";
+    let started = Instant::now();
+    while tokio::task::block_in_place(|| database.value(listening)) != "1" {
+        assert!(started.elapsed() < Duration::from_secs(30), "the hand-off listener never listened");
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -459,13 +465,7 @@ async fn backends_hung_for_good_cost_their_slots_one_deadline_and_the_daemon_rel
 
     // Its store's connections (the pool's one and the lease keeper's); the hand-off listener's
     // (its own thread connects after start), stopped too, is no store call's and stays.
-    let listening = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
-         AND application_name = 'kya-relayer' AND query LIKE 'LISTEN%'";
-    let started = Instant::now();
-    while tokio::task::block_in_place(|| database.value(listening)) != "1" {
-        assert!(started.elapsed() < Duration::from_secs(30), "the hand-off listener never listened");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until_the_handoff_listener_listens(database).await;
     // Two: the pool's one and the lease keeper's. (Three were seen once under load: the pool
     // freed a call's slot before its connection was back, and the next call opened a second
     // one, kept for good; `store::pool::Checkout` now gives the connection back first.) Waited
