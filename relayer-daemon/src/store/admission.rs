@@ -11,12 +11,13 @@ use super::{
     Store,
     codec::Text,
     limits::{
-        COUNT_IN_WINDOW, DELETE_EXPIRED, RATE_WINDOW_SECS, RateKind, count_in_window, rate_lock,
-        record_event, recorded,
+        COUNT_IN_WINDOW, RATE_WINDOW_SECS, RateKind, count_if_under, count_if_under_at_once, count_in_window,
+        rate_lock, recorded,
     },
     prepared::bind,
+    records::held_record,
     schema::LIVE,
-    sql::{Sql, TextRows, args},
+    sql::{TextRows, args},
 };
 use crate::error::{Error, Result};
 
@@ -54,39 +55,33 @@ impl Store {
         per_client: u32,
         now: u64,
     ) -> Result<Admission> {
-        let horizon = now.saturating_sub(RATE_WINDOW_SECS) as i64;
         let signer = request.signer.text();
-        let held_by =
-            args![signer.as_str(), request.nonce.text(), request.digest.text(), request.signature.text()];
         self.with(|connection| {
             let locks = [rate_lock(RateKind::Ip, client)];
             if connection.is_postgres() {
-                let mut values =
-                    args![RateKind::Ip.as_str(), client, horizon, now as i64, i64::from(per_client)].to_vec();
-                values.extend(held_by.iter().cloned());
+                let horizon = now.saturating_sub(RATE_WINDOW_SECS) as i64;
+                let values = args![
+                    RateKind::Ip.as_str(),
+                    client,
+                    horizon,
+                    now as i64,
+                    i64::from(per_client),
+                    signer.as_str(),
+                    request.nonce.text(),
+                    request.digest.text(),
+                    request.signature.text()
+                ];
                 let signer_count = args![RateKind::Signer.as_str(), signer.as_str(), horizon];
                 let rows = connection.transaction_at_once(
                     &locks,
-                    &[bind(&ADMIT_AT_ONCE, &values)?, bind(COUNT_IN_WINDOW, signer_count)?],
+                    &[bind(&ADMIT_AT_ONCE, values)?, bind(COUNT_IN_WINDOW, signer_count)?],
                 )?;
                 return admission_of(&rows);
             }
             let mut tx = connection.transaction(&locks)?;
-            let held = tx
-                .query_opt(HELD_STATUS, held_by)?
-                .map(|row| row.get::<String>(0))
-                .transpose()?
-                .map(|status| super::RelayStatus::parse(&status))
-                .transpose()?
-                .is_some_and(super::RelayStatus::is_live);
-            let mut client_counted = false;
-            if !held {
-                tx.execute(DELETE_EXPIRED, args![RateKind::Ip.as_str(), client, horizon])?;
-                if count_in_window(&mut tx, RateKind::Ip, client, now)? < per_client {
-                    record_event(&mut tx, RateKind::Ip, client, now)?;
-                    client_counted = true;
-                }
-            }
+            let SignedRequest { signer: from, nonce, digest, signature } = request;
+            let held = held_record(&mut tx, *from, *nonce, *digest, signature)?.is_some();
+            let client_counted = !held && count_if_under(&mut tx, RateKind::Ip, client, per_client, now)?;
             let signer_hits = count_in_window(&mut tx, RateKind::Signer, &signer, now)?;
             tx.commit()?;
             Ok(Admission { held, client_counted, signer_hits })
@@ -94,28 +89,19 @@ impl Store {
     }
 }
 
-/// The status of the latest relay of a signed request (`?1` signer, `?2` forwarder nonce,
-/// `?3` digest, `?4` signature): [`Store::held`]'s record.
-const HELD_STATUS: &str = "SELECT status FROM relays
-     WHERE signer = ?1 AND forwarder_nonce = ?2 AND digest = ?3 AND signature = ?4 ORDER BY id DESC LIMIT 1";
-
-/// [`Store::admit`]'s stages 3 and 4 on PostgreSQL, as one statement (`?1` kind, `?2` the
-/// client, `?3` the horizon, `?4` now, `?5` the limit, then `?6` to `?9` the signed request as
-/// [`HELD_STATUS`] takes it): the client's expired events deleted, its events in the window
-/// counted, and a new event recorded if fewer than the limit were and no live relay holds the
-/// request. One row: the count, 1 if recorded (else 0), and whether the request is held (`t` or
-/// `f`).
+/// [`Store::admit`]'s stages 3 and 4 on PostgreSQL, as one statement (`?1` to `?5` the
+/// client's count as [`count_if_under_at_once`] takes it, then `?6` signer, `?7` forwarder
+/// nonce, `?8` digest and `?9` signature): `held` is [`held_record`]'s relay (the request's
+/// latest, if live), and the client's event is recorded only when there is none. One row: the
+/// count, 1 if recorded (else 0), and whether the request is held (`t` or `f`).
 static ADMIT_AT_ONCE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "WITH latest AS (SELECT status FROM relays WHERE signer = ?6 AND forwarder_nonce = ?7 AND digest = ?8
                              AND signature = ?9 ORDER BY id DESC LIMIT 1),
              held AS (SELECT 1 FROM latest WHERE status IN {LIVE}),
-             expired AS (DELETE FROM rate_events WHERE kind = ?1 AND key = ?2 AND at <= ?3),
-             counted AS (SELECT COUNT(*) AS n FROM rate_events WHERE kind = ?1 AND key = ?2 AND at > ?3),
-             recorded AS (INSERT INTO rate_events (kind, key, at)
-                 SELECT ?1, ?2, CAST(?4 AS BIGINT) FROM counted
-                 WHERE n < ?5 AND NOT EXISTS (SELECT 1 FROM held) RETURNING 1)
-         SELECT n, (SELECT COUNT(*) FROM recorded), EXISTS (SELECT 1 FROM held) FROM counted"
+             {}
+         SELECT n, (SELECT COUNT(*) FROM recorded), EXISTS (SELECT 1 FROM held) FROM counted",
+        count_if_under_at_once("AND NOT EXISTS (SELECT 1 FROM held)")
     )
 });
 

@@ -105,23 +105,20 @@ impl Store {
     pub fn hit(&self, kind: RateKind, key: &str, limit: u32, now: u64) -> Result<bool> {
         // Only this key's expired events: under its lock no other writer touches them, where a
         // sweep of every key's could deadlock with another daemon's. `prune` sweeps the rest.
-        let horizon = now.saturating_sub(RATE_WINDOW_SECS) as i64;
-        let expired = args![kind.as_str(), key, horizon];
         self.with(|connection| {
             let locks = [rate_lock(kind, key)];
             if connection.is_postgres() {
+                let horizon = now.saturating_sub(RATE_WINDOW_SECS) as i64;
                 let values = args![kind.as_str(), key, horizon, now as i64, i64::from(limit)];
-                let rows = connection.transaction_at_once(&locks, &[bind(HIT_AT_ONCE, values)?])?;
+                let rows = connection.transaction_at_once(&locks, &[bind(&HIT_AT_ONCE, values)?])?;
                 return recorded(&rows);
             }
             let mut tx = connection.transaction(&locks)?;
-            tx.execute(DELETE_EXPIRED, expired)?;
-            if count_in_window(&mut tx, kind, key, now)? >= limit {
-                return Ok(false);
+            let counted = count_if_under(&mut tx, kind, key, limit, now)?;
+            if counted {
+                tx.commit()?;
             }
-            record_event(&mut tx, kind, key, now)?;
-            tx.commit()?;
-            Ok(true)
+            Ok(counted)
         })
     }
 
@@ -305,7 +302,7 @@ const BUDGET_AND_SHARES: &str = "SELECT b.window_start, b.used_wei, b.pending_we
      FROM budget b WHERE b.id = 1";
 
 /// A rate key's events older than the window (`?1` kind, `?2` key, `?3` the horizon).
-pub(super) const DELETE_EXPIRED: &str = "DELETE FROM rate_events WHERE kind = ?1 AND key = ?2 AND at <= ?3";
+const DELETE_EXPIRED: &str = "DELETE FROM rate_events WHERE kind = ?1 AND key = ?2 AND at <= ?3";
 
 /// The count of a rate key's events in the window (`?1` kind, `?2` key, `?3` the horizon).
 pub(super) const COUNT_IN_WINDOW: &str =
@@ -320,17 +317,44 @@ pub(super) fn count_in_window(sql: &mut impl Sql, kind: RateKind, key: &str, now
     sql.query_one(COUNT_IN_WINDOW, args![kind.as_str(), key, horizon])?.get(0)
 }
 
-/// [`Store::hit`] on PostgreSQL, as one statement (`?1` kind, `?2` key, `?3` the horizon, `?4`
-/// now, `?5` the limit): the key's expired events deleted, its events in the window counted, and
-/// a new event recorded if fewer than the limit were. One row: the count before, and 1 if the
-/// event was recorded, else 0. The three parts read one snapshot; the deletion and the count
-/// look at disjoint rows (at or before the horizon, after it).
-const HIT_AT_ONCE: &str =
-    "WITH expired AS (DELETE FROM rate_events WHERE kind = ?1 AND key = ?2 AND at <= ?3),
+/// Counts one request of `kind` for `key` at `now` if fewer than `limit` were counted in the
+/// last hour, in the caller's transaction (which holds the key's lock): the key's expired events
+/// deleted first. Returns whether it counted it; the caller commits.
+pub(super) fn count_if_under(
+    sql: &mut impl Sql,
+    kind: RateKind,
+    key: &str,
+    limit: u32,
+    now: u64,
+) -> Result<bool> {
+    let horizon = now.saturating_sub(RATE_WINDOW_SECS) as i64;
+    sql.execute(DELETE_EXPIRED, args![kind.as_str(), key, horizon])?;
+    if count_in_window(sql, kind, key, now)? >= limit {
+        return Ok(false);
+    }
+    record_event(sql, kind, key, now)?;
+    Ok(true)
+}
+
+/// [`count_if_under`] on PostgreSQL, as the common table expressions of one statement (`?1` kind,
+/// `?2` key, `?3` the horizon, `?4` now, `?5` the limit): `expired`, the key's expired events
+/// deleted; `counted`, its events in the window (`n`); `recorded`, a new event if fewer than the
+/// limit were and `also` holds (an SQL condition, or empty). They read one snapshot; the
+/// deletion and the count look at disjoint rows (at or before the horizon, after it).
+pub(super) fn count_if_under_at_once(also: &str) -> String {
+    format!(
+        "expired AS (DELETE FROM rate_events WHERE kind = ?1 AND key = ?2 AND at <= ?3),
          counted AS (SELECT COUNT(*) AS n FROM rate_events WHERE kind = ?1 AND key = ?2 AND at > ?3),
          recorded AS (INSERT INTO rate_events (kind, key, at)
-             SELECT ?1, ?2, CAST(?4 AS BIGINT) FROM counted WHERE n < ?5 RETURNING 1)
-     SELECT n, (SELECT COUNT(*) FROM recorded) FROM counted";
+             SELECT ?1, ?2, CAST(?4 AS BIGINT) FROM counted WHERE n < ?5 {also} RETURNING 1)"
+    )
+}
+
+/// [`Store::hit`] on PostgreSQL, as one statement ([`count_if_under_at_once`]'s values): one
+/// row, the count before, and 1 if the event was recorded, else 0.
+static HIT_AT_ONCE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!("WITH {} SELECT n, (SELECT COUNT(*) FROM recorded) FROM counted", count_if_under_at_once(""))
+});
 
 /// [`Store::count_signer`] on PostgreSQL, as one statement ([`HIT_AT_ONCE`]'s values, then `?6`
 /// the forwarder nonce): the signer's events in the window counted and a new event recorded if
@@ -364,7 +388,7 @@ pub(super) fn rate_lock(kind: RateKind, key: &str) -> Lock {
 }
 
 /// Counts one request of `kind` for `key` at `now`.
-pub(super) fn record_event(sql: &mut impl Sql, kind: RateKind, key: &str, now: u64) -> Result<()> {
+fn record_event(sql: &mut impl Sql, kind: RateKind, key: &str, now: u64) -> Result<()> {
     sql.execute(RECORD_EVENT, args![kind.as_str(), key, now as i64])?;
     Ok(())
 }

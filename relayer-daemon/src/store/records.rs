@@ -351,13 +351,7 @@ impl Store {
         digest: B256,
         signature: &Bytes,
     ) -> Result<Option<RelayRecord>> {
-        Ok(self
-            .records_where(
-                "signer = ?1 AND forwarder_nonce = ?2 AND digest = ?3 AND signature = ?4",
-                args![signer.text(), nonce.text(), digest.text(), signature.text()],
-            )?
-            .pop()
-            .filter(|record| record.status.is_live()))
+        self.with(|connection| held_record(connection, signer, nonce, digest, signature))
     }
 
     /// Every relay record, oldest first.
@@ -382,6 +376,24 @@ const TX_COLUMNS: &str = "t.tx_hash, t.kind, t.max_fee_wei, t.priority_fee_wei, 
 /// before it). Not a REPEATABLE READ transaction around two statements: its two extra round
 /// trips cost PostgreSQL a fifth to two fifths of its accepted relays under the cluster
 /// bench's polling (measured A/B). SQLite's statement reads one snapshot too.
+/// [`Store::held`] in the caller's transaction: the latest relay of this very signed request,
+/// if it is live.
+pub(super) fn held_record(
+    sql: &mut impl Sql,
+    signer: Address,
+    nonce: U256,
+    digest: B256,
+    signature: &Bytes,
+) -> Result<Option<RelayRecord>> {
+    Ok(read_records(
+        sql,
+        "signer = ?1 AND forwarder_nonce = ?2 AND digest = ?3 AND signature = ?4",
+        args![signer.text(), nonce.text(), digest.text(), signature.text()],
+    )?
+    .pop()
+    .filter(|record| record.status.is_live()))
+}
+
 pub(super) fn read_records(
     sql: &mut impl Sql,
     condition: &str,
