@@ -64,6 +64,7 @@ impl Fixture {
             answers,
             snapshot: Snapshot {
                 block: BlockRef { number: 1_234, timestamp: NOW },
+                grace_period: kya_core::DEFAULT_GRACE_PERIOD_SECS,
                 agents: vec![],
                 revenue: vec![],
                 revenue_unreadable: vec![],
@@ -72,6 +73,7 @@ impl Fixture {
             snapshot_answers: SnapshotAnswers::render(
                 &Snapshot {
                     block: BlockRef { number: 0, timestamp: 0 },
+                    grace_period: kya_core::DEFAULT_GRACE_PERIOD_SECS,
                     agents: vec![],
                     revenue: vec![],
                     revenue_unreadable: vec![],

@@ -81,6 +81,7 @@ fn issue(registry: Address, wallet: Address, now: u64) -> Issue<'static> {
         registry,
         wallet,
         block: PassBlock { number: 1_234, hash: B256::repeat_byte(0xab), time: now - 2 },
+        grace_period: kya_core::DEFAULT_GRACE_PERIOD_SECS,
         now,
         ttl_secs: 300,
         jti: "Y5cA3Rj0n2z7wS3JqXw3Gg".into(),

@@ -13,6 +13,8 @@ import {AgentRegistry} from "../src/AgentRegistry.sol";
 /// agents. Never deployed.
 contract HostileRegistry {
     uint256 public nextAgentId = 1;
+    /// Read beside `nextAgentId` by every reader of standing, as the registry's.
+    uint256 public attestationGracePeriod = 7 days;
 
     mapping(uint256 => AgentRegistry.AgentRecord) private _agents;
     mapping(uint256 => uint256[]) private _children;

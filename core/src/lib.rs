@@ -19,7 +19,7 @@ pub use api::kya::{KyaAgent, KyaBatch, KyaDecision, KyaResult};
 pub use error::{Error, Result};
 pub use registry::amount::Cents;
 pub use registry::badge::ComplianceBadge;
-pub use registry::compliance::{ATTESTATION_VALIDITY_SECS, Compliance};
+pub use registry::compliance::{Compliance, DEFAULT_GRACE_PERIOD_SECS, StandingClock};
 pub use registry::record::{Agent, Revenue};
 pub use registry::status::AgentStatus;
 pub use snapshot::answers::SnapshotAnswers;

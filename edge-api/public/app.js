@@ -57,7 +57,10 @@ async function api(path, { pinned = true } = {}) {
   if (!Number.isSafeInteger(timestamp) || timestamp <= 0) {
     throw new ApiError(response.status, `${path}: the answer names no block (X-Block-Timestamp)`);
   }
-  const block = { number, timestamp };
+  // The registry's grace period at that block, which the answer's compliance was judged by
+  // (answers that state compliance name it; the owner may change it, so it is never assumed).
+  const grace = response.headers.get('x-attestation-grace-period');
+  const block = { number, timestamp, gracePeriod: grace === null ? null : Number(grace) };
   if (!newestBlock || block.number > newestBlock.number) {
     newestBlock = block;
     const chainBlock = $('chain-block');
@@ -70,6 +73,17 @@ async function api(path, { pinned = true } = {}) {
 
 // ---------------------------------------------------------------------------------------------
 // Small helpers
+
+/** What compliance at `block` is judged by: its time and the registry's grace period there. */
+function clockOf(block) {
+  const grace = block.gracePeriod;
+  if (grace === null || !Number.isFinite(grace) || grace < 0) {
+    throw new ApiError(0, `the answer at block #${block.number} names no grace period (X-Attestation-Grace-Period)`);
+  }
+  // A period past 2^53 seconds (the owner may set any uint256) keeps every attestation current,
+  // as the largest whole number a JavaScript number holds does.
+  return { time: block.timestamp, gracePeriod: Math.min(grace, Number.MAX_SAFE_INTEGER) };
+}
 
 function isoSeconds(seconds) {
   return new Date(seconds * 1000).toISOString().replace('.000Z', 'Z');
@@ -195,7 +209,7 @@ async function lookUpWallet(wallet) {
     if (serial !== lookupSerial) return;
     let isCompliant = false;
     if (result.isRegistered) {
-      isCompliant = kya.evaluateCompliance(result.agent, block.timestamp, 0).isCompliant;
+      isCompliant = kya.evaluateCompliance(result.agent, clockOf(block), 0).isCompliant;
     }
     const decision = kya.kyaDecision(result.isRegistered, isCompliant);
     const kyaView = { wallet: result.wallet, decision, block };
@@ -284,8 +298,9 @@ function timeValue(iso) {
 
 function renderAgent(detail, block, kyaView) {
   const { agent, children } = detail;
-  const badge = kya.complianceBadge(agent, block.timestamp);
-  const compliance = kya.evaluateCompliance(agent, block.timestamp, children.length);
+  const clock = clockOf(block);
+  const badge = kya.complianceBadge(agent, clock);
+  const compliance = kya.evaluateCompliance(agent, clock, children.length);
   const panel = $('agent-panel');
   panel.dataset.agentId = String(agent.agentId);
   panel.dataset.blockNumber = String(block.number);
@@ -297,7 +312,8 @@ function renderAgent(detail, block, kyaView) {
   const attested = agent.lastAttestation === null
     ? 'Never attested.'
     : `Last attested ${duration(age)} before block #${block.number} ` +
-      `(${compliance.attestationCurrent ? 'within' : 'older than'} the 7-day limit).`;
+      `(${compliance.attestationCurrent ? 'within' : 'older than'} the registry's grace period ` +
+      `of ${duration(clock.gracePeriod)} at that block).`;
   const verdict = {
     compliant: 'Active and attested: compliant.',
     lapsed: 'Active, but its attestation has lapsed: not compliant until it attests again.',

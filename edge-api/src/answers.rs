@@ -3,7 +3,7 @@
 //! Handlers stay thin: read, render.
 
 use kya_core::{
-    BlockRef, KyaResult,
+    BlockRef, KyaResult, StandingClock,
     api::{
         pagination::window,
         view::{AgentDetails, RevenueView},
@@ -76,35 +76,48 @@ async fn from_snapshot(endpoint: &Endpoint, deps: &Deps<'_>, reason: String) -> 
         Endpoint::AgentsCompliance => answers.compliance.clone(),
         _ => answers.aggregate.clone(),
     };
-    Ok(Answer { body, block: answers.block, read_at: loaded.read_at, source: Source::Fallback(reason) })
+    Ok(Answer {
+        body,
+        block: answers.block,
+        grace_period: Some(answers.grace_period),
+        read_at: loaded.read_at,
+        source: Source::Fallback(reason),
+    })
 }
 
 /// An answer about one agent, read from the chain now.
 async fn from_chain(endpoint: &Endpoint, deps: &Deps<'_>) -> Result<Answer> {
     match endpoint {
         Endpoint::Agent(id) => {
-            let (block, agent, children) = reads::agent(&deps.rpc, deps.registry, *id).await?;
-            // The block's time is "now" for compliance, as for every answer.
-            render(block, deps.now, &AgentDetails::of(&agent, children, block.timestamp))
+            let (block, grace_period, agent, children) = reads::agent(&deps.rpc, deps.registry, *id).await?;
+            // The block's time is "now" for compliance, as for every answer, judged by the
+            // registry's grace period at that block.
+            let clock = StandingClock::new(block.timestamp, grace_period);
+            render((block, Some(grace_period)), deps.now, &AgentDetails::of(&agent, children, clock))
         }
         Endpoint::Lineage(id) => {
             let (block, tree) = reads::lineage(&deps.rpc, deps.registry, *id).await?;
-            render(block, deps.now, &tree)
+            render((block, None), deps.now, &tree)
         }
         Endpoint::Revenue(id, query) => {
             let (block, history) = reads::revenue(&deps.rpc, deps.registry, *id).await?;
             let shown = window(&history, query.offset, query.limit);
-            render(block, deps.now, &shown.map(|report| RevenueView::from(&report)))
+            render((block, None), deps.now, &shown.map(|report| RevenueView::from(&report)))
         }
         Endpoint::Kya(wallet) => {
-            let (block, agent) = reads::kya(&deps.rpc, deps.registry, *wallet).await?;
-            render(block, deps.now, &KyaResult::of(*wallet, agent.as_ref(), block.timestamp))
+            let (block, (grace_period, agent)) = reads::kya(&deps.rpc, deps.registry, *wallet).await?;
+            let clock = StandingClock::new(block.timestamp, grace_period);
+            render((block, Some(grace_period)), deps.now, &KyaResult::of(*wallet, agent.as_ref(), clock))
         }
         _ => Err(Error::BadConfig("only the reads of one agent are answered from the chain here".into())),
     }
 }
 
-fn render<T: Serialize>(block: BlockRef, read_at: u64, value: &T) -> Result<Answer> {
+fn render<T: Serialize>(
+    (block, grace_period): (BlockRef, Option<u64>),
+    read_at: u64,
+    value: &T,
+) -> Result<Answer> {
     let body = serde_json::to_string(value).map_err(|error| Error::Runtime(error.into()))?;
-    Ok(Answer { body, block, read_at, source: Source::Chain })
+    Ok(Answer { body, block, grace_period, read_at, source: Source::Chain })
 }

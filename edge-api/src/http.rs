@@ -12,6 +12,9 @@ use crate::{Error, Result};
 pub(crate) struct Answer {
     pub(crate) body: String,
     pub(crate) block: BlockRef,
+    /// The registry's `attestationGracePeriod()` at `block`, for an answer that states
+    /// compliance (sent, and cached, as `X-Attestation-Grace-Period`).
+    pub(crate) grace_period: Option<u64>,
     /// When (Unix seconds, wall clock) its chain data was read: the start of its TTL.
     pub(crate) read_at: u64,
     /// Where a registry-wide answer came from (sent, and cached, as `X-Index-*` headers).
@@ -90,8 +93,8 @@ pub(crate) const PREFLIGHT_MAX_AGE: &str = "86400";
 
 /// Headers a browser may read from a cross-origin response.
 pub(crate) const EXPOSED_HEADERS: &str = "X-RateLimit-Remaining, ETag, Retry-After, Cache-Control, X-Cache, X-Cache-Tier, \
-                               X-Expires-At, X-Block-Number, X-Block-Timestamp, X-Index-Lag-Blocks, X-Index-Run-At, \
-                               X-Index-Fallback";
+                               X-Expires-At, X-Block-Number, X-Block-Timestamp, X-Attestation-Grace-Period, \
+                               X-Index-Lag-Blocks, X-Index-Run-At, X-Index-Fallback";
 
 /// `X-Content-Type-Options` of every answer.
 pub(crate) const NOSNIFF: &str = "nosniff";
@@ -109,8 +112,21 @@ pub(crate) fn json(status: u16, body: &str, cache_control: &str) -> Result<Respo
 pub(crate) fn answer(answer: &Answer, cache_control: &str) -> Result<Response> {
     let response = json(200, &answer.body, cache_control)?;
     set_block(response.headers(), answer.block)?;
+    set_grace_period(response.headers(), answer.grace_period)?;
     answer.source.set_headers(response.headers())?;
     Ok(response)
+}
+
+/// `X-Attestation-Grace-Period`: the registry's `attestationGracePeriod()` (seconds) at the
+/// answer's block, which its compliance was judged by, so that a client judges the records it
+/// holds the same way (the browser package's `evaluateCompliance`).
+pub(crate) const GRACE_PERIOD: &str = "x-attestation-grace-period";
+
+pub(crate) fn set_grace_period(headers: &Headers, grace_period: Option<u64>) -> Result<()> {
+    if let Some(seconds) = grace_period {
+        headers.set(GRACE_PERIOD, &seconds.to_string())?;
+    }
+    Ok(())
 }
 
 pub(crate) fn set_block(headers: &Headers, block: BlockRef) -> Result<()> {

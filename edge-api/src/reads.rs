@@ -1,6 +1,10 @@
 //! What each endpoint reads from the registry: plans of calls, each read at one block by
 //! [`Rpc::read`] (through Multicall3: one round trip that also says which block it read),
 //! decoded by `kya_core`.
+//!
+//! Every read that states compliance reads the registry's `attestationGracePeriod()` in the same
+//! plan, so at the same block: the owner may change it, and standing is the chain's at the block
+//! an answer names (INTERFACE.md section 2).
 
 use std::collections::BTreeMap;
 
@@ -36,15 +40,7 @@ pub(crate) async fn snapshot(rpc: &Rpc<'_>, registry: Address) -> Result<Snapsho
     }
     // Without Multicall3 every call is billed: records first, then only the histories of the
     // agents that ever reported revenue.
-    let (block, outcomes) = rpc
-        .read(
-            &plan(registry, |plan| {
-                plan.push(&AgentRegistry::nextAgentIdCall {});
-            }),
-            None,
-        )
-        .await?;
-    let next: u64 = small(outcomes[0].decode::<AgentRegistry::nextAgentIdCall>()?, "nextAgentId")?;
+    let (block, next, grace_period) = next_agent_id(rpc, registry, None).await?;
     let records = plan(registry, |plan| push_records(plan, 1..next));
     let (_, outcomes) = rpc.read(&records, Some(block)).await?;
     let agents = outcomes.iter().map(decode_record).collect::<Result<Vec<_>>>()?;
@@ -52,7 +48,8 @@ pub(crate) async fn snapshot(rpc: &Rpc<'_>, registry: Address) -> Result<Snapsho
         agents.iter().filter(|agent| agent.last_revenue_report != 0).map(|agent| agent.agent_id).collect();
     let histories = plan(registry, |plan| push_histories(plan, &reporting));
     let (_, outcomes) = rpc.read(&histories, Some(block)).await?;
-    let mut snapshot = Snapshot { block, agents, revenue: Vec::new(), revenue_unreadable: Vec::new() };
+    let mut snapshot =
+        Snapshot { block, grace_period, agents, revenue: Vec::new(), revenue_unreadable: Vec::new() };
     for (&agent_id, outcome) in reporting.iter().zip(&outcomes) {
         add_history(&mut snapshot, agent_id, outcome)?;
     }
@@ -64,10 +61,12 @@ pub(crate) async fn snapshot(rpc: &Rpc<'_>, registry: Address) -> Result<Snapsho
 async fn snapshot_in_two_rounds(rpc: &Rpc<'_>, registry: Address) -> Result<Snapshot> {
     let first = plan(registry, |plan| {
         plan.push(&AgentRegistry::nextAgentIdCall {});
+        plan.push(&AgentRegistry::attestationGracePeriodCall {});
         push_agents(plan, 1..=FIRST_ROUND_AGENTS);
     });
     let (block, mut outcomes) = rpc.read(&first, None).await?;
     let next: u64 = small(outcomes.remove(0).decode::<AgentRegistry::nextAgentIdCall>()?, "nextAgentId")?;
+    let grace_period = grace_of(&outcomes.remove(0))?;
     let count = next.saturating_sub(1);
     // The first round asked for ids past the last agent (they revert): keep only real ones.
     outcomes.truncate(2 * count.min(FIRST_ROUND_AGENTS) as usize);
@@ -76,7 +75,8 @@ async fn snapshot_in_two_rounds(rpc: &Rpc<'_>, registry: Address) -> Result<Snap
         outcomes.extend(rpc.read(&rest, Some(block)).await?.1);
     }
     let agents = Vec::with_capacity(count as usize);
-    let mut snapshot = Snapshot { block, agents, revenue: Vec::new(), revenue_unreadable: Vec::new() };
+    let mut snapshot =
+        Snapshot { block, grace_period, agents, revenue: Vec::new(), revenue_unreadable: Vec::new() };
     for pair in outcomes.chunks(2) {
         let agent = decode_record(&pair[0])?;
         let agent_id = agent.agent_id;
@@ -99,17 +99,27 @@ fn add_history(snapshot: &mut Snapshot, agent_id: u64, outcome: &Outcome) -> Res
     Ok(())
 }
 
-/// The registry's `nextAgentId` at `at` (the latest block when `None`), and that block.
+/// The registry's `nextAgentId` and `attestationGracePeriod()` at `at` (the latest block when
+/// `None`), and that block: one read (one `aggregate3` through Multicall3).
 pub(crate) async fn next_agent_id(
     rpc: &Rpc<'_>,
     registry: Address,
     at: Option<BlockRef>,
-) -> Result<(BlockRef, u64)> {
+) -> Result<(BlockRef, u64, u64)> {
     let calls = plan(registry, |plan| {
         plan.push(&AgentRegistry::nextAgentIdCall {});
+        plan.push(&AgentRegistry::attestationGracePeriodCall {});
     });
     let (block, outcomes) = rpc.read(&calls, at).await?;
-    Ok((block, small(outcomes[0].decode::<AgentRegistry::nextAgentIdCall>()?, "nextAgentId")?))
+    let next = small(outcomes[0].decode::<AgentRegistry::nextAgentIdCall>()?, "nextAgentId")?;
+    Ok((block, next, grace_of(&outcomes[1])?))
+}
+
+/// The registry's `attestationGracePeriod()` (a `uint256` of seconds the owner sets), saturated
+/// at `u64::MAX`: any larger period keeps every attestation current, as it does on chain.
+fn grace_of(outcome: &Outcome) -> Result<u64> {
+    let seconds = outcome.decode::<AgentRegistry::attestationGracePeriodCall>()?;
+    Ok(u64::try_from(seconds).unwrap_or(u64::MAX))
 }
 
 /// The agents `ids` as the index holds them (record and revenue sums), read at `at`. A history
@@ -134,20 +144,21 @@ pub(crate) async fn indexed_agents(
     Ok(agents)
 }
 
-/// One agent and its direct children, at the latest block.
+/// One agent and its direct children, at the latest block, with the grace period there.
 pub(crate) async fn agent(
     rpc: &Rpc<'_>,
     registry: Address,
     agent_id: u64,
-) -> Result<(BlockRef, Agent, Vec<u64>)> {
+) -> Result<(BlockRef, u64, Agent, Vec<u64>)> {
     let id = U256::from(agent_id);
     let calls = plan(registry, |plan| {
         plan.push(&AgentRegistry::getAgentCall { agentId: id });
         plan.push(&AgentRegistry::getChildrenCall { agentId: id });
+        plan.push(&AgentRegistry::attestationGracePeriodCall {});
     });
     let (block, outcomes) = rpc.read(&calls, None).await?;
     let agent = decode_agent(&outcomes[0], agent_id)?;
-    Ok((block, agent, decode_children(&outcomes[1])?))
+    Ok((block, grace_of(&outcomes[2])?, agent, decode_children(&outcomes[1])?))
 }
 
 /// The lineage tree under `root`, one read per level (at most 15), every level at the block the
@@ -202,30 +213,32 @@ pub(crate) async fn revenue(
     Ok((block, decode_histories(&outcomes[1..])?))
 }
 
-/// The agent of `wallet`, if any, at the latest block.
+/// The agent of `wallet`, if any, at the latest block, with the grace period there.
 pub(crate) async fn kya(
     rpc: &Rpc<'_>,
     registry: Address,
     wallet: Address,
-) -> Result<(BlockRef, Option<Agent>)> {
-    let (block, mut agents) = kya_many(rpc, registry, &[wallet]).await?;
-    Ok((block, agents.pop().flatten()))
+) -> Result<(BlockRef, (u64, Option<Agent>))> {
+    let (block, (grace_period, mut agents)) = kya_many(rpc, registry, &[wallet]).await?;
+    Ok((block, (grace_period, agents.pop().flatten())))
 }
 
-/// The agents of `wallets` (each `None` without one), in order, at one block: one plan, so one
-/// round trip for up to a batch of `aggregate3`s.
+/// The agents of `wallets` (each `None` without one), in order, at one block, with the grace
+/// period there: one plan, so one round trip for up to a batch of `aggregate3`s.
 pub(crate) async fn kya_many(
     rpc: &Rpc<'_>,
     registry: Address,
     wallets: &[Address],
-) -> Result<(BlockRef, Vec<Option<Agent>>)> {
+) -> Result<(BlockRef, (u64, Vec<Option<Agent>>))> {
     let calls = plan(registry, |plan| {
+        plan.push(&AgentRegistry::attestationGracePeriodCall {});
         for &wallet in wallets {
             plan.push(&AgentRegistry::getAgentByWalletCall { wallet });
         }
     });
     let (block, outcomes) = rpc.read(&calls, None).await?;
-    Ok((block, outcomes.iter().map(agent_of_wallet).collect::<Result<_>>()?))
+    let agents = outcomes[1..].iter().map(agent_of_wallet).collect::<Result<_>>()?;
+    Ok((block, (grace_of(&outcomes[0])?, agents)))
 }
 
 /// `read` (a read at the latest block) with the hash of the block it read, which no `eth_call`
@@ -249,27 +262,29 @@ pub(crate) async fn hashed<T>(
     }
 }
 
-/// [`kya`]'s read of `check.address`, and that contract account's ERC-1271 answer to `check`,
-/// at one block in one round trip (one `aggregate3`). The answer's return data is empty when the
-/// call reverted or the account has no code: no valid signature either way.
+/// [`kya`]'s read of `check.address` (with the grace period), and that contract account's
+/// ERC-1271 answer to `check`, at one block in one round trip (one `aggregate3`). The answer's
+/// return data is empty when the call reverted or the account has no code: no valid signature
+/// either way.
 pub(crate) async fn kya_and_erc1271(
     rpc: &Rpc<'_>,
     registry: Address,
     check: &Erc1271Check,
-) -> Result<(BlockRef, Option<Agent>, Vec<u8>)> {
+) -> Result<(BlockRef, (u64, Option<Agent>), Vec<u8>)> {
     let calls = plan(registry, |plan| {
         plan.push(&AgentRegistry::getAgentByWalletCall { wallet: check.address });
         plan.push_to(
             check.address,
             &IERC1271::isValidSignatureCall { hash: check.hash, signature: check.signature.clone() },
         );
+        plan.push(&AgentRegistry::attestationGracePeriodCall {});
     });
     let (block, outcomes) = rpc.read(&calls, None).await?;
     let answer = match &outcomes[1] {
         Outcome::Returned(data) => data.to_vec(),
         _ => Vec::new(),
     };
-    Ok((block, agent_of_wallet(&outcomes[0])?, answer))
+    Ok((block, (grace_of(&outcomes[2])?, agent_of_wallet(&outcomes[0])?), answer))
 }
 
 /// The agent `getAgentByWallet` returned, `None` for a wallet without one.

@@ -127,6 +127,7 @@ fn passes_verify_with_jose_both_ways() {
         registry,
         wallet: agent.address(),
         block: PassBlock { number: 42, hash: alloy::primitives::B256::repeat_byte(7), time: at },
+        grace_period: kya_core::DEFAULT_GRACE_PERIOD_SECS,
         now: at,
         ttl_secs: 300,
         jti: format!("jti-{at}"),

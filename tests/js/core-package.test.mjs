@@ -323,7 +323,9 @@ async function get(route, ip) {
   assert.equal(response.status, 200, `${route}: ${response.status}`);
   const blockTimestamp = Number(response.headers.get('x-block-timestamp'));
   assert.ok(Number.isInteger(blockTimestamp) && blockTimestamp > 0, `${route} carries X-Block-Timestamp`);
-  return { body: await response.json(), blockTimestamp };
+  const grace = response.headers.get('x-attestation-grace-period');
+  const clock = grace === null ? null : { time: blockTimestamp, gracePeriod: Number(grace) };
+  return { body: await response.json(), blockTimestamp, clock };
 }
 
 async function ethCall(data) {
@@ -345,8 +347,9 @@ test('compliance, KYA decisions and decoded records agree with the API for every
   for (let id = 1; id <= agents; id += 1) {
     // Three requests per agent: 15 agents per client IP stay under the 60-per-minute limit.
     const ip = `198.51.100.${1 + Math.floor(id / 15)}`;
-    const { body, blockTimestamp } = await get(`/api/v1/agent/${id}`, ip);
-    const ours = kya.evaluateCompliance(body.agent, blockTimestamp, body.children.length);
+    const { body, clock } = await get(`/api/v1/agent/${id}`, ip);
+    assert.ok(clock, `agent ${id}: the answer names the registry's grace period`);
+    const ours = kya.evaluateCompliance(body.agent, clock, body.children.length);
     const { isCompliant, ...compliance } = ours;
     assert.deepEqual(compliance, body.compliance, `agent ${id}: compliance`);
     assert.equal(isCompliant, body.compliance.isActive && body.compliance.attestationCurrent);
@@ -363,7 +366,7 @@ test('compliance, KYA decisions and decoded records agree with the API for every
     const check = await get(`/api/v1/kya/${body.agent.agentWallet.toLowerCase()}`, ip);
     assert.equal(check.body.checkedAt, new Date(check.blockTimestamp * 1000).toISOString());
     const verdict = check.body.agent
-      ? kya.evaluateCompliance(check.body.agent, check.blockTimestamp).isCompliant
+      ? kya.evaluateCompliance(check.body.agent, check.clock).isCompliant
       : false;
     assert.equal(verdict, check.body.isCompliant, `agent ${id}: KYA isCompliant`);
     const decision = kya.kyaDecision(check.body.isRegistered, verdict);

@@ -5,7 +5,7 @@ use alloy_primitives::Address;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    Agent, AgentStatus, Compliance,
+    Agent, AgentStatus, Compliance, StandingClock,
     api::time::{iso8601, timestamp},
 };
 
@@ -24,17 +24,17 @@ pub struct KyaResult {
 }
 
 impl KyaResult {
-    /// The result for `wallet`, whose agent (if any) the registry gave at a block of time `now`
-    /// (Unix seconds).
-    pub fn of(wallet: Address, agent: Option<&Agent>, now: u64) -> Self {
+    /// The result for `wallet`, whose agent (if any) the registry gave at a block judged by
+    /// `clock` (its time, and the registry's grace period there).
+    pub fn of(wallet: Address, agent: Option<&Agent>, clock: StandingClock) -> Self {
         // Child count plays no part in compliance, so it is not asked for.
-        let is_compliant = agent.is_some_and(|agent| Compliance::of(agent, 0, now).is_compliant());
+        let is_compliant = agent.is_some_and(|agent| Compliance::of(agent, 0, clock).is_compliant());
         Self {
             wallet,
             is_registered: agent.is_some(),
             is_compliant,
             agent: agent.map(KyaAgent::from),
-            checked_at: iso8601(now),
+            checked_at: iso8601(clock.time),
         }
     }
 
@@ -124,6 +124,10 @@ impl KyaDecision {
 mod tests {
     use super::*;
 
+    const fn week(time: u64) -> StandingClock {
+        StandingClock::new(time, crate::DEFAULT_GRACE_PERIOD_SECS)
+    }
+
     #[test]
     fn follows_the_specs_intended_use() {
         assert_eq!(KyaDecision::of(true, true), KyaDecision::Provision);
@@ -139,7 +143,7 @@ mod tests {
         let mut agent = Agent::try_from(crate::registry::record::tests::record()).unwrap();
         agent.status = AgentStatus::Active;
         let wallet = agent.agent_wallet;
-        let result = KyaResult::of(wallet, Some(&agent), agent.last_attestation + 60);
+        let result = KyaResult::of(wallet, Some(&agent), week(agent.last_attestation + 60));
         assert_eq!(result.decision(), KyaDecision::Provision);
         let text = concat!(
             r#"{"wallet":"0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC","isRegistered":true,"isCompliant":true,"#,
@@ -152,7 +156,7 @@ mod tests {
         assert_eq!(serde_json::to_string(&result).unwrap(), text);
         assert_eq!(serde_json::from_str::<KyaResult>(text).unwrap(), result);
 
-        let unknown = KyaResult::of(wallet, None, 1_700_000_000);
+        let unknown = KyaResult::of(wallet, None, week(1_700_000_000));
         assert_eq!((unknown.is_registered, unknown.is_compliant), (false, false));
         assert_eq!(unknown.decision(), KyaDecision::DenyOrRegister);
         assert!(serde_json::to_string(&unknown).unwrap().contains(r#""agent":null,"#));

@@ -74,10 +74,10 @@ pub struct AgentDetails {
 }
 
 impl AgentDetails {
-    /// The answer for `agent` with its direct `children`, its compliance at `now` (Unix
-    /// seconds, the block's time).
-    pub fn of(agent: &Agent, children: Vec<u64>, now: u64) -> Self {
-        let compliance = Compliance::of(agent, u64::try_from(children.len()).unwrap_or(u64::MAX), now);
+    /// The answer for `agent` with its direct `children`, its compliance judged by `clock` (the
+    /// block's time and the registry's grace period there).
+    pub fn of(agent: &Agent, children: Vec<u64>, clock: crate::StandingClock) -> Self {
+        let compliance = Compliance::of(agent, u64::try_from(children.len()).unwrap_or(u64::MAX), clock);
         Self { agent: AgentView::from(agent), children, compliance }
     }
 
@@ -198,7 +198,11 @@ mod tests {
 
     #[test]
     fn details_carry_the_compliance_at_the_blocks_time() {
-        let details = AgentDetails::of(&agent(), vec![8, 9], 1_700_000_011);
+        let details = AgentDetails::of(
+            &agent(),
+            vec![8, 9],
+            crate::StandingClock::new(1_700_000_011, crate::DEFAULT_GRACE_PERIOD_SECS),
+        );
         assert_eq!((details.compliance.child_count, details.compliance.seconds_since_attestation), (2, 10));
         assert!(!details.is_compliant(), "suspended");
         let text = serde_json::to_string(&details).unwrap();

@@ -8,7 +8,7 @@ use wasm_bindgen::prelude::*;
 
 use super::{JsResult, error, from_js, to_js, whole};
 use crate::{
-    AgentStatus, Compliance, ComplianceBadge, KyaDecision,
+    AgentStatus, Compliance, ComplianceBadge, KyaDecision, StandingClock,
     api::{checksum::checksummed, query::parse_wallet, time::parse_iso8601},
 };
 
@@ -22,14 +22,14 @@ pub struct AttestedRecord {
 }
 
 impl AttestedRecord {
-    fn compliance(self, now: u64, child_count: u64) -> JsResult<Compliance> {
+    fn compliance(self, clock: StandingClock, child_count: u64) -> JsResult<Compliance> {
         let last_attestation = match self.last_attestation.as_deref() {
             None => 0,
             Some(text) => parse_iso8601(text).ok_or_else(|| {
                 JsError::new(&format!("lastAttestation is not an ISO 8601 UTC time: {text}"))
             })?,
         };
-        Ok(Compliance::at(self.status, last_attestation, child_count, now))
+        Ok(Compliance::at(self.status, last_attestation, child_count, clock))
     }
 }
 
@@ -39,30 +39,35 @@ impl AttestedRecord {
 pub struct ComplianceVerdict {
     #[serde(flatten)]
     pub compliance: Compliance,
-    /// Active and attested within the validity period.
+    /// Active and attested within the grace period.
     pub is_compliant: bool,
 }
 
-/// The compliance object of SPEC.md section 2 for `record` at `nowSeconds` (use the chain's time,
-/// e.g. the API's `X-Block-Timestamp`), plus `isCompliant`.
+/// The compliance object of SPEC.md section 2 for `record` judged by `clock`: `{time,
+/// gracePeriod}`, the chain's time (the API's `X-Block-Timestamp`) and the registry's
+/// `attestationGracePeriod()` at that block (`X-Attestation-Grace-Period`), never the browser's
+/// clock or a fixed week: the owner may change the period. Plus `isCompliant`.
 #[wasm_bindgen(js_name = evaluateCompliance)]
 pub fn evaluate_compliance(
     record: Ts<AttestedRecord>,
-    now_seconds: f64,
+    clock: Ts<StandingClock>,
     child_count: Option<f64>,
 ) -> JsResult<Ts<ComplianceVerdict>> {
     let record = from_js(&record, "record")?;
     let child_count = whole(child_count.unwrap_or(0.0), "childCount")?;
-    let compliance = record.compliance(whole(now_seconds, "nowSeconds")?, child_count)?;
+    let compliance = record.compliance(from_js(&clock, "clock")?, child_count)?;
     to_js(&ComplianceVerdict { compliance, is_compliant: compliance.is_compliant() })
 }
 
-/// The badge of `record` at `nowSeconds`: `compliant`, `lapsed` (Active, attestation too old),
-/// or the status ([`ComplianceBadge::of`]).
+/// The badge of `record` judged by `clock` (as [`evaluate_compliance`]'s): `compliant`, `lapsed`
+/// (Active, attestation older than the grace period), or the status ([`ComplianceBadge::of`]).
 #[wasm_bindgen(js_name = complianceBadge)]
-pub fn compliance_badge(record: Ts<AttestedRecord>, now_seconds: f64) -> JsResult<Ts<ComplianceBadge>> {
+pub fn compliance_badge(
+    record: Ts<AttestedRecord>,
+    clock: Ts<StandingClock>,
+) -> JsResult<Ts<ComplianceBadge>> {
     let record = from_js(&record, "record")?;
-    let compliance = record.compliance(whole(now_seconds, "nowSeconds")?, 0)?;
+    let compliance = record.compliance(from_js(&clock, "clock")?, 0)?;
     to_js(&ComplianceBadge::of(&compliance))
 }
 

@@ -18,7 +18,7 @@
 use alloy_primitives::Address;
 
 use crate::{
-    ATTESTATION_VALIDITY_SECS, Agent, AgentStatus,
+    Agent, AgentStatus, StandingClock,
     feed::{Change, Detail, EventBlock, EventLog, EventType, Standing},
 };
 
@@ -63,12 +63,12 @@ impl Known {
         Self { wallet: agent.agent_wallet, status: agent.status, last_attestation: agent.last_attestation }
     }
 
-    /// Whether the attestation is current at `time` (as [`crate::Compliance`] counts it).
-    pub(crate) const fn attestation_current(&self, time: u64) -> bool {
-        time.saturating_sub(self.last_attestation) <= ATTESTATION_VALIDITY_SECS
+    /// Whether the attestation is current at `clock` (as [`crate::Compliance`] counts it).
+    pub(crate) const fn attestation_current(&self, clock: StandingClock) -> bool {
+        clock.attestation_current(self.last_attestation)
     }
 
-    pub(crate) const fn standing(&self, time: u64) -> Standing {
+    pub(crate) const fn standing(&self, clock: StandingClock) -> Standing {
         // Terminating frees the wallet on chain (`walletToAgent` is deleted): `/kya` finds no
         // agent for it, as for a wallet never registered.
         if matches!(self.status, AgentStatus::Terminated) {
@@ -76,16 +76,16 @@ impl Known {
         }
         Standing {
             is_registered: true,
-            is_compliant: matches!(self.status, AgentStatus::Active) && self.attestation_current(time),
+            is_compliant: matches!(self.status, AgentStatus::Active) && self.attestation_current(clock),
             status: Some(self.status),
         }
     }
 }
 
 impl Standing {
-    /// The standing `agent`'s record gives at `time`, as `/kya/<wallet>` answers it.
-    pub const fn of(agent: &Agent, time: u64) -> Self {
-        Known::of(agent).standing(time)
+    /// The standing `agent`'s record gives at `clock`, as `/kya/<wallet>` answers it.
+    pub const fn of(agent: &Agent, clock: StandingClock) -> Self {
+        Known::of(agent).standing(clock)
     }
 }
 
@@ -98,18 +98,28 @@ pub struct Walk {
     standing: Standing,
     /// Whether the attestation was current when last looked at: an expiry is sent once.
     attestation_current: bool,
+    /// The registry's grace period the walk judges every block by: the run's block's.
+    grace_period: u64,
     changes: Vec<Change>,
 }
 
 impl Walk {
-    /// Starts from what the index held before the run (`None`: no such agent), at the time of
-    /// the index's block then.
-    pub fn new(agent_id: u64, known: Option<Known>, time: u64) -> Self {
+    /// Starts from what the index held before the run (`None`: no such agent), as the feed
+    /// showed it at `shown_at` (the index's block then: its time and grace period), and judges
+    /// what follows by `grace_period`, the registry's at the run's block. A grace the owner
+    /// changed in between moves the agent's standing as time does: a shortened one lapses its
+    /// attestation at the walk's first block, a lengthened one renews it.
+    pub fn new(agent_id: u64, known: Option<Known>, shown_at: StandingClock, grace_period: u64) -> Self {
         let (standing, attestation_current) = match &known {
-            Some(known) => (known.standing(time), known.attestation_current(time)),
+            Some(known) => (known.standing(shown_at), known.attestation_current(shown_at)),
             None => (Standing::UNREGISTERED, false),
         };
-        Self { agent_id, known, standing, attestation_current, changes: Vec::new() }
+        Self { agent_id, known, standing, attestation_current, grace_period, changes: Vec::new() }
+    }
+
+    /// What the walk judges a block of time `time` by.
+    const fn clock(&self, time: u64) -> StandingClock {
+        StandingClock::new(time, self.grace_period)
     }
 
     /// Applies one of the agent's logs (in block and log order).
@@ -123,6 +133,7 @@ impl Walk {
         {
             self.unregister(log.block);
         }
+        let clock = self.clock(log.block.time);
         let (kind, detail) = match (log.kind, self.known.as_mut()) {
             (LogKind::Registered { wallet }, _) => {
                 self.known =
@@ -135,7 +146,7 @@ impl Walk {
             (_, None) => return,
             (LogKind::Attested { at }, Some(known)) => {
                 known.last_attestation = at;
-                self.attestation_current = known.attestation_current(log.block.time);
+                self.attestation_current = known.attestation_current(clock);
                 (EventType::Attested, Detail::Attested { attested_at: at })
             }
             (LogKind::RevenueReported, Some(_)) => (EventType::RevenueReported, Detail::None {}),
@@ -150,6 +161,7 @@ impl Walk {
     /// Ends the walk at the run's last block, whose record of the agent the run read (`None`:
     /// the registry has no such agent there), and gives the agent's changes in order.
     pub fn settle(mut self, read: Option<&Agent>, block: EventBlock) -> Vec<Change> {
+        let clock = self.clock(block.time);
         self.lapse(block);
         // The registration the walk followed is not the chain's: gone, or its id is another
         // wallet's (a reorganisation the retractions did not cover, deeper than the finality
@@ -160,7 +172,7 @@ impl Walk {
             self.unregister(block);
             if let Some(agent) = read {
                 self.known = Some(Known::of(agent));
-                self.attestation_current = Known::of(agent).attestation_current(block.time);
+                self.attestation_current = Known::of(agent).attestation_current(clock);
                 self.push(EventType::Registered, block, None, Detail::None {});
             }
         }
@@ -178,7 +190,7 @@ impl Walk {
             (Some(agent), None) => {
                 let known = Known::of(agent);
                 self.known = Some(known);
-                self.standing = known.standing(block.time);
+                self.standing = known.standing(clock);
             }
             _ => {}
         }
@@ -187,7 +199,7 @@ impl Walk {
             // a compliance it flips is still shown.
             known.last_attestation = agent.last_attestation;
             known.wallet = agent.agent_wallet;
-            self.attestation_current = known.attestation_current(block.time);
+            self.attestation_current = known.attestation_current(clock);
             self.show_compliance(block, None);
         }
         self.changes
@@ -220,23 +232,30 @@ impl Walk {
     }
 
     /// The agent's attestation lapsed before `block`'s time: `agent.attestation_expired` (and
-    /// the compliance it flips) at the first block the run saw past the moment.
+    /// the compliance it flips) at the first block the run saw past the moment. One the grace
+    /// period's lengthening made current again is current from here on (the compliance it
+    /// flips is shown with the walk's next change, or where it settles), so that it can lapse
+    /// again.
     fn lapse(&mut self, block: EventBlock) {
         let Some(known) = self.known else { return };
-        if self.attestation_current && !known.attestation_current(block.time) {
+        let clock = self.clock(block.time);
+        let current = known.attestation_current(clock);
+        if self.attestation_current && !current {
             self.attestation_current = false;
             let detail = Detail::Expired {
                 last_attestation: known.last_attestation,
-                valid_until: known.last_attestation.saturating_add(ATTESTATION_VALIDITY_SECS),
+                valid_until: clock.valid_until(known.last_attestation),
             };
             self.push(EventType::AttestationExpired, block, None, detail);
+        } else if current {
+            self.attestation_current = true;
         }
     }
 
     /// Records a change with the standing it leaves, then the compliance flip it caused, if any.
     fn push(&mut self, kind: EventType, block: EventBlock, log: Option<EventLog>, detail: Detail) {
         let Some(known) = self.known else { return };
-        let standing = known.standing(block.time);
+        let standing = known.standing(self.clock(block.time));
         self.changes.push(Change {
             kind,
             agent_id: self.agent_id,
@@ -252,7 +271,7 @@ impl Walk {
     /// `agent.compliance_changed` if compliance differs from what was last shown.
     fn show_compliance(&mut self, block: EventBlock, log: Option<EventLog>) {
         let Some(known) = self.known else { return };
-        let standing = known.standing(block.time);
+        let standing = known.standing(self.clock(block.time));
         let from = self.standing.is_compliant;
         self.standing = standing;
         if standing.is_compliant != from {
@@ -285,6 +304,12 @@ mod tests {
     const WALLET: Address = address!("0x70997970c51812dc3a010c7d01b50e0d17dc79c8");
     const DAY: u64 = 86_400;
     const T0: u64 = 1_700_000_000;
+    const WEEK: u64 = crate::DEFAULT_GRACE_PERIOD_SECS;
+
+    /// A clock of the registry's initial grace period.
+    const fn week(time: u64) -> StandingClock {
+        StandingClock::new(time, WEEK)
+    }
 
     fn block(number: u64, time: u64) -> EventBlock {
         EventBlock { number, hash: B256::with_last_byte(number as u8), time }
@@ -313,7 +338,7 @@ mod tests {
 
     #[test]
     fn a_registration_is_registered_then_compliant() {
-        let mut walk = Walk::new(7, None, T0 - 2);
+        let mut walk = Walk::new(7, None, week(T0 - 2), WEEK);
         walk.log(&log(10, T0, 0, LogKind::Registered { wallet: WALLET }));
         let changes = walk.settle(Some(&record(AgentStatus::Active, T0)), block(10, T0));
         assert_eq!(
@@ -329,7 +354,7 @@ mod tests {
 
     #[test]
     fn a_suspension_and_reactivation_in_one_run_are_two_changes_each_with_its_compliance() {
-        let mut walk = Walk::new(7, Some(Known::of(&record(AgentStatus::Active, T0))), T0 + 5);
+        let mut walk = Walk::new(7, Some(Known::of(&record(AgentStatus::Active, T0))), week(T0 + 5), WEEK);
         walk.log(&log(11, T0 + 10, 1, LogKind::Suspended));
         walk.log(&log(12, T0 + 12, 0, LogKind::RevenueReported));
         walk.log(&log(13, T0 + 14, 3, LogKind::Reactivated));
@@ -351,15 +376,15 @@ mod tests {
     #[test]
     fn time_alone_expires_an_attestation_once_at_the_first_block_past_it() {
         let attested = T0;
-        let edge = attested + ATTESTATION_VALIDITY_SECS;
+        let edge = attested + WEEK;
         let known = Known::of(&record(AgentStatus::Active, attested));
 
         // Still current at its last second: nothing.
-        let walk = Walk::new(7, Some(known), edge - 100);
+        let walk = Walk::new(7, Some(known), week(edge - 100), WEEK);
         assert_eq!(walk.settle(Some(&record(AgentStatus::Active, attested)), block(50, edge)), vec![]);
 
         // One second past: expired, and no longer compliant; a later run says nothing again.
-        let changes = Walk::new(7, Some(known), edge - 100)
+        let changes = Walk::new(7, Some(known), week(edge - 100), WEEK)
             .settle(Some(&record(AgentStatus::Active, attested)), block(51, edge + 1));
         assert_eq!(
             summary(&changes),
@@ -375,9 +400,58 @@ mod tests {
         );
         assert!(changes.iter().all(|change| change.log.is_none()), "time has no log");
         assert_eq!(
-            Walk::new(7, Some(known), edge + 1)
+            Walk::new(7, Some(known), week(edge + 1), WEEK)
                 .settle(Some(&record(AgentStatus::Active, attested)), block(60, edge + DAY)),
             vec![]
+        );
+    }
+
+    #[test]
+    fn a_shortened_grace_expires_at_the_walks_first_block_and_a_lengthened_one_renews() {
+        let attested = T0;
+        let known = Known::of(&record(AgentStatus::Active, attested));
+        let active = record(AgentStatus::Active, attested);
+        // Shown compliant under the week; the owner shortened the grace to 120 s, and the run's
+        // block is 300 s past the attestation: expired, its last current second the new grace's.
+        let changes = Walk::new(7, Some(known), week(attested + 200), 120)
+            .settle(Some(&active), block(9, attested + 300));
+        assert_eq!(
+            summary(&changes),
+            vec![
+                (
+                    EventType::AttestationExpired,
+                    9,
+                    false,
+                    Detail::Expired { last_attestation: attested, valid_until: attested + 120 }
+                ),
+                (EventType::ComplianceChanged, 9, false, Detail::Compliance { from: true, to: false }),
+            ]
+        );
+        // Shown lapsed under 120 s; lengthened to a week: compliant again, and no expiry.
+        let shown_lapsed = StandingClock::new(attested + 300, 120);
+        let changes =
+            Walk::new(7, Some(known), shown_lapsed, WEEK).settle(Some(&active), block(10, attested + 400));
+        assert_eq!(
+            summary(&changes),
+            vec![(EventType::ComplianceChanged, 10, true, Detail::Compliance { from: false, to: true })]
+        );
+        // Renewed by the grace, it lapses again when the longer grace runs out.
+        let mut walk = Walk::new(7, Some(known), shown_lapsed, 1_000);
+        walk.log(&log(11, attested + 500, 0, LogKind::RevenueReported));
+        let changes = walk.settle(Some(&active), block(12, attested + 1_001));
+        assert_eq!(
+            summary(&changes),
+            vec![
+                (EventType::RevenueReported, 11, true, Detail::None {}),
+                (EventType::ComplianceChanged, 11, true, Detail::Compliance { from: false, to: true }),
+                (
+                    EventType::AttestationExpired,
+                    12,
+                    false,
+                    Detail::Expired { last_attestation: attested, valid_until: attested + 1_000 }
+                ),
+                (EventType::ComplianceChanged, 12, false, Detail::Compliance { from: true, to: false }),
+            ]
         );
     }
 
@@ -385,7 +459,8 @@ mod tests {
     fn a_lapse_before_a_renewal_in_the_same_run_is_shown_before_it() {
         let attested = T0;
         let renewed = attested + 8 * DAY;
-        let mut walk = Walk::new(7, Some(Known::of(&record(AgentStatus::Active, attested))), attested + DAY);
+        let mut walk =
+            Walk::new(7, Some(Known::of(&record(AgentStatus::Active, attested))), week(attested + DAY), WEEK);
         walk.log(&log(90, renewed, 0, LogKind::Attested { at: renewed }));
         let changes = walk.settle(Some(&record(AgentStatus::Active, renewed)), block(90, renewed));
         assert_eq!(
@@ -395,10 +470,7 @@ mod tests {
                     EventType::AttestationExpired,
                     90,
                     false,
-                    Detail::Expired {
-                        last_attestation: attested,
-                        valid_until: attested + ATTESTATION_VALIDITY_SECS
-                    }
+                    Detail::Expired { last_attestation: attested, valid_until: attested + WEEK }
                 ),
                 (EventType::ComplianceChanged, 90, false, Detail::Compliance { from: true, to: false }),
                 (EventType::Attested, 90, true, Detail::Attested { attested_at: renewed }),
@@ -410,16 +482,16 @@ mod tests {
     #[test]
     fn a_suspended_agents_attestation_expires_without_a_compliance_change() {
         let known = Known::of(&record(AgentStatus::Suspended, T0));
-        let later = T0 + ATTESTATION_VALIDITY_SECS + 1;
-        let changes =
-            Walk::new(7, Some(known), T0).settle(Some(&record(AgentStatus::Suspended, T0)), block(5, later));
+        let later = T0 + WEEK + 1;
+        let changes = Walk::new(7, Some(known), week(T0), WEEK)
+            .settle(Some(&record(AgentStatus::Suspended, T0)), block(5, later));
         assert_eq!(
             summary(&changes),
             vec![(
                 EventType::AttestationExpired,
                 5,
                 false,
-                Detail::Expired { last_attestation: T0, valid_until: T0 + ATTESTATION_VALIDITY_SECS }
+                Detail::Expired { last_attestation: T0, valid_until: T0 + WEEK }
             )]
         );
     }
@@ -427,7 +499,7 @@ mod tests {
     #[test]
     fn a_record_the_logs_did_not_announce_is_corrected_at_the_runs_block() {
         // A registry (not ours) that revokes without a log.
-        let changes = Walk::new(7, Some(Known::of(&record(AgentStatus::Active, T0))), T0)
+        let changes = Walk::new(7, Some(Known::of(&record(AgentStatus::Active, T0))), week(T0), WEEK)
             .settle(Some(&record(AgentStatus::Revoked, T0)), block(8, T0 + 3));
         assert_eq!(
             summary(&changes),
@@ -446,7 +518,7 @@ mod tests {
 
     #[test]
     fn an_agent_the_feed_never_saw_registered_starts_from_its_record_silently() {
-        let mut walk = Walk::new(7, None, T0);
+        let mut walk = Walk::new(7, None, week(T0), WEEK);
         walk.log(&log(3, T0 + 1, 0, LogKind::Suspended));
         assert_eq!(walk.settle(Some(&record(AgentStatus::Suspended, T0)), block(3, T0 + 1)), vec![]);
     }
@@ -454,7 +526,7 @@ mod tests {
     #[test]
     fn a_registration_the_chain_no_longer_holds_is_withdrawn_for_its_wallet() {
         // Deeper than the finality depth, so no retraction covers it: the record is gone.
-        let changes = Walk::new(7, Some(Known::of(&record(AgentStatus::Active, T0))), T0)
+        let changes = Walk::new(7, Some(Known::of(&record(AgentStatus::Active, T0))), week(T0), WEEK)
             .settle(None, block(8, T0 + 3));
         assert_eq!(
             summary(&changes),
@@ -466,7 +538,7 @@ mod tests {
         assert!(changes.iter().all(|change| change.wallet == WALLET && change.log.is_none()));
         assert!(changes.iter().all(|change| change.standing == Standing::UNREGISTERED));
         // A suspended agent was not compliant: no compliance change.
-        let changes = Walk::new(7, Some(Known::of(&record(AgentStatus::Suspended, T0))), T0)
+        let changes = Walk::new(7, Some(Known::of(&record(AgentStatus::Suspended, T0))), week(T0), WEEK)
             .settle(None, block(8, T0 + 3));
         assert_eq!(summary(&changes), vec![(EventType::Unregistered, 8, false, Detail::None {})]);
     }
@@ -476,7 +548,7 @@ mod tests {
         let other = address!("0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc");
         let theirs = Agent { agent_wallet: other, ..record(AgentStatus::Active, T0 + 2) };
         // Through the other chain's registration log.
-        let mut walk = Walk::new(7, Some(Known::of(&record(AgentStatus::Active, T0))), T0);
+        let mut walk = Walk::new(7, Some(Known::of(&record(AgentStatus::Active, T0))), week(T0), WEEK);
         walk.log(&log(8, T0 + 2, 0, LogKind::Registered { wallet: other }));
         // The old wallet withdrawn, then the new one registered; read from its log or not.
         let story = |from_log: bool| {
@@ -492,10 +564,10 @@ mod tests {
         };
         assert_eq!(told(&walk.settle(Some(&theirs), block(8, T0 + 2))), story(true));
         // Without its log (below the logs followed): the same story, the registration a correction.
-        let changes = Walk::new(7, Some(Known::of(&record(AgentStatus::Active, T0))), T0)
+        let changes = Walk::new(7, Some(Known::of(&record(AgentStatus::Active, T0))), week(T0), WEEK)
             .settle(Some(&theirs), block(9, T0 + 3));
         assert_eq!(told(&changes), story(false));
-        assert_eq!(changes[3].standing, Standing::of(&theirs, T0 + 3));
+        assert_eq!(changes[3].standing, Standing::of(&theirs, week(T0 + 3)));
     }
 
     /// A registry that follows its own rules, as a reference for the walk.
@@ -548,11 +620,11 @@ mod tests {
             }
             let end = block(100, time + tail);
             let mut walk = if registered_in_run {
-                let mut walk = Walk::new(7, None, T0 - 1);
+                let mut walk = Walk::new(7, None, week(T0 - 1), WEEK);
                 walk.log(&log(1, T0, 0, LogKind::Registered { wallet: WALLET }));
                 walk
             } else {
-                Walk::new(7, Some(Known::of(&record(AgentStatus::Active, T0))), T0)
+                Walk::new(7, Some(Known::of(&record(AgentStatus::Active, T0))), week(T0), WEEK)
             };
             for log in &logs {
                 walk.log(log);
@@ -579,7 +651,7 @@ mod tests {
             prop_assert!(!changes.iter().any(|change| change.log.is_none() && change.kind == EventType::StatusChanged), "a registry that logs every write needs no correction");
             // `getAgentByWallet`, behind `/kya`, finds no agent for a terminated agent's wallet.
             let of_wallet = (agent.status != AgentStatus::Terminated).then_some(&agent);
-            let kya = KyaResult::of(WALLET, of_wallet, end.time);
+            let kya = KyaResult::of(WALLET, of_wallet, week(end.time));
             prop_assert_eq!(shown, kya.is_compliant, "the last compliance shown is /kya's");
             if let Some(last) = changes.last() {
                 prop_assert_eq!((last.standing.is_registered, last.standing.status), (kya.is_registered, of_wallet.map(|agent| agent.status)));

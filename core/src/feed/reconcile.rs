@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use alloy_primitives::Address;
 
 use crate::{
-    Agent,
+    Agent, StandingClock,
     feed::{Change, Detail, EventBlock, EventType, Known, Standing},
 };
 
@@ -28,12 +28,14 @@ pub struct Told<'a> {
     /// standing), then its changes.
     pub said: Vec<(u64, Address, Standing)>,
     /// Each agent the run read, as the index held it before the run (`None`: not held): by the
-    /// induction every run keeps, what the feed last said of its wallet, at `from_time`.
+    /// induction every run keeps, what the feed last said of its wallet, at `from`.
     pub before: &'a BTreeMap<u64, Option<Known>>,
     /// Each agent the run read, as read at its block (`None`: no such agent there).
     pub after: &'a BTreeMap<u64, Option<&'a Agent>>,
-    /// The time of the index's block before the run.
-    pub from_time: u64,
+    /// The index's block's clock before the run (its time, the grace period there).
+    pub from: StandingClock,
+    /// The registry's grace period at the run's block.
+    pub grace_period: u64,
 }
 
 /// The corrections that make the replay of the run's entries equal the chain at `end` for every
@@ -45,12 +47,17 @@ pub fn corrections(told: &Told<'_>, end: EventBlock) -> Vec<Change> {
         .after
         .iter()
         .filter_map(|(id, agent)| {
-            agent.map(|agent| (agent.agent_wallet, (*id, Standing::of(agent, end.time))))
+            agent.map(|agent| {
+                (
+                    agent.agent_wallet,
+                    (*id, Standing::of(agent, StandingClock::new(end.time, told.grace_period))),
+                )
+            })
         })
         .collect();
     // What the replay gives each wallet: the last the run said of it, else the feed's before.
     let mut shown: BTreeMap<Address, Standing> =
-        told.before.values().flatten().map(|known| (known.wallet, known.standing(told.from_time))).collect();
+        told.before.values().flatten().map(|known| (known.wallet, known.standing(told.from))).collect();
     let mut spoken: BTreeSet<u64> =
         told.before.iter().filter(|(_, known)| known.is_some()).map(|(id, _)| *id).collect();
     let mut wallets: BTreeMap<Address, u64> =
@@ -107,6 +114,11 @@ mod tests {
     use alloy_primitives::B256;
 
     const T0: u64 = 1_700_000_000;
+    const WEEK: u64 = crate::DEFAULT_GRACE_PERIOD_SECS;
+
+    const fn week(time: u64) -> StandingClock {
+        StandingClock::new(time, WEEK)
+    }
 
     fn end() -> EventBlock {
         EventBlock { number: 20, hash: B256::repeat_byte(20), time: T0 + 100 }
@@ -115,8 +127,7 @@ mod tests {
     /// Each wallet's standing once the feed before the run, the run's entries and `corrections`
     /// are replayed in order (the last entry naming a wallet wins).
     fn replayed(told: &Told<'_>, corrections: &[Change]) -> BTreeMap<Address, Standing> {
-        let start =
-            told.before.values().flatten().map(|known| (known.wallet, known.standing(told.from_time)));
+        let start = told.before.values().flatten().map(|known| (known.wallet, known.standing(told.from)));
         let said = told.said.iter().map(|(_, wallet, standing)| (*wallet, *standing));
         start.chain(said).chain(corrections.iter().map(|change| (change.wallet, change.standing))).collect()
     }
@@ -126,11 +137,13 @@ mod tests {
         let agent = sample_agent(1, AgentStatus::Active, T0, T0);
         let before = BTreeMap::from([(1, Some(Known::of(&agent)))]);
         let after = BTreeMap::from([(1, Some(&agent))]);
-        let told = Told { said: Vec::new(), before: &before, after: &after, from_time: T0 };
+        let told =
+            Told { said: Vec::new(), before: &before, after: &after, from: week(T0), grace_period: WEEK };
         assert_eq!(corrections(&told, end()), vec![]);
         // Nor an agent the index fills, never named by the feed.
         let before = BTreeMap::from([(1, None)]);
-        let told = Told { said: Vec::new(), before: &before, after: &after, from_time: T0 };
+        let told =
+            Told { said: Vec::new(), before: &before, after: &after, from: week(T0), grace_period: WEEK };
         assert_eq!(corrections(&told, end()), vec![]);
     }
 
@@ -150,7 +163,8 @@ mod tests {
             said: vec![(1, a.agent_wallet, Standing::UNREGISTERED)],
             before: &before,
             after: &after,
-            from_time: T0,
+            from: week(T0),
+            grace_period: WEEK,
         };
         let found = corrections(&told, end());
         let kinds: Vec<(EventType, Address)> =
@@ -163,7 +177,7 @@ mod tests {
             found.iter().all(|change| change.log.is_none() && change.block == end() && change.agent_id == 1)
         );
         let standings = replayed(&told, &found);
-        assert_eq!(standings[&b.agent_wallet], Standing::of(&b, end().time));
+        assert_eq!(standings[&b.agent_wallet], Standing::of(&b, week(end().time)));
         assert_eq!(standings[&a.agent_wallet], Standing::UNREGISTERED);
 
         // Without the retraction (the entries were final): A is withdrawn as well (wallets in
@@ -183,7 +197,7 @@ mod tests {
         );
         let standings = replayed(&told, &found);
         assert_eq!(standings[&a.agent_wallet], Standing::UNREGISTERED);
-        assert_eq!(standings[&b.agent_wallet], Standing::of(&b, end().time));
+        assert_eq!(standings[&b.agent_wallet], Standing::of(&b, week(end().time)));
     }
 
     #[test]
@@ -192,7 +206,8 @@ mod tests {
         let now = crate::Agent { status: AgentStatus::Suspended, ..held.clone() };
         let before = BTreeMap::from([(2, Some(Known::of(&held)))]);
         let after = BTreeMap::from([(2, Some(&now))]);
-        let told = Told { said: Vec::new(), before: &before, after: &after, from_time: T0 };
+        let told =
+            Told { said: Vec::new(), before: &before, after: &after, from: week(T0), grace_period: WEEK };
         let found = corrections(&told, end());
         assert_eq!(
             found.iter().map(|change| (change.kind, change.detail)).collect::<Vec<_>>(),
@@ -204,6 +219,6 @@ mod tests {
                 (EventType::ComplianceChanged, Detail::Compliance { from: true, to: false }),
             ]
         );
-        assert_eq!(replayed(&told, &found)[&held.agent_wallet], Standing::of(&now, end().time));
+        assert_eq!(replayed(&told, &found)[&held.agent_wallet], Standing::of(&now, week(end().time)));
     }
 }

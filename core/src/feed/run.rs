@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use alloy_primitives::{Address, B256};
 
 use crate::{
-    Agent,
+    Agent, StandingClock,
     feed::{
         AgentLog, Change, Cursor, Event, EventBlock, Known, Standing, Walk,
         finality::{self, Settlement},
@@ -27,29 +27,32 @@ pub struct RunChanges<'a> {
     /// Each agent the run read, as read at the run's block (`None`: no such agent there).
     pub after: BTreeMap<u64, Option<&'a Agent>>,
     /// Agents walked from a block before the index's instead (a reorganisation withdrew changes
-    /// of theirs): what they were there (`None`: not registered yet) and that block's time. They
-    /// take the place of `before`.
-    pub rewound: BTreeMap<u64, (Option<Known>, u64)>,
+    /// of theirs, or the agent's standing moved without a log of its own: an attestation that
+    /// lapsed, or that a lengthened grace period renewed): what they were there (`None`: not
+    /// registered yet) and the clock the feed showed that at. They take the place of `before`.
+    pub rewound: BTreeMap<u64, (Option<Known>, StandingClock)>,
+    /// The registry's `attestationGracePeriod()` at the run's block: what every walk judges by.
+    pub grace_period: u64,
 }
 
-/// Every change of the run, in block order: each agent walked from what the index held, at
-/// `from_time` (the index's block's time before the run), through its logs, and settled at
+/// Every change of the run, in block order: each agent walked from what the index held, as shown
+/// at `from` (the index's block's time and grace period before the run), through its logs, and settled at
 /// `end` against what the run read. Changes of one block come in the order of their logs; those
 /// no log made (an expiry, a correction) after the block's logs; one agent's changes keep their
 /// order.
-pub fn changes_of_run(run: &RunChanges<'_>, from_time: u64, end: EventBlock) -> Vec<Change> {
+pub fn changes_of_run(run: &RunChanges<'_>, from: StandingClock, end: EventBlock) -> Vec<Change> {
     let mut logs_of: BTreeMap<u64, Vec<&AgentLog>> = BTreeMap::new();
     for log in run.logs {
         logs_of.entry(log.agent_id).or_default().push(log);
     }
     let mut keyed = Vec::new();
     for (&agent_id, &after) in &run.after {
-        let (before, time) = run
+        let (before, shown_at) = run
             .rewound
             .get(&agent_id)
             .copied()
-            .unwrap_or_else(|| (run.before.get(&agent_id).copied().flatten(), from_time));
-        let mut walk = Walk::new(agent_id, before, time);
+            .unwrap_or_else(|| (run.before.get(&agent_id).copied().flatten(), from));
+        let mut walk = Walk::new(agent_id, before, shown_at, run.grace_period);
         for log in logs_of.get(&agent_id).into_iter().flatten() {
             walk.log(log);
         }
@@ -245,7 +248,12 @@ mod tests {
         feed::{Detail, EventLog, EventType, LogKind},
         test_support::sample_agent,
     };
+
     use alloy_primitives::{Address, B256};
+
+    const fn week(time: u64) -> StandingClock {
+        StandingClock::new(time, crate::DEFAULT_GRACE_PERIOD_SECS)
+    }
 
     fn block(number: u64) -> EventBlock {
         EventBlock { number, hash: B256::with_last_byte(number as u8), time: 1_700_000_000 + number * 2 }
@@ -282,8 +290,9 @@ mod tests {
             ]),
             after: BTreeMap::from([(1, Some(&one)), (2, Some(&two)), (3, Some(&three))]),
             rewound: BTreeMap::new(),
+            grace_period: crate::DEFAULT_GRACE_PERIOD_SECS,
         };
-        let changes = changes_of_run(&run, 1_700_000_010, block(12));
+        let changes = changes_of_run(&run, week(1_700_000_010), block(12));
         let order: Vec<(u64, EventType, u64)> =
             changes.iter().map(|change| (change.agent_id, change.kind, change.block.number)).collect();
         assert_eq!(
@@ -313,8 +322,9 @@ mod tests {
             before: BTreeMap::from([(1, Some(Known::of(&one)))]),
             after: BTreeMap::from([(1, Some(&one))]),
             rewound: BTreeMap::new(),
+            grace_period: crate::DEFAULT_GRACE_PERIOD_SECS,
         };
-        let changes = changes_of_run(&run, 1_700_000_000, block(20));
+        let changes = changes_of_run(&run, week(1_700_000_000), block(20));
         assert_eq!(changes.len(), 10);
         let one_entry = Event::provisional(Cursor { batch: 7, index: 0 }, changes[0]).to_json().len();
         let max = 3 * one_entry + 10;
@@ -349,7 +359,7 @@ mod tests {
                 wallet: agent.agent_wallet,
                 block: EventBlock { number, hash: B256::with_last_byte(hash), time: 1_700_000_000 + number },
                 log: None,
-                standing: Standing::of(&agent, 1_700_000_000),
+                standing: Standing::of(&agent, week(1_700_000_000)),
                 detail: Detail::None {},
             },
         )
@@ -415,14 +425,19 @@ mod tests {
             before: BTreeMap::from([(1, Some(Known::of(&suspended)))]),
             after: BTreeMap::from([(1, Some(&active))]),
             rewound: BTreeMap::new(),
+            grace_period: crate::DEFAULT_GRACE_PERIOD_SECS,
         };
-        let walked_from_held = changes_of_run(&run, 1_700_000_020, block(20));
+        let walked_from_held = changes_of_run(&run, week(1_700_000_020), block(20));
         assert_eq!(
             walked_from_held.iter().map(|change| change.kind).collect::<Vec<_>>(),
             vec![EventType::StatusChanged, EventType::ComplianceChanged],
             "from the held row, a correction"
         );
-        run.rewound.insert(1, (Some(Known::of(&active)), 1_700_000_011));
-        assert_eq!(changes_of_run(&run, 1_700_000_020, block(20)), vec![], "nothing changed since the fork");
+        run.rewound.insert(1, (Some(Known::of(&active)), week(1_700_000_011)));
+        assert_eq!(
+            changes_of_run(&run, week(1_700_000_020), block(20)),
+            vec![],
+            "nothing changed since the fork"
+        );
     }
 }

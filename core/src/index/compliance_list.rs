@@ -10,9 +10,9 @@ use alloy_primitives::Address;
 
 #[cfg(test)]
 use super::json;
+use crate::AgentStatus;
 #[cfg(test)]
-use crate::Compliance;
-use crate::{ATTESTATION_VALIDITY_SECS, AgentStatus};
+use crate::{Compliance, StandingClock};
 
 /// What `/agents/compliance` needs of an agent: the Rust statement of an item's rendering, which
 /// the Worker leaves to D1 ([`compliance_item_sql`]) and the tests hold it to.
@@ -72,42 +72,43 @@ pub fn restore_compliance_quotes(items: &mut [u8]) {
     }
 }
 
-/// One item of `/agents/compliance`, at `now`.
+/// One item of `/agents/compliance`, judged by `clock`.
 #[cfg(test)]
-pub(crate) fn compliance_item(row: &ComplianceRow, now: u64) -> String {
+pub(crate) fn compliance_item(row: &ComplianceRow, clock: StandingClock) -> String {
     json(&crate::snapshot::stats::ComplianceItem {
         agent_id: row.agent_id,
         creator: row.creator,
         status: row.status,
-        compliance: Compliance::at(row.status, row.last_attestation, row.child_count, now),
+        compliance: Compliance::at(row.status, row.last_attestation, row.child_count, clock),
     })
 }
 
 /// The SQL expression that renders one `/agents/compliance` item of an index row (columns `id`,
 /// `creator`, stored checksummed, `status`, `last_attestation`, `child_count`) exactly as
 /// `compliance_item` (a test's) renders it, at the Unix time bound to the parameter `now_param` (e.g.
-/// `?5`). The database renders the list, so the Worker copies text instead of decoding every
+/// `?5`), with the registry's grace period at that time's block bound to `grace_param`. The database renders the list, so the Worker copies text instead of decoding every
 /// row into values and encoding them again: at 100,000 agents that decoding was nearly all of
 /// the endpoint's CPU. The rule is [`Compliance::at`](crate::Compliance::at)'s, written once
 /// more in SQL and held to it by a property test over every status and time
 /// (`compliance_item_sql_renders_as_compliance_item`).
-pub fn compliance_item_sql(now_param: &str) -> String {
+pub fn compliance_item_sql(now_param: &str, grace_param: &str) -> String {
     let mut status_name = String::from("CASE status");
     for status in AgentStatus::ALL {
         let _ = write!(status_name, " WHEN {} THEN '{}'", status as u8, status.as_str());
     }
     status_name.push_str(" END");
-    // `Compliance::at`'s saturating subtraction; the parameter cast so that a time bound as a
-    // JavaScript number (a REAL) prints as an integer.
+    // `Compliance::at`'s saturating subtraction; the parameters cast so that a time bound as a
+    // JavaScript number (a REAL) prints as an integer. A grace past SQLite's integers (the
+    // owner may set any uint256) casts to its largest: every attestation current, as on chain.
     let since = format!("max(CAST({now_param} AS INTEGER) - last_attestation, 0)");
+    let grace = format!("CAST({grace_param} AS INTEGER)");
     format!(
         "'{{\"agentId\":' || id || ',\"creator\":\"' || creator || '\",\"status\":\"' || {status_name} \
          || '\",\"compliance\":{{\"isActive\":' || (CASE WHEN status = {active} THEN 'true' ELSE 'false' END) \
-         || ',\"attestationCurrent\":' || (CASE WHEN {since} <= {validity} THEN 'true' ELSE 'false' END) \
+         || ',\"attestationCurrent\":' || (CASE WHEN {since} <= {grace} THEN 'true' ELSE 'false' END) \
          || ',\"secondsSinceAttestation\":' || {since} || ',\"childCount\":' || child_count \
          || ',\"status\":\"' || {status_name} || '\"}}}}'",
         active = AgentStatus::Active as u8,
-        validity = ATTESTATION_VALIDITY_SECS,
     )
 }
 
@@ -117,7 +118,7 @@ mod tests {
 
     use super::*;
 
-    const WEEK: u64 = ATTESTATION_VALIDITY_SECS;
+    const WEEK: u64 = crate::DEFAULT_GRACE_PERIOD_SECS;
 
     proptest! {
         /// Every stand-in, and only those (not its neighbours, nor it with the high bit set),
@@ -139,7 +140,8 @@ mod tests {
         }
 
         /// The database's rendering of an item is [`compliance_item`]'s, byte for byte, for every
-        /// status and any attestation before, at, across and after the week's edge (SQLite here is
+        /// status, grace period and any attestation before, at, across and after the grace's edge
+        /// (a week's, or one the owner set, up to the largest a uint256 saturates to; SQLite here is
         /// rusqlite's bundled one; the Worker's end-to-end tests compare the streamed list too).
         #[test]
         fn compliance_item_sql_renders_as_compliance_item(
@@ -149,6 +151,8 @@ mod tests {
             last_attestation in 0u64..(1 << 40),
             age in prop_oneof![Just(0i64), Just(WEEK as i64), Just(WEEK as i64 + 1), -1_000i64..(3 * WEEK as i64)],
             child_count in 0u64..100_000,
+            grace in prop_oneof![Just(WEEK), Just(0u64), Just(u64::MAX), 0u64..(4 * WEEK)],
+            at_the_grace_edge in prop_oneof![Just(None), Just(Some(0u64)), Just(Some(1u64))],
         ) {
             let row = ComplianceRow {
                 agent_id,
@@ -157,12 +161,18 @@ mod tests {
                 last_attestation,
                 child_count,
             };
-            let now = last_attestation.saturating_add_signed(age);
+            // Some cases at the grace's own edge (its last current second, and the one past),
+            // for the graces whose edge is a block time (a grace near u64::MAX has none).
+            let time = match at_the_grace_edge {
+                Some(past) if grace < 1 << 41 => last_attestation + grace + past,
+                _ => last_attestation.saturating_add_signed(age),
+            };
+            let clock = StandingClock::new(time, grace);
             let db = rusqlite::Connection::open_in_memory().unwrap();
             let sql = format!(
                 "SELECT {} FROM (SELECT ?1 AS id, ?2 AS creator, ?3 AS status, ?4 AS last_attestation, \
                  ?5 AS child_count)",
-                compliance_item_sql("?6")
+                compliance_item_sql("?6", "?7")
             );
             // The time bound as a REAL, as a JavaScript number reaches D1.
             let rendered: String = db
@@ -174,7 +184,8 @@ mod tests {
                         status,
                         last_attestation as i64,
                         child_count as i64,
-                        now as f64
+                        clock.time as f64,
+                        clock.grace_period as f64
                     ],
                     |found| found.get(0),
                 )
@@ -182,8 +193,8 @@ mod tests {
             prop_assert!(!rendered.contains(COMPLIANCE_QUOTE_STAND_IN), "{rendered}");
             let mut read = rendered.replace('"', &COMPLIANCE_QUOTE_STAND_IN.to_string()).into_bytes();
             restore_compliance_quotes(&mut read);
-            prop_assert_eq!(String::from_utf8(read).unwrap(), compliance_item(&row, now));
-            prop_assert_eq!(rendered, compliance_item(&row, now));
+            prop_assert_eq!(String::from_utf8(read).unwrap(), compliance_item(&row, clock));
+            prop_assert_eq!(rendered, compliance_item(&row, clock));
         }
     }
 }

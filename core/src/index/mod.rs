@@ -4,11 +4,15 @@
 //! that does not grow with the registry, kept exact as agents change one by one, and rendered
 //! byte for byte as [`crate::SnapshotAnswers`] renders them from a whole snapshot.
 //!
-//! Compliance depends on time: an attestation lapses 7 days after it was made, without any write.
-//! The index's compliant count is exact at its block's time; moving to a later block's time,
-//! the agents whose attestation lapsed in between are counted out ([`lapsing`] names the range
-//! of `lastAttestation` to count), before the agents the new block changed are applied at the new
-//! time ([`Totals::apply`]).
+//! Compliance depends on time and on the registry's `attestationGracePeriod`: an attestation
+//! lapses that many seconds after it was made, without any write to the agent, and the owner
+//! may change the period at any block. Both move one edge: the lowest `lastAttestation` that is
+//! current ([`StandingClock::current_from`]). The index's compliant count is exact at its
+//! block's clock; moving to a later block's, the Active agents between the two edges are counted
+//! out (the edge moved up: time passed, or the grace was shortened) or in (it moved down: the
+//! grace was lengthened, or a reorganisation went back in time), [`lapsing`] naming the range
+//! of `lastAttestation` to count, before the agents the new block changed are applied at the
+//! new clock ([`Totals::apply`]).
 //!
 //! - [`logs`]: the registry's events followed: blocks a run scans, `eth_getLogs`, agents touched.
 //! - [`plan`]: what one bounded run reads: up to which block it follows the logs, and which agents.
@@ -41,7 +45,7 @@ use alloy_primitives::{Address, U256, U512, keccak256};
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    ATTESTATION_VALIDITY_SECS, Agent, Cents, Compliance, Revenue,
+    Agent, Cents, Compliance, Revenue, StandingClock,
     api::view::RecentRegistration,
     snapshot::stats::{DetailedStats, RevenueAggregate, Stats, StatusDistribution, percentage},
 };
@@ -186,22 +190,17 @@ pub struct Totals {
     pub agents: u64,
     pub status: StatusDistribution,
     pub generations: BTreeMap<u64, u64>,
-    /// Active agents attested within the validity period at the index's block's time.
+    /// Active agents attested within the grace period at the index's block's clock.
     pub compliant: u64,
     pub revenue: RevenueSums,
     /// Agents whose revenue history is unreadable (ascending).
     pub unreadable: BTreeSet<u64>,
 }
 
-/// The `lastAttestation` values at or above which an attestation is current at `now`.
-pub const fn current_from(now: u64) -> u64 {
-    now.saturating_sub(ATTESTATION_VALIDITY_SECS)
-}
-
-/// How moving the index's time from `from` to `to` changes which attestations are current:
-/// Active agents whose `lastAttestation` lies in the range stop being compliant (`Lapsed`), or,
-/// for a move back in time (a reorganisation onto a chain with an earlier timestamp), become
-/// compliant again (`Renewed`).
+/// How moving the index's clock from `from` to `to` changes which attestations are current:
+/// Active agents whose `lastAttestation` lies in the range stop being compliant (`Lapsed`: time
+/// passed, or the grace period was shortened), or become compliant again (`Renewed`: the grace
+/// period was lengthened, or a reorganisation moved to a chain with an earlier timestamp).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Lapse {
     Lapsed(Range<u64>),
@@ -209,8 +208,8 @@ pub enum Lapse {
 }
 
 /// The `lastAttestation` range whose Active agents change compliance between `from` and `to`.
-pub const fn lapsing(from: u64, to: u64) -> Lapse {
-    let (from, to) = (current_from(from), current_from(to));
+pub const fn lapsing(from: StandingClock, to: StandingClock) -> Lapse {
+    let (from, to) = (from.current_from(), to.current_from());
     if to >= from { Lapse::Lapsed(from..to) } else { Lapse::Renewed(to..from) }
 }
 
@@ -225,17 +224,17 @@ impl Totals {
     }
 
     /// Replaces an agent's `old` state by its `new` one (`None`: not in the index, such as an
-    /// agent a reorganisation removed), with compliance at `now`, the index's new time.
-    pub fn apply(&mut self, old: Option<&IndexedAgent>, new: Option<&IndexedAgent>, now: u64) {
+    /// agent a reorganisation removed), with compliance at `clock`, the index's new one.
+    pub fn apply(&mut self, old: Option<&IndexedAgent>, new: Option<&IndexedAgent>, clock: StandingClock) {
         if let Some(old) = old {
-            self.count(old, now, Sign::Remove);
+            self.count(old, clock, Sign::Remove);
         }
         if let Some(new) = new {
-            self.count(new, now, Sign::Add);
+            self.count(new, clock, Sign::Add);
         }
     }
 
-    fn count(&mut self, agent: &IndexedAgent, now: u64, sign: Sign) {
+    fn count(&mut self, agent: &IndexedAgent, clock: StandingClock, sign: Sign) {
         let record = &agent.record;
         self.agents = sign.apply(self.agents, 1);
         let status = self.status.get_mut(record.status);
@@ -245,7 +244,7 @@ impl Totals {
         if *generation == 0 {
             self.generations.remove(&record.generation);
         }
-        if Compliance::of(record, 0, now).is_compliant() {
+        if Compliance::of(record, 0, clock).is_compliant() {
             self.compliant = sign.apply(self.compliant, 1);
         }
         match (&agent.revenue, sign) {

@@ -1,6 +1,7 @@
 //! The index kept incrementally, held to whole snapshots: a model of the edge's store, moved
-//! through random versions of a registry (forward in time, and back after a reorganisation) by
-//! applying only what changed, answers every endpoint as [`SnapshotAnswers`] does.
+//! through random versions of a registry (forward in time, and back after a reorganisation, with
+//! the owner changing the grace period between them) by applying only what changed, answers every
+//! endpoint as [`SnapshotAnswers`] does.
 
 use std::collections::HashMap;
 
@@ -14,27 +15,39 @@ use crate::{
     snapshot::stats,
 };
 
-const WEEK: u64 = ATTESTATION_VALIDITY_SECS;
+const WEEK: u64 = crate::DEFAULT_GRACE_PERIOD_SECS;
 /// Ids per bucket of the model's status counts: the registries here hold up to 40 agents.
 const MODEL_BUCKET_IDS: u64 = 4;
 
 /// The whole index, held in memory as the edge holds it in its store.
-#[derive(Default)]
 struct Index {
     agents: BTreeMap<u64, IndexedAgent>,
     child_counts: HashMap<u64, i64>,
     totals: Totals,
     /// Each status's agents per bucket of ids, kept by [`BucketMoves`] only.
     buckets: BTreeMap<(AgentStatus, u64), i64>,
-    now: u64,
+    clock: StandingClock,
+}
+
+impl Default for Index {
+    /// Empty, its clock at the epoch under the registry's initial grace period.
+    fn default() -> Self {
+        Self {
+            agents: BTreeMap::new(),
+            child_counts: HashMap::new(),
+            totals: Totals::default(),
+            buckets: BTreeMap::new(),
+            clock: StandingClock::new(0, WEEK),
+        }
+    }
 }
 
 impl Index {
-    /// Moves to `snapshot` as an indexer does: the time first, counted on the agents as held,
-    /// then only the agents that differ.
+    /// Moves to `snapshot` as an indexer does: the clock first (its time and grace period),
+    /// counted on the agents as held, then only the agents that differ.
     fn follow(&mut self, snapshot: &Snapshot) {
-        let now = snapshot.block.timestamp;
-        let lapse = lapsing(self.now, now);
+        let clock = snapshot.clock();
+        let lapse = lapsing(self.clock, clock);
         let range = match &lapse {
             Lapse::Lapsed(range) | Lapse::Renewed(range) => range.clone(),
         };
@@ -46,7 +59,7 @@ impl Index {
             })
             .count() as u64;
         self.totals.shift_time(&lapse, changed);
-        self.now = now;
+        self.clock = clock;
         let new = indexed(snapshot);
         let ids: BTreeSet<u64> = self.agents.keys().chain(new.keys()).copied().collect();
         let mut moves = BucketMoves { ids_per_bucket: MODEL_BUCKET_IDS, ..BucketMoves::default() };
@@ -55,7 +68,7 @@ impl Index {
             if old == fresh {
                 continue;
             }
-            self.totals.apply(old, fresh, now);
+            self.totals.apply(old, fresh, clock);
             moves.apply(id, old.map(|agent| agent.record.status), fresh.map(|agent| agent.record.status));
             for (parent, change) in
                 child_change(old.map(|agent| &agent.record), fresh.map(|agent| &agent.record))
@@ -97,7 +110,7 @@ impl Index {
             })
             .collect();
         rows.sort_by_key(|row| (row.last_attestation, row.agent_id));
-        let items: Vec<String> = rows.iter().map(|row| compliance_item(row, self.now)).collect();
+        let items: Vec<String> = rows.iter().map(|row| compliance_item(row, self.clock)).collect();
         compliance_head(self.totals.agents) + &items.join(COMPLIANCE_SEPARATOR) + COMPLIANCE_TAIL
     }
 
@@ -177,10 +190,12 @@ fn agent(id: u64, status: u8, attested: u64, registered: u64) -> Agent {
 }
 
 /// One version of the registry: `agents` of (status, attestation age, registration age)
-/// at `now`, and revenue reports of (agent index, amount, currency, category).
+/// at `now`, with the grace period `grace_period`, and revenue reports of (agent index, amount,
+/// currency, category).
 #[allow(clippy::type_complexity)]
 fn registry(
     now: u64,
+    grace_period: u64,
     agents: &[(u8, u64, u64)],
     reports: &[(usize, u128, u8, u8)],
     unreadable: &[usize],
@@ -216,6 +231,7 @@ fn registry(
     revenue.sort_by_key(|report| report.agent_id);
     Snapshot {
         block: BlockRef { number: 1, timestamp: now },
+        grace_period,
         agents,
         revenue,
         revenue_unreadable: unreadable.into_iter().collect(),
@@ -252,13 +268,16 @@ fn query_strategy() -> impl Strategy<Value = AgentsQuery> {
 
 proptest! {
     /// An index filled from nothing, then moved through later (and, after a reorganisation,
-    /// earlier) versions of the registry by applying only what changed, answers every
-    /// endpoint exactly as a whole snapshot of the same version does.
+    /// earlier) versions of the registry, with the grace period the owner set at each, by
+    /// applying only what changed, answers every endpoint exactly as a whole snapshot of the same
+    /// version does.
     #[test]
     fn an_index_kept_incrementally_answers_as_the_snapshot_does(
         versions in prop::collection::vec(
             (
                 0u64..2 * WEEK,
+                // The week, shortened (to nothing, too), lengthened, or past every age.
+                prop_oneof![Just(WEEK), Just(0u64), Just(u64::MAX), 0u64..4 * WEEK],
                 agents_strategy(),
                 prop::collection::vec((0usize..40, 0u128..1_000_000, 0u8..3, 0u8..2), 0..30),
                 prop::collection::vec(0usize..40, 0..2),
@@ -269,10 +288,10 @@ proptest! {
     ) {
         let mut index = Index::default();
         let mut now = 1_800_000_000u64;
-        for (step, (moved, agents, reports, unreadable)) in versions.iter().enumerate() {
+        for (step, (moved, grace, agents, reports, unreadable)) in versions.iter().enumerate() {
             // Mostly forward, sometimes back (another chain after a reorganisation).
             now = if step % 3 == 2 { now - moved / 4 } else { now + moved };
-            let snapshot = registry(now, agents, reports, unreadable);
+            let snapshot = registry(now, *grace, agents, reports, unreadable);
             index.follow(&snapshot);
             check(&index, &snapshot, &queries)?;
         }
@@ -281,13 +300,24 @@ proptest! {
 
 #[test]
 fn lapsing_ranges() {
-    assert_eq!(lapsing(10, 20), Lapse::Lapsed(0..0), "nothing lapses in the first week");
-    assert_eq!(lapsing(WEEK + 5, WEEK + 9), Lapse::Lapsed(5..9));
-    assert_eq!(lapsing(WEEK + 9, WEEK + 5), Lapse::Renewed(5..9));
+    let week = |time: u64| StandingClock::new(time, WEEK);
+    assert_eq!(lapsing(week(10), week(20)), Lapse::Lapsed(0..0), "nothing lapses in the first week");
+    assert_eq!(lapsing(week(WEEK + 5), week(WEEK + 9)), Lapse::Lapsed(5..9));
+    assert_eq!(lapsing(week(WEEK + 9), week(WEEK + 5)), Lapse::Renewed(5..9));
     // An attestation exactly a week old is current: it lapses one second later.
     let attested = 1_000;
-    let Lapse::Lapsed(range) = lapsing(attested + WEEK, attested + WEEK + 1) else { panic!("forward") };
+    let Lapse::Lapsed(range) = lapsing(week(attested + WEEK), week(attested + WEEK + 1)) else {
+        panic!("forward")
+    };
     assert_eq!(range, attested..attested + 1);
+    // The owner shortens the grace to 120 s at the same time: every attestation older lapses;
+    // lengthening it again renews them.
+    let now = 10 * WEEK;
+    assert_eq!(lapsing(week(now), StandingClock::new(now, 120)), Lapse::Lapsed(now - WEEK..now - 120));
+    assert_eq!(
+        lapsing(StandingClock::new(now, 120), week(now + 5)),
+        Lapse::Renewed(now + 5 - WEEK..now - 120)
+    );
 }
 
 #[test]

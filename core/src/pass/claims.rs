@@ -4,7 +4,7 @@
 use alloy_primitives::{Address, B256};
 use serde::{Deserialize, Serialize};
 
-use crate::{ATTESTATION_VALIDITY_SECS, Agent, AgentStatus, Compliance};
+use crate::{Agent, AgentStatus, Compliance, StandingClock};
 
 /// A pass's claims (INTERFACE.md section 7), as signed. Times are Unix seconds. A claim this
 /// version does not know is ignored (RFC 7519 section 4: a later issuer may add one), unlike an
@@ -57,9 +57,10 @@ pub struct PassStanding {
 }
 
 impl PassStanding {
-    /// The standing of a wallet whose agent (if any) the registry gave at a block of time
-    /// `block_time`: compliance as `/kya/:wallet` computes it.
-    pub fn of(agent: Option<&Agent>, block_time: u64) -> Self {
+    /// The standing of a wallet whose agent (if any) the registry gave at a block judged by
+    /// `clock`: compliance as `/kya/:wallet` computes it, and `validUntil` from the registry's
+    /// grace period at that block.
+    pub fn of(agent: Option<&Agent>, clock: StandingClock) -> Self {
         let Some(agent) = agent else {
             return Self {
                 is_registered: false,
@@ -73,12 +74,12 @@ impl PassStanding {
         };
         Self {
             is_registered: true,
-            is_compliant: Compliance::of(agent, 0, block_time).is_compliant(),
+            is_compliant: Compliance::of(agent, 0, clock).is_compliant(),
             agent_id: Some(agent.agent_id),
             status: Some(agent.status),
             haftungsperson: Some(agent.haftungsperson),
             last_attestation: Some(agent.last_attestation),
-            valid_until: Some(agent.last_attestation.saturating_add(ATTESTATION_VALIDITY_SECS)),
+            valid_until: Some(clock.valid_until(agent.last_attestation)),
         }
     }
 }
@@ -91,6 +92,8 @@ pub struct Issue<'a> {
     pub registry: Address,
     pub wallet: Address,
     pub block: PassBlock,
+    /// The registry's `attestationGracePeriod()` at `block`: `validUntil`, and compliance.
+    pub grace_period: u64,
     /// Wall-clock time of issue.
     pub now: u64,
     /// `PASS_TTL_SECS`, at most [`super::MAX_TTL_SECS`].
@@ -105,7 +108,7 @@ impl PassClaims {
     /// `exp` is `now + ttl`, and for a compliant agent never past the attestation's last current
     /// second: a pass does not outlive the standing it states.
     pub fn new(issue: Issue<'_>, agent: Option<&Agent>) -> Self {
-        let kya = PassStanding::of(agent, issue.block.time);
+        let kya = PassStanding::of(agent, StandingClock::new(issue.block.time, issue.grace_period));
         let mut exp = issue.now.saturating_add(issue.ttl_secs.min(super::MAX_TTL_SECS));
         if kya.is_compliant
             && let Some(valid_until) = kya.valid_until
@@ -155,6 +158,7 @@ fn serialize_optional_address<S: serde::Serializer>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::DEFAULT_GRACE_PERIOD_SECS;
     use alloy_primitives::{address, b256};
 
     fn agent(status: AgentStatus, last_attestation: u64) -> Agent {
@@ -176,6 +180,7 @@ mod tests {
                 hash: b256!("0x1111111111111111111111111111111111111111111111111111111111111111"),
                 time: block_time,
             },
+            grace_period: DEFAULT_GRACE_PERIOD_SECS,
             now,
             ttl_secs,
             jti: "j".into(),
@@ -203,7 +208,7 @@ mod tests {
         assert_eq!(kya["status"], "Active");
         assert_eq!(kya["haftungsperson"], "0x70997970C51812dc3A010C7d01b50e0d17dc79C8");
         assert_eq!(kya["lastAttestation"], attested);
-        assert_eq!(kya["validUntil"], attested + ATTESTATION_VALIDITY_SECS);
+        assert_eq!(kya["validUntil"], attested + DEFAULT_GRACE_PERIOD_SECS);
         assert_eq!(claims.wallet(), Some(address!("0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266")));
         let back: PassClaims = serde_json::from_value(json).unwrap();
         assert_eq!(back, claims);
@@ -212,7 +217,7 @@ mod tests {
     #[test]
     fn expiry_is_clamped_to_the_attestations_last_current_second_and_the_ttl_cap() {
         let attested = 10_000;
-        let valid_until = attested + ATTESTATION_VALIDITY_SECS;
+        let valid_until = attested + DEFAULT_GRACE_PERIOD_SECS;
         let now = valid_until - 100;
         let claims = PassClaims::new(issue(now, 300, now), Some(&agent(AgentStatus::Active, attested)));
         assert_eq!(claims.exp, valid_until);
@@ -226,6 +231,22 @@ mod tests {
         // No setting stretches a pass past the cap.
         let long = PassClaims::new(issue(20_000, 86_400, 20_000), None);
         assert_eq!(long.exp, 20_000 + super::super::MAX_TTL_SECS);
+    }
+
+    #[test]
+    fn validity_and_compliance_follow_the_registrys_grace_period() {
+        // The owner shortened the grace to 120 s; the block is 300 s past the attestation.
+        let attested = 10_000;
+        let shortened = Issue { grace_period: 120, ..issue(attested + 300, 300, attested + 300) };
+        let claims = PassClaims::new(shortened, Some(&agent(AgentStatus::Active, attested)));
+        assert!(!claims.kya.is_compliant, "the chain says not compliant: so does the pass");
+        assert_eq!(claims.kya.valid_until, Some(attested + 120));
+        assert_eq!(claims.exp, attested + 600, "a lapsed standing's pass lives its TTL");
+        // Within the shortened grace: compliant, and the pass ends with the grace.
+        let within = Issue { grace_period: 120, ..issue(attested + 60, 300, attested + 60) };
+        let claims = PassClaims::new(within, Some(&agent(AgentStatus::Active, attested)));
+        assert!(claims.kya.is_compliant);
+        assert_eq!((claims.kya.valid_until, claims.exp), (Some(attested + 120), attested + 120));
     }
 
     #[test]

@@ -172,6 +172,7 @@ mod tests {
             registry: REGISTRY,
             wallet: WALLET,
             block: PassBlock { number: 40, hash: B256::repeat_byte(1), time: NOW - 2 },
+            grace_period: crate::DEFAULT_GRACE_PERIOD_SECS,
             now: NOW,
             ttl_secs: 300,
             jti: "0123".into(),

@@ -8,13 +8,13 @@ use serde::{Deserialize, Serialize};
 use crate::{AgentStatus, Compliance};
 
 /// What a badge says about an agent at a given time. Only an Active agent can be compliant; an
-/// Active one whose attestation is older than [`crate::ATTESTATION_VALIDITY_SECS`] has lapsed;
-/// any other agent is named by its status.
+/// Active one whose attestation is older than the registry's grace period at that time has
+/// lapsed; any other agent is named by its status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "browser", derive(tsify::Tsify))]
 #[serde(rename_all = "lowercase")]
 pub enum ComplianceBadge {
-    /// Active and attested within the validity period.
+    /// Active and attested within the grace period.
     Compliant,
     /// Active, but the last attestation is too old (or there never was one).
     Lapsed,
@@ -63,28 +63,28 @@ impl fmt::Display for ComplianceBadge {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ATTESTATION_VALIDITY_SECS;
+    use crate::{DEFAULT_GRACE_PERIOD_SECS as WEEK, StandingClock};
     use proptest::prelude::*;
 
     const ATTESTED: u64 = 1_700_000_000;
 
     fn badge(status: AgentStatus, age: u64) -> ComplianceBadge {
-        ComplianceBadge::of(&Compliance::at(status, ATTESTED, 0, ATTESTED + age))
+        ComplianceBadge::of(&Compliance::at(status, ATTESTED, 0, StandingClock::new(ATTESTED + age, WEEK)))
     }
 
     #[test]
     fn active_agents_are_compliant_until_the_attestation_lapses() {
         assert_eq!(badge(AgentStatus::Active, 0), ComplianceBadge::Compliant);
-        assert_eq!(badge(AgentStatus::Active, ATTESTATION_VALIDITY_SECS), ComplianceBadge::Compliant);
-        assert_eq!(badge(AgentStatus::Active, ATTESTATION_VALIDITY_SECS + 1), ComplianceBadge::Lapsed);
+        assert_eq!(badge(AgentStatus::Active, WEEK), ComplianceBadge::Compliant);
+        assert_eq!(badge(AgentStatus::Active, WEEK + 1), ComplianceBadge::Lapsed);
         // Never attested (0 on chain): lapsed from the first second of the chain on.
-        let never = Compliance::at(AgentStatus::Active, 0, 0, ATTESTED);
+        let never = Compliance::at(AgentStatus::Active, 0, 0, StandingClock::new(ATTESTED, WEEK));
         assert_eq!(ComplianceBadge::of(&never), ComplianceBadge::Lapsed);
     }
 
     #[test]
     fn other_agents_are_named_by_their_status_whatever_their_attestation() {
-        for age in [0, ATTESTATION_VALIDITY_SECS + 1] {
+        for age in [0, WEEK + 1] {
             assert_eq!(badge(AgentStatus::Suspended, age), ComplianceBadge::Suspended);
             assert_eq!(badge(AgentStatus::Revoked, age), ComplianceBadge::Revoked);
             assert_eq!(badge(AgentStatus::Terminated, age), ComplianceBadge::Terminated);
@@ -106,7 +106,7 @@ mod tests {
         #[test]
         fn compliant_exactly_when_the_compliance_object_says_so(status in 0u8..4, age in 0u64..1 << 30) {
             let status = AgentStatus::try_from(status).unwrap();
-            let compliance = Compliance::at(status, ATTESTED, 0, ATTESTED + age);
+            let compliance = Compliance::at(status, ATTESTED, 0, StandingClock::new(ATTESTED + age, WEEK));
             let badge = ComplianceBadge::of(&compliance);
             prop_assert_eq!(badge == ComplianceBadge::Compliant, compliance.is_compliant());
             if status != AgentStatus::Active {

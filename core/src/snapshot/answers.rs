@@ -15,13 +15,15 @@ use crate::{
 };
 
 /// First line of the encoded form; a cached entry of another layout is not read.
-const MAGIC: &str = "kya-snapshot-answers 1";
+const MAGIC: &str = "kya-snapshot-answers 2";
 
 /// The rendered answers of one snapshot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SnapshotAnswers {
     /// The block the snapshot read.
     pub block: BlockRef,
+    /// The registry's `attestationGracePeriod()` there, which the answers' compliance is judged by.
+    pub grace_period: u64,
     /// `/stats`.
     pub stats: String,
     /// `/stats/detailed`.
@@ -47,6 +49,7 @@ impl SnapshotAnswers {
         }
         Self {
             block: snapshot.block,
+            grace_period: snapshot.grace_period,
             stats: json(&basic),
             detailed: json(&stats::detailed(snapshot, basic)),
             compliance: json(&stats::compliance_list(snapshot)),
@@ -82,9 +85,10 @@ impl SnapshotAnswers {
             bodies.iter().map(|body| body.len()).sum::<usize>() + self.items.len() + 96,
         );
         text.push_str(&format!(
-            "{MAGIC}\n{} {}\n{}\n",
+            "{MAGIC}\n{} {} {}\n{}\n",
             self.block.number,
             self.block.timestamp,
+            self.grace_period,
             lengths.join(" ")
         ));
         for body in bodies {
@@ -101,15 +105,19 @@ impl SnapshotAnswers {
         if lines.next() != Some(MAGIC) {
             return Err(malformed("another layout"));
         }
-        let numbers = |line: Option<&str>| -> Result<Vec<usize>> {
+        fn numbers<T: core::str::FromStr>(
+            line: Option<&str>,
+            malformed: impl Fn(&str) -> Error,
+        ) -> Result<Vec<T>> {
             line.ok_or_else(|| malformed("truncated"))?
                 .split(' ')
-                .map(|number| number.parse().map_err(|_| malformed("a length is not a number")))
+                .map(|number| number.parse().map_err(|_| malformed("a number is not one")))
                 .collect()
-        };
-        let block = numbers(lines.next())?;
-        let lengths = numbers(lines.next())?;
-        let (&[number, timestamp], &[stats, detailed, compliance, aggregate]) =
+        }
+        // The block's numbers and the grace period as u64 (a grace may pass a wasm32 usize).
+        let block: Vec<u64> = numbers(lines.next(), malformed)?;
+        let lengths: Vec<usize> = numbers(lines.next(), malformed)?;
+        let (&[number, timestamp, grace_period], &[stats, detailed, compliance, aggregate]) =
             (block.as_slice(), lengths.as_slice())
         else {
             return Err(malformed("header"));
@@ -121,7 +129,8 @@ impl SnapshotAnswers {
             Ok(body.to_owned())
         };
         Ok(Self {
-            block: BlockRef { number: number as u64, timestamp: timestamp as u64 },
+            block: BlockRef { number, timestamp },
+            grace_period,
             stats: take(stats)?,
             detailed: take(detailed)?,
             compliance: take(compliance)?,
@@ -185,6 +194,7 @@ mod tests {
         }];
         Snapshot {
             block: BlockRef { number: 9, timestamp: 1_700_100_000 },
+            grace_period: crate::DEFAULT_GRACE_PERIOD_SECS,
             agents,
             revenue,
             revenue_unreadable: Vec::new(),

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Agent, Compliance, Revenue};
+use crate::{Agent, Compliance, Revenue, StandingClock};
 
 /// The block every call of one response reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -26,6 +26,8 @@ pub struct BlockRef {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Snapshot {
     pub block: BlockRef,
+    /// The registry's `attestationGracePeriod()` at `block` (seconds, saturated at `u64::MAX`).
+    pub grace_period: u64,
     pub agents: Vec<Agent>,
     pub revenue: Vec<Revenue>,
     /// Agents (ascending id) whose revenue history could not be read even alone: it needs more
@@ -48,6 +50,11 @@ impl Snapshot {
         counts
     }
 
+    /// What standing is judged by at the snapshot's block.
+    pub const fn clock(&self) -> StandingClock {
+        StandingClock::new(self.block.timestamp, self.grace_period)
+    }
+
     /// Every agent with its compliance at the snapshot's block.
     pub fn compliance(&self) -> Vec<(&Agent, Compliance)> {
         let counts = self.child_counts();
@@ -55,7 +62,7 @@ impl Snapshot {
             .iter()
             .map(|agent| {
                 let children = counts.get(&agent.agent_id).copied().unwrap_or(0);
-                (agent, Compliance::of(agent, children, self.block.timestamp))
+                (agent, Compliance::of(agent, children, self.clock()))
             })
             .collect()
     }

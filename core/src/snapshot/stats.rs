@@ -212,7 +212,7 @@ fn len(count: usize) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Agent, BlockRef, registry::compliance::ATTESTATION_VALIDITY_SECS};
+    use crate::{Agent, BlockRef, DEFAULT_GRACE_PERIOD_SECS};
     use alloy_primitives::{B256, U256};
     use proptest::prelude::*;
 
@@ -250,9 +250,10 @@ mod tests {
     }
 
     fn snapshot() -> Snapshot {
-        let week = ATTESTATION_VALIDITY_SECS;
+        let week = DEFAULT_GRACE_PERIOD_SECS;
         Snapshot {
             block: BlockRef { number: 9, timestamp: NOW },
+            grace_period: week,
             agents: vec![
                 agent(1, 0, AgentStatus::Active, 0),
                 agent(2, 1, AgentStatus::Active, week),

@@ -153,10 +153,11 @@ async fn whole_of(mut response: Response, now: u64) -> Option<CachedAnswer> {
     // layout.
     let expires_at = header(EXPIRES_AT).filter(|&expires_at| expires_at + STALE_SECS > now)?;
     let block = BlockRef { number: header("x-block-number")?, timestamp: header("x-block-timestamp")? };
+    let grace_period = header(crate::http::GRACE_PERIOD);
     let etag = response.headers().get("etag").ok().flatten()?;
     let body = response.text().await.ok()?;
     let source = Source::from_headers(response.headers());
-    Some(CachedAnswer { answer: Answer { body, block, read_at: 0, source }, etag, expires_at })
+    Some(CachedAnswer { answer: Answer { body, block, grace_period, read_at: 0, source }, etag, expires_at })
 }
 
 /// `answer`, kept in memory at once until its data is `ttl` seconds old, and the Cache API's

@@ -13,11 +13,16 @@
 //!   blocks, to the record read at the run's block (`changes_of_run`). After a reorganisation,
 //!   the new blocks' logs from the fork on are walked too, and the agents whose changes were
 //!   retracted are walked from their record at the block before the fork.
-//! - **Lapses.** Agents the run does not read whose `lastAttestation` plus the validity period
-//!   passed by the run's block time, from where the last run's search stopped (`lapses_from`),
-//!   are found by the `agents` table's `(last_attestation, id)` index, at most
-//!   `FEED_LAPSES_PER_RUN`, and walked with no logs from the last second their attestation was
-//!   current: their `agent.attestation_expired`.
+//! - **Lapses.** Agents the run does not read whose `lastAttestation` plus the registry's grace
+//!   period passed by the run's block time (time passed, or the owner shortened the period), from
+//!   where the last run's search stopped (`lapses_from`), are found by the `agents` table's
+//!   `(last_attestation, id)` index, at most `FEED_LAPSES_PER_RUN`, and walked with no logs from
+//!   the last second their attestation was current: their `agent.attestation_expired`.
+//! - **Renewals.** When the owner lengthens the grace period, the agents shown lapsed whose
+//!   attestation is current again are found the same way, newest first, and walked from lapsed:
+//!   their `agent.compliance_changed` to compliant. Both share `FEED_LAPSES_PER_RUN`; a change
+//!   that flips more agents is walked over as many runs (`renewing_below` holds where the
+//!   renewals resume), and no lapse is searched for meanwhile.
 //! - **Retention.** Batches older than `FEED_RETENTION_SECS` are deleted from the oldest, a
 //!   bounded number at a time, never the newest.
 
@@ -25,13 +30,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use alloy_primitives::{Address, B256};
 use kya_core::{
-    ATTESTATION_VALIDITY_SECS, Agent, BlockRef,
+    Agent, BlockRef, StandingClock,
     feed::{
         Cursor, Event, EventBlock, Known, Standing, finality,
         reconcile::{Told, corrections},
         run::{Appending, RunChanges, Settling, append, changes_of_run, settle_entries},
     },
-    index::{IndexedAgent, current_from, logs::AgentLogEntry},
+    index::{IndexedAgent, logs::AgentLogEntry},
 };
 use serde::Deserialize;
 use worker::D1PreparedStatement;
@@ -65,6 +70,9 @@ pub(super) struct RunFeed<'a> {
     /// The run's block, and its hash.
     pub(super) at: BlockRef,
     pub(super) at_hash: B256,
+    /// The registry's `attestationGracePeriod()` at the run's block (the index's state still
+    /// holds the one at its block before the run).
+    pub(super) grace_period: u64,
     /// The registry's logs the run followed, up to its block.
     pub(super) logs: &'a [AgentLogEntry],
     /// The agents the run writes (read, not put off), as read at its block (`None`: gone).
@@ -116,8 +124,12 @@ async fn walk(
     indexed: BlockRef,
     minute_due: bool,
 ) -> Result<Written> {
-    let RunFeed { store, rpc, registry, config, now, at, at_hash, .. } = *run;
+    let RunFeed { store, rpc, registry, config, now, at, at_hash, grace_period, .. } = *run;
     let mut written = Written::default();
+    // What the feed showed standing at (the index's block before the run), and what the run's
+    // block judges it by.
+    let shown_clock = state.clock_at(indexed);
+    let clock = StandingClock::new(at.timestamp, grace_period);
 
     let unsettled = if state.settled_through < state.feed_last {
         finality::unsettled(&store.feed_after(state.settled_through).await?)
@@ -176,7 +188,7 @@ async fn walk(
         };
         agent
             .filter(|agent| agent.agent_wallet == wallet)
-            .map_or(Standing::UNREGISTERED, |agent| Standing::of(agent, at.timestamp))
+            .map_or(Standing::UNREGISTERED, |agent| Standing::of(agent, clock))
     };
     let mut settling =
         settle_entries(&unsettled, canonical, at.number.saturating_sub(config.finality_depth), standing);
@@ -202,21 +214,56 @@ async fn walk(
         .filter_map(|log| log.for_feed(log.block_time.or_else(|| headers.time(log.touch.block))?))
         .collect();
     logs.sort_by_key(|log| (log.block.number, log.log.log_index));
-    // Lapses, from where the last run's search stopped up to the attestations that lapsed by
-    // the run's block time, at most `FEED_LAPSES_PER_RUN`: the rest are the next runs'.
-    let edge = current_from(at.timestamp);
-    // Never ahead of the run's own edge: after a reorganisation onto a chain whose blocks are
-    // earlier in time, attestations the other chain saw lapse are current again (their expiries
-    // were retracted with the standing they have now), and must be found when they lapse here.
-    let from = state.lapses_from.unwrap_or((current_from(indexed.timestamp), 0)).min((edge, 0));
-    let lapsed =
-        if from.0 < edge { store.lapsing(from, edge, config.lapses_per_run).await? } else { Vec::new() };
-    let lapses_past_cap = lapsed.len() as u64 >= config.lapses_per_run;
+    // Renewals, then lapses, at most `FEED_LAPSES_PER_RUN` together: the rest are the next
+    // runs'. Below `from` every Active agent's attestation was shown lapsed; from it up, current
+    // (but those waiting in `renewing`, shown lapsed, below it).
+    let edge = clock.current_from();
+    let mut from = state.lapses_from.unwrap_or((shown_clock.current_from(), 0));
+    let mut renewing = state.renewing_below;
+    if grace_period > state.grace_period && (edge, 0) < from {
+        // The owner lengthened the grace period: the agents between the new edge and `from`
+        // were shown lapsed and are current again.
+        renewing = Some(renewing.unwrap_or(from));
+        from = (edge, 0);
+    } else {
+        // Never ahead of the run's own edge: after a reorganisation onto a chain whose blocks
+        // are earlier in time, attestations the other chain saw lapse are current again (their
+        // expiries were retracted with the standing they have now), and must be found when they
+        // lapse here.
+        from = from.min((edge, 0));
+    }
+    // Renewals still waiting that time (or a shortened grace) has lapsed again were shown lapsed
+    // and are: nothing to say of them.
+    if let Some(below) = renewing {
+        if below <= (edge, 0) {
+            from = from.max(below);
+            renewing = None;
+        } else {
+            from = from.max((edge, 0));
+        }
+    }
+    let renewed = match renewing {
+        Some(below) => store.renewable(from, below, config.lapses_per_run).await?,
+        None => Vec::new(),
+    };
+    if renewing.is_some() {
+        renewing = match renewed.last() {
+            Some(last) if renewed.len() as u64 >= config.lapses_per_run => {
+                Some((last.record.last_attestation, last.record.agent_id))
+            }
+            _ => None,
+        };
+    }
+    let budget = config.lapses_per_run.saturating_sub(renewed.len() as u64);
+    let searching = renewing.is_none() && budget > 0 && from.0 < edge;
+    let lapsed = if searching { store.lapsing(from, edge, budget).await? } else { Vec::new() };
+    let lapses_past_cap = searching && lapsed.len() as u64 >= budget;
     state.lapses_from = Some(match lapsed.last() {
         Some(last) if lapses_past_cap => (last.record.last_attestation, last.record.agent_id + 1),
-        _ if edge > from.0 => (edge, 0),
+        _ if searching => (edge, 0),
         _ => from,
     });
+    state.renewing_below = renewing;
     let before: BTreeMap<u64, Option<Known>> =
         run.read.keys().map(|id| (*id, run.held.get(id).map(|held| Known::of(&held.agent.record)))).collect();
     let mut after = run.read.clone();
@@ -224,19 +271,27 @@ async fn walk(
     // Agents put off: walked from where the index held them when they were put off.
     for (id, put_off_after) in run.put_off {
         let held = run.held.get(id).map(|held| Known::of(&held.agent.record));
-        rewound.entry(*id).or_insert((held, put_off_after.timestamp));
+        rewound.entry(*id).or_insert((held, shown_clock.at(put_off_after.timestamp)));
     }
     // Each walked from the last second its attestation was current: a run behind the moment
     // (the search was capped) still shows the expiry, at its own block.
     for agent in lapsed.iter().filter(|agent| !run.read.contains_key(&agent.record.agent_id)) {
         let record = &agent.record;
-        let current_until = record.last_attestation.saturating_add(ATTESTATION_VALIDITY_SECS);
+        let current_until = clock.at(clock.valid_until(record.last_attestation));
         rewound.insert(record.agent_id, (Some(Known::of(record)), current_until));
         after.insert(record.agent_id, Some(record));
     }
+    // Each walked from a second its attestation was shown lapsed at (any grace period shorter
+    // than its age: none at all, a second after it).
+    for agent in renewed.iter().filter(|agent| !run.read.contains_key(&agent.record.agent_id)) {
+        let record = &agent.record;
+        let shown_lapsed = StandingClock::new(record.last_attestation.saturating_add(1), 0);
+        rewound.insert(record.agent_id, (Some(Known::of(record)), shown_lapsed));
+        after.insert(record.agent_id, Some(record));
+    }
     let end = EventBlock { number: at.number, hash: at_hash, time: at.timestamp };
-    let run_changes = RunChanges { logs: &logs, before, after, rewound };
-    let mut changes = changes_of_run(&run_changes, indexed.timestamp, end);
+    let run_changes = RunChanges { logs: &logs, before, after, rewound, grace_period };
+    let mut changes = changes_of_run(&run_changes, shown_clock, end);
     // The run's last word on each wallet it read is the chain's: whatever its walks could not
     // see (a reorganisation below the logs followed) is corrected at its block.
     let retractions = settling.settled.iter().filter_map(|entry| match entry {
@@ -251,7 +306,8 @@ async fn walk(
         said: said.collect(),
         before: &run_changes.before,
         after: &run_changes.after,
-        from_time: indexed.timestamp,
+        from: shown_clock,
+        grace_period,
     };
     changes.extend(corrections(&told, end));
 
@@ -283,9 +339,15 @@ async fn walk(
     }
     if lapses_past_cap {
         written.summary.push_str(&format!(
-            "{}{} lapsed attestations walked, the rest are the next runs'",
+            "{}{budget} lapsed attestations walked, the rest are the next runs'",
             if written.summary.is_empty() { "feed: " } else { "; " },
-            config.lapses_per_run
+        ));
+    }
+    if state.renewing_below.is_some() {
+        written.summary.push_str(&format!(
+            "{}{} attestations a longer grace period renewed walked, the rest are the next runs'",
+            if written.summary.is_empty() { "feed: " } else { "; " },
+            renewed.len()
         ));
     }
     Ok(written)
@@ -306,18 +368,20 @@ async fn rewind(
     registry: Address,
     settling: &Settling,
     run: &RunFeed<'_>,
-) -> Result<BTreeMap<u64, (Option<Known>, u64)>> {
+) -> Result<BTreeMap<u64, (Option<Known>, StandingClock)>> {
     let ids: Vec<u64> =
         settling.retracted_agents().into_iter().filter(|id| run.read.contains_key(id)).collect();
     let Some(fork) = settling.fork().filter(|fork| *fork > 0 && !ids.is_empty()) else {
         return Ok(BTreeMap::new());
     };
-    let (block, next) = reads::next_agent_id(rpc, registry, Some(rpc.block(fork - 1).await?)).await?;
+    let (block, next, grace_period) =
+        reads::next_agent_id(rpc, registry, Some(rpc.block(fork - 1).await?)).await?;
     let registered: Vec<u64> = ids.iter().copied().filter(|id| *id < next).collect();
     let agents = reads::indexed_agents(rpc, registry, &registered, block).await?;
     let known: BTreeMap<u64, Known> =
         agents.iter().map(|agent| (agent.record.agent_id, Known::of(&agent.record))).collect();
-    Ok(ids.into_iter().map(|id| (id, (known.get(&id).copied(), block.timestamp))).collect())
+    let clock = StandingClock::new(block.timestamp, grace_period);
+    Ok(ids.into_iter().map(|id| (id, (known.get(&id).copied(), clock))).collect())
 }
 
 impl Store {
@@ -357,6 +421,30 @@ impl Store {
                 "SELECT indexed FROM agents WHERE (last_attestation, id) >= (?1, ?2) \
                  AND last_attestation < ?3 ORDER BY last_attestation, id LIMIT ?4",
                 vec![from.0.into(), from.1.into(), edge.into(), limit.into()],
+            )?)
+            .await?;
+        rows.into_iter()
+            .map(|row| {
+                serde_json::from_str(&row.indexed)
+                    .map_err(|error| Error::BadConfig(format!("an index row does not decode: {error}")))
+            })
+            .collect()
+    }
+
+    /// The agents the index holds below (`lastAttestation`, id) `below` and from `from` on,
+    /// newest first, at most `limit` (by the `agents_by_attestation` index, read backwards): the
+    /// renewals a lengthened grace period makes, the youngest attestations (the last to lapse
+    /// again) first.
+    async fn renewable(&self, from: (u64, u64), below: (u64, u64), limit: u64) -> Result<Vec<IndexedAgent>> {
+        #[derive(Deserialize)]
+        struct Row {
+            indexed: String,
+        }
+        let rows: Vec<Row> = self
+            .all(self.statement(
+                "SELECT indexed FROM agents WHERE (last_attestation, id) >= (?1, ?2) \
+                 AND (last_attestation, id) < (?3, ?4) ORDER BY last_attestation DESC, id DESC LIMIT ?5",
+                vec![from.0.into(), from.1.into(), below.0.into(), below.1.into(), limit.into()],
             )?)
             .await?;
         rows.into_iter()

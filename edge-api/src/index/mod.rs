@@ -39,7 +39,7 @@ pub use stream::StreamShard;
 
 use alloy_primitives::B256;
 use kya_core::{
-    BlockRef,
+    BlockRef, StandingClock,
     index::{Totals, plan::Cursor},
 };
 use serde::{Deserialize, Serialize};
@@ -66,6 +66,12 @@ pub(crate) struct State {
     pub(crate) updated_at: u64,
     /// The registry's `nextAgentId` at `block`.
     pub(crate) chain_next: u64,
+    /// The registry's `attestationGracePeriod()` at `block`, read with `chain_next`: what the
+    /// totals' compliant count, the feed's lapses and every answer's compliance are judged by.
+    /// A state from before it was read counted with the contract's initial week, so that is what
+    /// its totals hold until the first run reads the parameter and moves them.
+    #[serde(default = "default_grace_period")]
+    pub(crate) grace_period: u64,
     /// The fill's and the sweep's cursors, and the ids to read again.
     pub(crate) cursor: Cursor,
     /// The totals of every agent the index holds, at `block`, but those kept by name.
@@ -90,6 +96,11 @@ pub(crate) struct State {
     /// the first agent not walked yet (`None`: from the index's block time).
     #[serde(default)]
     pub(crate) lapses_from: Option<(u64, u64)>,
+    /// The feed's renewals still to walk after the owner lengthened the grace period: the agents
+    /// from `lapses_from` up to this (`lastAttestation`, id), exclusive, were shown lapsed and
+    /// are current again; those at or above it were shown renewed (`None`: nothing waits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) renewing_below: Option<(u64, u64)>,
     /// The stream outlet's cursor: every batch of the feed through this one was handed to the
     /// stream's shards (`None`: none yet). It rides in this row, written by the next run that
     /// writes (`stream::outlet`); until then the isolate that handed later batches remembers
@@ -106,6 +117,10 @@ const fn first_batch() -> u64 {
     1
 }
 
+const fn default_grace_period() -> u64 {
+    kya_core::DEFAULT_GRACE_PERIOD_SECS
+}
+
 impl Default for State {
     fn default() -> Self {
         Self {
@@ -115,6 +130,7 @@ impl Default for State {
             head: 0,
             updated_at: 0,
             chain_next: 0,
+            grace_period: default_grace_period(),
             cursor: Cursor::default(),
             totals: Totals::default(),
             names: tally::Names::default(),
@@ -123,6 +139,7 @@ impl Default for State {
             settled_through: None,
             feed_last: None,
             lapses_from: None,
+            renewing_below: None,
             stream_through: None,
             put_off: kya_core::feed::put_off::PutOff::default(),
         }
@@ -130,6 +147,11 @@ impl Default for State {
 }
 
 impl State {
+    /// What standing at `block` (the index's) is judged by: its time, the grace period there.
+    pub(crate) const fn clock_at(&self, block: BlockRef) -> StandingClock {
+        StandingClock::new(block.timestamp, self.grace_period)
+    }
+
     /// The block the index holds every agent of the registry at: `None` until the first fill
     /// has read them all (or while registrations wait for room in a run).
     pub(crate) fn complete_at(&self) -> Option<BlockRef> {

@@ -25,11 +25,14 @@ use std::{
 };
 
 use alloy_primitives::B256;
-use kya_core::index::{
-    IndexedAgent, Lapse, Totals, lapsing,
-    logs::{AgentLogEntry, Touch, follow_range, rescan_from},
-    plan::{Cursor, bounded_end, plan},
-    window_touches::{Anchor, WindowTouches, changed_in_window},
+use kya_core::{
+    StandingClock,
+    index::{
+        IndexedAgent, Lapse, Totals, lapsing,
+        logs::{AgentLogEntry, Touch, follow_range, rescan_from},
+        plan::{Cursor, bounded_end, plan},
+        window_touches::{Anchor, WindowTouches, changed_in_window},
+    },
 };
 use worker::{Date, Env};
 
@@ -176,7 +179,7 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
     };
     let (mut state, recorded) = store.state_and_touches().await?;
     let before = state.clone();
-    let (head, head_next) = reads::next_agent_id(&rpc, registry, None).await?;
+    let (head, head_next, head_grace) = reads::next_agent_id(&rpc, registry, None).await?;
 
     // Is the index's block still the chain's? Blocks name their parents, so if it is, no block
     // at or below it changed: a reorganisation at any depth shows here, as another hash (or
@@ -265,8 +268,10 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
         let filled = state.cursor.filled;
         state.cursor.reread_also(1..filled);
     }
-    let (at, chain_next) = if end == head.number {
-        (head, head_next)
+    // The registry's grace period is read with `nextAgentId`, at the run's block: a change the
+    // owner made (or a reorganisation took away) moves every agent's standing from here.
+    let (at, chain_next, grace_period) = if end == head.number {
+        (head, head_next, head_grace)
     } else {
         headers.ask(&rpc, BTreeSet::from([end])).await?;
         let block = headers.block(end).ok_or_else(|| reorganised_during(end))?;
@@ -324,10 +329,12 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
         put_off_dropped = state.put_off.add(indexed, put_off_now.iter().copied());
     }
 
-    // Time first: attestations that lapsed between the index's block and this one, counted on
-    // the agents as the index holds them.
+    // The clock first: attestations that lapsed between the index's block and this one (time
+    // passed, or the owner shortened the grace period), or that a lengthened grace period
+    // renewed, counted on the agents as the index holds them.
+    let clock = StandingClock::new(at.timestamp, grace_period);
     if let Some(indexed) = state.block {
-        let lapse = lapsing(indexed.timestamp, at.timestamp);
+        let lapse = lapsing(state.clock_at(indexed), clock);
         let (Lapse::Lapsed(range) | Lapse::Renewed(range)) = &lapse;
         let changed = store.active_attested_in(range).await?;
         state.totals.shift_time(&lapse, changed);
@@ -347,6 +354,7 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
         indexed: state.block,
         at,
         at_hash,
+        grace_period,
         logs: followed.as_ref().map_or(&[], |followed| followed.logs.as_slice()),
         read: new.iter().map(|(id, agent)| (*id, agent.as_ref().map(|agent| &agent.record))).collect(),
         held: &held,
@@ -355,7 +363,8 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
     };
     let retention_due = first_of_minute(&settings, &state, now);
     let fed = feed::write(&run_feed, &mut headers, &mut state, retention_due).await?;
-    let (changes, bucket_moves, loaded) = apply::apply(store, &mut state, &new, &mut held, at).await?;
+    let (changes, bucket_moves, loaded) = apply::apply(store, &mut state, &new, &mut held, clock).await?;
+    state.grace_period = grace_period;
     let mut names_count = state.names;
     let (tallies, tallies_gone) = tally::moved(&state.totals, &loaded, &names, &mut names_count)?;
     state.names = names_count;
@@ -551,6 +560,8 @@ fn unchanged(before: &State, after: &State, next: Cursor, chain_next: u64) -> bo
         && after.settled_through == before.settled_through
         && after.feed_last == before.feed_last
         && after.lapses_from == before.lapses_from
+        && after.renewing_below == before.renewing_below
+        && after.grace_period == before.grace_period
         && after.put_off == before.put_off
         && fixed(&after.totals) == fixed(&before.totals)
 }

@@ -100,7 +100,13 @@ impl Reading {
 
     /// The answer showing `body`, read now at the block the reading names.
     fn answer(&self, body: String, deps: &Deps<'_>) -> Served {
-        Served::Answer(Answer { body, block: self.block, read_at: deps.now, source: self.source.clone() })
+        Served::Answer(Answer {
+            body,
+            block: self.block,
+            grace_period: Some(self.state.grace_period),
+            read_at: deps.now,
+            source: self.source.clone(),
+        })
     }
 }
 
@@ -267,6 +273,7 @@ fn compliance(
         after: Option<(i64, u64)>,
         first: bool,
     }
+    let clock = state.clock_at(block);
     let bytes = |text: &str| -> JsValue { Uint8Array::from(text.as_bytes()).into() };
     let head = stream::once(std::future::ready(Ok::<JsValue, JsValue>(bytes(&compliance_head(
         state.totals.agents,
@@ -275,10 +282,8 @@ fn compliance(
         Cursor { store, encoder: TextEncoder::new(), buffer: Vec::new(), after: Some((-1, 0)), first: true };
     let items = stream::unfold(start, move |mut cursor| async move {
         let after = cursor.after?;
-        let read = cursor
-            .store
-            .compliance_items(block.number, block.timestamp, after, COMPLIANCE_SLICE, cursor.first)
-            .await;
+        let read =
+            cursor.store.compliance_items(block.number, clock, after, COMPLIANCE_SLICE, cursor.first).await;
         let slice = match read {
             Ok(Some(slice)) => slice,
             Ok(None) => {

@@ -3,7 +3,7 @@
 //! so a batch is not a way around it.
 
 use alloy_primitives::Address;
-use kya_core::{KyaBatch, KyaResult, api::query::parse_wallet};
+use kya_core::{KyaBatch, KyaResult, StandingClock, api::query::parse_wallet};
 use serde::Deserialize;
 use worker::{Request, Response};
 
@@ -61,16 +61,18 @@ fn bad(message: String) -> Error {
 
 /// The results of `wallets`, in order, at one block.
 pub(crate) async fn answer(rpc: &Rpc<'_>, registry: Address, wallets: &[Address]) -> Result<Response> {
-    let (block, agents) = reads::kya_many(rpc, registry, wallets).await?;
+    let (block, (grace_period, agents)) = reads::kya_many(rpc, registry, wallets).await?;
+    let clock = StandingClock::new(block.timestamp, grace_period);
     let results = wallets
         .iter()
         .zip(&agents)
-        .map(|(wallet, agent)| KyaResult::of(*wallet, agent.as_ref(), block.timestamp))
+        .map(|(wallet, agent)| KyaResult::of(*wallet, agent.as_ref(), clock))
         .collect();
     let body =
         serde_json::to_string(&KyaBatch { block, results }).map_err(|error| Error::Runtime(error.into()))?;
     let response = http::json(200, &body, "no-store")?;
     http::set_block(response.headers(), block)?;
+    http::set_grace_period(response.headers(), Some(grace_period))?;
     Ok(response)
 }
 

@@ -82,11 +82,13 @@ impl Issuer {
         Self::of(env, config, origin, registry)?.ok_or(Error::PassesNotConfigured)
     }
 
-    /// The pass of `wallet`, whose agent is `agent` at `block` (of hash `hash`), issued at `now`.
+    /// The pass of `wallet`, whose agent is `agent` at `block` (of hash `hash`), where the
+    /// registry's grace period is `grace_period`, issued at `now`.
     pub(crate) fn sign(
         &self,
         wallet: Address,
         (block, hash): (BlockRef, B256),
+        grace_period: u64,
         agent: Option<&Agent>,
         now: u64,
     ) -> Result<String> {
@@ -96,6 +98,7 @@ impl Issuer {
             registry: self.registry,
             wallet,
             block: PassBlock { number: block.number, hash, time: block.timestamp },
+            grace_period,
             now,
             ttl_secs: self.ttl_secs,
             jti: jti()?,
@@ -125,12 +128,13 @@ pub(crate) async fn answer_pass(
     let registry = config.registry()?;
     // Checked before the chain is read: a deployment without keys costs no RPC.
     let issuer = Issuer::required(env, config, origin, registry)?;
-    let (block, hash, agent) = reads::hashed(rpc, reads::kya(rpc, registry, wallet)).await?;
-    let jws = issuer.sign(wallet, (block, hash), agent.as_ref(), now)?;
+    let (block, hash, (grace_period, agent)) = reads::hashed(rpc, reads::kya(rpc, registry, wallet)).await?;
+    let jws = issuer.sign(wallet, (block, hash), grace_period, agent.as_ref(), now)?;
     let headers = Headers::new();
     headers.set("content-type", pass::MEDIA_TYPE)?;
     headers.set("cache-control", "no-store")?;
     http::set_block(&headers, block)?;
+    http::set_grace_period(&headers, Some(grace_period))?;
     Ok(Response::ok(jws)?.with_headers(headers))
 }
 

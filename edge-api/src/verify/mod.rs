@@ -13,7 +13,7 @@ pub(crate) mod nonces;
 
 use alloy_primitives::{Address, B256};
 use kya_core::{
-    BlockRef, KyaResult,
+    BlockRef, KyaResult, StandingClock,
     erc8128::{
         ReplayGuard, SignatureFacts, SignedRequest, Verification, Verified, VerifyPolicy, verify_request,
     },
@@ -61,7 +61,7 @@ pub(crate) async fn answer(
         Ok(verification) => verification,
         Err(refusal) => return refused(&refusal),
     };
-    let (verified, (block, hash), agent) = match verification {
+    let (verified, (block, hash), (grace_period, agent)) = match verification {
         // An EOA's signature is settled: read its standing and claim its nonce side by side. A
         // nonce claimed for a read that failed is given back, so the provider's retry passes.
         Verification::Verified(verified) => {
@@ -99,12 +99,14 @@ pub(crate) async fn answer(
         }
     };
     let signer = verified.facts.signer;
-    let kya = KyaResult::of(signer, agent.as_ref(), block.timestamp);
+    let kya = KyaResult::of(signer, agent.as_ref(), StandingClock::new(block.timestamp, grace_period));
     let pass = match (issuer, hash) {
-        (Some(issuer), Some(hash)) => Some(issuer.sign(signer, (block, hash), agent.as_ref(), now)?),
+        (Some(issuer), Some(hash)) => {
+            Some(issuer.sign(signer, (block, hash), grace_period, agent.as_ref(), now)?)
+        }
         _ => None,
     };
-    accepted(&verified, block, &kya, pass.as_deref())
+    accepted(&verified, (block, grace_period), &kya, pass.as_deref())
 }
 
 /// `read`, with the hash of the block it read when a pass is to be signed (else none is asked
@@ -148,7 +150,12 @@ async fn release(env: &Env, verified: &Verified) {
 }
 
 /// `{"verified": true, ..., "kya": ..., "pass": ...}` with the block it read.
-fn accepted(verified: &Verified, block: BlockRef, kya: &KyaResult, pass: Option<&str>) -> Result<Response> {
+fn accepted(
+    verified: &Verified,
+    (block, grace_period): (BlockRef, u64),
+    kya: &KyaResult,
+    pass: Option<&str>,
+) -> Result<Response> {
     #[derive(Serialize)]
     struct Accepted<'a> {
         verified: bool,
@@ -162,6 +169,7 @@ fn accepted(verified: &Verified, block: BlockRef, kya: &KyaResult, pass: Option<
         .map_err(|error| Error::Runtime(error.into()))?;
     let response = http::json(200, &body, "no-store")?;
     http::set_block(response.headers(), block)?;
+    http::set_grace_period(response.headers(), Some(grace_period))?;
     Ok(response)
 }
 

@@ -22,7 +22,7 @@ use alloy::{
     sol_types::SolCall,
 };
 use kya_core::{
-    ATTESTATION_VALIDITY_SECS, AgentStatus,
+    AgentStatus, DEFAULT_GRACE_PERIOD_SECS,
     chain::abi::AgentRegistry,
     feed::{Change, Cursor, Detail, Event, EventBlock, EventLog, EventType, Finality, Standing},
     index::logs::AGENT_EVENTS,
@@ -292,7 +292,7 @@ async fn the_runs_write_every_change_lapse_retraction_and_confirmation_and_keep_
     // walks two lapses: C's is the next run's, still at the first block a run saw past it.
     let provider = chain.chain.provider();
     let _: Value =
-        provider.raw_request("evm_increaseTime".into(), (ATTESTATION_VALIDITY_SECS + 60,)).await.unwrap();
+        provider.raw_request("evm_increaseTime".into(), (DEFAULT_GRACE_PERIOD_SECS + 60,)).await.unwrap();
     let _: Value = provider.raw_request("anvil_mine".into(), ("0x1",)).await.unwrap();
     worker.run_index().await;
     let lapse_block = index_block(&api).await;
@@ -303,7 +303,7 @@ async fn the_runs_write_every_change_lapse_retraction_and_confirmation_and_keep_
             agent,
             lapsed_at,
             standing(status, false),
-            Detail::Expired { last_attestation, valid_until: last_attestation + ATTESTATION_VALIDITY_SECS },
+            Detail::Expired { last_attestation, valid_until: last_attestation + DEFAULT_GRACE_PERIOD_SECS },
         )
     };
     let expected = model.run(

@@ -136,8 +136,13 @@ pub(super) async fn snapshot_of(chain: &TestChain, registry: Address, block: u64
         &call(AgentRegistry::nextAgentIdCall {}.abi_encode()).await,
     )
     .unwrap();
+    let grace = AgentRegistry::attestationGracePeriodCall::abi_decode_returns(
+        &call(AgentRegistry::attestationGracePeriodCall {}.abi_encode()).await,
+    )
+    .unwrap();
     let mut snapshot = Snapshot {
         block: BlockRef { number: block, timestamp: timestamp(chain, block).await },
+        grace_period: u64::try_from(grace).unwrap_or(u64::MAX),
         agents: Vec::new(),
         revenue: Vec::new(),
         revenue_unreadable: Vec::new(),

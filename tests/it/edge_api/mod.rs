@@ -13,6 +13,7 @@ mod demo;
 mod expect;
 mod failures;
 mod feed;
+mod grace;
 mod hostile;
 mod index;
 mod index_attacks;

@@ -9,7 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use alloy::{providers::Provider, signers::local::PrivateKeySigner};
 use kya_core::{
-    ATTESTATION_VALIDITY_SECS, AgentStatus,
+    AgentStatus, DEFAULT_GRACE_PERIOD_SECS,
     chain::abi::AgentRegistry,
     pass::{
         Jwks, PassRefusal, PassTrust, SigningKey, SigningKeys,
@@ -108,7 +108,7 @@ async fn passes_state_the_chain_at_their_block_and_verify_offline() {
         json!({
             "isRegistered": true, "isCompliant": true, "agentId": 1, "status": "Active",
             "haftungsperson": record.haftungsperson.to_checksum(None),
-            "lastAttestation": attested, "validUntil": attested + ATTESTATION_VALIDITY_SECS,
+            "lastAttestation": attested, "validUntil": attested + DEFAULT_GRACE_PERIOD_SECS,
         })
     );
     assert!(claims.iat.abs_diff(now) <= 5, "issued now: {} vs {now}", claims.iat);

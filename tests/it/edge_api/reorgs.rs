@@ -140,7 +140,10 @@ async fn standing_at(chain: &TestChain, wallet: Address, block: u64) -> Standing
     let record = call(AgentRegistry::getAgentCall { agentId: id }.abi_encode()).await;
     let agent = Agent::try_from(AgentRegistry::getAgentCall::abi_decode_returns(&record).unwrap()).unwrap();
     let time = provider.get_block_by_number(block.into()).await.unwrap().expect("the block").header.timestamp;
-    let kya = KyaResult::of(wallet, Some(&agent), time);
+    let grace = call(AgentRegistry::attestationGracePeriodCall {}.abi_encode()).await;
+    let grace = AgentRegistry::attestationGracePeriodCall::abi_decode_returns(&grace).unwrap();
+    let clock = kya_core::StandingClock::new(time, u64::try_from(grace).unwrap_or(u64::MAX));
+    let kya = KyaResult::of(wallet, Some(&agent), clock);
     Standing { is_registered: kya.is_registered, is_compliant: kya.is_compliant, status: Some(agent.status) }
 }
 
@@ -471,7 +474,7 @@ pub(super) mod model {
                     (creator, AgentRegistry::terminateSelfCall { agentId: id(agent) }.abi_encode())
                 }
                 Write::Lapse => {
-                    let week = kya_core::ATTESTATION_VALIDITY_SECS + 60;
+                    let week = kya_core::DEFAULT_GRACE_PERIOD_SECS + 60;
                     let _: Value = provider.raw_request("evm_increaseTime".into(), (week,)).await.unwrap();
                     let _: Value = provider.raw_request("anvil_mine".into(), ("0x1",)).await.unwrap();
                     return true;

@@ -16,13 +16,19 @@ export const requests = [
 const ATTESTED = '2023-11-14T22:13:20.000Z'; // 1700000000
 const WEEK = 7 * 86400;
 
-/** [record, nowSeconds, childCount]: each badge once, and the 7-day boundary both ways. */
+/**
+ * [record, clock, childCount], the clock the block's time and the registry's grace period there:
+ * each badge once, the initial week's boundary both ways, and a grace the owner shortened to 120 s
+ * (lapsed at 300 s) and lengthened to two weeks (current at eight days).
+ */
 export const records = [
-  [{ status: 'Active', lastAttestation: ATTESTED }, 1700000000 + WEEK, 3],
-  [{ status: 'Active', lastAttestation: ATTESTED }, 1700000000 + WEEK + 1, 0],
-  [{ status: 'Suspended', lastAttestation: ATTESTED }, 1700000100, 1],
-  [{ status: 'Revoked', lastAttestation: null }, 1700000000, 0],
-  [{ status: 'Terminated', lastAttestation: ATTESTED }, 1700000000, 2],
+  [{ status: 'Active', lastAttestation: ATTESTED }, { time: 1700000000 + WEEK, gracePeriod: WEEK }, 3],
+  [{ status: 'Active', lastAttestation: ATTESTED }, { time: 1700000000 + WEEK + 1, gracePeriod: WEEK }, 0],
+  [{ status: 'Suspended', lastAttestation: ATTESTED }, { time: 1700000100, gracePeriod: WEEK }, 1],
+  [{ status: 'Revoked', lastAttestation: null }, { time: 1700000000, gracePeriod: WEEK }, 0],
+  [{ status: 'Terminated', lastAttestation: ATTESTED }, { time: 1700000000, gracePeriod: WEEK }, 2],
+  [{ status: 'Active', lastAttestation: ATTESTED }, { time: 1700000300, gracePeriod: 120 }, 0],
+  [{ status: 'Active', lastAttestation: ATTESTED }, { time: 1700000000 + 8 * 86400, gracePeriod: 2 * WEEK }, 0],
 ];
 
 /** A registration by one key for another wallet, naming a third person Haftungsperson. */
@@ -62,7 +68,7 @@ export function run(kya) {
       consent,
       digest: kya.consentDigest(consent, CHAIN_ID, REGISTRY),
     })),
-    compliance: records.map(([record, now, children]) => kya.evaluateCompliance(record, now, children)),
-    badges: records.map(([record, now]) => kya.complianceBadge(record, now)),
+    compliance: records.map(([record, clock, children]) => kya.evaluateCompliance(record, clock, children)),
+    badges: records.map(([record, clock]) => kya.complianceBadge(record, clock)),
   };
 }

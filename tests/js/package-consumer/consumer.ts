@@ -30,6 +30,7 @@ import init, {
   type Reason,
   type RequestVerdict,
   type SignRequestInput,
+  type StandingClock,
   type SignedRequestHeaders,
   type VerifiedSignature,
   type VerifyRequestInput,
@@ -68,17 +69,20 @@ await init();
 initSync({ module: new Uint8Array() });
 
 const record: AttestedRecord = { status: 'Active', lastAttestation: '2023-11-14T22:13:20.000Z' };
-const verdict: ComplianceVerdict = evaluateCompliance(record, 1700000000, 2);
+const clock: StandingClock = { time: 1700000000, gracePeriod: 604800 };
+const verdict: ComplianceVerdict = evaluateCompliance(record, clock, 2);
 const compliance: Compliance = verdict;
 const seconds: number = compliance.secondsSinceAttestation;
 const compliant: boolean = verdict.isCompliant;
 const status: AgentStatus = verdict.status;
-const badge: ComplianceBadge = complianceBadge({ status: 'Revoked', lastAttestation: null }, 1700000000);
+const badge: ComplianceBadge = complianceBadge({ status: 'Revoked', lastAttestation: null }, clock);
 const decision: KyaDecision = kyaDecision(true, compliant);
 // @ts-expect-error: a status is one of the four names
-evaluateCompliance({ status: 'Paused', lastAttestation: null }, 0);
+evaluateCompliance({ status: 'Paused', lastAttestation: null }, clock);
 // @ts-expect-error: a badge is a word, not a number
-const notABadge: number = complianceBadge(record, 0);
+const notABadge: number = complianceBadge(record, clock);
+// @ts-expect-error: compliance is judged by the registry's grace period, never a bare time
+evaluateCompliance(record, 1700000000);
 
 const agent: AgentView = decodeAgentRecord('0x');
 const wallet: string = agent.agentWallet;
@@ -90,7 +94,7 @@ const hashBytes: Uint8Array = agent.capabilityHash;
 const registeredAt: string | null = agent.registeredAt;
 const agentStatus: AgentStatus = agent.status;
 // The API's agent record is an attested record: it goes straight back in.
-const again: ComplianceVerdict = evaluateCompliance(agent, 1700000000);
+const again: ComplianceVerdict = evaluateCompliance(agent, clock);
 const children: ChildIds = decodeChildren('0x');
 const firstChild: number | undefined = children[0];
 const history: RevenueView[] = decodeRevenueHistory('0x');

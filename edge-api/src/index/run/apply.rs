@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use kya_core::{
-    BlockRef,
+    StandingClock,
     index::{BucketMoves, IndexedAgent, child_change},
 };
 
@@ -19,8 +19,8 @@ use crate::{
     },
 };
 
-/// Moves the totals from each agent as the index holds it to `new` (`None`: gone) at `at`'s
-/// time, and the child counts of parents whose children appeared or disappeared. Returns every
+/// Moves the totals from each agent as the index holds it to `new` (`None`: gone) at `clock`
+/// (the run's block's time and grace period), and the child counts of parents whose children appeared or disappeared. Returns every
 /// agent whose row changes (its new state with its child count, or `None` to leave the index),
 /// how the status counts per bucket of ids move, and the tallies loaded into the totals.
 pub(super) async fn apply(
@@ -28,7 +28,7 @@ pub(super) async fn apply(
     state: &mut State,
     new: &BTreeMap<u64, Option<IndexedAgent>>,
     held: &mut BTreeMap<u64, Held>,
-    at: BlockRef,
+    clock: StandingClock,
 ) -> Result<(BTreeMap<u64, Option<Held>>, BucketMoves, Loaded)> {
     let changed = new.iter().filter(|(id, fresh)| held.get(id).map(|old| &old.agent) != fresh.as_ref());
     let involved =
@@ -42,7 +42,7 @@ pub(super) async fn apply(
         if old.map(|old| &old.agent) == fresh.as_ref() {
             continue;
         }
-        state.totals.apply(old.map(|old| &old.agent), fresh.as_ref(), at.timestamp);
+        state.totals.apply(old.map(|old| &old.agent), fresh.as_ref(), clock);
         let status = |agent: &IndexedAgent| agent.record.status;
         bucket_moves.apply(id, old.map(|old| status(&old.agent)), fresh.as_ref().map(status));
         for (parent, change) in

@@ -6,7 +6,7 @@
 use std::ops::Range;
 
 use kya_core::{
-    AgentStatus,
+    AgentStatus, StandingClock,
     index::{
         COMPLIANCE_QUOTE_STAND_IN, COMPLIANCE_SEPARATOR, IndexedAgent, STATUS_BUCKET_IDS, compliance_item_sql,
     },
@@ -89,7 +89,7 @@ impl Store {
     }
 
     /// Up to `limit` items of `/agents/compliance` after `after` (`lastAttestation`, id), in that
-    /// order, at time `now`: rendered by D1 ([`compliance_item_sql`]) and joined by it in groups
+    /// order, judged by `clock` (the index's block's time and grace period): rendered by D1 ([`compliance_item_sql`]) and joined by it in groups
     /// of [`COMPLIANCE_ITEMS_PER_GROUP`], each led by [`COMPLIANCE_SEPARATOR`] unless it opens
     /// the list (`first`: these are its first items), each `"` as [`COMPLIANCE_QUOTE_STAND_IN`].
     /// `None` past the last item.
@@ -100,7 +100,7 @@ impl Store {
     pub(in crate::index) async fn compliance_items(
         &self,
         block: u64,
-        now: u64,
+        clock: StandingClock,
         after: (i64, u64),
         limit: u64,
         first: bool,
@@ -123,7 +123,7 @@ impl Store {
                  WHERE {VERSION_AT} AND (last_attestation, id) > (?2, ?3) \
                  ORDER BY last_attestation, id LIMIT ?4))) \
              GROUP BY grp ORDER BY grp",
-            item = compliance_item_sql("?5"),
+            item = compliance_item_sql("?5", "?7"),
             // As an SQL string's text: a `'` doubled.
             stand_in = COMPLIANCE_QUOTE_STAND_IN.to_string().replace('\'', "''"),
         );
@@ -134,8 +134,9 @@ impl Store {
                 Param::Signed(after.0),
                 after.1.into(),
                 limit.into(),
-                now.into(),
+                clock.time.into(),
                 u64::from(first).into(),
+                clock.grace_period.into(),
             ],
         )?;
         let groups = self.all_in_javascript(statement).await?;
