@@ -55,6 +55,9 @@ use crate::{
 const UNSETTLED_BATCHES: u64 = 256;
 /// The most old batches one retention step deletes: more than a minute of runs writes.
 const RETENTION_BATCHES_PER_STEP: u64 = 64;
+/// The most agents `State::walked_ahead` names (the nearest the searches' cursors kept): past
+/// it, a read agent far ahead of a search slowed by its cap may have its lapse said twice.
+const WALKED_AHEAD_KEPT: usize = 256;
 
 /// A run as the feed sees it: where it reads and writes, and what the run knows. One context
 /// for [`write()`] and [`walk`].
@@ -242,7 +245,8 @@ async fn walk(
             from = from.max((edge, 0));
         }
     }
-    let renewed = match renewing {
+    let renewing_before = renewing;
+    let mut renewed = match renewing {
         Some(below) => store.renewable(from, below, config.lapses_per_run).await?,
         None => Vec::new(),
     };
@@ -256,7 +260,7 @@ async fn walk(
     }
     let budget = config.lapses_per_run.saturating_sub(renewed.len() as u64);
     let searching = renewing.is_none() && budget > 0 && from.0 < edge;
-    let lapsed = if searching { store.lapsing(from, edge, budget).await? } else { Vec::new() };
+    let mut lapsed = if searching { store.lapsing(from, edge, budget).await? } else { Vec::new() };
     let lapses_past_cap = searching && lapsed.len() as u64 >= budget;
     state.lapses_from = Some(match lapsed.last() {
         Some(last) if lapses_past_cap => (last.record.last_attestation, last.record.agent_id + 1),
@@ -264,10 +268,46 @@ async fn walk(
         _ => from,
     });
     state.renewing_below = renewing;
+    // The agents the run reads are walked with their logs, from their held rows. One the searches
+    // have not reached yet is shown as the searches' cursors say (lapsed in a renewal's backlog,
+    // current in a lapse's), and its walk says what the searches would have: it is then named in
+    // `walked_ahead`, which the searches skip once they reach it, so nothing is said twice.
+    let key = |agent: &IndexedAgent| (agent.record.last_attestation, agent.record.agent_id);
+    let lapse_cursor = state.lapses_from.unwrap_or((edge, 0));
+    let mut walked_ahead: BTreeSet<(u64, u64)> = state.walked_ahead.iter().copied().collect();
+    lapsed.retain(|agent| !walked_ahead.contains(&key(agent)));
+    renewed.retain(|agent| !walked_ahead.contains(&key(agent)));
+    let mut shown_lapsed_now = BTreeSet::new();
+    for held in run.read.keys().filter_map(|id| run.held.get(id)) {
+        let held_key = key(&held.agent);
+        let in_backlog = renewing_before.is_some_and(|below| held_key >= from && held_key < below);
+        if in_backlog {
+            shown_lapsed_now.insert(held_key.1);
+            if renewing.is_some_and(|below| held_key < below) {
+                walked_ahead.insert(held_key);
+            }
+        } else if held_key >= lapse_cursor && held_key.0 < edge {
+            walked_ahead.insert(held_key);
+        }
+    }
+    // Those the searches passed are done with.
+    walked_ahead.retain(|ahead| {
+        let lapse_side = *ahead >= lapse_cursor;
+        let renewal_side = renewing.is_some_and(|below| *ahead < below && *ahead >= from);
+        lapse_side || renewal_side
+    });
+    state.walked_ahead = walked_ahead.into_iter().take(WALKED_AHEAD_KEPT).collect();
     let before: BTreeMap<u64, Option<Known>> =
         run.read.keys().map(|id| (*id, run.held.get(id).map(|held| Known::of(&held.agent.record)))).collect();
     let mut after = run.read.clone();
     let mut rewound = rewound;
+    // Read agents waiting for a renewal were shown lapsed: walked from a second they were.
+    for id in &shown_lapsed_now {
+        if let Some(Some(known)) = before.get(id) {
+            let shown_lapsed = StandingClock::new(known.last_attestation.saturating_add(1), 0);
+            rewound.entry(*id).or_insert((Some(*known), shown_lapsed));
+        }
+    }
     // Agents put off: walked from where the index held them when they were put off.
     for (id, put_off_after) in run.put_off {
         let held = run.held.get(id).map(|held| Known::of(&held.agent.record));

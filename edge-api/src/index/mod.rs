@@ -101,6 +101,11 @@ pub(crate) struct State {
     /// are current again; those at or above it were shown renewed (`None`: nothing waits).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) renewing_below: Option<(u64, u64)>,
+    /// Agents (`lastAttestation`, id) a run read and walked with their logs before the feed's
+    /// lapse or renewal search reached them: the walk said their lapse or renewal, so the search
+    /// skips them (`index::feed`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) walked_ahead: Vec<(u64, u64)>,
     /// The stream outlet's cursor: every batch of the feed through this one was handed to the
     /// stream's shards (`None`: none yet). It rides in this row, written by the next run that
     /// writes (`stream::outlet`); until then the isolate that handed later batches remembers
@@ -140,6 +145,7 @@ impl Default for State {
             feed_last: None,
             lapses_from: None,
             renewing_below: None,
+            walked_ahead: Vec::new(),
             stream_through: None,
             put_off: kya_core::feed::put_off::PutOff::default(),
         }

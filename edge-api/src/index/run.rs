@@ -561,6 +561,7 @@ fn unchanged(before: &State, after: &State, next: Cursor, chain_next: u64) -> bo
         && after.feed_last == before.feed_last
         && after.lapses_from == before.lapses_from
         && after.renewing_below == before.renewing_below
+        && after.walked_ahead == before.walked_ahead
         && after.grace_period == before.grace_period
         && after.put_off == before.put_off
         && fixed(&after.totals) == fixed(&before.totals)

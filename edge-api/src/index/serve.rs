@@ -315,6 +315,7 @@ fn compliance(
     headers.set("cache-control", &crate::cache::cache_control(ttl))?;
     headers.set(crate::cache::EXPIRES_AT, &expires_at.to_string())?;
     http::set_block(&headers, block)?;
+    http::set_grace_period(&headers, Some(clock.grace_period))?;
     source.set_headers(&headers)?;
     Ok(response.with_headers(headers))
 }
