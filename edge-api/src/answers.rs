@@ -17,7 +17,7 @@ use crate::{
     Error, Result, apart,
     deps::Deps,
     http::{Answer, Source},
-    index::{self, Served},
+    index::{self, Served, point::Point},
     reads,
     routes::Endpoint,
     snapshot,
@@ -111,6 +111,53 @@ async fn from_chain(endpoint: &Endpoint, deps: &Deps<'_>) -> Result<Answer> {
         }
         _ => Err(Error::BadConfig("only the reads of one agent are answered from the chain here".into())),
     }
+}
+
+/// `/kya/:wallet` or `/agent/:id` from the index, with no RPC, when it is fresh (`index::point`):
+/// else the reason to read the chain instead. `None` for the other endpoints.
+pub(crate) async fn from_index(
+    endpoint: &Endpoint,
+    env: &worker::Env,
+    config: &crate::config::Config,
+    now: u64,
+) -> Result<Option<std::result::Result<Answer, String>>> {
+    if !matches!(endpoint, Endpoint::Kya(_) | Endpoint::Agent(_)) {
+        return Ok(None);
+    }
+    let Some(store) = crate::d1::Store::open(env) else {
+        return Ok(Some(Err("no index: the Worker has no INDEX binding".into())));
+    };
+    let settings = &config.index;
+    let (at, source, body) = match endpoint {
+        Endpoint::Kya(wallet) => {
+            match index::point::agents_of_wallets(&store, settings, &[*wallet], now).await? {
+                Point::Answer(at, source, mut agents) => {
+                    let agent = agents.pop().flatten();
+                    (at, source, json(&KyaResult::of(*wallet, agent.as_ref(), at.clock))?)
+                }
+                Point::Fallback(reason) => return Ok(Some(Err(reason))),
+            }
+        }
+        Endpoint::Agent(id) => match index::point::agent(&store, settings, *id, now).await? {
+            Point::Answer(at, source, Some((agent, children))) => {
+                (at, source, json(&AgentDetails::of(&agent, children, at.clock))?)
+            }
+            Point::Answer(_, _, None) => return Err(kya_core::Error::AgentNotFound(*id).into()),
+            Point::Fallback(reason) => return Ok(Some(Err(reason))),
+        },
+        _ => return Ok(None),
+    };
+    Ok(Some(Ok(Answer {
+        body,
+        block: at.block,
+        grace_period: Some(at.clock.grace_period),
+        read_at: now,
+        source,
+    })))
+}
+
+fn json<T: Serialize>(value: &T) -> Result<String> {
+    serde_json::to_string(value).map_err(|error| Error::Runtime(error.into()))
 }
 
 fn render<T: Serialize>(

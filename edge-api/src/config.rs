@@ -44,6 +44,13 @@ pub const DEFAULT_INDEX_INTERVAL_SECS: u64 = 2;
 /// Seconds after its last run the index stops answering when `INDEX_MAX_AGE_SECS` is not set:
 /// the endpoints read the chain directly instead, and say so.
 pub const DEFAULT_INDEX_MAX_AGE_SECS: u64 = 600;
+/// Blocks behind the chain's head (at its last run) the index may be and still give the point
+/// answers, when `INDEX_POINT_MAX_LAG_BLOCKS` is not set.
+pub(crate) const DEFAULT_INDEX_POINT_MAX_LAG_BLOCKS: u64 = 2;
+/// Seconds since its state was last written that the index still gives the point answers, when
+/// `INDEX_POINT_MAX_AGE_SECS` is not set: a run writes its state at least once a minute (the
+/// first run of each minute, paced or not), so a minute and a half means runs have stopped.
+pub(crate) const DEFAULT_INDEX_POINT_MAX_AGE_SECS: u64 = 90;
 
 /// Blocks that must follow a change's block before the change feed sends it again as `final`,
 /// when `FEED_FINALITY_DEPTH` is not set: the index's reorganisation window (64 blocks, two
@@ -117,6 +124,12 @@ pub(crate) struct IndexConfig {
     pub(crate) blocks_per_run: u64,
     /// Seconds after its last run the index stops answering (`INDEX_MAX_AGE_SECS`).
     pub(crate) max_age_secs: u64,
+    /// Blocks behind the head (at its last run) the index may be and still give the point
+    /// answers (`INDEX_POINT_MAX_LAG_BLOCKS`; "off": they always read the chain).
+    pub(crate) point_max_lag_blocks: Option<u64>,
+    /// Seconds since its state was written that the index still gives the point answers
+    /// (`INDEX_POINT_MAX_AGE_SECS`).
+    pub(crate) point_max_age_secs: u64,
     /// Seconds an answer from the index is cached (`INDEX_ANSWER_TTL_SECS`; 0 turns caching
     /// of them off).
     pub(crate) answer_ttl_secs: u64,
@@ -219,6 +232,15 @@ impl Config {
                     .unwrap_or(DEFAULT_INDEX_REORG_WINDOW),
                 blocks_per_run: count("INDEX_BLOCKS_PER_RUN", DEFAULT_INDEX_BLOCKS_PER_RUN),
                 max_age_secs: count("INDEX_MAX_AGE_SECS", DEFAULT_INDEX_MAX_AGE_SECS),
+                point_max_lag_blocks: match var("INDEX_POINT_MAX_LAG_BLOCKS") {
+                    Some(value) if value == "off" => None,
+                    value => Some(
+                        value
+                            .and_then(|blocks| blocks.parse().ok())
+                            .unwrap_or(DEFAULT_INDEX_POINT_MAX_LAG_BLOCKS),
+                    ),
+                },
+                point_max_age_secs: count("INDEX_POINT_MAX_AGE_SECS", DEFAULT_INDEX_POINT_MAX_AGE_SECS),
                 answer_ttl_secs: var("INDEX_ANSWER_TTL_SECS")
                     .and_then(|secs| secs.parse().ok())
                     .unwrap_or(DEFAULT_INDEX_ANSWER_TTL_SECS),

@@ -45,7 +45,7 @@ pub(crate) async fn respond(mut request: Request, env: Env, context: Context) ->
             // The settings, read once for whichever answer this is.
             let config = Config::from_env(&env);
             let outcome = match batch {
-                Some(wallets) => apart(serve_batch(wallets, &config)).await,
+                Some(wallets) => apart(serve_batch(wallets, &env, &config, now)).await,
                 None => serve(&mut request, &env, &config, &context, now).await,
             };
             (quota.remaining, outcome)
@@ -65,11 +65,16 @@ pub(crate) async fn respond(mut request: Request, env: Env, context: Context) ->
 }
 
 /// `POST /api/v1/kya/batch`, its body read (and counted) already.
-async fn serve_batch(wallets: Result<Vec<alloy_primitives::Address>>, config: &Config) -> Result<Response> {
+async fn serve_batch(
+    wallets: Result<Vec<alloy_primitives::Address>>,
+    env: &Env,
+    config: &Config,
+    now: u64,
+) -> Result<Response> {
     let wallets = wallets?;
     let budget = Cell::new(rpc::SUBREQUEST_BUDGET);
     let rpc = chain_rpc(config, &budget)?;
-    passes::batch::answer(&rpc, config.registry()?, &wallets).await
+    passes::batch::answer(env, config, &rpc, &wallets, now).await
 }
 
 /// The chain's client as `config` sets it, Multicall3 included, spending `budget`.
@@ -144,40 +149,69 @@ async fn serve(
         })
     };
 
-    let Some(policy) = endpoint.cache_policy() else {
-        let deps = deps()?;
-        return apart(async {
-            match answers::answer(&endpoint, &deps).await? {
-                Reply::Answer(answer) => http::answer(&answer, "no-store"),
-                Reply::Stream(response) => Ok(response),
+    // `/kya/:wallet` and `/agent/:id` from the index beside the Worker, uncached: every request
+    // reads it, so a change a run applied is never hidden behind a copy. Else from the chain,
+    // with SPEC.md's TTLs, saying why.
+    let fallback = match apart(answers::from_index(&endpoint, env, config, now)).await? {
+        Some(Ok(answer)) => {
+            // Fresh now, with its validator: a client asks again each time, and a 304 when the
+            // index still says the same.
+            let copy = cache::CachedAnswer { etag: cache::etag(&answer.body), expires_at: now, answer };
+            return match request.headers().get("if-none-match")? {
+                Some(candidates) if http::etag_matches(&candidates, &copy.etag) => {
+                    http::not_modified(&copy.etag, &cache::cache_control(0))
+                }
+                _ => copy.response(now),
             }
-        })
-        .await;
+            .and_then(|response| {
+                response.headers().set("x-cache", "MISS")?;
+                Ok(response)
+            });
+        }
+        Some(Err(reason)) => Some(reason),
+        None => None,
     };
-    let key = cache::key(&origin, &config.cache_tag, &policy.path);
-    let index_ttl = config.index.answer_ttl_secs;
-    // The registry-wide answers read up to every row of the index: refreshed one at a time per
-    // data centre (`cached`), when they are cached at all.
-    let lease = (endpoint.registry_wide() && index_ttl > 0)
-        .then(|| {
-            let colo = request.cf().map_or_else(|| "local".to_owned(), |cf| cf.colo());
-            cache::refresh::Lease::of(env, &colo, &key)
-        })
-        .flatten();
-    // With `INDEX_ANSWER_TTL_SECS=0` no registry-wide answer is cached (nor its fallback, which
-    // reads the registry's snapshot, itself cached): each reads the index at once, without a
-    // Cache API lookup that could only miss, a round trip on every request.
-    let uncached = endpoint.registry_wide() && index_ttl == 0;
-    let request = cached::Request {
-        key,
-        ttl: if uncached { 0 } else { policy.ttl },
-        look_up: !uncached,
-        index_ttl,
-        now,
-        memory_budget: config.memory_cache_bytes,
-        if_none_match: request.headers().get("if-none-match")?,
-        context,
-        lease,
-    };
-    cached::answer(&endpoint, deps, request).await
+    let response = async {
+        let Some(policy) = endpoint.cache_policy() else {
+            let deps = deps()?;
+            return apart(async {
+                match answers::answer(&endpoint, &deps).await? {
+                    Reply::Answer(answer) => http::answer(&answer, "no-store"),
+                    Reply::Stream(response) => Ok(response),
+                }
+            })
+            .await;
+        };
+        let key = cache::key(&origin, &config.cache_tag, &policy.path);
+        let index_ttl = config.index.answer_ttl_secs;
+        // The registry-wide answers read up to every row of the index: refreshed one at a time per
+        // data centre (`cached`), when they are cached at all.
+        let lease = (endpoint.registry_wide() && index_ttl > 0)
+            .then(|| {
+                let colo = request.cf().map_or_else(|| "local".to_owned(), |cf| cf.colo());
+                cache::refresh::Lease::of(env, &colo, &key)
+            })
+            .flatten();
+        // With `INDEX_ANSWER_TTL_SECS=0` no registry-wide answer is cached (nor its fallback, which
+        // reads the registry's snapshot, itself cached): each reads the index at once, without a
+        // Cache API lookup that could only miss, a round trip on every request.
+        let uncached = endpoint.registry_wide() && index_ttl == 0;
+        let request = cached::Request {
+            key,
+            ttl: if uncached { 0 } else { policy.ttl },
+            look_up: !uncached,
+            index_ttl,
+            now,
+            memory_budget: config.memory_cache_bytes,
+            if_none_match: request.headers().get("if-none-match")?,
+            context,
+            lease,
+        };
+        cached::answer(&endpoint, deps, request).await
+    }
+    .await?;
+    if let Some(reason) = fallback {
+        response.headers().set(http::INDEX_FALLBACK, &reason)?;
+    }
+    Ok(response)
 }

@@ -25,6 +25,7 @@ mod follow;
 mod headers;
 pub(crate) mod outlets;
 mod pace;
+pub(crate) mod point;
 mod run;
 mod serve;
 mod store;

@@ -39,7 +39,7 @@ use worker::{Date, Env};
 use super::{
     RunOutcome, State, feed, follow,
     headers::Headers,
-    store::{Held, row_bytes},
+    store::{Held, MAX_INDEXED_SCOPE_BYTES, row_bytes},
     tally,
 };
 use crate::{
@@ -296,17 +296,24 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
     let mut budget = RUN_WRITE_BYTES;
     let mut deferred = 0;
     let mut kept = Vec::with_capacity(fresh.len());
+    let mut scopes = Vec::new();
     let mut written = 0;
     for agent in &fresh {
         let id = agent.record.agent_id;
         let stored = agent.stored(&mut names);
-        // An agent as the index holds it is not written again: it costs nothing.
+        // An agent as the index holds it is not written again: it costs nothing. Its scope is
+        // written with the registration the index first holds (the registry never changes it).
         let changed = held.get(&id).map(|held| &held.agent) != Some(&stored);
-        let bytes = if changed { row_bytes(&stored)? + new_names_bytes(agent, held.get(&id)) } else { 0 };
+        let scope = needs_scope(held.get(&id), &agent.record).then(|| indexed_scope(&agent.record));
+        let bytes = if changed { row_bytes(&stored)? + new_names_bytes(agent, held.get(&id)) } else { 0 }
+            + scope.map_or(0, |scope| scope.map_or(0, str::len) + 32);
         // The first agent written is written whatever its size, so every run moves on.
-        if !changed || written == 0 || (deferred == 0 && bytes <= budget) {
+        if (!changed && scope.is_none()) || written == 0 || (deferred == 0 && bytes <= budget) {
             budget = budget.saturating_sub(bytes);
-            written += usize::from(changed);
+            written += usize::from(changed || scope.is_some());
+            if let Some(scope) = scope {
+                scopes.push((id, scope));
+            }
             kept.push(stored);
         } else {
             planned.next.defer(id, state.cursor.filled);
@@ -378,6 +385,7 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
         .collect();
     let mut statements = store.write_versions(&ids, &rows, at.number, now)?;
     statements.extend(store.write_bucket_moves(&bucket_moves)?);
+    statements.extend(store.write_scopes(&scopes)?);
     statements.extend(store.write_tallies(&tallies, &tallies_gone)?);
     let read = planned.read.len();
     // The answers take an index older than `INDEX_MAX_AGE_SECS` for stalled: a quiet run leaves
@@ -388,6 +396,7 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
         && bucket_moves.is_empty()
         && tallies.is_empty()
         && tallies_gone.is_empty()
+        && scopes.is_empty()
         && fed.statements.is_empty()
         && deferred == 0
         && !replaced
@@ -565,6 +574,20 @@ fn unchanged(before: &State, after: &State, next: Cursor, chain_next: u64) -> bo
         && after.grace_period == before.grace_period
         && after.put_off == before.put_off
         && fixed(&after.totals) == fixed(&before.totals)
+}
+
+/// Whether the run writes `read`'s operational scope: the index holds no scope for its id, or
+/// holds another registration there (a reorganisation gave the id to another wallet).
+fn needs_scope(held: Option<&Held>, read: &kya_core::Agent) -> bool {
+    held.is_none_or(|held| {
+        let record = &held.agent.record;
+        !held.scoped || record.agent_wallet != read.agent_wallet || record.registered_at != read.registered_at
+    })
+}
+
+/// `agent`'s scope as the index keeps it: `None` past [`MAX_INDEXED_SCOPE_BYTES`].
+fn indexed_scope(agent: &kya_core::Agent) -> Option<&str> {
+    Some(agent.operational_scope.as_str()).filter(|scope| scope.len() <= MAX_INDEXED_SCOPE_BYTES)
 }
 
 /// The bytes the names of `agent` (as read) may take in the tallies' statements, each escaped

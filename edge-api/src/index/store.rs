@@ -39,6 +39,11 @@ use crate::{
 
 /// The `state` row holding [`State`].
 pub(super) const STATE_KEY: &str = "index";
+
+/// The longest operational scope the index keeps (bytes): the registry here refuses more than
+/// 1,024, the one deployed has no limit; an agent with a longer one has its point answers read
+/// from the chain.
+pub(crate) const MAX_INDEXED_SCOPE_BYTES: usize = 8 * 1024;
 /// The current rows that held at index block `?1` (a row updated after it holds its version
 /// from a later block: the version before is in `agent_versions`).
 const CURRENT_AT: &str = "since <= ?1";
@@ -53,6 +58,8 @@ const PAIRS_OF_PARAM_1: &str =
 pub(crate) struct Held {
     pub(crate) agent: IndexedAgent,
     pub(crate) child_count: u64,
+    /// Whether `agent_scopes` holds its operational scope (or that it is too long to keep).
+    pub(crate) scoped: bool,
 }
 
 /// A row as the run writes it (the JSON `json_each` reads).
@@ -282,10 +289,12 @@ impl Store {
         struct Row {
             child_count: u64,
             indexed: String,
+            scoped: u8,
         }
         let rows: Vec<Row> = self
             .all(self.statement(
-                "SELECT child_count, indexed FROM agents WHERE id IN (SELECT value FROM json_each(?1))",
+                "SELECT child_count, indexed, EXISTS (SELECT 1 FROM agent_scopes WHERE agent_scopes.id = agents.id) \
+                 AS scoped FROM agents WHERE id IN (SELECT value FROM json_each(?1))",
                 vec![json_param(ids)?],
             )?)
             .await?;
@@ -293,7 +302,8 @@ impl Store {
             .map(|row| {
                 let agent: IndexedAgent = serde_json::from_str(&row.indexed)
                     .map_err(|error| Error::BadConfig(format!("an index row does not decode: {error}")))?;
-                Ok((agent.record.agent_id, Held { agent, child_count: row.child_count }))
+                let held = Held { agent, child_count: row.child_count, scoped: row.scoped != 0 };
+                Ok((held.agent.record.agent_id, held))
             })
             .collect()
     }
@@ -356,12 +366,15 @@ impl Store {
                 vec![chunk.into(), block.into(), now.into()],
             )?);
         }
-        // Agents that leave the index (a reorganisation took their registration away).
+        // Agents that leave the index (a reorganisation took their registration away), with
+        // their scopes.
         for chunk in json_chunks(&removed(ids, rows), CHUNK_BYTES)? {
-            statements.push(self.statement(
-                "DELETE FROM agents WHERE id IN (SELECT value FROM json_each(?1))",
-                vec![chunk.into()],
-            )?);
+            for table in ["agents", "agent_scopes"] {
+                statements.push(self.statement(
+                    &format!("DELETE FROM {table} WHERE id IN (SELECT value FROM json_each(?1))"),
+                    vec![chunk.clone().into()],
+                )?);
+            }
         }
         for (moved, rows) in &groups {
             let set = upsert_set(*moved);
@@ -382,6 +395,22 @@ impl Store {
             }
         }
         Ok(statements)
+    }
+
+    /// The statements writing `scopes` (agent id, its operational scope; `None`: longer than
+    /// [`MAX_INDEXED_SCOPE_BYTES`], kept as NULL), the scopes of agents whose registration the
+    /// index holds for the first time (or held before it kept scopes).
+    pub(super) fn write_scopes(&self, scopes: &[(u64, Option<&str>)]) -> Result<Vec<D1PreparedStatement>> {
+        json_chunks(scopes, CHUNK_BYTES)?
+            .into_iter()
+            .map(|chunk| {
+                self.statement(
+                    "INSERT OR REPLACE INTO agent_scopes (id, scope) \
+                     SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?1)",
+                    vec![chunk.into()],
+                )
+            })
+            .collect()
     }
 
     /// The statements moving the status counts per bucket of ids by `moves`: one row per bucket

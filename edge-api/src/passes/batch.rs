@@ -7,7 +7,12 @@ use kya_core::{KyaBatch, KyaResult, StandingClock, api::query::parse_wallet};
 use serde::Deserialize;
 use worker::{Request, Response};
 
-use crate::{Error, Result, http, reads, request_body, rpc::Rpc};
+use crate::{
+    Error, Result, http,
+    index::point::{self, Point},
+    reads, request_body,
+    rpc::Rpc,
+};
 
 /// The path of the endpoint.
 pub(crate) const PATH: &str = "/api/v1/kya/batch";
@@ -59,9 +64,29 @@ fn bad(message: String) -> Error {
     Error::BadBody(message)
 }
 
-/// The results of `wallets`, in order, at one block.
-pub(crate) async fn answer(rpc: &Rpc<'_>, registry: Address, wallets: &[Address]) -> Result<Response> {
-    let (block, (grace_period, agents)) = reads::kya_many(rpc, registry, wallets).await?;
+/// The results of `wallets`, in order, at one block: the index's with no RPC while it is fresh
+/// (`index::point`), else the chain's, saying why.
+pub(crate) async fn answer(
+    env: &worker::Env,
+    config: &crate::config::Config,
+    rpc: &Rpc<'_>,
+    wallets: &[Address],
+    now: u64,
+) -> Result<Response> {
+    let headers = worker::Headers::new();
+    let (block, grace_period, agents) = match point::wallets_from_index(env, &config.index, wallets, now)
+        .await?
+    {
+        Point::Answer(at, source, agents) => {
+            source.set_headers(&headers)?;
+            (at.block, at.clock.grace_period, agents)
+        }
+        Point::Fallback(reason) => {
+            headers.set(http::INDEX_FALLBACK, &reason)?;
+            let (block, (grace_period, agents)) = reads::kya_many(rpc, config.registry()?, wallets).await?;
+            (block, grace_period, agents)
+        }
+    };
     let clock = StandingClock::new(block.timestamp, grace_period);
     let results = wallets
         .iter()
@@ -71,6 +96,9 @@ pub(crate) async fn answer(rpc: &Rpc<'_>, registry: Address, wallets: &[Address]
     let body =
         serde_json::to_string(&KyaBatch { block, results }).map_err(|error| Error::Runtime(error.into()))?;
     let response = http::json(200, &body, "no-store")?;
+    for (name, value) in headers.entries() {
+        response.headers().set(&name, &value)?;
+    }
     http::set_block(response.headers(), block)?;
     http::set_grace_period(response.headers(), Some(grace_period))?;
     Ok(response)

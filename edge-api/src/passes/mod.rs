@@ -17,7 +17,14 @@ use kya_core::{
 use wasm_bindgen::prelude::*;
 use worker::{Env, Headers, Response};
 
-use crate::{Error, Result, config::Config, http, reads, rpc::Rpc};
+use crate::{
+    Error, Result,
+    config::Config,
+    http,
+    index::point::{self, Point},
+    reads,
+    rpc::Rpc,
+};
 
 /// How long a verifier may keep the JWKS: a rotation publishes the new key at least this long
 /// before it signs (docs/passes.md).
@@ -128,11 +135,24 @@ pub(crate) async fn answer_pass(
     let registry = config.registry()?;
     // Checked before the chain is read: a deployment without keys costs no RPC.
     let issuer = Issuer::required(env, config, origin, registry)?;
-    let (block, hash, (grace_period, agent)) = reads::hashed(rpc, reads::kya(rpc, registry, wallet)).await?;
-    let jws = issuer.sign(wallet, (block, hash), grace_period, agent.as_ref(), now)?;
     let headers = Headers::new();
     headers.set("content-type", pass::MEDIA_TYPE)?;
     headers.set("cache-control", "no-store")?;
+    // From the index with no RPC while it is fresh: the block and hash it recorded together.
+    let (block, hash, grace_period, agent) =
+        match point::wallets_from_index(env, &config.index, &[wallet], now).await? {
+            Point::Answer(at, source, mut agents) => {
+                source.set_headers(&headers)?;
+                (at.block, at.hash, at.clock.grace_period, agents.pop().flatten())
+            }
+            Point::Fallback(reason) => {
+                headers.set(http::INDEX_FALLBACK, &reason)?;
+                let (block, hash, (grace_period, agent)) =
+                    reads::hashed(rpc, reads::kya(rpc, registry, wallet)).await?;
+                (block, hash, grace_period, agent)
+            }
+        };
+    let jws = issuer.sign(wallet, (block, hash), grace_period, agent.as_ref(), now)?;
     http::set_block(&headers, block)?;
     http::set_grace_period(&headers, Some(grace_period))?;
     Ok(Response::ok(jws)?.with_headers(headers))

@@ -51,7 +51,7 @@ pub(super) async fn apply(
             *children.entry(parent).or_default() += change;
         }
         let child_count = old.map_or(0, |old| old.child_count);
-        changes.insert(id, fresh.clone().map(|agent| Held { agent, child_count }));
+        changes.insert(id, fresh.clone().map(|agent| Held { agent, child_count, scoped: true }));
     }
     // Parents whose child count moved, read when the run did not already have them.
     let missing: BTreeSet<u64> =

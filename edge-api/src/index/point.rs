@@ -1,0 +1,205 @@
+//! The point answers from the index: `/kya/:wallet`, `/kya/batch`, `/kya/:wallet/pass` and
+//! `/agent/:id` read D1 beside the Worker instead of the chain's RPC endpoint, with no RPC at
+//! all, while the index is fresh: filled, its block still the chain's, its last run at most
+//! `INDEX_POINT_MAX_LAG_BLOCKS` behind the head it saw, and its state written within
+//! `INDEX_POINT_MAX_AGE_SECS`. Each is one D1 batch (one transaction): the state row and the rows
+//! the answer shows, so the rows are those of the state's block, and the answer names that block
+//! and judges standing by its time and the registry's grace period there.
+//!
+//! Otherwise ([`Point::Fallback`]) the answer reads the chain as before, and says why
+//! (`X-Index-Fallback`).
+
+use alloy_primitives::{Address, B256};
+use kya_core::{Agent, BlockRef, StandingClock, index::IndexedAgent};
+use serde::Deserialize;
+
+use super::{State, store::StateRead};
+use crate::{Error, Result, config::IndexConfig, d1::Store, http::Source};
+
+/// The index's block for a point answer: its number and time, its hash as the index recorded
+/// it, and what standing there is judged by.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct IndexBlock {
+    pub(crate) block: BlockRef,
+    pub(crate) hash: B256,
+    pub(crate) clock: StandingClock,
+}
+
+/// What the index made of a point request.
+pub(crate) enum Point<T> {
+    /// The answer's data at the index's block, and the source its headers name.
+    Answer(IndexBlock, Source, T),
+    /// The index cannot answer, for this reason: read the chain.
+    Fallback(String),
+}
+
+/// A row of a point read: the agent as indexed, and its scope (`None`: not kept, or too long).
+#[derive(Deserialize)]
+struct AgentRow {
+    indexed: String,
+    scope: Option<String>,
+    #[serde(default)]
+    children: Option<String>,
+}
+
+impl AgentRow {
+    /// The agent whole: its record with its scope put back; `None` when the index keeps no scope
+    /// for it.
+    fn agent(self) -> Result<Option<(Agent, Option<String>)>> {
+        let indexed: IndexedAgent = serde_json::from_str(&self.indexed)
+            .map_err(|error| Error::BadConfig(format!("an index row does not decode: {error}")))?;
+        let Some(scope) = self.scope else { return Ok(None) };
+        Ok(Some((Agent { operational_scope: scope, ..indexed.record }, self.children)))
+    }
+}
+
+/// Columns of a point read: the row and its scope.
+const AGENT_COLUMNS: &str = "agents.indexed AS indexed, agent_scopes.scope AS scope";
+/// Where an agent's scope is found; a row without one has `scope` NULL.
+const SCOPE_JOIN: &str = "LEFT JOIN agent_scopes ON agent_scopes.id = agents.id";
+
+/// [`agents_of_wallets`] from the Worker's index, if it has one.
+pub(crate) async fn wallets_from_index(
+    env: &worker::Env,
+    settings: &IndexConfig,
+    wallets: &[Address],
+    now: u64,
+) -> Result<Point<Vec<Option<Agent>>>> {
+    match Store::open(env) {
+        Some(store) => agents_of_wallets(&store, settings, wallets, now).await,
+        None => Ok(Point::Fallback("no index: the Worker has no INDEX binding".into())),
+    }
+}
+
+/// The agents of `wallets` (each `None` without one), in order, at the index's block: the agent
+/// whose record names the wallet and is not terminated (terminating frees the wallet on chain;
+/// a revoked agent keeps it), as `getAgentByWallet` gives it.
+pub(crate) async fn agents_of_wallets(
+    store: &Store,
+    settings: &IndexConfig,
+    wallets: &[Address],
+    now: u64,
+) -> Result<Point<Vec<Option<Agent>>>> {
+    let lowercase: Vec<String> = wallets.iter().map(|wallet| format!("{wallet:#x}")).collect();
+    let query = format!(
+        "SELECT {AGENT_COLUMNS} FROM agents {SCOPE_JOIN} \
+         WHERE lower(json_extract(agents.indexed, '$.record.agentWallet')) IN (SELECT value FROM json_each(?1)) \
+         AND agents.status != 3"
+    );
+    let json = serde_json::to_string(&lowercase).map_err(|error| Error::Runtime(error.into()))?;
+    let (state, rows) = match read(store, query, vec![json.into()]).await? {
+        Ok(read) => read,
+        Err(fallback) => return Ok(Point::Fallback(fallback)),
+    };
+    let (at, source) = match fresh(&state, settings, now) {
+        Ok(fresh) => fresh,
+        Err(reason) => return Ok(Point::Fallback(reason)),
+    };
+    let mut found: Vec<Agent> = Vec::with_capacity(rows.len());
+    for row in rows {
+        match row.agent()? {
+            Some((agent, _)) => found.push(agent),
+            None => return Ok(Point::Fallback("an agent's operational scope is not indexed".into())),
+        }
+    }
+    // Two live agents can never share a wallet on chain; were the index given one, the later
+    // registration is the one the registry maps.
+    found.sort_by_key(|agent| agent.agent_id);
+    let agents = wallets
+        .iter()
+        .map(|wallet| found.iter().rev().find(|agent| agent.agent_wallet == *wallet).cloned())
+        .collect();
+    Ok(Point::Answer(at, source, agents))
+}
+
+/// Agent `id` and its children's ids (ascending, the registry's order), at the index's block;
+/// `None` for an id the registry has not given (a 404).
+pub(crate) async fn agent(
+    store: &Store,
+    settings: &IndexConfig,
+    id: u64,
+    now: u64,
+) -> Result<Point<Option<(Agent, Vec<u64>)>>> {
+    let query = format!(
+        "SELECT {AGENT_COLUMNS}, (SELECT json_group_array(child.id) FROM \
+         (SELECT id FROM agents WHERE parent = ?1 ORDER BY id) AS child) AS children \
+         FROM agents {SCOPE_JOIN} WHERE agents.id = ?1"
+    );
+    let (state, rows) = match read(store, query, vec![id.into()]).await? {
+        Ok(read) => read,
+        Err(fallback) => return Ok(Point::Fallback(fallback)),
+    };
+    let (at, source) = match fresh(&state, settings, now) {
+        Ok(fresh) => fresh,
+        Err(reason) => return Ok(Point::Fallback(reason)),
+    };
+    let Some(row) = rows.into_iter().next() else {
+        // Filled, the index holds every id the registry gave below `nextAgentId`.
+        if id >= state.chain_next {
+            return Ok(Point::Answer(at, source, None));
+        }
+        return Ok(Point::Fallback(format!("agent {id} is not in the index")));
+    };
+    let Some((agent, children)) = row.agent()? else {
+        return Ok(Point::Fallback(format!("agent {id}'s operational scope is not indexed")));
+    };
+    let children: Vec<u64> = serde_json::from_str(children.as_deref().unwrap_or("[]"))
+        .map_err(|error| Error::BadConfig(format!("an agent's children do not decode: {error}")))?;
+    Ok(Point::Answer(at, source, Some((agent, children))))
+}
+
+/// The state row and the rows `query` selects, in one D1 batch; `Err` with the fallback's reason
+/// when the index cannot be read.
+async fn read(
+    store: &Store,
+    query: String,
+    params: Vec<crate::d1::Param>,
+) -> Result<std::result::Result<(State, Vec<AgentRow>), String>> {
+    let statement = store.statement(&query, params)?;
+    match store.state_with(false, Some(statement)).await {
+        Ok(StateRead { state, rows: Some(rows), .. }) => Ok(Ok((state, rows.results()?))),
+        Ok(_) => Err(Error::BadConfig("D1's batch returned too few results".into())),
+        Err(error) => {
+            // The error goes to the log only: a header carries one short line.
+            worker::console_warn!("reading the index for a point answer failed: {error}");
+            Ok(Err("the index could not be read (its tables missing?)".into()))
+        }
+    }
+}
+
+/// The index's block, and the source an answer from it names, when the index is fresh enough
+/// to answer for the chain at `now` (wall clock, Unix seconds); else why it is not.
+fn fresh(
+    state: &State,
+    settings: &IndexConfig,
+    now: u64,
+) -> std::result::Result<(IndexBlock, Source), String> {
+    let Some(max_lag) = settings.point_max_lag_blocks else {
+        return Err("point answers from the index are off (INDEX_POINT_MAX_LAG_BLOCKS)".into());
+    };
+    if let Some(block) = state.block.filter(|_| state.block_orphaned) {
+        return Err(format!(
+            "the chain no longer holds the index's block {} (a reorganisation shortened it)",
+            block.number
+        ));
+    }
+    let Some(block) = state.complete_at() else { return Err("the index is not filled yet".into()) };
+    let Some(hash) = state.block_hash else {
+        return Err("the index has not recorded its block's hash".into());
+    };
+    let lag = state.head.saturating_sub(block.number);
+    if lag > max_lag {
+        return Err(format!(
+            "the index was {lag} blocks behind the head at its last run (INDEX_POINT_MAX_LAG_BLOCKS is {max_lag})"
+        ));
+    }
+    let age = now.saturating_sub(state.updated_at);
+    if age > settings.point_max_age_secs {
+        return Err(format!(
+            "the index's last run was {age} s ago (INDEX_POINT_MAX_AGE_SECS is {})",
+            settings.point_max_age_secs
+        ));
+    }
+    let at = IndexBlock { block, hash, clock: state.clock_at(block) };
+    Ok((at, Source::Index { lag_blocks: lag, run_at: state.updated_at }))
+}
