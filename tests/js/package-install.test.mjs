@@ -116,7 +116,7 @@ function assertResults(results) {
   assert.deepEqual(results.consents, want.consents, 'the consents needed, and their digests equal viem');
   assert.deepEqual(results.compliance, want.compliance);
   assert.deepEqual(results.badges, want.badges);
-  assert.deepEqual([...results.badges].sort(), ['compliant', 'lapsed', 'revoked', 'suspended', 'terminated']);
+  assert.deepEqual([...new Set(results.badges)].sort(), ['compliant', 'lapsed', 'revoked', 'suspended', 'terminated']);
 }
 
 test('a TypeScript consumer of every export type-checks against the installed package', () => {

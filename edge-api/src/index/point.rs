@@ -83,8 +83,7 @@ pub(crate) async fn agents_of_wallets(
     let lowercase: Vec<String> = wallets.iter().map(|wallet| format!("{wallet:#x}")).collect();
     let query = format!(
         "SELECT {AGENT_COLUMNS} FROM agents {SCOPE_JOIN} \
-         WHERE lower(json_extract(agents.indexed, '$.record.agentWallet')) IN (SELECT value FROM json_each(?1)) \
-         AND agents.status != 3"
+         WHERE agents.wallet IN (SELECT value FROM json_each(?1)) AND agents.status != 3"
     );
     let json = serde_json::to_string(&lowercase).map_err(|error| Error::Runtime(error.into()))?;
     let (state, rows) = match read(store, query, vec![json.into()]).await? {

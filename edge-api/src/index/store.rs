@@ -66,6 +66,8 @@ pub(crate) struct Held {
 #[derive(Serialize)]
 struct NewRow {
     id: u64,
+    /// The agent's wallet, lowercase hex: `/kya/:wallet` from the index finds it by this.
+    wallet: String,
     status: u8,
     parent: u64,
     registered_at: u64,
@@ -79,7 +81,7 @@ struct NewRow {
 impl NewRow {
     /// Its columns' bytes, as D1 counts a row's size.
     fn bytes(&self) -> usize {
-        self.creator.len() + self.item.len() + self.indexed.len() + 10 * 8
+        self.wallet.len() + self.creator.len() + self.item.len() + self.indexed.len() + 10 * 8
     }
 }
 
@@ -344,7 +346,7 @@ impl Store {
         now: u64,
     ) -> Result<Vec<D1PreparedStatement>> {
         // The rows grouped by the indexed columns their write must name.
-        let mut groups: BTreeMap<[bool; 3], Vec<NewRow>> = BTreeMap::new();
+        let mut groups: BTreeMap<[bool; 5], Vec<NewRow>> = BTreeMap::new();
         for (agent, child_count, old) in rows {
             let row = new_row(agent, *child_count)?;
             self.limits().check_row("agents", row.id, row.bytes())?;
@@ -353,6 +355,8 @@ impl Store {
                 old.is_none_or(|old| old.status != new.status),
                 old.is_none_or(|old| old.last_attestation != new.last_attestation),
                 old.is_none_or(|old| old.registered_at != new.registered_at),
+                old.is_none_or(|old| old.parent_agent_id != new.parent_agent_id),
+                old.is_none_or(|old| old.agent_wallet != new.agent_wallet),
             ];
             groups.entry(moved).or_default().push(row);
         }
@@ -382,12 +386,13 @@ impl Store {
                 statements.push(self.statement(
                     &format!(
                         "INSERT INTO agents (id, since, status, parent, registered_at, last_attestation, creator, \
-                         child_count, item, indexed) \
+                         child_count, item, indexed, wallet) \
                          SELECT json_extract(value, '$.id'), ?2, json_extract(value, '$.status'), \
                          json_extract(value, '$.parent'), json_extract(value, '$.registered_at'), \
                          json_extract(value, '$.last_attestation'), json_extract(value, '$.creator'), \
                          json_extract(value, '$.child_count'), json_extract(value, '$.item'), \
-                         json_extract(value, '$.indexed') FROM json_each(?1) WHERE true \
+                         json_extract(value, '$.indexed'), json_extract(value, '$.wallet') FROM json_each(?1) \
+                         WHERE true \
                          ON CONFLICT (id) DO UPDATE SET {set}"
                     ),
                     vec![chunk.into(), block.into()],
@@ -461,13 +466,14 @@ fn removed(ids: &BTreeSet<u64>, rows: &[(&IndexedAgent, u64, Option<&IndexedAgen
 }
 
 /// The `SET` of an agent row's update: every column that is in no index, and of the indexed
-/// ones (status, `lastAttestation`, `registeredAt`) those `moved` says changed.
-fn upsert_set(moved: [bool; 3]) -> String {
+/// ones (status, `lastAttestation`, `registeredAt`, parent, wallet) those `moved` says changed.
+fn upsert_set(moved: [bool; 5]) -> String {
     let mut set = String::from(
-        "since = excluded.since, parent = excluded.parent, creator = excluded.creator, \
+        "since = excluded.since, creator = excluded.creator, \
          child_count = excluded.child_count, item = excluded.item, indexed = excluded.indexed",
     );
-    for (column, moved) in ["status", "last_attestation", "registered_at"].into_iter().zip(moved) {
+    let indexed_columns = ["status", "last_attestation", "registered_at", "parent", "wallet"];
+    for (column, moved) in indexed_columns.into_iter().zip(moved) {
         if moved {
             set.push_str(&format!(", {column} = excluded.{column}"));
         }
@@ -480,6 +486,7 @@ fn new_row(agent: &IndexedAgent, child_count: u64) -> Result<NewRow> {
     let record = &agent.record;
     Ok(NewRow {
         id: record.agent_id,
+        wallet: format!("{:#x}", record.agent_wallet),
         status: record.status as u8,
         parent: record.parent_agent_id,
         registered_at: record.registered_at,
@@ -543,18 +550,18 @@ mod tests {
     /// each row whose write includes the column.
     #[test]
     fn updates_name_only_the_indexed_columns_that_moved() {
-        let unindexed = "since = excluded.since, parent = excluded.parent, creator = excluded.creator, \
+        let unindexed = "since = excluded.since, creator = excluded.creator, \
                          child_count = excluded.child_count, item = excluded.item, indexed = excluded.indexed";
-        assert_eq!(upsert_set([false, false, false]), unindexed);
+        assert_eq!(upsert_set([false; 5]), unindexed);
         assert_eq!(
-            upsert_set([false, true, false]),
+            upsert_set([false, true, false, false, false]),
             format!("{unindexed}, last_attestation = excluded.last_attestation")
         );
         assert_eq!(
-            upsert_set([true, true, true]),
+            upsert_set([true; 5]),
             format!(
                 "{unindexed}, status = excluded.status, last_attestation = excluded.last_attestation, \
-                 registered_at = excluded.registered_at"
+                 registered_at = excluded.registered_at, parent = excluded.parent, wallet = excluded.wallet"
             )
         );
     }

@@ -489,6 +489,7 @@ async fn cors(t: &Demo) {
         "x-expires-at",
         "x-block-number",
         "x-block-timestamp",
+        "x-attestation-grace-period",
         "x-index-lag-blocks",
         "x-index-run-at",
         "x-index-fallback",

@@ -385,14 +385,15 @@ async fn the_index_fills_follows_every_write_undoes_reorganisations_and_survives
     // window's touches and the stream's cursor: no rows of their own) and the change feed's
     // batch (its events, and the confirmations of earlier ones, in one row): 2.
     //
-    // A child's registration: its row inserted with its three index entries (status,
-    // `lastAttestation`, `registeredAt`), its generation's tally and its bucket's status counts
-    // (one row of four): 6; its parent's child count: the parent's version copied and its row
-    // (no index entry moves), 2 (its version's deletion 10 minutes later is the 3rd).
+    // A child's registration: its row inserted with its five index entries (status,
+    // `lastAttestation`, `registeredAt`, parent, wallet: the last two for the point answers),
+    // its scope, its generation's tally and its bucket's status counts (one row of four): 9; its
+    // parent's child count: the parent's version copied and its row (no index entry moves), 2
+    // (its version's deletion 10 minutes later is the 3rd).
     let written = rows_written(&worker, &api).await;
-    assert_eq!(written, 6 + 2 + 2, "a child's registration's run");
+    assert_eq!(written, 9 + 2 + 2, "a child's registration's run");
     assert_index_answers_as_the_chain(&api, &chain, &rpc, "register").await;
-    // A registration without a parent: the child's 6 alone.
+    // A registration without a parent: the child's 9 alone.
     let scope = "an agent of its own registered after the fill";
     let own_wallet = dev_accounts::agent_wallet(agents + 3);
     let own = AgentRegistry::registerAgentCall {
@@ -406,7 +407,7 @@ async fn the_index_fills_follows_every_write_undoes_reorganisations_and_survives
     write(&chain, creator_a, &consented(&chain, creator_a, own, &own_wallet).await).await;
     worker.run_index().await;
     let written = rows_written(&worker, &api).await;
-    assert_eq!(written, 6 + 2, "a registration's run");
+    assert_eq!(written, 9 + 2, "a registration's run");
     assert_index_answers_as_the_chain(&api, &chain, &rpc, "register without a parent").await;
     // anvil stamps the blocks it mines within one second with the same time, and the child's
     // registration attested it at its block's time: an attestation in that second would leave

@@ -23,6 +23,7 @@ mod methods;
 mod pace;
 mod pass_provider;
 mod passes;
+mod point;
 mod providers;
 mod reorgs;
 mod stream;
