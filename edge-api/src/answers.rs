@@ -113,18 +113,21 @@ async fn from_chain(endpoint: &Endpoint, deps: &Deps<'_>) -> Result<Answer> {
     }
 }
 
-/// `/kya/:wallet` or `/agent/:id` from the index, with no RPC, when it is fresh (`index::point`):
-/// else the reason to read the chain instead. `None` for the other endpoints.
+/// `/kya/:wallet` or `/agent/:id` from the index, with no RPC, when it is fresh (`index::point`),
+/// read in a D1 session from `bookmark` (the client's `X-D1-Bookmark`), with the session's
+/// bookmark after the read: else the reason to read the chain instead. `None` for the other
+/// endpoints.
 pub(crate) async fn from_index(
     endpoint: &Endpoint,
     env: &worker::Env,
     config: &crate::config::Config,
     now: u64,
-) -> Result<Option<std::result::Result<Answer, String>>> {
+    bookmark: Option<&str>,
+) -> Result<Option<std::result::Result<(Answer, Option<String>), String>>> {
     if !matches!(endpoint, Endpoint::Kya(_) | Endpoint::Agent(_)) {
         return Ok(None);
     }
-    let Some(store) = crate::d1::Store::open(env) else {
+    let Some(store) = crate::d1::Store::open_session(env, bookmark)? else {
         return Ok(Some(Err("no index: the Worker has no INDEX binding".into())));
     };
     let settings = &config.index;
@@ -147,13 +150,9 @@ pub(crate) async fn from_index(
         },
         _ => return Ok(None),
     };
-    Ok(Some(Ok(Answer {
-        body,
-        block: at.block,
-        grace_period: Some(at.clock.grace_period),
-        read_at: now,
-        source,
-    })))
+    let answer =
+        Answer { body, block: at.block, grace_period: Some(at.clock.grace_period), read_at: now, source };
+    Ok(Some(Ok((answer, store.bookmark()))))
 }
 
 fn json<T: Serialize>(value: &T) -> Result<String> {

@@ -31,6 +31,7 @@ pub(crate) async fn respond(mut request: Request, env: Env, context: Context) ->
     }
     // A batch counts as one request per 10 wallets, so its body is read before it is counted
     // (a body that cannot be read counts as one).
+    let bookmark = request.headers().get(index::point::BOOKMARK).ok().flatten();
     let batch = if request.path() == passes::batch::PATH && request.inner().method() == "POST" {
         Some(passes::batch::read(&mut request).await)
     } else {
@@ -45,7 +46,7 @@ pub(crate) async fn respond(mut request: Request, env: Env, context: Context) ->
             // The settings, read once for whichever answer this is.
             let config = Config::from_env(&env);
             let outcome = match batch {
-                Some(wallets) => apart(serve_batch(wallets, &env, &config, now)).await,
+                Some(wallets) => apart(serve_batch(wallets, &env, &config, (now, bookmark.as_deref()))).await,
                 None => serve(&mut request, &env, &config, &context, now).await,
             };
             (quota.remaining, outcome)
@@ -69,12 +70,12 @@ async fn serve_batch(
     wallets: Result<Vec<alloy_primitives::Address>>,
     env: &Env,
     config: &Config,
-    now: u64,
+    (now, bookmark): (u64, Option<&str>),
 ) -> Result<Response> {
     let wallets = wallets?;
     let budget = Cell::new(rpc::SUBREQUEST_BUDGET);
     let rpc = chain_rpc(config, &budget)?;
-    passes::batch::answer(env, config, &rpc, &wallets, now).await
+    passes::batch::answer(env, config, &rpc, &wallets, (now, bookmark)).await
 }
 
 /// The chain's client as `config` sets it, Multicall3 included, spending `budget`.
@@ -124,7 +125,9 @@ async fn serve(
         Endpoint::KyaPass(wallet) => {
             let rpc = chain_rpc(config, &budget)?;
             let origin = url.origin().ascii_serialization();
-            return apart(passes::answer_pass(env, config, &rpc, &origin, *wallet, now)).await;
+            let bookmark = request.headers().get(index::point::BOOKMARK)?;
+            let read = passes::PassRead { wallet: *wallet, now, bookmark: bookmark.as_deref() };
+            return apart(passes::answer_pass(env, config, &rpc, &origin, read)).await;
         }
         Endpoint::Changes(query) => return apart(index::changes::answer(env, query)).await,
         Endpoint::ChangesStream(query) => {
@@ -152,8 +155,9 @@ async fn serve(
     // `/kya/:wallet` and `/agent/:id` from the index beside the Worker, uncached: every request
     // reads it, so a change a run applied is never hidden behind a copy. Else from the chain,
     // with SPEC.md's TTLs, saying why.
-    let fallback = match apart(answers::from_index(&endpoint, env, config, now)).await? {
-        Some(Ok(answer)) => {
+    let bookmark = request.headers().get(index::point::BOOKMARK)?;
+    let fallback = match apart(answers::from_index(&endpoint, env, config, now, bookmark.as_deref())).await? {
+        Some(Ok((answer, bookmark))) => {
             // Fresh now, with its validator: a client asks again each time, and a 304 when the
             // index still says the same.
             let copy = cache::CachedAnswer { etag: cache::etag(&answer.body), expires_at: now, answer };
@@ -165,6 +169,9 @@ async fn serve(
             }
             .and_then(|response| {
                 response.headers().set("x-cache", "MISS")?;
+                if let Some(bookmark) = bookmark {
+                    response.headers().set(index::point::BOOKMARK, &bookmark)?;
+                }
                 Ok(response)
             });
         }

@@ -85,8 +85,8 @@ pub(crate) const METHODS: &str = "GET, HEAD, OPTIONS";
 pub(crate) const POST_METHODS: &str = "POST, OPTIONS";
 
 /// Request headers a cross-origin caller may send (a JSON body's type, `If-None-Match` for a
-/// 304, and the stream's `Last-Event-ID`).
-pub(crate) const ALLOWED_HEADERS: &str = "Content-Type, If-None-Match, Last-Event-ID";
+/// 304, the stream's `Last-Event-ID`, and the D1 session's `X-D1-Bookmark` of a point answer).
+pub(crate) const ALLOWED_HEADERS: &str = "Content-Type, If-None-Match, Last-Event-ID, X-D1-Bookmark";
 
 /// Seconds a browser may keep a preflight's answer.
 pub(crate) const PREFLIGHT_MAX_AGE: &str = "86400";
@@ -94,7 +94,7 @@ pub(crate) const PREFLIGHT_MAX_AGE: &str = "86400";
 /// Headers a browser may read from a cross-origin response.
 pub(crate) const EXPOSED_HEADERS: &str = "X-RateLimit-Remaining, ETag, Retry-After, Cache-Control, X-Cache, X-Cache-Tier, \
                                X-Expires-At, X-Block-Number, X-Block-Timestamp, X-Attestation-Grace-Period, \
-                               X-Index-Lag-Blocks, X-Index-Run-At, X-Index-Fallback";
+                               X-Index-Lag-Blocks, X-Index-Run-At, X-Index-Fallback, X-D1-Bookmark";
 
 /// `X-Content-Type-Options` of every answer.
 pub(crate) const NOSNIFF: &str = "nosniff";

@@ -12,7 +12,7 @@ pub(crate) mod limits;
 use serde::{Deserialize, Serialize};
 use wasm_bindgen::{JsCast, JsValue};
 use worker::{
-    D1Database, D1PreparedStatement, D1Result, Env,
+    D1Database, D1DatabaseSession, D1PreparedStatement, D1Result, D1SessionConstraint, Env,
     js_sys::{Array, Reflect},
     wasm_bindgen_futures::JsFuture,
 };
@@ -32,6 +32,9 @@ pub(crate) const CHUNK_BYTES: usize = 250_000;
 /// wrote.
 pub(crate) struct Store {
     db: D1Database,
+    /// A read-only answer's D1 session ([`Store::open_session`]): its statements may be served
+    /// by a read replica near the Worker, never older than the bookmark it started from.
+    session: Option<D1DatabaseSession>,
     limits: Limits,
     rows_written: std::cell::Cell<u64>,
     rows_read: std::cell::Cell<u64>,
@@ -48,17 +51,44 @@ impl Store {
             .unwrap_or(DEFAULT_QUERIES_PER_INVOCATION);
         env.d1(BINDING).ok().map(|db| Self {
             db,
+            session: None,
             limits: Limits::new(queries),
             rows_written: 0.into(),
             rows_read: 0.into(),
         })
     }
 
+    /// [`Store::open`] for a read-only answer, through a D1 session (the Sessions API of D1's
+    /// read replication): its reads may be served by a replica near the Worker, and never by
+    /// one older than `bookmark` (a client's `X-D1-Bookmark`, from an answer it saw), so a
+    /// client that passes back the bookmark of each answer never sees the index go back in time.
+    /// Without a bookmark (or with an empty one) the first read may go to any replica. The
+    /// index's runs and every write keep the primary ([`Store::open`]).
+    pub(crate) fn open_session(env: &Env, bookmark: Option<&str>) -> Result<Option<Self>> {
+        let Some(mut store) = Self::open(env) else { return Ok(None) };
+        let session = match bookmark.map(str::trim).filter(|bookmark| !bookmark.is_empty()) {
+            Some(bookmark) => store.db.with_session(Some(bookmark))?,
+            None => store.db.with_session_constraint(D1SessionConstraint::FirstUnconstrained)?,
+        };
+        store.session = Some(session);
+        Ok(Some(store))
+    }
+
+    /// The session's bookmark after its reads (`None`: no session, or nothing read yet): what a
+    /// client passes back as `X-D1-Bookmark`.
+    pub(crate) fn bookmark(&self) -> Option<String> {
+        self.session.as_ref().and_then(|session| session.get_bookmark().ok().flatten())
+    }
+
     /// `sql` with `params` bound, once both pass D1's limits.
     pub(crate) fn statement(&self, sql: &str, params: Vec<Param>) -> Result<D1PreparedStatement> {
         self.limits.check(sql, &params)?;
         let values: Vec<_> = params.into_iter().map(Param::into_js).collect();
-        Ok(self.db.prepare(sql).bind(&values)?)
+        let prepared = match &self.session {
+            Some(session) => session.prepare(sql),
+            None => self.db.prepare(sql),
+        };
+        Ok(prepared.bind(&values)?)
     }
 
     /// Every row `statement` selects.
@@ -91,7 +121,10 @@ impl Store {
     /// Runs `statements` as one batch (one round trip, one transaction), for their results.
     pub(crate) async fn batch(&self, statements: Vec<D1PreparedStatement>) -> Result<Vec<D1Result>> {
         self.limits.spend(statements.len())?;
-        Ok(self.db.batch(statements).await?)
+        Ok(match &self.session {
+            Some(session) => session.batch(statements).await?,
+            None => self.db.batch(statements).await?,
+        })
     }
 
     /// Runs `statements` as one transaction, counting the rows D1 reports they wrote.

@@ -58,18 +58,27 @@ const AGENT_COLUMNS: &str = "agents.indexed AS indexed, agent_scopes.scope AS sc
 /// Where an agent's scope is found; a row without one has `scope` NULL.
 const SCOPE_JOIN: &str = "LEFT JOIN agent_scopes ON agent_scopes.id = agents.id";
 
-/// [`agents_of_wallets`] from the Worker's index, if it has one.
+/// [`agents_of_wallets`] from the Worker's index, if it has one, read in a D1 session from
+/// `bookmark` (the client's `X-D1-Bookmark`): with the session's bookmark after the read.
 pub(crate) async fn wallets_from_index(
     env: &worker::Env,
     settings: &IndexConfig,
     wallets: &[Address],
     now: u64,
-) -> Result<Point<Vec<Option<Agent>>>> {
-    match Store::open(env) {
-        Some(store) => agents_of_wallets(&store, settings, wallets, now).await,
-        None => Ok(Point::Fallback("no index: the Worker has no INDEX binding".into())),
+    bookmark: Option<&str>,
+) -> Result<(Point<Vec<Option<Agent>>>, Option<String>)> {
+    match Store::open_session(env, bookmark)? {
+        Some(store) => {
+            let point = agents_of_wallets(&store, settings, wallets, now).await?;
+            Ok((point, store.bookmark()))
+        }
+        None => Ok((Point::Fallback("no index: the Worker has no INDEX binding".into()), None)),
     }
 }
+
+/// The response header carrying a D1 session's bookmark, and the request header a client sends
+/// it back in: its next answer is read from a replica at least as new.
+pub(crate) const BOOKMARK: &str = "x-d1-bookmark";
 
 /// The agents of `wallets` (each `None` without one), in order, at the index's block: the agent
 /// whose record names the wallet and is not terminated (terminating frees the wallet on chain;

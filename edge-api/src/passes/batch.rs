@@ -71,12 +71,14 @@ pub(crate) async fn answer(
     config: &crate::config::Config,
     rpc: &Rpc<'_>,
     wallets: &[Address],
-    now: u64,
+    (now, bookmark): (u64, Option<&str>),
 ) -> Result<Response> {
     let headers = worker::Headers::new();
-    let (block, grace_period, agents) = match point::wallets_from_index(env, &config.index, wallets, now)
-        .await?
-    {
+    let (point, bookmark) = point::wallets_from_index(env, &config.index, wallets, now, bookmark).await?;
+    if let Some(bookmark) = bookmark {
+        headers.set(point::BOOKMARK, &bookmark)?;
+    }
+    let (block, grace_period, agents) = match point {
         Point::Answer(at, source, agents) => {
             source.set_headers(&headers)?;
             (at.block, at.clock.grace_period, agents)

@@ -122,6 +122,13 @@ fn jti() -> Result<String> {
     Ok(URL_SAFE_NO_PAD.encode(bytes))
 }
 
+/// What a pass request names: the wallet, the wall-clock time, and the client's D1 bookmark.
+pub(crate) struct PassRead<'a> {
+    pub(crate) wallet: Address,
+    pub(crate) now: u64,
+    pub(crate) bookmark: Option<&'a str>,
+}
+
 /// `GET /api/v1/kya/:wallet/pass`: the wallet's standing read now, signed. Never cached: a pass
 /// carries the block it was read at, and each has its own `jti`.
 pub(crate) async fn answer_pass(
@@ -129,8 +136,7 @@ pub(crate) async fn answer_pass(
     config: &Config,
     rpc: &Rpc<'_>,
     origin: &str,
-    wallet: Address,
-    now: u64,
+    PassRead { wallet, now, bookmark }: PassRead<'_>,
 ) -> Result<Response> {
     let registry = config.registry()?;
     // Checked before the chain is read: a deployment without keys costs no RPC.
@@ -139,19 +145,22 @@ pub(crate) async fn answer_pass(
     headers.set("content-type", pass::MEDIA_TYPE)?;
     headers.set("cache-control", "no-store")?;
     // From the index with no RPC while it is fresh: the block and hash it recorded together.
-    let (block, hash, grace_period, agent) =
-        match point::wallets_from_index(env, &config.index, &[wallet], now).await? {
-            Point::Answer(at, source, mut agents) => {
-                source.set_headers(&headers)?;
-                (at.block, at.hash, at.clock.grace_period, agents.pop().flatten())
-            }
-            Point::Fallback(reason) => {
-                headers.set(http::INDEX_FALLBACK, &reason)?;
-                let (block, hash, (grace_period, agent)) =
-                    reads::hashed(rpc, reads::kya(rpc, registry, wallet)).await?;
-                (block, hash, grace_period, agent)
-            }
-        };
+    let (point, bookmark) = point::wallets_from_index(env, &config.index, &[wallet], now, bookmark).await?;
+    if let Some(bookmark) = bookmark {
+        headers.set(point::BOOKMARK, &bookmark)?;
+    }
+    let (block, hash, grace_period, agent) = match point {
+        Point::Answer(at, source, mut agents) => {
+            source.set_headers(&headers)?;
+            (at.block, at.hash, at.clock.grace_period, agents.pop().flatten())
+        }
+        Point::Fallback(reason) => {
+            headers.set(http::INDEX_FALLBACK, &reason)?;
+            let (block, hash, (grace_period, agent)) =
+                reads::hashed(rpc, reads::kya(rpc, registry, wallet)).await?;
+            (block, hash, grace_period, agent)
+        }
+    };
     let jws = issuer.sign(wallet, (block, hash), grace_period, agent.as_ref(), now)?;
     http::set_block(&headers, block)?;
     http::set_grace_period(&headers, Some(grace_period))?;

@@ -14,7 +14,12 @@
 //!   `/revenue/aggregate` the report, `/stats/detailed` the suspension), with the answers' cache
 //!   off (`INDEX_ANSWER_TTL_SECS = 0`): what the index serves, not how long a cached answer lives;
 //! - **stream**: the write's provisional event (its type and transaction) at a listener of
-//!   `GET /api/v1/changes/stream` connected before the first write.
+//!   `GET /api/v1/changes/stream` connected before the first write;
+//! - **point answers**: the first `/kya/:wallet` of the write's agent that shows it (registered,
+//!   its attestation's time, `isCompliant: false` after the suspension), and for the suspension
+//!   the first `/kya/:wallet/pass` saying `isCompliant: false`, polled beside the answer above,
+//!   each required to come from the index (no `X-Index-Fallback`): what a provider polling the
+//!   API sees, with no TTL between it and the index (issue 63's target: p90 at most 2 blocks).
 //!
 //! Each in milliseconds and in blocks (the milliseconds over the block time), median and p90.
 //!
@@ -40,7 +45,11 @@ use alloy::{
     providers::Provider,
     sol_types::SolCall,
 };
-use kya_core::chain::abi::AgentRegistry;
+use base64::{Engine as _, engine::general_purpose::URL_SAFE_NO_PAD};
+use kya_core::{
+    chain::abi::AgentRegistry,
+    pass::{SigningKey, SigningKeys},
+};
 use kya_devchain::dev_accounts::{self, Role};
 use kya_tests::{
     TestChain, consented_register_call,
@@ -154,6 +163,8 @@ async fn listen(worker: &EdgeWorker) -> (Received, tokio::task::JoinHandle<()>) 
 struct Write {
     kind: Kind,
     agent: u64,
+    /// The agent's wallet, for its point answers.
+    wallet: Address,
     hash: B256,
     block: u64,
     block_time: u64,
@@ -281,8 +292,70 @@ async fn reorganise(
     (ms(retracted_at), ms(replaced_at))
 }
 
-/// Milliseconds from the write's block mined to the answer showing it, and to its event.
-async fn measure(api: &EdgeClient, mined: &Mined, received: &Received, write: &Write) -> (f64, f64) {
+/// Whether the point answer `answer` (`/kya`, or with `pass` its pass) shows `write`; `None` when
+/// the write is not one a point answer shows (a revenue report).
+fn point_shows(write: &Write, answer: &kya_tests::edge_fixture::Answer, pass: bool) -> Option<bool> {
+    assert_eq!(answer.status, 200, "{}", answer.text);
+    assert_eq!(answer.header("x-index-fallback"), None, "answered from the index: {:?}", answer.headers);
+    let at: u64 = answer.header("x-block-number").expect("X-Block-Number").parse().unwrap();
+    let (kya, registered, compliant, attested) = if pass {
+        let payload = answer.text.split('.').nth(1).expect("a compact JWS");
+        let claims: Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(payload).unwrap()).unwrap();
+        let kya = claims["kya"].clone();
+        (
+            kya.clone(),
+            kya["isRegistered"].clone(),
+            kya["isCompliant"].clone(),
+            kya["lastAttestation"].as_u64(),
+        )
+    } else {
+        let body = answer.body.clone();
+        let attested = body["agent"]["lastAttestation"].as_str().and_then(kya_core::api::time::parse_iso8601);
+        (body.clone(), body["isRegistered"].clone(), body["isCompliant"].clone(), attested)
+    };
+    let shown = match write.kind {
+        Kind::Registration => registered == json!(true),
+        Kind::Attestation => attested == Some(write.block_time),
+        Kind::RevenueReport => return None,
+        Kind::StatusChange => compliant == json!(false),
+    };
+    assert!(
+        !shown || at >= write.block,
+        "{}: shown at block {at}, before block {}'s write: {kya}",
+        write.kind.name(),
+        write.block
+    );
+    Some(shown)
+}
+
+/// Milliseconds from the write's block mined to the first point answer that shows it (`/kya`, or
+/// its pass), polled every [`ANSWER_POLL`]; `None` for a write no point answer shows.
+async fn point_latency(api: &EdgeClient, write: &Write, pass: bool, mined_at: Instant) -> Option<f64> {
+    let deadline = Instant::now() + PATIENCE;
+    let path = format!("/api/v1/kya/{}{}", write.wallet, if pass { "/pass" } else { "" });
+    loop {
+        let answer = api.get(&path).await;
+        if point_shows(write, &answer, pass)? {
+            return Some(Instant::now().saturating_duration_since(mined_at).as_secs_f64() * 1_000.0);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} in block {} never shown at {path}",
+            write.kind.name(),
+            write.block
+        );
+        tokio::time::sleep(ANSWER_POLL).await;
+    }
+}
+
+/// Milliseconds from the write's block mined to the answer showing it, to its event, to the
+/// first `/kya` showing it and (a suspension) the first pass.
+async fn measure(
+    api: &EdgeClient,
+    mined: &Mined,
+    received: &Received,
+    write: &Write,
+) -> (f64, f64, Option<f64>, Option<f64>) {
     let deadline = Instant::now() + PATIENCE;
     let mined_at = loop {
         if let Some(at) = mined.lock().unwrap().numbers.get(&write.block) {
@@ -291,16 +364,29 @@ async fn measure(api: &EdgeClient, mined: &Mined, received: &Received, write: &W
         assert!(Instant::now() < deadline, "block {} never seen by the head's poll", write.block);
         tokio::time::sleep(HEAD_POLL).await;
     };
-    let answered_at = loop {
-        let answer = api.get(write.kind.answer_path()).await;
-        assert_eq!(answer.status, 200, "{}", answer.text);
-        assert_eq!(answer.header("x-index-fallback"), None, "answered from the index: {:?}", answer.headers);
-        if shows(write, &answer) {
-            break Instant::now();
+    // The registry-wide answer, `/kya` and the pass are polled side by side.
+    let answered = async {
+        loop {
+            let answer = api.get(write.kind.answer_path()).await;
+            assert_eq!(answer.status, 200, "{}", answer.text);
+            assert_eq!(
+                answer.header("x-index-fallback"),
+                None,
+                "answered from the index: {:?}",
+                answer.headers
+            );
+            if shows(write, &answer) {
+                break Instant::now();
+            }
+            assert!(Instant::now() < deadline, "{} in block {} never shown", write.kind.name(), write.block);
+            tokio::time::sleep(ANSWER_POLL).await;
         }
-        assert!(Instant::now() < deadline, "{} in block {} never shown", write.kind.name(), write.block);
-        tokio::time::sleep(ANSWER_POLL).await;
     };
+    let kya = point_latency(api, write, false, mined_at);
+    let pass = async {
+        if write.kind == Kind::StatusChange { point_latency(api, write, true, mined_at).await } else { None }
+    };
+    let (answered_at, kya_ms, pass_ms) = futures::join!(answered, kya, pass);
     let hash = write.hash.to_string();
     let streamed_at = loop {
         let found = received.lock().unwrap().iter().find_map(|(event, at)| {
@@ -316,7 +402,7 @@ async fn measure(api: &EdgeClient, mined: &Mined, received: &Received, write: &W
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
     let ms = |at: Instant| at.saturating_duration_since(mined_at).as_secs_f64() * 1_000.0;
-    (ms(answered_at), ms(streamed_at))
+    (ms(answered_at), ms(streamed_at), kya_ms, pass_ms)
 }
 
 /// Waits until the index names the chain's head and holds every agent.
@@ -355,6 +441,7 @@ fn row(name: &str, values: &[f64]) -> String {
 
 fn report(
     results: &BTreeMap<Kind, (Vec<f64>, Vec<f64>)>,
+    points: &BTreeMap<Kind, (Vec<f64>, Vec<f64>)>,
     reorganisations: &(Vec<f64>, Vec<f64>),
     commit: &str,
     load: (&str, &str),
@@ -393,6 +480,24 @@ fn report(
     }
     let _ = writeln!(
         text,
+        "Point answers from the index (no TTL: each request reads D1), polled side by side with the \
+         answers above, each from the index (no `X-Index-Fallback`) and naming a block at or past the \
+         write's. Target (issue 63): p90 at most 2 blocks.\n"
+    );
+    let _ = writeln!(text, "| Point answer: write | writes | median | p90 | most |");
+    let _ = writeln!(text, "|---|---|---|---|---|");
+    let mut all = Vec::new();
+    for (kind, (kya, pass)) in points {
+        all.extend_from_slice(kya);
+        let _ = writeln!(text, "{}", row(&format!("`/kya/:wallet`: {}", kind.name()), kya));
+        if !pass.is_empty() {
+            all.extend_from_slice(pass);
+            let _ = writeln!(text, "{}", row(&format!("`/kya/:wallet/pass`: {}", kind.name()), pass));
+        }
+    }
+    let _ = writeln!(text, "{}\n", row("all", &all));
+    let _ = writeln!(
+        text,
         "After each round, a reorganisation at the tip: a registration mined and streamed, the \
          chain reverted to before it and another wallet's registration mined at the same height. \
          From the replacing chain's first block seen (its hash, polled every {} ms) to:\n",
@@ -413,6 +518,10 @@ async fn main() {
         ("INDEX_INTERVAL_SECS", "2".to_owned()),
         ("INDEX_ANSWER_TTL_SECS", "0".to_owned()),
         ("MEMORY_CACHE_BYTES", "0".to_owned()),
+        (
+            "PASS_SIGNING_KEYS",
+            SigningKeys::new(SigningKey::from_seed(&[0x3f; 32]), Vec::new()).private_json(),
+        ),
     ]);
     let worker = EdgeWorker::start_indexed(&vars).await;
     let commit = kya_tests::commit_measured(&["core", "edge-api", "wrangler.toml", "Cargo.lock"]);
@@ -429,6 +538,7 @@ async fn main() {
     let creator = dev_accounts::address(Role::CreatorA);
     let regulator = chain.deployment.regulator;
     let mut results: BTreeMap<Kind, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+    let mut points: BTreeMap<Kind, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
     let mut reorganisations = (Vec::new(), Vec::new());
     let started = Instant::now();
     // Each round registers one agent, and each reorganisation leaves one more.
@@ -461,11 +571,17 @@ async fn main() {
                     send(&chain, regulator, &AgentRegistry::suspendAgentCall { agentId: agent }).await
                 }
             };
-            let write = Write { kind, agent: id, hash, block, block_time, nth: round };
-            let (answer_ms, stream_ms) = measure(&api, &mined, &received, &write).await;
+            let wallet = dev_accounts::agent_wallet(round).address();
+            let write = Write { kind, agent: id, wallet, hash, block, block_time, nth: round };
+            let (answer_ms, stream_ms, kya_ms, pass_ms) = measure(&api, &mined, &received, &write).await;
             let entry = results.entry(kind).or_default();
             entry.0.push(answer_ms);
             entry.1.push(stream_ms);
+            if let Some(kya_ms) = kya_ms {
+                let point = points.entry(kind).or_default();
+                point.0.push(kya_ms);
+                point.1.extend(pass_ms);
+            }
         }
         let (first, second) =
             (dev_accounts::agent_wallet(1_000 + 2 * round), dev_accounts::agent_wallet(1_001 + 2 * round));
@@ -479,7 +595,8 @@ async fn main() {
     let log = worker.output();
     assert!(!log.contains("index run failed"), "an index run failed:\n{log}");
 
-    let text = report(&results, &reorganisations, &commit, (&start_load, &kya_tests::load_averages()));
+    let text =
+        report(&results, &points, &reorganisations, &commit, (&start_load, &kya_tests::load_averages()));
     println!("{text}");
     let path = repo_root().join("docs/bench/change-latency.md");
     let kept = std::fs::read_to_string(&path).unwrap_or_default();

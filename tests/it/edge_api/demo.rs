@@ -493,6 +493,7 @@ async fn cors(t: &Demo) {
         "x-index-lag-blocks",
         "x-index-run-at",
         "x-index-fallback",
+        "x-d1-bookmark",
     ];
     assert_eq!(exposed, expected.into_iter().map(str::to_owned).collect());
     // `/health` is rate-limited and CORS-enabled like every endpoint.

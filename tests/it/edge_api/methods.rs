@@ -24,7 +24,7 @@ const PREFLIGHT_REQUEST: [(&str, &str); 3] = [
 const PREFLIGHT_HEADERS: [(&str, &str); 5] = [
     ("access-control-allow-origin", "*"),
     ("access-control-allow-methods", "GET, HEAD, OPTIONS"),
-    ("access-control-allow-headers", "Content-Type, If-None-Match, Last-Event-ID"),
+    ("access-control-allow-headers", "Content-Type, If-None-Match, Last-Event-ID, X-D1-Bookmark"),
     ("access-control-max-age", "86400"),
     (
         "access-control-expose-headers",

@@ -320,7 +320,7 @@ async fn listeners_get_each_event_once_in_order_with_filters_resumes_and_heartbe
     let options = api.request("OPTIONS", PATH, &fresh_ip(), &preflight).await;
     assert_eq!(
         (options.status, options.header("access-control-allow-headers")),
-        (204, Some("Content-Type, If-None-Match, Last-Event-ID"))
+        (204, Some("Content-Type, If-None-Match, Last-Event-ID, X-D1-Bookmark"))
     );
 }
 

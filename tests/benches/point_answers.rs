@@ -1,0 +1,366 @@
+//! The point answers from the index against the chain-read path (issue 63's targets), side by side
+//! in one run, at `BENCH_POINT_AGENTS` agents (default 100,000, seeded by `seed_bulk`):
+//!
+//! - `GET /api/v1/kya/:wallet` from the index (a Worker with the index, filled, fresh) and from
+//!   the chain (a Worker without one), each request naming a wallet not asked before, with the
+//!   RPC endpoint 50 ms away (a delay proxy of 25 ms each way in front of anvil, behind a proxy
+//!   that counts requests): wall time per request (p50, p90), RPC requests, and the Worker's CPU
+//!   (V8's sampling profiler, blocks of requests, the kinds interleaved);
+//! - a pass (`/kya/:wallet/pass`) and a batch of 100 wallets from the index: RPC requests and
+//!   Worker CPU;
+//! - the registry's grace period shortened below every attestation's age, then lengthened again:
+//!   the index runs until the feed has said every flip (each run started by the test, as the
+//!   pacer does), with the feed's events counted and each run's Worker CPU profiled, against
+//!   the platform's limit (30 s on Workers Paid).
+//!
+//! `cargo bench -p kya-tests --bench point_answers` prints the report and writes it to
+//! `docs/bench/point-answers-<N>.md`. About 10 minutes at 10,000 agents, 45 at 100,000 (8 of
+//! seeding, the fill through the 50 ms proxy, and the flips' runs).
+
+use std::{
+    fmt::Write as _,
+    net::SocketAddr,
+    time::{Duration, Instant},
+};
+
+use alloy::{primitives::U256, providers::Provider};
+use kya_core::{
+    DEFAULT_GRACE_PERIOD_SECS,
+    chain::abi::AgentRegistry,
+    pass::{SigningKey, SigningKeys},
+};
+use kya_devchain::{AnvilOptions, seed};
+use kya_tests::{
+    TestChain,
+    delay_proxy::DelayProxy,
+    edge_fixture::{CountingProxy, EdgeWorker, chain_vars, fresh_ip},
+    repo_root,
+    worker_profile::Profiler,
+};
+use serde_json::{Value, json};
+
+/// Requests of each kind timed for wall time, interleaved.
+const TIMED: usize = 40;
+/// Profiled blocks per kind, and requests in each.
+const BLOCKS: usize = 9;
+const PER_BLOCK: usize = 4;
+/// After a profiled block, time for its `wait_until` work to land in its profile.
+const SETTLE: Duration = Duration::from_millis(100);
+/// The RPC endpoint's distance, one way.
+const ONE_WAY: Duration = Duration::from_millis(25);
+/// The shortened grace period: every seeded attestation is older.
+const SHORT_GRACE: u64 = 60;
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    kya_tests::edge_fixture::open_inspectors();
+    kya_tests::run_script("build-worker.sh");
+    let agents = number("BENCH_POINT_AGENTS", 100_000);
+    let commit = kya_tests::commit_measured(&["core", "edge-api", "wrangler.toml", "Cargo.lock"]);
+    let load = kya_tests::load_averages();
+    let started = Instant::now();
+
+    let chain =
+        TestChain::start_with(&AnvilOptions { states_kept: Some(4), ..AnvilOptions::default() }).await;
+    seed::seed_bulk(&chain.chain, &chain.deployment, agents).await.expect("bulk seed");
+    // Past the index's re-scanned window, so its first fill does not fetch the seeding's logs.
+    let _: Value = chain.chain.provider().raw_request("anvil_mine".into(), ("0x41", "0x2")).await.unwrap();
+    eprintln!("{agents} agents seeded in {:.0?}", started.elapsed());
+    let anvil: SocketAddr = chain.rpc_url().trim_start_matches("http://").parse().expect("anvil's address");
+    let far = DelayProxy::start(anvil, ONE_WAY);
+    let proxy = CountingProxy::start(&format!("http://{}", far.address())).await;
+    let keys = SigningKeys::new(SigningKey::from_seed(&[0x63; 32]), Vec::new());
+    let mut vars = chain_vars(&proxy.url, chain.registry());
+    vars.extend([
+        ("PASS_SIGNING_KEYS", keys.private_json()),
+        ("MEMORY_CACHE_BYTES", "0".to_owned()),
+        ("INDEX_ANSWER_TTL_SECS", "0".to_owned()),
+        ("INDEX_AGENTS_PER_RUN", "2000".to_owned()),
+    ]);
+    let indexed = EdgeWorker::start_indexed(&vars).await;
+    let direct = EdgeWorker::start(&vars).await;
+    let api = indexed.client();
+    loop {
+        indexed.run_index().await;
+        let index = api.get("/health").await.body["index"].clone();
+        assert_eq!(index["lastRun"]["ok"], true, "{index}");
+        if index["complete"] == true {
+            break;
+        }
+    }
+    eprintln!("{agents}: filled ({:.0?} in all)", started.elapsed());
+
+    // Wallets of seeded agents, spread over the ids: each asked once by each Worker.
+    let wanted = 2 * (TIMED + BLOCKS * PER_BLOCK) + 100;
+    let mut wallets = Vec::with_capacity(wanted);
+    for n in 0..wanted as u64 {
+        let id = 1 + n * (agents - 1) / wanted as u64;
+        let record = chain
+            .chain
+            .view(chain.registry(), &AgentRegistry::getAgentCall { agentId: U256::from(id) })
+            .await
+            .expect("a seeded agent");
+        wallets.push(record.agentWallet);
+    }
+    let batch: Vec<String> =
+        wallets.split_off(wanted - 100).iter().map(|wallet| wallet.to_string()).collect();
+    let http = kya_tests::http_client();
+    let get = async |base: &str, path: String| -> (Duration, usize, Value, reqwest::header::HeaderMap) {
+        let before = proxy.requests();
+        let sent = Instant::now();
+        let response = http
+            .get(format!("{base}{path}"))
+            .header("cf-connecting-ip", fresh_ip())
+            .send()
+            .await
+            .expect("the Worker answers");
+        let headers = response.headers().clone();
+        let status = response.status().as_u16();
+        let text = response.text().await.expect("a body");
+        let took = sent.elapsed();
+        assert_eq!(status, 200, "{path}: {text}");
+        let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        (took, proxy.requests() - before, body, headers)
+    };
+
+    // Wall time and RPC requests, the two paths interleaved.
+    let (mut from_index, mut from_chain) = (Vec::new(), Vec::new());
+    let (mut index_rpc, mut chain_rpc) = (0, Vec::new());
+    for _ in 0..TIMED {
+        let wallet = wallets.pop().expect("a wallet");
+        let (took, rpc, body, headers) = get(&indexed.base, format!("/api/v1/kya/{wallet}")).await;
+        assert!(headers.get("x-index-fallback").is_none(), "from the index: {headers:?}");
+        assert_eq!(body["isRegistered"], true);
+        from_index.push(took);
+        index_rpc += rpc;
+        let wallet = wallets.pop().expect("a wallet");
+        let (took, rpc, _, headers) = get(&direct.base, format!("/api/v1/kya/{wallet}")).await;
+        assert_eq!(headers.get("x-cache").map(|cache| cache.to_str().unwrap()), Some("MISS"));
+        from_chain.push(took);
+        chain_rpc.push(rpc);
+    }
+
+    // Worker CPU, per request: /kya and a pass from the index, /kya from the chain, a batch.
+    let mut profile_index = Profiler::attach(indexed.inspector_port()).await;
+    let mut profile_direct = Profiler::attach(direct.inspector_port()).await;
+    let mut cpu: [Vec<Duration>; 4] = Default::default();
+    let mut point_rpc = [0usize; 3];
+    for _ in 0..BLOCKS {
+        for (kind, cpu) in cpu.iter_mut().enumerate() {
+            let profiler = if kind == 2 { &mut profile_direct } else { &mut profile_index };
+            profiler.start().await;
+            for _ in 0..PER_BLOCK {
+                match kind {
+                    0 => {
+                        point_rpc[0] +=
+                            get(&indexed.base, format!("/api/v1/kya/{}", wallets.pop().unwrap())).await.1
+                    }
+                    1 => {
+                        let (_, rpc, body, _) =
+                            get(&indexed.base, format!("/api/v1/kya/{}/pass", wallets.last().unwrap())).await;
+                        assert_eq!(body.as_str().map(|jws| jws.split('.').count()), Some(3), "a compact JWS");
+                        point_rpc[1] += rpc;
+                    }
+                    2 => {
+                        get(&direct.base, format!("/api/v1/kya/{}", wallets.pop().unwrap())).await;
+                    }
+                    _ => {
+                        let before = proxy.requests();
+                        let response = http
+                            .post(format!("{}/api/v1/kya/batch", indexed.base))
+                            .header("cf-connecting-ip", fresh_ip())
+                            .json(&json!({ "wallets": batch }))
+                            .send()
+                            .await
+                            .expect("the Worker answers");
+                        assert_eq!(response.status(), 200);
+                        let body: Value = response.json().await.unwrap();
+                        assert_eq!(body["results"].as_array().map(Vec::len), Some(100));
+                        point_rpc[2] += proxy.requests() - before;
+                    }
+                }
+            }
+            tokio::time::sleep(SETTLE).await;
+            cpu.push(profiler.stop().await.cpu() / PER_BLOCK as u32);
+        }
+    }
+    drop(profile_direct);
+    drop(direct);
+
+    // The grace period shortened below every attestation's age, then lengthened back: each
+    // run's CPU, until the feed says nothing more.
+    let owner = chain.deployment.owner;
+    let set_grace = async |seconds: u64| {
+        let call = AgentRegistry::setAttestationGracePeriodCall { seconds_: U256::from(seconds) };
+        chain.chain.send(owner, chain.registry(), &call).await.expect("the owner sets it");
+    };
+    let compliant_before = api.get("/api/v1/stats/detailed").await.body["compliantCount"].as_u64().unwrap();
+    let mut flips = Vec::new();
+    for (label, grace) in
+        [("shortened to 60 s", SHORT_GRACE), ("lengthened back to 7 days", DEFAULT_GRACE_PERIOD_SECS)]
+    {
+        set_grace(grace).await;
+        let flip = runs_until_quiet(&indexed, &mut profile_index).await;
+        let compliant = api.get("/api/v1/stats/detailed").await.body["compliantCount"].as_u64().unwrap();
+        eprintln!("grace {label}: {} runs, {} events, {compliant} compliant", flip.runs.len(), flip.events);
+        flips.push((label, flip, compliant));
+    }
+
+    let median = |values: &[Duration]| {
+        let mut sorted = values.to_vec();
+        sorted.sort();
+        sorted[sorted.len() / 2]
+    };
+    let p90 = |values: &[Duration]| {
+        let mut sorted = values.to_vec();
+        sorted.sort();
+        sorted[((sorted.len() - 1) as f64 * 0.9).round() as usize]
+    };
+    let ms = |duration: Duration| format!("{:.2} ms", duration.as_secs_f64() * 1e3);
+    let met = |ok: bool| if ok { "met" } else { "not met" };
+    let (index_p50, chain_p50) = (median(&from_index), median(&from_chain));
+    let cpus: Vec<Duration> = cpu.iter().map(|values| median(values)).collect();
+
+    let mut text = format!("# Point answers from the index at {agents} agents\n\n");
+    let _ = writeln!(
+        text,
+        "Measured by `cargo bench -p kya-tests --bench point_answers` (tests/benches/point_answers.rs) with \
+         `BENCH_POINT_AGENTS={agents}` at {commit}; load averages at the start {load} (2 shared cores); the run \
+         took {:.0} s. Anvil seeded by `seed_bulk`, the RPC endpoint 50 ms away (a delay proxy, 25 ms each way, \
+         behind a proxy counting HTTP requests), two Workers under `wrangler dev` side by side: one with the \
+         index (filled, fresh: the point answers from D1), one without (the chain-read path), the answers' \
+         caches off. Every `/kya` names a wallet not asked before. Worker CPU: the isolate's, from V8's \
+         sampling profiler, per request, the median of {BLOCKS} blocks of {PER_BLOCK} requests, the kinds \
+         interleaved block by block. Compare rows within this run: the machine is noisy.\n",
+        started.elapsed().as_secs_f64()
+    );
+    let _ = writeln!(text, "| Request | wall p50 | wall p90 | Worker CPU | RPC HTTP requests |");
+    let _ = writeln!(text, "|---|---:|---:|---:|---:|");
+    let _ = writeln!(
+        text,
+        "| `GET /api/v1/kya/:wallet` from the index | {} | {} | {} | {} in {} requests |",
+        ms(index_p50),
+        ms(p90(&from_index)),
+        ms(cpus[0]),
+        index_rpc + point_rpc[0],
+        TIMED + BLOCKS * PER_BLOCK
+    );
+    let _ = writeln!(
+        text,
+        "| `GET /api/v1/kya/:wallet` from the chain (RPC 50 ms away) | {} | {} | {} | {} to {} a request |",
+        ms(chain_p50),
+        ms(p90(&from_chain)),
+        ms(cpus[2]),
+        chain_rpc.iter().min().unwrap_or(&0),
+        chain_rpc.iter().max().unwrap_or(&0)
+    );
+    let _ = writeln!(
+        text,
+        "| `GET /api/v1/kya/:wallet/pass` from the index | | | {} | {} in {} requests |",
+        ms(cpus[1]),
+        point_rpc[1],
+        BLOCKS * PER_BLOCK
+    );
+    let _ = writeln!(
+        text,
+        "| `POST /api/v1/kya/batch`, 100 wallets, from the index | | | {} | {} in {} requests |\n",
+        ms(cpus[3]),
+        point_rpc[2],
+        BLOCKS * PER_BLOCK
+    );
+    let ratio = chain_p50.as_secs_f64() / index_p50.as_secs_f64().max(1e-9);
+    let one_ms = Duration::from_millis(1);
+    let _ = writeln!(
+        text,
+        "## Against the targets\n\n\
+         - `/kya` from the index: **{} RPC requests** (target 0: {}); Worker CPU **{}** (target at most 1 ms: \
+         {}); wall p50 **{}** against the chain-read path's {}: **{ratio:.1}×** faster (target at least 3×: {}).\n\
+         - A pass from the index: {} RPC requests, {} of Worker CPU (targets 0 and at most 1 ms: {}).\n\
+         - A batch of 100 from the index: {} RPC requests (target 0: {}).\n",
+        index_rpc + point_rpc[0],
+        met(index_rpc + point_rpc[0] == 0),
+        ms(cpus[0]),
+        met(cpus[0] <= one_ms),
+        ms(index_p50),
+        ms(chain_p50),
+        met(ratio >= 3.0),
+        point_rpc[1],
+        ms(cpus[1]),
+        met(point_rpc[1] == 0 && cpus[1] <= one_ms),
+        point_rpc[2],
+        met(point_rpc[2] == 0),
+    );
+    let _ = writeln!(
+        text,
+        "## The grace period changed\n\n\
+         {compliant_before} agents compliant under the initial 7 days. The owner sets the grace period, and \
+         the index runs (each started by the bench, as the pacer starts them; `FEED_LAPSES_PER_RUN` at its \
+         default, 1,000) until one adds nothing to the feed. Each run's Worker CPU profiled; the platform's \
+         limit per invocation is 30 s on Workers Paid (10 ms on Free: the index runs on Paid, \
+         docs/index-cost.md).\n\n\
+         | Change | runs | feed events | compliant after | Worker CPU per run: median | most |\n\
+         |---|---:|---:|---:|---:|---:|"
+    );
+    for (label, flip, compliant) in &flips {
+        let _ = writeln!(
+            text,
+            "| {label} | {} | {} | {compliant} | {} | {} |",
+            flip.runs.len(),
+            flip.events,
+            ms(median(&flip.runs)),
+            ms(flip.runs.iter().max().copied().unwrap_or_default())
+        );
+    }
+    print!("{text}");
+    std::fs::write(repo_root().join(format!("docs/bench/point-answers-{agents}.md")), text)
+        .expect("writes the report");
+}
+
+/// The runs of one grace period change, until one adds nothing to the feed: each one's Worker
+/// CPU, and the feed's provisional events added.
+struct Flip {
+    runs: Vec<Duration>,
+    events: u64,
+}
+
+async fn runs_until_quiet(worker: &EdgeWorker, profiler: &mut Profiler) -> Flip {
+    let api = worker.client();
+    let mut flip = Flip { runs: Vec::new(), events: 0 };
+    let mut after = None;
+    read_feed(&api, &mut after).await;
+    for _ in 0..1_000 {
+        profiler.start().await;
+        worker.run_index().await;
+        tokio::time::sleep(SETTLE).await;
+        flip.runs.push(profiler.stop().await.cpu());
+        let added = read_feed(&api, &mut after).await;
+        if added == 0 {
+            return flip;
+        }
+        flip.events += added;
+    }
+    panic!("the feed still moves after 1,000 runs");
+}
+
+/// Reads the feed after `after` to its end (moving `after` there): its provisional events.
+async fn read_feed(api: &kya_tests::edge_fixture::EdgeClient, after: &mut Option<String>) -> u64 {
+    let mut added = 0;
+    loop {
+        let from = after.as_ref().map(|after| format!("&after={after}")).unwrap_or_default();
+        let page = api.get(&format!("/api/v1/changes?limit=1000{from}")).await;
+        assert_eq!(page.status, 200, "{}", page.text);
+        let events = page.body["events"].as_array().unwrap();
+        added += events.iter().filter(|event| event["finality"] == "provisional").count() as u64;
+        if let Some(next) = page.body["next"].as_str() {
+            *after = Some(next.to_owned());
+        }
+        if page.body["more"] != true {
+            return added;
+        }
+    }
+}
+
+fn number(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .map_or(default, |value| value.trim().parse().unwrap_or_else(|_| panic!("{name}: a number")))
+}
