@@ -90,17 +90,24 @@ async fn main() {
     }
     eprintln!("{agents}: filled ({:.0?} in all)", started.elapsed());
 
-    // Wallets of seeded agents, spread over the ids: each asked once by each Worker.
+    // Wallets of seeded agents, spread over the ids (a terminated agent's wallet is free: the
+    // next id's instead): each asked once by each Worker.
     let wanted = 2 * (TIMED + BLOCKS * PER_BLOCK) + 100;
     let mut wallets = Vec::with_capacity(wanted);
     for n in 0..wanted as u64 {
-        let id = 1 + n * (agents - 1) / wanted as u64;
-        let record = chain
-            .chain
-            .view(chain.registry(), &AgentRegistry::getAgentCall { agentId: U256::from(id) })
-            .await
-            .expect("a seeded agent");
-        wallets.push(record.agentWallet);
+        let mut id = 1 + n * (agents - 1) / wanted as u64;
+        loop {
+            let record = chain
+                .chain
+                .view(chain.registry(), &AgentRegistry::getAgentCall { agentId: U256::from(id) })
+                .await
+                .expect("a seeded agent");
+            if record.status != 3 {
+                wallets.push(record.agentWallet);
+                break;
+            }
+            id += 1;
+        }
     }
     let batch: Vec<String> =
         wallets.split_off(wanted - 100).iter().map(|wallet| wallet.to_string()).collect();
@@ -144,6 +151,8 @@ async fn main() {
     let mut profile_index = Profiler::attach(indexed.inspector_port()).await;
     let mut profile_direct = Profiler::attach(direct.inspector_port()).await;
     let mut cpu: [Vec<Duration>; 4] = Default::default();
+    // Where `/kya` from the index spends its CPU, summed over its blocks.
+    let mut kya_functions: std::collections::BTreeMap<String, Duration> = Default::default();
     let mut point_rpc = [0usize; 3];
     for _ in 0..BLOCKS {
         for (kind, cpu) in cpu.iter_mut().enumerate() {
@@ -181,7 +190,13 @@ async fn main() {
                 }
             }
             tokio::time::sleep(SETTLE).await;
-            cpu.push(profiler.stop().await.cpu() / PER_BLOCK as u32);
+            let profile = profiler.stop().await;
+            if kind == 0 {
+                for (function, time) in profile.by_function() {
+                    *kya_functions.entry(function).or_default() += time;
+                }
+            }
+            cpu.push(profile.cpu() / PER_BLOCK as u32);
         }
     }
     drop(profile_direct);
@@ -290,6 +305,19 @@ async fn main() {
         point_rpc[2],
         met(point_rpc[2] == 0),
     );
+    let mut by_function: Vec<(String, Duration)> = kya_functions.into_iter().collect();
+    by_function.sort_by_key(|entry| std::cmp::Reverse(entry.1));
+    let per_request = (BLOCKS * PER_BLOCK) as u32;
+    let _ = writeln!(
+        text,
+        "Where `/kya` from the index spends the Worker's CPU: self time per request by function, the \
+         ten largest (the profiles of its blocks summed, over {per_request} requests).\n\n\
+         | Function | CPU per request |\n|---|---:|"
+    );
+    for (function, time) in by_function.iter().take(10) {
+        let _ = writeln!(text, "| `{function}` | {} |", ms(*time / per_request));
+    }
+    let _ = writeln!(text);
     let _ = writeln!(
         text,
         "## The grace period changed\n\n\
