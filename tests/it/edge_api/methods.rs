@@ -29,7 +29,8 @@ const PREFLIGHT_HEADERS: [(&str, &str); 5] = [
     (
         "access-control-expose-headers",
         "X-RateLimit-Remaining, ETag, Retry-After, Cache-Control, X-Cache, X-Cache-Tier, X-Expires-At, \
-         X-Block-Number, X-Block-Timestamp, X-Index-Lag-Blocks, X-Index-Run-At, X-Index-Fallback",
+         X-Block-Number, X-Block-Timestamp, X-Attestation-Grace-Period, X-Index-Lag-Blocks, X-Index-Run-At, \
+         X-Index-Fallback, X-D1-Bookmark",
     ),
 ];
 

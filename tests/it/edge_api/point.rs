@@ -106,6 +106,13 @@ async fn point_answers_come_from_the_index_with_no_rpc_and_from_the_chain_when_i
     let expected = serde_json::to_value(KyaResult::of(root.address(), Some(&record), clock)).unwrap();
     assert_eq!(kya.body, expected, "the chain's record at the index's block, scope and all");
     assert_eq!(kya.body["agent"]["operationalScope"], format!("agent {}", root.address()));
+    // Read in a D1 session: the answer carries its bookmark, and an answer asked with it (read
+    // from a replica at least as new, where D1 replicates) is the same, still from the index.
+    let bookmark = header(&kya, "x-d1-bookmark").expect("a D1 session's bookmark");
+    let path = format!("/api/v1/kya/{}", root.address());
+    let again = api.request("GET", &path, &fresh_ip(), &[("x-d1-bookmark", &bookmark)]).await;
+    assert_eq!((again.status, &again.body), (200, &kya.body));
+    assert!(header(&again, "x-index-fallback").is_none() && header(&again, "x-d1-bookmark").is_some());
     // Revalidated, not cached: the same answer is a 304 for its ETag.
     let etag = header(&kya, "etag").expect("an ETag");
     let again = api
