@@ -1,8 +1,6 @@
 //! The KYA read API (the edge Worker, SPEC.md section 4): every endpoint a client needs, its
 //! answer read back into the very `kya-core` type the Worker serialises it from.
 
-use std::time::Duration;
-
 use alloy::primitives::Address;
 use kya_core::{
     AgentStatus, KyaBatch, KyaResult,
@@ -113,20 +111,19 @@ impl ApiClient {
         Ok(text.trim().to_owned())
     }
 
-    /// `GET /.well-known/jwks.json`: the keys that verify the API's passes, and how long they may
-    /// be kept (`Cache-Control: max-age`).
-    pub async fn jwks(&self) -> Result<(Jwks, Option<Duration>)> {
+    /// `GET /.well-known/jwks.json`: the keys that verify the API's passes, and its
+    /// `Cache-Control` (the values joined), which says how long they may be kept
+    /// ([`kya_core::pass::KeyCachePolicy::lifetime_ms`] reads it).
+    pub async fn jwks(&self) -> Result<(Jwks, Option<String>)> {
         let (headers, text) = self.service.get_text(kya_core::pass::JWKS_PATH).await?;
         let jwks = Jwks::from_json(&text)
             .map_err(|reason| crate::Error::Unexpected { service: self.service.name, reason })?;
-        let max_age = headers
+        let values: Vec<&str> = headers
             .get_all(reqwest::header::CACHE_CONTROL)
             .iter()
             .filter_map(|value| value.to_str().ok())
-            .flat_map(|value| value.split(','))
-            .find_map(|directive| directive.trim().strip_prefix("max-age=")?.parse().ok())
-            .map(Duration::from_secs);
-        Ok((jwks, max_age))
+            .collect();
+        Ok((jwks, (!values.is_empty()).then(|| values.join(", "))))
     }
 
     /// `POST /api/v1/kya/batch`: the KYA results of up to 100 wallets, in order, at one block

@@ -46,6 +46,10 @@ pub enum Error {
     /// A KYA pass was refused: why, by a stable reason (`PassRefusal::reason`).
     #[error("pass refused: {0}")]
     PassRefused(#[from] kya_core::pass::PassRefusal),
+    /// No pass can be checked now: the issuer's keys were never fetched, or could not be
+    /// refreshed within their trust bound (`kya_core::pass::KeyCache`).
+    #[error("{0}")]
+    IssuerKeysUnavailable(String),
     /// The signer could not sign.
     #[error("signing failed: {0}")]
     Sign(String),

@@ -7,14 +7,15 @@
 //! [`crate::Verifier`], which asks the API.
 
 use std::{
-    collections::HashMap,
     sync::Mutex,
     time::{SystemTime, UNIX_EPOCH},
 };
 
 use alloy::primitives::Address;
 use kya_core::{
-    erc8128::{ReplayGuard, SignatureFacts, SignedRequest, Verification, VerifyPolicy, verify_request},
+    erc8128::{
+        NonceMemory, ReplayGuard, SignatureFacts, SignedRequest, Verification, VerifyPolicy, verify_request,
+    },
     pass::{HEADER, VerifiedPass},
 };
 
@@ -44,7 +45,7 @@ pub struct PassGate {
     origin: Origin,
     policy: VerifyPolicy,
     /// Nonces seen, each kept until its signature could no longer pass (`remember_until`).
-    nonces: Mutex<HashMap<String, u64>>,
+    nonces: Mutex<NonceMemory>,
 }
 
 impl PassGate {
@@ -54,7 +55,7 @@ impl PassGate {
         let mut policy = VerifyPolicy::new(passes.trust().chain_id);
         policy.require_nonce = true;
         policy.allow_erc1271 = false;
-        Ok(Self { passes, origin: Origin::parse(origin)?, policy, nonces: Mutex::new(HashMap::new()) })
+        Ok(Self { passes, origin: Origin::parse(origin)?, policy, nonces: Mutex::new(NonceMemory::new()) })
     }
 
     /// The pass verifier (to follow the feed with: [`PassVerifier::follow`]).
@@ -79,7 +80,7 @@ impl PassGate {
             headers: &headers,
             body: request.body,
             label: request.label.as_deref(),
-            authority: Some(&self.origin.authority),
+            authority: &self.origin.authority,
             now,
         };
         let verified = match verify_request(&signed, &self.policy) {
@@ -110,14 +111,10 @@ impl PassGate {
             Err(error) => return Err(error),
         };
         // Claimed last: a request turned away for its pass can be sent again with a new one.
-        if let ReplayGuard::Nonce(claim) = &verified.replay {
-            let mut nonces = self.nonces.lock().expect("the nonces' lock");
-            nonces.retain(|_, until| *until >= now);
-            if nonces.contains_key(&claim.key) {
-                let refusal = claim.replayed();
-                return Ok(Err(turned(401, refusal.reason.as_str(), &refusal.message)));
-            }
-            nonces.insert(claim.key.clone(), claim.remember_until);
+        if let ReplayGuard::Nonce(claim) = &verified.replay
+            && let Err(refusal) = self.nonces.lock().expect("the nonces' lock").claim(claim, now)
+        {
+            return Ok(Err(turned(401, refusal.reason.as_str(), &refusal.message)));
         }
         Ok(Ok(Admitted { signer, signature: verified.facts, pass }))
     }

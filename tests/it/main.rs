@@ -8,4 +8,5 @@ mod core_package;
 mod edge_api;
 mod one_source;
 mod openapi;
+mod pass_keys;
 mod relayer;

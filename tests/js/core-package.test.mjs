@@ -221,7 +221,7 @@ function signedPrompt(overrides = {}) {
     'Content-Type': 'application/json', 'Signature-Input': signed.signatureInput, Signature: signed.signature,
     'Content-Digest': signed.contentDigest,
   };
-  return { signed, received: { method: 'POST', url: INFER, headers, body: PROMPT, now: 1700000030, chainId: 84532 } };
+  return { signed, received: { method: 'POST', url: INFER, headers, body: PROMPT, authority: 'api.provider.example', now: 1700000030, chainId: 84532 } };
 }
 
 test('signRequest signs what verifyRequest accepts, and viem recovers the agent from the signature base', async () => {
@@ -256,7 +256,7 @@ test('signRequest signs what verifyRequest accepts, and viem recovers the agent 
   assert.notEqual(a.nonce, b.nonce);
   assert.equal('contentDigest' in a, false, 'no body, no digest');
   const get = kya.verifyRequest({ method: 'GET', url: INFER, headers: { 'signature-input': a.signatureInput, signature: a.signature },
-    now: a.created, chainId: 84532 });
+    authority: 'api.provider.example', now: a.created, chainId: 84532 });
   assert.deepEqual([get.outcome, get.signer, get.nonce, get.components], ['verified', AGENT, a.nonce, ['@method', '@authority', '@path', '@query']]);
 });
 
@@ -313,6 +313,11 @@ test('verifyRequest refuses tampering with the API\'s reasons, and hands contrac
   assert.throws(() => kya.signRequest({ method: 'GET', url: 'not a url', privateKey: AGENT_KEY, chainId: 1 }), /does not parse/);
   assert.throws(() => kya.verifyRequest({ ...received, now: -1 }), /now must be a non-negative whole number/);
   assert.throws(() => kya.verifyRequest({ ...received, body: 5 }), /a string or a Uint8Array/);
+  // The host the provider serves is required, as at the API: never taken from the URL, which a
+  // provider may have rebuilt from the request's own Host header.
+  const { authority: _served, ...unbound } = received;
+  assert.throws(() => kya.verifyRequest(unbound), /authority is required: the host\[:port\] the provider serves/);
+  assert.throws(() => kya.verifyRequest({ ...received, authority: ' ' }), /authority is required/);
 });
 
 const api = process.env.KYA_API_URL;

@@ -99,7 +99,7 @@ test('verifyAgentRequest admits the pass holder\'s own signed request and no oth
     if (pass) {
       headers['KYA-Pass'] = pass;
     }
-    return { method: 'POST', url, headers, body: '{"prompt":"hi"}', now: now + 1, chainId };
+    return { method: 'POST', url, headers, body: '{"prompt":"hi"}', authority: 'api.provider.example', now: now + 1, chainId };
   };
   const admitted = kya.verifyAgentRequest(request(walletKey, passes.valid, 'n-1'), trust);
   assert.equal(admitted.outcome, 'admitted', JSON.stringify(admitted));
@@ -116,6 +116,11 @@ test('verifyAgentRequest admits the pass holder\'s own signed request and no oth
   const tampered = request(walletKey, passes.valid, 'n-5');
   tampered.body = '{"prompt":"rm -rf"}';
   assert.deepEqual(refused(kya.verifyAgentRequest(tampered, trust)), ['refused', 'signature', 'digest_mismatch']);
+  // Signed for this provider, presented to another: the pass does not make up for the host.
+  const elsewhere = { ...request(walletKey, passes.valid, 'n-6'), authority: 'api.other.example' };
+  assert.deepEqual(refused(kya.verifyAgentRequest(elsewhere, trust)), ['refused', 'signature', 'wrong_authority']);
+  const { authority: _served, ...unbound } = request(walletKey, passes.valid, 'n-7');
+  assert.throws(() => kya.verifyAgentRequest(unbound, trust), /authority is required/);
 });
 
 test('a JWKS changed in place is read again: a key taken out stops verifying at once', () => {

@@ -307,9 +307,10 @@ pub(crate) struct Verify {
     /// Its body: text, or @file (@- reads stdin); without it, a Content-Digest header is trusted
     #[arg(short = 'd', long = "data", value_name = "DATA", allow_hyphen_values = true)]
     pub(crate) data: Option<String>,
-    /// The host the provider serves, host[:port], which the signature must name [default: the URL's]
-    #[arg(long)]
-    pub(crate) authority: Option<String>,
+    /// The host the provider serves, host[:port], which the signature must name (required, as at
+    /// the API: the URL may have been rebuilt from the request's own Host header)
+    #[arg(long, required = true)]
+    pub(crate) authority: String,
     /// Which signature to check when there are several [default: eth, else the only one]
     #[arg(long)]
     pub(crate) label: Option<String>,

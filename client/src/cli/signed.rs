@@ -281,12 +281,7 @@ pub(super) async fn verify(settings: &Settings, style: Style, args: &Verify) -> 
     received.headers = typed.headers.clone();
     received.body = typed.body.as_deref();
     received.label = args.label.clone();
-    // The command line's user typed the URL the provider received: its authority is the default.
-    let authority = match &args.authority {
-        Some(authority) => authority.clone(),
-        None => url_authority(&typed.url)?,
-    };
-    let verdict = settings.api()?.verify(&received, &authority).await?;
+    let verdict = settings.api()?.verify(&received, &args.authority).await?;
     let carried = typed.headers.iter().find(|(name, _)| name.eq_ignore_ascii_case(pass::HEADER));
     let pass_check = match (carried, &verdict) {
         (Some((_, jws)), Verdict::Verified(signed)) => {
@@ -330,17 +325,6 @@ pub(super) async fn verify(settings: &Settings, style: Style, args: &Verify) -> 
         Some(KyaDecision::Provision) => 0,
         Some(KyaDecision::RenewAttestation) => 3,
         Some(KyaDecision::DenyOrRegister) | None => EXIT_DENY,
-    })
-}
-
-/// `host[:port]` of `url`, as `@authority` writes it (the port only when not the scheme's default).
-fn url_authority(url: &str) -> Result<String> {
-    let parsed =
-        reqwest::Url::parse(url).map_err(|error| anyhow!("{url:?} is not an absolute URL: {error}"))?;
-    let host = parsed.host_str().ok_or_else(|| anyhow!("{url:?} names no host: pass --authority"))?;
-    Ok(match parsed.port() {
-        Some(port) => format!("{host}:{port}"),
-        None => host.to_owned(),
     })
 }
 

@@ -223,7 +223,7 @@ mod tests {
             headers: &headers,
             body: Some(body),
             label: None,
-            authority: Some("api.provider.example"),
+            authority: "api.provider.example",
             now: 1_700_000_030,
         };
         let Ok(Verification::Verified(verified)) = verify_request(&received, &VerifyPolicy::new(84532))

@@ -24,6 +24,8 @@ import { verifyAgentRequest } from '../../pkg/node.js';
 const API = (process.env.KYA_API_URL || 'http://127.0.0.1:3000').replace(/\/$/, '');
 const LISTEN = process.env.PROVIDER_LISTEN || '127.0.0.1:8082';
 const ORIGIN = (process.env.PROVIDER_ORIGIN || `http://${LISTEN}`).replace(/\/$/, '');
+/** The host agents sign for: from this server's settings, never from a request's Host header. */
+const AUTHORITY = new URL(ORIGIN).host;
 const CHAIN_ID = Number(process.env.CHAIN_ID || 84532);
 const REGISTRY = process.env.REGISTRY_ADDRESS;
 if (!REGISTRY) throw new Error('REGISTRY_ADDRESS is required: the registry whose standing this provider trusts');
@@ -57,7 +59,7 @@ const nonces = new Map();
 async function admit(request, body) {
   if (Date.now() >= keys.freshUntil) await fetchKeys().catch(() => {});
   const now = Math.floor(Date.now() / 1000);
-  const received = { method: request.method, url: `${ORIGIN}${request.url}`, headers: request.headers, body, now, chainId: CHAIN_ID };
+  const received = { method: request.method, url: `${ORIGIN}${request.url}`, headers: request.headers, body, authority: AUTHORITY, now, chainId: CHAIN_ID };
   const trust = () => ({ jwks: keys.jwks, issuer: API, chainId: CHAIN_ID, registry: REGISTRY });
   let verdict = verifyAgentRequest(received, trust());
   if (verdict.reason === 'unknown_key' && Date.now() - keys.fetchedAt >= UNKNOWN_KID_REFETCH_MS) {

@@ -231,10 +231,11 @@ pub struct VerifyRequestInput {
     #[serde(default)]
     #[tsify(optional)]
     pub label: Option<String>,
-    /// The host the provider serves (`host[:port]`); default: the URL's.
+    /// The host the provider serves (`host[:port]`, such as `api.provider.example`), which the
+    /// signature's `@authority` must be. Required: a URL rebuilt from the request's own `Host`
+    /// header would otherwise admit a request signed for another host.
     #[serde(default)]
-    #[tsify(optional)]
-    pub authority: Option<String>,
+    pub authority: String,
     /// Now, in Unix seconds.
     pub now: f64,
     /// The chain keyids must name.
@@ -261,20 +262,25 @@ pub struct VerifyRequestInput {
 impl VerifyRequestInput {
     /// The request as `crate::erc8128` checks it, with its header fields `headers` (from
     /// [`HeadersInput::fields`]) at `now`.
+    /// An error when `authority` is missing or blank, as the API's 400 says it.
     pub(super) fn signed_request<'a>(
         &'a self,
         headers: &'a [(&'a str, &'a str)],
         now: u64,
-    ) -> SignedRequest<'a> {
-        SignedRequest {
+    ) -> JsResult<SignedRequest<'a>> {
+        let authority = self.authority.trim();
+        if authority.is_empty() {
+            return Err(JsError::new(erc8128::AUTHORITY_REQUIRED));
+        }
+        Ok(SignedRequest {
             method: &self.method,
             url: &self.url,
             headers,
             body: self.body.as_ref().map(|body| body.0.as_slice()),
             label: self.label.as_deref(),
-            authority: self.authority.as_deref(),
+            authority,
             now,
-        }
+        })
     }
 
     pub(super) fn policy(&self) -> JsResult<VerifyPolicy> {
@@ -381,7 +387,7 @@ pub fn verify_request(input: Ts<VerifyRequestInput>) -> JsResult<Ts<RequestVerdi
     let policy = input.policy()?;
     let fields = input.headers.fields();
     let headers = pairs(&fields);
-    let request = input.signed_request(&headers, whole(input.now, "now")?);
+    let request = input.signed_request(&headers, whole(input.now, "now")?)?;
     let verdict = match erc8128::verify_request(&request, &policy) {
         Ok(Verification::Verified(verified)) => RequestVerdict::Verified(verified.into()),
         Err(refusal) => {

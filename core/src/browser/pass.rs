@@ -170,7 +170,7 @@ pub fn verify_agent_request(
         reason: reason.to_owned(),
         message,
     };
-    let signed = input.signed_request(&headers, now);
+    let signed = input.signed_request(&headers, now)?;
     let verified = match erc8128::verify_request(&signed, &policy) {
         Ok(Verification::Verified(verified)) => verified,
         Ok(Verification::Erc1271(_)) => {

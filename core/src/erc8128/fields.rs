@@ -25,13 +25,16 @@ pub(crate) struct Selected {
     pub expires: u64,
     pub keyid: String,
     pub nonce: Option<String>,
+    /// RFC 9421's `tag`: which profile the signature is for (`erc8128` with a CAIP-10 keyid).
+    pub tag: Option<String>,
     /// The signature's bytes (`Signature`'s byte sequence for the label).
     pub signature: Vec<u8>,
 }
 
 /// Parses both headers and picks one signature: `label` if given, else `eth`, else the only
-/// one. A missing, mistyped or unknown parameter is refused here; other parameters (`tag`, any
+/// one. A missing, mistyped or unknown parameter is refused here; other parameters (any
 /// extension) are kept in `@signature-params`, which the signature covers, and otherwise ignored.
+/// `tag` is read too: a CAIP-10 keyid needs it (`keyid::check_tag`).
 pub(crate) fn select(
     signature_input: &str,
     signature: &str,
@@ -62,6 +65,7 @@ pub(crate) fn select(
         expires: params.expires,
         keyid: params.keyid,
         nonce: params.nonce,
+        tag: params.tag,
         signature,
     })
 }
@@ -172,6 +176,7 @@ struct Params {
     expires: u64,
     keyid: String,
     nonce: Option<String>,
+    tag: Option<String>,
 }
 
 impl Params {
@@ -209,7 +214,12 @@ impl Params {
             Some(_) => return Err(malformed("nonce is not a string")),
             None => None,
         };
-        Ok(Self { created, expires, keyid, nonce })
+        let tag = match params.get("tag") {
+            Some(BareItem::String(tag)) => Some(tag.as_str().to_owned()),
+            Some(_) => return Err(malformed("tag is not a string")),
+            None => None,
+        };
+        Ok(Self { created, expires, keyid, nonce, tag })
     }
 }
 

@@ -81,6 +81,7 @@ mod digest;
 mod erc1271;
 mod fields;
 mod keyid;
+mod nonce_memory;
 mod refusal;
 mod replay;
 mod sign;
@@ -95,7 +96,8 @@ pub use digest::content_digest;
 pub use erc1271::{ERC1271_MAGIC_VALUE, Erc1271Check, IERC1271, PendingErc1271, is_valid_signature_magic};
 pub use fields::{DEFAULT_LABEL, MAX_NONCE_LEN};
 pub use k256::ecdsa::SigningKey;
-pub use keyid::KeyId;
+pub use keyid::{KeyId, TAG};
+pub use nonce_memory::NonceMemory;
 pub use refusal::{Reason, Refusal};
 pub use replay::{NonceClaim, ReplayGuard, ReplayableCheck};
 pub use sign::{
@@ -103,4 +105,4 @@ pub use sign::{
     sign_request_with_secret,
 };
 pub use verified::{SignatureFacts, Verified};
-pub use verify::{SignedRequest, Verification, VerifyPolicy, verify_request};
+pub use verify::{AUTHORITY_REQUIRED, SignedRequest, Verification, VerifyPolicy, verify_request};

@@ -8,11 +8,16 @@ use super::base::{Message, field_value, signature_base};
 use super::digest;
 use super::erc1271::{Erc1271Check, PendingErc1271};
 use super::fields::{self, Selected};
-use super::keyid::KeyId;
+use super::keyid::{KeyId, check_tag};
 use super::refusal::{Reason, Refusal, malformed, unsupported};
 use super::replay::{NonceClaim, ReplayGuard, ReplayableCheck};
 use super::target::{Target, normalize_authority};
 use super::verified::{SignatureFacts, Verified};
+
+/// What every verifier says when it is not told the host the provider serves (the API's 400,
+/// the packages' errors).
+pub const AUTHORITY_REQUIRED: &str = "authority is required: the host[:port] the provider serves (such as \
+     \"api.provider.example\"), which the signature must name; not read from the request's own Host header";
 
 /// A request as the provider received it. Time is passed in: core reads no clock.
 #[derive(Debug, Clone, Copy)]
@@ -28,8 +33,10 @@ pub struct SignedRequest<'a> {
     pub body: Option<&'a [u8]>,
     /// Which signature to verify; by default `eth`, else the only one.
     pub label: Option<&'a str>,
-    /// The host the provider serves (`host[:port]`); by default, the URL's.
-    pub authority: Option<&'a str>,
+    /// The host the provider serves (`host[:port]`), which the covered `@authority` must be.
+    /// Required, as at the API (INTERFACE.md section 6): a provider that rebuilds the URL from
+    /// the request's own `Host` header would otherwise accept a request signed for another host.
+    pub authority: &'a str,
     /// Now, in Unix seconds.
     pub now: u64,
 }
@@ -93,6 +100,7 @@ pub fn verify_request(request: &SignedRequest<'_>, policy: &VerifyPolicy) -> Res
         |name: &str| field_value(request.headers, name).ok_or_else(|| malformed(format!("no {name} header")));
     let mut selected = fields::select(&header("signature-input")?, &header("signature")?, request.label)?;
     let key = KeyId::parse(&selected.keyid)?;
+    check_tag(&selected.keyid, selected.tag.as_deref())?;
     if key.chain_id != policy.chain_id {
         return Err(Refusal::new(
             Reason::WrongChain,
@@ -153,8 +161,7 @@ fn check_request_bound(
 }
 
 /// The covered `@authority` (the URL's, normalised) must be the host the provider serves.
-fn check_authority(target: &Target, expected: Option<&str>) -> Result<(), Refusal> {
-    let Some(expected) = expected else { return Ok(()) };
+fn check_authority(target: &Target, expected: &str) -> Result<(), Refusal> {
     let expected = normalize_authority(&target.scheme, expected).map_err(malformed)?;
     match expected == target.authority {
         true => Ok(()),

@@ -8,17 +8,21 @@
 //! - [`claims`]: what a pass says, and how the edge builds it from a standing read at a block;
 //! - [`keys`]: the issuer's signing keys (a JWK set, the Worker's secret) and the public JWKS;
 //! - [`jws`]: compact serialisation, signing and the signature check;
-//! - [`verify`]: every check a provider makes, each refusal named.
+//! - [`verify`]: every check a provider makes, each refusal named;
+//! - [`key_cache`]: how a verifier keeps the issuer's keys between fetches, throttled and
+//!   bounded so that no stranger can steer it.
 //!
 //! One implementation serves the Worker (issuing), the client crate and the `kya` command line,
 //! and the browser package (verifying).
 
 pub mod claims;
 pub mod jws;
+pub mod key_cache;
 pub mod keys;
 pub mod verify;
 
 pub use claims::{PassBlock, PassClaims, PassStanding};
+pub use key_cache::{FetchReason, FetchTicket, KeyCache, KeyCachePolicy};
 pub use keys::{Jwks, PublicJwk, SigningKey, SigningKeys};
 pub use verify::{PassRefusal, PassTrust, VerifiedPass, verify_pass};
 

@@ -92,11 +92,7 @@ pub(crate) fn parse(text: &str) -> Result<VerifyBody> {
     let authority = match raw.authority.as_deref().map(str::trim) {
         Some(authority) if !authority.is_empty() => authority.to_owned(),
         _ => {
-            return Err(bad(
-                "authority is required: the host[:port] the provider serves (such as \"api.provider.example\"), \
-                 which the signature must name; not read from the request's own Host header"
-                    .into(),
-            ));
+            return Err(bad(kya_core::erc8128::AUTHORITY_REQUIRED.into()));
         }
     };
     let body = raw

@@ -54,7 +54,7 @@ pub(crate) async fn answer(
         headers: &headers,
         body: input.body.as_deref(),
         label: input.label.as_deref(),
-        authority: Some(&input.authority),
+        authority: &input.authority,
         now,
     };
     let verification = match verify_request(&signed, policy) {

@@ -15,6 +15,8 @@ use super::{Setup, env_of, key_of};
 
 const URL: &str = "https://api.provider.example/v1/infer?model=small";
 const BODY: &str = r#"{"prompt":"hello"}"#;
+/// The host the provider serves, which `kya verify` must be told (never read from the URL).
+const AUTHORITY: &str = "api.provider.example";
 
 pub(super) async fn signed_requests(t: &Setup) {
     let compliant = t.demo.roles.compliant;
@@ -49,7 +51,8 @@ pub(super) async fn signed_requests(t: &Setup) {
         .map(|name| format!("{name}: {}", headers[name].as_str().unwrap()))
         .chain(["Content-Type: application/json".to_owned()])
         .collect();
-    let mut verify = vec!["verify", "--method", "POST", "--url", URL, "-d", BODY, "--json"];
+    let mut verify =
+        vec!["verify", "--method", "POST", "--url", URL, "--authority", AUTHORITY, "-d", BODY, "--json"];
     for field in &fields {
         verify.extend(["-H", field.as_str()]);
     }
@@ -85,7 +88,17 @@ pub(super) async fn signed_requests(t: &Setup) {
     let file = t.cwd.path().join("lapsed-headers.txt");
     std::fs::write(&file, &lines.stdout).unwrap();
     let header_file = format!("@{}", file.display());
-    let run = t.kya(&["verify", "--url", URL, "-H", &header_file], &[]).await;
+    // Without the host the provider serves: refused before anything is asked, saying so.
+    let unbound = t.kya(&["verify", "--url", URL, "-H", &header_file], &[]).await;
+    assert_eq!(unbound.code, 2, "{}{}", unbound.stdout, unbound.stderr);
+    assert!(unbound.stderr.contains("--authority <AUTHORITY>"), "{}", unbound.stderr);
+    // Signed for this host, checked for another: wrong_authority, a deny.
+    let elsewhere = t
+        .kya(&["verify", "--url", URL, "--authority", "api.other.example", "-H", &header_file, "--json"], &[])
+        .await;
+    assert_eq!(elsewhere.code, 4, "{}{}", elsewhere.stdout, elsewhere.stderr);
+    assert_eq!(elsewhere.json()["reason"], "wrong_authority", "{}", elsewhere.stdout);
+    let run = t.kya(&["verify", "--url", URL, "--authority", AUTHORITY, "-H", &header_file], &[]).await;
     assert_eq!(run.code, 3, "{}{}", run.stdout, run.stderr);
     let text: Vec<&str> = run.stdout.lines().collect();
     assert_eq!(text[0], "renew attestation", "{}", run.stdout);
@@ -162,7 +175,8 @@ async fn passes(t: &Setup, as_agent: &[(&str, &str)]) {
     ] {
         let signed = t.ok_json(&[&args[..], &[URL, "--json"]].concat(), as_agent).await;
         let headers = verify_with(&signed, &pass);
-        let mut verify = vec!["verify", "--method", "POST", "--url", URL, "-d", BODY, "--json"];
+        let mut verify =
+            vec!["verify", "--method", "POST", "--url", URL, "--authority", AUTHORITY, "-d", BODY, "--json"];
         for field in &headers {
             verify.extend(["-H", field.as_str()]);
         }

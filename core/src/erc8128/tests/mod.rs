@@ -90,13 +90,14 @@ impl Req {
 
     fn verify_with(&self, policy: &VerifyPolicy, now: u64) -> Result<Verification, Refusal> {
         let headers = self.header_refs();
+        let authority = served_authority(&self.url);
         let request = SignedRequest {
             method: &self.method,
             url: &self.url,
             headers: &headers,
             body: self.body.as_deref(),
             label: None,
-            authority: None,
+            authority: &authority,
             now,
         };
         verify_request(&request, policy)
@@ -124,6 +125,12 @@ fn personal_sign(base: &str) -> [u8; 65] {
     bytes[..64].copy_from_slice(&signature.to_bytes());
     bytes[64] = 27 + u8::from(recovery.is_y_odd());
     bytes
+}
+
+/// The host a provider at `url` serves, as it would configure it (empty for a URL that does
+/// not parse: the URL's own refusal comes first).
+fn served_authority(url: &str) -> String {
+    Target::parse(url).map(|target| target.authority).unwrap_or_default()
 }
 
 fn keyid() -> String {

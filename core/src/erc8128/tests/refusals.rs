@@ -99,7 +99,7 @@ fn wrong_chain_and_wrong_authority() {
             headers: &headers,
             body: None,
             label: None,
-            authority: Some(authority),
+            authority,
             now: CREATED,
         };
         verify_request(&request, &VerifyPolicy::new(CHAIN)).map(|_| ()).map_err(|e| e.reason)
@@ -128,8 +128,15 @@ fn malformed_and_unsupported_inputs() {
     // The ERC advises refusing `alg`; other namespaces and component parameters are not ours.
     let alg = req.clone().signed_as("eth", &member(";alg=\"ecdsa-p256-sha256\""));
     assert_eq!(alg.reason(), Reason::Unsupported);
-    let eip155 = member("").replace("erc8128:", "eip155:");
-    assert_eq!(req.clone().signed_as("eth", &eip155).reason(), Reason::Unsupported);
+    let solana = member("").replace("erc8128:", "solana:");
+    assert_eq!(req.clone().signed_as("eth", &solana).reason(), Reason::Unsupported);
+    // A CAIP-10 keyid without the revision's tag may be another profile's signature.
+    let untagged = member("").replace("erc8128:", "eip155:");
+    assert_eq!(req.clone().signed_as("eth", &untagged).reason(), Reason::Unsupported);
+    let other_tag = member(";tag=\"web-bot-auth\"").replace("erc8128:", "eip155:");
+    assert_eq!(req.clone().signed_as("eth", &other_tag).reason(), Reason::Unsupported);
+    let tag_integer = member(";tag=1");
+    assert_eq!(req.clone().signed_as("eth", &tag_integer).reason(), Reason::Malformed);
     let sf = member("").replace("\"@path\")", "\"@path\" \"x-a\";sf)");
     assert_eq!(req.clone().with_header("x-a", "1").signed_as("eth", &sf).reason(), Reason::Unsupported);
     let twice = member("").replace("\"@path\")", "\"@path\" \"@path\")");
@@ -182,6 +189,22 @@ fn a_nonce_store_refuses_the_second_use() {
     let upper = member("").replace("n1", "once").replace(&hex::encode(SIGNER), &hex::encode_upper(SIGNER));
     let respelled = Req::new("GET", GET, None).signed_as("eth", &upper);
     assert_eq!(claim(&respelled).unwrap_err().reason, Reason::Replayed);
+    // And under the CAIP-10 form of the keyid: one account, one set of nonces.
+    let caip10 = member(";tag=\"erc8128\"").replace("n1", "once").replace("erc8128:", "eip155:");
+    let caip10 = Req::new("GET", GET, None).signed_as("eth", &caip10);
+    assert_eq!(claim(&caip10).unwrap_err().reason, Reason::Replayed);
+}
+
+#[test]
+fn the_revisions_caip10_keyid_with_its_tag_verifies() {
+    let caip10 = member(";tag=\"erc8128\"").replace("erc8128:", "eip155:");
+    let verified = Req::new("GET", GET, None).signed_as("eth", &caip10).verify().unwrap();
+    assert_eq!(verified.facts.signer, SIGNER);
+    assert_eq!(verified.facts.chain_id, CHAIN);
+    // The keyid is reported as signed; the nonce is remembered under the canonical name.
+    assert_eq!(verified.facts.keyid, keyid().replace("erc8128:", "eip155:"));
+    let ReplayGuard::Nonce(claim) = verified.replay else { panic!("a nonce was signed") };
+    assert_eq!(claim.key, format!("{}:n1", keyid()));
 }
 
 #[test]

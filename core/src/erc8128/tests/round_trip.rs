@@ -55,7 +55,7 @@ fn label_selection() {
             headers: &headers,
             body: None,
             label,
-            authority: None,
+            authority: "api.example.com",
             now: CREATED,
         };
         match verify_request(&request, &VerifyPolicy::new(CHAIN)) {
