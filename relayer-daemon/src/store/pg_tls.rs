@@ -1,10 +1,12 @@
 //! TLS to PostgreSQL, as libpq reads `sslmode` and `sslrootcert` from the URL, through rustls
 //! with ring (the HTTP clients' provider, `crate::tls`) and `tokio-postgres-rustls`.
 //!
-//! - none: TLS unless the server is on loopback. A server elsewhere must take TLS (any
-//!   certificate, as `require`), or the daemon refuses to start. Plain text is chosen by writing
-//!   `sslmode=disable`. A loopback server is tried as `prefer`. libpq's default is `prefer`, which
-//!   falls back to plain text without a word: a network then carries the relayer's books in clear.
+//! - none: TLS unless the server is on loopback: every address the connection goes to, each
+//!   `hostaddr` when given (the host names then only name the server), else each host. A server
+//!   elsewhere must take TLS (any certificate, as `require`), or the daemon refuses to start. Plain
+//!   text is chosen by writing `sslmode=disable`. A loopback server is tried as `prefer`. libpq's
+//!   default is `prefer`, which falls back to plain text without a word: a network then carries
+//!   the relayer's books in clear.
 //! - `disable`, `allow`: no TLS.
 //! - `prefer`: TLS first, as libpq does: plain text only if the server refuses TLS.
 //! - `require`: encrypted, the certificate not checked (libpq's meaning), unless `sslrootcert`
@@ -36,7 +38,7 @@ pub(super) enum TlsMode {
     /// No TLS (`disable`, `allow`).
     Off,
     /// No `sslmode`: [`TlsMode::Prefer`] for a loopback server, else [`TlsMode::Encrypt`]
-    /// ([`TlsMode::for_host`]).
+    /// ([`TlsMode::for_server`]).
     Unset,
     /// TLS if the server takes it, any certificate; else plain text (`prefer`).
     Prefer,
@@ -49,23 +51,41 @@ pub(super) enum TlsMode {
 }
 
 impl TlsMode {
-    /// The mode for a server at `hosts`: [`TlsMode::Unset`] is `prefer` when every host is on
-    /// loopback (or a Unix socket), else `require`.
-    pub(super) fn for_host(self, hosts: &[postgres::config::Host]) -> Self {
-        use std::net::IpAddr;
-        let loopback = |host: &postgres::config::Host| match host {
-            postgres::config::Host::Unix(_) => true,
-            postgres::config::Host::Tcp(name) => {
-                name.eq_ignore_ascii_case("localhost")
-                    || name.trim_matches(['[', ']']).parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
-            }
-        };
+    /// The mode for the server `config` connects to: [`TlsMode::Unset`] is `prefer` when every
+    /// address the driver will connect to is on loopback (or a Unix socket), else `require`.
+    pub(super) fn for_server(self, config: &postgres::Config) -> Self {
         match self {
-            Self::Unset if !hosts.is_empty() && hosts.iter().all(loopback) => Self::Prefer,
+            Self::Unset if connects_only_to_loopback(config) => Self::Prefer,
             Self::Unset => Self::Encrypt,
             mode => mode,
         }
     }
+}
+
+/// Whether every address `config` connects to is on loopback. The addresses are read as the
+/// driver picks them: the i-th `hostaddr` when there is one, else the i-th host. A `hostaddr`
+/// is where the bytes go, whatever the host's name says (the name then only names the server to
+/// TLS), so `localhost` with `hostaddr=10.0.0.5` is a server elsewhere: reading the names alone
+/// let such a URL speak plain text across a network.
+fn connects_only_to_loopback(config: &postgres::Config) -> bool {
+    use std::net::IpAddr;
+
+    use postgres::config::Host;
+    let (hosts, addresses) = (config.get_hosts(), config.get_hostaddrs());
+    let named_loopback = |host: &Host| match host {
+        Host::Unix(_) => true,
+        Host::Tcp(name) => {
+            name.eq_ignore_ascii_case("localhost")
+                || name.trim_matches(['[', ']']).parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+        }
+    };
+    let targets = hosts.len().max(addresses.len());
+    targets > 0
+        && (0..targets).all(|i| match (addresses.get(i), hosts.get(i)) {
+            (Some(address), _) => address.is_loopback(),
+            (None, Some(host)) => named_loopback(host),
+            (None, None) => false,
+        })
 }
 
 /// `sslmode` and `sslrootcert`, taken out of a URL's query.

@@ -147,7 +147,7 @@ impl DatabaseUrl {
         // No `sslmode`: TLS to a server that is not on loopback (`pg_tls`).
         let mut tls = tls;
         let unset = tls.mode == TlsMode::Unset;
-        tls.mode = tls.mode.for_host(config.get_hosts());
+        tls.mode = tls.mode.for_server(&config);
         let tls_mode = tls.mode;
         let client_config = pg_tls::client_config(&tls)?;
         config.ssl_mode(match tls_mode {
@@ -229,8 +229,9 @@ impl DatabaseUrl {
             }
             if self.tls_by_default && detail.contains("TLS") {
                 detail.push_str(
-                    " (DATABASE_URL names no sslmode: a server that is not on loopback must take TLS; \
-                     write sslmode=disable to connect in plain text)",
+                    " (DATABASE_URL names no sslmode: a server that is not on loopback, by its \
+                     hostaddr when given, else its host, must take TLS; write sslmode=disable to \
+                     connect in plain text)",
                 );
             }
             if is_unavailable(&error) { Error::StoreUnavailable(detail) } else { Error::Store(detail) }
@@ -337,6 +338,37 @@ mod tests {
             (
                 "postgres://kya:pw@127.0.0.1/relayer?sslmode=require",
                 (TlsMode::Encrypt, SslMode::Require, true, false),
+            ),
+        ];
+        for (url, reads_as) in cases {
+            assert_eq!(read(url), reads_as, "{url}");
+        }
+    }
+
+    /// The loopback test reads the addresses the driver connects to: each `hostaddr` when given,
+    /// else each host. `localhost` with a remote `hostaddr` is a server elsewhere, which must take
+    /// TLS (it read as loopback, and spoke plain text across the network); a loopback `hostaddr`
+    /// is loopback whatever the host's name.
+    #[test]
+    fn without_sslmode_a_hostaddr_off_loopback_must_take_tls_whatever_the_host_name() {
+        let read = |url: &str| {
+            let parsed = DatabaseUrl::parse(url).unwrap();
+            (parsed.tls_mode, parsed.config.get_ssl_mode(), parsed.tls_by_default)
+        };
+        let must_take_tls = (TlsMode::Encrypt, SslMode::Require, true);
+        let loopback = (TlsMode::Prefer, SslMode::Prefer, false);
+        let cases = [
+            ("postgres://kya:pw@localhost/relayer?hostaddr=10.0.0.5", must_take_tls),
+            ("postgres://kya:pw@127.0.0.1:5432/relayer?hostaddr=10.0.0.5", must_take_tls),
+            ("postgres://kya:pw@localhost/relayer?connect_timeout=3&hostaddr=2001:db8::5", must_take_tls),
+            // Several servers: each one's address counts.
+            ("postgres://kya:pw@localhost,localhost/relayer?hostaddr=127.0.0.1,10.0.0.5", must_take_tls),
+            ("postgres://kya:pw@localhost,db.internal/relayer?hostaddr=127.0.0.1,::1", loopback),
+            ("postgres://kya:pw@localhost/relayer?hostaddr=127.0.0.1", loopback),
+            ("postgres://kya:pw@db.internal/relayer?hostaddr=127.0.0.1", loopback),
+            (
+                "postgres://kya:pw@localhost/relayer?hostaddr=10.0.0.5&sslmode=disable",
+                (TlsMode::Off, SslMode::Disable, false),
             ),
         ];
         for (url, reads_as) in cases {

@@ -141,26 +141,37 @@ fn postgres_a_batch_statement_gone_from_the_session_is_prepared_again() {
     assert_eq!(store.hits(RateKind::Ip, "a", 1_003).unwrap(), 2);
 }
 
-/// No `sslmode`: a server that is not on loopback must take TLS. The shared test server speaks
-/// none; named `db.internal` (reached at `hostaddr=127.0.0.1`), it is refused at connection with
-/// how to allow plain text, and without the password. `sslmode=disable` written out connects, and
-/// so does the same server named by its loopback address (`prefer`: TLS tried first, refused by
-/// the server, then plain text).
+/// No `sslmode`: a server that is not on loopback must take TLS, loopback being read from the
+/// address the connection goes to: its `hostaddr` when given, whatever the host's name says. The
+/// shared test server speaks none and listens on 127.0.0.1; reached at `::ffff:127.0.0.1` (an
+/// IPv4-mapped address, which the standard library, and so the daemon, does not count as
+/// loopback: the stand-in for a server elsewhere), it is refused at connection with how to allow
+/// plain text, and without the password, whether named `db.internal` or `localhost` (a
+/// `localhost` with a remote `hostaddr` was read as loopback, and spoke plain text to it).
+/// `sslmode=disable` written out connects; so does the server reached at `hostaddr=127.0.0.1`
+/// under another name, and by its loopback address (`prefer`: TLS tried first, refused by the
+/// server, then plain text).
 #[test]
 fn without_sslmode_a_server_off_loopback_in_plain_text_is_refused() {
     let database = TestDatabase::create();
     assert!(database.url().contains("@127.0.0.1:"), "{}", database.url());
-    let off_loopback =
-        format!("{}?hostaddr=127.0.0.1", database.url().replacen("@127.0.0.1:", "@db.internal:", 1));
-    let Err(error) = Store::connect(&DatabaseUrl::parse(&off_loopback).unwrap()) else {
-        panic!("a server off loopback without TLS was taken in plain text");
+    let named = |host: &str, hostaddr: &str| {
+        format!("{}?hostaddr={hostaddr}", database.url().replacen("@127.0.0.1:", &format!("@{host}:"), 1))
     };
-    let error = error.detail();
-    assert!(error.contains("write sslmode=disable to connect in plain text"), "{error}");
-    assert!(error.contains("connecting to postgres://db.internal:"), "{error}");
-    assert!(!error.contains(database.password()), "{error}");
-    let plain = DatabaseUrl::parse(&format!("{off_loopback}&sslmode=disable")).unwrap();
-    Store::connect(&plain).expect("sslmode=disable written out: plain text");
+    for host in ["db.internal", "localhost"] {
+        let off_loopback = named(host, "::ffff:127.0.0.1");
+        let Err(error) = Store::connect(&DatabaseUrl::parse(&off_loopback).unwrap()) else {
+            panic!("{host}: a server off loopback without TLS was taken in plain text");
+        };
+        let error = error.detail();
+        assert!(error.contains("write sslmode=disable to connect in plain text"), "{error}");
+        assert!(error.contains(&format!("connecting to postgres://{host}:")), "{error}");
+        assert!(!error.contains(database.password()), "{error}");
+        let plain = DatabaseUrl::parse(&format!("{off_loopback}&sslmode=disable")).unwrap();
+        Store::connect(&plain).expect("sslmode=disable written out: plain text");
+    }
+    let at_loopback = DatabaseUrl::parse(&named("db.internal", "127.0.0.1")).unwrap();
+    Store::connect(&at_loopback).expect("a loopback hostaddr: prefer, whatever the name");
     Store::connect(&DatabaseUrl::parse(database.url()).unwrap()).expect("loopback: prefer");
 }
 
