@@ -80,7 +80,8 @@ contract AgentRegistry is ERC2771Context, EIP712 {
     mapping(address => uint256) public walletToAgent;
 
     /// @notice The next nonce a consent signed by this address must name; a consent uses it up,
-    /// and `invalidateConsents` moves it past every consent already signed.
+    /// `invalidateConsents` moves it by one (voiding the consents signed for it), and
+    /// `invalidateConsentsThrough(n)` moves it to `n + 1` (voiding those signed for any nonce up to `n`).
     mapping(address => uint256) public consentNonce;
 
     mapping(uint256 => AgentRecord) private _agents;
@@ -97,7 +98,8 @@ contract AgentRegistry is ERC2771Context, EIP712 {
     );
     /// @notice A consent signature was accepted and its nonce used up.
     event ConsentUsed(address indexed signer, uint256 nonce);
-    /// @notice `signer` took back every consent it had signed: its consent nonce is now `nextNonce`.
+    /// @notice `signer` took back its consents: its consent nonce is now `nextNonce`, so every
+    /// consent it signed for a lower nonce is void.
     event ConsentsInvalidated(address indexed signer, uint256 nextNonce);
     event ComplianceAttested(uint256 indexed agentId, address indexed attester, uint64 attestedAt);
     event RevenueReported(
@@ -338,12 +340,25 @@ contract AgentRegistry is ERC2771Context, EIP712 {
 
     // ---------------------------------------------------------------- consents
 
-    /// @notice Takes back every consent the caller has signed and not yet seen used: moves its
-    /// consent nonce by one, past the nonce all of them name (a consent names the current nonce,
-    /// so unused ones share it). Through the forwarder, the caller is the request's signer.
+    /// @notice Takes back the consents the caller signed for its current consent nonce: moves the
+    /// nonce by exactly one. A consent signed ahead, for the next nonce, is not voided: it becomes
+    /// usable by this very call. To void those too, use `invalidateConsentsThrough`. Through the
+    /// forwarder, the caller is the request's signer.
     function invalidateConsents() external {
         address signer = _msgSender();
         uint256 nextNonce = ++consentNonce[signer];
+        emit ConsentsInvalidated(signer, nextNonce);
+    }
+
+    /// @notice Takes back every consent the caller signed for any nonce up to and including
+    /// `nonce`, signed ahead or not: its consent nonce becomes `nonce + 1`. A `nonce` below the
+    /// current one reverts, so the nonce never moves back and a used consent never becomes valid
+    /// again. Through the forwarder, the caller is the request's signer.
+    function invalidateConsentsThrough(uint256 nonce) external {
+        address signer = _msgSender();
+        require(nonce >= consentNonce[signer], "Consent nonce already past");
+        uint256 nextNonce = nonce + 1;
+        consentNonce[signer] = nextNonce;
         emit ConsentsInvalidated(signer, nextNonce);
     }
 

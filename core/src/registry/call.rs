@@ -51,9 +51,9 @@ pub enum CallDataError {
 }
 
 /// The registry writes the relayer forwards, for the refusal's message.
-const WRITES: &str = "registerAgent, registerAgentWithConsent, invalidateConsents, attestCompliance, reportRevenue, terminateSelf, suspendAgent, \
-    reactivateAgent, revokeAgent, addRegulator, removeRegulator, setAttestationGracePeriod, \
-    setMaxGenerationDepth";
+const WRITES: &str = "registerAgent, registerAgentWithConsent, invalidateConsents, \
+    invalidateConsentsThrough, attestCompliance, reportRevenue, terminateSelf, suspendAgent, reactivateAgent, \
+    revokeAgent, addRegulator, removeRegulator, setAttestationGracePeriod, setMaxGenerationDepth";
 
 /// Checks that `data` is exactly the ABI encoding of one registry write; returns its name.
 pub fn exact_write(data: &[u8]) -> Result<&'static str, CallDataError> {
@@ -87,6 +87,7 @@ fn write_named(selector: [u8; 4]) -> Result<Option<&'static str>, CallDataError>
         registerAgentCall,
         registerAgentWithConsentCall,
         invalidateConsentsCall,
+        invalidateConsentsThroughCall,
         attestComplianceCall,
         reportRevenueCall,
         terminateSelfCall,
@@ -141,6 +142,8 @@ mod tests {
         assert_eq!(exact_write(&report), Ok("reportRevenue"));
         let invalidate = AgentRegistry::invalidateConsentsCall {}.abi_encode();
         assert_eq!(exact_write(&invalidate), Ok("invalidateConsents"));
+        let through = AgentRegistry::invalidateConsentsThroughCall { nonce: U256::from(5) }.abi_encode();
+        assert_eq!(exact_write(&through), Ok("invalidateConsentsThrough"));
         let revoke = AgentRegistry::revokeAgentCall { agentId: U256::from(3) }.abi_encode();
         assert_eq!(exact_write(&revoke), Ok("revokeAgent"));
         let consented = AgentRegistry::registerAgentWithConsentCall {
@@ -160,6 +163,40 @@ mod tests {
         let mut padded = consented;
         padded.push(0);
         assert!(matches!(exact_write(&padded), Err(CallDataError::Trailing { extra: 1, .. })));
+    }
+
+    /// Every state-changing function of the compiled registry is forwarded, and named in the
+    /// refusal's list; every view is refused as one. A write added to the contract and forgotten
+    /// here fails this test rather than the relayer's users.
+    #[test]
+    fn the_forwarded_writes_are_exactly_the_registry_s_state_changing_functions() {
+        let artifact: serde_json::Value =
+            serde_json::from_str(include_str!("../../../contracts/artifacts/AgentRegistry.json")).unwrap();
+        let mut state_changing = Vec::new();
+        for function in artifact["abi"].as_array().unwrap().iter().filter(|item| item["type"] == "function") {
+            let name = function["name"].as_str().unwrap();
+            let inputs: Vec<&str> = function["inputs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|input| input["type"].as_str().unwrap())
+                .collect();
+            let signature = format!("{name}({})", inputs.join(","));
+            let selector: [u8; 4] = alloy_primitives::keccak256(&signature)[..4].try_into().unwrap();
+            if matches!(function["stateMutability"].as_str(), Some("view" | "pure")) {
+                assert!(
+                    matches!(write_named(selector), Err(CallDataError::View(view)) if view == name),
+                    "{signature}"
+                );
+            } else {
+                assert_eq!(write_named(selector), Ok(Some(name)), "{signature}");
+                state_changing.push(name);
+            }
+        }
+        let mut named: Vec<&str> = WRITES.split(',').map(str::trim).collect();
+        named.sort_unstable();
+        state_changing.sort_unstable();
+        assert_eq!(named, state_changing);
     }
 
     #[test]

@@ -296,6 +296,84 @@ async fn invalidated_consents_are_refused(via: Via) {
     assert_eq!(agent_of(&t, wallet.address()).await, 1);
 }
 
+/// `wallet` registering itself as a root, naming `liable` its Haftungsperson with `liable`'s
+/// consent signed for `nonce` (so only the Haftungsperson's consent is read).
+fn liability_signed_for(
+    t: &TestChain,
+    wallet: &PrivateKeySigner,
+    liable: &PrivateKeySigner,
+    nonce: u64,
+    deadline: u64,
+) -> AgentRegistry::registerAgentWithConsentCall {
+    let (wallet, liable_address) = (wallet.address(), liable.address());
+    let consent = liability_consent(liable_address, wallet, wallet, nonce, deadline);
+    with_consents(registration(wallet, liable_address, 0), deadline, Bytes::new(), sign(t, liable, &consent))
+}
+
+/// The gap `invalidateConsentsThrough` closes: a consent signed ahead, for the next nonce,
+/// survives `invalidateConsents`, which moves the nonce by one onto it and so makes it valid.
+async fn a_consent_signed_ahead_survives_invalidate_consents(via: Via) {
+    let t = TestChain::start().await;
+    let deadline = deadline(&t).await;
+    let (liable, current, ahead) = (key(20), key(10), key(11));
+    let at_current = liability_signed_for(&t, &current, &liable, 0, deadline);
+    let signed_ahead = liability_signed_for(&t, &ahead, &liable, 1, deadline);
+    assert_revert(send(&t, via, &ahead, &signed_ahead).await, "Invalid consent signature");
+
+    let receipt = send(&t, via, &liable, &AgentRegistry::invalidateConsentsCall {}).await.unwrap();
+    assert_eq!(consents_invalidated(&t, &receipt), [(liable.address(), 1)]);
+    assert_revert(send(&t, via, &current, &at_current).await, "Invalid consent signature");
+    let receipt = send(&t, via, &ahead, &signed_ahead).await.unwrap();
+    assert_eq!(t.consents_used(&receipt), [(liable.address(), 1)], "the call meant to void it made it valid");
+    assert_eq!(agent(&t, 1).await.haftungsperson, liable.address());
+}
+
+/// `invalidateConsentsThrough(n)` voids every consent its caller signed for a nonce up to and
+/// including `n`, signed ahead or not: the nonce becomes `n + 1`, named by `ConsentsInvalidated`,
+/// and a consent for `n + 1` stays good. A nonce below the current one reverts `Consent nonce
+/// already past` (the nonce never moves back, so a used consent never comes back); the current
+/// one moves it by one, as `invalidateConsents` does. Forwarded, the caller is the request's
+/// signer (`_msgSender()`), not the account that sends the transaction.
+async fn invalidating_through_a_nonce_voids_the_consents_signed_ahead(via: Via) {
+    let t = TestChain::start().await;
+    let deadline = deadline(&t).await;
+    let liable = key(20);
+    let wallets: Vec<PrivateKeySigner> = (10..14).map(key).collect();
+    // Consents for nonces 0 (the current one), 1 and 2 (signed ahead), and 3, past the one voided.
+    let signed: Vec<_> = (0..4)
+        .map(|nonce| liability_signed_for(&t, &wallets[nonce], &liable, nonce as u64, deadline))
+        .collect();
+
+    let through = AgentRegistry::invalidateConsentsThroughCall { nonce: U256::from(2) };
+    let receipt = send(&t, via, &liable, &through).await.unwrap();
+    assert_eq!(consents_invalidated(&t, &receipt), [(liable.address(), 3)]);
+    assert_eq!(t.consent_nonce(liable.address()).await, 3);
+    if via == Via::Forwarder {
+        let sender = dev_accounts::address(dev_accounts::Role::Relayer);
+        assert_eq!(t.consent_nonce(sender).await, 0, "the transaction's sender took nothing back");
+    }
+    for (wallet, call) in wallets.iter().zip(&signed).take(3) {
+        assert_revert(send(&t, via, wallet, call).await, "Invalid consent signature");
+    }
+    assert_eq!(next_id(&t).await, 1, "no voided consent registered anything");
+    let receipt = send(&t, via, &wallets[3], &signed[3]).await.unwrap();
+    assert_eq!(t.consents_used(&receipt), [(liable.address(), 3)], "the nonce after the one voided");
+    assert_eq!(t.consent_nonce(liable.address()).await, 4);
+
+    for past in [0, 3] {
+        let back = AgentRegistry::invalidateConsentsThroughCall { nonce: U256::from(past) };
+        assert_revert(send(&t, via, &liable, &back).await, "Consent nonce already past");
+    }
+    assert_eq!(t.consent_nonce(liable.address()).await, 4, "a refusal moves nothing");
+    let current = AgentRegistry::invalidateConsentsThroughCall { nonce: U256::from(4) };
+    let receipt = send(&t, via, &liable, &current).await.unwrap();
+    assert_eq!(consents_invalidated(&t, &receipt), [(liable.address(), 5)], "the current nonce: one step");
+    let far = AgentRegistry::invalidateConsentsThroughCall { nonce: U256::from(1_000_000) };
+    let receipt = send(&t, via, &liable, &far).await.unwrap();
+    assert_eq!(consents_invalidated(&t, &receipt), [(liable.address(), 1_000_001)]);
+    assert_eq!(t.consent_nonce(liable.address()).await, 1_000_001);
+}
+
 /// The `ConsentsInvalidated` events of a receipt, as (signer, next nonce).
 fn consents_invalidated(t: &TestChain, receipt: &TransactionReceipt) -> Vec<(Address, u64)> {
     let events = t.registry_events::<AgentRegistry::ConsentsInvalidated>(receipt);
@@ -731,6 +809,8 @@ on_both_paths!(
     an_expired_consent_is_refused,
     a_consent_longer_than_seven_days_is_refused,
     invalidated_consents_are_refused,
+    a_consent_signed_ahead_survives_invalidate_consents,
+    invalidating_through_a_nonce_voids_the_consents_signed_ahead,
     a_replayed_consent_is_refused,
     a_consent_for_another_creator_or_by_another_key_is_refused,
     an_eoas_consents_register_an_agent_of_three_parties,

@@ -2,15 +2,19 @@
 //! child registration, a re-registration of a revoked agent's wallet and a squat without its
 //! holder's consent are simulated, refused with the registry's reason (500, docs/relayer.md), and
 //! never sent nor paid for; an agent with no ETH registers another key's wallet, a third key
-//! liable, with both consents, and the edge API shows it.
+//! liable, with both consents, and the edge API shows it; a party with no ETH voids the consents
+//! it signed ahead (`invalidateConsentsThrough`).
 
 use super::Engine;
 use alloy::{
     primitives::{Address, U256},
     providers::Provider,
-    signers::local::PrivateKeySigner,
+    signers::{SignerSync, local::PrivateKeySigner},
 };
-use kya_core::chain::abi::AgentRegistry;
+use kya_core::{
+    chain::abi::AgentRegistry,
+    registry::consent::{self, Consent, LiabilityConsent},
+};
 use kya_tests::{
     TestChain,
     edge_fixture::{EdgeWorker, chain_vars},
@@ -245,5 +249,60 @@ async fn a_relayed_squat_without_consent_is_refused_and_costs_nothing() {
     let record =
         t.chain.view(t.registry(), &AgentRegistry::getAgentCall { agentId: U256::from(1) }).await.unwrap();
     assert_eq!((record.creator, record.haftungsperson), (holder.address(), holder.address()));
+    relayer.stop().await;
+}
+
+/// A party with no ETH takes back, through the relayer, the consents it signed ahead:
+/// `invalidateConsentsThrough` is a write the relayer forwards, the registry reads the request's
+/// signer (`_msgSender()`), and a registration carrying a consent so voided is refused. A nonce
+/// already past is simulated and refused with the registry's reason, nothing sent or paid.
+#[tokio::test]
+async fn a_party_without_eth_voids_its_consents_signed_ahead_through_the_relayer() {
+    let (t, _db, relayer) = start(Engine::Sqlite, &[]).await;
+    let client = &relayer.client;
+    let relayer_address = relayer.relayer.address();
+    let (liable, wallet) = (agent_key(91), agent_key(92));
+    // The wallet registering itself, naming the party liable with a consent signed ahead: for
+    // the nonce after the current one.
+    let mut ahead = consented(&t, wallet.address(), wallet.address(), liable.address(), &[]).await;
+    let signed_ahead = Consent::Liability(LiabilityConsent {
+        haftungsperson: liable.address(),
+        creator: wallet.address(),
+        agentWallet: wallet.address(),
+        nonce: U256::from(1),
+        deadline: ahead.deadline,
+    });
+    let digest = signed_ahead.signing_digest(&consent::domain(t.chain_id(), t.registry()));
+    ahead.liabilityConsent = liable.sign_hash_sync(&digest).unwrap().as_bytes().to_vec().into();
+
+    let through = AgentRegistry::invalidateConsentsThroughCall { nonce: U256::from(1) };
+    let request = forward(&t, liable.address(), 0, &through);
+    let (status, answer) =
+        client.relay(&body(&request, &sign_with_core(&t, &liable, &request).signature)).await;
+    assert_eq!(status, 200, "{answer}");
+    let mined = receipt(&t, &answer).await;
+    assert!(mined.status());
+    let events = t.registry_events::<AgentRegistry::ConsentsInvalidated>(&mined);
+    let invalidated: Vec<_> = events.iter().map(|event| (event.signer, event.nextNonce)).collect();
+    assert_eq!(invalidated, [(liable.address(), U256::from(2))]);
+    assert_eq!((t.consent_nonce(liable.address()).await, t.consent_nonce(relayer_address).await), (2, 0));
+    assert_eq!(balance(&t, liable.address()).await, U256::ZERO, "the relayer paid");
+
+    let sent = t.chain.provider().get_transaction_count(relayer_address).await.unwrap();
+    let voided = forward(&t, wallet.address(), 0, &ahead);
+    let (status, answer) =
+        client.relay(&body(&voided, &sign_with_core(&t, &wallet, &voided).signature)).await;
+    assert_eq!((status, answer), (500, json!({ "error": "Invalid consent signature" })));
+    let back = AgentRegistry::invalidateConsentsThroughCall { nonce: U256::ZERO };
+    let back = forward(&t, liable.address(), 1, &back);
+    let (status, answer) = client.relay(&body(&back, &sign_with_core(&t, &liable, &back).signature)).await;
+    assert_eq!((status, answer), (500, json!({ "error": "Consent nonce already past" })));
+    let sent_after = t.chain.provider().get_transaction_count(relayer_address).await.unwrap();
+    assert_eq!(sent_after, sent, "no transaction was sent for a refusal");
+    assert_eq!(
+        (forwarder_nonce(&t, wallet.address()).await, forwarder_nonce(&t, liable.address()).await),
+        (0, 1)
+    );
+    assert_eq!((agent_of(&t, wallet.address()).await, t.consent_nonce(liable.address()).await), (0, 2));
     relayer.stop().await;
 }
