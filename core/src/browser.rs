@@ -50,8 +50,8 @@ pub mod pass;
 pub use calldata::{
     RegisterAgentInput, RegisterAgentWithConsentInput, attest_compliance_calldata,
     get_agent_by_wallet_calldata, get_agent_calldata, get_children_calldata, get_revenue_history_calldata,
-    invalidate_consents_calldata, register_agent_calldata, register_agent_with_consent_calldata,
-    report_revenue_calldata,
+    invalidate_consents_calldata, invalidate_consents_through_calldata, register_agent_calldata,
+    register_agent_with_consent_calldata, report_revenue_calldata,
 };
 pub use compliance::{
     AttestedRecord, ComplianceVerdict, checksum_address, compliance_badge, evaluate_compliance, is_address,

@@ -15,7 +15,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
-import { decodeFunctionData, getAddress, hashTypedData, keccak256, recoverMessageAddress, toHex } from 'viem';
+import { decodeFunctionData, encodeFunctionData, getAddress, hashTypedData, keccak256, recoverMessageAddress, toHex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 
 import init, * as kya from '../../core/pkg/kya_core.js';
@@ -175,10 +175,20 @@ test('registration calldata decodes, with viem, against the registry ABI', () =>
   assert.throws(() => kya.registerAgentWithConsentCalldata({ ...registration, walletConsent }), /deadline/);
 });
 
-test('consents are taken back with invalidateConsents, and live at most 7 days', () => {
+test('consents are taken back with invalidateConsents or invalidateConsentsThrough, and live at most 7 days', () => {
   const call = decodeFunctionData({ abi: registryAbi, data: kya.invalidateConsentsCalldata() });
   assert.equal(call.functionName, 'invalidateConsents');
   assert.equal(call.args, undefined);
+  // Through a nonce, as a number, a decimal string past 2^53 or hex: encoded as viem encodes it.
+  for (const [nonce, expected] of [[7, 7n], ['18446744073709551617', 2n ** 64n + 1n], ['0x10', 16n]]) {
+    const data = kya.invalidateConsentsThroughCalldata(nonce);
+    assert.equal(data, encodeFunctionData({ abi: registryAbi, functionName: 'invalidateConsentsThrough', args: [expected] }));
+    const through = decodeFunctionData({ abi: registryAbi, data });
+    assert.equal(through.functionName, 'invalidateConsentsThrough');
+    assert.deepEqual(through.args, [expected]);
+  }
+  assert.throws(() => kya.invalidateConsentsThroughCalldata(-1), /nonce must be a non-negative integer/);
+  assert.throws(() => kya.invalidateConsentsThroughCalldata('seven'), /nonce must be a non-negative integer/);
   assert.equal(kya.latestConsentDeadline(1700000000), 1700000000 + 7 * 86400);
   assert.throws(() => kya.latestConsentDeadline(1.5), /blockTimestamp/);
 });

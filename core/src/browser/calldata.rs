@@ -1,6 +1,7 @@
 //! Calldata of registry calls, for an `eth_call` or as the `data` of a gasless request: the reads
-//! (`getAgentCalldata` and the like), attestations, revenue reports, `invalidateConsentsCalldata`,
-//! and registrations, with consents (`registerAgentWithConsentCalldata`) or without.
+//! (`getAgentCalldata` and the like), attestations, revenue reports, `invalidateConsentsCalldata`
+//! and `invalidateConsentsThroughCalldata`, and registrations, with consents
+//! (`registerAgentWithConsentCalldata`) or without.
 
 use alloy_primitives::{U256, hex};
 use alloy_sol_types::SolCall;
@@ -70,10 +71,22 @@ pub fn report_revenue_calldata(
 }
 
 /// Calldata of `invalidateConsents()`: the `data` of a gasless request by which its signer takes
-/// back every consent it signed and nobody used yet.
+/// back the consents it signed for its current consent nonce (the nonce moves by one; a consent
+/// signed ahead for the next nonce stays valid: see `invalidateConsentsThroughCalldata`).
 #[wasm_bindgen(js_name = invalidateConsentsCalldata)]
 pub fn invalidate_consents_calldata() -> String {
     calldata(&AgentRegistry::invalidateConsentsCall {})
+}
+
+/// Calldata of `invalidateConsentsThrough(nonce)`: the `data` of a gasless request by which its
+/// signer takes back every consent it signed for any nonce up to and including `nonce`, signed
+/// ahead or not (its consent nonce becomes `nonce + 1`; a `nonce` below the current one reverts
+/// `Consent nonce already past`). `nonce` is a number or a decimal or `0x` hex string.
+#[wasm_bindgen(js_name = invalidateConsentsThroughCalldata)]
+pub fn invalidate_consents_through_calldata(nonce: Ts<UintInput>) -> JsResult<String> {
+    Ok(calldata(&AgentRegistry::invalidateConsentsThroughCall {
+        nonce: from_js(&nonce, "nonce")?.into_uint("nonce")?,
+    }))
 }
 
 /// What `registerAgent` takes, as a page holds it.
