@@ -101,8 +101,15 @@ pub enum Write {
     Terminate {
         agent_id: u64,
     },
-    /// `invalidateConsents`: the signer takes back every consent it signed that is not used yet.
+    /// `invalidateConsents`: the signer takes back the consents it signed for its current consent
+    /// nonce (the nonce moves by one, so a consent signed ahead for the next nonce becomes usable).
     InvalidateConsents,
+    /// `invalidateConsentsThrough(nonce)`: the signer takes back every consent it signed for any
+    /// nonce up to and including `nonce`, signed ahead or not; its consent nonce becomes
+    /// `nonce + 1` (a `nonce` below the current one reverts `Consent nonce already past`).
+    InvalidateConsentsThrough {
+        nonce: U256,
+    },
 }
 
 impl Write {
@@ -126,6 +133,9 @@ impl Write {
                 AgentRegistry::terminateSelfCall { agentId: U256::from(*agent_id) }.abi_encode()
             }
             Self::InvalidateConsents => AgentRegistry::invalidateConsentsCall {}.abi_encode(),
+            Self::InvalidateConsentsThrough { nonce } => {
+                AgentRegistry::invalidateConsentsThroughCall { nonce: *nonce }.abi_encode()
+            }
         }
         .into()
     }
@@ -142,7 +152,10 @@ impl Write {
                 at_most(&report.currency, MAX_CURRENCY_BYTES, "currency")?;
                 at_most(&report.category, MAX_CATEGORY_BYTES, "category")
             }
-            Self::Attest { .. } | Self::Terminate { .. } | Self::InvalidateConsents => Ok(()),
+            Self::Attest { .. }
+            | Self::Terminate { .. }
+            | Self::InvalidateConsents
+            | Self::InvalidateConsentsThrough { .. } => Ok(()),
         }
     }
 
@@ -161,7 +174,10 @@ impl Write {
                 450_000 + per_word(&registration.operational_scope) + GAS_PER_CONSENT * signatures
             }
             Self::ReportRevenue(report) => 250_000 + per_word(&report.currency) + per_word(&report.category),
-            Self::Attest { .. } | Self::Terminate { .. } | Self::InvalidateConsents => 150_000,
+            Self::Attest { .. }
+            | Self::Terminate { .. }
+            | Self::InvalidateConsents
+            | Self::InvalidateConsentsThrough { .. } => 150_000,
         }
     }
 
@@ -172,7 +188,7 @@ impl Write {
             Self::Attest { .. } => "attest",
             Self::ReportRevenue(_) => "report-revenue",
             Self::Terminate { .. } => "terminate",
-            Self::InvalidateConsents => "invalidate-consents",
+            Self::InvalidateConsents | Self::InvalidateConsentsThrough { .. } => "invalidate-consents",
         }
     }
 }
@@ -301,6 +317,13 @@ mod tests {
         let decoded = AgentRegistry::registerAgentCall::abi_decode(&register.calldata()).unwrap();
         assert_eq!(decoded.operationalScope.len(), 100);
         assert_eq!(register.gas(), 450_000 + 4 * 20_000);
+        let through = Write::InvalidateConsentsThrough { nonce: U256::from(9) };
+        let decoded = AgentRegistry::invalidateConsentsThroughCall::abi_decode(&through.calldata()).unwrap();
+        assert_eq!(decoded.nonce, U256::from(9));
+        assert_eq!(
+            kya_core::registry::call::exact_write(&through.calldata()),
+            Ok("invalidateConsentsThrough")
+        );
     }
 
     #[test]

@@ -96,8 +96,15 @@ pub(crate) enum Command {
         #[command(flatten)]
         signing: Signing,
     },
-    /// Takes back every consent the signer gave and nobody used yet (moves its consent nonce)
+    /// Takes back the signer's unused consents: those signed for its current consent nonce, or
+    /// with --through N every one signed for a nonce up to N, signed ahead or not
     InvalidateConsents {
+        /// Void every consent signed for any nonce up to and including NONCE, not just the current
+        /// one: without it the nonce moves by one, and a consent signed ahead for the next nonce
+        /// becomes usable. The consent nonce becomes NONCE + 1; a NONCE below the current one is
+        /// refused by the registry (Consent nonce already past)
+        #[arg(long, value_name = "NONCE")]
+        through: Option<u64>,
         #[command(flatten)]
         signing: Signing,
     },

@@ -13,7 +13,7 @@ mod watch;
 
 use std::{io::IsTerminal, time::Duration};
 
-use alloy::primitives::B256;
+use alloy::primitives::{B256, U256};
 use anyhow::{Result, anyhow};
 use clap::Parser;
 use kya_core::{AgentStatus, KyaDecision};
@@ -155,10 +155,13 @@ async fn run(cli: Cli) -> Result<i32> {
             let write = Write::Terminate { agent_id: agent_id(&id)? };
             return write_and_show(&settings, style, &signing, signer, &write, None).await;
         }
-        Command::InvalidateConsents { signing } => {
+        Command::InvalidateConsents { through, signing } => {
             let signer = settings::signer(&signing)?;
-            return write_and_show(&settings, style, &signing, signer, &Write::InvalidateConsents, None)
-                .await;
+            let write = match through {
+                Some(nonce) => Write::InvalidateConsentsThrough { nonce: U256::from(nonce) },
+                None => Write::InvalidateConsents,
+            };
+            return write_and_show(&settings, style, &signing, signer, &write, None).await;
         }
         Command::ReportRevenue(report) => {
             let agent_id = agent_id(&report.id)?;

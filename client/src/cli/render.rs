@@ -372,7 +372,7 @@ pub(crate) fn outcome(style: Style, command: &str, outcome: &Outcome) -> String 
             style.good(&format!("terminated agent {agent_id}"))
         }
         (Some(RegistryResult::ConsentsInvalidated { signer, next_nonce }), _) => style.good(&format!(
-            "took back every unused consent of {signer}: its consent nonce is now {next_nonce}"
+            "took back every unused consent of {signer} for a nonce below {next_nonce}: its consent nonce is now {next_nonce}"
         )),
         (None, true) => style.good(&format!("{command}: done")),
         (None, false) => style.bad(&format!("{command}: {}", outcome.status)),

@@ -672,7 +672,7 @@ async fn consented_registrations(t: &Setup) {
     assert_eq!(text.code, 0, "{}{}", text.stdout, text.stderr);
     assert!(
         text.stdout.starts_with(&format!(
-            "took back every unused consent of {person_text}: its consent nonce is now 4"
+            "took back every unused consent of {person_text} for a nonce below 4: its consent nonce is now 4"
         )),
         "{}",
         text.stdout
@@ -686,6 +686,28 @@ async fn consented_registrations(t: &Setup) {
         run.stderr
     );
     assert_eq!(agent_of(t, third.address()).await, 0, "nothing registered");
+    // `--through N` voids every nonce up to N at once, consents signed ahead with them (the
+    // nonce becomes N + 1); an N already past is the registry's refusal, and nothing moves.
+    let through = t.ok_json(&["invalidate-consents", "--through", "6", "--json"], &as_person).await;
+    assert_eq!(
+        (&through["via"], &through["result"]),
+        (
+            &"relayer".into(),
+            &serde_json::json!({ "event": "consentsInvalidated", "signer": person_text, "nextNonce": 7 })
+        ),
+        "{through}"
+    );
+    let past = t.kya(&["invalidate-consents", "--through", "6"], &as_person).await;
+    assert_eq!(past.code, 1, "{}{}", past.stdout, past.stderr);
+    assert!(
+        format!("{}{}", past.stdout, past.stderr).contains("Consent nonce already past"),
+        "{}{}",
+        past.stdout,
+        past.stderr
+    );
+    let nonce =
+        t.chain.chain.view(t.chain.registry(), &AgentRegistry::consentNonceCall(person.address())).await;
+    assert_eq!(nonce.unwrap(), U256::from(7));
 
     // (e) A deadline past the registry's 7 days: refused before anything is signed or sent.
     let chain_now = t.chain.chain.latest_timestamp().await.unwrap();
