@@ -63,6 +63,14 @@ if [ "$mode" = --compile-only ]; then
 fi
 out=core/pkg
 bindgen_and_optimise -Oz "$(shipped_wasm kya_core_wasm)" "$out" kya_core
+# wasm-bindgen declares `[Symbol.dispose](): void` on every exported class (KeyCache,
+# NonceMemory), which only TypeScript's `esnext.disposable` lib types: a consumer on an ES2022
+# lib with `skipLibCheck: false` failed to compile against the package. The declaration goes;
+# the JavaScript still wires `Symbol.dispose` to `free` wherever the runtime has it. Edited only
+# when present, so an up-to-date build rewrites nothing.
+if grep -q '\[Symbol\.dispose\]' "$out/kya_core.d.ts"; then
+  sed -i '/^ *\[Symbol\.dispose\](): void;$/d' "$out/kya_core.d.ts"
+fi
 
 for file in node.js changes.js changes.d.ts README.md; do
   install_if_changed "core/npm/$file" "$out/$file"

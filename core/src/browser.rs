@@ -27,6 +27,8 @@
 //! - `forward`: the EIP-712 typed data and digest of a gasless `ForwardRequest`.
 //! - [`erc8128`]: ERC-8128 signed requests.
 //! - [`pass`]: KYA passes, checked offline and with the request that carries them.
+//! - [`verifier_state`]: what an offline verifier keeps: the issuer's keys (`KeyCache`), the
+//!   nonces seen (`NonceMemory`).
 
 use alloy_primitives::{Address, U256};
 use gloo_utils::format::JsValueSerdeExt;
@@ -46,6 +48,7 @@ mod forward;
 
 pub mod erc8128;
 pub mod pass;
+pub mod verifier_state;
 
 pub use calldata::{
     RegisterAgentInput, RegisterAgentWithConsentInput, attest_compliance_calldata,

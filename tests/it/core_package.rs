@@ -103,7 +103,7 @@ fn the_npm_package_installs_type_checks_and_bundles_for_a_new_user() {
 }
 
 /// The checks of `tests/js/pass-interop.test.mjs`.
-const PASS_INTEROP_CHECKS: usize = 5;
+const PASS_INTEROP_CHECKS: usize = 8;
 
 /// KYA passes signed here (`kya_core::pass`) against npm `jose` and the package's own
 /// `verifyPass` and `verifyAgentRequest` (`tests/js/pass-interop.test.mjs`), both ways.

@@ -138,3 +138,54 @@ test('a JWKS changed in place is read again: a key taken out stops verifying at 
   assert.equal(kya.verifyPass(passes.valid, held).reason, 'bad_signature', 'the kid kept, its key replaced');
   assert.throws(() => kya.verifyPass(passes.valid, { ...trust, jwks: 'not an object' }), /keys/);
 });
+
+test('KeyCache: one fetch at a time, attempts throttled whether they work or not, trust bounded', () => {
+  const cache = new kya.KeyCache({ refetchIntervalMs: 10_000 });
+  assert.equal(cache.jwks(0), null, 'nothing held yet');
+  assert.equal(cache.beginFetch('stale', 1_000), true);
+  // While it runs, and then within the interval, nothing else starts: 200 made-up kids, 0 fetches.
+  for (let i = 0; i < 200; i++) assert.equal(cache.beginFetch('unknown_key', 1_001 + i), false);
+  cache.fetched(jwks, 'public, max-age=60', 1_200);
+  assert.deepEqual(cache.jwks(1_200), jwks);
+  assert.equal(cache.beginFetch('unknown_key', 10_999), false);
+  assert.equal(cache.beginFetch('unknown_key', 11_000), true);
+  cache.failed();
+  assert.equal(cache.beginFetch('unknown_key', 20_999), false, 'a failure counts as an attempt');
+  assert.equal(cache.attempts, 2);
+  // Fresh 60 s, trusted 60 s more, then not at all while no fetch works.
+  assert.equal(cache.isStale(61_199), false);
+  assert.equal(cache.isStale(61_200), true);
+  assert.equal(cache.trustedUntilMs, 121_200);
+  assert.deepEqual(cache.jwks(121_199), jwks);
+  assert.equal(cache.jwks(121_200), null);
+  // A document that is not a JWKS is a failed fetch, and says so.
+  assert.equal(cache.beginFetch('stale', 130_000), true);
+  assert.throws(() => cache.fetched({ keys: 5 }, null, 130_000), /keys/);
+  assert.equal(cache.inFlight, false);
+  assert.throws(() => cache.failed(), /no fetch was begun/);
+  assert.throws(() => cache.beginFetch('whenever', 0), /'stale' or 'unknown_key'/);
+});
+
+test('KeyCache honours no-store and clamps a huge max-age to a day', () => {
+  const cache = new kya.KeyCache();
+  cache.beginFetch('stale', 0);
+  cache.fetched(jwks, 'no-store', 0);
+  assert.equal(cache.isStale(0), true, 'revalidated on every use');
+  assert.deepEqual(cache.jwks(9_999), jwks, 'usable until the next attempt may start');
+  assert.equal(cache.jwks(10_000), null);
+  cache.beginFetch('stale', 10_000);
+  cache.fetched(jwks, 'max-age=18446744073709551615', 10_000);
+  assert.equal(cache.isStale(10_000 + 86_400_000 - 1), false);
+  assert.equal(cache.isStale(10_000 + 86_400_000), true, 'a day at most');
+});
+
+test('NonceMemory claims a nonce once, until its signature can no longer pass', () => {
+  const nonces = new kya.NonceMemory();
+  assert.equal(nonces.claim('erc8128:1:0xab:n-1', 100, 50), true);
+  assert.equal(nonces.claim('erc8128:1:0xab:n-1', 100, 100), false);
+  assert.equal(nonces.claim('erc8128:1:0xab:n-2', 90, 60), true);
+  assert.equal(nonces.size, 2);
+  assert.equal(nonces.claim('erc8128:1:0xab:n-1', 200, 101), true, 'forgotten after its last second');
+  assert.equal(nonces.size, 1, 'both expired ones forgotten, the new one kept');
+  assert.throws(() => nonces.claim('k', -1, 0), /rememberUntil must be a non-negative whole number/);
+});

@@ -1,25 +1,27 @@
 // A provider's HTTP server in Node that serves `POST /v1/infer` to AI agents that sign their
 // requests with ERC-8128 and carry a KYA pass (`KYA-Pass`), deciding every request offline with
 // the package's `verifyAgentRequest`: the signature and the pass are checked here, the nonce is
-// remembered here, the issuer's keys are fetched once (and again for a key not held yet), and the
-// change feed (`followChanges`) revokes the passes of an agent that lost compliance. No call to
-// the KYA API per request. The Rust twin is client/examples/pass_provider.rs.
+// remembered here (`NonceMemory`), the issuer's keys are fetched once and kept as `KeyCache` says
+// (again for a key not held yet, throttled), and the change feed (`followChanges`) revokes the
+// passes of an agent that lost compliance. No call to the KYA API per request. The Rust twin is
+// client/examples/pass_provider.rs.
 //
 //   200 {agentId, signer, passBlock, echo}: a valid signature and the signer's compliant pass;
 //   401 {error, message}: no valid signature (the reason), or no pass;
 //   403 {error, message}: a pass that does not admit the signer (not_the_signer, not_compliant,
-//       expired, revoked, ...).
+//       expired, revoked, unknown_key, ...);
+//   503 {error, message}: the issuer's keys could not be refreshed within their bound.
 //
 // Settings: KYA_API_URL (default http://127.0.0.1:3000, the passes' issuer), CHAIN_ID and
 // REGISTRY_ADDRESS (the chain and registry it trusts), PROVIDER_LISTEN (default 127.0.0.1:8082)
 // and PROVIDER_ORIGIN, the origin agents sign for (default http://<PROVIDER_LISTEN>).
 //
-// In a project of your own, import from the package: `import { verifyAgentRequest } from 'kya-core'`
+// In a project of your own, import from the package: `import { KeyCache, NonceMemory, verifyAgentRequest } from 'kya-core'`
 // and `import { followChanges } from 'kya-core/changes'`.
 import http from 'node:http';
 
 import { followChanges } from '../../pkg/changes.js';
-import { verifyAgentRequest } from '../../pkg/node.js';
+import { KeyCache, NonceMemory, verifyAgentRequest } from '../../pkg/node.js';
 
 const API = (process.env.KYA_API_URL || 'http://127.0.0.1:3000').replace(/\/$/, '');
 const LISTEN = process.env.PROVIDER_LISTEN || '127.0.0.1:8082';
@@ -30,18 +32,33 @@ const CHAIN_ID = Number(process.env.CHAIN_ID || 84532);
 const REGISTRY = process.env.REGISTRY_ADDRESS;
 if (!REGISTRY) throw new Error('REGISTRY_ADDRESS is required: the registry whose standing this provider trusts');
 const MAX_BODY_BYTES = 64 * 1024;
-/** Fetch the keys again for an unknown `kid` at most this often: made-up kids cannot make this
- * server call the API for every request. */
-const UNKNOWN_KID_REFETCH_MS = 10_000;
 
-let keys = { jwks: { keys: [] }, fetchedAt: 0, freshUntil: 0 };
-async function fetchKeys() {
-  const response = await fetch(`${API}/.well-known/jwks.json`);
-  if (!response.ok) throw new Error(`the issuer's JWKS: HTTP ${response.status}`);
-  const maxAge = Number(/max-age=(\d+)/.exec(response.headers.get('cache-control') ?? '')?.[1] ?? 300);
-  keys = { jwks: await response.json(), fetchedAt: Date.now(), freshUntil: Date.now() + maxAge * 1000 };
+// The issuer's keys, kept by the package's KeyCache: a fetch at most every 10 s whether it
+// works or not, one at a time (requests that want one meanwhile wait for it), and no key trusted
+// once the JWKS could not be refreshed for one lifetime past its freshness. So passes naming
+// made-up keys, which anyone can sign, cannot make this server call the API per request, and a
+// key the issuer removed stops verifying while the API is down.
+const keys = new KeyCache();
+let fetching = null;
+function refreshKeys(reason) {
+  if (fetching) return fetching;
+  if (!keys.beginFetch(reason, Date.now())) return Promise.resolve();
+  fetching = (async () => {
+    try {
+      const response = await fetch(`${API}/.well-known/jwks.json`);
+      if (!response.ok) throw new Error(`HTTP ${response.status}`);
+      keys.fetched(await response.json(), response.headers.get('cache-control'), Date.now());
+    } catch (error) {
+      if (keys.inFlight) keys.failed();
+      console.error(`provider: the issuer's keys could not be fetched (${error.message})`);
+    } finally {
+      fetching = null;
+    }
+  })();
+  return fetching;
 }
-await fetchKeys();
+await refreshKeys('stale');
+if (keys.jwks(Date.now()) === null) throw new Error(`the issuer's JWKS at ${API} could not be fetched`);
 
 // Revocations: the latest block at which each wallet was seen not compliant.
 const lostAt = new Map();
@@ -54,18 +71,24 @@ const lostAt = new Map();
 })().catch((error) => console.error(`provider: the change feed stopped (${error.message}); no revocations`));
 
 // Nonces seen, each kept until its signature could no longer pass.
-const nonces = new Map();
+const nonces = new NonceMemory();
+
+const KEYS_UNAVAILABLE = [503, { error: 'issuer_keys_unavailable', message: "the issuer's keys could not be refreshed in time: no pass is trusted until they are" }];
 
 async function admit(request, body) {
-  if (Date.now() >= keys.freshUntil) await fetchKeys().catch(() => {});
+  if (keys.isStale(Date.now())) await refreshKeys('stale');
   const now = Math.floor(Date.now() / 1000);
   const received = { method: request.method, url: `${ORIGIN}${request.url}`, headers: request.headers, body, authority: AUTHORITY, now, chainId: CHAIN_ID };
-  const trust = () => ({ jwks: keys.jwks, issuer: API, chainId: CHAIN_ID, registry: REGISTRY });
-  let verdict = verifyAgentRequest(received, trust());
-  if (verdict.reason === 'unknown_key' && Date.now() - keys.fetchedAt >= UNKNOWN_KID_REFETCH_MS) {
-    await fetchKeys();
-    verdict = verifyAgentRequest(received, trust());
+  const check = () => {
+    const jwks = keys.jwks(Date.now());
+    return jwks && verifyAgentRequest(received, { jwks, issuer: API, chainId: CHAIN_ID, registry: REGISTRY });
+  };
+  let verdict = check();
+  if (verdict?.reason === 'unknown_key') {
+    await refreshKeys('unknown_key');
+    verdict = check();
   }
+  if (!verdict) return KEYS_UNAVAILABLE;
   if (verdict.outcome === 'refused') {
     const status = verdict.stage === 'signature' || verdict.reason === 'no_pass' ? 401 : 403;
     return [status, { error: verdict.reason, message: verdict.message }];
@@ -75,11 +98,9 @@ async function admit(request, body) {
   if (lost !== undefined && lost >= pass.claims.block.number) {
     return [403, { error: 'revoked', message: `${pass.wallet}'s compliance was lost at block ${lost}` }];
   }
-  for (const [key, until] of nonces) if (until < now) nonces.delete(key);
-  if (nonces.has(signature.nonceKey)) {
+  if (!nonces.claim(signature.nonceKey, signature.rememberUntil, now)) {
     return [401, { error: 'replayed', message: `nonce ${signature.nonce} was used before` }];
   }
-  nonces.set(signature.nonceKey, signature.rememberUntil);
   let prompt = null;
   try {
     prompt = JSON.parse(body.toString('utf8'));

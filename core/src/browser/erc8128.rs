@@ -234,7 +234,6 @@ pub struct VerifyRequestInput {
     /// The host the provider serves (`host[:port]`, such as `api.provider.example`), which the
     /// signature's `@authority` must be. Required: a URL rebuilt from the request's own `Host`
     /// header would otherwise admit a request signed for another host.
-    #[serde(default)]
     pub authority: String,
     /// Now, in Unix seconds.
     pub now: f64,
@@ -260,6 +259,18 @@ pub struct VerifyRequestInput {
 }
 
 impl VerifyRequestInput {
+    /// Reads a request to verify; without `authority`, the API's words for it (serde's
+    /// "missing field" would not say why it is needed).
+    pub(super) fn read(input: &Ts<VerifyRequestInput>) -> JsResult<Self> {
+        serde_wasm_bindgen::from_value(input.js_value()).map_err(|error| {
+            let message = error.to_string();
+            match message.contains("missing field `authority`") {
+                true => JsError::new(erc8128::AUTHORITY_REQUIRED),
+                false => JsError::new(&format!("invalid request: {message}")),
+            }
+        })
+    }
+
     /// The request as `crate::erc8128` checks it, with its header fields `headers` (from
     /// [`HeadersInput::fields`]) at `now`.
     /// An error when `authority` is missing or blank, as the API's 400 says it.
@@ -383,7 +394,7 @@ pub enum RequestVerdict {
 /// call to make. The signer's KYA standing is a separate read (`GET /api/v1/kya/:signer`).
 #[wasm_bindgen(js_name = verifyRequest)]
 pub fn verify_request(input: Ts<VerifyRequestInput>) -> JsResult<Ts<RequestVerdict>> {
-    let input = from_js(&input, "request")?;
+    let input = VerifyRequestInput::read(&input)?;
     let policy = input.policy()?;
     let fields = input.headers.fields();
     let headers = pairs(&fields);

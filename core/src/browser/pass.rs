@@ -72,7 +72,7 @@ thread_local! {
 }
 
 /// The keys of `jwks` (a JavaScript JWKS object), read once while its content stays the same.
-fn keys_of(jwks: &JsValue) -> JsResult<Rc<Jwks>> {
+pub(super) fn keys_of(jwks: &JsValue) -> JsResult<Rc<Jwks>> {
     let text = json_stringify(jwks)
         .ok()
         .and_then(|text| text.as_string())
@@ -157,7 +157,7 @@ pub fn verify_agent_request(
     request: Ts<VerifyRequestInput>,
     trust: Ts<PassTrustInput>,
 ) -> JsResult<Ts<AgentRequestVerdict>> {
-    let input = from_js(&request, "request")?;
+    let input = VerifyRequestInput::read(&request)?;
     let mut trust = from_js(&trust, "trust")?;
     trust.now = Some(input.now);
     let (jwks, trust, now) = trust.read()?;

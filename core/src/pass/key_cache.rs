@@ -99,11 +99,12 @@ pub struct FetchTicket {
     attempt: u64,
 }
 
-/// The issuer's keys as a verifier holds them, and when to fetch them again.
+/// The issuer's keys as a verifier holds them (`K`: parsed, or the host's own value of the
+/// document, as the browser package keeps it), and when to fetch them again.
 #[derive(Debug, Clone)]
-pub struct KeyCache {
+pub struct KeyCache<K = Jwks> {
     policy: KeyCachePolicy,
-    jwks: Option<Jwks>,
+    jwks: Option<K>,
     fresh_until_ms: u64,
     trusted_until_ms: u64,
     last_attempt_ms: Option<u64>,
@@ -112,7 +113,7 @@ pub struct KeyCache {
     in_flight: bool,
 }
 
-impl KeyCache {
+impl<K> KeyCache<K> {
     pub fn new(policy: KeyCachePolicy) -> Self {
         Self {
             policy,
@@ -131,7 +132,7 @@ impl KeyCache {
 
     /// The keys to verify with at `now_ms`: `None` when none were ever fetched, or when the last
     /// successful fetch is past its trust bound (the issuer could not be asked in time).
-    pub fn keys(&self, now_ms: u64) -> Option<&Jwks> {
+    pub fn keys(&self, now_ms: u64) -> Option<&K> {
         self.jwks.as_ref().filter(|_| now_ms < self.trusted_until_ms)
     }
 
@@ -175,7 +176,7 @@ impl KeyCache {
     }
 
     /// The fetch `ticket` started returned `jwks`, served with `cache_control`, at `now_ms`.
-    pub fn fetched(&mut self, ticket: FetchTicket, jwks: Jwks, cache_control: Option<&str>, now_ms: u64) {
+    pub fn fetched(&mut self, ticket: FetchTicket, jwks: K, cache_control: Option<&str>, now_ms: u64) {
         self.finish(ticket);
         let lifetime = self.policy.lifetime_ms(cache_control);
         self.jwks = Some(jwks);
@@ -238,7 +239,7 @@ mod tests {
 
     #[test]
     fn attempts_are_throttled_whether_they_succeed_or_not() {
-        let mut cache = KeyCache::new(POLICY);
+        let mut cache = KeyCache::<Jwks>::new(POLICY);
         let first = cache.begin_fetch(FetchReason::Stale, 1_000).expect("the first fetch");
         // One at a time: 200 callers while it runs start nothing.
         for _ in 0..200 {
@@ -257,7 +258,7 @@ mod tests {
 
     #[test]
     fn fresh_keys_need_no_fetch_and_stale_ones_do() {
-        let mut cache = KeyCache::new(POLICY);
+        let mut cache = KeyCache::<Jwks>::new(POLICY);
         assert!(cache.is_stale(0) && cache.keys(0).is_none());
         let ticket = cache.begin_fetch(FetchReason::Stale, 0).unwrap();
         cache.fetched(ticket, jwks(), Some("max-age=60"), 0);
@@ -269,7 +270,7 @@ mod tests {
 
     #[test]
     fn keys_that_cannot_be_refreshed_stop_being_trusted_one_lifetime_past_freshness() {
-        let mut cache = KeyCache::new(POLICY);
+        let mut cache = KeyCache::<Jwks>::new(POLICY);
         let ticket = cache.begin_fetch(FetchReason::Stale, 0).unwrap();
         cache.fetched(ticket, jwks(), Some("max-age=60"), 0);
         assert_eq!(cache.trusted_until_ms(), 120_000);
@@ -290,7 +291,7 @@ mod tests {
 
     #[test]
     fn no_store_keys_verify_until_they_may_be_asked_for_again() {
-        let mut cache = KeyCache::new(POLICY);
+        let mut cache = KeyCache::<Jwks>::new(POLICY);
         let ticket = cache.begin_fetch(FetchReason::Stale, 5_000).unwrap();
         cache.fetched(ticket, jwks(), Some("no-store"), 5_000);
         assert!(cache.is_stale(5_000), "revalidated on every use");
@@ -302,11 +303,11 @@ mod tests {
 
     #[test]
     fn a_huge_max_age_neither_overflows_nor_pins_the_keys() {
-        let mut cache = KeyCache::new(POLICY);
+        let mut cache = KeyCache::<Jwks>::new(POLICY);
         let ticket = cache.begin_fetch(FetchReason::Stale, u64::MAX - 5).unwrap();
         cache.fetched(ticket, jwks(), Some("max-age=18446744073709551615"), u64::MAX - 5);
         assert_eq!(cache.trusted_until_ms(), u64::MAX);
-        let mut cache = KeyCache::new(POLICY);
+        let mut cache = KeyCache::<Jwks>::new(POLICY);
         let ticket = cache.begin_fetch(FetchReason::Stale, 0).unwrap();
         cache.fetched(ticket, jwks(), Some("max-age=18446744073709551615"), 0);
         assert!(cache.is_stale(86_400_000), "a day at most");

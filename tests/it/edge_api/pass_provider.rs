@@ -4,7 +4,9 @@
 //! agent's signed request with its pass is served, and the Worker's own log shows that the
 //! provider made no request to it for any of them; a replay, a request without a pass, another wallet's pass and a signature for
 //! another host are turned away with their reasons; and once a regulator suspends the agent, the
-//! provider, following the change feed, refuses the pass it admitted a moment before.
+//! provider, following the change feed, refuses the pass it admitted a moment before. And 200
+//! requests at once carrying passes made-up keys signed (anyone can make one) cost the provider
+//! at most one fetch of the issuer's keys.
 
 use std::{
     process::Stdio,
@@ -12,10 +14,12 @@ use std::{
 };
 
 use alloy::{primitives::U256, signers::local::PrivateKeySigner};
+use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
+use futures::future::join_all;
 use kya_client::{ApiClient, RequestSigner};
 use kya_core::{
     chain::abi::AgentRegistry,
-    pass::{SigningKey, SigningKeys},
+    pass::{PassClaims, SigningKey, SigningKeys, jws},
 };
 use kya_tests::{
     TestChain,
@@ -30,6 +34,8 @@ const BODY: &str = r#"{"prompt":"hello"}"#;
 /// The provider as a process, stopped when dropped.
 struct Provider {
     origin: String,
+    /// When it was started (and fetched the issuer's keys).
+    started: Instant,
     _child: tokio::process::Child,
 }
 
@@ -44,6 +50,7 @@ impl Provider {
     async fn start(example: Example, api: &str, chain_id: u64, registry: &str) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let listen = format!("127.0.0.1:{port}");
+        let started = Instant::now();
         let mut command = match example {
             Example::Rust => tokio::process::Command::new(env!("CARGO_BIN_EXE_pass-provider-under-test")),
             Example::Node => {
@@ -67,7 +74,7 @@ impl Provider {
         // Its later lines (none are expected) are read, so a full pipe never blocks it.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         assert!(line.starts_with("provider: POST http://"), "{line}");
-        Self { origin: format!("http://{listen}"), _child: child }
+        Self { origin: format!("http://{listen}"), started, _child: child }
     }
 
     /// `POST /v1/infer` signed by `agent`, with `pass` as `KYA-Pass` (none: no header).
@@ -255,4 +262,32 @@ async fn admits_and_revokes(
     let new_pass = api.pass(key.address()).await.unwrap();
     let (status, body) = provider.infer(&agent, Some(&new_pass)).await;
     assert_eq!((status, &body["error"]), (403, &json!("not_compliant")), "{example:?}: {body}");
+
+    // 200 requests at once, each with the agent's pass signed anew by a key of its own, as
+    // anyone can: turned away as unknown_key, and together at most one fetch of the issuer's
+    // keys (the throttle's 10 s since the provider's first fetch have passed: one may start).
+    tokio::time::sleep_until((provider.started + Duration::from_millis(10_500)).into()).await;
+    client.get(&format!("/api/v1/kya/{}", marker(0xb1 + 2 * agent_id))).await;
+    let requests: Vec<reqwest::Request> =
+        (0..200u32).map(|n| provider.signed(&agent, Some(&forged(&pass, n)), &provider.origin)).collect();
+    let answers = join_all(requests.into_iter().map(|request| provider.send(request))).await;
+    for (status, body) in &answers {
+        assert_eq!((*status, &body["error"]), (403, &json!("unknown_key")), "{example:?}: {body}");
+    }
+    client.get(&format!("/api/v1/kya/{}", marker(0xb2 + 2 * agent_id))).await;
+    let calls =
+        api_requests_between(worker, &marker(0xb1 + 2 * agent_id), &marker(0xb2 + 2 * agent_id)).await;
+    assert!(
+        calls.len() <= 1 && calls.iter().all(|line| line.contains(kya_core::pass::JWKS_PATH)),
+        "{example:?}: the provider's requests to the API for 200 made-up keys: {calls:#?}"
+    );
+}
+
+/// `pass`'s claims, signed by a key nobody serves (the `n`th).
+fn forged(pass: &str, n: u32) -> String {
+    let payload = pass.split('.').nth(1).expect("a compact JWS");
+    let claims: PassClaims = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(payload).unwrap()).unwrap();
+    let mut seed = [0x5e; 32];
+    seed[..4].copy_from_slice(&n.to_be_bytes());
+    jws::sign(&claims, &SigningKey::from_seed(&seed))
 }

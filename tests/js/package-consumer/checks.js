@@ -50,8 +50,8 @@ function signedRequest(kya) {
   const body = '{"prompt":"hi"}';
   const signed = kya.signRequest({ method: 'POST', url: SIGNED_URL, body, privateKey: AGENT_KEY, chainId: CHAIN_ID });
   const headers = { 'signature-input': signed.signatureInput, signature: signed.signature, 'content-digest': signed.contentDigest };
-  const verdict = kya.verifyRequest({ method: 'POST', url: SIGNED_URL, headers, body, now: signed.created, chainId: CHAIN_ID });
-  const tampered = kya.verifyRequest({ method: 'POST', url: SIGNED_URL, headers, body: '{"prompt":"ho"}', now: signed.created, chainId: CHAIN_ID });
+  const verdict = kya.verifyRequest({ method: 'POST', url: SIGNED_URL, headers, body, authority: new URL(SIGNED_URL).host, now: signed.created, chainId: CHAIN_ID });
+  const tampered = kya.verifyRequest({ method: 'POST', url: SIGNED_URL, headers, body: '{"prompt":"ho"}', authority: new URL(SIGNED_URL).host, now: signed.created, chainId: CHAIN_ID });
   return {
     outcome: verdict.outcome, signer: verdict.signer, window: signed.expires - signed.created,
     randomNonce: /^[A-Za-z0-9_-]{22}$/.test(signed.nonce), tampered: tampered.reason,

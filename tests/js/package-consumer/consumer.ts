@@ -55,6 +55,8 @@ import init, {
   getRevenueHistoryCalldata,
   initSync,
   isAddress,
+  KeyCache,
+  NonceMemory,
   kyaDecision,
   liabilityConsentDigest,
   registerAgentCalldata,
@@ -162,8 +164,10 @@ const toSign: SignRequestInput = { method: 'POST', url: 'https://api.provider.ex
 const signedHeaders: SignedRequestHeaders = signRequest({ ...toSign, body: '{}', created: 1700000000, nonce: 'n', components: ['content-type'] });
 const digestHeader: string | undefined = signedHeaders.contentDigest;
 const received: HeadersInput = { 'signature-input': signedHeaders.signatureInput, signature: [signedHeaders.signature] };
-const toVerify: VerifyRequestInput = { method: 'POST', url: toSign.url, headers: received, body, now: 1700000000, chainId: 84532, requireNonce: true };
-const requestVerdict: RequestVerdict = verifyRequest({ ...toVerify, authority: 'api.provider.example', maxWindowSecs: 300 });
+const toVerify: VerifyRequestInput = { method: 'POST', url: toSign.url, headers: received, body, authority: 'api.provider.example', now: 1700000000, chainId: 84532, requireNonce: true };
+const requestVerdict: RequestVerdict = verifyRequest({ ...toVerify, maxWindowSecs: 300 });
+// @ts-expect-error: the host the provider serves is required, never taken from the URL
+verifyRequest({ method: 'GET', url: toSign.url, headers: received, now: 1700000000, chainId: 84532 });
 let verdictSigner: string | undefined;
 let refusal: Reason | undefined;
 if (requestVerdict.outcome === 'verified') {
@@ -178,7 +182,19 @@ if (requestVerdict.outcome === 'verified') {
 // @ts-expect-error: a chain id is a number
 signRequest({ ...toSign, chainId: '84532' });
 // @ts-expect-error: verifying needs the time: core reads no clock
-verifyRequest({ method: 'GET', url: toSign.url, headers: received, chainId: 84532 });
+verifyRequest({ method: 'GET', url: toSign.url, headers: received, authority: 'api.provider.example', chainId: 84532 });
+
+// What an offline verifier keeps: the issuer's keys, and the nonces seen.
+const keyCache = new KeyCache({ refetchIntervalMs: 10_000 });
+const mayFetch: boolean = keyCache.beginFetch('unknown_key', Date.now());
+if (mayFetch) keyCache.fetched({ keys: [] }, 'max-age=300', Date.now());
+const heldKeys: unknown = keyCache.jwks(Date.now());
+const keyCacheState: [boolean, number, number] = [keyCache.inFlight, keyCache.attempts, keyCache.trustedUntilMs];
+// @ts-expect-error: the options are numbers of milliseconds
+new KeyCache({ refetchIntervalMs: '10s' });
+const nonceMemory = new NonceMemory();
+const firstUse: boolean = nonceMemory.claim('erc8128:1:0xab:n', 1700000060, 1700000000);
+const remembered: number = nonceMemory.size;
 // @ts-expect-error: a reason is one of the API's eleven names
 const notAReason: Reason = 'tired';
 
@@ -205,4 +221,5 @@ export const used = [
   again, firstChild, amount, periodEnd, onChain, digest, fields, chainId, messageNonce, valid,
   consentKind, consentFields, liabilityDigest, consentDigests,
   digestHeader, verdictSigner, refusal, notAReason,
+  heldKeys, keyCacheState, firstUse, remembered,
 ];
