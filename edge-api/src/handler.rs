@@ -29,27 +29,32 @@ pub(crate) async fn respond(mut request: Request, env: Env, context: Context) ->
         };
         return http::finish(response, rate_limit::peek(&ip, now).remaining);
     }
-    // A batch counts as one request per 10 wallets, so its body is read before it is counted
-    // (a body that cannot be read counts as one).
+    // A batch counts as one request per 10 wallets. It is counted as one before its body is
+    // read, so a client over its limit makes the Worker read nothing of it, and as the rest once
+    // its wallets are known (a body that cannot be read counts as the one).
     let bookmark = request.headers().get(index::point::BOOKMARK).ok().flatten();
-    let batch = if request.path() == passes::batch::PATH && request.inner().method() == "POST" {
-        Some(passes::batch::read(&mut request).await)
-    } else {
-        None
-    };
-    let weight = match &batch {
-        Some(Ok(wallets)) => passes::batch::weight(wallets.len()),
-        _ => 1,
-    };
-    let (remaining, outcome) = match rate_limit::admit(&env, &context, &ip, now_ms, weight) {
+    let is_batch = request.path() == passes::batch::PATH && request.inner().method() == "POST";
+    let (remaining, outcome) = match rate_limit::admit(&env, &context, &ip, now_ms, 1) {
         Ok(quota) => {
             // The settings, read once for whichever answer this is.
             let config = Config::from_env(&env);
-            let outcome = match batch {
-                Some(wallets) => apart(serve_batch(wallets, &env, &config, (now, bookmark.as_deref()))).await,
-                None => serve(&mut request, &env, &config, &context, now).await,
-            };
-            (quota.remaining, outcome)
+            if is_batch {
+                let wallets = passes::batch::read(&mut request).await;
+                let rest = wallets.as_ref().map_or(0, |wallets| passes::batch::weight(wallets.len()) - 1);
+                let quota = match rest {
+                    0 => Ok(quota),
+                    rest => rate_limit::admit(&env, &context, &ip, now_ms, rest),
+                };
+                match quota {
+                    Ok(quota) => {
+                        let bookmark = bookmark.as_deref();
+                        (quota.remaining, apart(serve_batch(wallets, &env, &config, (now, bookmark))).await)
+                    }
+                    Err(limited) => (0, Err(limited)),
+                }
+            } else {
+                (quota.remaining, serve(&mut request, &env, &config, &context, now).await)
+            }
         }
         Err(limited) => (0, Err(limited)),
     };
@@ -81,7 +86,7 @@ async fn serve_batch(
 /// The chain's client as `config` sets it, Multicall3 included, spending `budget`.
 fn chain_rpc<'a>(config: &'a Config, budget: &'a Cell<u32>) -> Result<Rpc<'a>> {
     let multicall = config.multicall()?;
-    Ok(Rpc { url: &config.rpc_url, batch_size: config.batch_size, multicall, budget })
+    Ok(Rpc { url: &config.rpc_url, batch_size: config.batch_size, multicall, budget, pinned: None })
 }
 
 /// Everything after the rate limit, at wall-clock time `now` (Unix seconds); errors become
@@ -117,7 +122,13 @@ async fn serve(
     let query: Vec<(String, String)> = url.query_pairs().into_owned().collect();
     let endpoint = routes::resolve(url.path(), &query)?;
     let budget = Cell::new(rpc::SUBREQUEST_BUDGET);
-    let rpc = Rpc { url: &config.rpc_url, batch_size: config.batch_size, multicall: None, budget: &budget };
+    let rpc = Rpc {
+        url: &config.rpc_url,
+        batch_size: config.batch_size,
+        multicall: None,
+        budget: &budget,
+        pinned: None,
+    };
     match &endpoint {
         Endpoint::Health => return apart(health::answer(config, &rpc, crate::d1::Store::open(env))).await,
         Endpoint::OpenApi => return http::json(200, openapi::DOCUMENT, openapi::CACHE_CONTROL),

@@ -242,24 +242,23 @@ pub(crate) async fn kya_many(
 }
 
 /// `read` (a read at the latest block) with the hash of the block it read, which no `eth_call`
-/// can see: the latest header is asked for beside it, so both take one round trip. When a block
-/// was mined between the two, the read's own block's header is asked for after.
-pub(crate) async fn hashed<T>(
-    rpc: &Rpc<'_>,
-    read: impl Future<Output = Result<(BlockRef, T)>>,
-) -> Result<(BlockRef, B256, T)> {
-    let (read, latest) = futures::join!(read, rpc.latest_header());
-    let (block, value) = read?;
-    if let Ok(Some((header, hash))) = latest
-        && header == block
-    {
-        return Ok((block, hash, value));
-    }
-    match rpc.headers(&[block.number]).await?.pop().flatten() {
-        Some((header, hash)) if header == block => Ok((block, hash, value)),
-        // The block the read saw is gone (a reorganisation between the two requests).
-        _ => Err(CoreError::Rpc(format!("block {} changed while its hash was read", block.number)).into()),
-    }
+/// can see. The latest header comes first, and `read` is given an endpoint pinned to that block
+/// by its hash (EIP-1898): the hash an answer states (a pass) is the hash of the block whose
+/// state it read, even when a same-height reorganisation comes between the two requests or two
+/// backends behind one URL follow different forks. (Reading beside the header and matching them
+/// by number and time signed, in those cases, the hash of another block.) One round trip more
+/// than the read alone; the point answers from the index need none.
+pub(crate) async fn hashed<'a, T, F>(
+    rpc: &Rpc<'a>,
+    read: impl FnOnce(Rpc<'a>) -> F,
+) -> Result<(BlockRef, B256, T)>
+where
+    F: Future<Output = Result<(BlockRef, T)>>,
+{
+    let (header, hash) =
+        rpc.latest_header().await?.ok_or_else(|| CoreError::Rpc("the node has no latest block".into()))?;
+    let (block, value) = read(rpc.pinned_to(header, hash)).await?;
+    Ok((block, hash, value))
 }
 
 /// [`kya`]'s read of `check.address` (with the grace period), and that contract account's

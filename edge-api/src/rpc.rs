@@ -59,9 +59,28 @@ pub(crate) struct Rpc<'a> {
     pub(crate) multicall: Option<Address>,
     /// HTTP requests this API request may still make.
     pub(crate) budget: &'a Cell<u32>,
+    /// The block a read at `latest` reads instead, by its hash ([`Rpc::pinned_to`]).
+    pub(crate) pinned: Option<(BlockRef, B256)>,
 }
 
-impl Rpc<'_> {
+impl<'a> Rpc<'a> {
+    /// This endpoint, with every read that would be at `latest` made at `block` by its `hash`
+    /// (EIP-1898, canonical required): what is read is that block's state, whichever backend
+    /// answers, or the read fails. For answers that state a block's hash (a pass).
+    pub(crate) fn pinned_to(self, block: BlockRef, hash: B256) -> Rpc<'a> {
+        Rpc { pinned: Some((block, hash)), ..self }
+    }
+
+    /// Where a read asked for at `at` (else the latest block) goes: the block, when known
+    /// before the read, and the tag to read it by.
+    fn target(&self, at: Option<BlockRef>) -> (Option<BlockRef>, BlockTag) {
+        match (at, self.pinned) {
+            (Some(block), _) => (Some(block), BlockTag::Number(block.number)),
+            (None, Some((block, hash))) => (Some(block), BlockTag::Hash(hash)),
+            (None, None) => (None, BlockTag::Latest),
+        }
+    }
+
     /// Number and timestamp of the latest block.
     pub(crate) async fn pin(&self) -> Result<BlockRef> {
         let answer = self.post(pin_block_request()).await?;
@@ -104,6 +123,7 @@ impl Rpc<'_> {
         plan: &CallPlan,
         at: Option<BlockRef>,
     ) -> Result<(BlockRef, Vec<Outcome>)> {
+        let (at, tag) = self.target(at);
         if plan.is_empty() {
             let block = match at {
                 Some(block) => block,
@@ -112,7 +132,6 @@ impl Rpc<'_> {
             return Ok((block, Vec::new()));
         }
         if let Some(multicall) = self.multicall.filter(|address| self.multicall_may_exist(*address)) {
-            let tag = at.map_or(BlockTag::Latest, |block| BlockTag::Number(block.number));
             let mut aggregated = self.aggregate(plan, multicall, tag).await?;
             let mut moved = None;
             // A block was mined between two chunks read at `latest`: all again at the first's.
@@ -121,6 +140,16 @@ impl Rpc<'_> {
                 aggregated = self.aggregate(plan, multicall, BlockTag::Number(first.number)).await?;
             }
             let (block, outcomes) = match aggregated {
+                // Read by hash: Multicall3's number and time must be the header's.
+                Aggregated::Read(block, _) if at.is_some_and(|expected| expected != block) => {
+                    return Err(CoreError::Rpc(format!(
+                        "the read at block {} found block {} ({})",
+                        at.map_or(0, |expected| expected.number),
+                        block.number,
+                        block.timestamp
+                    ))
+                    .into());
+                }
                 Aggregated::Read(block, outcomes) => (block, outcomes),
                 // Every chunk ran out of gas: nothing said which block it read.
                 Aggregated::Starved => {
@@ -137,23 +166,31 @@ impl Rpc<'_> {
                     worker::console_warn!("no Multicall3 code at {multicall}: reading without it");
                     NO_MULTICALL
                         .with(|missing| missing.borrow_mut().insert((self.url.to_owned(), multicall)));
-                    return self.read_pinned(plan, at).await;
+                    return self.read_pinned(plan, at, tag).await;
                 }
             };
             return Ok((block, self.isolate_starved(plan, multicall, block, outcomes).await?));
         }
-        self.read_pinned(plan, at).await
+        self.read_pinned(plan, at, tag).await
     }
 
     /// Every call of `plan` as its own `eth_call` at `at` (or the latest block, pinned first),
     /// in batches. A call that runs out of gas here is out of gas alone; one the node gave up on
     /// for time is read once more, as in [`Rpc::isolate_starved`].
-    async fn read_pinned(&self, plan: &CallPlan, at: Option<BlockRef>) -> Result<(BlockRef, Vec<Outcome>)> {
-        let block = match at {
-            Some(block) => block,
-            None => self.pin().await?,
+    async fn read_pinned(
+        &self,
+        plan: &CallPlan,
+        at: Option<BlockRef>,
+        tag: BlockTag,
+    ) -> Result<(BlockRef, Vec<Outcome>)> {
+        let (block, tag) = match at {
+            Some(block) => (block, tag),
+            None => {
+                let block = self.pin().await?;
+                (block, BlockTag::Number(block.number))
+            }
         };
-        let requests = plan.requests(BlockTag::Number(block.number));
+        let requests = plan.requests(tag);
         let mut outcomes = self.exchange(&requests, |answers| plan.decode(answers)).await?;
         let timed_out: Vec<usize> =
             (0..outcomes.len()).filter(|&index| outcomes[index].timed_out()).collect();

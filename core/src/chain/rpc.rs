@@ -85,14 +85,18 @@ pub enum BlockTag {
     Latest,
     /// A block by number: the later rounds of a response read the block its first round read.
     Number(u64),
+    /// A block by hash (EIP-1898), canonical or refused: a read whose block's hash an answer
+    /// states (a pass) reads that very block, whichever backend or fork answers.
+    Hash(B256),
 }
 
 impl BlockTag {
     /// The JSON-RPC block parameter.
-    pub fn param(self) -> String {
+    pub fn param(self) -> serde_json::Value {
         match self {
             Self::Latest => "latest".into(),
-            Self::Number(number) => format!("{number:#x}"),
+            Self::Number(number) => format!("{number:#x}").into(),
+            Self::Hash(hash) => serde_json::json!({ "blockHash": hash, "requireCanonical": true }),
         }
     }
 }

@@ -176,6 +176,7 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
         batch_size: config.batch_size,
         multicall: config.multicall()?,
         budget: &budget,
+        pinned: None,
     };
     let (mut state, recorded) = store.state_and_touches().await?;
     let before = state.clone();

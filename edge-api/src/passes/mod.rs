@@ -157,7 +157,8 @@ pub(crate) async fn answer_pass(
         Point::Fallback(reason) => {
             headers.set(http::INDEX_FALLBACK, &reason)?;
             let (block, hash, (grace_period, agent)) =
-                reads::hashed(rpc, reads::kya(rpc, registry, wallet)).await?;
+                reads::hashed(rpc, |pinned| async move { reads::kya(&pinned, registry, wallet).await })
+                    .await?;
             (block, hash, grace_period, agent)
         }
     };

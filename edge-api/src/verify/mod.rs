@@ -61,43 +61,47 @@ pub(crate) async fn answer(
         Ok(verification) => verification,
         Err(refusal) => return refused(&refusal),
     };
-    let (verified, (block, hash), (grace_period, agent)) = match verification {
-        // An EOA's signature is settled: read its standing and claim its nonce side by side. A
-        // nonce claimed for a read that failed is given back, so the provider's retry passes.
-        Verification::Verified(verified) => {
-            let read = with_hash(rpc, issuer.is_some(), reads::kya(rpc, registry, verified.facts.signer));
-            let (read, fresh) = futures::join!(read, claim(env, &verified, now));
-            if let Some(refusal) = fresh? {
-                return refused(&refusal);
-            }
-            let (block, agent) = match read {
-                Ok(read) => read,
-                Err(error) => {
-                    release(env, &verified).await;
-                    return Err(error);
+    let (verified, (block, hash), (grace_period, agent)) =
+        match verification {
+            // An EOA's signature is settled: read its standing and claim its nonce side by side. A
+            // nonce claimed for a read that failed is given back, so the provider's retry passes.
+            Verification::Verified(verified) => {
+                let signer = verified.facts.signer;
+                let read = with_hash(rpc, issuer.is_some(), |rpc| async move {
+                    reads::kya(&rpc, registry, signer).await
+                });
+                let (read, fresh) = futures::join!(read, claim(env, &verified, now));
+                if let Some(refusal) = fresh? {
+                    return refused(&refusal);
                 }
-            };
-            (verified, block, agent)
-        }
-        // A contract account's stands on its own answer, read with its standing in one
-        // round trip, at one block.
-        Verification::Erc1271(pending) => {
-            let read = async {
-                let (block, agent, return_data) =
-                    reads::kya_and_erc1271(rpc, registry, pending.check()).await?;
-                Ok((block, (agent, return_data)))
-            };
-            let (block, (agent, return_data)) = with_hash(rpc, issuer.is_some(), read).await?;
-            let verified = match pending.complete(&return_data) {
-                Ok(verified) => verified,
-                Err(refusal) => return refused(&refusal),
-            };
-            if let Some(refusal) = claim(env, &verified, now).await? {
-                return refused(&refusal);
+                let (block, agent) = match read {
+                    Ok(read) => read,
+                    Err(error) => {
+                        release(env, &verified).await;
+                        return Err(error);
+                    }
+                };
+                (verified, block, agent)
             }
-            (verified, block, agent)
-        }
-    };
+            // A contract account's stands on its own answer, read with its standing in one
+            // round trip, at one block.
+            Verification::Erc1271(pending) => {
+                let check = pending.check();
+                let read = |rpc| async move {
+                    let (block, agent, return_data) = reads::kya_and_erc1271(&rpc, registry, check).await?;
+                    Ok((block, (agent, return_data)))
+                };
+                let (block, (agent, return_data)) = with_hash(rpc, issuer.is_some(), read).await?;
+                let verified = match pending.complete(&return_data) {
+                    Ok(verified) => verified,
+                    Err(refusal) => return refused(&refusal),
+                };
+                if let Some(refusal) = claim(env, &verified, now).await? {
+                    return refused(&refusal);
+                }
+                (verified, block, agent)
+            }
+        };
     let signer = verified.facts.signer;
     let kya = KyaResult::of(signer, agent.as_ref(), StandingClock::new(block.timestamp, grace_period));
     let pass = match (issuer, hash) {
@@ -109,18 +113,22 @@ pub(crate) async fn answer(
     accepted(&verified, (block, grace_period), &kya, pass.as_deref())
 }
 
-/// `read`, with the hash of the block it read when a pass is to be signed (else none is asked
-/// for, and the read costs what it did before passes).
-async fn with_hash<T>(
-    rpc: &Rpc<'_>,
+/// `read`, with the hash of the block it read when a pass is to be signed (then the read is of
+/// that block by its hash: [`reads::hashed`]); else none is asked for, and the read costs what it
+/// did before passes.
+async fn with_hash<'a, T, F>(
+    rpc: &Rpc<'a>,
     wanted: bool,
-    read: impl Future<Output = Result<(BlockRef, T)>>,
-) -> Result<((BlockRef, Option<B256>), T)> {
+    read: impl FnOnce(Rpc<'a>) -> F,
+) -> Result<((BlockRef, Option<B256>), T)>
+where
+    F: Future<Output = Result<(BlockRef, T)>>,
+{
     if wanted {
         let (block, hash, value) = reads::hashed(rpc, read).await?;
         Ok(((block, Some(hash)), value))
     } else {
-        let (block, value) = read.await?;
+        let (block, value) = read(*rpc).await?;
         Ok(((block, None), value))
     }
 }

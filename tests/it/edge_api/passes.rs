@@ -5,7 +5,10 @@
 //! pass in a verified `POST /api/v1/kya/verify`, and `POST /api/v1/kya/batch` with its RPC cost
 //! and its weight against the rate limit.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::{
+    sync::Arc,
+    time::{SystemTime, UNIX_EPOCH},
+};
 
 use alloy::{providers::Provider, signers::local::PrivateKeySigner};
 use kya_core::{
@@ -20,6 +23,7 @@ use kya_tests::{
     TestChain,
     edge_fixture::{CountingProxy, EdgeClient, EdgeWorker, chain_vars, fresh_ip},
     register_call,
+    rpc_proxy::{self, RpcAction},
 };
 use serde_json::{Value, json};
 
@@ -237,4 +241,46 @@ async fn passes_state_the_chain_at_their_block_and_verify_offline() {
     let answer = client.get("/api/v1/kya/batch").await;
     assert_eq!(answer.status, 405);
     assert_eq!(answer.header("allow"), Some("POST, OPTIONS"));
+}
+
+/// The hash a node answered for a header, replaced by one of another block at the same height:
+/// what a backend on another fork (or the chain after a same-height reorganisation) answers.
+fn header_of_another_fork(answer: &str) -> String {
+    let mut answer: Value = serde_json::from_str(answer).expect("JSON");
+    let mut replace = |item: &mut Value| {
+        if let Some(hash) = item.pointer_mut("/result/hash") {
+            *hash = json!(format!("0x{}", "f0".repeat(32)));
+        }
+    };
+    match &mut answer {
+        Value::Array(items) => items.iter_mut().for_each(&mut replace),
+        item => replace(item),
+    }
+    answer.to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pass_never_names_the_hash_of_a_block_it_did_not_read() {
+    // The latest header comes from another fork than the node's state: same number and time,
+    // another hash. A pass read beside that header and matched to it by number and time signed
+    // the other fork's hash; read by the header's hash (EIP-1898), the node has no such block,
+    // and no pass is signed.
+    let t = TestChain::start().await;
+    let forked = rpc_proxy::start(
+        Some(t.rpc_url()),
+        Arc::new(|body: &str| match body.contains("eth_getBlockByNumber") && body.contains("\"latest\"") {
+            true => RpcAction::Rewrite(body.to_owned(), header_of_another_fork),
+            false => RpcAction::Forward(body.to_owned()),
+        }),
+    )
+    .await;
+    let mut vars = chain_vars(&forked, t.registry());
+    vars.push(("PASS_SIGNING_KEYS", keys().private_json()));
+    let worker = EdgeWorker::start(&vars).await;
+    let wallet = PrivateKeySigner::random().address();
+    let answer = worker.client().get(&format!("/api/v1/kya/{wallet}/pass")).await;
+    assert!(answer.status >= 500, "a pass was signed: {} {}", answer.status, answer.text);
+    assert!(!answer.text.contains("eyJ"), "no JWS in {}", answer.text);
+    let error = answer.body["error"].as_str().expect("a JSON error");
+    assert!(!error.is_empty(), "{}", answer.text);
 }
