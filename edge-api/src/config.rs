@@ -136,6 +136,9 @@ pub(crate) struct IndexConfig {
     /// Seconds between the starts of two runs of the pacer (`INDEX_INTERVAL_SECS`; 0 turns the
     /// pacer off).
     pub(crate) interval_secs: u64,
+    /// Whether a run that found nothing new and wrote nothing logs a line (`INDEX_LOG_QUIET_RUNS`,
+    /// "on"; default off: the run that writes the state row, once a minute, is the heartbeat).
+    pub(crate) log_quiet_runs: bool,
 }
 
 /// The change feed's settings (`FEED_*`), for the index's runs that write it.
@@ -247,6 +250,7 @@ impl Config {
                 interval_secs: var("INDEX_INTERVAL_SECS")
                     .and_then(|secs| secs.parse().ok())
                     .unwrap_or(DEFAULT_INDEX_INTERVAL_SECS),
+                log_quiet_runs: var("INDEX_LOG_QUIET_RUNS").is_some_and(|value| value == "on"),
             },
             feed: FeedConfig {
                 finality_depth: var("FEED_FINALITY_DEPTH")

@@ -86,9 +86,14 @@ async fn run_once(store: &Store, config: &Config) {
             );
             return;
         }
-        // Nothing to write, and the state row was written this minute: left as it is.
+        // Nothing to write, and the state row was written this minute: left as it is, and
+        // unsaid unless asked (a pacer's run every block would otherwise log a line every 2 s,
+        // burying what matters; the run that writes the state row, once a minute, says where the
+        // index is, and `/health` shows it any time).
         Ok(Step::Quiet(message)) => {
-            worker::console_log!("index run: {message}; nothing changed, nothing written");
+            if config.index.log_quiet_runs {
+                worker::console_log!("index run: {message}; nothing changed, nothing written");
+            }
             return;
         }
         Ok(Step::Idle { message, orphaned }) => (true, message, Some(orphaned)),
