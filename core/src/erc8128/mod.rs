@@ -14,7 +14,9 @@
 //!   for a Replayable signature a policy allowed, the [`ReplayableCheck`] of its early
 //!   invalidation.
 //! - [`sign_request`] (or [`sign_request_with_secret`]) gives the [`SignedHeaders`] for a
-//!   request; [`content_digest`] the RFC 9530 digest of a body.
+//!   request; [`prepare_request`] the signature base and its hash for a key held elsewhere (a
+//!   wallet, a KMS), whose signature [`PreparedRequest::finish`] makes the headers;
+//!   [`content_digest`] the RFC 9530 digest of a body.
 //!
 //! # How the standard was read
 //!
@@ -101,8 +103,8 @@ pub use nonce_memory::NonceMemory;
 pub use refusal::{Reason, Refusal};
 pub use replay::{NonceClaim, ReplayGuard, ReplayableCheck};
 pub use sign::{
-    RequestToSign, SignError, SignParams, SignedHeaders, sign_request, sign_request_for_account,
-    sign_request_with_secret,
+    PreparedRequest, RequestToSign, SignError, SignParams, SignedHeaders, prepare_request, sign_request,
+    sign_request_for_account, sign_request_with_secret,
 };
 pub use verified::{SignatureFacts, Verified};
 pub use verify::{AUTHORITY_REQUIRED, SignedRequest, Verification, VerifyPolicy, verify_request};

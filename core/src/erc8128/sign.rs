@@ -2,7 +2,7 @@
 //! `Signature` and `Content-Digest` header values, from a secp256k1 key. ECDSA here is RFC 6979
 //! deterministic, so signing needs no randomness; the nonce and the times are passed in.
 
-use alloy_primitives::{Address, eip191_hash_message};
+use alloy_primitives::{Address, B256, eip191_hash_message};
 use k256::ecdsa::SigningKey;
 use serde::Serialize;
 
@@ -81,6 +81,9 @@ pub enum SignError {
     /// The 32 bytes are not a secp256k1 private key (zero, or not below the curve order).
     #[error("the secret is not a valid secp256k1 private key")]
     Key,
+    /// A signature an external signer gave cannot be sent (empty).
+    #[error("{0}")]
+    Signature(String),
 }
 
 /// Signs `request` with `key`, under label `eth`, covering `@method`, `@authority`, `@path`,
@@ -105,6 +108,64 @@ pub fn sign_request_for_account(
     key: &SigningKey,
     account: Address,
 ) -> Result<SignedHeaders, SignError> {
+    let prepared = prepare_request(request, params, account)?;
+    let hash = prepared.message_hash();
+    let (signature, recovery) = key.sign_prehash_recoverable(hash.as_slice()).map_err(|_| SignError::Key)?;
+    let mut bytes = [0u8; 65];
+    bytes[..64].copy_from_slice(&signature.to_bytes());
+    bytes[64] = u8::from(recovery.is_y_odd());
+    prepared.finish(&bytes)
+}
+
+/// A request made ready for a signer that holds its key elsewhere (a wallet, a KMS, a hardware
+/// key): what to sign, and how the signature it gives becomes the headers. [`sign_request`] is
+/// this with a local key; the hosts' packages offer it for keys they cannot hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreparedRequest {
+    params_line: String,
+    base: String,
+    content_digest: Option<String>,
+}
+
+impl PreparedRequest {
+    /// The RFC 9421 signature base: the message a wallet signs with `personal_sign` (EIP-191).
+    pub fn signature_base(&self) -> &str {
+        &self.base
+    }
+
+    /// The EIP-191 hash of [`PreparedRequest::signature_base`]: what a signer of raw 32-byte
+    /// hashes (a KMS) signs, and what an ERC-1271 account is asked about.
+    pub fn message_hash(&self) -> B256 {
+        eip191_hash_message(self.base.as_bytes())
+    }
+
+    /// The headers carrying `signature`: an EOA's 65 bytes `r || s || v` (`v` 27 or 28, or 0 or
+    /// 1, written as 27 or 28, `personal_sign`'s encoding), or a contract account's bytes as its
+    /// `isValidSignature` reads them.
+    pub fn finish(self, signature: &[u8]) -> Result<SignedHeaders, SignError> {
+        let mut bytes = signature.to_vec();
+        match bytes.as_mut_slice() {
+            [] => return Err(SignError::Signature("the signature is empty".into())),
+            [_, .., v] if signature.len() == 65 && *v <= 1 => *v += 27,
+            _ => {}
+        }
+        Ok(SignedHeaders {
+            signature_input: format!("{DEFAULT_LABEL}={}", self.params_line),
+            signature: signature_header(DEFAULT_LABEL, &bytes),
+            content_digest: self.content_digest,
+        })
+    }
+}
+
+/// The signature base and parameters of `request` for `account` (an EOA's address, or a
+/// contract account's), with the components [`sign_request`] covers: sign
+/// [`PreparedRequest::message_hash`] (or `personal_sign` the base), then
+/// [`PreparedRequest::finish`].
+pub fn prepare_request(
+    request: &RequestToSign<'_>,
+    params: &SignParams<'_>,
+    account: Address,
+) -> Result<PreparedRequest, SignError> {
     let target = Target::parse(request.url).map_err(SignError::Url)?;
     check_params(params)?;
     let keyid = KeyId { chain_id: params.chain_id, address: account }.to_string();
@@ -135,19 +196,7 @@ pub fn sign_request_for_account(
     let message = Message { method: request.method, target: &target, headers: &headers };
     let base = signature_base(&message, &components, &params_line)
         .map_err(|refusal| SignError::Component(refusal.message))?;
-
-    let hash = eip191_hash_message(base.as_bytes());
-    let (signature, recovery) = key.sign_prehash_recoverable(hash.as_slice()).map_err(|_| SignError::Key)?;
-    let mut bytes = [0u8; 65];
-    bytes[..64].copy_from_slice(&signature.to_bytes());
-    // `personal_sign`'s encoding of the recovery bit: 27 or 28.
-    bytes[64] = 27 + u8::from(recovery.is_y_odd());
-
-    Ok(SignedHeaders {
-        signature_input: format!("{DEFAULT_LABEL}={params_line}"),
-        signature: signature_header(DEFAULT_LABEL, &bytes),
-        content_digest: digest,
-    })
+    Ok(PreparedRequest { params_line, base, content_digest: digest })
 }
 
 /// [`sign_request`] with the key given as its 32 secret bytes.

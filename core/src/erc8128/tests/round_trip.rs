@@ -172,3 +172,28 @@ proptest! {
         }
     }
 }
+
+/// A key held elsewhere (a wallet, a KMS): the prepared base signed with `personal_sign`, or its
+/// hash signed raw with `v` as 0 or 1, gives the very headers a local key gives.
+#[test]
+fn a_prepared_request_finished_by_an_external_signer_is_what_a_local_key_signs() {
+    let body = br#"{"prompt":"hi"}"#;
+    let req = Req::new("POST", "https://api.example.com/v1/infer?model=small", Some(body));
+    let params = SignParams {
+        chain_id: CHAIN,
+        created: CREATED,
+        expires: EXPIRES,
+        nonce: Some("n-9"),
+        extra_components: &[],
+    };
+    let local = sign_request(&req.as_to_sign(), &params, &key()).unwrap();
+    let prepared = prepare_request(&req.as_to_sign(), &params, SIGNER).unwrap();
+    assert_eq!(prepared.message_hash(), eip191_hash_message(prepared.signature_base().as_bytes()));
+    assert!(prepared.signature_base().starts_with("\"@method\": POST\n\"@authority\": api.example.com\n"));
+    let signature = personal_sign(prepared.signature_base());
+    assert_eq!(prepared.clone().finish(&signature).unwrap(), local);
+    let mut raw = signature;
+    raw[64] -= 27;
+    assert_eq!(prepared.clone().finish(&raw).unwrap(), local, "v 0 or 1 is written as 27 or 28");
+    assert_eq!(prepared.finish(&[]).unwrap_err(), SignError::Signature("the signature is empty".into()));
+}
