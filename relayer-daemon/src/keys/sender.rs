@@ -29,7 +29,7 @@ use crate::{
     error::{Error, Result},
     keys::timings::{Phase, Timings},
     rules::fees::Fees,
-    rules::nonce::{self, AfterReplace, AfterSend, Answer, NextNonce, Question},
+    rules::nonce::{self, AfterReplace, AfterSend, Answer, NextNonce, Question, Resend},
     store::Lease,
 };
 
@@ -213,10 +213,14 @@ impl Sender {
     /// interleaving with a send. When `record` refuses (the relay closed meanwhile, or the budget
     /// cannot cover the higher fees), nothing is submitted and its refusal is returned as it is;
     /// past the lease's margin it is recorded but not submitted ([`AfterReplace::Withheld`]).
+    /// With [`Resend::IfFree`], the node's counts are read first, under the same lock (so no
+    /// send takes the nonce between them and the submission): unless the nonce is free, nothing
+    /// is recorded or submitted ([`AfterReplace::NotFree`]).
     pub(crate) async fn replace<Refused, Recorded>(
         &self,
         outgoing: &Outgoing,
         nonce: u64,
+        when: Resend,
         record: impl FnOnce(B256, Lease) -> Recorded,
     ) -> Result<(B256, std::result::Result<AfterReplace, Refused>)>
     where
@@ -225,6 +229,11 @@ impl Sender {
         let _next = self.next_nonce.lock().await;
         let lease = self.lease().ok_or(Error::LaneLost(self.address()))?;
         let (hash, raw) = self.sign(outgoing, nonce)?;
+        if let Resend::IfFree { held_by_another } = when
+            && !self.is_free(nonce, held_by_another).await?
+        {
+            return Ok((hash, Ok(AfterReplace::NotFree)));
+        }
         let (step, message) = match self.record_then_submit(&raw, lease, record(hash, lease)).await? {
             Err(refused) => return Ok((hash, Err(refused))),
             Ok(Submission::Answered(answer, message)) => (nonce::after_replace(answer), message),
@@ -234,6 +243,20 @@ impl Sender {
             tracing::info!(%hash, nonce, ?step, %message, "replacement not taken");
         }
         Ok((hash, Ok(step)))
+    }
+
+    /// Whether `nonce` is free in the node ([`nonce::is_free`]). The mined count is read first:
+    /// a transaction mined between the two reads then shows in the pending count, never in
+    /// neither.
+    async fn is_free(&self, nonce: u64, held_by_another: bool) -> Result<bool> {
+        let mined = self.chain.mined_nonce(self.address()).await?;
+        let pending = self.chain.pending_nonce(self.address()).await?;
+        let free = nonce::is_free(nonce, mined, pending, held_by_another);
+        if !free {
+            let lane = self.address();
+            tracing::debug!(%lane, nonce, mined, pending, held_by_another, "the nonce is taken: not sent again");
+        }
+        Ok(free)
     }
 
     /// Has `record` store a signed transaction under `lease`, then submits `raw`, unless `record`
@@ -359,12 +382,12 @@ mod tests {
                 tokio::time::sleep(PAST_THE_MARGIN).await;
                 Ok(Ok::<(), ()>(()))
             };
-            let (_, step) = sender.replace(&outgoing, 4, slow).await.unwrap();
+            let (_, step) = sender.replace(&outgoing, 4, Resend::Always, slow).await.unwrap();
             assert_eq!(step, Ok(AfterReplace::Withheld), "{kind}");
         }
 
         let quick = |_, _| async { Ok(Ok::<(), ()>(())) };
-        let (_, step) = sender.replace(&outgoing(), 4, quick).await.unwrap();
+        let (_, step) = sender.replace(&outgoing(), 4, Resend::Always, quick).await.unwrap();
         assert_eq!(step, Ok(AfterReplace::Unconfirmed), "submitted: its answer lost");
         *sender.next_nonce.lock().await = NextNonce::Known(4);
         let submitted = sender.send(&outgoing(), |_, _| async { Ok(()) }).await.unwrap_err();

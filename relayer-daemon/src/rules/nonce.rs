@@ -135,6 +135,36 @@ pub(crate) enum AfterReplace {
     /// Recorded, not submitted: the key's lease may have run out while it was recorded (never
     /// an answer of the node's; the sender decides it before submitting).
     Withheld,
+    /// Neither recorded nor submitted: sent again only while its nonce is free
+    /// ([`Resend::IfFree`]), and it no longer is.
+    NotFree,
+}
+
+/// When a transaction at a relay's own nonce may be submitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Resend {
+    /// Whatever the node holds at the nonce: a fee replacement or a cancellation outbids the
+    /// relay's transaction there, or the node refuses it.
+    Always,
+    /// Only while the nonce is free ([`is_free`]): the relay's first transaction, which the node
+    /// no longer has (dropped from its pool). Its nonce may have gone to another relay since (a
+    /// send after the sender re-read the node's pending count), whose transaction one sent over
+    /// it would knock out.
+    IfFree {
+        /// The node holds another relay's transaction at the nonce (the store's relays at that
+        /// nonce on the key, asked of the node one by one).
+        held_by_another: bool,
+    },
+}
+
+/// Whether relayer nonce `nonce`, whose transaction the node no longer has, is free for it to
+/// be sent again: the node's counts (`mined`: its mined transactions; `pending`: with those in
+/// its pool that it can mine next) show no transaction at it, and the node holds no other
+/// relay's. A pending count below it means an earlier nonce is missing from the node too: one
+/// queued at this nonce behind that gap does not show in the counts, which is why another
+/// relay's is asked of the node by its hash.
+pub(crate) fn is_free(nonce: u64, mined: u64, pending: u64, held_by_another: bool) -> bool {
+    mined <= nonce && pending <= nonce && !held_by_another
 }
 
 /// A replacement never moves the next nonce: it reuses a nonce the sender handed out before.
@@ -194,6 +224,18 @@ mod tests {
         assert_eq!(step, AfterSend::Unconfirmed);
         assert_eq!(state.question(), Question::Knows { hash: HASH, nonce: 4 });
         assert_eq!(after_send(4, HASH, Answer::Refused, false), (NextNonce::Unknown, AfterSend::Refused));
+    }
+
+    #[test]
+    fn a_dropped_transactions_nonce_is_free_only_while_nothing_holds_it() {
+        assert!(is_free(4, 4, 4, false), "dropped from the pool, nothing at its nonce: the key's next");
+        assert!(is_free(4, 3, 4, false), "an earlier relay still pending before it");
+        assert!(is_free(4, 3, 3, false), "an earlier nonce dropped too: it waits behind it");
+        assert!(!is_free(4, 5, 5, false), "mined: by one of the relay's own, or another transaction");
+        assert!(!is_free(4, 4, 5, false), "a transaction the node has holds it");
+        assert!(!is_free(4, 4, 6, false), "…and later ones wait behind it");
+        assert!(!is_free(4, 3, 3, true), "another relay's, queued behind the earlier gap");
+        assert!(!is_free(4, 4, 4, true), "another relay's, as a node behind a load balancer tells it");
     }
 
     #[test]

@@ -315,6 +315,12 @@ impl Store {
         self.records_where(&format!("status IN {WITH_THE_NODE}"), &[])
     }
 
+    /// Relays whose transaction at relayer nonce `nonce` (on any key) is with the node: what
+    /// may hold that nonce in the node's pool.
+    pub fn in_the_pool_at(&self, nonce: u64) -> Result<Vec<RelayRecord>> {
+        self.records_where(&format!("status IN {WITH_THE_NODE} AND relayer_nonce = ?1"), args![nonce as i64])
+    }
+
     /// The relay with row id `id`.
     pub fn relay(&self, id: i64) -> Result<Option<RelayRecord>> {
         Ok(self.records_where("id = ?1", args![id])?.pop())

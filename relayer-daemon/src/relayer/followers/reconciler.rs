@@ -15,6 +15,7 @@ use crate::{
     chain::Receipt,
     error::Result,
     relayer::Relayer,
+    rules::nonce::Resend,
     rules::reconcile::{self, Decision, Facts},
     store::{Pruned, RelayRecord, SentTx},
     time,
@@ -107,7 +108,7 @@ impl Relayer {
                     // The latest recorded transaction: every relay with a hash has one.
                     if let Some(latest) = record.txs.last() {
                         let block = self.chain.block_number().await?;
-                        self.send_again_now(&record, latest, block).await?;
+                        self.send_again_now(&record, latest, block, Resend::Always).await?;
                     }
                     self.follow(id);
                 }
@@ -186,14 +187,11 @@ impl Relayer {
 
     /// Whether the node has a transaction of another relay at `record`'s relayer nonce on its
     /// key (sent there after the node lost `record`'s).
-    async fn nonce_pending_for_another(&self, record: &RelayRecord) -> Result<bool> {
+    pub(super) async fn nonce_pending_for_another(&self, record: &RelayRecord) -> Result<bool> {
         let Some(nonce) = record.relayer_nonce else { return Ok(false) };
         let (id, lane) = (record.id, record.lane);
-        let others = self.stores.db(|store| store.in_the_pool()).await?;
-        for other in others
-            .iter()
-            .filter(|other| other.id != id && other.lane == lane && other.relayer_nonce == Some(nonce))
-        {
+        let others = self.stores.db(move |store| store.in_the_pool_at(nonce)).await?;
+        for other in others.iter().filter(|other| other.id != id && other.lane == lane) {
             for tx in other.txs.iter().rev() {
                 if self.chain.knows_transaction(tx.hash).await? {
                     return Ok(true);

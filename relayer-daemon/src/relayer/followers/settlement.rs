@@ -15,7 +15,7 @@ use crate::{
     keys::sender::{Outgoing, Sender},
     relayer::Relayer,
     rules::follow::{self, LastLook},
-    rules::nonce::AfterReplace,
+    rules::nonce::{AfterReplace, Resend},
     rules::stuck::{Latest, Plan},
     store::{
         Lease, Outcome, RelayRecord, ReplaceRefusal, Replacement, SentTx, Settlement, TRANSFER_GAS, TxKind,
@@ -147,6 +147,20 @@ impl Relayer {
             return Ok(Look::Waiting);
         }
         if !self.chain.knows_transaction(latest.hash).await? {
+            if record.txs.len() == 1 {
+                // The relay's first transaction, which the node no longer has: dropped from its
+                // pool (evicted under load). Sent again now, as a stuck one the node has would
+                // be, but only while its nonce is free: it may have gone to another relay since
+                // (a send after the sender re-read the node's pending count), whose transaction
+                // this would knock out. Nothing is taken from the relay's history, so whichever
+                // of its transactions is mined (the first may yet reach the node, from a node
+                // behind a load balancer or a daemon frozen before its submit) is settled by its
+                // receipt. Left waiting, it fell to the reconciler, whose grace is minutes.
+                *unknown = None;
+                let held_by_another = self.nonce_pending_for_another(&record).await?;
+                let when = Resend::IfFree { held_by_another };
+                return self.send_again_now(&record, latest, block, when).await;
+            }
             // A replacement whose answer was lost and that never reached the node: the relay is
             // again on the transaction before it, replaced afresh next time. One answer is no
             // proof: a node behind a provider's load balancer may not yet have what another of
@@ -154,28 +168,26 @@ impl Relayer {
             // would be mined with no receipt of ours to show (the relay closed as `executed`,
             // charged its worst case). So it is taken back only when the node still does not
             // know it at the next look, a head or `FOLLOW_MAX_PAUSE` later.
-            let unknown_before = unknown.replace(latest.hash) == Some(latest.hash);
-            if record.txs.len() > 1 && unknown_before {
+            if unknown.replace(latest.hash) == Some(latest.hash) {
                 let (hash, now) = (latest.hash, time::now());
                 self.stores.db(move |store| store.unreplace(id, hash, now)).await?;
                 *unknown = None;
             }
-            // A first transaction the node does not have is not replaced here: its nonce may
-            // have gone to another relay since. The reconciler sends it again after its grace
-            // while the nonce is open, or drops it once another transaction took the nonce.
             return Ok(Look::Waiting);
         }
         *unknown = None;
-        self.send_again_now(&record, latest, block).await
+        self.send_again_now(&record, latest, block, Resend::Always).await
     }
 
     /// Sends `record` again at its relayer nonce, after its `latest` transaction, as the stuck
-    /// policy plans: fees raised, or the cancellation.
+    /// policy plans: fees raised, or the cancellation; `when` says whether only while the nonce
+    /// is free.
     pub(super) async fn send_again_now(
         &self,
         record: &RelayRecord,
         latest: &SentTx,
         block: u64,
+        when: Resend,
     ) -> Result<Look> {
         // The next block is stamped no earlier than the head nor (on a live chain) than now: a
         // request past its deadline by either clock would only revert, at the relayer's cost.
@@ -187,7 +199,7 @@ impl Relayer {
             block_time.max(time::now()),
             suggested,
         );
-        self.send_again(record, plan, block).await
+        self.send_again(record, plan, block, when).await
     }
 
     /// The first of the relay's transactions (newest first: a replacement is the likelier one)
@@ -204,7 +216,7 @@ impl Relayer {
     /// Sends the relay's transaction again per `plan`, at its relayer nonce. A fee replacement
     /// the budget or a share cannot cover becomes a cancellation; a cancellation they cannot
     /// cover waits (its fees are capped, and the relay may still be mined as it is).
-    async fn send_again(&self, record: &RelayRecord, plan: Plan, block: u64) -> Result<Look> {
+    async fn send_again(&self, record: &RelayRecord, plan: Plan, block: u64, when: Resend) -> Result<Look> {
         let (mut kind, fees) = match plan {
             Plan::Replace(fees) if record.input.is_some() => (TxKind::Relay, fees),
             // A record of an earlier version has no calldata to send again: cancel it.
@@ -242,7 +254,7 @@ impl Relayer {
                     Ok(recorded.map(|_| ()))
                 }
             };
-            let (hash, step) = match sender.replace(&outgoing, nonce, recorded).await? {
+            let (hash, step) = match sender.replace(&outgoing, nonce, when, recorded).await? {
                 (_, Err(ReplaceRefusal::Closed)) => return Ok(Look::Waiting),
                 (_, Err(refused)) if kind == TxKind::Relay => {
                     tracing::warn!(relay = %record.relay_id, ?refused, "the budget or a share cannot cover higher fees; cancelling instead");
@@ -253,6 +265,9 @@ impl Relayer {
                     tracing::warn!(relay = %record.relay_id, ?refused, "the budget or a share cannot cover the cancellation; waiting");
                     return Ok(Look::Waiting);
                 }
+                // Nothing recorded: the relay waits on its transaction, settled by its receipt
+                // or, its nonce taken by another, dropped by the reconciler.
+                (_, Ok(AfterReplace::NotFree)) => return Ok(Look::Waiting),
                 (hash, Ok(step)) => (hash, step),
             };
             if matches!(
@@ -280,6 +295,7 @@ impl Relayer {
                     relayer_nonce = nonce,
                     max_fee_wei = fees.max_fee_per_gas,
                     ?kind,
+                    dropped_by_the_node = matches!(when, Resend::IfFree { .. }),
                     "stuck relay sent again"
                 );
             }

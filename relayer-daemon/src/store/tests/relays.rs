@@ -371,6 +371,27 @@ fn a_retry_finds_the_held_relay_by_its_exact_signed_request(engine: Engine) {
     );
 }
 
+/// What may hold a relayer nonce in the node: the relays with a transaction there, not those
+/// at other nonces, settled, or never sent.
+fn the_relays_in_the_pool_at_a_nonce_are_those_sent_there_and_open(engine: Engine) {
+    let (_place, store) = store(engine);
+    let lease = leased(&store);
+    let limits = BudgetLimits::total(1_000_000);
+    let ids: Vec<i64> =
+        (0..4).map(|n| store.reserve(&relay("s", n, 10), &limits, 5).unwrap().unwrap().id).collect();
+    store.mark_sent(&sending(ids[0], 3, h(1), 1, 6), &lease).unwrap();
+    store.mark_sent(&sending(ids[1], 3, h(2), 1, 6), &lease).unwrap();
+    store.mark_sent(&sending(ids[2], 4, h(3), 1, 6), &lease).unwrap();
+    let at =
+        |nonce| -> Vec<i64> { store.in_the_pool_at(nonce).unwrap().iter().map(|record| record.id).collect() };
+    assert_eq!(at(3), [ids[0], ids[1]]);
+    assert_eq!(at(4), [ids[2]]);
+    assert_eq!(at(5), Vec::<i64>::new(), "the one never sent holds no nonce");
+    store.replace(ids[1], &fee_bump(h(4), 2), &limits, 7, &lease).unwrap().unwrap();
+    store.settle(ids[0], &Settlement::of(h(1), 50, Outcome::Mined), 8).unwrap();
+    assert_eq!(at(3), [ids[1]], "replaced still holds it; settled no longer");
+}
+
 fn a_damaged_store_is_its_own_error(engine: Engine) {
     let (_place, store) = store(engine);
     store.reserve(&relay("s", 0, 10), &BudgetLimits::total(1_000), 5).unwrap().unwrap();
@@ -393,5 +414,6 @@ on_both_engines!(
     the_reconciler_closes_a_relay_only_as_it_read_it,
     the_l1_fee_reservation_stays_in_every_worst_case,
     a_retry_finds_the_held_relay_by_its_exact_signed_request,
+    the_relays_in_the_pool_at_a_nonce_are_those_sent_there_and_open,
     a_damaged_store_is_its_own_error,
 );
