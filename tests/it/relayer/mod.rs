@@ -30,6 +30,7 @@ mod cluster;
 mod concurrency;
 mod database;
 mod errors;
+mod evicted;
 mod flows;
 mod freeze;
 mod handoffs;
