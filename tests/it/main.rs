@@ -9,4 +9,5 @@ mod edge_api;
 mod one_source;
 mod openapi;
 mod pass_keys;
+mod python_package;
 mod relayer;

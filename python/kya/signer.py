@@ -1,0 +1,73 @@
+"""An agent's signer: its key (or a signer of hashes held elsewhere), its chain, its window and
+the header fields it covers, signing each request with the clock's time and a fresh nonce
+(``kya._core.sign_request``: kya-core's rules)."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Mapping, Optional, Sequence, Union
+
+from kya._core import DEFAULT_WINDOW_SECS, InvalidInput, address_of, sign_request
+
+#: Signs a 32-byte hash (the EIP-191 hash of a request's signature base) and returns the 65-byte
+#: signature ``r || s || v``: a KMS, a hardware key, a wallet's raw-hash signing.
+HashSigner = Callable[[bytes], bytes]
+
+#: The longest window a verifier accepts by default (kya-core's policy).
+MAX_WINDOW_SECS = 300
+
+Body = Union[bytes, str, None]
+
+
+class RequestSigner:
+    """Signs HTTP requests for one account with ERC-8128: Request-Bound, Non-Replayable."""
+
+    def __init__(
+        self,
+        *,
+        chain_id: int,
+        private_key: Union[str, bytes, None] = None,
+        signer: Optional[HashSigner] = None,
+        address: Optional[str] = None,
+        window_secs: int = DEFAULT_WINDOW_SECS,
+        components: Sequence[str] = (),
+    ) -> None:
+        if (private_key is None) == (signer is None):
+            raise InvalidInput("give exactly one of private_key and signer")
+        if not 1 <= window_secs <= MAX_WINDOW_SECS:
+            raise InvalidInput(f"a signature's window must be 1 to {MAX_WINDOW_SECS} seconds, not {window_secs}")
+        if private_key is None and address is None:
+            raise InvalidInput("a signer needs the address it signs for: address=...")
+        #: The account the keyids name (and whose pass the agent carries): the key's own, or
+        #: ``address`` (a contract account the key signs for, ERC-1271; a signer's account).
+        self.address: str = address if address is not None else address_of(private_key or b"")
+        self._account = address
+        self.chain_id = chain_id
+        self.window_secs = window_secs
+        self.components = [name.strip().lower() for name in components]
+        self._private_key = private_key
+        self._signer = signer
+
+    def __repr__(self) -> str:
+        return f"RequestSigner(address={self.address!r}, chain_id={self.chain_id})"
+
+    def headers(
+        self, method: str, url: str, headers: Optional[Mapping[str, str]] = None, body: Body = None
+    ) -> dict[str, str]:
+        """The headers to add to the request: ``Signature-Input``, ``Signature`` and, with a
+        body, ``Content-Digest``."""
+        created = int(time.time())
+        signed = sign_request(
+            method,
+            url,
+            chain_id=self.chain_id,
+            private_key=self._private_key,
+            signer=self._signer,
+            address=self._account,
+            headers=headers,
+            body=body,
+            created=created,
+            expires=created + self.window_secs,
+            components=self.components,
+        )
+        return dict(signed["headers"])

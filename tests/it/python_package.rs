@@ -1,0 +1,208 @@
+//! The Python package `kya` (`python/`): its pytest suite (`python/tests/`) against the extension
+//! module the workspace's build made (`lib_core.so`, loaded as `kya/_core.abi3.so`: no second
+//! build through maturin), with passes minted here by kya-core and a request signed by the Rust
+//! command line (`kya sign`); and its type stubs, `mypy --strict` on the examples
+//! (`python/examples/*.py`). No wasm and no chain: it runs in the test command's first part.
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Output},
+};
+
+use alloy::{primitives::B256, signers::local::PrivateKeySigner};
+use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
+use kya_core::pass::{PassBlock, PassClaims, SigningKey, SigningKeys, claims::Issue, jws};
+use kya_tests::repo_root;
+use serde_json::{Value, json};
+
+/// The tests of `python/tests/`: each must pass, none skipped.
+const PYTEST_CHECKS: usize = 22;
+
+/// The extension module cargo built beside this test binary (`target/debug/deps/`).
+fn extension_module() -> PathBuf {
+    let test_binary = std::env::current_exe().expect("the test binary's path");
+    let module = test_binary.with_file_name("lib_core.so");
+    assert!(
+        module.exists(),
+        "{} is missing: the workspace's build makes it (python/examples/module.rs)",
+        module.display()
+    );
+    module
+}
+
+/// The package as a wheel lays it out, in `dir`: `kya/*.py`, the stubs, and the module.
+fn lay_out_package(dir: &Path) {
+    let package = dir.join("kya");
+    std::fs::create_dir_all(&package).unwrap();
+    for entry in std::fs::read_dir(repo_root().join("python/kya")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            std::fs::copy(&path, package.join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    std::fs::copy(extension_module(), package.join("_core.abi3.so")).unwrap();
+}
+
+/// Passes as in core_package.rs's `passes_verify_with_jose_both_ways`, and one for each other
+/// refusal of a pass: not compliant, not yet valid, a subject that is no account, another type.
+fn fixture() -> Value {
+    let signer = SigningKey::from_seed(&[0x81; 32]);
+    let previous = SigningKey::from_seed(&[0x82; 32]);
+    let keys = SigningKeys::new(signer.clone(), vec![previous.clone()]);
+    let agent = PrivateKeySigner::random();
+    let stranger = PrivateKeySigner::random();
+    let registry = alloy::primitives::address!("0x5fbdb2315678afecb367f032d93f642f64180aa3");
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let issue = |at: u64, issuer: &'static str| Issue {
+        issuer,
+        chain_id: 84_532,
+        registry,
+        wallet: agent.address(),
+        block: PassBlock { number: 42, hash: B256::repeat_byte(7), time: at },
+        grace_period: kya_core::DEFAULT_GRACE_PERIOD_SECS,
+        now: at,
+        ttl_secs: 300,
+        jti: format!("jti-{at}"),
+    };
+    let record = |status| kya_core::Agent {
+        agent_id: 3,
+        creator: agent.address(),
+        haftungsperson: stranger.address(),
+        agent_wallet: agent.address(),
+        constitution_hash: Default::default(),
+        capability_hash: Default::default(),
+        operational_scope: "scope".into(),
+        parent_agent_id: 0,
+        generation: 0,
+        self_modifying: false,
+        registered_at: now - 100,
+        last_attestation: now - 100,
+        last_revenue_report: 0,
+        status,
+    };
+    let active = record(kya_core::AgentStatus::Active);
+    let issuer = "https://kya.example";
+    let claims = PassClaims::new(issue(now, issuer), Some(&active));
+    let valid = jws::sign(&claims, &signer);
+    let parts: Vec<&str> = valid.split('.').collect();
+    let payload = String::from_utf8(URL_SAFE_NO_PAD.decode(parts[1]).unwrap()).unwrap();
+    let edited = URL_SAFE_NO_PAD.encode(payload.replace("\"agentId\":3", "\"agentId\":4"));
+    let mut signature = URL_SAFE_NO_PAD.decode(parts[2]).unwrap();
+    signature[0] ^= 0x80;
+    let header = |text: String| URL_SAFE_NO_PAD.encode(text.as_bytes());
+    let respelled = header(format!(r#"{{"kid":"{}","typ":"kya-pass+jwt","alg":"EdDSA"}}"#, signer.kid()));
+    let as_jwt = header(format!(r#"{{"alg":"EdDSA","typ":"JWT","kid":"{}"}}"#, signer.kid()));
+    let suspended = record(kya_core::AgentStatus::Suspended);
+    let no_account = PassClaims { sub: "eip155:84532:nobody".into(), ..claims.clone() };
+    json!({
+        "jwks": keys.public(),
+        "issuer": issuer,
+        "chainId": 84_532,
+        "registry": registry.to_checksum(None),
+        "wallet": agent.address().to_checksum(None),
+        "walletKey": alloy::primitives::hex::encode_prefixed(agent.credential().to_bytes()),
+        "strangerKey": alloy::primitives::hex::encode_prefixed(stranger.credential().to_bytes()),
+        "now": now,
+        "passes": {
+            "valid": valid,
+            "previousKey": jws::sign(&claims, &previous),
+            "expired": jws::sign(&PassClaims::new(issue(now - 1_000, issuer), Some(&active)), &signer),
+            "notYetValid": jws::sign(&PassClaims::new(issue(now + 1_000, issuer), Some(&active)), &signer),
+            "notCompliant": jws::sign(&PassClaims::new(issue(now, issuer), Some(&suspended)), &signer),
+            "badSubject": jws::sign(&no_account, &signer),
+            "tamperedClaims": format!("{}.{edited}.{}", parts[0], parts[2]),
+            "tamperedSignature": format!("{}.{}.{}", parts[0], parts[1], URL_SAFE_NO_PAD.encode(&signature)),
+            "respelledHeader": format!("{respelled}.{}.{}", parts[1], parts[2]),
+            "wrongType": format!("{as_jwt}.{}.{}", parts[1], parts[2]),
+            "unknownKey": jws::sign(&claims, &SigningKey::from_seed(&[0x83; 32])),
+            "otherIssuer": jws::sign(&PassClaims::new(issue(now, "https://other.example"), Some(&active)), &signer),
+            "truncated": &valid[..valid.len() - 10],
+        },
+    })
+}
+
+/// `kya sign --json` of a POST with a JSON body, by `key`: the Rust command line's headers.
+fn kya_sign(key: &str, dir: &Path) -> Value {
+    let url = "https://api.provider.example/v1/infer?model=small";
+    let body = r#"{"prompt":"hi"}"#;
+    let output = Command::new(env!("CARGO_BIN_EXE_kya-under-test"))
+        .args(["sign", "-X", "POST", "-d", body, "-H", "Content-Type: application/json"])
+        .args(["--cover", "content-type", "--chain-id", "84532", "--json", url])
+        .current_dir(dir)
+        .env("AGENT_PRIVATE_KEY", key)
+        .output()
+        .expect("kya sign runs");
+    assert!(output.status.success(), "kya sign failed: {}", String::from_utf8_lossy(&output.stderr));
+    let mut signed: Value = serde_json::from_slice(&output.stdout).expect("kya sign --json prints JSON");
+    signed["body"] = json!(body);
+    signed
+}
+
+fn report(output: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+}
+
+/// pytest's count of `name` (`passed`, `failed`, `skipped`) on its closing line.
+fn pytest_count(report: &str, name: &str) -> usize {
+    let closing =
+        report.lines().rev().find(|line| line.contains(" in ") && line.contains("passed")).unwrap_or("");
+    closing
+        .split([',', '='])
+        .filter_map(|part| part.split(" in ").next()?.trim().strip_suffix(name)?.trim().parse().ok())
+        .next()
+        .unwrap_or(0)
+}
+
+#[test]
+fn the_python_package_passes_its_tests_and_type_checks() {
+    let python = repo_root().join(".tools/venv/bin/python");
+    assert!(python.exists(), "{} is missing: run scripts/bootstrap.sh", python.display());
+    let dir = tempfile::tempdir().unwrap();
+    lay_out_package(dir.path());
+    let mut fixture = fixture();
+    let wallet_key = fixture["walletKey"].as_str().unwrap().to_owned();
+    fixture["cliSigned"] = kya_sign(&wallet_key, dir.path());
+    let fixture_file = dir.path().join("fixture.json");
+    std::fs::write(&fixture_file, fixture.to_string()).unwrap();
+
+    // Both at once: mypy (cold, about as long as the tests) and pytest.
+    let mypy = Command::new(&python)
+        .args(["-m", "mypy", "--strict", "--no-incremental", "--cache-dir", "/dev/null"])
+        .args(["python/examples/agent.py", "python/examples/provider.py"])
+        .current_dir(repo_root())
+        .env("MYPYPATH", dir.path())
+        .spawn_output();
+    let pytest = Command::new(&python)
+        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=5", "python/tests"])
+        .current_dir(repo_root())
+        .env("PYTHONPATH", dir.path())
+        .env("KYA_PASSES", &fixture_file)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .expect("pytest runs");
+    let tests = report(&pytest);
+    println!("{tests}");
+    assert!(pytest.status.success(), "the Python package's tests failed:\n{tests}");
+    assert_eq!(pytest_count(&tests, "passed"), PYTEST_CHECKS, "every test ran:\n{tests}");
+    assert_eq!(pytest_count(&tests, "skipped"), 0, "{tests}");
+
+    let mypy = mypy.wait_with_output().expect("mypy runs");
+    let types = report(&mypy);
+    println!("{types}");
+    assert!(mypy.status.success(), "mypy --strict refused the examples:\n{types}");
+    assert!(types.contains("Success: no issues found in 2 source files"), "{types}");
+}
+
+/// Starts a command with its output captured, to be collected with `wait_with_output`.
+trait SpawnOutput {
+    fn spawn_output(&mut self) -> std::process::Child;
+}
+
+impl SpawnOutput for Command {
+    fn spawn_output(&mut self) -> std::process::Child {
+        self.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("it starts")
+    }
+}
