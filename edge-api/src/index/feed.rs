@@ -41,9 +41,13 @@ use kya_core::{
 use serde::Deserialize;
 use worker::D1PreparedStatement;
 
-use super::{State, headers::Headers, store::Held};
+use super::{
+    State,
+    headers::Headers,
+    store::{Held, decode_indexed},
+};
 use crate::{
-    Error, Result,
+    Result,
     config::FeedConfig,
     d1::{CHUNK_BYTES, Param, Store},
     reads,
@@ -452,23 +456,12 @@ impl Store {
     /// is before `edge`, in that order, at most `limit` (by the `agents_by_attestation` index:
     /// the rows read are those found).
     async fn lapsing(&self, from: (u64, u64), edge: u64, limit: u64) -> Result<Vec<IndexedAgent>> {
-        #[derive(Deserialize)]
-        struct Row {
-            indexed: String,
-        }
-        let rows: Vec<Row> = self
-            .all(self.statement(
-                "SELECT indexed FROM agents WHERE (last_attestation, id) >= (?1, ?2) \
-                 AND last_attestation < ?3 ORDER BY last_attestation, id LIMIT ?4",
-                vec![from.0.into(), from.1.into(), edge.into(), limit.into()],
-            )?)
-            .await?;
-        rows.into_iter()
-            .map(|row| {
-                serde_json::from_str(&row.indexed)
-                    .map_err(|error| Error::BadConfig(format!("an index row does not decode: {error}")))
-            })
-            .collect()
+        self.indexed_agents(
+            "SELECT indexed FROM agents WHERE (last_attestation, id) >= (?1, ?2) \
+             AND last_attestation < ?3 ORDER BY last_attestation, id LIMIT ?4",
+            vec![from.0.into(), from.1.into(), edge.into(), limit.into()],
+        )
+        .await
     }
 
     /// The agents the index holds below (`lastAttestation`, id) `below` and from `from` on,
@@ -476,23 +469,22 @@ impl Store {
     /// renewals a lengthened grace period makes, the youngest attestations (the last to lapse
     /// again) first.
     async fn renewable(&self, from: (u64, u64), below: (u64, u64), limit: u64) -> Result<Vec<IndexedAgent>> {
+        self.indexed_agents(
+            "SELECT indexed FROM agents WHERE (last_attestation, id) >= (?1, ?2) \
+             AND (last_attestation, id) < (?3, ?4) ORDER BY last_attestation DESC, id DESC LIMIT ?5",
+            vec![from.0.into(), from.1.into(), below.0.into(), below.1.into(), limit.into()],
+        )
+        .await
+    }
+
+    /// The agents of `sql`'s rows, which select the `indexed` column.
+    async fn indexed_agents(&self, sql: &str, params: Vec<Param>) -> Result<Vec<IndexedAgent>> {
         #[derive(Deserialize)]
         struct Row {
             indexed: String,
         }
-        let rows: Vec<Row> = self
-            .all(self.statement(
-                "SELECT indexed FROM agents WHERE (last_attestation, id) >= (?1, ?2) \
-                 AND (last_attestation, id) < (?3, ?4) ORDER BY last_attestation DESC, id DESC LIMIT ?5",
-                vec![from.0.into(), from.1.into(), below.0.into(), below.1.into(), limit.into()],
-            )?)
-            .await?;
-        rows.into_iter()
-            .map(|row| {
-                serde_json::from_str(&row.indexed)
-                    .map_err(|error| Error::BadConfig(format!("an index row does not decode: {error}")))
-            })
-            .collect()
+        let rows: Vec<Row> = self.all(self.statement(sql, params)?).await?;
+        rows.iter().map(|row| decode_indexed(&row.indexed)).collect()
     }
 
     /// The statement appending batch `batch` (a JSON array of events) at wall-clock `now`.

@@ -10,10 +10,13 @@
 //! (`X-Index-Fallback`).
 
 use alloy_primitives::{Address, B256};
-use kya_core::{Agent, BlockRef, StandingClock, index::IndexedAgent};
+use kya_core::{Agent, BlockRef, StandingClock};
 use serde::Deserialize;
 
-use super::{State, store::StateRead};
+use super::{
+    State,
+    store::{StateRead, decode_indexed},
+};
 use crate::{Error, Result, config::IndexConfig, d1::Store, http::Source};
 
 /// The index's block for a point answer: its number and time, its hash as the index recorded
@@ -46,8 +49,7 @@ impl AgentRow {
     /// The agent whole: its record with its scope put back; `None` when the index keeps no scope
     /// for it.
     fn agent(self) -> Result<Option<(Agent, Option<String>)>> {
-        let indexed: IndexedAgent = serde_json::from_str(&self.indexed)
-            .map_err(|error| Error::BadConfig(format!("an index row does not decode: {error}")))?;
+        let indexed = decode_indexed(&self.indexed)?;
         let Some(scope) = self.scope else { return Ok(None) };
         Ok(Some((Agent { operational_scope: scope, ..indexed.record }, self.children)))
     }
@@ -95,14 +97,11 @@ pub(crate) async fn agents_of_wallets(
          WHERE agents.wallet IN (SELECT value FROM json_each(?1)) AND agents.status != 3"
     );
     let json = serde_json::to_string(&lowercase).map_err(|error| Error::Runtime(error.into()))?;
-    let (state, rows) = match read(store, query, vec![json.into()]).await? {
-        Ok(read) => read,
-        Err(fallback) => return Ok(Point::Fallback(fallback)),
-    };
-    let (at, source) = match fresh(&state, settings, now) {
-        Ok(fresh) => fresh,
-        Err(reason) => return Ok(Point::Fallback(reason)),
-    };
+    let FreshRead { at, source, rows, .. } =
+        match read_fresh(store, settings, query, vec![json.into()], now).await? {
+            Ok(read) => read,
+            Err(reason) => return Ok(Point::Fallback(reason)),
+        };
     let mut found: Vec<Agent> = Vec::with_capacity(rows.len());
     for row in rows {
         match row.agent()? {
@@ -133,14 +132,11 @@ pub(crate) async fn agent(
          (SELECT id FROM agents WHERE parent = ?1 ORDER BY id) AS child) AS children \
          FROM agents {SCOPE_JOIN} WHERE agents.id = ?1"
     );
-    let (state, rows) = match read(store, query, vec![id.into()]).await? {
-        Ok(read) => read,
-        Err(fallback) => return Ok(Point::Fallback(fallback)),
-    };
-    let (at, source) = match fresh(&state, settings, now) {
-        Ok(fresh) => fresh,
-        Err(reason) => return Ok(Point::Fallback(reason)),
-    };
+    let FreshRead { at, source, state, rows } =
+        match read_fresh(store, settings, query, vec![id.into()], now).await? {
+            Ok(read) => read,
+            Err(reason) => return Ok(Point::Fallback(reason)),
+        };
     let Some(row) = rows.into_iter().next() else {
         // Filled, the index holds every id the registry gave below `nextAgentId`.
         if id >= state.chain_next {
@@ -154,6 +150,31 @@ pub(crate) async fn agent(
     let children: Vec<u64> = serde_json::from_str(children.as_deref().unwrap_or("[]"))
         .map_err(|error| Error::BadConfig(format!("an agent's children do not decode: {error}")))?;
     Ok(Point::Answer(at, source, Some((agent, children))))
+}
+
+/// What a point read found in an index fresh enough to answer: its block and the source an
+/// answer names, its state, and the rows the query selected.
+struct FreshRead {
+    at: IndexBlock,
+    source: Source,
+    state: State,
+    rows: Vec<AgentRow>,
+}
+
+/// [`read`], then [`fresh`]: `Err` with the fallback's reason when the index cannot be read or
+/// is not fresh enough.
+async fn read_fresh(
+    store: &Store,
+    settings: &IndexConfig,
+    query: String,
+    params: Vec<crate::d1::Param>,
+    now: u64,
+) -> Result<std::result::Result<FreshRead, String>> {
+    let (state, rows) = match read(store, query, params).await? {
+        Ok(read) => read,
+        Err(fallback) => return Ok(Err(fallback)),
+    };
+    Ok(fresh(&state, settings, now).map(|(at, source)| FreshRead { at, source, state, rows }))
 }
 
 /// The state row and the rows `query` selects, in one D1 batch; `Err` with the fallback's reason

@@ -302,9 +302,11 @@ impl Store {
             .await?;
         rows.into_iter()
             .map(|row| {
-                let agent: IndexedAgent = serde_json::from_str(&row.indexed)
-                    .map_err(|error| Error::BadConfig(format!("an index row does not decode: {error}")))?;
-                let held = Held { agent, child_count: row.child_count, scoped: row.scoped != 0 };
+                let held = Held {
+                    agent: decode_indexed(&row.indexed)?,
+                    child_count: row.child_count,
+                    scoped: row.scoped != 0,
+                };
                 Ok((held.agent.record.agent_id, held))
             })
             .collect()
@@ -502,6 +504,12 @@ fn new_row(agent: &IndexedAgent, child_count: u64) -> Result<NewRow> {
 /// budget counts.
 pub(super) fn row_bytes(agent: &IndexedAgent) -> Result<usize> {
     Ok(serde_json::to_string(&new_row(agent, 0)?).map_err(|error| Error::Runtime(error.into()))?.len())
+}
+
+/// An agent as a row's `indexed` column keeps it: every read of rows decodes them here.
+pub(in crate::index) fn decode_indexed(indexed: &str) -> Result<IndexedAgent> {
+    serde_json::from_str(indexed)
+        .map_err(|error| Error::BadConfig(format!("an index row does not decode: {error}")))
 }
 
 fn decode_state(rows: Vec<StateRow>) -> Result<State> {

@@ -7,9 +7,7 @@ use std::ops::Range;
 
 use kya_core::{
     AgentStatus, StandingClock,
-    index::{
-        COMPLIANCE_QUOTE_STAND_IN, COMPLIANCE_SEPARATOR, IndexedAgent, STATUS_BUCKET_IDS, compliance_item_sql,
-    },
+    index::{COMPLIANCE_QUOTE_STAND_IN, COMPLIANCE_SEPARATOR, STATUS_BUCKET_IDS, compliance_item_sql},
 };
 use serde::Deserialize;
 use wasm_bindgen::JsValue;
@@ -181,13 +179,7 @@ pub(in crate::index) fn recent_agents(rows: &D1Result) -> Result<Vec<kya_core::A
         indexed: String,
     }
     let rows: Vec<Row> = rows.results()?;
-    rows.iter()
-        .map(|row| {
-            serde_json::from_str::<IndexedAgent>(&row.indexed)
-                .map(|agent| agent.record)
-                .map_err(|error| Error::BadConfig(format!("an index row does not decode: {error}")))
-        })
-        .collect()
+    rows.iter().map(|row| super::decode_indexed(&row.indexed).map(|agent| agent.record)).collect()
 }
 
 /// Items of `/agents/compliance` joined into one string by D1: 100 are about 20 KB, far below
