@@ -77,6 +77,14 @@ pub const DEFAULT_FEED_STREAM_MAX_PER_CLIENT: u64 = 8;
 /// Bytes of events a listener may leave unread when `FEED_STREAM_BACKLOG_BYTES` is not set: past
 /// it the listener is dropped, and resumes with `Last-Event-ID`.
 pub const DEFAULT_FEED_STREAM_BACKLOG_BYTES: u64 = 1 << 20;
+/// Bytes one stream connection is sent at most when `FEED_STREAM_CONNECTION_BYTES` is not set:
+/// past it the shard ends the connection, and the client resumes with `Last-Event-ID`. What a
+/// listener that never reads can cost the runtime, whether or not it applies backpressure; a
+/// block of 2,000 registrations is about 2.4 MB of events.
+pub const DEFAULT_FEED_STREAM_CONNECTION_BYTES: u64 = 2 << 20;
+/// Seconds one stream connection lasts at most when `FEED_STREAM_CONNECTION_SECS` is not set
+/// (checked at each heartbeat and hand-over): then the shard ends it and the client resumes.
+pub const DEFAULT_FEED_STREAM_CONNECTION_SECS: u64 = 600;
 
 /// What the Worker reads from its environment on every request (vars are free to read).
 #[derive(Debug, Clone)]
@@ -167,6 +175,11 @@ pub(crate) struct StreamConfig {
     pub(crate) max_per_client: u64,
     /// Bytes of events a listener may leave unread (`FEED_STREAM_BACKLOG_BYTES`, at least 1).
     pub(crate) backlog_bytes: u64,
+    /// Bytes of events one connection is sent at most, its opening's resume included
+    /// (`FEED_STREAM_CONNECTION_BYTES`, at least 1; its first event goes out whatever its size).
+    pub(crate) connection_bytes: u64,
+    /// Seconds one connection lasts at most (`FEED_STREAM_CONNECTION_SECS`, at least 1).
+    pub(crate) connection_secs: u64,
 }
 
 /// The settings of KYA passes (INTERFACE.md section 7) but their keys.
@@ -279,6 +292,8 @@ impl Config {
                 max_listeners: count("FEED_STREAM_MAX_LISTENERS", DEFAULT_FEED_STREAM_MAX_LISTENERS),
                 max_per_client: count("FEED_STREAM_MAX_PER_CLIENT", DEFAULT_FEED_STREAM_MAX_PER_CLIENT),
                 backlog_bytes: count("FEED_STREAM_BACKLOG_BYTES", DEFAULT_FEED_STREAM_BACKLOG_BYTES),
+                connection_bytes: count("FEED_STREAM_CONNECTION_BYTES", DEFAULT_FEED_STREAM_CONNECTION_BYTES),
+                connection_secs: count("FEED_STREAM_CONNECTION_SECS", DEFAULT_FEED_STREAM_CONNECTION_SECS),
             },
             passes: PassConfig {
                 issuer: var("PASS_ISSUER").map(|issuer| issuer.trim_end_matches('/').to_owned()),

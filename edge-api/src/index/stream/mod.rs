@@ -3,6 +3,9 @@
 //!
 //! - `shard`: the Durable Objects ([`StreamShard`], binding `FEED_STREAM`) that hold the
 //!   listeners' open responses and write each event to them, with a heartbeat comment.
+//! - `listener`: one open response, its position, and its connection's budget and lifetime.
+//! - `resume`: a listener's resume from D1, a page at a time, within that budget.
+//! - `placement`: which shard a client's streams go to (a keyed hash of the client).
 //! - `outlet`: after each index run, the feed's new batches sent once to every shard.
 //!
 //! The Worker picks a shard for a new listener and passes the shard's response on, with the
@@ -11,7 +14,10 @@
 //! only to resume a listener from its cursor (or from its start, when a run handed the shard a
 //! batch past the start before the listener reached it).
 
+mod listener;
 pub(crate) mod outlet;
+mod placement;
+mod resume;
 mod shard;
 
 pub use shard::StreamShard;
@@ -53,11 +59,12 @@ pub(crate) async fn answer(
         url.query_pairs_mut().append_pair(shard::START, &start.to_string());
     }
     // Every stream of a client goes to one shard, which counts them against
-    // `FEED_STREAM_MAX_PER_CLIENT`; clients spread over the shards by their address.
+    // `FEED_STREAM_MAX_PER_CLIENT`; clients spread over the shards by a keyed hash of their address.
     let client = crate::rate_limit::client_ip(headers);
     url.query_pairs_mut().append_pair(shard::CLIENT, &client);
     let shards = Config::from_env(env).stream.shards;
-    let stub = namespace.id_from_name(&shard::name(shard_of(&client, shards)))?.get_stub()?;
+    let shard = placement::shard_of(&placement::ShardKey::of(env), &client, shards);
+    let stub = namespace.id_from_name(&shard::name(shard))?.get_stub()?;
     let response = stub.fetch_with_str(url.as_str()).await?;
     // A subrequest's headers cannot be changed: the same status and body under headers of our
     // own, which `http::finish` then completes.
@@ -67,28 +74,4 @@ pub(crate) async fn answer(
     }
     let status = response.status_code();
     Ok(Response::from_body(response.body().clone())?.with_status(status).with_headers(own))
-}
-
-/// The shard of a client's streams: FNV-1a of its address, so that one shard sees (and caps) all
-/// of a client's streams, and clients spread over the shards. A shard holds no state a listener
-/// must come back to: a client whose address changes simply lands elsewhere.
-fn shard_of(client: &str, shards: u64) -> u64 {
-    let hash = client.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-    });
-    hash % shards.max(1)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_clients_streams_share_a_shard_and_clients_spread_over_them() {
-        assert_eq!(shard_of("203.0.113.7", 4), shard_of("203.0.113.7", 4));
-        let used: std::collections::BTreeSet<u64> =
-            (0..64).map(|host| shard_of(&format!("203.0.113.{host}"), 4)).collect();
-        assert_eq!(used.len(), 4, "64 clients use every shard");
-        assert_eq!(shard_of("anything", 1), 0);
-    }
 }

@@ -115,12 +115,18 @@ pub(crate) async fn hand(env: &Env, store: &Store) -> Result<bool> {
     .await;
     let mut listeners = 0;
     let mut failed = 0;
+    // Each shard's listeners, in shard order ("-" for one that failed): how evenly the keyed
+    // hash of the clients spreads them (`placement`).
+    let mut by_shard = vec!["-".to_owned(); shards as usize];
     HANDED.with(|handed| {
         let mut handed = handed.borrow_mut();
         for (shard, result) in sent {
             match result {
                 Ok(held) => {
                     listeners += held;
+                    if let Some(count) = by_shard.get_mut(shard as usize) {
+                        *count = held.to_string();
+                    }
                     handed.insert(shard, last);
                 }
                 Err(error) => {
@@ -134,8 +140,10 @@ pub(crate) async fn hand(env: &Env, store: &Store) -> Result<bool> {
         }
     });
     worker::console_log!(
-        "feed stream: handed batches up to {last} to {} of {shards} shards holding {listeners} listeners",
-        shards - failed
+        "feed stream: handed batches up to {last} to {} of {shards} shards holding {listeners} listeners \
+         (by shard: {})",
+        shards - failed,
+        by_shard.join(", ")
     );
     Ok(true)
 }
