@@ -17,6 +17,8 @@ const RECONNECT: Duration = Duration::from_millis(kya_core::feed::sse::RECONNECT
 /// [`ChangeFollower::next`] follows the stream from where the pages stopped (built with
 /// [`ChangeFollower::streaming`]), reconnecting it with `Last-Event-ID` when it ends; or it waits
 /// `poll` between pages (built with [`ChangeFollower::new`], and for an API without the stream).
+/// A stream the server ends on purpose (a connection's byte budget or lifetime) is reconnected at
+/// once from the id it names; one that broke, after the stream's `retry`.
 /// [`ChangeFollower::position`] is where to start again (`after=`) to miss nothing and repeat
 /// nothing: the last event handed out, or past the events the filters skipped.
 #[derive(Debug)]
@@ -80,7 +82,7 @@ impl ChangeFollower {
         }
     }
 
-    /// The stream's next event: `None` when it ended (reconnected after [`RECONNECT`] on the
+    /// The stream's next event: `None` when it ended (reconnected on the
     /// next call), or when the API has no stream (the follower polls from then on).
     async fn streamed(&mut self) -> Result<Option<Event>> {
         let stream = match &mut self.stream {
@@ -97,15 +99,30 @@ impl ChangeFollower {
         };
         match stream.next().await? {
             Some(event) => {
-                self.position = Some(event.id);
+                self.advance(event.id);
                 Ok(Some(event))
             }
             None => {
+                // A stream the server ended on purpose (its byte budget, its lifetime) names
+                // where to resume, past what the filters passed over: at once, from there.
+                // One that broke is reconnected after the last event, a moment later.
+                let named = stream.resume_after();
                 self.stream = None;
-                tokio::time::sleep(RECONNECT).await;
+                match named {
+                    Some(named) => self.advance(named),
+                    None => tokio::time::sleep(RECONNECT).await,
+                }
                 Ok(None)
             }
         }
+    }
+
+    /// Moves past `cursor`, reached on the stream: both where to resume and where the next page
+    /// starts, since [`ChangeFollower::next`] pages from there once a stream has ended (a page
+    /// from where the pages had stopped before the stream gave its events again).
+    fn advance(&mut self, cursor: Cursor) {
+        self.position = self.position.max(Some(cursor));
+        self.read_through = self.read_through.max(Some(cursor));
     }
 
     /// The next event if the feed holds one now; `None` once caught up.

@@ -86,10 +86,17 @@ export class ChangeFeedError extends Error {
 }
 
 /** Every event after `after`, then every new one, each once and in order, for as long as the
- * caller iterates; reconnects with `Last-Event-ID`. */
+ * caller iterates; reconnects with `Last-Event-ID` (at once when the server ended the stream on
+ * purpose, naming the id to resume after; else after `retryMs`). */
 export function followChanges(options?: FollowChangesOptions): AsyncGenerator<ChangeEvent, void, undefined>;
 
-/** A Server-Sent Events body split into its messages (and `retry` fields). */
+/** A Server-Sent Events body split into its messages, its `retry` fields, and the ids of messages
+ * without data (`{ lastEventId }`: an id an `EventSource` would send back, as the feed's stream
+ * names where to resume when it ends a connection). */
 export function parseServerSentEvents(
   body: ReadableStream<Uint8Array>,
-): AsyncGenerator<{ id: string | undefined; event: string; data: string } | { retry: number }, void, undefined>;
+): AsyncGenerator<
+  { id: string | undefined; event: string; data: string } | { retry: number } | { lastEventId: string },
+  void,
+  undefined
+>;

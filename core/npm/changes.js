@@ -37,7 +37,10 @@ async function refusal(response) {
 /**
  * Splits a Server-Sent Events byte stream into messages, as the HTML standard parses them:
  * lines end in CRLF, LF or CR; `:` starts a comment; a blank line ends a message.
- * Yields `{ id, event, data }` for each message with data, and `{ retry }` for a retry field.
+ * Yields `{ id, event, data }` for each message with data, `{ retry }` for a retry field, and
+ * `{ lastEventId }` for a message with an id and no data: it dispatches no event, but sets the id
+ * an `EventSource` sends back when it reconnects. The feed's stream ends a connection it closes on
+ * purpose (its byte budget, its lifetime) with one, naming where to resume.
  */
 export async function* parseServerSentEvents(body) {
   const reader = body.pipeThrough(new TextDecoderStream()).getReader();
@@ -56,6 +59,8 @@ export async function* parseServerSentEvents(body) {
         if (line === '') {
           if (message.data.length > 0) {
             yield { id: message.id, event: message.event || 'message', data: message.data.join('\n') };
+          } else if (message.id !== undefined) {
+            yield { lastEventId: message.id };
           }
           message = { id: undefined, event: '', data: [] };
           continue;
@@ -95,7 +100,9 @@ const sleep = (ms, signal) => new Promise((resolve) => {
  *
  * A refusal (400 for a malformed cursor or filter, 404 for a cursor this feed never gave, 410 for
  * one past the retention, 503 for a deployment without the feed) throws a ChangeFeedError. A
- * dropped stream is reopened with `Last-Event-ID` set to the last event yielded.
+ * dropped stream is reopened after `retryMs` with `Last-Event-ID` set to the last event yielded. A
+ * stream the server ended on purpose (a connection's byte budget or lifetime: it names the id to
+ * resume after, past the events the filters passed over) is reopened at once from that id.
  */
 export async function* followChanges(options = {}) {
   const base = (options.base ?? '').replace(/\/$/, '');
@@ -132,10 +139,17 @@ export async function* followChanges(options = {}) {
       continue;
     }
     if (!response.ok) throw await refusal(response);
+    // Set when the server ends this stream on purpose, naming where to resume.
+    let ended = false;
     try {
       for await (const message of parseServerSentEvents(response.body)) {
         if (message.retry !== undefined) {
           retryMs = message.retry;
+          continue;
+        }
+        if (message.lastEventId !== undefined) {
+          cursor = message.lastEventId;
+          ended = true;
           continue;
         }
         const event = JSON.parse(message.data);
@@ -147,6 +161,6 @@ export async function* followChanges(options = {}) {
       if (error instanceof SyntaxError) throw error;
     }
     if (signal?.aborted) return;
-    await sleep(retryMs, signal);
+    if (!ended) await sleep(retryMs, signal);
   }
 }
