@@ -186,7 +186,15 @@ impl EdgeWorker {
                     tries += 1;
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }
-                Err(error) => panic!("/__scheduled (try {tries}): {error}\n{}", self.output()),
+                Err(error) => {
+                    // The error's causes (a reset, a timeout) say more than its summary.
+                    let causes =
+                        std::iter::successors(std::error::Error::source(&error), |cause| cause.source())
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join(": ");
+                    panic!("/__scheduled (try {tries}): {error}: {causes}\n{}", self.output())
+                }
             }
         };
         assert_eq!(response.status().as_u16(), 200, "/__scheduled:\n{}", self.output());

@@ -84,7 +84,8 @@ impl SseListener {
         Ok(Self::reading(bytes, headers))
     }
 
-    /// [`SseListener::open`] on a socket shaped as an internet client's that never reads: a
+    /// [`SseListener::open`] (with `Last-Event-ID` when given) on a socket shaped as an internet
+    /// client's that never reads: a
     /// receive buffer of `receive_buffer` bytes and a segment size of [`INTERNET_MSS`], both set
     /// before it connects. Over loopback, a socket otherwise offers a 64 KiB segment size, from
     /// which the server's kernel sizes its send buffer (megabytes for ten segments), and Linux
@@ -95,6 +96,7 @@ impl SseListener {
     pub async fn open_as_internet_client(
         base: &str,
         path_and_query: &str,
+        last_event_id: Option<&str>,
         receive_buffer: usize,
     ) -> Result<Self, Refused> {
         use http_body_util::BodyExt;
@@ -115,12 +117,14 @@ impl SseListener {
                 .await
                 .expect("an HTTP/1.1 connection");
         tokio::spawn(connection);
-        let request = hyper::Request::get(path_and_query)
+        let mut request = hyper::Request::get(path_and_query)
             .header("host", address.to_string())
             .header("cf-connecting-ip", fresh_ip())
-            .header("accept", "text/event-stream")
-            .body(http_body_util::Empty::<hyper::body::Bytes>::new())
-            .expect("a request");
+            .header("accept", "text/event-stream");
+        if let Some(last) = last_event_id {
+            request = request.header("last-event-id", last);
+        }
+        let request = request.body(http_body_util::Empty::<hyper::body::Bytes>::new()).expect("a request");
         let response =
             sender.send_request(request).await.unwrap_or_else(|error| panic!("{path_and_query}: {error}"));
         let status = response.status().as_u16();

@@ -529,6 +529,14 @@ test("recent changes: the next index run's events arrive live, newest first", as
   await changesLive(page);
   assert.deepEqual(await allChanges(), []);
   assert.deepEqual(await panelRows(page), []);
+  // The Worker ends each stream connection past a small byte budget (tests/it/browser sets
+  // FEED_STREAM_CONNECTION_BYTES), naming the id to resume after: the page's EventSource
+  // reconnects by itself with it as Last-Event-ID.
+  const reconnects = [];
+  const onRequest = (request) => {
+    if (new URL(request.url()).pathname === '/api/v1/changes/stream') reconnects.push(request);
+  };
+  page.on('request', onRequest);
   // Eight days on, every attestation current at the seed has lapsed: the next run adds an
   // agent.attestation_expired for each (and agent.compliance_changed for the compliant), which the
   // open page must receive from the stream.
@@ -543,7 +551,14 @@ test("recent changes: the next index run's events arrive live, newest first", as
   assert.deepEqual(agentsOf('agent.compliance_changed'), demo.agents.filter(isCompliant).map((agent) => agent.agentId));
   assert.ok(events.length > 20, `more events than the panel shows: ${events.length}`);
   await page.waitForSelector(`#changes-list[data-newest="${events.at(-1).id}"]`, { timeout: 60_000 });
-  assert.deepEqual(await panelRows(page), expectedRows(events), "the panel shows the stream's events");
+  page.off('request', onRequest);
+  assert.deepEqual(await panelRows(page), expectedRows(events), "the panel shows the stream's events, each once");
+  assert.ok(reconnects.length >= 1, 'the stream was ended past its budget and opened again');
+  const ids = new Set(events.map((event) => event.id));
+  for (const request of reconnects) {
+    const last = (await request.allHeaders())['last-event-id'];
+    assert.ok(ids.has(last), `a reconnect resumes after an event it was sent: ${last}`);
+  }
   assert.equal(await page.locator('#changes-panel').getAttribute('data-state'), 'live');
   await page.locator('#changes-panel').scrollIntoViewIfNeeded();
   await shot('10-recent-changes');

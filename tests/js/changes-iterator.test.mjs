@@ -7,8 +7,10 @@
 // on stdout that the iterator is streaming (`kya-feed: streaming`). It writes the second batch
 // and runs the index; the test cuts the stream right after the batch's first event, and the
 // iterator reconnects with Last-Event-ID (`kya-feed: resumed <id>`). The driver then writes the
-// third batch. The iterator must yield exactly the feed's events, in order, none twice; a second
-// one, filtered to agent 2 and streaming before the second batch, exactly agent 2's.
+// third batch, more than a connection's byte budget (two events): the Worker ends the connection
+// naming where to resume, and the iterator reconnects there at once. The iterator must yield
+// exactly the feed's events, in order, none twice; a second one, filtered to agent 2 and
+// streaming before the second batch, exactly agent 2's.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
@@ -46,12 +48,20 @@ test('pages, then the stream, cut and resumed with Last-Event-ID: every event on
   const fetchWatched = async (url, init) => {
     if (!new URL(url).pathname.endsWith('/changes/stream')) return fetch(url, init);
     const cutter = new AbortController();
-    const stream = { lastEventId: init.headers['last-event-id'] ?? null, before: yielded.at(-1)?.id ?? null, cutter };
+    const stream = { lastEventId: init.headers['last-event-id'] ?? null, before: yielded.at(-1)?.id ?? null, cutter, openedAt: Date.now() };
     streams.push(stream);
     const response = await fetch(url, { ...init, signal: cutter.signal });
+    // When its body ends (the Worker ended it, or the cut), for the gap to the next connection.
+    const [body, watched] = response.body.tee();
+    const reader = watched.getReader();
+    stream.stopWatching = () => reader.cancel().catch(() => {});
+    (async () => {
+      try { while (!(await reader.read()).done); } catch { /* cut */ }
+      stream.endedAt = Date.now();
+    })();
     if (streams.length === 1) await bothStreaming;
     console.log(streams.length === 1 ? 'kya-feed: streaming' : `kya-feed: resumed ${stream.lastEventId}`);
-    return response;
+    return new Response(body, { status: response.status, headers: response.headers });
   };
   const firstOfSecondBatch = expected.find((event) => event.id.startsWith('2-')).id;
   for await (const event of followChanges({ base, fetch: fetchWatched })) {
@@ -60,15 +70,24 @@ test('pages, then the stream, cut and resumed with Last-Event-ID: every event on
     if (event.id === firstOfSecondBatch && streams.length === 1) streams[0].cutter.abort();
     if (yielded.length >= expected.length) break;
   }
+  // The last connection is still open: its watcher would keep node running.
+  for (const stream of streams) stream.stopWatching();
   assert.deepEqual(yielded, expected);
   assert.equal(new Set(yielded.map((event) => event.id)).size, yielded.length, 'no event twice');
   assert.ok(ofAgent2.some((event) => !event.id.startsWith('1-')), 'agent 2 has events past the pages');
   assert.deepEqual(await filtered, ofAgent2, "agent 2's events, once each, pages and stream alike");
-  // Two connections: the first from where the pages ended, the second from the last event yielded.
+  // The first connection from where the pages ended, the second from the last event yielded
+  // before the cut, and each later one from where the Worker's end of the one before said: with
+  // no filter, the last event it sent, so the last yielded.
   const lastOfFirstBatch = expected.filter((event) => event.id.startsWith('1-')).at(-1).id;
-  assert.deepEqual(streams.map((stream) => [stream.lastEventId, stream.before]),
-    [[lastOfFirstBatch, lastOfFirstBatch], [streams[1].before, streams[1].before]]);
+  assert.equal(streams[0].lastEventId, lastOfFirstBatch);
+  for (const stream of streams) assert.equal(stream.lastEventId, stream.before, 'resumed after the last event yielded');
   assert.ok(streams[1].before?.startsWith('2-'), `cut within the second batch: ${streams[1].before}`);
+  // Batch 3's five events, two a connection: at least two ends of the Worker's, each followed
+  // at once by the next connection (a dropped stream waits the stream's `retry` of 3 s first).
+  assert.ok(streams.length >= 4, `${streams.length} connections`);
+  const gaps = streams.slice(2).map((stream, at) => stream.openedAt - streams[at + 1].endedAt);
+  assert.ok(gaps.every((gap) => gap < 1000), `reconnected at once: ${gaps.join(', ')} ms`);
 });
 
 test('the filters select as /changes does', async () => {
@@ -97,9 +116,9 @@ test("a refused cursor throws the API's status and message", async () => {
     && /^Agent not found: no event 99-0 in this change feed/.test(error.message));
 });
 
-test('the SSE parser: any line ending, split anywhere, comments, multi-line data, retry', async () => {
+test('the SSE parser: any line ending, split anywhere, comments, multi-line data, retry, an id alone', async () => {
   const text = 'retry: 3000\r\n: after 1-2\r\n\r\nid: 2-0\revent: a\rdata: {"x":\rdata: 1}\r\r'
-    + ': keep-alive\n\nid: 2-1\nevent: b\ndata:plain\n\ndata: no id\r\n\r\nid: 3-0\n\n';
+    + ': keep-alive\n\nid: 2-1\nevent: b\ndata:plain\n\ndata: no id\r\n\r\n: end budget last-event-id=3-0\nid: 3-0\n\n';
   const bytes = new TextEncoder().encode(text);
   // One byte at a time: every line ending, CRLF included, is split across chunks somewhere.
   const body = new ReadableStream({
@@ -115,5 +134,7 @@ test('the SSE parser: any line ending, split anywhere, comments, multi-line data
     { id: '2-0', event: 'a', data: '{"x":\n1}' },
     { id: '2-1', event: 'b', data: 'plain' },
     { id: undefined, event: 'message', data: 'no id' },
+    // A message with an id and no data (the Worker's end of a connection): where to resume.
+    { lastEventId: '3-0' },
   ]);
 });

@@ -26,6 +26,9 @@ async fn explorer_page_shows_the_seeded_registry() {
         kya_core::pass::SigningKeys::new(kya_core::pass::SigningKey::from_seed(&[0x51; 32]), Vec::new());
     let mut vars = chain_vars(&chain.rpc_url(), chain.registry());
     vars.push(("PASS_SIGNING_KEYS", keys.private_json()));
+    // Stream connections end past a dozen events or so (naming where to resume), so that the
+    // page's recent-changes panel meets its stream's ends and reconnects.
+    vars.push(("FEED_STREAM_CONNECTION_BYTES", "8192".to_owned()));
     let worker = EdgeWorker::start_indexed(&vars).await;
     // The index once, so that the page's recent-changes panel is seeded; the test runs it again.
     worker.run_index().await;

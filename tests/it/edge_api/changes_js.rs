@@ -1,8 +1,10 @@
 //! The npm package's change-feed iterator (`core/npm/changes.js`, `kya-core/changes`) under node
 //! against the real Worker under `wrangler dev`: `tests/js/changes-iterator.test.mjs` follows the
 //! feed while this test writes its batches (as `edge_api::changes` does) and runs the index, which
-//! hands each batch to the stream's shards. The node test cuts the stream once; the iterator must
-//! resume with `Last-Event-ID` and yield exactly the feed's events, in order, none twice.
+//! hands each batch to the stream's shards. The node test cuts the stream once, and the Worker
+//! ends its connections past a byte budget of two events (`FEED_STREAM_CONNECTION_BYTES`, naming
+//! where to resume); the iterator must resume with `Last-Event-ID` each time and yield exactly the
+//! feed's events, in order, none twice.
 
 use std::{process::Stdio, time::Duration};
 
@@ -38,9 +40,16 @@ async fn wait_for(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_npm_iterator_yields_the_feed_once_in_order_across_a_reconnect() {
     ensure_built("build-core-wasm.sh");
-    // No chain: the feed is read from D1 alone (the index's step fails and is logged).
-    let worker = chainless_worker(&[("FEED_STREAM_SHARDS", "2".to_owned())]).await;
+    // No chain: the feed is read from D1 alone (the index's step fails and is logged). Each
+    // connection is sent two of the feed's events at most.
     let batches = feed();
+    let largest = batches.iter().flatten().map(|event| kya_core::feed::sse::message(event).len()).max();
+    let budget = 2 * largest.expect("events");
+    let worker = chainless_worker(&[
+        ("FEED_STREAM_SHARDS", "2".to_owned()),
+        ("FEED_STREAM_CONNECTION_BYTES", budget.to_string()),
+    ])
+    .await;
     let all: Vec<&Event> = batches.iter().flatten().collect();
     write_batches(&worker, 1, &batches[..1]);
     worker.run_index().await;

@@ -27,6 +27,7 @@ mod point;
 mod providers;
 mod reorgs;
 mod stream;
+mod stream_bounds;
 mod stream_crowd;
 mod verify;
 mod webhooks;

@@ -293,6 +293,8 @@ async fn listeners_get_each_event_once_in_order_with_filters_resumes_and_heartbe
     let mut far_behind = open_from(&worker, "", Some("7-1")).await;
     let first: Vec<Message> = far_behind.take(200, Duration::from_secs(5)).await;
     assert_eq!(first, messages(&many[..127].iter().flatten().collect::<Vec<_>>()), "batches 8 to 134");
+    let named = ": end resume-pages last-event-id=134-0\nid: 134-0\n\n";
+    assert!(far_behind.received().ends_with(named), "{}", far_behind.received());
     let mut rest = open_from(&worker, "", Some(&first.last().unwrap().id)).await;
     receives(&mut rest, &messages(&many[127..].iter().flatten().collect::<Vec<_>>()), "135 to 140").await;
 
@@ -423,8 +425,8 @@ async fn listeners_without_a_cursor_get_every_event_appended_after_they_connecte
 /// A client's streams, then the shard's listeners, are capped before a stream opens (429, the
 /// API's message, `Retry-After`), and a stream that ends frees its place. A shard handed batches
 /// past a gap (a hand-over it missed: the outlet gave up on it, docs/change-feed.md "Stream")
-/// tells its live listeners why and ends their streams; they resume from D1 with
-/// `Last-Event-ID`. The gap is made here by leaving batch 2 out of the feed's table, so that
+/// tells its live listeners why and ends their streams, naming where to resume; they resume from
+/// D1 with `Last-Event-ID`. The gap is made here by leaving batch 2 out of the feed's table, so that
 /// the run hands the shard batch 3 after batch 1.
 #[tokio::test]
 async fn streams_are_capped_per_client_and_per_shard_and_a_shard_that_missed_batches_drops_its_listeners() {
@@ -476,17 +478,18 @@ async fn streams_are_capped_per_client_and_per_shard_and_a_shard_that_missed_bat
     };
 
     // Batch 3 after batch 1: the shard missed batch 2. Its three live listeners are told so and
-    // their streams end; each resumes from the last event it had (none: batch 1's last).
+    // their streams end, each naming where to resume: after batch 1 (they connected after it,
+    // and were offered nothing since), which an id names as `1-4294967295`.
     write_batches(&worker, 3, &batches[2..]);
     worker.run_index().await;
-    let dropped = ": dropped: this shard missed batches 2 to 2; reconnect with Last-Event-ID\n\n";
+    let after_batch_1 = format!("{}", Cursor { batch: 1, index: u32::MAX });
+    let dropped = format!(": end missed-batches last-event-id={after_batch_1}\nid: {after_batch_1}\n\n");
     let mut listeners = vec![x1, x2, y1];
     for listener in &mut listeners {
-        assert!(listener.wait_for(dropped, 1, PATIENCE).await, "{}", listener.received());
+        assert!(listener.wait_for(&dropped, 1, PATIENCE).await, "{}", listener.received());
         assert_eq!(listener.next(QUIET).await, None, "the stream ended: {}", listener.received());
     }
-    let batch_1_last = batches[0].last().unwrap().id.to_string();
-    let mut resumed = open_from(&worker, "", Some(&batch_1_last)).await;
+    let mut resumed = open_from(&worker, "", Some(&after_batch_1)).await;
     let batch_3: Vec<&Event> = batches[2].iter().collect();
     receives(&mut resumed, &messages(&batch_3), "from D1 after the gap").await;
     let warned = "feed stream: this shard missed batches 2 to 2: its listeners resume from D1";
