@@ -140,8 +140,11 @@ impl<'a> Rpc<'a> {
                 aggregated = self.aggregate(plan, multicall, BlockTag::Number(first.number)).await?;
             }
             let (block, outcomes) = match aggregated {
-                // Read by hash: Multicall3's number and time must be the header's.
-                Aggregated::Read(block, _) if at.is_some_and(|expected| expected != block) => {
+                // Read by hash: Multicall3's number and time must be the header's. (A read by
+                // number answers for whatever block now has it: its caller compares.)
+                Aggregated::Read(block, _)
+                    if matches!(tag, BlockTag::Hash(_)) && at.is_some_and(|expected| expected != block) =>
+                {
                     return Err(CoreError::Rpc(format!(
                         "the read at block {} found block {} ({})",
                         at.map_or(0, |expected| expected.number),

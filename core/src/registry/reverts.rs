@@ -21,6 +21,8 @@ pub const CONSENT_EXPIRED: &str = "Consent expired";
 /// A consent whose deadline lies more than `MAX_CONSENT_LIFETIME` (7 days) past its block.
 pub const CONSENT_DEADLINE_TOO_FAR: &str = "Consent deadline too far";
 pub const INVALID_CONSENT_SIGNATURE: &str = "Invalid consent signature";
+/// `invalidateConsentsThrough(nonce)` with a `nonce` below the caller's current consent nonce.
+pub const CONSENT_NONCE_ALREADY_PAST: &str = "Consent nonce already past";
 pub const CURRENCY_TOO_LONG: &str = "Currency too long";
 pub const CATEGORY_TOO_LONG: &str = "Category too long";
 pub const ONLY_SUSPENDED_REACTIVATE: &str = "Only suspended agents can be reactivated";
@@ -29,7 +31,7 @@ pub const ALREADY_REVOKED_OR_TERMINATED: &str = "Agent already revoked or termin
 pub const NO_AGENT_FOR_WALLET: &str = "No agent registered for this wallet";
 
 /// Every reason above, in the contract's order.
-pub const ALL: [&str; 21] = [
+pub const ALL: [&str; 22] = [
     ONLY_OWNER,
     ONLY_REGULATOR,
     AGENT_NOT_FOUND,
@@ -46,6 +48,7 @@ pub const ALL: [&str; 21] = [
     CONSENT_EXPIRED,
     CONSENT_DEADLINE_TOO_FAR,
     INVALID_CONSENT_SIGNATURE,
+    CONSENT_NONCE_ALREADY_PAST,
     CURRENCY_TOO_LONG,
     CATEGORY_TOO_LONG,
     ONLY_SUSPENDED_REACTIVATE,

@@ -12,7 +12,7 @@ use super::{assert_revert, consented_call, id, register, register_call, send_as,
 
 /// Every revert string in the registry's source (named once, in core), each provoked by a test
 /// below.
-const REASONS: [&str; 21] = kya_core::registry::reverts::ALL;
+const REASONS: [&str; 22] = kya_core::registry::reverts::ALL;
 
 /// A string added to the contract fails here until it is listed above (and given a test).
 #[test]
