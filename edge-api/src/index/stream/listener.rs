@@ -203,6 +203,20 @@ impl Listener {
     }
 }
 
+/// A shard's listeners, shared by its requests, its resumes and its heartbeat (here, beside
+/// the listener, so that the shard and its resumes both read them without importing each other).
+#[derive(Default)]
+pub(super) struct Listeners {
+    /// The id the next listener gets.
+    pub(super) next: u64,
+    pub(super) open: std::collections::BTreeMap<u64, Listener>,
+    /// The newest event this shard was handed: where a listener without a cursor starts, and
+    /// how far a resume reads D1 before it takes the hand-overs.
+    pub(super) newest: Option<kya_core::feed::Cursor>,
+    /// Whether the heartbeat's timer runs.
+    pub(super) beating: bool,
+}
+
 #[cfg(test)]
 mod tests {
     use alloy_primitives::{Address, B256};

@@ -19,7 +19,7 @@ use std::{cell::RefCell, rc::Rc};
 use futures::{Stream, stream};
 use kya_core::feed::{Cursor, sse, sse::EndReason};
 
-use super::shard::Listeners;
+use super::listener::Listeners;
 use crate::{d1::Store, index::changes::BATCHES_PER_PAGE};
 
 /// Pages (each a `/changes` page of 16 batches) one connection's resume reads at most. A listener

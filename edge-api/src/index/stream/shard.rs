@@ -23,18 +23,17 @@
 
 use std::{
     cell::{Cell, RefCell},
-    collections::BTreeMap,
     rc::Rc,
     time::Duration,
 };
 
 use futures::{StreamExt, channel::mpsc, stream};
-use kya_core::feed::{ChangesQuery, Cursor, Event, sse, sse::EndReason};
+use kya_core::feed::{ChangesQuery, Event, sse, sse::EndReason};
 use serde::Deserialize;
 use worker::{Delay, DurableObject, Env, Headers, Request, Response, State, durable_object};
 
 use super::{
-    listener::{Allowance, Frame, Listener},
+    listener::{Allowance, Frame, Listener, Listeners},
     resume::{self, PageTurn, starting_point},
 };
 use crate::{Error, Result, config::Config, d1::Store, http};
@@ -68,18 +67,6 @@ const CAPPED_RETRY_SECS: u64 = 60;
 #[derive(Deserialize)]
 pub(super) struct Handed {
     pub(super) events: Vec<Event>,
-}
-
-/// The shard's listeners, shared by its requests, its resumes and its heartbeat.
-#[derive(Default)]
-pub(super) struct Listeners {
-    next: u64,
-    pub(super) open: BTreeMap<u64, Listener>,
-    /// The newest event this shard was handed: where a listener without a cursor starts, and
-    /// how far a resume reads D1 before it takes the hand-overs.
-    pub(super) newest: Option<Cursor>,
-    /// Whether the heartbeat's timer runs.
-    beating: bool,
 }
 
 /// The Durable Object of one shard of listeners.
