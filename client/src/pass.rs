@@ -86,29 +86,31 @@ impl PassVerifier {
     }
 
     /// `check` with the keys held, fetched first when stale; once more when the pass names a
-    /// key not held and a fetch for it may start (or one ran meanwhile).
+    /// key not held and a fetch for it may start, or one finished since (a rotation's crowd:
+    /// those that checked while its fetch ran use its outcome, and ask for none of their own).
     async fn check(
         &self,
         check: impl Fn(&Jwks, u64) -> Result<VerifiedPass, PassRefusal>,
     ) -> Result<VerifiedPass> {
-        let seen = self.cache().attempts();
+        let seen = self.cache().outcomes();
         if self.cache().is_stale(unix_ms()) {
             // A failed fetch leaves the keys as trusted as they were: `keys` bounds it.
             let _ = self.refresh(seen, FetchReason::Stale).await;
         }
-        let seen = self.cache().attempts();
-        match self.with_keys(&check)? {
+        let (seen, outcome) = self.with_keys(&check)?;
+        match outcome {
             Err(PassRefusal::UnknownKey(_)) => {
                 // A fetch that fails leaves the key unknown: the pass's sender chose its kid,
                 // and the provider answers it as a pass this issuer did not sign.
                 let _ = self.refresh(seen, FetchReason::UnknownKey).await;
-                Ok(self.with_keys(&check)??)
+                Ok(self.with_keys(&check)?.1?)
             }
             outcome => Ok(outcome?),
         }
     }
 
-    fn with_keys<T>(&self, check: impl FnOnce(&Jwks, u64) -> T) -> Result<T> {
+    /// `check` run with the keys held now, and how many fetches had finished when they were read.
+    fn with_keys<T>(&self, check: impl FnOnce(&Jwks, u64) -> T) -> Result<(u64, T)> {
         let now = unix_ms();
         let cache = self.cache();
         let jwks = cache.keys(now).ok_or_else(|| {
@@ -118,17 +120,17 @@ impl PassVerifier {
                 now.saturating_sub(cache.trusted_until_ms()),
             ))
         })?;
-        Ok(check(jwks, now / 1_000))
+        Ok((cache.outcomes(), check(jwks, now / 1_000)))
     }
 
-    /// Fetches the keys for `reason` if the cache lets a fetch start, unless one started since
-    /// the caller read `seen` attempts (then its outcome stands). One at a time: callers wait
+    /// Fetches the keys for `reason` if the cache lets a fetch start, unless one finished since
+    /// the caller read `seen` outcomes (then that outcome stands). One at a time: callers wait
     /// for the fetch under way. An error only when this call fetched, and failed.
     async fn refresh(&self, seen: u64, reason: FetchReason) -> Result<()> {
         let _one_at_a_time = self.fetching.lock().await;
         let ticket = {
             let mut cache = self.cache_mut();
-            if cache.attempts() != seen {
+            if cache.outcomes() != seen {
                 return Ok(());
             }
             match cache.begin_fetch(reason, unix_ms()) {

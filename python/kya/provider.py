@@ -100,12 +100,13 @@ class Gate:
             key = wallet.lower()
             self._lost_at[key] = max(block, self._lost_at.get(key, 0))
 
-    def _refresh(self, reason: Literal["stale", "unknown_key"]) -> None:
-        """One fetch at a time: a caller that finds one under way waits for it."""
+    def _refresh(self, reason: Literal["stale", "unknown_key"], seen: int) -> None:
+        """One fetch at a time: a caller that finds one under way waits for it, and uses its
+        outcome: none starts if a fetch finished since the caller read ``seen`` outcomes."""
         with self._fetching:
             now_ms = int(self._clock() * 1000)
             with self._lock:
-                if not self.keys.begin_fetch(reason, now_ms):
+                if self.keys.outcomes != seen or not self.keys.begin_fetch(reason, now_ms):
                     return
             try:
                 body, cache_control = self._fetch_jwks(self.api_url + JWKS_PATH)
@@ -117,24 +118,27 @@ class Gate:
             with self._lock:
                 self.keys.fetched(jwks, cache_control, int(self._clock() * 1000))
 
-    def _jwks(self) -> Jwks:
+    def _jwks(self) -> Tuple[Jwks, int]:
+        """The keys to check with, and how many fetches had finished when they were read."""
         now_ms = int(self._clock() * 1000)
         if self.keys.is_stale(now_ms):
-            self._refresh("stale")
-        jwks = self.keys.jwks(int(self._clock() * 1000))
+            self._refresh("stale", self.keys.outcomes)
+        with self._lock:
+            seen = self.keys.outcomes
+            jwks = self.keys.jwks(int(self._clock() * 1000))
         if jwks is None:
             raise IssuerKeysUnavailable(f"no trusted key of {self.issuer}: {self.api_url + JWKS_PATH} cannot be had")
-        return jwks
+        return jwks, seen
 
     def admit(
         self, method: str, url: str, headers: Any, body: Union[bytes, str, None] = None
     ) -> Admission:
         """Admits a request (its method, absolute URL, headers and body) or says why not."""
-        jwks = self._jwks()
+        jwks, seen = self._jwks()
         verdict = self._verify(jwks, method, url, headers, body)
         if verdict.get("reason") == "unknown_key" and verdict.get("stage") == "pass":
             # A rotation, or a made-up kid: the cache allows one attempt per interval.
-            self._refresh("unknown_key")
+            self._refresh("unknown_key", seen)
             refreshed = self.keys.jwks(int(self._clock() * 1000))
             if refreshed is not None and refreshed is not jwks:
                 verdict = self._verify(refreshed, method, url, headers, body)

@@ -123,6 +123,13 @@ impl KeyCache {
         self.cache.attempts()
     }
 
+    /// How many fetches have finished, with keys or without: a caller that checked against the
+    /// keys held when it read `n`, and finds more, has an outcome to go by and fetches none.
+    #[getter]
+    fn outcomes(&self) -> u64 {
+        self.cache.outcomes()
+    }
+
     /// When the keys held stop being trusted (Unix milliseconds; 0 with none).
     #[getter]
     fn trusted_until_ms(&self) -> u64 {

@@ -155,6 +155,50 @@ def test_gate_answers_each_refusal_with_its_status(fixture: Dict[str, Any]) -> N
     assert world.jwks_fetches == 2, "one for the unknown kids, then none"
 
 
+def test_callers_that_checked_during_a_fetch_use_its_outcome(fixture: Dict[str, Any]) -> None:
+    """A crowd of made-up kids that checked while one fetch ran asks for none of its own, even
+    when that fetch outlasts the refetch interval (it made one more as soon as the clock allowed)."""
+    world = World(fixture)
+    signer = kya.RequestSigner(chain_id=fixture["chainId"], private_key=fixture["walletKey"])
+    url = f"{PROVIDER}/v1/infer"
+    assert world.gate.admit("GET", url, {**signer.headers("GET", url),
+                                         kya.PASS_HEADER: fixture["passes"]["valid"]}).admitted
+    assert world.jwks_fetches == 1
+    world.now += 10  # an unknown kid may now cause a fetch
+
+    crowd = 20
+    entered = threading.Semaphore(0)
+    refresh = world.gate._refresh
+
+    def counted_refresh(reason: Any, seen: int) -> None:
+        entered.release()
+        refresh(reason, seen)
+
+    def slow_fetch(url: str) -> Tuple[bytes, Optional[str]]:
+        if world.jwks_fetches == 1:
+            # Every caller has checked against the old keys and waits: the fetch ends 11 s on.
+            for _ in range(crowd):
+                assert entered.acquire(timeout=10), "a caller never asked for a fetch"
+            world.now += 11
+        return world.fetch_jwks(url)
+
+    world.gate._refresh = counted_refresh  # type: ignore[method-assign]
+    world.gate._fetch_jwks = slow_fetch
+    reasons: List[Optional[str]] = []
+
+    def admit() -> None:
+        headers = {**signer.headers("GET", url), kya.PASS_HEADER: fixture["passes"]["unknownKey"]}
+        reasons.append(world.gate.admit("GET", url, headers).reason)
+
+    threads = [threading.Thread(target=admit) for _ in range(crowd)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=20)
+    assert reasons == ["unknown_key"] * crowd
+    assert world.jwks_fetches == 2, "one fetch for the crowd, however long it took"
+
+
 def test_gate_without_reachable_keys_raises(fixture: Dict[str, Any]) -> None:
     def unreachable(url: str) -> Tuple[bytes, Optional[str]]:
         raise OSError("connection refused")

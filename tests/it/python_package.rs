@@ -16,7 +16,7 @@ use kya_tests::repo_root;
 use serde_json::{Value, json};
 
 /// The tests of `python/tests/`: each must pass, none skipped.
-const PYTEST_CHECKS: usize = 22;
+const PYTEST_CHECKS: usize = 23;
 
 /// The extension module cargo built beside this test binary (`target/debug/deps/`).
 fn extension_module() -> PathBuf {

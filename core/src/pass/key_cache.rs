@@ -108,8 +108,12 @@ pub struct KeyCache<K = Jwks> {
     fresh_until_ms: u64,
     trusted_until_ms: u64,
     last_attempt_ms: Option<u64>,
-    /// Attempts started so far: a waiter that saw `n` knows one happened since when it reads more.
+    /// Attempts started so far.
     attempts: u64,
+    /// Attempts finished so far, with keys or without: a caller that checked a pass against the
+    /// keys held when `n` had finished, and reads more, has new keys (or a failure) to go by,
+    /// and asks for no fetch of its own.
+    outcomes: u64,
     in_flight: bool,
 }
 
@@ -122,6 +126,7 @@ impl<K> KeyCache<K> {
             trusted_until_ms: 0,
             last_attempt_ms: None,
             attempts: 0,
+            outcomes: 0,
             in_flight: false,
         }
     }
@@ -149,6 +154,11 @@ impl<K> KeyCache<K> {
     /// How many fetches have started.
     pub fn attempts(&self) -> u64 {
         self.attempts
+    }
+
+    /// How many fetches have finished, successful or not.
+    pub fn outcomes(&self) -> u64 {
+        self.outcomes
     }
 
     /// Whether a fetch is under way.
@@ -196,6 +206,7 @@ impl<K> KeyCache<K> {
     fn finish(&mut self, ticket: FetchTicket) {
         debug_assert_eq!(ticket.attempt, self.attempts, "one fetch at a time");
         self.in_flight = false;
+        self.outcomes += 1;
     }
 }
 
@@ -245,7 +256,9 @@ mod tests {
         for _ in 0..200 {
             assert_eq!(cache.begin_fetch(FetchReason::UnknownKey, 1_001), None);
         }
+        assert_eq!((cache.attempts(), cache.outcomes()), (1, 0), "started, not finished");
         cache.failed(first);
+        assert_eq!(cache.outcomes(), 1, "a failure is an outcome");
         // Failed, and within the interval: still nothing (a success did not reset the clock,
         // nor does a failure).
         assert_eq!(cache.begin_fetch(FetchReason::UnknownKey, 10_999), None);
@@ -253,7 +266,7 @@ mod tests {
         cache.fetched(second, jwks(), Some("max-age=300"), 11_200);
         assert_eq!(cache.begin_fetch(FetchReason::UnknownKey, 20_999), None);
         assert!(cache.begin_fetch(FetchReason::UnknownKey, 21_000).is_some());
-        assert_eq!(cache.attempts(), 3);
+        assert_eq!((cache.attempts(), cache.outcomes()), (3, 2));
     }
 
     #[test]

@@ -298,13 +298,19 @@ async fn listeners_by_shard(
     }
     write_batches(worker, batch, &attestations(batch, batch));
     worker.run_index().await;
-    let output = worker.output();
-    let line = output
-        .lines()
-        .rfind(|line| line.contains(&format!("feed stream: handed batches up to {batch} ")))
-        .unwrap_or_else(|| panic!("no hand-over of batch {batch} logged:\n{output}"));
-    let counts = line.split("(by shard: ").nth(1).and_then(|rest| rest.split(')').next()).expect(line);
-    counts.split(", ").map(|count| count.parse().expect(line)).collect()
+    // The run's log reaches the test through wrangler's output pipe, which may lag its answer.
+    let handed = format!("feed stream: handed batches up to {batch} ");
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let line = loop {
+        let output = worker.output();
+        if let Some(line) = output.lines().rfind(|line| line.contains(&handed)) {
+            break line.to_owned();
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no hand-over of batch {batch} logged:\n{output}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let counts = line.split("(by shard: ").nth(1).and_then(|rest| rest.split(')').next()).expect(&line);
+    counts.split(", ").map(|count| count.parse().expect(&line)).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
