@@ -60,7 +60,9 @@ pub(crate) enum Decision {
     /// nonce goes to one of the relay's own transactions, whichever is mined, so the books
     /// count it; or to another transaction, and then the relay is dropped ([`Decision::Drop`]).
     /// Not over another relay's transaction the node holds at that nonce, which it would knock
-    /// out: then it waits for whichever is mined.
+    /// out: then it waits for whichever is mined. Nor over one that is no relay's (the key used
+    /// by hand or by another tool): sent only while the node's counts show the nonce free
+    /// ([`crate::rules::nonce::Resend::IfFree`]).
     Resend,
     /// Still pending: look again next pass.
     Wait,

@@ -3,7 +3,7 @@
 //! it again at its relayer nonce, which is still free (before, it waited for the reconciler's
 //! grace, about 150 s with the defaults), and the relay after it, queued behind the gap, is
 //! mined with it untouched. A dropped transaction whose nonce another transaction holds in the
-//! node is not sent over it.
+//! node is not sent over it, by the follower or by the reconciler.
 
 use super::{Engine, TestStore};
 use std::time::{Duration, Instant};
@@ -195,7 +195,57 @@ async fn an_evicted_transaction_is_not_sent_over_another_at_its_nonce(engine: En
     relayer.stop().await;
 }
 
+/// The reconciler, too, leaves a transaction at the relay's nonce that is no relay's: the relay's
+/// only transaction evicted, the key's own self-transfer at its nonce with the relay's very fees
+/// (which a fee replacement outbids), the stuck policy far off, so the reconciler (grace 0, a
+/// pass a second) is the one to decide. Before, it sent the relay again whatever the node held
+/// there, knocking the other out; now only while the nonce is free. Once the other is mined, the
+/// relay is dropped and nothing is charged for it.
+async fn the_reconciler_does_not_send_a_relay_over_a_transaction_that_is_no_relays(engine: Engine) {
+    let reconciler_only = [
+        ("STUCK_AFTER_BLOCKS", "1000"),
+        ("STUCK_AFTER_SECS", "3600"),
+        ("RECONCILE_GRACE_SECS", "0"),
+        ("RECONCILE_INTERVAL_SECS", "1"),
+    ];
+    let (t, _db, relayer): (TestChain, TestStore, InProcessRelayer) = start(engine, &reconciler_only).await;
+    let client = &relayer.client;
+    let key = relayer.relayer.address();
+    anvil(&t, "evm_setAutomine", json!([false])).await;
+    let (id, first) = relay_registration(&t, client, 520).await;
+    let sent = t.chain.provider().get_transaction_by_hash(first).await.unwrap().expect("with the node");
+    evict(&t, first).await;
+    let other = TransactionRequest::default()
+        .with_from(key)
+        .with_to(key)
+        .with_nonce(0)
+        .with_gas_limit(21_000)
+        .with_max_fee_per_gas(sent.max_fee_per_gas())
+        .with_max_priority_fee_per_gas(sent.max_priority_fee_per_gas().expect("an EIP-1559 relay"));
+    let other = t.chain.submit(other).await.expect("the node takes it");
+    assert_eq!(nonces(&t, key).await, (0, 1));
+
+    // A few reconciler passes: the relay stays on its one transaction, the other in the node.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let waiting = relay(client, &id).await;
+    assert_eq!(waiting["transactions"].as_array().unwrap().len(), 1, "nothing sent over it: {waiting}");
+    let held = t.chain.provider().get_transaction_by_hash(other).await.unwrap().expect("still with the node");
+    assert_eq!((held.nonce(), held.to()), (0, Some(key)));
+
+    // The other is mined at the nonce: the relay can never be, and is dropped, charged nothing.
+    anvil(&t, "evm_mine", json!([])).await;
+    assert!(t.chain.receipt(other).await.unwrap().status());
+    let dropped = client.relay_until(&id, |relay| relay["status"] == "dropped").await;
+    assert_eq!(dropped["transactions"].as_array().unwrap().len(), 1, "{dropped}");
+    assert_eq!(forwarder_nonce(&t, agent_key(520).address()).await, 0, "the request never ran");
+    assert_eq!(client.used_wei_settled().await, 0, "nothing charged for it");
+    let (_, status) = client.get("/status").await;
+    assert_eq!(wei(&status["dailyGasBudget"]["pendingWei"]), 0, "its reservation released");
+    relayer.stop().await;
+}
+
 super::on_both_stores!(
     a_transaction_the_node_evicts_is_sent_again_at_the_stuck_policys_time_and_mined_once,
     an_evicted_transaction_is_not_sent_over_another_at_its_nonce,
+    the_reconciler_does_not_send_a_relay_over_a_transaction_that_is_no_relays,
 );

@@ -105,10 +105,15 @@ impl Relayer {
                     self.stores.db(move |store| store.close_as_seen(&seen, true, "", now)).await?;
                 }
                 Decision::Resend => {
-                    // The latest recorded transaction: every relay with a hash has one.
+                    // The latest recorded transaction: every relay with a hash has one. None of
+                    // its transactions is with the node, so nothing of the relay's is replaced:
+                    // sent only while the nonce is free. A transaction the node holds there that
+                    // is no relay's (the operator's, another tool's on the same key) would be
+                    // knocked out by a higher fee; it is left to be mined, and the relay dropped.
                     if let Some(latest) = record.txs.last() {
                         let block = self.chain.block_number().await?;
-                        self.send_again_now(&record, latest, block, Resend::Always).await?;
+                        let when = Resend::IfFree { held_by_another: facts.nonce_pending_for_another };
+                        self.send_again_now(&record, latest, block, when).await?;
                     }
                     self.follow(id);
                 }
