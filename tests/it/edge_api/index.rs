@@ -393,6 +393,17 @@ async fn the_index_fills_follows_every_write_undoes_reorganisations_and_survives
     let written = rows_written(&worker, &api).await;
     assert_eq!(written, 9 + 2 + 2, "a child's registration's run");
     assert_index_answers_as_the_chain(&api, &chain, &rpc, "register").await;
+    // A run with nothing new on the chain, within the minute of the state row's write: it writes
+    // nothing (the index stays at its block) and, `INDEX_LOG_QUIET_RUNS` off as deployed, says
+    // nothing (a pacer's run every block would bury the log; edge_api::pace turns it on and
+    // counts such lines). Read after a pause: wrangler's pipe may lag a run's answer.
+    let indexed = health_index(&api).await["block"].clone();
+    worker.run_index().await;
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    assert_eq!(health_index(&api).await["block"], indexed, "a quiet run moves nothing");
+    let log = worker.output();
+    assert!(log.contains("index run: "), "the runs that wrote say so:\n{log}");
+    assert!(!log.contains("nothing changed, nothing written"), "a quiet run logged:\n{log}");
     // A registration without a parent: the child's 9 alone.
     let scope = "an agent of its own registered after the fill";
     let own_wallet = dev_accounts::agent_wallet(agents + 3);
