@@ -202,6 +202,25 @@ async fn passes_state_the_chain_at_their_block_and_verify_offline() {
     let (status, body, _) = batch(&client, &ip, &json!({ "wallets": wallets })).await;
     assert_eq!(status, 429, "{body}");
 
+    // A client with nothing left is refused before its body is read: a body that is no batch,
+    // and one longer than a batch may be, get the limit's 429, where a client with requests left
+    // gets the 400 of reading them. (Under `wrangler dev` the runtime has the whole body before
+    // the Worker runs, so the order of the two checks is what shows.)
+    let spent = fresh_ip();
+    for left in [50, 40, 30, 20, 10, 0] {
+        let (status, _, headers) = batch(&client, &spent, &json!({ "wallets": wallets })).await;
+        assert_eq!((status, remaining(&headers)), (200, left));
+    }
+    let garbage = "this is no batch".to_owned();
+    let oversize = format!("{{\"wallets\": [\"{stranger}\"]{}}}", " ".repeat(20_000));
+    for body in [&garbage, &oversize] {
+        let refused = client.post_text("/api/v1/kya/batch", &spent, body.clone()).await;
+        assert_eq!(refused.status, 429, "over the limit: {}", refused.text);
+        assert!(refused.header("retry-after").is_some(), "{:?}", refused.headers);
+        let read = client.post_text("/api/v1/kya/batch", &fresh_ip(), body.clone()).await;
+        assert_eq!(read.status, 400, "with requests left, the body is read: {}", read.text);
+    }
+
     // Bodies that are not a batch: 400s that name the fault.
     let mut too_many = wallets.clone();
     too_many.push(stranger.to_string());
