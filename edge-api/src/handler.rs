@@ -112,8 +112,15 @@ async fn serve(
         let origin = url.origin().ascii_serialization();
         let registry = config.registry()?;
         let issuer = passes::Issuer::of(env, config, &origin, registry)?;
-        let context =
-            verify::Context { rpc: &rpc, registry, policy: &config.verify, issuer: issuer.as_ref() };
+        let bookmark = request.headers().get(index::point::BOOKMARK)?;
+        let context = verify::Context {
+            rpc: &rpc,
+            config,
+            bookmark: bookmark.as_deref(),
+            registry,
+            policy: &config.verify,
+            issuer: issuer.as_ref(),
+        };
         return apart(verify::answer(request, env, &context, now)).await;
     }
     if method != "GET" && method != "HEAD" {

@@ -21,6 +21,7 @@ mod routes;
 mod rpc;
 mod snapshot;
 mod verify;
+mod wallet_standing;
 mod webhooks;
 
 pub use cache::refresh::RefreshLease;

@@ -15,15 +15,14 @@ use kya_core::{
     pass::{self, PassBlock, PassClaims, SigningKeys, claims::Issue},
 };
 use wasm_bindgen::prelude::*;
-use worker::{Env, Headers, Response};
+use worker::{Env, Response};
 
 use crate::{
     Error, Result,
     config::Config,
     http,
-    index::point::{self, Point},
-    reads,
     rpc::Rpc,
+    wallet_standing::{self, StandingRead, WalletStanding},
 };
 
 /// How long a verifier may keep the JWKS: a rotation publishes the new key at least this long
@@ -141,27 +140,15 @@ pub(crate) async fn answer_pass(
     let registry = config.registry()?;
     // Checked before the chain is read: a deployment without keys costs no RPC.
     let issuer = Issuer::required(env, config, origin, registry)?;
-    let headers = Headers::new();
+    // From the index with no RPC while it is fresh: the block and hash it recorded together.
+    let read = StandingRead { wallet, now, bookmark, with_hash: true };
+    let WalletStanding { block, hash, grace_period, agent, headers } =
+        wallet_standing::read(env, config, rpc, read).await?;
+    let hash = hash.ok_or_else(|| {
+        Error::Runtime(worker::Error::RustError("a standing read with its hash named none".into()))
+    })?;
     headers.set("content-type", pass::MEDIA_TYPE)?;
     headers.set("cache-control", "no-store")?;
-    // From the index with no RPC while it is fresh: the block and hash it recorded together.
-    let (point, bookmark) = point::wallets_from_index(env, &config.index, &[wallet], now, bookmark).await?;
-    if let Some(bookmark) = bookmark {
-        headers.set(point::BOOKMARK, &bookmark)?;
-    }
-    let (block, hash, grace_period, agent) = match point {
-        Point::Answer(at, source, mut agents) => {
-            source.set_headers(&headers)?;
-            (at.block, at.hash, at.clock.grace_period, agents.pop().flatten())
-        }
-        Point::Fallback(reason) => {
-            headers.set(http::INDEX_FALLBACK, &reason)?;
-            let (block, hash, (grace_period, agent)) =
-                reads::hashed(rpc, |pinned| async move { reads::kya(&pinned, registry, wallet).await })
-                    .await?;
-            (block, hash, grace_period, agent)
-        }
-    };
     let jws = issuer.sign(wallet, (block, hash), grace_period, agent.as_ref(), now)?;
     http::set_block(&headers, block)?;
     http::set_grace_period(&headers, Some(grace_period))?;

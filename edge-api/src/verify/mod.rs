@@ -19,9 +19,17 @@ use kya_core::{
     },
 };
 use serde::Serialize;
-use worker::{Env, Request, Response};
+use worker::{Env, Headers, Request, Response};
 
-use crate::{Error, Result, http, passes::Issuer, reads, request_body, rpc::Rpc};
+use crate::{
+    Error, Result,
+    config::Config,
+    http,
+    passes::Issuer,
+    reads, request_body,
+    rpc::Rpc,
+    wallet_standing::{self, StandingRead, WalletStanding},
+};
 
 /// The path of the endpoint: the one `POST` route of the API.
 pub(crate) const PATH: &str = "/api/v1/kya/verify";
@@ -29,6 +37,9 @@ pub(crate) const PATH: &str = "/api/v1/kya/verify";
 /// What a verification reads with and signs with.
 pub(crate) struct Context<'a> {
     pub(crate) rpc: &'a Rpc<'a>,
+    pub(crate) config: &'a Config,
+    /// The client's `X-D1-Bookmark`, for a standing read from the index.
+    pub(crate) bookmark: Option<&'a str>,
     pub(crate) registry: Address,
     pub(crate) policy: &'a VerifyPolicy,
     /// The pass issuer, when this deployment has keys: a verified answer then carries the
@@ -43,7 +54,7 @@ pub(crate) async fn answer(
     context: &Context<'_>,
     now: u64,
 ) -> Result<Response> {
-    let Context { rpc, registry, policy, issuer } = *context;
+    let Context { rpc, config, bookmark, registry, policy, issuer } = *context;
     let text = request_body::read_text(request, body::MAX_BODY_BYTES).await?;
     let input = body::parse(&text)?;
     let headers: Vec<(&str, &str)> =
@@ -61,47 +72,46 @@ pub(crate) async fn answer(
         Ok(verification) => verification,
         Err(refusal) => return refused(&refusal),
     };
-    let (verified, (block, hash), (grace_period, agent)) =
-        match verification {
-            // An EOA's signature is settled: read its standing and claim its nonce side by side. A
-            // nonce claimed for a read that failed is given back, so the provider's retry passes.
-            Verification::Verified(verified) => {
-                let signer = verified.facts.signer;
-                let read = with_hash(rpc, issuer.is_some(), |rpc| async move {
-                    reads::kya(&rpc, registry, signer).await
-                });
-                let (read, fresh) = futures::join!(read, claim(env, &verified, now));
-                if let Some(refusal) = fresh? {
-                    return refused(&refusal);
-                }
-                let (block, agent) = match read {
-                    Ok(read) => read,
-                    Err(error) => {
-                        release(env, &verified).await;
-                        return Err(error);
-                    }
-                };
-                (verified, block, agent)
+    let (verified, (block, hash), (grace_period, agent), headers) = match verification {
+        // An EOA's signature is settled: read its standing (from the index while fresh, with
+        // no RPC) and claim its nonce side by side. A nonce claimed for a read that failed
+        // is given back, so the provider's retry passes.
+        Verification::Verified(verified) => {
+            let standing =
+                StandingRead { wallet: verified.facts.signer, now, bookmark, with_hash: issuer.is_some() };
+            let read = wallet_standing::read(env, config, rpc, standing);
+            let (read, fresh) = futures::join!(read, claim(env, &verified, now));
+            if let Some(refusal) = fresh? {
+                return refused(&refusal);
             }
-            // A contract account's stands on its own answer, read with its standing in one
-            // round trip, at one block.
-            Verification::Erc1271(pending) => {
-                let check = pending.check();
-                let read = |rpc| async move {
-                    let (block, agent, return_data) = reads::kya_and_erc1271(&rpc, registry, check).await?;
-                    Ok((block, (agent, return_data)))
-                };
-                let (block, (agent, return_data)) = with_hash(rpc, issuer.is_some(), read).await?;
-                let verified = match pending.complete(&return_data) {
-                    Ok(verified) => verified,
-                    Err(refusal) => return refused(&refusal),
-                };
-                if let Some(refusal) = claim(env, &verified, now).await? {
-                    return refused(&refusal);
+            let WalletStanding { block, hash, grace_period, agent, headers } = match read {
+                Ok(read) => read,
+                Err(error) => {
+                    release(env, &verified).await;
+                    return Err(error);
                 }
-                (verified, block, agent)
+            };
+            (verified, (block, hash), (grace_period, agent), Some(headers))
+        }
+        // A contract account's stands on its own answer, read with its standing in one
+        // round trip, at one block: from the chain, as the account's answer must be.
+        Verification::Erc1271(pending) => {
+            let check = pending.check();
+            let read = |rpc| async move {
+                let (block, agent, return_data) = reads::kya_and_erc1271(&rpc, registry, check).await?;
+                Ok((block, (agent, return_data)))
+            };
+            let (block, (agent, return_data)) = with_hash(rpc, issuer.is_some(), read).await?;
+            let verified = match pending.complete(&return_data) {
+                Ok(verified) => verified,
+                Err(refusal) => return refused(&refusal),
+            };
+            if let Some(refusal) = claim(env, &verified, now).await? {
+                return refused(&refusal);
             }
-        };
+            (verified, block, agent, None)
+        }
+    };
     let signer = verified.facts.signer;
     let kya = KyaResult::of(signer, agent.as_ref(), StandingClock::new(block.timestamp, grace_period));
     let pass = match (issuer, hash) {
@@ -110,7 +120,11 @@ pub(crate) async fn answer(
         }
         _ => None,
     };
-    accepted(&verified, (block, grace_period), &kya, pass.as_deref())
+    let response = accepted(&verified, (block, grace_period), &kya, pass.as_deref())?;
+    for (name, value) in headers.iter().flat_map(Headers::entries) {
+        response.headers().set(&name, &value)?;
+    }
+    Ok(response)
 }
 
 /// `read`, with the hash of the block it read when a pass is to be signed (then the read is of

@@ -1,5 +1,5 @@
 //! The point answers from the index (issue 63): `/kya/:wallet`, `/kya/batch` of 100,
-//! `/kya/:wallet/pass` and `/agent/:id` answered from D1 with no RPC request at all (counted by
+//! `/kya/:wallet/pass`, `/agent/:id` and a verified `POST /kya/verify` answered from D1 with no RPC request at all (counted by
 //! the test's RPC proxy) while the index is fresh, each body exactly the one `kya_core` renders
 //! from the chain's record at the index's block; the chain read, saying why
 //! (`X-Index-Fallback`), when the index is held back; and a suspension a polled `/kya` and pass
@@ -25,7 +25,10 @@ use kya_tests::{
 };
 use serde_json::{Value, json};
 
-use super::index::health_index;
+use super::{
+    index::health_index,
+    verify::{Verifier, signed},
+};
 
 fn header(answer: &kya_tests::edge_fixture::Answer, name: &str) -> Option<String> {
     answer.headers.get(name).map(|value| value.to_str().unwrap().to_owned())
@@ -155,7 +158,24 @@ async fn point_answers_come_from_the_index_with_no_rpc_and_from_the_chain_when_i
         "the index's block, as it recorded it"
     );
     assert!(claims.kya.is_compliant);
-    assert_eq!(proxy.requests(), rpc_before, "no RPC request for /kya, /agent, a batch of 100 and a pass");
+
+    // A request the root agent signed, verified: its standing and pass from the index too.
+    let verifier = Verifier { base: worker.base.clone(), http: kya_tests::http_client() };
+    let (status, verified, headers) =
+        verifier.post(&signed(&root, chain.chain_id(), now, 60, "n-1").json()).await;
+    assert_eq!((status, &verified["verified"]), (200, &json!(true)), "{verified}");
+    assert_eq!(headers["x-block-number"].to_str().unwrap(), block.to_string(), "the index's block");
+    assert_eq!(headers["x-index-lag-blocks"].to_str().unwrap(), "0");
+    assert!(headers.get("x-index-fallback").is_none() && headers.get("x-d1-bookmark").is_some());
+    assert_eq!(verified["kya"], kya.body, "the very /kya answer, at the index's block");
+    let carried =
+        verify_pass(verified["pass"].as_str().unwrap(), &keys.public(), &trust, now).unwrap().claims;
+    assert_eq!((carried.block.number, carried.block.hash), (block, header_of_block.hash));
+    assert_eq!(
+        proxy.requests(),
+        rpc_before,
+        "no RPC request for /kya, /agent, a batch of 100, a pass and a verified request"
+    );
 
     // Held back: three blocks mined, one followed a run: the index is 2 blocks behind, within
     // the default; a fourth puts it past. The answers then read the chain and say why.
@@ -183,6 +203,20 @@ async fn point_answers_come_from_the_index_with_no_rpc_and_from_the_chain_when_i
         api.post_json("/api/v1/kya/batch", &fresh_ip(), &json!({ "wallets": [child.address()] })).await;
     assert!(header(&batch, "x-index-fallback").is_some(), "{:?}", batch.headers);
     assert_eq!(batch.body["block"]["number"], head);
+    let rpc_before = proxy.requests();
+    let (status, verified, headers) =
+        verifier.post(&signed(&child, chain.chain_id(), now, 60, "n-2").json()).await;
+    assert_eq!((status, &verified["verified"]), (200, &json!(true)), "{verified}");
+    let reason = headers["x-index-fallback"].to_str().unwrap();
+    assert!(reason.contains("INDEX_POINT_MAX_LAG_BLOCKS is 2"), "{reason}");
+    assert!(proxy.requests() > rpc_before, "read from the chain");
+    let at: u64 = headers["x-block-number"].to_str().unwrap().parse().unwrap();
+    let (record, clock) = chain_record(&chain, 2, at).await;
+    let expected = serde_json::to_value(KyaResult::of(child.address(), Some(&record), clock)).unwrap();
+    assert_eq!(verified["kya"], expected, "the chain's record at the block it read");
+    let carried =
+        verify_pass(verified["pass"].as_str().unwrap(), &keys.public(), &trust, now).unwrap().claims;
+    assert_eq!(carried.block.number, at);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
