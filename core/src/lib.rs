@@ -4,6 +4,7 @@ pub mod api;
 #[cfg(feature = "browser")]
 pub mod browser;
 pub mod chain;
+pub mod ecdsa;
 pub mod erc8128;
 mod error;
 pub mod feed;

@@ -94,9 +94,7 @@ pub fn sign_request(
     params: &SignParams<'_>,
     key: &SigningKey,
 ) -> Result<SignedHeaders, SignError> {
-    let public = key.verifying_key().to_encoded_point(false);
-    let address = Address::from_raw_public_key(&public.as_bytes()[1..]);
-    sign_request_for_account(request, params, key, address)
+    sign_request_for_account(request, params, key, crate::ecdsa::address_of(key))
 }
 
 /// [`sign_request`] for a contract account (ERC-1271): the keyid names `account`, and `key` is a
@@ -109,12 +107,8 @@ pub fn sign_request_for_account(
     account: Address,
 ) -> Result<SignedHeaders, SignError> {
     let prepared = prepare_request(request, params, account)?;
-    let hash = prepared.message_hash();
-    let (signature, recovery) = key.sign_prehash_recoverable(hash.as_slice()).map_err(|_| SignError::Key)?;
-    let mut bytes = [0u8; 65];
-    bytes[..64].copy_from_slice(&signature.to_bytes());
-    bytes[64] = u8::from(recovery.is_y_odd());
-    prepared.finish(&bytes)
+    let signature = crate::ecdsa::sign_hash(key, &prepared.message_hash()).map_err(|_| SignError::Key)?;
+    prepared.finish(&signature)
 }
 
 /// A request made ready for a signer that holds its key elsewhere (a wallet, a KMS, a hardware
@@ -143,12 +137,10 @@ impl PreparedRequest {
     /// 1, written as 27 or 28, `personal_sign`'s encoding), or a contract account's bytes as its
     /// `isValidSignature` reads them.
     pub fn finish(self, signature: &[u8]) -> Result<SignedHeaders, SignError> {
-        let mut bytes = signature.to_vec();
-        match bytes.as_mut_slice() {
-            [] => return Err(SignError::Signature("the signature is empty".into())),
-            [_, .., v] if signature.len() == 65 && *v <= 1 => *v += 27,
-            _ => {}
+        if signature.is_empty() {
+            return Err(SignError::Signature("the signature is empty".into()));
         }
+        let bytes = crate::ecdsa::with_v_27_28(signature);
         Ok(SignedHeaders {
             signature_input: format!("{DEFAULT_LABEL}={}", self.params_line),
             signature: signature_header(DEFAULT_LABEL, &bytes),

@@ -1,8 +1,7 @@
 //! Verifying a signed request (ERC-8128 section 4): the policy, the checks in order, and what a
 //! caller must still do with the result (an ERC-1271 call, a nonce to remember once).
 
-use alloy_primitives::{Address, B256, Bytes, eip191_hash_message};
-use k256::ecdsa::{RecoveryId, Signature, VerifyingKey};
+use alloy_primitives::{B256, Bytes, eip191_hash_message};
 
 use super::base::{Message, field_value, signature_base};
 use super::digest;
@@ -118,7 +117,7 @@ pub fn verify_request(request: &SignedRequest<'_>, policy: &VerifyPolicy) -> Res
     let message = Message { method: request.method, target: &target, headers: request.headers };
     let base = signature_base(&message, &selected.components, &selected.params_line)?;
     let hash = eip191_hash_message(base.as_bytes());
-    let recovered = recover(&selected.signature, &hash);
+    let recovered = crate::ecdsa::recover(&selected.signature, &hash);
     let signature = Bytes::from(core::mem::take(&mut selected.signature));
     let verified = verified(selected, key, hash, policy);
     if recovered == Some(key.address) {
@@ -204,26 +203,6 @@ fn check_digest(selected: &Selected, request: &SignedRequest<'_>) -> Result<(), 
     let header = field_value(request.headers, "content-digest")
         .ok_or_else(|| malformed("covers content-digest, but the request has none"))?;
     digest::check(&header, body)
-}
-
-/// The address a 65-byte `r || s || v` signature recovers to for `hash`, if it does. `v` may be
-/// 27/28 or 0/1. A high `s` is accepted, as `ecrecover` does: replay protection keys on the
-/// nonce or on the signature base, never on the signature's bytes.
-fn recover(signature: &[u8], hash: &B256) -> Option<Address> {
-    let [rs @ .., v] = <&[u8; 65]>::try_from(signature).ok()?;
-    let y_odd = match v {
-        0 | 27 => false,
-        1 | 28 => true,
-        _ => return None,
-    };
-    let signature = Signature::from_slice(rs).ok()?;
-    let (signature, y_odd) = match signature.normalize_s() {
-        Some(low) => (low, !y_odd),
-        None => (signature, y_odd),
-    };
-    let recovery = RecoveryId::new(y_odd, false);
-    let key = VerifyingKey::recover_from_prehash(hash.as_slice(), &signature, recovery).ok()?;
-    Some(Address::from_raw_public_key(&key.to_encoded_point(false).as_bytes()[1..]))
 }
 
 fn verified(selected: Selected, key: KeyId, hash: B256, policy: &VerifyPolicy) -> Verified {

@@ -10,6 +10,8 @@
 //! - [`consent`]: the EIP-712 consents of a registration, and the call that carries them.
 //! - [`forward_request`]: EIP-712 typed data and digests of the forwarder's `ForwardRequest`.
 //! - [`call`]: which call data the relayer forwards: exactly one registry write.
+//! - [`gas`]: the gas a forward request gives the registry write it carries.
+//! - [`hashes`]: a registration's constitution and capability hashes, from text and names.
 //! - [`reverts`]: the registry's revert reasons, named once.
 
 pub(crate) mod amount;
@@ -18,6 +20,8 @@ pub mod call;
 pub(crate) mod compliance;
 pub mod consent;
 pub mod forward_request;
+pub mod gas;
+pub mod hashes;
 pub mod lineage;
 pub mod record;
 pub mod reverts;
