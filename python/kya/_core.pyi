@@ -2,7 +2,7 @@
 and verifying, KYA passes, and what a provider's verifier keeps. Verdicts are ``dict``s, typed
 here as ``TypedDict``s discriminated by ``outcome``."""
 
-from typing import Any, Callable, Iterable, List, Literal, Mapping, Optional, Sequence, Tuple, TypedDict, Union
+from typing import Any, Callable, Dict, Iterable, List, Literal, Mapping, Optional, Sequence, Tuple, TypedDict, Union
 
 __version__: str
 #: The header an agent sends its pass in: ``KYA-Pass``.
@@ -15,6 +15,9 @@ PASS_SKEW_SECS: int
 DEFAULT_WINDOW_SECS: int
 #: The eleven reasons a signature is refused, as the API names them.
 SIGNATURE_REASONS: List[str]
+#: How long a change feed follower waits before it reconnects a stream that broke, until the
+#: stream names its own ``retry`` (3,000 ms).
+FEED_RECONNECT_MS: int
 
 class KyaError(Exception):
     """The base of every error the kya package raises."""
@@ -337,3 +340,226 @@ class NonceMemory:
     def __init__(self) -> None: ...
     def claim(self, nonce_key: str, remember_until: int, now: Optional[int] = None) -> bool: ...
     def __len__(self) -> int: ...
+
+def compliance_lost_at(event: Union[Mapping[str, Any], str, bytes]) -> Optional[Tuple[str, int]]:
+    """``(wallet, block)`` when the change feed's ``event`` (its JSON, or parsed) shows its agent
+    not compliant: the wallet (EIP-55) lost compliance at that block (``Gate.compliance_lost``).
+    ``None`` when the agent stays compliant. Raises ``InvalidInput`` for what is no feed event."""
+
+def cursor_key(id: str) -> Tuple[int, int]:
+    """An event id (``<batch>-<index>``) as a pair ordered as the feed is. Raises
+    ``InvalidInput`` for a malformed id."""
+
+# --- An agent's relayer flows (issue 64): forward requests, consents, registry calls, events ---
+
+#: The forwarder's EIP-712 domain name and version (``MinimalForwarder``, ``1``): what a
+#: relayer's ``GET /domain`` must say for the signatures made here to verify.
+FORWARDER_DOMAIN_NAME: str
+FORWARDER_DOMAIN_VERSION: str
+#: The furthest a consent's ``deadline`` may lie past the block that uses it (7 days).
+MAX_CONSENT_LIFETIME_SECS: int
+
+#: Bytes as ``bytes`` or a ``0x`` hex string.
+HexBytes = Union[bytes, bytearray, memoryview, str]
+#: A ``uint256``: an ``int``, or a decimal or ``0x`` string.
+Uint = Union[int, str]
+
+#: A forward request as the relayer's ``POST /relay`` carries it; ``deadline`` absent or 0:
+#: no expiry. ``from`` is a keyword, hence the functional form.
+ForwardRequest = TypedDict(
+    "ForwardRequest",
+    {"from": str, "to": str, "value": Uint, "gas": Uint, "nonce": Uint, "deadline": Uint, "data": HexBytes},
+    total=False,
+)
+
+class AgentWalletConsent(TypedDict):
+    kind: Literal["AgentWalletConsent"]
+    #: Who signs it: the agent wallet (EIP-55).
+    signer: str
+    agent_wallet: str
+    #: The registering sender: a relayed registration's ``from``.
+    creator: str
+    parent_agent_id: int
+    #: The agent wallet's ``consentNonce`` on the registry.
+    nonce: int
+    #: Unix seconds.
+    deadline: int
+
+class LiabilityConsent(TypedDict):
+    kind: Literal["LiabilityConsent"]
+    #: Who signs it: the root's Haftungsperson (EIP-55).
+    signer: str
+    haftungsperson: str
+    creator: str
+    agent_wallet: str
+    nonce: int
+    deadline: int
+
+Consent = Union[AgentWalletConsent, LiabilityConsent]
+
+class ConsentsNeeded(TypedDict):
+    #: ``None`` when the creator is the agent wallet.
+    agent_wallet: Optional[AgentWalletConsent]
+    #: ``None`` for a child, or when the creator is the root's Haftungsperson.
+    liability: Optional[LiabilityConsent]
+
+def forward_request_typed_data(request: ForwardRequest, *, chain_id: int, forwarder: str) -> Dict[str, Any]:
+    """The EIP-712 typed data of a forward request for ``eth_signTypedData_v4``; its
+    ``message`` is the request as ``POST /relay`` takes it. Raises ``InvalidInput`` with the
+    relayer's own words for a malformed request."""
+
+def forward_request_digest(request: ForwardRequest, *, chain_id: int, forwarder: str) -> bytes:
+    """The 32-byte EIP-712 digest ``request["from"]`` signs."""
+
+def sign_forward_request(
+    request: ForwardRequest,
+    *,
+    chain_id: int,
+    forwarder: str,
+    private_key: Union[str, bytes, None] = None,
+    signer: Optional[Callable[[bytes], Union[bytes, str]]] = None,
+) -> bytes:
+    """The request's 65-byte signature (``v`` 27/28) by ``private_key``, or by ``signer``
+    (given the 32-byte digest; ``v`` 0/1 is written as 27/28)."""
+
+def latest_consent_deadline(block_timestamp: int) -> int:
+    """The latest consent ``deadline`` the registry accepts in a block at ``block_timestamp``."""
+
+def consents_needed(
+    *,
+    creator: str,
+    agent_wallet: str,
+    haftungsperson: str,
+    parent_agent_id: Uint,
+    wallet_nonce: Uint,
+    haftungsperson_nonce: Uint,
+    deadline: Uint,
+) -> ConsentsNeeded:
+    """The consents a registration by ``creator`` needs at its signers' ``consentNonce``s."""
+
+def consent_typed_data(consent: Consent, *, chain_id: int, registry: str) -> Dict[str, Any]:
+    """The EIP-712 typed data of a consent for ``eth_signTypedData_v4``."""
+
+def consent_digest(consent: Consent, *, chain_id: int, registry: str) -> bytes:
+    """The 32-byte EIP-712 digest a consent's signer signs."""
+
+def sign_consent(
+    consent: Consent,
+    *,
+    chain_id: int,
+    registry: str,
+    private_key: Union[str, bytes, None] = None,
+    signer: Optional[Callable[[bytes], Union[bytes, str]]] = None,
+) -> bytes:
+    """The consent's 65-byte signature (``v`` 27/28) by ``private_key`` or ``signer``."""
+
+def checksum_address(address: str) -> str:
+    """``address`` written EIP-55. Raises ``InvalidInput`` for what is no 20-byte hex address."""
+
+def recover_signer(digest: HexBytes, signature: HexBytes) -> Optional[str]:
+    """The address (EIP-55) a 65-byte signature of ``digest`` recovers to; ``None`` when it is
+    no ordinary key's signature (a contract account's, which only the chain can check)."""
+
+def register_agent_calldata(
+    *,
+    haftungsperson: str,
+    agent_wallet: str,
+    constitution_hash: HexBytes,
+    capability_hash: HexBytes,
+    operational_scope: str,
+    parent_agent_id: int = 0,
+    self_modifying: bool = False,
+) -> bytes:
+    """Call data of ``registerAgent(...)``. Raises ``InvalidInput`` for a scope past 1,024 bytes."""
+
+def register_agent_with_consent_calldata(
+    *,
+    haftungsperson: str,
+    agent_wallet: str,
+    constitution_hash: HexBytes,
+    capability_hash: HexBytes,
+    operational_scope: str,
+    deadline: Uint,
+    parent_agent_id: int = 0,
+    self_modifying: bool = False,
+    wallet_consent: Optional[HexBytes] = None,
+    liability_consent: Optional[HexBytes] = None,
+) -> bytes:
+    """Call data of ``registerAgentWithConsent(...)``: each signature ``None`` when its party
+    is the sender."""
+
+def attest_compliance_calldata(agent_id: Uint) -> bytes: ...
+def report_revenue_calldata(
+    *,
+    agent_id: Uint,
+    amount_cents: Uint,
+    currency: str,
+    category: str,
+    period_start: int,
+    period_end: int,
+) -> bytes:
+    """Call data of ``reportRevenue(...)``. Raises ``InvalidInput`` for a currency past 16 bytes
+    or a category past 64."""
+
+def terminate_self_calldata(agent_id: Uint) -> bytes: ...
+def invalidate_consents_calldata() -> bytes: ...
+def invalidate_consents_through_calldata(nonce: Uint) -> bytes: ...
+def consent_nonce_calldata(signer: str) -> bytes:
+    """Call data of the view ``consentNonce(signer)``, for an ``eth_call``."""
+
+def decode_consent_nonce(return_data: HexBytes) -> int: ...
+def forward_gas(data: HexBytes) -> int:
+    """The gas a forward request gives the registry write ``data`` encodes. Raises
+    ``InvalidInput`` with the relayer's words when ``data`` is not exactly one write."""
+
+def constitution_hash(text: str) -> bytes:
+    """``keccak256`` of the constitution's UTF-8 text, as given."""
+
+def capability_hash(names: Sequence[str]) -> bytes:
+    """``keccak256`` of the names trimmed, sorted, deduplicated and joined with ``,``."""
+
+class AgentRegistered(TypedDict):
+    event: Literal["AgentRegistered"]
+    agent_id: int
+    creator: str
+    agent_wallet: str
+    haftungsperson: str
+    parent_agent_id: int
+    generation: int
+
+class ComplianceAttested(TypedDict):
+    event: Literal["ComplianceAttested"]
+    agent_id: int
+    attester: str
+    attested_at: int
+
+class RevenueReported(TypedDict):
+    event: Literal["RevenueReported"]
+    agent_id: int
+    amount_cents: int
+    currency: str
+    category: str
+    period_start: int
+    period_end: int
+
+class AgentTerminated(TypedDict):
+    event: Literal["AgentTerminated"]
+    agent_id: int
+    caller: str
+
+class ConsentUsed(TypedDict):
+    event: Literal["ConsentUsed"]
+    signer: str
+    nonce: int
+
+class ConsentsInvalidated(TypedDict):
+    event: Literal["ConsentsInvalidated"]
+    signer: str
+    next_nonce: int
+
+RegistryEvent = Union[
+    AgentRegistered, ComplianceAttested, RevenueReported, AgentTerminated, ConsentUsed, ConsentsInvalidated
+]
+
+def registry_event(topics: Sequence[HexBytes], data: HexBytes) -> Optional[RegistryEvent]:
+    """The registry event one receipt log holds, or ``None`` for any other log."""

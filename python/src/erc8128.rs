@@ -11,7 +11,7 @@ use kya_core::{
     api::checksum::checksummed,
     erc8128::{
         self, KeyId, PreparedRequest, ReplayGuard, RequestToSign, SignParams, SignedHeaders, SignedRequest,
-        SigningKey, Verification, Verified, VerifyPolicy,
+        Verification, Verified, VerifyPolicy,
     },
 };
 use pyo3::{
@@ -22,27 +22,12 @@ use pyo3::{
 use crate::{
     convert::{body_of, headers_of, now_or, pairs, parse_address},
     error::{invalid, sign_error},
+    keys::signing_key,
 };
 
 /// How long a signature made here is valid when `expires` is not given (the Rust signer's and
 /// the npm package's default).
 pub(crate) const DEFAULT_WINDOW_SECS: u64 = 60;
-
-/// A private key: `0x` and 64 hex digits, or its 32 bytes.
-fn signing_key(key: &Bound<'_, PyAny>) -> PyResult<SigningKey> {
-    let bytes = match key.cast::<PyString>() {
-        Ok(text) => hex::decode(text.to_cow()?.trim()).ok(),
-        Err(_) => key.extract::<Vec<u8>>().ok(),
-    };
-    bytes.filter(|bytes| bytes.len() == 32).and_then(|bytes| SigningKey::from_slice(&bytes).ok()).ok_or_else(
-        || invalid("private_key must be 0x and 64 hex digits (or 32 bytes) of a valid secp256k1 key"),
-    )
-}
-
-fn address_of_key(key: &SigningKey) -> Address {
-    let public = key.verifying_key().to_encoded_point(false);
-    Address::from_raw_public_key(&public.as_bytes()[1..])
-}
 
 /// 16 random bytes (the ERC's 128 bits) from the operating system, base64url.
 fn random_nonce() -> PyResult<String> {
@@ -234,7 +219,7 @@ impl Prepared {
 /// wallet, whose pass it carries.
 #[pyfunction]
 pub(crate) fn address_of(private_key: &Bound<'_, PyAny>) -> PyResult<String> {
-    Ok(checksummed(&address_of_key(&signing_key(private_key)?)))
+    Ok(checksummed(&kya_core::ecdsa::address_of(&signing_key(private_key)?)))
 }
 
 /// Signs a request with ERC-8128 (label `eth`; `@method`, `@authority`, `@path`, `@query` when
@@ -269,7 +254,7 @@ pub(crate) fn sign_request<'py>(
             let key = signing_key(key)?;
             let account = match address {
                 Some(address) => parse_address(address, "address")?,
-                None => address_of_key(&key),
+                None => kya_core::ecdsa::address_of(&key),
             };
             let headers = request
                 .with_core(|request, params| {

@@ -9,11 +9,24 @@
 //!   `erc1271_accepts`.
 //! - [`pass`]: `Jwks`, `verify_pass`, `verify_agent_request`.
 //! - [`verifier_state`]: `KeyCache`, `NonceMemory`.
+//! - [`feed`]: `compliance_lost_at` (what a change feed event revokes), `cursor_key`.
+//! - [`forward`], [`consent`], [`calldata`], [`events`], [`keys`]: an agent's relayer flows
+//!   (issue 64): forward requests and consents (typed data, digests, signatures by a key or a
+//!   caller's signer of hashes), the registry calls' data and gas, the events a write emits.
+//! - [`eth_values`]: `uint256`s, bytes, hashes and addresses read from Python once
+//!   (`checksum_address`); [`convert`]: headers, bodies, JSON.
 //! - [`error`]: the exceptions (`KyaError`, `InvalidInput`, `SignError`).
 
+mod calldata;
+mod consent;
 mod convert;
 mod erc8128;
 mod error;
+mod eth_values;
+mod events;
+mod feed;
+mod forward;
+mod keys;
 mod pass;
 mod verifier_state;
 
@@ -39,6 +52,37 @@ fn _core(module: &Bound<'_, PyModule>) -> PyResult<()> {
 
     module.add_class::<verifier_state::KeyCache>()?;
     module.add_class::<verifier_state::NonceMemory>()?;
+
+    module.add_function(wrap_pyfunction!(feed::compliance_lost_at, module)?)?;
+    module.add_function(wrap_pyfunction!(feed::cursor_key, module)?)?;
+    module.add("FEED_RECONNECT_MS", feed::RECONNECT_MS)?;
+
+    module.add_function(wrap_pyfunction!(forward::forward_request_typed_data, module)?)?;
+    module.add_function(wrap_pyfunction!(forward::forward_request_digest, module)?)?;
+    module.add_function(wrap_pyfunction!(forward::sign_forward_request, module)?)?;
+    module.add_function(wrap_pyfunction!(consent::latest_consent_deadline, module)?)?;
+    module.add_function(wrap_pyfunction!(consent::consents_needed, module)?)?;
+    module.add_function(wrap_pyfunction!(consent::consent_typed_data, module)?)?;
+    module.add_function(wrap_pyfunction!(consent::consent_digest, module)?)?;
+    module.add_function(wrap_pyfunction!(consent::sign_consent, module)?)?;
+    module.add_function(wrap_pyfunction!(keys::recover_signer, module)?)?;
+    module.add_function(wrap_pyfunction!(eth_values::checksum_address, module)?)?;
+    module.add_function(wrap_pyfunction!(calldata::register_agent_calldata, module)?)?;
+    module.add_function(wrap_pyfunction!(calldata::register_agent_with_consent_calldata, module)?)?;
+    module.add_function(wrap_pyfunction!(calldata::attest_compliance_calldata, module)?)?;
+    module.add_function(wrap_pyfunction!(calldata::report_revenue_calldata, module)?)?;
+    module.add_function(wrap_pyfunction!(calldata::terminate_self_calldata, module)?)?;
+    module.add_function(wrap_pyfunction!(calldata::invalidate_consents_calldata, module)?)?;
+    module.add_function(wrap_pyfunction!(calldata::invalidate_consents_through_calldata, module)?)?;
+    module.add_function(wrap_pyfunction!(calldata::consent_nonce_calldata, module)?)?;
+    module.add_function(wrap_pyfunction!(calldata::decode_consent_nonce, module)?)?;
+    module.add_function(wrap_pyfunction!(calldata::forward_gas, module)?)?;
+    module.add_function(wrap_pyfunction!(calldata::constitution_hash, module)?)?;
+    module.add_function(wrap_pyfunction!(calldata::capability_hash, module)?)?;
+    module.add_function(wrap_pyfunction!(events::registry_event, module)?)?;
+    module.add("FORWARDER_DOMAIN_NAME", kya_core::registry::forward_request::DOMAIN_NAME)?;
+    module.add("FORWARDER_DOMAIN_VERSION", kya_core::registry::forward_request::DOMAIN_VERSION)?;
+    module.add("MAX_CONSENT_LIFETIME_SECS", kya_core::registry::consent::MAX_CONSENT_LIFETIME_SECS)?;
 
     module.add("PASS_HEADER", kya_core::pass::HEADER)?;
     module.add("JWKS_PATH", kya_core::pass::JWKS_PATH)?;

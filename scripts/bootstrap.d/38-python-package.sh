@@ -2,7 +2,8 @@
 # Sourced by scripts/bootstrap.sh after 30-python-signer.sh (which creates .tools/venv): the
 # tools of the Python package's tests (python/tests/, run by tests/it/python_package.rs), pinned
 # in python/tests/requirements.txt: pytest, httpx and requests (the agent's auths are tested
-# with both), and mypy (the type stubs, checked on the examples with --strict). No maturin: the
+# with both), mypy (the type stubs, checked on the examples with --strict), and fastapi and
+# uvicorn (the FastAPI dependency, and the example provider run under uvicorn). No maturin: the
 # tests load the extension module the workspace's build made. A stamp of that file makes the
 # second run instant.
 package_venv=.tools/venv

@@ -10,4 +10,5 @@ mod one_source;
 mod openapi;
 mod pass_keys;
 mod python_package;
+mod python_relayer;
 mod relayer;

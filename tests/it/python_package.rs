@@ -152,6 +152,190 @@ fn fixture() -> Value {
     })
 }
 
+/// The relayer flows' values as `kya` (kya-client) and the relayer make them, for
+/// `python/tests/test_relayer.py`: a forward request with its typed data, digest and signature;
+/// a registration's consents planned at given nonces and signed; the call data and gas of each
+/// write; a registry event's log; and the relayer's refusals in its own words.
+fn relayer_fixture(wallet: &PrivateKeySigner, haftungsperson: &PrivateKeySigner) -> Value {
+    use alloy::{
+        primitives::{Address, U256, address, aliases::U48, hex},
+        signers::SignerSync,
+        sol_types::SolEvent,
+    };
+    use kya_client::{ConsentNonces, ConsentPlan, Registration, RevenueReport, Write};
+    use kya_core::{chain::abi::AgentRegistry, registry::forward_request};
+    use kya_relayer::Error;
+
+    let chain_id = 84_532;
+    let registry = address!("0x5FbDB2315678afecb367f032d93F642f64180aa3");
+    let forwarder = address!("0xe7f1725E7734CE288F8367e1Bb143E90bb3F0512");
+    // Anvil's first development key, public test material: the registering sender.
+    let creator: PrivateKeySigner =
+        "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80".parse().unwrap();
+    let signature = |key: &PrivateKeySigner, digest: &B256| {
+        hex::encode_prefixed(key.sign_hash_sync(digest).unwrap().as_bytes())
+    };
+
+    let attest = Write::Attest { agent_id: 7 };
+    let request = forward_request::ForwardRequest {
+        from: wallet.address(),
+        to: registry,
+        value: U256::ZERO,
+        gas: U256::from(attest.gas()),
+        nonce: U256::from(4),
+        deadline: U48::from(1_900_000_000u64),
+        data: attest.calldata(),
+    };
+    let request_digest =
+        forward_request::signing_digest(&request, &forward_request::domain(chain_id, forwarder));
+
+    let fields = Registration {
+        haftungsperson: haftungsperson.address(),
+        agent_wallet: wallet.address(),
+        constitution_hash: kya_client::constitution_hash("Be honest."),
+        capability_hash: kya_client::capability_hash(&[" summarise", "search", "search"]).unwrap(),
+        operational_scope: "summarises papers".into(),
+        parent_agent_id: 0,
+        self_modifying: false,
+        consents: None,
+    };
+    let nonces = ConsentNonces { wallet: U256::from(3), haftungsperson: U256::from(5) };
+    let deadline = U256::from(1_900_000_000u64);
+    let mut plan = ConsentPlan::new(&fields, creator.address(), (chain_id, registry), nonces, deadline);
+    plan.sign_with(wallet).unwrap();
+    plan.sign_with(haftungsperson).unwrap();
+    let consent = |planned: &kya_client::PlannedConsent| {
+        json!({
+            "digest": planned.digest,
+            "typedData": planned.typed_data,
+            "signature": planned.signature,
+        })
+    };
+    let consented = Write::Register(plan.apply(fields.clone()).unwrap());
+    let own = Write::Register(Registration {
+        haftungsperson: creator.address(),
+        agent_wallet: creator.address(),
+        ..fields.clone()
+    });
+    let report = Write::ReportRevenue(RevenueReport {
+        agent_id: 7,
+        amount_cents: U256::from(123_456),
+        currency: "EUR".into(),
+        category: "compute".into(),
+        period_start: 1_700_000_000,
+        period_end: 1_702_592_000,
+    });
+    let write = |write: &Write| json!({ "calldata": write.calldata(), "gas": write.gas() });
+
+    let registered = AgentRegistry::AgentRegistered {
+        agentId: U256::from(7),
+        creator: creator.address(),
+        agentWallet: wallet.address(),
+        haftungsperson: haftungsperson.address(),
+        parentAgentId: U256::ZERO,
+        generation: U256::ZERO,
+    }
+    .encode_log_data();
+
+    let refusals = [
+        (400, Error::MissingRequestOrSignature, "missing_request_or_signature"),
+        (400, Error::BadRequest("request.from must be a 20-byte hex address".into()), "bad_request"),
+        (
+            400,
+            Error::DeadlineTooNear { deadline: 1_000, head: 990, left: 10, margin: 120 },
+            "deadline_too_near",
+        ),
+        (
+            400,
+            Error::NotExactCall(kya_core::registry::call::CallDataError::View("getAgent")),
+            "not_a_registry_write",
+        ),
+        (
+            400,
+            Error::ConsentDeadlineTooNear { deadline: 1_000, head: 990, left: 10, margin: 120 },
+            "consent_deadline_too_near",
+        ),
+        (
+            400,
+            Error::ConsentDeadlineTooFar { deadline: 2_000_000, head: 1_000, latest: 605_800 },
+            "consent_deadline_too_far",
+        ),
+        (401, Error::InvalidSignature, "invalid_signature"),
+        (403, Error::WrongTarget, "wrong_target"),
+        (403, Error::ValueTransfer, "value_transfer"),
+        (403, Error::GasAboveCap { requested: "2000000".into(), cap: 1_000_000 }, "gas_above_cap"),
+        (404, Error::RelayNotFound, "relay_not_found"),
+        (429, Error::IpRateLimited(20), "ip_rate_limited"),
+        (429, Error::SignerRateLimited(10), "signer_rate_limited"),
+        (429, Error::ReadRateLimited(120), "read_rate_limited"),
+        (429, Error::BudgetExhausted, "budget_exhausted"),
+        (429, Error::BudgetSliceSpent { opens_at: 1_900_000_000, wait_secs: 60 }, "budget_slice_spent"),
+        (429, Error::SignerShareExhausted(5), "signer_share_exhausted"),
+        (429, Error::ClientShareExhausted(10), "client_share_exhausted"),
+        (500, Error::Reverted("Agent not active".into()), "reverted"),
+        (500, Error::Rpc("connection refused".into()), "rpc_failed"),
+        (
+            500,
+            Error::Unconfirmed {
+                tx_hash: format!("{:#x}", B256::repeat_byte(1)),
+                nonce: 3,
+                message: "lost".into(),
+            },
+            "unconfirmed",
+        ),
+        (500, Error::Store("23505: duplicate key".into()), "relayer_failure"),
+        (503, Error::BalanceTooLow, "balance_too_low"),
+        (503, Error::NoFreeLane, "no_free_key"),
+        (503, Error::StoreUnavailable("lock timeout".into()), "store_unavailable"),
+    ]
+    .map(|(status, error, code)| json!({ "status": status, "message": error.to_string(), "code": code }));
+
+    // Addresses as the package writes them (EIP-55); alloy's serde writes lowercase.
+    json!({
+        "chainId": chain_id,
+        "registry": registry.to_checksum(None),
+        "forwarder": forwarder.to_checksum(None),
+        "creator": creator.address().to_checksum(None),
+        "request": {
+            "fields": {
+                "from": request.from.to_checksum(None),
+                "to": request.to.to_checksum(None),
+                "value": 0,
+                "gas": attest.gas(),
+                "nonce": 4,
+                "deadline": 1_900_000_000u64,
+                "data": request.data,
+            },
+            "typedData": forward_request::typed_data(&request, chain_id, forwarder),
+            "digest": request_digest,
+            "signature": signature(wallet, &request_digest),
+        },
+        "consents": {
+            "walletNonce": 3,
+            "haftungspersonNonce": 5,
+            "deadline": 1_900_000_000u64,
+            "constitutionHash": fields.constitution_hash,
+            "capabilityHash": fields.capability_hash,
+            "agentWallet": consent(plan.agent_wallet.as_ref().unwrap()),
+            "liability": consent(plan.liability.as_ref().unwrap()),
+        },
+        "writes": {
+            "registerWithConsent": write(&consented),
+            "register": write(&own),
+            "attest": write(&attest),
+            "reportRevenue": write(&report),
+            "terminate": write(&Write::Terminate { agent_id: 7 }),
+            "invalidateConsents": write(&Write::InvalidateConsents),
+            "invalidateConsentsThrough": write(&Write::InvalidateConsentsThrough { nonce: U256::from(9) }),
+        },
+        "consentNonceCall": hex::encode_prefixed(
+            alloy::sol_types::SolCall::abi_encode(&AgentRegistry::consentNonceCall(Address::repeat_byte(0x11)))
+        ),
+        "registeredLog": { "topics": registered.topics(), "data": registered.data },
+        "refusals": refusals,
+    })
+}
+
 /// `kya sign --json` of a POST with a JSON body, by `key`: the Rust command line's headers.
 fn kya_sign(key: &str, dir: &Path) -> Value {
     let url = "https://api.provider.example/v1/infer?model=small";
@@ -193,6 +377,8 @@ fn the_python_package_passes_its_tests_and_type_checks() {
     let mut fixture = fixture();
     let wallet_key = fixture["walletKey"].as_str().unwrap().to_owned();
     fixture["cliSigned"] = kya_sign(&wallet_key, dir.path());
+    let key = |name: &str| fixture[name].as_str().unwrap().parse::<PrivateKeySigner>().unwrap();
+    fixture["relayer"] = relayer_fixture(&key("walletKey"), &key("strangerKey"));
     let fixture_file = dir.path().join("fixture.json");
     std::fs::write(&fixture_file, fixture.to_string()).unwrap();
 
