@@ -26,6 +26,9 @@
 #                     (cargo bench -p kya-tests --bench verify, the Worker built with WASM_KEEP_NAMES=1)
 #   passes.md         a KYA pass verified offline: natively, as wasm in Node, and by npm jose in the
 #                     same Node (cargo bench -p kya-bench --bench passes)
+#   python.md         the Python package: a pass verified by kya._core.verify_pass against the native
+#                     check and PyJWT with cryptography, a request signed in Python against the native
+#                     signer, in one run (bash bench/python/run.sh: the module built in release)
 #   pass-issuing.md   the Worker's CPU for a pass over the /kya it signs, and for a batch of 100 over
 #                     100 /kya answers (cargo bench -p kya-tests --bench pass_issuing)
 #   change-stream.md  GET /api/v1/changes/stream with 1, 100 and 1,000 listeners: D1 rows read,
@@ -60,5 +63,7 @@ WASM_KEEP_NAMES=1 cargo bench -p kya-tests --locked --bench verify
 printf '\n==> KYA passes: verifying offline, and issuing\n' >&2
 cargo bench -p kya-bench --locked --bench passes
 cargo bench -p kya-tests --locked --bench pass_issuing
+printf '\n==> The Python package against native and PyJWT\n' >&2
+bash bench/python/run.sh
 printf '\n==> The change feed stream with 1, 100 and 1,000 listeners\n' >&2
 cargo bench -p kya-tests --locked --bench stream

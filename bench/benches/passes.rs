@@ -9,9 +9,7 @@
 
 use std::{fmt::Write as _, path::PathBuf, process::Command, time::Instant};
 
-use alloy_primitives::{Address, B256};
 use kya_bench::{PassFixture, SAMPLE_MILLIS, SAMPLES, format_time, report_path};
-use kya_core::{Agent, AgentStatus};
 
 /// Targets (INTERFACE.md section 7's bench): native and wasm ceilings, and no slower than jose.
 const NATIVE_TARGET_MICROS: f64 = 50.0;
@@ -22,27 +20,10 @@ fn main() {
     let built = Command::new("bash").arg(root.join("scripts/build-core-wasm.sh")).current_dir(&root).status();
     assert!(built.expect("bash runs").success(), "scripts/build-core-wasm.sh failed");
 
-    let wallet: Address = "0x90F79bf6EB2c4f870365E785982E1f101E93b906".parse().expect("an address");
     let now =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("after 1970").as_secs();
-    let agent = Agent {
-        agent_id: 1,
-        creator: wallet,
-        haftungsperson: wallet,
-        agent_wallet: wallet,
-        constitution_hash: B256::ZERO,
-        capability_hash: B256::ZERO,
-        operational_scope: "Invoice reconciliation".into(),
-        parent_agent_id: 0,
-        generation: 0,
-        self_modifying: false,
-        registered_at: now - 3_600,
-        last_attestation: now - 3_600,
-        last_revenue_report: 0,
-        status: AgentStatus::Active,
-    };
     // The pass cases of `kya_bench::CASES`, on a pass checked at the wall clock (jose reads it).
-    let pass = PassFixture::new(agent, now);
+    let pass = PassFixture::compliant(now);
     assert!(pass.verify() && pass.check_signature(), "the pass verifies");
 
     let verify_native = median_nanos(|| {

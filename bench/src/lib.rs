@@ -24,7 +24,7 @@ use kya_core::{
     registry::forward_request,
     snapshot::stats,
 };
-pub use pass_fixture::PassFixture;
+pub use pass_fixture::{PassFixture, WALLET, WALLET_KEY};
 
 /// The registry sizes every case runs at.
 pub const SIZES: [u64; 2] = [1_000, 10_000];

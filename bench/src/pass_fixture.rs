@@ -5,7 +5,7 @@
 use alloy_primitives::{Address, B256};
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use kya_core::{
-    Agent,
+    Agent, AgentStatus,
     pass::{
         Jwks, PassBlock, PassClaims, PassTrust, SigningKey, SigningKeys, claims::Issue, jws,
         verify::verify_pass,
@@ -14,6 +14,11 @@ use kya_core::{
 
 const ISSUER: &str = "https://kya.example";
 const CHAIN_ID: u64 = 84_532;
+/// The wallet of [`PassFixture::compliant`]'s agent: anvil's fourth account, whose key
+/// [`WALLET_KEY`] is, so a bench can sign the requests that carry the pass.
+pub const WALLET: &str = "0x90F79bf6EB2c4f870365E785982E1f101E93b906";
+/// [`WALLET`]'s private key (anvil's well-known fourth key: a test key, never a real one).
+pub const WALLET_KEY: &str = "0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6";
 
 pub struct PassFixture {
     keys: SigningKeys,
@@ -30,6 +35,30 @@ pub struct PassFixture {
 }
 
 impl PassFixture {
+    /// The pass of [`WALLET`]'s agent, Active and attested an hour before `now`, checked at
+    /// `now`: what `benches/passes.rs` and `benches/python.rs` measure (at the wall clock, so
+    /// that verifiers reading the clock themselves, jose and PyJWT, accept it too).
+    pub fn compliant(now: u64) -> Self {
+        let wallet: Address = WALLET.parse().expect("an address");
+        let agent = Agent {
+            agent_id: 1,
+            creator: wallet,
+            haftungsperson: wallet,
+            agent_wallet: wallet,
+            constitution_hash: B256::ZERO,
+            capability_hash: B256::ZERO,
+            operational_scope: "Invoice reconciliation".into(),
+            parent_agent_id: 0,
+            generation: 0,
+            self_modifying: false,
+            registered_at: now - 3_600,
+            last_attestation: now - 3_600,
+            last_revenue_report: 0,
+            status: AgentStatus::Active,
+        };
+        Self::new(agent, now)
+    }
+
     /// A pass of `agent`'s wallet at `now`, by a two-key set (a rotation's), checked at `now`.
     pub fn new(agent: Agent, now: u64) -> Self {
         let keys =

@@ -164,8 +164,8 @@ async fn main() {
     // One client each for `/kya` and the pass (36 requests, under the 60 a minute); a batch
     // counts 10, so each block of batches is a client of its own.
     let (kya_client, pass_client) = (fresh_ip(), fresh_ip());
-    // Where `/kya` from the index spends its CPU, summed over its blocks.
-    let mut kya_functions: std::collections::BTreeMap<String, Duration> = Default::default();
+    // Where `/kya` and the pass from the index spend their CPU, summed over their blocks.
+    let mut functions: [std::collections::BTreeMap<String, Duration>; 2] = Default::default();
     let mut point_rpc = [0usize; 3];
     for _ in 0..BLOCKS {
         for (kind, cpu) in cpu.iter_mut().enumerate() {
@@ -212,9 +212,9 @@ async fn main() {
             }
             tokio::time::sleep(SETTLE).await;
             let profile = profiler.stop().await;
-            if kind == 0 {
+            if let Some(functions) = functions.get_mut(kind) {
                 for (function, time) in profile.by_function() {
-                    *kya_functions.entry(function).or_default() += time;
+                    *functions.entry(function).or_default() += time;
                 }
             }
             cpu.push(profile.cpu() / PER_BLOCK as u32);
@@ -328,19 +328,21 @@ async fn main() {
         point_rpc[2],
         met(point_rpc[2] == 0),
     );
-    let mut by_function: Vec<(String, Duration)> = kya_functions.into_iter().collect();
-    by_function.sort_by_key(|entry| std::cmp::Reverse(entry.1));
     let per_request = (BLOCKS * PER_BLOCK) as u32;
-    let _ = writeln!(
-        text,
-        "Where `/kya` from the index spends the Worker's CPU: self time per request by function, the \
-         ten largest (the profiles of its blocks summed, over {per_request} requests).\n\n\
-         | Function | CPU per request |\n|---|---:|"
-    );
-    for (function, time) in by_function.iter().take(10) {
-        let _ = writeln!(text, "| `{function}` | {} |", ms(*time / per_request));
+    for (name, functions) in ["`/kya`", "A pass"].into_iter().zip(functions) {
+        let mut by_function: Vec<(String, Duration)> = functions.into_iter().collect();
+        by_function.sort_by_key(|entry| std::cmp::Reverse(entry.1));
+        let _ = writeln!(
+            text,
+            "Where {name} from the index spends the Worker's CPU: self time per request by function, \
+             the ten largest (the profiles of its blocks summed, over {per_request} requests).\n\n\
+             | Function | CPU per request |\n|---|---:|"
+        );
+        for (function, time) in by_function.iter().take(10) {
+            let _ = writeln!(text, "| `{function}` | {} |", ms(*time / per_request));
+        }
+        let _ = writeln!(text);
     }
-    let _ = writeln!(text);
     let _ = writeln!(
         text,
         "## The grace period changed\n\n\
