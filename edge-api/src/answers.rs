@@ -113,7 +113,7 @@ async fn from_chain(endpoint: &Endpoint, deps: &Deps<'_>) -> Result<Answer> {
     }
 }
 
-/// `/kya/:wallet` or `/agent/:id` from the index, with no RPC, when it is fresh (`index::point`),
+/// `/kya/:wallet`, `/agent/:id` or its lineage from the index, with no RPC, when it is fresh (`index::point`),
 /// read in a D1 session from `bookmark` (the client's `X-D1-Bookmark`), with the session's
 /// bookmark after the read: else the reason to read the chain instead. `None` for the other
 /// endpoints.
@@ -124,34 +124,41 @@ pub(crate) async fn from_index(
     now: u64,
     bookmark: Option<&str>,
 ) -> Result<Option<std::result::Result<(Answer, Option<String>), String>>> {
-    if !matches!(endpoint, Endpoint::Kya(_) | Endpoint::Agent(_)) {
+    if !matches!(endpoint, Endpoint::Kya(_) | Endpoint::Agent(_) | Endpoint::Lineage(_)) {
         return Ok(None);
     }
     let Some(store) = crate::d1::Store::open_session(env, bookmark)? else {
         return Ok(Some(Err("no index: the Worker has no INDEX binding".into())));
     };
     let settings = &config.index;
-    let (at, source, body) = match endpoint {
+    // The answer's block, its source, its body, and whether it states compliance (then it names
+    // the grace period that judged it, as the chain-read path does).
+    let (at, source, body, judged) = match endpoint {
         Endpoint::Kya(wallet) => {
             match index::point::agents_of_wallets(&store, settings, &[*wallet], now).await? {
                 Point::Answer(at, source, mut agents) => {
                     let agent = agents.pop().flatten();
-                    (at, source, json(&KyaResult::of(*wallet, agent.as_ref(), at.clock))?)
+                    (at, source, json(&KyaResult::of(*wallet, agent.as_ref(), at.clock))?, true)
                 }
                 Point::Fallback(reason) => return Ok(Some(Err(reason))),
             }
         }
         Endpoint::Agent(id) => match index::point::agent(&store, settings, *id, now).await? {
             Point::Answer(at, source, Some((agent, children))) => {
-                (at, source, json(&AgentDetails::of(&agent, children, at.clock))?)
+                (at, source, json(&AgentDetails::of(&agent, children, at.clock))?, true)
             }
+            Point::Answer(_, _, None) => return Err(kya_core::Error::AgentNotFound(*id).into()),
+            Point::Fallback(reason) => return Ok(Some(Err(reason))),
+        },
+        Endpoint::Lineage(id) => match index::point::lineage(&store, settings, *id, now).await? {
+            Point::Answer(at, source, Some(tree)) => (at, source, json(&tree)?, false),
             Point::Answer(_, _, None) => return Err(kya_core::Error::AgentNotFound(*id).into()),
             Point::Fallback(reason) => return Ok(Some(Err(reason))),
         },
         _ => return Ok(None),
     };
-    let answer =
-        Answer { body, block: at.block, grace_period: Some(at.clock.grace_period), read_at: now, source };
+    let grace_period = judged.then_some(at.clock.grace_period);
+    let answer = Answer { body, block: at.block, grace_period, read_at: now, source };
     Ok(Some(Ok((answer, store.bookmark()))))
 }
 

@@ -170,7 +170,7 @@ async fn serve(
         })
     };
 
-    // `/kya/:wallet` and `/agent/:id` from the index beside the Worker, uncached: every request
+    // `/kya/:wallet`, `/agent/:id` and its lineage from the index beside the Worker, uncached: every request
     // reads it, so a change a run applied is never hidden behind a copy. Else from the chain,
     // with SPEC.md's TTLs, saying why.
     let bookmark = request.headers().get(index::point::BOOKMARK)?;

@@ -1,5 +1,5 @@
-//! The point answers from the index: `/kya/:wallet`, `/kya/batch`, `/kya/:wallet/pass` and
-//! `/agent/:id` read D1 beside the Worker instead of the chain's RPC endpoint, with no RPC at
+//! The point answers from the index: `/kya/:wallet`, `/kya/batch`, `/kya/:wallet/pass`,
+//! `/agent/:id` and `/agent/:id/lineage` read D1 beside the Worker instead of the chain's RPC endpoint, with no RPC at
 //! all, while the index is fresh: filled, its block still the chain's, its last run at most
 //! `INDEX_POINT_MAX_LAG_BLOCKS` behind the head it saw, and its state written within
 //! `INDEX_POINT_MAX_AGE_SECS`. Each is one D1 batch (one transaction): the state row and the rows
@@ -9,8 +9,13 @@
 //! Otherwise ([`Point::Fallback`]) the answer reads the chain as before, and says why
 //! (`X-Index-Fallback`).
 
+use std::collections::BTreeMap;
+
 use alloy_primitives::{Address, B256};
-use kya_core::{Agent, BlockRef, StandingClock};
+use kya_core::{
+    Agent, BlockRef, StandingClock,
+    registry::lineage::{self, LineageNode, NodeData},
+};
 use serde::Deserialize;
 
 use super::{
@@ -150,6 +155,70 @@ pub(crate) async fn agent(
     let children: Vec<u64> = serde_json::from_str(children.as_deref().unwrap_or("[]"))
         .map_err(|error| Error::BadConfig(format!("an agent's children do not decode: {error}")))?;
     Ok(Point::Answer(at, source, Some((agent, children))))
+}
+
+/// The most nodes a lineage from the index reads: past it (a tree of thousands, all of whose
+/// descendants the one query would read to the depth limit, shown or not) the chain's
+/// level-by-level read, which fetches only the shown nodes, answers.
+const LINEAGE_MAX_ROWS: usize = 2_000;
+
+/// Agent `root`'s lineage tree (SPEC.md's bounds: [`lineage::MAX_LINEAGE_DEPTH`] levels,
+/// [`lineage::MAX_LINEAGE_CHILDREN`] children shown per node) at the index's block; `None` for an
+/// id the registry has not given (a 404). One query walks the parent column down to the depth
+/// limit, each node with all its children's ids (the registry's order) for the truncation fields.
+pub(crate) async fn lineage(
+    store: &Store,
+    settings: &IndexConfig,
+    root: u64,
+    now: u64,
+) -> Result<Point<Option<LineageNode>>> {
+    let query = format!(
+        "WITH RECURSIVE tree(id, depth) AS (SELECT ?1, 1 UNION ALL \
+         SELECT child.id, tree.depth + 1 FROM tree JOIN agents AS child ON child.parent = tree.id \
+         WHERE tree.depth < {depth}) \
+         SELECT agents.indexed AS indexed, NULL AS scope, (SELECT json_group_array(child.id) FROM \
+         (SELECT id FROM agents WHERE parent = tree.id ORDER BY id) AS child) AS children \
+         FROM tree JOIN agents ON agents.id = tree.id LIMIT {limit}",
+        depth = lineage::MAX_LINEAGE_DEPTH,
+        limit = LINEAGE_MAX_ROWS + 1,
+    );
+    let FreshRead { at, source, state, rows } =
+        match read_fresh(store, settings, query, vec![root.into()], now).await? {
+            Ok(read) => read,
+            Err(reason) => return Ok(Point::Fallback(reason)),
+        };
+    if rows.is_empty() {
+        if root >= state.chain_next {
+            return Ok(Point::Answer(at, source, None));
+        }
+        return Ok(Point::Fallback(format!("agent {root} is not in the index")));
+    }
+    if rows.len() > LINEAGE_MAX_ROWS {
+        return Ok(Point::Fallback(format!(
+            "agent {root}'s lineage holds more than {LINEAGE_MAX_ROWS} agents to the depth limit"
+        )));
+    }
+    let mut nodes = BTreeMap::new();
+    for row in rows {
+        let agent = decode_indexed(&row.indexed)?.record;
+        let children: Vec<u64> = serde_json::from_str(row.children.as_deref().unwrap_or("[]"))
+            .map_err(|error| Error::BadConfig(format!("an agent's children do not decode: {error}")))?;
+        let node = NodeData {
+            wallet: agent.agent_wallet,
+            generation: agent.generation,
+            status: agent.status,
+            children,
+        };
+        nodes.insert(agent.agent_id, node);
+    }
+    // Every shown node is below the root in the index, which holds every id the registry gave:
+    // one missing means the index is not whole there.
+    match lineage::build(root, &nodes) {
+        Ok(tree) => Ok(Point::Answer(at, source, Some(tree))),
+        Err(error) => {
+            Ok(Point::Fallback(format!("agent {root}'s lineage is not whole in the index: {error}")))
+        }
+    }
 }
 
 /// What a point read found in an index fresh enough to answer: its block and the source an

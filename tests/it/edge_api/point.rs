@@ -1,5 +1,5 @@
 //! The point answers from the index (issue 63): `/kya/:wallet`, `/kya/batch` of 100,
-//! `/kya/:wallet/pass`, `/agent/:id` and a verified `POST /kya/verify` answered from D1 with no RPC request at all (counted by
+//! `/kya/:wallet/pass`, `/agent/:id`, its lineage and a verified `POST /kya/verify` answered from D1 with no RPC request at all (counted by
 //! the test's RPC proxy) while the index is fresh, each body exactly the one `kya_core` renders
 //! from the chain's record at the index's block; the chain read, saying why
 //! (`X-Index-Fallback`), when the index is held back; and a suspension a polled `/kya` and pass
@@ -17,6 +17,7 @@ use kya_core::{
     api::view::AgentDetails,
     chain::abi::AgentRegistry,
     pass::{PassTrust, SigningKey, SigningKeys, verify::verify_pass},
+    registry::lineage::{self, NodeData},
 };
 use kya_devchain::dev_accounts::{self, Role};
 use kya_tests::{
@@ -129,6 +130,20 @@ async fn point_answers_come_from_the_index_with_no_rpc_and_from_the_chain_when_i
     assert_eq!(agent.body, expected, "/agent/1 with its child");
     let missing = api.get("/api/v1/agent/3").await;
     assert_eq!((missing.status, missing.body["error"].as_str()), (404, Some("Agent not found: 3")));
+    // The lineage: the root and its child as the chain holds them at the index's block.
+    let (child_record, _) = chain_record(&chain, 2, block).await;
+    let lineage = api.get("/api/v1/agent/1/lineage").await;
+    assert_eq!(lineage.status, 200, "{}", lineage.text);
+    assert_eq!(
+        lineage.body,
+        expected_lineage(&record, &child_record),
+        "the chain's tree at the index's block"
+    );
+    assert_eq!(number(&lineage, "x-block-number"), block);
+    assert_eq!(header(&lineage, "x-index-lag-blocks").as_deref(), Some("0"));
+    assert_eq!(header(&lineage, "x-attestation-grace-period"), None, "a tree states no compliance");
+    let missing = api.get("/api/v1/agent/3/lineage").await;
+    assert_eq!((missing.status, missing.body["error"].as_str()), (404, Some("Agent not found: 3")));
 
     let strangers: Vec<Address> = (0..98).map(|_| PrivateKeySigner::random().address()).collect();
     let wallets: Vec<String> =
@@ -174,7 +189,7 @@ async fn point_answers_come_from_the_index_with_no_rpc_and_from_the_chain_when_i
     assert_eq!(
         proxy.requests(),
         rpc_before,
-        "no RPC request for /kya, /agent, a batch of 100, a pass and a verified request"
+        "no RPC request for /kya, /agent, a lineage, a batch of 100, a pass and a verified request"
     );
 
     // Held back: three blocks mined, one followed a run: the index is 2 blocks behind, within
@@ -217,6 +232,24 @@ async fn point_answers_come_from_the_index_with_no_rpc_and_from_the_chain_when_i
     let carried =
         verify_pass(verified["pass"].as_str().unwrap(), &keys.public(), &trust, now).unwrap().claims;
     assert_eq!(carried.block.number, at);
+    let lineage = api.get("/api/v1/agent/1/lineage").await;
+    assert!(header(&lineage, "x-index-fallback").is_some(), "{:?}", lineage.headers);
+    let at = number(&lineage, "x-block-number");
+    let (root_record, _) = chain_record(&chain, 1, at).await;
+    let (child_record, _) = chain_record(&chain, 2, at).await;
+    assert_eq!(lineage.body, expected_lineage(&root_record, &child_record), "the chain's tree");
+}
+
+/// The lineage of a root agent with one child, as `kya_core` builds it from their records.
+fn expected_lineage(root: &Agent, child: &Agent) -> Value {
+    let node = |agent: &Agent, children: Vec<u64>| NodeData {
+        wallet: agent.agent_wallet,
+        generation: agent.generation,
+        status: agent.status,
+        children,
+    };
+    let nodes = [(root.agent_id, node(root, vec![child.agent_id])), (child.agent_id, node(child, vec![]))];
+    serde_json::to_value(lineage::build(root.agent_id, &nodes.into_iter().collect()).unwrap()).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
