@@ -209,6 +209,31 @@ pub fn http_client() -> reqwest::Client {
         .expect("an HTTP client")
 }
 
+/// The Python package `kya` as a wheel lays it out, in `dir`: `kya/*.py`, the stubs, and the
+/// extension module the workspace's build wrote beside the running test binary
+/// (`target/debug/deps/lib_core.so`) as `kya/_core.abi3.so`. Put `dir` on `PYTHONPATH`.
+pub fn lay_out_python_package(dir: &Path) {
+    let package = dir.join("kya");
+    std::fs::create_dir_all(&package).expect("the package's folder");
+    for entry in std::fs::read_dir(repo_root().join("python/kya")).expect("python/kya") {
+        let path = entry.expect("an entry").path();
+        if path.is_file() {
+            std::fs::copy(&path, package.join(path.file_name().expect("a name"))).expect("copied");
+        }
+    }
+    let module = std::env::current_exe().expect("the test binary").with_file_name("lib_core.so");
+    assert!(module.exists(), "{} is missing: the workspace's build makes it", module.display());
+    std::fs::copy(module, package.join("_core.abi3.so")).expect("the module copied");
+}
+
+/// The test tools' Python (`.tools/venv`, made by `scripts/bootstrap.sh`: pytest, httpx,
+/// FastAPI, uvicorn, eth-account).
+pub fn tools_python() -> PathBuf {
+    let python = repo_root().join(".tools/venv/bin/python");
+    assert!(python.exists(), "{} is missing: run scripts/bootstrap.sh", python.display());
+    python
+}
+
 /// The workspace root (the tests crate is one level below it).
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()

@@ -25,6 +25,7 @@ mod pass_provider;
 mod passes;
 mod point;
 mod providers;
+mod python_system;
 mod reorgs;
 mod stream;
 mod stream_bounds;

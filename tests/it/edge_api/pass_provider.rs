@@ -115,7 +115,7 @@ impl Provider {
 /// answer's headers are out, so late and not always in the order the answers were given (a CI run
 /// once logged the test's own `…/pass` request, answered before the first marker was sent, after
 /// that marker).
-async fn wait_until_logged(worker: &EdgeWorker, path: &str, times: usize) {
+pub(super) async fn wait_until_logged(worker: &EdgeWorker, path: &str, times: usize) {
     let deadline = Instant::now() + Duration::from_secs(30);
     let path = path.to_lowercase();
     let logged = |log: &str| {
@@ -133,7 +133,7 @@ async fn wait_until_logged(worker: &EdgeWorker, path: &str, times: usize) {
 /// paths a per-request check would call (`/api/v1/kya…`, the JWKS). A request made before the
 /// first marker is sent must already show in the log ([`wait_until_logged`]): lines can reach
 /// the log out of order.
-async fn api_requests_between(worker: &EdgeWorker, first: &str, second: &str) -> Vec<String> {
+pub(super) async fn api_requests_between(worker: &EdgeWorker, first: &str, second: &str) -> Vec<String> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let log = worker.output();
