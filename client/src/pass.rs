@@ -165,12 +165,9 @@ impl PassVerifier {
     /// Takes one feed event into account: a wallet not compliant at a block revokes its passes
     /// of that block and before.
     pub fn note(&self, event: &Event) {
-        if event.change.standing.is_compliant {
-            return;
-        }
+        let Some((wallet, block)) = event.lost_compliance_at() else { return };
         let mut lost_at = self.lost_at.write().expect("the revocations' lock");
-        let block = event.change.block.number;
-        lost_at.entry(event.change.wallet).and_modify(|seen| *seen = (*seen).max(block)).or_insert(block);
+        lost_at.entry(wallet).and_modify(|seen| *seen = (*seen).max(block)).or_insert(block);
     }
 
     /// Follows the feed and notes each event, until the follower fails.

@@ -1,15 +1,22 @@
 //! The registry writes an agent's side makes (register, attest, report revenue, terminate):
-//! their calldata from `kya-core`'s `sol!` bindings, the gas a forward request gives them, and
-//! the registry's string limits checked before anything is sent.
+//! their calldata from `kya-core`'s `sol!` bindings, the gas a forward request gives them and a
+//! registration's hashes (kya-core's rules, which the Python package uses too), and the
+//! registry's string limits checked before anything is sent.
 
 use alloy::{
-    primitives::{Address, B256, Bytes, U256, keccak256},
+    primitives::{Address, B256, Bytes, U256},
     sol_types::SolCall,
 };
+pub use kya_core::registry::{gas::GAS_PER_CONSENT, hashes::constitution_hash};
 use kya_core::{
     chain::abi::AgentRegistry,
-    registry::consent::{
-        self, ConsentSignatures, MAX_CATEGORY_BYTES, MAX_CURRENCY_BYTES, MAX_OPERATIONAL_SCOPE_BYTES, Parties,
+    registry::{
+        consent::{
+            self, ConsentSignatures, MAX_CATEGORY_BYTES, MAX_CURRENCY_BYTES, MAX_OPERATIONAL_SCOPE_BYTES,
+            Parties,
+        },
+        gas::forward_gas,
+        hashes,
     },
 };
 use serde::Serialize;
@@ -159,26 +166,12 @@ impl Write {
         }
     }
 
-    /// Gas for the registry call inside the forwarder. Fixed bounds well above what the calls
-    /// use on our contracts (a registration about 250k with a short scope), plus 20k per 32
-    /// bytes of stored text, plus [`GAS_PER_CONSENT`] for each consent signature a registration
-    /// carries: unused gas costs the payer nothing, too little fails the call.
+    /// Gas for the registry call inside the forwarder: kya-core's bound, read off the call data
+    /// ([`forward_gas`]: fixed bounds well above what the calls use, plus 20k per 32 bytes of
+    /// stored text, plus [`GAS_PER_CONSENT`] per consent signature), the one the Python package
+    /// signs for too.
     pub fn gas(&self) -> u64 {
-        let per_word = |text: &str| 20_000 * (text.len() as u64).div_ceil(32);
-        match self {
-            Self::Register(registration) => {
-                let signatures = registration.consents.as_ref().map_or(0, |consents| {
-                    u64::from(!consents.wallet_consent.is_empty())
-                        + u64::from(!consents.liability_consent.is_empty())
-                });
-                450_000 + per_word(&registration.operational_scope) + GAS_PER_CONSENT * signatures
-            }
-            Self::ReportRevenue(report) => 250_000 + per_word(&report.currency) + per_word(&report.category),
-            Self::Attest { .. }
-            | Self::Terminate { .. }
-            | Self::InvalidateConsents
-            | Self::InvalidateConsentsThrough { .. } => 150_000,
-        }
+        forward_gas(&self.calldata()).expect("a write's own call data is exactly one registry write")
     }
 
     /// The command's name, for messages.
@@ -193,13 +186,6 @@ impl Write {
     }
 }
 
-/// Gas a registration's bound grows by per consent signature it carries. Measured on anvil, two
-/// ordinary keys' consents add 65k to a relayed registration (278k → 343k), about 30k each
-/// (the digest, ecrecover, the nonce's first write, `ConsentUsed`). An ERC-1271 contract wallet
-/// runs its own `isValidSignature` on top (a cold call, then its own checks: one ecrecover for a
-/// single owner, one per owner for a multi-owner wallet), which the rest leaves room for.
-pub const GAS_PER_CONSENT: u64 = 100_000;
-
 /// `text` at most `limit` bytes, or an error naming `what`.
 fn at_most(text: &str, limit: usize, what: &str) -> Result<()> {
     if text.len() > limit {
@@ -211,27 +197,10 @@ fn at_most(text: &str, limit: usize, what: &str) -> Result<()> {
     Ok(())
 }
 
-/// The constitution hash of a constitution's text: `keccak256` of its UTF-8 bytes, exactly as
-/// given (no trimming: the hash commits to the document).
-pub fn constitution_hash(text: &str) -> B256 {
-    keccak256(text.as_bytes())
-}
-
-/// The capability hash of a list of capability names: each name trimmed, empty names dropped,
-/// sorted and deduplicated (the set matters, not the order it was typed in), joined with `,`,
-/// then `keccak256` of the UTF-8 bytes. So `search, summarise` and `summarise,search` agree.
+/// kya-core's capability hash of a list of capability names (the sorted set, trimmed, blanks
+/// dropped), a list it refuses as [`Error::Invalid`].
 pub fn capability_hash<S: AsRef<str>>(capabilities: &[S]) -> Result<B256> {
-    let mut names: Vec<&str> =
-        capabilities.iter().map(|name| name.as_ref().trim()).filter(|name| !name.is_empty()).collect();
-    if names.is_empty() {
-        return Err(Error::Invalid("capabilities: give at least one name".into()));
-    }
-    if let Some(name) = names.iter().find(|name| name.contains(',')) {
-        return Err(Error::Invalid(format!("capability {name:?}: names cannot contain ','")));
-    }
-    names.sort_unstable();
-    names.dedup();
-    Ok(keccak256(names.join(",").as_bytes()))
+    hashes::capability_hash(capabilities).map_err(|refused| Error::Invalid(refused.to_string()))
 }
 
 /// Parses a money amount in currency units (`12.50`, `3`, `0.07`) into cents. Negative amounts,
@@ -258,7 +227,7 @@ pub fn cents(amount: &str) -> Result<U256> {
 
 #[cfg(test)]
 mod tests {
-    use alloy::primitives::{address, b256};
+    use alloy::primitives::{address, b256, keccak256};
     use proptest::prelude::*;
 
     use super::*;

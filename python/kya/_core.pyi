@@ -28,13 +28,28 @@ class InvalidInput(KyaError):
 class SignError(InvalidInput):
     """A request that cannot be signed as ERC-8128 requires."""
 
-#: Header fields: a mapping (``dict``, ``httpx.Headers``, ``requests``' headers) or
-#: ``(name, value)`` pairs (ASGI's, as ``bytes``); a list of values is one field sent twice.
+#: Header fields: a mapping (``dict``, ``httpx.Headers``, ``requests``' headers, whose values
+#: may be ``bytes``, read as Latin-1) or ``(name, value)`` pairs (ASGI's, as ``bytes``); a list
+#: of values is one field sent twice.
 Headers = Union[
-    Mapping[str, Union[str, List[str]]],
+    Mapping[str, Union[str, bytes, List[str]]],
     Iterable[Tuple[Union[str, bytes], Union[str, bytes]]],
 ]
 Body = Union[bytes, bytearray, memoryview, str, None]
+
+class PrivateKey:
+    """A private key read once (``0x`` and 64 hex digits, or its 32 bytes), with its account: a
+    signer that holds it skips reading the key (a scalar multiplication) on every signature. Its
+    ``repr`` names the address only; nothing reads the key back. Raises ``InvalidInput``."""
+
+    def __init__(self, key: Union[str, bytes]) -> None: ...
+    @property
+    def address(self) -> str:
+        """The key's account (EIP-55)."""
+
+#: What a ``private_key=`` argument takes: a ``PrivateKey``, or a key's text or bytes (read
+#: again on each call).
+KeyLike = Union[PrivateKey, str, bytes]
 Reason = Literal[
     "malformed",
     "unsupported",
@@ -181,15 +196,16 @@ class AgentRefused(TypedDict):
 
 AgentVerdict = Union[AgentAdmitted, AgentRefused]
 
-def address_of(private_key: Union[str, bytes]) -> str:
-    """The address (EIP-55) of a private key (``0x`` and 64 hex digits, or 32 bytes)."""
+def address_of(private_key: KeyLike) -> str:
+    """The address (EIP-55) of a private key (a ``PrivateKey``, ``0x`` and 64 hex digits, or 32
+    bytes)."""
 
 def sign_request(
     method: str,
     url: str,
     *,
     chain_id: int,
-    private_key: Union[str, bytes, None] = None,
+    private_key: Optional[KeyLike] = None,
     signer: Optional[Callable[[bytes], bytes]] = None,
     address: Optional[str] = None,
     headers: Optional[Headers] = None,
@@ -416,7 +432,7 @@ def sign_forward_request(
     *,
     chain_id: int,
     forwarder: str,
-    private_key: Union[str, bytes, None] = None,
+    private_key: Optional[KeyLike] = None,
     signer: Optional[Callable[[bytes], Union[bytes, str]]] = None,
 ) -> bytes:
     """The request's 65-byte signature (``v`` 27/28) by ``private_key``, or by ``signer``
@@ -448,7 +464,7 @@ def sign_consent(
     *,
     chain_id: int,
     registry: str,
-    private_key: Union[str, bytes, None] = None,
+    private_key: Optional[KeyLike] = None,
     signer: Optional[Callable[[bytes], Union[bytes, str]]] = None,
 ) -> bytes:
     """The consent's 65-byte signature (``v`` 27/28) by ``private_key`` or ``signer``."""

@@ -10,15 +10,15 @@ from typing import TYPE_CHECKING, Optional, Union
 
 from kya._core import (
     InvalidInput,
+    PrivateKey,
     SignError,
-    address_of,
     checksum_address,
     forward_request_digest,
     recover_signer,
     sign_consent,
     sign_forward_request,
 )
-from kya.signer import HashSigner
+from kya.signer import HashSigner, held_key
 
 if TYPE_CHECKING:
     from kya._core import Consent, ForwardRequest
@@ -30,15 +30,16 @@ class Account:
 
     def __init__(
         self,
-        private_key: Union[str, bytes, None] = None,
+        private_key: Union[PrivateKey, str, bytes, None] = None,
         *,
         signer: Optional[HashSigner] = None,
         address: Optional[str] = None,
     ) -> None:
         if (private_key is None) == (signer is None):
             raise InvalidInput("give exactly one of private_key and signer")
-        if private_key is not None:
-            own = address_of(private_key)
+        key = held_key(private_key)
+        if key is not None:
+            own = key.address
             if address is not None and address.lower() != own.lower():
                 raise InvalidInput(f"the private key is {own}'s, not {address}'s")
             self.address: str = own
@@ -46,7 +47,7 @@ class Account:
             raise InvalidInput("a signer needs the address it signs for: address=...")
         else:
             self.address = checksum_address(address)
-        self._private_key = private_key
+        self._private_key = key
         self._signer = signer
 
     def __repr__(self) -> str:

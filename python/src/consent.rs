@@ -162,8 +162,9 @@ pub(crate) fn consent_digest<'py>(
     Ok(PyBytes::new(py, digest.as_slice()))
 }
 
-/// The consent's 65-byte signature (`v` 27/28) by `private_key`, or by `signer`, a callable given
-/// the 32-byte digest. The registry accepts it when it is the consent's signer's.
+/// The consent's 65-byte signature (`v` 27/28) by `private_key` (a `PrivateKey`, or its text or
+/// bytes), or by `signer`, a callable given the 32-byte digest. The registry accepts it when it is
+/// the consent's signer's.
 #[pyfunction]
 #[pyo3(signature = (consent, *, chain_id, registry, private_key=None, signer=None))]
 pub(crate) fn sign_consent<'py>(

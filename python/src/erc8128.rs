@@ -22,7 +22,7 @@ use pyo3::{
 use crate::{
     convert::{body_of, headers_of, now_or, pairs, parse_address},
     error::{invalid, sign_error},
-    keys::signing_key,
+    keys::with_private_key,
 };
 
 /// How long a signature made here is valid when `expires` is not given (the Rust signer's and
@@ -215,16 +215,17 @@ impl Prepared {
     }
 }
 
-/// The address (EIP-55) of a private key (`0x` and 64 hex digits, or 32 bytes): the agent's
-/// wallet, whose pass it carries.
+/// The address (EIP-55) of a private key (a `PrivateKey`, `0x` and 64 hex digits, or 32 bytes):
+/// the agent's wallet, whose pass it carries.
 #[pyfunction]
 pub(crate) fn address_of(private_key: &Bound<'_, PyAny>) -> PyResult<String> {
-    Ok(checksummed(&kya_core::ecdsa::address_of(&signing_key(private_key)?)))
+    with_private_key(private_key, |key| Ok(checksummed(&key.address())))
 }
 
 /// Signs a request with ERC-8128 (label `eth`; `@method`, `@authority`, `@path`, `@query` when
 /// the URL has one, `content-digest` when there is a body, then `components`), with
-/// `private_key`, or with `signer`, a callable given the 32-byte EIP-191 hash of the signature
+/// `private_key` (a `PrivateKey`, held by a signer that signs often, or a key's text or bytes,
+/// read for this call), or with `signer`, a callable given the 32-byte EIP-191 hash of the signature
 /// base that returns the 65-byte signature (then `address` names the account). `address` with
 /// `private_key` names a contract account (ERC-1271) the key signs for.
 #[pyfunction]
@@ -250,19 +251,18 @@ pub(crate) fn sign_request<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let request = ToSign::read(method, url, chain_id, headers, body, created, expires, nonce, components)?;
     match (private_key.filter(|key| !key.is_none()), signer.filter(|signer| !signer.is_none())) {
-        (Some(key), None) => {
-            let key = signing_key(key)?;
+        (Some(key), None) => with_private_key(key, |key| {
             let account = match address {
                 Some(address) => parse_address(address, "address")?,
-                None => kya_core::ecdsa::address_of(&key),
+                None => key.address(),
             };
             let headers = request
                 .with_core(|request, params| {
-                    erc8128::sign_request_for_account(request, params, &key, account)
+                    erc8128::sign_request_for_account(request, params, key.key(), account)
                 })
                 .map_err(sign_error)?;
             request.about(account).signed(py, headers)
-        }
+        }),
         (None, Some(signer)) => {
             let address =
                 address.ok_or_else(|| invalid("a signer needs the address it signs for: address=..."))?;

@@ -13,23 +13,16 @@ use crate::{convert::json_text, error::invalid};
 pub(crate) const RECONNECT_MS: u64 = kya_core::feed::sse::RECONNECT_MS;
 
 /// `(wallet, block)` when the feed's `event` (a `dict`, `str` or `bytes` of its JSON) shows its
-/// agent not compliant: the wallet (EIP-55) lost compliance at that block, and its passes of
-/// that block or before are revoked (`Gate.compliance_lost`). `None` for an event that leaves
-/// the agent compliant. Raises `InvalidInput` for what is not one of the feed's events.
+/// agent not compliant (`Event::lost_compliance_at`, the Rust follower's rule): the wallet (EIP-55)
+/// lost compliance at that block, and its passes of that block or before are revoked
+/// (`Gate.compliance_lost`). `None` for an event that leaves the agent compliant. Raises
+/// `InvalidInput` for what is not one of the feed's events.
 #[pyfunction]
 pub(crate) fn compliance_lost_at(event: &Bound<'_, PyAny>) -> PyResult<Option<(String, u64)>> {
     let text = json_text(event, "the event")?;
     let event: Event =
         serde_json::from_str(&text).map_err(|error| invalid(format!("not a change feed event: {error}")))?;
-    Ok(lost_at(&event).map(|(wallet, block)| (wallet.to_checksum(None), block)))
-}
-
-/// `kya_client::PassVerifier::note`'s rule: the standing an event states is the agent's after
-/// the change (after the reorganisation, for a retraction), so any event stating "not
-/// compliant" is a loss at its block, whatever its type or finality.
-fn lost_at(event: &Event) -> Option<(alloy_primitives::Address, u64)> {
-    let change = &event.change;
-    (!change.standing.is_compliant).then_some((change.wallet, change.block.number))
+    Ok(event.lost_compliance_at().map(|(wallet, block)| (wallet.to_checksum(None), block)))
 }
 
 /// An event id (`<batch>-<index>`, as `after=` and `Last-Event-ID` take it) as a pair that

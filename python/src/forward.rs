@@ -70,8 +70,9 @@ pub(crate) fn forward_request_digest<'py>(
     Ok(PyBytes::new(py, forward_request::signing_digest(&request_of(request)?, &domain).as_slice()))
 }
 
-/// The request's 65-byte signature (`v` 27/28) by `private_key`, or by `signer`, a callable given
-/// the 32-byte digest. The forwarder accepts it when it recovers to `request["from"]`.
+/// The request's 65-byte signature (`v` 27/28) by `private_key` (a `PrivateKey`, or its text or
+/// bytes), or by `signer`, a callable given the 32-byte digest. The forwarder accepts it when it
+/// recovers to `request["from"]`.
 #[pyfunction]
 #[pyo3(signature = (request, *, chain_id, forwarder, private_key=None, signer=None))]
 pub(crate) fn sign_forward_request<'py>(

@@ -5,12 +5,13 @@
 //! Python values (verdicts as `dict`s, typed in `kya/_core.pyi`). The Pythonic parts (the
 //! `httpx` and `requests` auths, the provider's gate) are pure Python beside it.
 //!
+//! - [`keys`]: `PrivateKey` (a key read once), what signs a digest, `recover_signer`.
 //! - [`erc8128`]: `sign_request`, `prepare_request` (a key held elsewhere), `verify_request`,
 //!   `erc1271_accepts`.
 //! - [`pass`]: `Jwks`, `verify_pass`, `verify_agent_request`.
 //! - [`verifier_state`]: `KeyCache`, `NonceMemory`.
 //! - [`feed`]: `compliance_lost_at` (what a change feed event revokes), `cursor_key`.
-//! - [`forward`], [`consent`], [`calldata`], [`events`], [`keys`]: an agent's relayer flows
+//! - [`forward`], [`consent`], [`calldata`], [`events`]: an agent's relayer flows
 //!   (issue 64): forward requests and consents (typed data, digests, signatures by a key or a
 //!   caller's signer of hashes), the registry calls' data and gas, the events a write emits.
 //! - [`eth_values`]: `uint256`s, bytes, hashes and addresses read from Python once
@@ -39,6 +40,7 @@ fn _core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add("InvalidInput", py.get_type::<error::InvalidInput>())?;
     module.add("SignError", py.get_type::<error::SignError>())?;
 
+    module.add_class::<keys::PrivateKey>()?;
     module.add_function(wrap_pyfunction!(erc8128::address_of, module)?)?;
     module.add_function(wrap_pyfunction!(erc8128::sign_request, module)?)?;
     module.add_function(wrap_pyfunction!(erc8128::prepare_request, module)?)?;

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import pickle
 from typing import Any, Dict
 
 import pytest
@@ -90,6 +91,36 @@ def test_a_key_held_elsewhere_signs_the_same_headers() -> None:
     assert prepared.finish(low_v) == local
     with pytest.raises(kya.SignError, match="empty"):
         prepared.finish(b"")
+
+
+def test_a_private_key_read_once_signs_the_very_headers_of_its_hex_and_never_shows_itself() -> None:
+    key = kya.PrivateKey(SECRET)
+    assert key.address == SIGNER == kya.PrivateKey(bytes.fromhex(SECRET[2:])).address == kya.address_of(key)
+    for method, url, body, extra in (("POST", POST_URL, POST_BODY, {}), ("GET", "https://x.example/a?b=1", None, {}),
+                                     ("POST", POST_URL, POST_BODY, {"address": "0x" + "11" * 20})):
+        options: Dict[str, Any] = dict(chain_id=CHAIN, body=body, created=CREATED, expires=EXPIRES, nonce="n-1",
+                                       headers={"Content-Type": "application/json"}, components=["content-type"])
+        options.update(extra)
+        held = kya.sign_request(method, url, private_key=key, **options)
+        assert held == kya.sign_request(method, url, private_key=SECRET, **options), "byte for byte"
+    # The signer holds it once, whether given the hex or the object: its requests verify as the key's.
+    for given in (SECRET, key):
+        signer = kya.RequestSigner(chain_id=CHAIN, private_key=given)
+        assert signer.address == SIGNER
+        headers = signer.headers("POST", POST_URL, body=POST_BODY)
+        verdict = kya.verify_request("POST", POST_URL, headers, authority="api.example.com", chain_id=CHAIN,
+                                     body=POST_BODY)
+        assert verdict["outcome"] == "verified" and verdict["signer"] == SIGNER, verdict
+    assert repr(key) == str(key) == f"PrivateKey(address='{SIGNER}')"
+    secret = SECRET[2:]
+    shown = [repr(key), repr(kya.RequestSigner(chain_id=CHAIN, private_key=key)), repr(vars(signer))]
+    assert all(secret not in text.lower() for text in shown), shown
+    assert not any(secret in repr(getattr(key, name, "")).lower() for name in dir(key))
+    with pytest.raises(kya.InvalidInput, match="private_key must be") as refused:
+        kya.PrivateKey(SECRET[:-2])
+    assert secret[:-2] not in str(refused.value)
+    with pytest.raises(TypeError):
+        pickle.dumps(key)
 
 
 def test_a_request_signed_by_kya_sign_verifies_here(fixture: Dict[str, Any]) -> None:

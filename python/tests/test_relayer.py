@@ -56,6 +56,8 @@ def test_a_forward_request_hashes_and_signs_as_kya_client_and_eth_account_do(fix
     signature = core.sign_forward_request(request, chain_id=chain, forwarder=forwarder,
                                           private_key=fixture["walletKey"])
     assert _hex(signature) == relayer["request"]["signature"], "RFC 6979: kya-client's very bytes"
+    assert core.sign_forward_request(request, chain_id=chain, forwarder=forwarder,
+                                     private_key=core.PrivateKey(fixture["walletKey"])) == signature
     assert EthAccount.recover_message(encode_typed_data(full_message=typed), signature=signature) == fixture["wallet"]
     # eth-account's own EIP-712 of the typed data: the same digest and signature.
     theirs = EthAccount.sign_typed_data(fixture["walletKey"], full_message=typed)
@@ -82,6 +84,8 @@ def test_an_account_with_a_hash_signer_signs_as_its_key_and_never_shows_a_key(fi
     local = Account(fixture["walletKey"])
     assert kms.address == local.address == fixture["wallet"]
     ours = local.sign_forward_request(request, chain_id=chain, forwarder=forwarder)
+    assert Account(core.PrivateKey(fixture["walletKey"])).sign_forward_request(
+        request, chain_id=chain, forwarder=forwarder) == ours
     assert kms.sign_forward_request(request, chain_id=chain, forwarder=forwarder) == ours
     # A signer giving v as 0/1 (a KMS's): written as 27/28.
     low_v = Account(signer=lambda digest: (lambda sig: sig[:64] + bytes([sig[64] - 27]))(
@@ -121,6 +125,8 @@ def test_consents_are_planned_hashed_and_signed_as_kya_register_does(fixture: Di
         assert _hex(digest) == expected["digest"]
         signature = core.sign_consent(consent, chain_id=chain, registry=registry, private_key=key)
         assert _hex(signature) == expected["signature"]
+        assert core.sign_consent(consent, chain_id=chain, registry=registry,
+                                 private_key=core.PrivateKey(key)) == signature
         # A wallet's eth_signTypedData_v4 of the typed data: the same bytes.
         assert bytes(EthAccount.sign_typed_data(key, full_message=typed).signature) == signature
         assert core.recover_signer(digest, signature) == consent["signer"]

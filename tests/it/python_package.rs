@@ -1,8 +1,9 @@
 //! The Python package `kya` (`python/`): its pytest suite (`python/tests/`) against the extension
 //! module the workspace's build made (`lib_core.so`, loaded as `kya/_core.abi3.so`: no second
 //! build through maturin), with passes minted here by kya-core and a request signed by the Rust
-//! command line (`kya sign`); and its type stubs, `mypy --strict` on the examples
-//! (`python/examples/*.py`). No wasm and no chain: it runs in the test command's first part.
+//! command line (`kya sign`); and its types, `mypy --strict` on the package as laid out (its
+//! modules and stubs) and on the examples (`python/examples/*.py`). No wasm and no chain: it runs
+//! in the test command's first part.
 
 use std::{
     path::{Path, PathBuf},
@@ -12,7 +13,7 @@ use std::{
 use alloy::{primitives::B256, signers::local::PrivateKeySigner};
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use kya_core::pass::{PassBlock, PassClaims, SigningKey, SigningKeys, claims::Issue, jws};
-use kya_tests::repo_root;
+use kya_tests::{lay_out_python_package, repo_root, tools_python};
 use serde_json::{Value, json};
 
 /// The test functions of `python/tests/test_*.py` (one pytest test each: the suite uses no
@@ -38,40 +39,30 @@ fn test_functions() -> usize {
 }
 
 /// The examples, each checked by `mypy --strict` (the stubs with them).
-fn examples() -> Vec<String> {
-    let mut examples: Vec<String> = std::fs::read_dir(repo_root().join("python/examples"))
+fn examples() -> Vec<PathBuf> {
+    let mut examples: Vec<PathBuf> = std::fs::read_dir(repo_root().join("python/examples"))
         .unwrap()
-        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|name| name.ends_with(".py"))
-        .map(|name| format!("python/examples/{name}"))
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|extension| extension == "py"))
         .collect();
     examples.sort();
     examples
 }
 
-/// The extension module cargo built beside this test binary (`target/debug/deps/`).
-fn extension_module() -> PathBuf {
-    let test_binary = std::env::current_exe().expect("the test binary's path");
-    let module = test_binary.with_file_name("lib_core.so");
-    assert!(
-        module.exists(),
-        "{} is missing: the workspace's build makes it (python/examples/module.rs)",
-        module.display()
-    );
-    module
-}
-
-/// The package as a wheel lays it out, in `dir`: `kya/*.py`, the stubs, and the module.
-fn lay_out_package(dir: &Path) {
-    let package = dir.join("kya");
-    std::fs::create_dir_all(&package).unwrap();
-    for entry in std::fs::read_dir(repo_root().join("python/kya")).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_file() {
-            std::fs::copy(&path, package.join(path.file_name().unwrap())).unwrap();
-        }
-    }
-    std::fs::copy(extension_module(), package.join("_core.abi3.so")).unwrap();
+/// The modules of the package laid out in `dir` (`kya/*.py`, and `_core.pyi` for the extension
+/// module beside it), each a source file of mypy's check of the package.
+fn package_modules(dir: &Path) -> usize {
+    let mut modules: Vec<String> = std::fs::read_dir(dir.join("kya"))
+        .unwrap()
+        .filter_map(|entry| {
+            let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+            let module = name.strip_suffix(".py").or_else(|| name.strip_suffix(".pyi"))?;
+            Some(module.to_owned())
+        })
+        .collect();
+    modules.sort();
+    modules.dedup();
+    modules.len()
 }
 
 /// Passes as in core_package.rs's `passes_verify_with_jose_both_ways`, and one for each other
@@ -370,10 +361,9 @@ fn pytest_count(report: &str, name: &str) -> usize {
 
 #[test]
 fn the_python_package_passes_its_tests_and_type_checks() {
-    let python = repo_root().join(".tools/venv/bin/python");
-    assert!(python.exists(), "{} is missing: run scripts/bootstrap.sh", python.display());
+    let python = tools_python();
     let dir = tempfile::tempdir().unwrap();
-    lay_out_package(dir.path());
+    lay_out_python_package(dir.path());
     let mut fixture = fixture();
     let wallet_key = fixture["walletKey"].as_str().unwrap().to_owned();
     fixture["cliSigned"] = kya_sign(&wallet_key, dir.path());
@@ -382,11 +372,14 @@ fn the_python_package_passes_its_tests_and_type_checks() {
     let fixture_file = dir.path().join("fixture.json");
     std::fs::write(&fixture_file, fixture.to_string()).unwrap();
 
-    // Both at once: mypy (cold, about as long as the tests) and pytest.
+    // Both at once: mypy (cold, about as long as the tests) and pytest. mypy checks the package
+    // as laid out (its folder: mypy takes files or `-p kya`, not both), in `dir`, so that the
+    // `kya` the examples import is that copy too: the wheel's layout, stubs beside the module.
     let mypy = Command::new(&python)
         .args(["-m", "mypy", "--strict", "--no-incremental", "--cache-dir", "/dev/null"])
         .args(examples())
-        .current_dir(repo_root())
+        .arg("kya")
+        .current_dir(dir.path())
         .env("MYPYPATH", dir.path())
         .spawn_output();
     let pytest = Command::new(&python)
@@ -406,8 +399,9 @@ fn the_python_package_passes_its_tests_and_type_checks() {
     let mypy = mypy.wait_with_output().expect("mypy runs");
     let types = report(&mypy);
     println!("{types}");
-    assert!(mypy.status.success(), "mypy --strict refused the examples:\n{types}");
-    let checked = format!("Success: no issues found in {} source files", examples().len());
+    assert!(mypy.status.success(), "mypy --strict refused the package or the examples:\n{types}");
+    let sources = examples().len() + package_modules(dir.path());
+    let checked = format!("Success: no issues found in {sources} source files");
     assert!(types.contains(&checked), "{types}");
 }
 

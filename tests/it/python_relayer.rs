@@ -7,7 +7,7 @@
 //! show in the daemon's log or in Python's output. No wasm: it runs in the test command's first
 //! part.
 
-use std::{path::Path, time::Duration};
+use std::time::Duration;
 
 use alloy::{
     primitives::{Address, U256, keccak256},
@@ -16,30 +16,14 @@ use alloy::{
 };
 use kya_core::chain::abi::{AgentRegistry, Forwarder};
 use kya_tests::{
-    TestChain, output_within,
+    TestChain, lay_out_python_package, output_within,
     relayer_fixture::{BinaryRelayer, Engine, TestStore, settings},
-    repo_root,
+    repo_root, tools_python,
 };
 use serde_json::Value;
 
 /// The daemon's own `main.rs`, built as a binary of the tests package (see tests/Cargo.toml).
 const RELAYER: &str = env!("CARGO_BIN_EXE_kya-relayer-under-test");
-
-/// The package as a wheel lays it out, in `dir`: `kya/*.py`, the stubs, and the extension module
-/// cargo built beside this test binary (as tests/it/python_package.rs lays it out).
-fn lay_out_package(dir: &Path) {
-    let package = dir.join("kya");
-    std::fs::create_dir_all(&package).unwrap();
-    for entry in std::fs::read_dir(repo_root().join("python/kya")).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_file() {
-            std::fs::copy(&path, package.join(path.file_name().unwrap())).unwrap();
-        }
-    }
-    let module = std::env::current_exe().unwrap().with_file_name("lib_core.so");
-    assert!(module.exists(), "{} is missing: the workspace's build makes it", module.display());
-    std::fs::copy(module, package.join("_core.abi3.so")).unwrap();
-}
 
 fn key_hex(key: &PrivateKeySigner) -> String {
     alloy::primitives::hex::encode_prefixed(key.credential().to_bytes())
@@ -57,10 +41,9 @@ async fn a_python_agent_registers_with_its_consents_attests_reports_and_takes_th
     let [operator, agent, person] = [(); 3].map(|()| PrivateKeySigner::random());
 
     let dir = tempfile::tempdir().unwrap();
-    lay_out_package(dir.path());
+    lay_out_python_package(dir.path());
     let out = dir.path().join("outcome.json");
-    let python = repo_root().join(".tools/venv/bin/python");
-    assert!(python.exists(), "{} is missing: run scripts/bootstrap.sh", python.display());
+    let python = tools_python();
     let mut pytest = std::process::Command::new(python);
     pytest
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "python/e2e/test_relayer_e2e.py"])

@@ -224,6 +224,17 @@ impl Event {
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("an event serialises")
     }
+
+    /// `(wallet, block)` when this event shows its agent not compliant: the wallet lost
+    /// compliance at that block, so its passes of that block or before are revoked. The standing
+    /// an event states is the agent's after the change (after the reorganisation, for a
+    /// retraction), so any event stating "not compliant" is a loss at its block, whatever its
+    /// type or finality. The one statement of the rule every provider's follower applies (the
+    /// Rust `PassVerifier`, the Python package's).
+    pub const fn lost_compliance_at(&self) -> Option<(Address, u64)> {
+        let change = &self.change;
+        if change.standing.is_compliant { None } else { Some((change.wallet, change.block.number)) }
+    }
 }
 
 // Reading events back (the index re-reads its feed's batches each run) goes through [`Flat`],
@@ -423,6 +434,31 @@ mod tests {
             serde_json::json!({"isRegistered": false, "isCompliant": false, "status": null})
         );
         assert_eq!(serde_json::from_value::<Event>(json).unwrap(), withdrawn);
+    }
+
+    #[test]
+    fn a_standing_not_compliant_is_a_loss_at_its_block_whatever_the_type_or_finality() {
+        let wallet = address!("0x70997970c51812dc3a010c7d01b50e0d17dc79c8");
+        let suspended = Event::provisional(
+            Cursor { batch: 41, index: 3 },
+            change(
+                Detail::Status { from: AgentStatus::Active, to: AgentStatus::Suspended },
+                EventType::StatusChanged,
+            ),
+        );
+        assert_eq!(suspended.lost_compliance_at(), Some((wallet, 120)));
+        let confirmed = Event::confirmation(Cursor { batch: 50, index: 0 }, &suspended);
+        assert_eq!(confirmed.lost_compliance_at(), Some((wallet, 120)), "a confirmation repeats it");
+        // A retraction states the standing after the reorganisation: no agent is not compliant.
+        let withdrawn = Event::retraction(Cursor { batch: 44, index: 1 }, &suspended, Standing::UNREGISTERED);
+        assert_eq!(withdrawn.lost_compliance_at(), Some((wallet, 120)));
+        let restored =
+            Standing { is_registered: true, is_compliant: true, status: Some(AgentStatus::Active) };
+        let withdrawn = Event::retraction(Cursor { batch: 44, index: 2 }, &suspended, restored);
+        assert_eq!(withdrawn.lost_compliance_at(), None, "compliant again once the block was undone");
+        let mut attested = change(Detail::Attested { attested_at: 1_700_000_000 }, EventType::Attested);
+        attested.standing = restored;
+        assert_eq!(Event::provisional(Cursor { batch: 42, index: 0 }, attested).lost_compliance_at(), None);
     }
 
     #[test]
