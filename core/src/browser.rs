@@ -44,6 +44,7 @@ mod calldata;
 mod compliance;
 mod consent;
 mod decode;
+mod feed;
 mod forward;
 
 pub mod erc8128;
@@ -69,6 +70,7 @@ pub use consent::{
 pub use decode::{
     ChildIds, decode_agent_record, decode_children, decode_compliance_status, decode_revenue_history,
 };
+pub use feed::lost_compliance_at;
 pub use forward::{ForwardRequestInput, forward_request_digest, forward_request_typed_data};
 
 type JsResult<T = JsValue> = Result<T, JsError>;

@@ -16,12 +16,12 @@
 // REGISTRY_ADDRESS (the chain and registry it trusts), PROVIDER_LISTEN (default 127.0.0.1:8082)
 // and PROVIDER_ORIGIN, the origin agents sign for (default http://<PROVIDER_LISTEN>).
 //
-// In a project of your own, import from the package: `import { KeyCache, NonceMemory, verifyAgentRequest } from 'kya-core'`
+// In a project of your own, import from the package: `import { KeyCache, NonceMemory, lostComplianceAt, verifyAgentRequest } from 'kya-core'`
 // and `import { followChanges } from 'kya-core/changes'`.
 import http from 'node:http';
 
 import { followChanges } from '../../pkg/changes.js';
-import { KeyCache, NonceMemory, verifyAgentRequest } from '../../pkg/node.js';
+import { KeyCache, NonceMemory, lostComplianceAt, verifyAgentRequest } from '../../pkg/node.js';
 
 const API = (process.env.KYA_API_URL || 'http://127.0.0.1:3000').replace(/\/$/, '');
 const LISTEN = process.env.PROVIDER_LISTEN || '127.0.0.1:8082';
@@ -64,9 +64,9 @@ if (keys.jwks(Date.now()) === null) throw new Error(`the issuer's JWKS at ${API}
 const lostAt = new Map();
 (async () => {
   for await (const event of followChanges({ base: API, type: 'agent.compliance_changed' })) {
-    if (!event.standing.isCompliant) {
-      lostAt.set(event.wallet, Math.max(lostAt.get(event.wallet) ?? 0, event.block.number));
-    }
+    // The core's rule (the Rust and Python providers apply the same): a loss at its block.
+    const loss = lostComplianceAt(event);
+    if (loss !== null) lostAt.set(loss.wallet, Math.max(lostAt.get(loss.wallet) ?? 0, loss.block));
   }
 })().catch((error) => console.error(`provider: the change feed stopped (${error.message}); no revocations`));
 
