@@ -21,7 +21,9 @@ struct Loss {
 /// stating "not compliant" is a loss at its block, whatever its type or finality: a pass from
 /// that block or before no longer admits.
 #[wasm_bindgen(js_name = lostComplianceAt, unchecked_return_type = "{ wallet: string; block: number } | null")]
-pub fn lost_compliance_at(#[wasm_bindgen(unchecked_param_type = "object")] event: JsValue) -> JsResult<JsValue> {
+pub fn lost_compliance_at(
+    #[wasm_bindgen(unchecked_param_type = "object")] event: JsValue,
+) -> JsResult<JsValue> {
     let event: Event = serde_wasm_bindgen::from_value(event)
         .map_err(|error| JsError::new(&format!("invalid change event: {error}")))?;
     match event.lost_compliance_at() {
