@@ -95,7 +95,10 @@ fi
 # API tests at once (anvil, wrangler dev, node each) can want more than two cores.
 # Under a watchdog: a test that hangs fails the run within ten minutes, naming itself and the
 # processes it left, where it would otherwise hold the run until CI's limit and say nothing.
-needs_wasm=(edge_api:: browser:: core_package:: cli:: openapi::edge:: relayer::registry_rules::)
+# `python_package::` needs no wasm, but builds the Python wheel with maturin, whose cargo build of
+# pyo3 (with its own features and environment) makes the next cargo build of the workspace build
+# pyo3 again: it runs here, after the run's last cargo build.
+needs_wasm=(edge_api:: browser:: core_package:: cli:: openapi::edge:: relayer::registry_rules:: python_package::)
 watched() { python3 scripts/lib/watch_tests.py --quiet-limit 600 -- "$@"; }
 failed=()
 
@@ -124,7 +127,7 @@ step "the tests of the Worker and the browser package"
 # the rest on three threads and two lanes, 237 s against 283 here) but not sound: two fresh
 # clones in a row failed in this part, the explorer's Chromium never closing in one and the
 # crowd's request for the feed timing out in the other (docs/testing.md, "Stop 61's runs").
-longest=(edge_api::stream_crowd:: edge_api::providers::every_endpoint_ openapi::edge::)
+longest=(edge_api::stream_crowd:: edge_api::providers::every_endpoint_ openapi::edge:: python_package:: edge_api::python_system::)
 skip_longest=()
 for name in "${longest[@]}"; do skip_longest+=(--skip "$name"); done
 # Both built just now from this tree: the tests' fixtures run no build script of their own

@@ -226,6 +226,47 @@ pub fn lay_out_python_package(dir: &Path) {
     std::fs::copy(module, package.join("_core.abi3.so")).expect("the module copied");
 }
 
+/// The package as its wheel installs it, in `dir` (`dir/kya`, and its `.dist-info`): the wheel
+/// built by maturin from `python/` (the build backend `pip install ./python` uses, here in the
+/// `dev` profile, on the workspace's target folder, so only the extension module is compiled),
+/// then installed by pip into `dir` from that file alone. Returns the wheel's path.
+///
+/// maturin builds pyo3 with its own features and environment: the next plain cargo build of the
+/// workspace compiles pyo3 again (seconds), so the test command runs this after its last build.
+pub fn install_python_wheel(dir: &Path) -> PathBuf {
+    let tools = tools_python();
+    let maturin = tools.with_file_name("maturin");
+    assert!(maturin.exists(), "{} is missing: run scripts/bootstrap.sh", maturin.display());
+    let wheels = dir.join("wheel");
+    let built = output_within(
+        std::process::Command::new(&maturin)
+            .args(["build", "--profile", "dev", "--locked", "--out"])
+            .arg(&wheels)
+            .arg("--interpreter")
+            .arg(&tools)
+            .current_dir(repo_root().join("python")),
+        std::time::Duration::from_secs(600),
+    );
+    let said = |output: &std::process::Output| {
+        format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+    };
+    assert!(built.status.success(), "maturin could not build the wheel:\n{}", said(&built));
+    let wheel = std::fs::read_dir(&wheels)
+        .expect("maturin's output folder")
+        .map(|entry| entry.expect("an entry").path())
+        .find(|path| path.extension().is_some_and(|extension| extension == "whl"))
+        .unwrap_or_else(|| panic!("no wheel in {}:\n{}", wheels.display(), said(&built)));
+    let installed = output_within(
+        std::process::Command::new(&tools)
+            .args(["-m", "pip", "install", "--no-deps", "--no-index", "--no-compile", "--quiet", "--target"])
+            .arg(dir)
+            .arg(&wheel),
+        std::time::Duration::from_secs(120),
+    );
+    assert!(installed.status.success(), "pip could not install {}:\n{}", wheel.display(), said(&installed));
+    wheel
+}
+
 /// The test tools' Python (`.tools/venv`, made by `scripts/bootstrap.sh`: pytest, httpx,
 /// FastAPI, uvicorn, eth-account).
 pub fn tools_python() -> PathBuf {

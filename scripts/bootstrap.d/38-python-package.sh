@@ -3,9 +3,9 @@
 # tools of the Python package's tests (python/tests/, run by tests/it/python_package.rs), pinned
 # in python/tests/requirements.txt: pytest, httpx and requests (the agent's auths are tested
 # with both), mypy (the type stubs, checked on the examples with --strict), and fastapi and
-# uvicorn (the FastAPI dependency, and the example provider run under uvicorn). No maturin: the
-# tests load the extension module the workspace's build made. A stamp of that file makes the
-# second run instant.
+# uvicorn (the FastAPI dependency, and the example provider run under uvicorn), and maturin (the
+# build backend: the test builds the package's wheel and installs it, as `pip install ./python`
+# does). A stamp of that file makes the second run instant.
 package_venv=.tools/venv
 package_requirements=python/tests/requirements.txt
 package_stamp=$package_venv/.kya-python-package-stamp

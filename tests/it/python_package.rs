@@ -1,9 +1,10 @@
-//! The Python package `kya` (`python/`): its pytest suite (`python/tests/`) against the extension
-//! module the workspace's build made (`lib_core.so`, loaded as `kya/_core.abi3.so`: no second
-//! build through maturin), with passes minted here by kya-core and a request signed by the Rust
-//! command line (`kya sign`); and its types, `mypy --strict` on the package as laid out (its
-//! modules and stubs) and on the examples (`python/examples/*.py`). No wasm and no chain: it runs
-//! in the test command's first part.
+//! The Python package `kya` (`python/`): its wheel built by maturin from this tree and installed
+//! by pip (as `pip install ./python` does, in the `dev` profile on the workspace's target
+//! folder); its pytest suite (`python/tests/`) against that installation, with passes minted here
+//! by kya-core and a request signed by the Rust command line (`kya sign`); and its types, `mypy
+//! --strict` on the package as installed (its modules and stubs) and on the examples
+//! (`python/examples/*.py`). No wasm and no chain, but it runs in the test command's second part,
+//! after the run's last cargo build (`kya_tests::install_python_wheel` says why).
 
 use std::{
     path::{Path, PathBuf},
@@ -13,7 +14,7 @@ use std::{
 use alloy::{primitives::B256, signers::local::PrivateKeySigner};
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use kya_core::pass::{PassBlock, PassClaims, SigningKey, SigningKeys, claims::Issue, jws};
-use kya_tests::{lay_out_python_package, repo_root, tools_python};
+use kya_tests::{install_python_wheel, repo_root, tools_python};
 use serde_json::{Value, json};
 
 /// The test functions of `python/tests/test_*.py` (one pytest test each: the suite uses no
@@ -363,7 +364,23 @@ fn pytest_count(report: &str, name: &str) -> usize {
 fn the_python_package_passes_its_tests_and_type_checks() {
     let python = tools_python();
     let dir = tempfile::tempdir().unwrap();
-    lay_out_python_package(dir.path());
+    let wheel = install_python_wheel(dir.path());
+    let name = wheel.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        name.starts_with("kya-0.1.0-cp39-abi3-") && name.ends_with(".whl"),
+        "one abi3 wheel for 3.9 on: {name}"
+    );
+    let installed = dir.path().join("kya");
+    for file in ["_core.pyi", "py.typed", "__init__.py"] {
+        assert!(installed.join(file).exists(), "the wheel installs kya/{file}");
+    }
+    let module = std::fs::read_dir(&installed)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned());
+    assert!(
+        module.into_iter().any(|file| file.starts_with("_core.") && file.ends_with(".so")),
+        "the extension module"
+    );
     let mut fixture = fixture();
     let wallet_key = fixture["walletKey"].as_str().unwrap().to_owned();
     fixture["cliSigned"] = kya_sign(&wallet_key, dir.path());
@@ -373,8 +390,8 @@ fn the_python_package_passes_its_tests_and_type_checks() {
     std::fs::write(&fixture_file, fixture.to_string()).unwrap();
 
     // Both at once: mypy (cold, about as long as the tests) and pytest. mypy checks the package
-    // as laid out (its folder: mypy takes files or `-p kya`, not both), in `dir`, so that the
-    // `kya` the examples import is that copy too: the wheel's layout, stubs beside the module.
+    // as installed (its folder: mypy takes files or `-p kya`, not both), in `dir`, so that the
+    // `kya` the examples import is that installation too: stubs beside the module.
     let mypy = Command::new(&python)
         .args(["-m", "mypy", "--strict", "--no-incremental", "--cache-dir", "/dev/null"])
         .args(examples())
