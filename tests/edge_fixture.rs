@@ -200,6 +200,20 @@ impl EdgeWorker {
         assert_eq!(response.status().as_u16(), 200, "/__scheduled:\n{}", self.output());
     }
 
+    /// Runs the index (each run started here, as the pacer starts them) until `/health` says its
+    /// first fill is complete; every run must end well.
+    pub async fn fill_index(&self) {
+        let api = self.client();
+        loop {
+            self.run_index().await;
+            let index = api.get("/health").await.body["index"].clone();
+            assert_eq!(index["lastRun"]["ok"], true, "{index}");
+            if index["complete"] == true {
+                return;
+            }
+        }
+    }
+
     /// The rows D1 reported written by the index's run that committed block `block`, from its log
     /// line ("index run: block N: … (Q D1 queries, M rows written as D1 reports them)"; local D1
     /// counts a row and each index entry a write changes, as production bills them). Waits

@@ -80,14 +80,7 @@ async fn main() {
     let indexed = EdgeWorker::start_indexed(&vars).await;
     let direct = EdgeWorker::start(&vars).await;
     let api = indexed.client();
-    loop {
-        indexed.run_index().await;
-        let index = api.get("/health").await.body["index"].clone();
-        assert_eq!(index["lastRun"]["ok"], true, "{index}");
-        if index["complete"] == true {
-            break;
-        }
-    }
+    indexed.fill_index().await;
     eprintln!("{agents}: filled ({:.0?} in all)", started.elapsed());
 
     // Wallets of seeded agents, spread over the ids (a terminated agent's wallet is free: the

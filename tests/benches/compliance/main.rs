@@ -91,7 +91,7 @@ async fn main() {
     // The build the fixture just made, put back at the end.
     let own = tempfile::tempdir().expect("a temporary directory");
     copy_folder(&build, own.path());
-    fill(&worker).await;
+    worker.fill_index().await;
     eprintln!("{agents}: filled ({:.1?} in all)", started.elapsed());
 
     let mut measured: Vec<Measured> = builds.iter().map(|_| Measured::default()).collect();
@@ -157,19 +157,6 @@ async fn measure(worker: &EdgeWorker, measured: &mut Measured) -> Vec<u8> {
         *measured.by_function.entry(function).or_default() += time / REPEATS as u32;
     }
     warm.body
-}
-
-/// Runs the index until its first fill is complete.
-async fn fill(worker: &EdgeWorker) {
-    let api = worker.client();
-    loop {
-        worker.run_index().await;
-        let index = api.get("/health").await.body["index"].clone();
-        assert_eq!(index["lastRun"]["ok"], true, "{index}");
-        if index["complete"] == true {
-            return;
-        }
-    }
 }
 
 /// Mines 65 empty blocks 2 s apart, past the index's re-scanned window (64 blocks by default),
