@@ -127,7 +127,7 @@ step "the tests of the Worker and the browser package"
 # the rest on three threads and two lanes, 237 s against 283 here) but not sound: two fresh
 # clones in a row failed in this part, the explorer's Chromium never closing in one and the
 # crowd's request for the feed timing out in the other (docs/testing.md, "Stop 61's runs").
-longest=(edge_api::stream_crowd:: edge_api::providers::every_endpoint_ openapi::edge:: python_package:: edge_api::python_system::)
+longest=(edge_api::stream_crowd:: edge_api::providers::every_endpoint_ openapi::edge:: python_package::)
 skip_longest=()
 for name in "${longest[@]}"; do skip_longest+=(--skip "$name"); done
 # Both built just now from this tree: the tests' fixtures run no build script of their own
