@@ -117,10 +117,19 @@ pub(crate) struct State {
     /// (`kya_core::feed::put_off`).
     #[serde(default, skip_serializing_if = "kya_core::feed::put_off::PutOff::is_empty")]
     pub(crate) put_off: kya_core::feed::put_off::PutOff,
+    /// Where the backfill of operational scopes looks next (`index::run::scope_backfill`):
+    /// `None` when every agent held has its scope kept. Written as `null` then, because a state
+    /// without the field is one from before scopes were kept, whose agents are looked at from 1.
+    #[serde(default = "scopes_from_the_first_agent")]
+    pub(crate) scopes_from: Option<u64>,
 }
 
 const fn first_batch() -> u64 {
     1
+}
+
+const fn scopes_from_the_first_agent() -> Option<u64> {
+    Some(1)
 }
 
 const fn default_grace_period() -> u64 {
@@ -149,6 +158,8 @@ impl Default for State {
             walked_ahead: Vec::new(),
             stream_through: None,
             put_off: kya_core::feed::put_off::PutOff::default(),
+            // A new index writes each agent's scope with its registration.
+            scopes_from: None,
         }
     }
 }

@@ -18,6 +18,7 @@
 
 mod apply;
 mod put_off;
+mod scope_backfill;
 
 use std::{
     cell::Cell,
@@ -294,6 +295,16 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
         settings.agents_per_run,
         sweep_now(&settings, &state, now()),
     );
+    // An index filled before it kept scopes reads them in the room the plan leaves.
+    let held_end = state.cursor.filled.min(chain_next);
+    let mut backfill = scope_backfill::Backfill::add_to(
+        &mut planned,
+        store,
+        state.scopes_from,
+        settings.agents_per_run,
+        held_end,
+    )
+    .await?;
     let fresh = reads::indexed_agents(&rpc, registry, &planned.read, at).await?;
     let mut held = store.held(&planned.read.iter().copied().chain(planned.gone.clone()).collect()).await?;
     // As stored, within the run's bytes (a row, and the names it does not already count under,
@@ -321,11 +332,14 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
                 scopes.push((id, scope));
             }
             kept.push(stored);
+        } else if backfill.only(id) {
+            backfill.put_back(id);
         } else {
             planned.next.defer(id, state.cursor.filled);
             deferred += 1;
         }
     }
+    state.scopes_from = backfill.next;
 
     // Agents whose logs this run followed but does not write wait for the run that reads them,
     // which walks them for the feed from where the index held them, through those logs.
@@ -466,6 +480,12 @@ async fn step(store: &Store, config: &Config) -> Result<Step> {
     if !fed.summary.is_empty() {
         message.push_str(&format!("; {}", fed.summary));
     }
+    if before.scopes_from.is_some() {
+        message.push_str(&match state.scopes_from {
+            Some(next) => format!("; operational scopes backfilled below agent {next}"),
+            None => "; operational scopes backfilled: every agent's is kept".to_owned(),
+        });
+    }
     if deferred > 0 {
         message.push_str(&format!(
             "; {deferred} agents put off to later runs (a run writes {RUN_WRITE_BYTES} bytes)"
@@ -579,6 +599,7 @@ fn unchanged(before: &State, after: &State, next: Cursor, chain_next: u64) -> bo
         && after.walked_ahead == before.walked_ahead
         && after.grace_period == before.grace_period
         && after.put_off == before.put_off
+        && after.scopes_from == before.scopes_from
         && fixed(&after.totals) == fixed(&before.totals)
 }
 

@@ -312,6 +312,27 @@ impl Store {
             .collect()
     }
 
+    /// The agents the index holds with ids in `ids` and no row in `agent_scopes` (ascending): an
+    /// index filled before it kept scopes (`index::run::scope_backfill`). Reads at most the range's
+    /// rows, by the primary keys of both tables.
+    pub(super) async fn unscoped_in(&self, ids: &Range<u64>) -> Result<Vec<u64>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        #[derive(Deserialize)]
+        struct Row {
+            id: u64,
+        }
+        let rows: Vec<Row> = self
+            .all(self.statement(
+                "SELECT id FROM agents WHERE id >= ?1 AND id < ?2 \
+                 AND NOT EXISTS (SELECT 1 FROM agent_scopes WHERE agent_scopes.id = agents.id) ORDER BY id",
+                vec![ids.start.into(), ids.end.into()],
+            )?)
+            .await?;
+        Ok(rows.into_iter().map(|row| row.id).collect())
+    }
+
     /// Active agents the index holds whose `lastAttestation` lies in `range`: those whose
     /// compliance changes as the index's time moves across the range's week-old edge.
     pub(super) async fn active_attested_in(&self, range: &Range<u64>) -> Result<u64> {

@@ -90,6 +90,8 @@ async fn point_answers_come_from_the_index_with_no_rpc_and_from_the_chain_when_i
         ("PASS_SIGNING_KEYS", keys.private_json()),
         // One block of logs a run: the index can be held behind the head.
         ("INDEX_BLOCKS_PER_RUN", "1".to_owned()),
+        // No sweep: the scopes' backfill alone reads an old index's scopes again.
+        ("INDEX_SWEEP_PER_RUN", "0".to_owned()),
         ("MEMORY_CACHE_BYTES", "0".to_owned()),
     ]);
     let worker = EdgeWorker::start_indexed(&vars).await;
@@ -191,6 +193,39 @@ async fn point_answers_come_from_the_index_with_no_rpc_and_from_the_chain_when_i
         rpc_before,
         "no RPC request for /kya, /agent, a lineage, a batch of 100, a pass and a verified request"
     );
+
+    // An index filled before it kept operational scopes (migration 0012 added them; its state
+    // row has no backfill cursor): its point answers read the chain, saying why, until a run
+    // reads the scopes again in the room its plan leaves (the sweep is off here).
+    worker.execute_index(
+        "DELETE FROM agent_scopes; \
+         UPDATE state SET value = json_remove(value, '$.scopesFrom') WHERE key = 'index'",
+    );
+    let old = api.get(&format!("/api/v1/kya/{}", root.address())).await;
+    assert_eq!((old.status, &old.body), (200, &kya.body), "the same answer, from the chain");
+    let reason = header(&old, "x-index-fallback").expect("says why it read the chain");
+    assert_eq!(reason, "an agent's operational scope is not indexed");
+    worker.run_index().await;
+    let scopes = worker.query_index("SELECT id, scope FROM agent_scopes ORDER BY id");
+    assert_eq!(
+        scopes,
+        vec![
+            json!({ "id": 1, "scope": format!("agent {}", root.address()) }),
+            json!({ "id": 2, "scope": format!("agent {}", child.address()) }),
+        ],
+        "both scopes read again"
+    );
+    let state = worker.query_index("SELECT value FROM state WHERE key = 'index'");
+    let state: Value = serde_json::from_str(state[0]["value"].as_str().unwrap()).unwrap();
+    assert_eq!(state["scopesFrom"], Value::Null, "done, and said so: {state}");
+    let index = health_index(&api).await;
+    let message = index["lastRun"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("operational scopes backfilled: every agent's is kept"), "{index}");
+    let rpc_before = proxy.requests();
+    let back = api.get(&format!("/api/v1/kya/{}", root.address())).await;
+    assert_eq!(header(&back, "x-index-fallback"), None, "from the index again");
+    assert_eq!(back.body, kya.body);
+    assert_eq!(proxy.requests(), rpc_before, "with no RPC");
 
     // Held back: three blocks mined, one followed a run: the index is 2 blocks behind, within
     // the default; a fourth puts it past. The answers then read the chain and say why.
