@@ -31,6 +31,28 @@ use tokio_tungstenite::{
     tungstenite::{Message, client::IntoClientRequest, http::HeaderValue},
 };
 
+/// The layer of the Worker a profiled function (as [`Profile::by_function`] names it) belongs
+/// to: what a change to our code can cut (the Rust compiled to wasm, and the JavaScript glue
+/// wasm-bindgen and workers-rs put around it in the bundle's `entry.js`), and what it can only
+/// call less (the runtime's bindings, `cloudflare-internal:*`, such as D1's; V8's builtins and
+/// the runtime's native APIs; the garbage collector).
+pub fn layer(function: &str) -> &'static str {
+    if function.starts_with("js-to-wasm")
+        || function.starts_with("wasm-to-js")
+        || function.contains("entry.js")
+    {
+        "the glue between JavaScript and wasm (wasm-bindgen, workers-rs)"
+    } else if function.ends_with("(wasm)") {
+        "Rust (wasm)"
+    } else if function.contains("cloudflare-internal:") {
+        "the runtime's bindings in JavaScript (D1, KV, ...)"
+    } else if function == "(garbage collector)" {
+        "the garbage collector"
+    } else {
+        "V8 and the runtime's native APIs (fetch, Headers, builtins, (program))"
+    }
+}
+
 /// Microseconds between samples asked of V8 (it keeps to it only while the isolate runs).
 const SAMPLING_INTERVAL_MICROS: u64 = 100;
 
@@ -149,6 +171,17 @@ impl Profile {
     /// to the next sample, at most the sampler's tick ([`tick`]; the last: the tick).
     pub fn cpu(&self) -> Duration {
         Duration::from_micros(self.weights().iter().sum())
+    }
+
+    /// [`Profile::by_function`] summed by [`layer`], most first.
+    pub fn by_layer(&self) -> Vec<(&'static str, Duration)> {
+        let mut times = std::collections::BTreeMap::<&'static str, Duration>::new();
+        for (function, time) in self.by_function() {
+            *times.entry(layer(&function)).or_default() += time;
+        }
+        let mut times: Vec<_> = times.into_iter().collect();
+        times.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+        times
     }
 
     /// [`Profile::cpu`] by the function each sample landed in (its self time), most first.

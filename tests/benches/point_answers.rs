@@ -159,6 +159,7 @@ async fn main() {
     let (kya_client, pass_client) = (fresh_ip(), fresh_ip());
     // Where `/kya` and the pass from the index spend their CPU, summed over their blocks.
     let mut functions: [std::collections::BTreeMap<String, Duration>; 2] = Default::default();
+    let mut layers: [std::collections::BTreeMap<&'static str, Duration>; 2] = Default::default();
     let mut point_rpc = [0usize; 3];
     for _ in 0..BLOCKS {
         for (kind, cpu) in cpu.iter_mut().enumerate() {
@@ -205,9 +206,12 @@ async fn main() {
             }
             tokio::time::sleep(SETTLE).await;
             let profile = profiler.stop().await;
-            if let Some(functions) = functions.get_mut(kind) {
+            if let (Some(functions), Some(layers)) = (functions.get_mut(kind), layers.get_mut(kind)) {
                 for (function, time) in profile.by_function() {
                     *functions.entry(function).or_default() += time;
+                }
+                for (layer, time) in profile.by_layer() {
+                    *layers.entry(layer).or_default() += time;
                 }
             }
             cpu.push(profile.cpu() / PER_BLOCK as u32);
@@ -322,16 +326,39 @@ async fn main() {
         met(point_rpc[2] == 0),
     );
     let per_request = (BLOCKS * PER_BLOCK) as u32;
+    let _ = writeln!(
+        text,
+        "Where the Worker's CPU goes, by layer (`worker_profile::layer`): self time per request, the profiles \
+         of each kind's blocks summed, over {per_request} requests.\n\n\
+         | Layer | `/kya` from the index | a pass from the index |\n|---|---:|---:|"
+    );
+    let layer_names: std::collections::BTreeSet<&'static str> =
+        layers.iter().flat_map(|kind| kind.keys().copied()).collect();
+    let mut layer_names: Vec<&'static str> = layer_names.into_iter().collect();
+    layer_names.sort_by_key(|layer| std::cmp::Reverse(layers[0].get(layer).copied().unwrap_or_default()));
+    for layer in layer_names {
+        let of = |kind: usize| ms(layers[kind].get(layer).copied().unwrap_or_default() / per_request);
+        let _ = writeln!(text, "| {layer} | {} | {} |", of(0), of(1));
+    }
+    let _ = writeln!(text);
     for (name, functions) in ["`/kya`", "A pass"].into_iter().zip(functions) {
-        let mut by_function: Vec<(String, Duration)> = functions.into_iter().collect();
+        // Our code's functions: what a change here can cut (the runtime's are in the layers).
+        let mut by_function: Vec<(String, Duration)> = functions
+            .into_iter()
+            .filter(|(function, _)| {
+                let layer = kya_tests::worker_profile::layer(function);
+                layer.starts_with("Rust") || layer.starts_with("the glue")
+            })
+            .collect();
         by_function.sort_by_key(|entry| std::cmp::Reverse(entry.1));
         let _ = writeln!(
             text,
-            "Where {name} from the index spends the Worker's CPU: self time per request by function, \
-             the ten largest (the profiles of its blocks summed, over {per_request} requests).\n\n\
+            "Where {name} from the index spends the Worker's CPU in our code (Rust and its glue): self time \
+             per request by function, the fifteen largest (the profiles of its blocks summed, over \
+             {per_request} requests).\n\n\
              | Function | CPU per request |\n|---|---:|"
         );
-        for (function, time) in by_function.iter().take(10) {
+        for (function, time) in by_function.iter().take(15) {
             let _ = writeln!(text, "| `{function}` | {} |", ms(*time / per_request));
         }
         let _ = writeln!(text);

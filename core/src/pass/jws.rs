@@ -19,17 +19,43 @@ pub struct Header {
 
 /// The compact JWS of `claims`, signed by `key`.
 pub fn sign(claims: &PassClaims, key: &SigningKey) -> String {
-    let header = Header { alg: super::ALG.into(), typ: super::TYP.into(), kid: key.kid().to_owned() };
-    let header = serde_json::to_vec(&header).expect("a header serialises");
-    let payload = serde_json::to_vec(claims).expect("claims serialise");
-    let mut jws = String::with_capacity(64 + (header.len() + payload.len()) * 4 / 3 + 88);
-    URL_SAFE_NO_PAD.encode_string(header, &mut jws);
-    jws.push('.');
-    URL_SAFE_NO_PAD.encode_string(payload, &mut jws);
-    let signature = key.sign(jws.as_bytes());
-    jws.push('.');
-    URL_SAFE_NO_PAD.encode_string(signature, &mut jws);
-    jws
+    let unsigned = Unsigned::new(claims, key.kid());
+    let signature = key.sign(unsigned.signing_input());
+    unsigned.signed(&signature)
+}
+
+/// A pass's first two parts, for a signer outside this crate (the Worker's runtime signs with
+/// its own Ed25519, RFC 8032's deterministic signature: the same bytes [`sign`] makes).
+#[derive(Debug, Clone)]
+pub struct Unsigned {
+    /// The header and payload, base64url, and their dot: what the signature covers.
+    jws: String,
+}
+
+impl Unsigned {
+    /// The header naming `kid` and the payload of `claims`.
+    pub fn new(claims: &PassClaims, kid: &str) -> Self {
+        let header = Header { alg: super::ALG.into(), typ: super::TYP.into(), kid: kid.to_owned() };
+        let header = serde_json::to_vec(&header).expect("a header serialises");
+        let payload = serde_json::to_vec(claims).expect("claims serialise");
+        let mut jws = String::with_capacity(64 + (header.len() + payload.len()) * 4 / 3 + 88);
+        URL_SAFE_NO_PAD.encode_string(header, &mut jws);
+        jws.push('.');
+        URL_SAFE_NO_PAD.encode_string(payload, &mut jws);
+        Self { jws }
+    }
+
+    /// The bytes the Ed25519 signature is over.
+    pub fn signing_input(&self) -> &[u8] {
+        self.jws.as_bytes()
+    }
+
+    /// The compact JWS with `signature` (64 bytes, Ed25519 over [`Unsigned::signing_input`]).
+    pub fn signed(mut self, signature: &[u8; 64]) -> String {
+        self.jws.push('.');
+        URL_SAFE_NO_PAD.encode_string(signature, &mut self.jws);
+        self.jws
+    }
 }
 
 /// A compact JWS taken apart, its signature not yet checked.

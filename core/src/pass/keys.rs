@@ -57,7 +57,8 @@ impl SigningKey {
         jwk
     }
 
-    pub(crate) fn sign(&self, message: &[u8]) -> [u8; 64] {
+    /// The Ed25519 signature of `message` (RFC 8032: deterministic).
+    pub fn sign(&self, message: &[u8]) -> [u8; 64] {
         use ed25519_dalek::Signer;
         self.key.sign(message).to_bytes()
     }

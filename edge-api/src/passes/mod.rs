@@ -5,6 +5,7 @@
 //! hash, a random `jti`, and the responses.
 
 pub(crate) mod batch;
+mod runtime_signer;
 
 use std::{cell::OnceCell, rc::Rc};
 
@@ -89,8 +90,9 @@ impl Issuer {
     }
 
     /// The pass of `wallet`, whose agent is `agent` at `block` (of hash `hash`), where the
-    /// registry's grace period is `grace_period`, issued at `now`.
-    pub(crate) fn sign(
+    /// registry's grace period is `grace_period`, issued at `now`: the claims `kya_core`'s, the
+    /// signature the runtime's ([`runtime_signer`]).
+    pub(crate) async fn sign(
         &self,
         wallet: Address,
         (block, hash): (BlockRef, B256),
@@ -109,7 +111,10 @@ impl Issuer {
             ttl_secs: self.ttl_secs,
             jti: jti()?,
         };
-        Ok(pass::jws::sign(&PassClaims::new(issue, agent), self.keys.signer()))
+        let signer = self.keys.signer();
+        let unsigned = pass::jws::Unsigned::new(&PassClaims::new(issue, agent), signer.kid());
+        let signature = runtime_signer::sign(signer, unsigned.signing_input()).await;
+        Ok(unsigned.signed(&signature))
     }
 }
 
@@ -149,7 +154,7 @@ pub(crate) async fn answer_pass(
     })?;
     headers.set("content-type", pass::MEDIA_TYPE)?;
     headers.set("cache-control", "no-store")?;
-    let jws = issuer.sign(wallet, (block, hash), grace_period, agent.as_ref(), now)?;
+    let jws = issuer.sign(wallet, (block, hash), grace_period, agent.as_ref(), now).await?;
     http::set_block(&headers, block)?;
     http::set_grace_period(&headers, Some(grace_period))?;
     Ok(Response::ok(jws)?.with_headers(headers))

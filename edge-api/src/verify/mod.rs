@@ -116,7 +116,7 @@ pub(crate) async fn answer(
     let kya = KyaResult::of(signer, agent.as_ref(), StandingClock::new(block.timestamp, grace_period));
     let pass = match (issuer, hash) {
         (Some(issuer), Some(hash)) => {
-            Some(issuer.sign(signer, (block, hash), grace_period, agent.as_ref(), now)?)
+            Some(issuer.sign(signer, (block, hash), grace_period, agent.as_ref(), now).await?)
         }
         _ => None,
     };

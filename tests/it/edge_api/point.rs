@@ -7,6 +7,8 @@
 
 use std::time::{Duration, Instant};
 
+use base64::Engine as _;
+
 use alloy::{
     primitives::{Address, U256},
     providers::Provider,
@@ -175,6 +177,15 @@ async fn point_answers_come_from_the_index_with_no_rpc_and_from_the_chain_when_i
         "the index's block, as it recorded it"
     );
     assert!(claims.kya.is_compliant);
+    // Signed by the runtime's Web Crypto (no warning that it fell back to wasm), with the very
+    // signature `kya_core` makes: Ed25519's is deterministic.
+    let (signing_input, signature) = pass.text.rsplit_once('.').unwrap();
+    assert_eq!(
+        signature,
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(keys.signer().sign(signing_input.as_bytes())),
+        "the runtime's signature is kya_core's"
+    );
+    assert!(!worker.output().contains("signed in wasm"), "{}", worker.output());
 
     // A request the root agent signed, verified: its standing and pass from the index too.
     let verifier = Verifier { base: worker.base.clone(), http: kya_tests::http_client() };
