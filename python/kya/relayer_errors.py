@@ -1,6 +1,7 @@
-"""What a relayer flow fails with. The relayer answers an error as ``{"error": "<message>"}``
-with SPEC.md's and docs/relayer.md's exact messages; each becomes a ``RelayerError`` carrying
-the HTTP status, the message and a stable ``code`` read from them, of the class that says what
+"""What a relayer flow fails with. The relayer answers an error as ``{"error": "<message>",
+"code": "<code>"}`` with SPEC.md's and docs/relayer.md's exact messages; each becomes a
+``RelayerError`` carrying the HTTP status, the message and the stable ``code`` (read from the
+message when a body has none: a relayer from before codes, a proxy), of the class that says what
 to do: send the request again changed (``RequestRefused``), sign it again at a fresh nonce
 (``InvalidSignature``), wait (``RateLimited``, ``RelayerUnavailable``), or give up on this call
 (``CallReverted``: the registry refuses it). Past the answer: ``RelayFailed`` (settled without
@@ -158,14 +159,19 @@ def relayer_error(status: int, body: str, retry_after: Optional[str] = None) -> 
     """The exception for an error answer: its status, its body (``{"error": ...}``, or any
     text), and its ``Retry-After`` header, if any."""
     message = body.strip()
+    sent_code = None
     try:
         parsed = json.loads(body)
         if isinstance(parsed, dict) and isinstance(parsed.get("error"), str):
             message = parsed["error"]
+            # The relayer names its code (relayer-daemon/src/error.rs, `Error::code`); one that
+            # does not (a relayer from before it did, a proxy) has it read from its words.
+            if isinstance(parsed.get("code"), str) and parsed["code"]:
+                sent_code = parsed["code"]
     except ValueError:
         pass
     if len(message) > 500:
         message = message[:500] + "…"
-    code = _code(status, message)
+    code = sent_code or _code(status, message)
     seconds = int(retry_after) if retry_after is not None and retry_after.strip().isdigit() else None
     return _kind(status, code)(status, code, message or "an empty body", seconds)

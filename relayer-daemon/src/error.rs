@@ -207,6 +207,50 @@ impl Error {
         }
     }
 
+    /// The stable code a client branches on, sent beside the message (`{"error", "code"}`): the
+    /// message is SPEC.md's words, some of which carry figures, and several refusals share a
+    /// status. One code per way a client should act, so internal failures a client cannot tell
+    /// apart share `relayer_failure`, and the lease failures a client meets as
+    /// [`Error::NoFreeLane`] share its `no_free_key`. The Python package's exceptions carry it
+    /// (`kya.relayer_errors`); docs/relayer.md lists them.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::MissingRequestOrSignature => "missing_request_or_signature",
+            Self::BadRequest(_) => "bad_request",
+            Self::WrongTarget => "wrong_target",
+            Self::ValueTransfer => "value_transfer",
+            Self::GasAboveCap { .. } => "gas_above_cap",
+            Self::IpRateLimited(_) => "ip_rate_limited",
+            Self::SignerRateLimited(_) => "signer_rate_limited",
+            Self::ReadRateLimited(_) => "read_rate_limited",
+            Self::InvalidSignature => "invalid_signature",
+            Self::BalanceTooLow => "balance_too_low",
+            Self::NoFreeLane | Self::LaneLost(_) | Self::Withheld { .. } => "no_free_key",
+            Self::BudgetExhausted => "budget_exhausted",
+            Self::BudgetSliceSpent { .. } => "budget_slice_spent",
+            Self::NotExactCall(_) => "not_a_registry_write",
+            Self::DeadlineTooNear { .. } => "deadline_too_near",
+            Self::ConsentDeadlineTooNear { .. } => "consent_deadline_too_near",
+            Self::ConsentDeadlineTooFar { .. } => "consent_deadline_too_far",
+            Self::SignerShareExhausted(_) => "signer_share_exhausted",
+            Self::ClientShareExhausted(_) => "client_share_exhausted",
+            Self::Reverted(_) => "reverted",
+            Self::Rpc(_) => "rpc_failed",
+            Self::Unconfirmed { .. } => "unconfirmed",
+            Self::Store(_) | Self::StoreCorrupt(_) | Self::Internal(_) | Self::Config(_) => "relayer_failure",
+            Self::StoreUnavailable(_) | Self::StoreTimedOut(_) => "store_unavailable",
+            Self::RelayNotFound => "relay_not_found",
+            Self::NotFound => "not_found",
+            Self::MethodNotAllowed => "method_not_allowed",
+            Self::LengthRequired => "length_required",
+        }
+    }
+
+    /// The body of an error answer: the message clients see, and its [`Error::code`].
+    pub fn body(&self) -> serde_json::Value {
+        serde_json::json!({ "error": self.to_string(), "code": self.code() })
+    }
+
     /// A short, fixed label for metrics (`reason="…"`), so label cardinality stays bounded.
     pub fn reason(&self) -> &'static str {
         match self {

@@ -230,57 +230,49 @@ fn relayer_fixture(wallet: &PrivateKeySigner, haftungsperson: &PrivateKeySigner)
     .encode_log_data();
 
     let refusals = [
-        (400, Error::MissingRequestOrSignature, "missing_request_or_signature"),
-        (400, Error::BadRequest("request.from must be a 20-byte hex address".into()), "bad_request"),
+        (400, Error::MissingRequestOrSignature),
+        (400, Error::BadRequest("request.from must be a 20-byte hex address".into())),
         (
             400,
-            Error::DeadlineTooNear { deadline: 1_000, head: 990, left: 10, margin: 120 },
-            "deadline_too_near",
-        ),
+            Error::DeadlineTooNear { deadline: 1_000, head: 990, left: 10, margin: 120 }),
         (
             400,
-            Error::NotExactCall(kya_core::registry::call::CallDataError::View("getAgent")),
-            "not_a_registry_write",
-        ),
+            Error::NotExactCall(kya_core::registry::call::CallDataError::View("getAgent"))),
         (
             400,
-            Error::ConsentDeadlineTooNear { deadline: 1_000, head: 990, left: 10, margin: 120 },
-            "consent_deadline_too_near",
-        ),
+            Error::ConsentDeadlineTooNear { deadline: 1_000, head: 990, left: 10, margin: 120 }),
         (
             400,
-            Error::ConsentDeadlineTooFar { deadline: 2_000_000, head: 1_000, latest: 605_800 },
-            "consent_deadline_too_far",
-        ),
-        (401, Error::InvalidSignature, "invalid_signature"),
-        (403, Error::WrongTarget, "wrong_target"),
-        (403, Error::ValueTransfer, "value_transfer"),
-        (403, Error::GasAboveCap { requested: "2000000".into(), cap: 1_000_000 }, "gas_above_cap"),
-        (404, Error::RelayNotFound, "relay_not_found"),
-        (429, Error::IpRateLimited(20), "ip_rate_limited"),
-        (429, Error::SignerRateLimited(10), "signer_rate_limited"),
-        (429, Error::ReadRateLimited(120), "read_rate_limited"),
-        (429, Error::BudgetExhausted, "budget_exhausted"),
-        (429, Error::BudgetSliceSpent { opens_at: 1_900_000_000, wait_secs: 60 }, "budget_slice_spent"),
-        (429, Error::SignerShareExhausted(5), "signer_share_exhausted"),
-        (429, Error::ClientShareExhausted(10), "client_share_exhausted"),
-        (500, Error::Reverted("Agent not active".into()), "reverted"),
-        (500, Error::Rpc("connection refused".into()), "rpc_failed"),
+            Error::ConsentDeadlineTooFar { deadline: 2_000_000, head: 1_000, latest: 605_800 }),
+        (401, Error::InvalidSignature),
+        (403, Error::WrongTarget),
+        (403, Error::ValueTransfer),
+        (403, Error::GasAboveCap { requested: "2000000".into(), cap: 1_000_000 }),
+        (404, Error::RelayNotFound),
+        (429, Error::IpRateLimited(20)),
+        (429, Error::SignerRateLimited(10)),
+        (429, Error::ReadRateLimited(120)),
+        (429, Error::BudgetExhausted),
+        (429, Error::BudgetSliceSpent { opens_at: 1_900_000_000, wait_secs: 60 }),
+        (429, Error::SignerShareExhausted(5)),
+        (429, Error::ClientShareExhausted(10)),
+        (500, Error::Reverted("Agent not active".into())),
+        (500, Error::Rpc("connection refused".into())),
         (
             500,
             Error::Unconfirmed {
                 tx_hash: format!("{:#x}", B256::repeat_byte(1)),
                 nonce: 3,
                 message: "lost".into(),
-            },
-            "unconfirmed",
-        ),
-        (500, Error::Store("23505: duplicate key".into()), "relayer_failure"),
-        (503, Error::BalanceTooLow, "balance_too_low"),
-        (503, Error::NoFreeLane, "no_free_key"),
-        (503, Error::StoreUnavailable("lock timeout".into()), "store_unavailable"),
+            }),
+        (500, Error::Store("23505: duplicate key".into())),
+        (503, Error::BalanceTooLow),
+        (503, Error::NoFreeLane),
+        (503, Error::StoreUnavailable("lock timeout".into())),
     ]
-    .map(|(status, error, code)| json!({ "status": status, "message": error.to_string(), "code": code }));
+    .map(|(status, error)| {
+        json!({ "status": status, "message": error.to_string(), "code": error.code(), "body": error.body().to_string() })
+    });
 
     // Addresses as the package writes them (EIP-55); alloy's serde writes lowercase.
     json!({

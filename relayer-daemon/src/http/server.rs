@@ -262,9 +262,7 @@ fn error_response(error: &Error) -> Response {
     if status == StatusCode::INTERNAL_SERVER_ERROR || matches!(error, Error::StoreUnavailable(_)) {
         tracing::warn!(error = %error.detail(), "request failed");
     }
-    let mut response =
-        warp::reply::with_status(warp::reply::json(&json!({ "error": error.to_string() })), status)
-            .into_response();
+    let mut response = warp::reply::with_status(warp::reply::json(&error.body()), status).into_response();
     if let Some(secs) = error.retry_after_secs() {
         response.headers_mut().insert(warp::http::header::RETRY_AFTER, secs.into());
     }

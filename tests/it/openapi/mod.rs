@@ -76,15 +76,33 @@ fn examples_fit_their_schemas() {
 fn refusals_are_held_to_their_exact_words() {
     let (edge, relayer) = (openapi::edge(), openapi::relayer());
     let cases = [
-        (edge, "/api/v1/stats", "Rate limit exceeded. Try again in 1 minute.", 429),
-        (relayer, "/relay", "Invalid signature or nonce mismatch", 401),
-        (relayer, "/relay", "Value transfers not supported", 403),
-        (relayer, "/relay", "Gas limit 5000000 above the relayer's cap of 1000000", 403),
-        (relayer, "/relay", "IP rate limit exceeded (20/hour)", 429),
-        (relayer, "/relay", "Signer rate limit exceeded (10/hour)", 429),
-        (relayer, "/relay", "Daily gas budget exhausted. Try again tomorrow.", 429),
-        (relayer, "/relay", "Relayer balance too low. Please try again later or use direct mode.", 503),
-        (relayer, "/status", "Rate limit exceeded (120/minute). Try again in 1 minute.", 429),
+        (edge, "/api/v1/stats", "Rate limit exceeded. Try again in 1 minute.", 429, None),
+        (relayer, "/relay", "Invalid signature or nonce mismatch", 401, Some("invalid_signature")),
+        (relayer, "/relay", "Value transfers not supported", 403, Some("value_transfer")),
+        (
+            relayer,
+            "/relay",
+            "Gas limit 5000000 above the relayer's cap of 1000000",
+            403,
+            Some("gas_above_cap"),
+        ),
+        (relayer, "/relay", "IP rate limit exceeded (20/hour)", 429, Some("ip_rate_limited")),
+        (relayer, "/relay", "Signer rate limit exceeded (10/hour)", 429, Some("signer_rate_limited")),
+        (relayer, "/relay", "Daily gas budget exhausted. Try again tomorrow.", 429, Some("budget_exhausted")),
+        (
+            relayer,
+            "/relay",
+            "Relayer balance too low. Please try again later or use direct mode.",
+            503,
+            Some("balance_too_low"),
+        ),
+        (
+            relayer,
+            "/status",
+            "Rate limit exceeded (120/minute). Try again in 1 minute.",
+            429,
+            Some("read_rate_limited"),
+        ),
     ];
     let mut headers = reqwest::header::HeaderMap::new();
     headers.insert("content-type", "application/json".parse().unwrap());
@@ -92,16 +110,28 @@ fn refusals_are_held_to_their_exact_words() {
     headers.insert("x-ratelimit-remaining", "0".parse().unwrap());
     headers.insert("cache-control", "no-store".parse().unwrap());
     headers.insert("retry-after", "30".parse().unwrap());
-    for (contract, path, words, status) in cases {
+    for (contract, path, words, status, code) in cases {
         let method = if path == "/relay" { "POST" } else { "GET" };
         let received = |body: &str| {
             contract
                 .check(openapi::Received { method, path, status, headers: &headers, body })
                 .map(|()| body.len())
         };
-        let exact = serde_json::json!({ "error": words }).to_string();
+        // The relayer's refusals carry their code beside the words (the edge API's do not).
+        let body = |words: String| {
+            let mut body = serde_json::json!({ "error": words });
+            if let Some(code) = code {
+                body["code"] = code.into();
+            }
+            body.to_string()
+        };
+        let exact = body(words.to_owned());
         assert!(received(&exact).is_ok(), "{path} {status} {words}: {:?}", received(&exact));
-        let other = serde_json::json!({ "error": format!("{words} ") }).to_string();
+        if code.is_some() {
+            let bare = serde_json::json!({ "error": words }).to_string();
+            assert!(received(&bare).is_err(), "{path} {status}: a refusal without its code passes");
+        }
+        let other = body(format!("{words} "));
         assert!(received(&other).is_err(), "{path} {status}: other words pass: {other}");
     }
 }

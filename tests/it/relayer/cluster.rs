@@ -133,7 +133,8 @@ pub(super) async fn relay_until_mined(client: &Client, body: &Value) -> Value {
         let (status, answer) = client.relay(body).await;
         if status == 503 {
             assert!(
-                answer == json!({"error": NO_FREE_KEY}) || answer == json!({"error": STORE_UNAVAILABLE}),
+                answer == json!({"error": NO_FREE_KEY, "code": "no_free_key"})
+                    || answer == json!({"error": STORE_UNAVAILABLE, "code": "store_unavailable"}),
                 "{answer}"
             );
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -396,7 +397,10 @@ async fn the_ip_limit_is_exact_across_two_daemons() {
         by_status.entry(status).or_default().push(answer);
     }
     assert_eq!(by_status.get(&401).map(Vec::len), Some(60), "{by_status:?}");
-    assert_eq!(by_status.get(&429), Some(&vec![json!({"error": "IP rate limit exceeded (60/hour)"})]));
+    assert_eq!(
+        by_status.get(&429),
+        Some(&vec![json!({"error": "IP rate limit exceeded (60/hour)", "code": "ip_rate_limited"})])
+    );
     assert_eq!(by_status.len(), 2, "{by_status:?}");
     for daemon in [first, second] {
         let (clean, log) = daemon.terminate();
@@ -568,7 +572,7 @@ async fn while_no_daemon_holds_a_key_a_relay_answers_503_no_key_is_free() {
         .expect("the standby answers");
     assert_eq!(answer.status().as_u16(), 503);
     assert_eq!(answer.headers().get("retry-after"), None, "{:?}", answer.headers());
-    assert_eq!(answer.json::<Value>().await.unwrap(), json!({ "error": NO_FREE_KEY }));
+    assert_eq!(answer.json::<Value>().await.unwrap(), json!({ "error": NO_FREE_KEY, "code": "no_free_key" }));
     let written = tokio::task::block_in_place(|| database.value("SELECT count(*) FROM relays"));
     assert_eq!(written, "0", "the refused relay wrote nothing");
     let (seen, _) = holders_until(&standby.client, Duration::from_secs(1), |_| true).await;
@@ -624,7 +628,7 @@ async fn a_daemon_that_lost_its_keys_lease_before_sending_releases_the_relay_and
         .expect("the daemon answers");
     assert_eq!(answer.status().as_u16(), 503);
     assert_eq!(answer.headers().get("retry-after"), None, "{:?}", answer.headers());
-    assert_eq!(answer.json::<Value>().await.unwrap(), json!({ "error": NO_FREE_KEY }));
+    assert_eq!(answer.json::<Value>().await.unwrap(), json!({ "error": NO_FREE_KEY, "code": "no_free_key" }));
     let records = db.open().records().unwrap();
     assert_eq!(records.len(), 1, "{records:?}");
     let record = &records[0];

@@ -102,7 +102,10 @@ async fn refused_with(base: &str, body: &Value, patience: Duration, message: &st
         .expect("the daemon answers");
     assert_eq!(answer.status().as_u16(), 503);
     assert_eq!(answer.headers().get("retry-after").and_then(|value| value.to_str().ok()), Some("1"));
-    assert_eq!(answer.json::<Value>().await.unwrap(), json!({ "error": message }));
+    assert_eq!(
+        answer.json::<Value>().await.unwrap(),
+        json!({ "error": message, "code": "store_unavailable" })
+    );
 }
 
 /// The real binary as a bare child (no log reader), so that the test can freeze it: the process
@@ -255,7 +258,11 @@ async fn the_database_down_answers_503_not_a_hang_and_back_up_relays_again() {
     refused_as_busy(&daemon.client.base, &registration(&t, 931), Duration::from_secs(30)).await;
     let waited = asked_at.elapsed();
     let (status, read) = daemon.client.get(&format!("/relay/{id}")).await;
-    assert_eq!((status, read), (503, json!({ "error": STORE_UNAVAILABLE })), "a read of the store");
+    assert_eq!(
+        (status, read),
+        (503, json!({ "error": STORE_UNAVAILABLE, "code": "store_unavailable" })),
+        "a read of the store"
+    );
     let (status, nonce) = daemon.client.get(&format!("/nonce/{}", keys[0].address())).await;
     assert_eq!(status, 200, "a read of the chain still answers: {nonce}");
 
@@ -268,7 +275,10 @@ async fn the_database_down_answers_503_not_a_hang_and_back_up_relays_again() {
         if status == 200 {
             break again;
         }
-        assert_eq!((status, &again), (503, &json!({ "error": STORE_UNAVAILABLE })));
+        assert_eq!(
+            (status, &again),
+            (503, &json!({ "error": STORE_UNAVAILABLE, "code": "store_unavailable" }))
+        );
         refused += 1;
         assert!(refused <= 10, "still refused after {refused} tries");
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -663,7 +673,7 @@ async fn a_renewal_past_its_deadline_lets_go_of_the_key_until_it_is_taken_again_
     log_until(&daemon, "keeping the key leases passed the store's deadline", Duration::from_secs(30)).await;
     let body = registration(&t, 970);
     let (status, refused) = daemon.client.relay(&body).await;
-    assert_eq!((status, refused), (503, json!({ "error": cluster::NO_FREE_KEY })));
+    assert_eq!((status, refused), (503, json!({ "error": cluster::NO_FREE_KEY, "code": "no_free_key" })));
     let (holder, lease_fence) = tokio::task::block_in_place(|| {
         (database.value("SELECT holder FROM lanes"), database.value("SELECT fence FROM lanes"))
     });

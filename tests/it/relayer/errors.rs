@@ -15,9 +15,9 @@ use serde_json::{Value, json};
 use super::{agent_key, agent_of, balance, forwarder_nonce, receipt, register_call, start};
 
 #[track_caller]
-fn assert_error(answer: (u16, Value), status: u16, message: &str) {
+fn assert_error(answer: (u16, Value), status: u16, code: &str, message: &str) {
     assert_eq!(answer.0, status, "{}", answer.1);
-    assert_eq!(answer.1, json!({ "error": message }));
+    assert_eq!(answer.1, json!({ "error": message, "code": code }));
 }
 
 async fn malformed_bodies_policy_breaches_bad_signatures_and_reverts_are_refused(engine: Engine) {
@@ -33,14 +33,21 @@ async fn malformed_bodies_policy_breaches_bad_signatures_and_reverts_are_refused
     assert_error(
         client.relay(&json!({ "request": good["request"] })).await,
         400,
+        "missing_request_or_signature",
         "Missing request or signature",
     );
     assert_error(
         client.relay(&json!({ "signature": good["signature"] })).await,
         400,
+        "missing_request_or_signature",
         "Missing request or signature",
     );
-    assert_error(client.relay(&json!({})).await, 400, "Missing request or signature");
+    assert_error(
+        client.relay(&json!({})).await,
+        400,
+        "missing_request_or_signature",
+        "Missing request or signature",
+    );
     let (status, answer) = client.post_raw("/relay", "{\"request\":".into()).await;
     assert_eq!(status, 400);
     assert!(answer["error"].as_str().unwrap().starts_with("Body is not valid JSON"), "{answer}");
@@ -49,17 +56,24 @@ async fn malformed_bodies_policy_breaches_bad_signatures_and_reverts_are_refused
     assert_error(
         client.relay(&short).await,
         400,
+        "bad_request",
         "signature must be 65 bytes of hex (r, s, v), got 64 bytes",
     );
     let mut bad_from = good.clone();
     bad_from["request"]["from"] = "0x12".into();
-    assert_error(client.relay(&bad_from).await, 400, "request.from must be a 20-byte hex address");
+    assert_error(
+        client.relay(&bad_from).await,
+        400,
+        "bad_request",
+        "request.from must be a 20-byte hex address",
+    );
     // Valid JSON, so only the size limit can refuse it.
     let mut oversized = good.clone();
     oversized["padding"] = "x".repeat(70_000).into();
     assert_error(
         client.post_raw("/relay", oversized.to_string()).await,
         400,
+        "bad_request",
         "Body too large (at most 65536 bytes)",
     );
 
@@ -70,18 +84,25 @@ async fn malformed_bodies_policy_breaches_bad_signatures_and_reverts_are_refused
     assert_error(
         client.relay(&body(&elsewhere, &signature)).await,
         403,
+        "wrong_target",
         "Relayer only forwards to the the service contract",
     );
     let mut paying = request.clone();
     paying.value = U256::from(1);
     let signature = sign_with_eth_account(&t, &agent, &paying).signature;
-    assert_error(client.relay(&body(&paying, &signature)).await, 403, "Value transfers not supported");
+    assert_error(
+        client.relay(&body(&paying, &signature)).await,
+        403,
+        "value_transfer",
+        "Value transfers not supported",
+    );
     let mut greedy = request.clone();
     greedy.gas = U256::from(1_000_001);
     let signature = sign_with_core(&t, &agent, &greedy).signature;
     assert_error(
         client.relay(&body(&greedy, &signature)).await,
         403,
+        "gas_above_cap",
         "Gas limit 1000001 above the relayer's cap of 1000000",
     );
 
@@ -89,10 +110,20 @@ async fn malformed_bodies_policy_breaches_bad_signatures_and_reverts_are_refused
     // forwarder refuses). An expired deadline is a 400 before the forwarder is asked.
     let impostor = PrivateKeySigner::random();
     let forged = sign_with_core(&t, &impostor, &request).signature;
-    assert_error(client.relay(&body(&request, &forged)).await, 401, "Invalid signature or nonce mismatch");
+    assert_error(
+        client.relay(&body(&request, &forged)).await,
+        401,
+        "invalid_signature",
+        "Invalid signature or nonce mismatch",
+    );
     let ahead = forward(&t, agent.address(), 5, &register_call(agent.address(), 0));
     let signature = sign_with_eth_account(&t, &agent, &ahead).signature;
-    assert_error(client.relay(&body(&ahead, &signature)).await, 401, "Invalid signature or nonce mismatch");
+    assert_error(
+        client.relay(&body(&ahead, &signature)).await,
+        401,
+        "invalid_signature",
+        "Invalid signature or nonce mismatch",
+    );
     let mut expired = request.clone();
     expired.deadline = alloy::primitives::aliases::U48::from(1_000u64);
     let signature = sign_with_core(&t, &agent, &expired).signature;
@@ -126,12 +157,18 @@ async fn malformed_bodies_policy_breaches_bad_signatures_and_reverts_are_refused
     assert_error(
         client.relay(&body(&taken, &signature)).await,
         500,
+        "reverted",
         "Wallet already registered to another agent",
     );
     let not_theirs =
         forward(&t, other.address(), 0, &AgentRegistry::attestComplianceCall { agentId: U256::from(1) });
     let signature = sign_with_core(&t, &other, &not_theirs).signature;
-    assert_error(client.relay(&body(&not_theirs, &signature)).await, 500, "Not authorized for this agent");
+    assert_error(
+        client.relay(&body(&not_theirs, &signature)).await,
+        500,
+        "reverted",
+        "Not authorized for this agent",
+    );
     assert_eq!(forwarder_nonce(&t, other.address()).await, 0, "nothing was sent for the reverts");
     assert_eq!(balance(&t, relayer.relayer.address()).await, paid_so_far, "and nothing paid");
     assert!(paid_so_far < relayer_balance);
@@ -163,16 +200,22 @@ async fn more_than_20_requests_per_ip_per_hour_are_refused(engine: Engine) {
         assert_error(
             client.relay(&forged_body(&t, &victim, 0)).await,
             401,
+            "invalid_signature",
             "Invalid signature or nonce mismatch",
         );
     }
     // Even a valid request is refused now, before anything else is looked at.
     let valid = valid_body(&t, client, &victim).await;
-    assert_error(client.relay(&valid).await, 429, "IP rate limit exceeded (20/hour)");
+    assert_error(client.relay(&valid).await, 429, "ip_rate_limited", "IP rate limit exceeded (20/hour)");
     // Requests refused by the policy never reach the limiter.
     let mut elsewhere = valid.clone();
     elsewhere["request"]["to"] = t.forwarder().to_string().into();
-    assert_error(client.relay(&elsewhere).await, 403, "Relayer only forwards to the the service contract");
+    assert_error(
+        client.relay(&elsewhere).await,
+        403,
+        "wrong_target",
+        "Relayer only forwards to the the service contract",
+    );
     assert_eq!(forwarder_nonce(&t, victim.address()).await, 0);
     relayer.stop().await;
 }
@@ -189,6 +232,7 @@ async fn more_than_10_requests_per_signer_per_hour_are_refused_and_nobody_else_c
         assert_error(
             client.relay(&forged_body(&t, &agent, 0)).await,
             401,
+            "invalid_signature",
             "Invalid signature or nonce mismatch",
         );
     }
@@ -204,7 +248,12 @@ async fn more_than_10_requests_per_signer_per_hour_are_refused_and_nobody_else_c
     for _ in 0..6 {
         let (status, again) = client.relay(&registered).await;
         assert_eq!((status, again["nonce"].as_str()), (200, Some("0")), "{again}");
-        assert_error(client.relay(&stale).await, 401, "Invalid signature or nonce mismatch");
+        assert_error(
+            client.relay(&stale).await,
+            401,
+            "invalid_signature",
+            "Invalid signature or nonce mismatch",
+        );
     }
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
     let signer = agent.address().to_checksum(None);
@@ -226,14 +275,24 @@ async fn more_than_10_requests_per_signer_per_hour_are_refused_and_nobody_else_c
         let (status, answer) = client.relay(&attest(nonce)).await;
         assert_eq!(status, 200, "relay {nonce}: {answer}");
     }
-    assert_error(client.relay(&attest(10)).await, 429, "Signer rate limit exceeded (10/hour)");
+    assert_error(
+        client.relay(&attest(10)).await,
+        429,
+        "signer_rate_limited",
+        "Signer rate limit exceeded (10/hour)",
+    );
     assert_eq!(forwarder_nonce(&t, agent.address()).await, 10, "the eleventh was not sent");
     // At the limit, a retry of a held request still gets its relay (nothing is sent for it),
     // and another request with a spent nonce is refused by the read-only check, before the
     // chain is asked.
     let (status, again) = client.relay(&registered).await;
     assert_eq!((status, again["status"].as_str()), (200, Some("mined")), "{again}");
-    assert_error(client.relay(&stale).await, 429, "Signer rate limit exceeded (10/hour)");
+    assert_error(
+        client.relay(&stale).await,
+        429,
+        "signer_rate_limited",
+        "Signer rate limit exceeded (10/hour)",
+    );
     assert_eq!(relayer.relayer.store().hits(RateKind::Signer, &signer, now).unwrap(), 10);
     // Another signer is unaffected.
     let other = agent_key(31);
@@ -256,7 +315,9 @@ async fn a_body_without_content_length_gets_a_clear_411(engine: Engine) {
     let mut answer = String::new();
     socket.read_to_string(&mut answer).await.unwrap();
     assert!(answer.starts_with("HTTP/1.1 411"), "{answer}");
-    assert!(answer.ends_with(r#"{"error":"Content-Length header required"}"#), "{answer}");
+    let body = answer.split_once("\r\n\r\n").map(|(_, body)| body).unwrap_or_default();
+    let body: Value = serde_json::from_str(body).unwrap_or_else(|error| panic!("{error}: {answer}"));
+    assert_eq!(body, json!({ "error": "Content-Length header required", "code": "length_required" }));
     relayer.stop().await;
 }
 
@@ -282,6 +343,7 @@ async fn an_exhausted_daily_budget_refuses_relays(engine: Engine) {
     assert_error(
         relayer.client.relay(&valid_body(&t, &relayer.client, &second).await).await,
         429,
+        "budget_exhausted",
         "Daily gas budget exhausted. Try again tomorrow.",
     );
     let (_, status) = relayer.client.get("/status").await;
@@ -308,16 +370,21 @@ async fn a_relayer_below_0_001_eth_answers_503(engine: Engine) {
     let agent = agent_key(50);
     let signed = valid_body(&t, &relayer.client, &agent).await;
     let too_low = "Relayer balance too low. Please try again later or use direct mode.";
-    assert_error(relayer.client.relay(&signed).await, 503, too_low);
+    assert_error(relayer.client.relay(&signed).await, 503, "balance_too_low", too_low);
     assert_eq!(relayer.client.get("/status").await.1["balanceWei"], "0");
     let set_balance = async |wei: u128| {
         let params = json!([unfunded.address(), format!("{:#x}", U256::from(wei))]);
         let _: Value = t.chain.provider().raw_request("anvil_setBalance".into(), params).await.unwrap();
     };
     set_balance(999_999_999_999_999).await;
-    assert_error(relayer.client.relay(&signed).await, 503, too_low);
+    assert_error(relayer.client.relay(&signed).await, 503, "balance_too_low", too_low);
     set_balance(1_000_000_000_000_000).await;
-    assert_error(relayer.client.relay(&signed).await, 429, "Daily gas budget exhausted. Try again tomorrow.");
+    assert_error(
+        relayer.client.relay(&signed).await,
+        429,
+        "budget_exhausted",
+        "Daily gas budget exhausted. Try again tomorrow.",
+    );
     assert_eq!(relayer.client.get("/status").await.1["balanceWei"], "1000000000000000");
     assert_eq!(forwarder_nonce(&t, agent.address()).await, 0);
     relayer.stop().await;
@@ -338,10 +405,16 @@ async fn read_endpoints_are_rate_limited_per_ip_without_touching_relays(engine: 
     assert_eq!(client.request("HEAD", "/status", &[]).await.status, 200);
     assert_eq!(client.get(&format!("/nonce/{address}")).await.0, 200);
     // The fourth read in the minute is refused, whichever read endpoint it is.
-    assert_error(client.get("/domain").await, 429, "Rate limit exceeded (3/minute). Try again in 1 minute.");
+    assert_error(
+        client.get("/domain").await,
+        429,
+        "read_rate_limited",
+        "Rate limit exceeded (3/minute). Try again in 1 minute.",
+    );
     assert_error(
         client.get(&format!("/nonce/{address}")).await,
         429,
+        "read_rate_limited",
         "Rate limit exceeded (3/minute). Try again in 1 minute.",
     );
     let head = client.request("HEAD", "/status", &[]).await;
@@ -355,7 +428,12 @@ async fn read_endpoints_are_rate_limited_per_ip_without_touching_relays(engine: 
     // Health and metrics are not limited, and relays keep their own (persisted) limits.
     assert_eq!(client.get("/health").await, (200, json!({"status": "ok"})));
     assert_eq!(client.metrics().await.0, 200);
-    assert_error(client.relay(&json!({})).await, 400, "Missing request or signature");
+    assert_error(
+        client.relay(&json!({})).await,
+        400,
+        "missing_request_or_signature",
+        "Missing request or signature",
+    );
 }
 
 super::on_both_stores!(

@@ -165,18 +165,29 @@ async fn status_domain_nonce_and_metrics_describe_the_relayer(engine: Engine) {
         ),
     ] {
         let (status, error) = client.get(path).await;
-        assert_eq!((status, error), (400, serde_json::json!({ "error": message })), "{path}");
+        assert_eq!(
+            (status, error),
+            (400, serde_json::json!({ "error": message, "code": "bad_request" })),
+            "{path}"
+        );
     }
     let unknown_hash = format!("/relay/tx/0x{}", "ab".repeat(32));
     let unknown_request = format!("/relay/signer/{}/0", agent_key(5).address());
     for path in [format!("/relay/{}", "0".repeat(32)), unknown_hash, unknown_request] {
         let (status, error) = client.get(&path).await;
-        assert_eq!((status, error), (404, serde_json::json!({ "error": "Relay not found" })), "{path}");
+        assert_eq!(
+            (status, error),
+            (404, serde_json::json!({ "error": "Relay not found", "code": "relay_not_found" })),
+            "{path}"
+        );
     }
     let (status, error) = client.get("/nope").await;
     assert_eq!((status, error["error"].as_str()), (404, Some("Not found")));
     let (status, error) = client.get("/relay").await;
-    assert_eq!((status, error), (405, serde_json::json!({"error": "Method not allowed"})));
+    assert_eq!(
+        (status, error),
+        (405, serde_json::json!({"error": "Method not allowed", "code": "method_not_allowed"}))
+    );
 
     // A refusal and an acceptance show up in the metrics, with the budget and the balance.
     let agent = agent_key(6);

@@ -188,7 +188,9 @@ async fn a_daemon_frozen_inside_a_reservation_stalls_no_one_and_sends_nothing_on
         let (status, body) =
             answer.as_ref().expect("answered within the lock timeout, not never").clone().expect("B answers");
         assert!(
-            status == 200 || (status == 503 && body == json!({"error": STORE_UNAVAILABLE})),
+            status == 200
+                || (status == 503
+                    && body == json!({"error": STORE_UNAVAILABLE, "code": "store_unavailable"})),
             "{status} {body}"
         );
     }
@@ -208,8 +210,8 @@ async fn a_daemon_frozen_inside_a_reservation_stalls_no_one_and_sends_nothing_on
     // retries on), or, recorded past the lease's margin and withheld, handed to the key's
     // holder (200 once sent, 202 with the relay's id): never a 500.
     for (status, answer) in burst_answers.iter().flatten() {
-        let retry =
-            answer == &json!({"error": STORE_UNAVAILABLE}) || answer == &json!({"error": NO_FREE_KEY});
+        let retry = answer == &json!({"error": STORE_UNAVAILABLE, "code": "store_unavailable"})
+            || answer == &json!({"error": NO_FREE_KEY, "code": "no_free_key"});
         let accepted = *status == 202 && answer["status"] == "accepted" && answer["relayId"].is_string();
         assert!(*status == 200 || accepted || (*status == 503 && retry), "{status} {answer}");
     }

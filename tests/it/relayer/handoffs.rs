@@ -207,7 +207,7 @@ async fn a_send_the_node_refuses_answers_a_standbys_client_as_the_holders() {
     anvil(&t, "anvil_setBalance", json!([key, at_minimum])).await;
     for (daemon, n) in daemons.iter().zip(agents) {
         let answer = daemon.client.relay(&registration(&t, n)).await;
-        assert_eq!(answer, (503, json!({"error": BALANCE_TOO_LOW})), "agent {n}");
+        assert_eq!(answer, (503, json!({"error": BALANCE_TOO_LOW, "code": "balance_too_low"})), "agent {n}");
     }
     let records = db.open().records().unwrap();
     assert_eq!(records.len(), 3, "{records:?}");
@@ -272,7 +272,7 @@ async fn a_send_the_node_refuses_for_another_reason_answers_500_to_the_holders_a
     anvil(&t, "anvil_setBlockGasLimit", json!(["0x61a80"])).await;
     for (daemon, n) in daemons.iter().zip(agents) {
         let answer = daemon.client.relay(&registration(&t, n)).await;
-        assert_eq!(answer, (500, json!({ "error": RPC_FAILED })), "agent {n}");
+        assert_eq!(answer, (500, json!({ "error": RPC_FAILED, "code": "rpc_failed" })), "agent {n}");
     }
     let records = db.open().records().unwrap();
     assert_eq!(records.len(), 3, "{records:?}");

@@ -289,7 +289,13 @@ async fn the_status_shows_every_key_and_a_key_below_the_minimum_gets_no_relay(en
     let (status, refused) = relayer.client.relay(&late).await;
     assert_eq!(
         (status, &refused),
-        (503, &json!({"error": "Relayer balance too low. Please try again later or use direct mode."}))
+        (
+            503,
+            &json!({
+                "error": "Relayer balance too low. Please try again later or use direct mode.",
+                "code": "balance_too_low"
+            })
+        )
     );
     let (_, lanes) = lanes_of(&relayer).await;
     assert!(lanes.iter().all(|lane| lane.2), "{lanes:?}");

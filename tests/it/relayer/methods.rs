@@ -57,7 +57,8 @@ pub(super) async fn head_and_options(client: &Client, relayed: &Value) {
     // Metrics are the operator's, on their own listener (loopback by default): the public one
     // does not serve them, and the metrics listener serves nothing else.
     let public = client.request("GET", "/metrics", &[]).await;
-    assert_eq!((public.status, public.text.as_str()), (404, r#"{"error":"Not found"}"#));
+    let body: serde_json::Value = serde_json::from_str(&public.text).expect("a JSON body");
+    assert_eq!((public.status, body), (404, serde_json::json!({ "error": "Not found", "code": "not_found" })));
     let (status, metrics) = client.metrics().await;
     assert!(status == 200 && metrics.contains("relayer_relays_accepted_total "), "{status} {metrics}");
     let elsewhere = kya_tests::http_client()
@@ -79,8 +80,12 @@ pub(super) async fn head_and_options(client: &Client, relayed: &Value) {
         let refused = client.request(method, "/relay", &[]).await;
         assert_eq!((refused.status, refused.header("allow")), (405, Some("POST, OPTIONS")), "{method}");
         assert_eq!(refused.header("access-control-allow-origin"), Some("*"), "{method}");
-        let body = if method == "HEAD" { "" } else { r#"{"error":"Method not allowed"}"# };
-        assert_eq!(refused.text, body, "{method}");
+        let body = if method == "HEAD" {
+            Value::Null
+        } else {
+            json!({"error": "Method not allowed", "code": "method_not_allowed"})
+        };
+        assert_eq!(refused.text.parse::<Value>().unwrap_or(Value::Null), body, "{method}");
     }
     let refused = client.request("DELETE", "/status", &[]).await;
     assert_eq!((refused.status, refused.header("allow")), (405, Some("GET, HEAD, OPTIONS")));
@@ -89,7 +94,8 @@ pub(super) async fn head_and_options(client: &Client, relayed: &Value) {
     for method in ["OPTIONS", "GET", "HEAD"] {
         let missing = client.request(method, "/nope", &READ_PREFLIGHT).await;
         assert_eq!((missing.status, missing.header("access-control-allow-origin")), (404, Some("*")));
-        let body = if method == "HEAD" { Value::Null } else { json!({"error": "Not found"}) };
+        let body =
+            if method == "HEAD" { Value::Null } else { json!({"error": "Not found", "code": "not_found"}) };
         assert_eq!(missing.text.parse::<Value>().unwrap_or(Value::Null), body, "{method}");
     }
 

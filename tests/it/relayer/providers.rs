@@ -49,7 +49,11 @@ async fn the_relayers_checks_answer_alike_through_every_provider_shape() {
         let other = agent_key(450 + n as u64);
         let taken = forward(&t, other.address(), 0, &register_call(agent.address(), 0));
         let answer = client.relay(&body(&taken, &sign_with_core(&t, &other, &taken).signature)).await;
-        assert_eq!(answer, refusal(500, "Wallet already registered to another agent"), "{shape:?}");
+        assert_eq!(
+            answer,
+            refusal(500, "reverted", "Wallet already registered to another agent"),
+            "{shape:?}"
+        );
         let not_theirs = forward(
             &t,
             other.address(),
@@ -58,18 +62,22 @@ async fn the_relayers_checks_answer_alike_through_every_provider_shape() {
         );
         let answer =
             client.relay(&body(&not_theirs, &sign_with_core(&t, &other, &not_theirs).signature)).await;
-        assert_eq!(answer, refusal(500, "Not authorized for this agent"), "{shape:?}");
+        assert_eq!(answer, refusal(500, "reverted", "Not authorized for this agent"), "{shape:?}");
 
         // `verify` on chain: a nonce ahead of the forwarder's is refused.
         let ahead = forward(&t, other.address(), 5, &register_call(other.address(), 0));
         let answer = client.relay(&body(&ahead, &sign_with_core(&t, &other, &ahead).signature)).await;
-        assert_eq!(answer, refusal(401, "Invalid signature or nonce mismatch"), "{shape:?}");
+        assert_eq!(
+            answer,
+            refusal(401, "invalid_signature", "Invalid signature or nonce mismatch"),
+            "{shape:?}"
+        );
         relayer.stop().await;
     }
 }
 
-fn refusal(status: u16, message: &str) -> (u16, Value) {
-    (status, json!({ "error": message }))
+fn refusal(status: u16, code: &str, message: &str) -> (u16, Value) {
+    (status, json!({ "error": message, "code": code }))
 }
 
 /// Through a load balancer whose backends lag the head (a read at a block they have not seen
@@ -83,10 +91,21 @@ fn refusal(status: u16, message: &str) -> (u16, Value) {
 async fn the_relayer_answers_as_from_anvil_behind_lagging_backends_and_a_429_every_third_request() {
     let (direct, _) = session(None).await;
     assert_eq!(direct.len(), 9);
-    assert_eq!(direct[5], ("wrong nonce", 401, json!({ "error": "Invalid signature or nonce mismatch" })));
+    assert_eq!(
+        direct[5],
+        (
+            "wrong nonce",
+            401,
+            json!({ "error": "Invalid signature or nonce mismatch", "code": "invalid_signature" })
+        )
+    );
     assert_eq!(
         direct[6],
-        ("wallet already registered", 500, json!({ "error": "Wallet already registered to another agent" }))
+        (
+            "wallet already registered",
+            500,
+            json!({ "error": "Wallet already registered to another agent", "code": "reverted" })
+        )
     );
     for shape in [ProviderShape::LaggingBackend, ProviderShape::RateLimitedEveryThird] {
         let started = std::time::Instant::now();

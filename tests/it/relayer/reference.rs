@@ -87,7 +87,8 @@ async fn the_reference_page_its_files_and_its_document_are_served_under_the_work
     {
         let response = get(format!("{base}{missing}")).await;
         assert_eq!(response.status(), 404, "{missing}");
-        assert_eq!(response.text().await.unwrap(), r#"{"error":"Not found"}"#, "{missing}");
+        let body: serde_json::Value = response.json().await.unwrap();
+        assert_eq!(body, serde_json::json!({ "error": "Not found", "code": "not_found" }), "{missing}");
     }
     let stray = http.post(format!("{base}/nowhere")).body("{}").send().await.unwrap();
     assert_eq!(stray.status(), 404, "another method elsewhere stays a 404");

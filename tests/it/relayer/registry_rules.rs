@@ -68,7 +68,7 @@ async fn a_strangers_child_and_a_revoked_wallet_are_refused_and_nothing_is_paid(
         let request = forward(&t, signer.address(), nonce, &call);
         let signature = sign_with_eth_account(&t, signer, &request).signature;
         let (status, answer) = client.relay(&body(&request, &signature)).await;
-        assert_eq!((status, &answer), (500, &json!({ "error": reason })), "{reason}");
+        assert_eq!((status, &answer), (500, &json!({ "error": reason, "code": "reverted" })), "{reason}");
         assert_eq!(forwarder_nonce(&t, signer.address()).await, nonce, "{reason}: the nonce is unspent");
     }
     assert_eq!(client.used_wei_settled().await, used, "nothing was booked");
@@ -226,7 +226,7 @@ async fn a_relayed_squat_without_consent_is_refused_and_costs_nothing() {
     for (request, reason) in refusals {
         let signature = sign_with_core(&t, &squatter, &request).signature;
         let (status, answer) = client.relay(&body(&request, &signature)).await;
-        assert_eq!((status, &answer), (500, &json!({ "error": reason })), "{reason}");
+        assert_eq!((status, &answer), (500, &json!({ "error": reason, "code": "reverted" })), "{reason}");
     }
     assert_eq!(forwarder_nonce(&t, squatter.address()).await, 0, "no request ran");
     assert_eq!(client.used_wei_settled().await, used, "nothing was booked");
@@ -292,11 +292,11 @@ async fn a_party_without_eth_voids_its_consents_signed_ahead_through_the_relayer
     let voided = forward(&t, wallet.address(), 0, &ahead);
     let (status, answer) =
         client.relay(&body(&voided, &sign_with_core(&t, &wallet, &voided).signature)).await;
-    assert_eq!((status, answer), (500, json!({ "error": "Invalid consent signature" })));
+    assert_eq!((status, answer), (500, json!({ "error": "Invalid consent signature", "code": "reverted" })));
     let back = AgentRegistry::invalidateConsentsThroughCall { nonce: U256::ZERO };
     let back = forward(&t, liable.address(), 1, &back);
     let (status, answer) = client.relay(&body(&back, &sign_with_core(&t, &liable, &back).signature)).await;
-    assert_eq!((status, answer), (500, json!({ "error": "Consent nonce already past" })));
+    assert_eq!((status, answer), (500, json!({ "error": "Consent nonce already past", "code": "reverted" })));
     let sent_after = t.chain.provider().get_transaction_count(relayer_address).await.unwrap();
     assert_eq!(sent_after, sent, "no transaction was sent for a refusal");
     assert_eq!(

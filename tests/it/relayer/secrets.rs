@@ -74,7 +74,7 @@ async fn rpc_failures_answer_a_fixed_message_and_the_url_key_reaches_neither_cli
     };
     let digest = forward_request::signing_digest(&request, &forward_request::domain(84_532, forwarder));
     let signature = alloy::signers::SignerSync::sign_hash_sync(&agent, &digest).unwrap();
-    let expected = json!({ "error": "RPC request failed; try again later" });
+    let expected = json!({ "error": "RPC request failed; try again later", "code": "rpc_failed" });
     let mut answers = String::new();
     for _ in 0..2 {
         let (status, answer) = relayer.client.relay(&body(&request, &signature.as_bytes().into())).await;
