@@ -41,6 +41,7 @@ use kya_core::{
 use serde::Deserialize;
 use worker::D1PreparedStatement;
 
+use self::search::{Key, Searches};
 use super::{
     State,
     headers::Headers,
@@ -53,6 +54,8 @@ use crate::{
     reads,
     rpc::Rpc,
 };
+
+mod search;
 
 /// The most batches a run reads for the entries still waiting: the depth's worth of runs, and
 /// then some (a batch holds a run's entries).
@@ -222,85 +225,38 @@ async fn walk(
         .collect();
     logs.sort_by_key(|log| (log.block.number, log.log.log_index));
     // Renewals, then lapses, at most `FEED_LAPSES_PER_RUN` together: the rest are the next
-    // runs'. Below `from` every Active agent's attestation was shown lapsed; from it up, current
-    // (but those waiting in `renewing`, shown lapsed, below it).
+    // runs' (the cursors' arithmetic is `search`'s).
     let edge = clock.current_from();
-    let mut from = state.lapses_from.unwrap_or((shown_clock.current_from(), 0));
-    let mut renewing = state.renewing_below;
-    if grace_period > state.grace_period && (edge, 0) < from {
-        // The owner lengthened the grace period: the agents between the new edge and `from`
-        // were shown lapsed and are current again.
-        renewing = Some(renewing.unwrap_or(from));
-        from = (edge, 0);
-    } else {
-        // Never ahead of the run's own edge: after a reorganisation onto a chain whose blocks
-        // are earlier in time, attestations the other chain saw lapse are current again (their
-        // expiries were retracted with the standing they have now), and must be found when they
-        // lapse here.
-        from = from.min((edge, 0));
-    }
-    // Renewals still waiting that time (or a shortened grace) has lapsed again were shown lapsed
-    // and are: nothing to say of them.
-    if let Some(below) = renewing {
-        if below <= (edge, 0) {
-            from = from.max(below);
-            renewing = None;
-        } else {
-            from = from.max((edge, 0));
-        }
-    }
-    let renewing_before = renewing;
-    let mut renewed = match renewing {
-        Some(below) => store.renewable(from, below, config.lapses_per_run).await?,
+    let searches = Searches::start(
+        edge,
+        shown_clock.current_from(),
+        (state.lapses_from, state.renewing_below),
+        grace_period > state.grace_period,
+    );
+    let key = |agent: &IndexedAgent| (agent.record.last_attestation, agent.record.agent_id);
+    let keys = |agents: &[IndexedAgent]| agents.iter().map(key).collect::<Vec<Key>>();
+    let limit = config.lapses_per_run;
+    let mut renewed = match searches.renewing {
+        Some(below) => store.renewable(searches.from, below, limit).await?,
         None => Vec::new(),
     };
-    if renewing.is_some() {
-        renewing = match renewed.last() {
-            Some(last) if renewed.len() as u64 >= config.lapses_per_run => {
-                Some((last.record.last_attestation, last.record.agent_id))
-            }
-            _ => None,
-        };
-    }
-    let budget = config.lapses_per_run.saturating_sub(renewed.len() as u64);
-    let searching = renewing.is_none() && budget > 0 && from.0 < edge;
-    let mut lapsed = if searching { store.lapsing(from, edge, budget).await? } else { Vec::new() };
-    let lapses_past_cap = searching && lapsed.len() as u64 >= budget;
-    state.lapses_from = Some(match lapsed.last() {
-        Some(last) if lapses_past_cap => (last.record.last_attestation, last.record.agent_id + 1),
-        _ if searching => (edge, 0),
-        _ => from,
-    });
-    state.renewing_below = renewing;
+    let renewals_left = searches.renewals_left(&keys(&renewed), limit);
+    let budget = searches.lapse_budget(renewals_left, renewed.len(), limit);
+    let mut lapsed = if budget > 0 { store.lapsing(searches.from, edge, budget).await? } else { Vec::new() };
+    let cursors = searches.after_lapses(&keys(&lapsed), budget, renewals_left);
+    state.lapses_from = Some(cursors.lapses_from);
+    state.renewing_below = cursors.renewing_below;
     // The agents the run reads are walked with their logs, from their held rows. One the searches
     // have not reached yet is shown as the searches' cursors say (lapsed in a renewal's backlog,
     // current in a lapse's), and its walk says what the searches would have: it is then named in
     // `walked_ahead`, which the searches skip once they reach it, so nothing is said twice.
-    let key = |agent: &IndexedAgent| (agent.record.last_attestation, agent.record.agent_id);
-    let lapse_cursor = state.lapses_from.unwrap_or((edge, 0));
-    let mut walked_ahead: BTreeSet<(u64, u64)> = state.walked_ahead.iter().copied().collect();
-    lapsed.retain(|agent| !walked_ahead.contains(&key(agent)));
-    renewed.retain(|agent| !walked_ahead.contains(&key(agent)));
-    let mut shown_lapsed_now = BTreeSet::new();
-    for held in run.read.keys().filter_map(|id| run.held.get(id)) {
-        let held_key = key(&held.agent);
-        let in_backlog = renewing_before.is_some_and(|below| held_key >= from && held_key < below);
-        if in_backlog {
-            shown_lapsed_now.insert(held_key.1);
-            if renewing.is_some_and(|below| held_key < below) {
-                walked_ahead.insert(held_key);
-            }
-        } else if held_key >= lapse_cursor && held_key.0 < edge {
-            walked_ahead.insert(held_key);
-        }
-    }
-    // Those the searches passed are done with.
-    walked_ahead.retain(|ahead| {
-        let lapse_side = *ahead >= lapse_cursor;
-        let renewal_side = renewing.is_some_and(|below| *ahead < below && *ahead >= from);
-        lapse_side || renewal_side
-    });
-    state.walked_ahead = walked_ahead.into_iter().take(WALKED_AHEAD_KEPT).collect();
+    let walked_before: BTreeSet<Key> = state.walked_ahead.iter().copied().collect();
+    lapsed.retain(|agent| !walked_before.contains(&key(agent)));
+    renewed.retain(|agent| !walked_before.contains(&key(agent)));
+    let read_keys = run.read.keys().filter_map(|id| run.held.get(id)).map(|held| key(&held.agent));
+    let (shown_lapsed_now, walked_ahead) =
+        searches.walked_ahead(&cursors, read_keys, &state.walked_ahead, WALKED_AHEAD_KEPT);
+    state.walked_ahead = walked_ahead;
     let before: BTreeMap<u64, Option<Known>> =
         run.read.keys().map(|id| (*id, run.held.get(id).map(|held| Known::of(&held.agent.record)))).collect();
     let mut after = run.read.clone();
@@ -381,7 +337,7 @@ async fn walk(
             appended.batches.len()
         );
     }
-    if lapses_past_cap {
+    if cursors.lapses_past_cap {
         written.summary.push_str(&format!(
             "{}{budget} lapsed attestations walked, the rest are the next runs'",
             if written.summary.is_empty() { "feed: " } else { "; " },

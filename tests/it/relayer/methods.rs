@@ -58,7 +58,10 @@ pub(super) async fn head_and_options(client: &Client, relayed: &Value) {
     // does not serve them, and the metrics listener serves nothing else.
     let public = client.request("GET", "/metrics", &[]).await;
     let body: serde_json::Value = serde_json::from_str(&public.text).expect("a JSON body");
-    assert_eq!((public.status, body), (404, serde_json::json!({ "error": "Not found", "code": "not_found" })));
+    assert_eq!(
+        (public.status, body),
+        (404, serde_json::json!({ "error": "Not found", "code": "not_found" }))
+    );
     let (status, metrics) = client.metrics().await;
     assert!(status == 200 && metrics.contains("relayer_relays_accepted_total "), "{status} {metrics}");
     let elsewhere = kya_tests::http_client()
