@@ -28,6 +28,19 @@ pub(crate) fn sample_agent(id: u64, status: AgentStatus, attested: u64, register
     }
 }
 
+/// A `registerAgent` call with fixed parties and hashes and the operational scope `scope`.
+pub(crate) fn registration_call(scope: &str) -> crate::chain::abi::AgentRegistry::registerAgentCall {
+    crate::chain::abi::AgentRegistry::registerAgentCall {
+        haftungsperson: Address::repeat_byte(1),
+        agentWallet: Address::repeat_byte(2),
+        constitutionHash: B256::repeat_byte(3),
+        capabilityHash: B256::repeat_byte(4),
+        operationalScope: scope.into(),
+        parentAgentId: alloy_primitives::U256::ZERO,
+        selfModifying: false,
+    }
+}
+
 /// Log touches from (block, agent id) pairs.
 pub(crate) fn touches(pairs: &[(u64, u64)]) -> Vec<Touch> {
     pairs.iter().map(|&(block, agent_id)| Touch { block, agent_id }).collect()

@@ -113,16 +113,7 @@ mod tests {
     use super::*;
 
     fn registration(scope: &str) -> Vec<u8> {
-        AgentRegistry::registerAgentCall {
-            haftungsperson: Address::repeat_byte(1),
-            agentWallet: Address::repeat_byte(2),
-            constitutionHash: B256::repeat_byte(3),
-            capabilityHash: B256::repeat_byte(4),
-            operationalScope: scope.into(),
-            parentAgentId: U256::ZERO,
-            selfModifying: false,
-        }
-        .abi_encode()
+        crate::test_support::registration_call(scope).abi_encode()
     }
 
     #[test]

@@ -50,23 +50,13 @@ pub fn forward_gas(data: &[u8]) -> Result<u64, CallDataError> {
 
 #[cfg(test)]
 mod tests {
-    use alloy_primitives::{Address, B256, U256};
+    use alloy_primitives::U256;
     use alloy_sol_types::SolCall;
 
     use super::*;
     use crate::chain::abi::AgentRegistry;
 
-    fn registration(scope: &str) -> AgentRegistry::registerAgentCall {
-        AgentRegistry::registerAgentCall {
-            haftungsperson: Address::repeat_byte(1),
-            agentWallet: Address::repeat_byte(2),
-            constitutionHash: B256::repeat_byte(3),
-            capabilityHash: B256::repeat_byte(4),
-            operationalScope: scope.into(),
-            parentAgentId: U256::ZERO,
-            selfModifying: false,
-        }
-    }
+    use crate::test_support::registration_call as registration;
 
     #[test]
     fn text_and_consents_raise_the_bound() {
