@@ -59,6 +59,22 @@ async fn nonces(t: &TestChain, key: Address) -> (u64, u64) {
     (mined, pending)
 }
 
+/// The relay key's own self-transfer at nonce 0 with the fees `(max, priority)`, sent by the
+/// node's unlocked dev account: a transaction at the relay's nonce that is no relay's. The node
+/// holds it, pending, beside nothing else of the key's.
+async fn outside_transaction_at_nonce_0(t: &TestChain, key: Address, (max, priority): (u128, u128)) -> B256 {
+    let other = TransactionRequest::default()
+        .with_from(key)
+        .with_to(key)
+        .with_nonce(0)
+        .with_gas_limit(21_000)
+        .with_max_fee_per_gas(max)
+        .with_max_priority_fee_per_gas(priority);
+    let other = t.chain.submit(other).await.expect("the node takes it");
+    assert_eq!(nonces(t, key).await, (0, 1));
+    other
+}
+
 async fn head(t: &TestChain) -> u64 {
     t.chain.provider().get_block_number().await.unwrap()
 }
@@ -163,15 +179,7 @@ async fn an_evicted_transaction_is_not_sent_over_another_at_its_nonce(engine: En
     anvil(&t, "evm_setAutomine", json!([false])).await;
     let (id, first) = relay_registration(&t, client, 510).await;
     evict(&t, first).await;
-    let other = TransactionRequest::default()
-        .with_from(key)
-        .with_to(key)
-        .with_nonce(0)
-        .with_gas_limit(21_000)
-        .with_max_fee_per_gas(10_000_000_000)
-        .with_max_priority_fee_per_gas(1_000_000_000);
-    let other = t.chain.submit(other).await.expect("the node takes it");
-    assert_eq!(nonces(&t, key).await, (0, 1));
+    let other = outside_transaction_at_nonce_0(&t, key, (10_000_000_000, 1_000_000_000)).await;
 
     // Past the stuck policy's time and a few of the follower's looks.
     tokio::time::sleep(Duration::from_secs(5)).await;
@@ -215,15 +223,8 @@ async fn the_reconciler_does_not_send_a_relay_over_a_transaction_that_is_no_rela
     let (id, first) = relay_registration(&t, client, 520).await;
     let sent = t.chain.provider().get_transaction_by_hash(first).await.unwrap().expect("with the node");
     evict(&t, first).await;
-    let other = TransactionRequest::default()
-        .with_from(key)
-        .with_to(key)
-        .with_nonce(0)
-        .with_gas_limit(21_000)
-        .with_max_fee_per_gas(sent.max_fee_per_gas())
-        .with_max_priority_fee_per_gas(sent.max_priority_fee_per_gas().expect("an EIP-1559 relay"));
-    let other = t.chain.submit(other).await.expect("the node takes it");
-    assert_eq!(nonces(&t, key).await, (0, 1));
+    let fees = (sent.max_fee_per_gas(), sent.max_priority_fee_per_gas().expect("an EIP-1559 relay"));
+    let other = outside_transaction_at_nonce_0(&t, key, fees).await;
 
     // A few reconciler passes: the relay stays on its one transaction, the other in the node.
     tokio::time::sleep(Duration::from_secs(4)).await;
