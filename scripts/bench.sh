@@ -33,6 +33,11 @@
 #                     100 /kya answers (cargo bench -p kya-tests --bench pass_issuing)
 #   change-stream.md  GET /api/v1/changes/stream with 1, 100 and 1,000 listeners: D1 rows read,
 #                     latency to each listener (cargo bench -p kya-tests --bench stream)
+#   point-answers-<N>.md /kya, a pass and a batch from the index at N agents against the chain 50 ms
+#                     away: RPC requests, wall time, the Worker's CPU by layer and function, and a
+#                     grace period change's runs (cargo bench -p kya-tests --bench point_answers,
+#                     the Worker built with WASM_KEEP_NAMES=1; BENCH_POINT_AGENTS, default 100000:
+#                     about 45 minutes)
 # BENCH_AGENTS=N sets the registry size of the system benchmark (default 1000; 10000 takes a
 # minute more to seed). BENCH_INDEX_AGENTS lists the index benchmark's sizes (default 1000; the
 # committed reports are 1000, 10000 and 100000: about 5, 5 and 33 minutes without Ponder, the
@@ -67,3 +72,5 @@ printf '\n==> The Python package against native and PyJWT\n' >&2
 bash bench/python/run.sh
 printf '\n==> The change feed stream with 1, 100 and 1,000 listeners\n' >&2
 cargo bench -p kya-tests --locked --bench stream
+printf '\n==> Point answers from the index (%s agents)\n' "${BENCH_POINT_AGENTS:-100000}" >&2
+WASM_KEEP_NAMES=1 cargo bench -p kya-tests --locked --bench point_answers
