@@ -13,6 +13,10 @@ pub enum Error {
         status: u16,
         /// The service's own message, or the body when it carried none.
         message: String,
+        /// The stable code the relayer names beside its message (`kya_relayer::Error::code`,
+        /// docs/relayer.md): what a caller branches on. `None` from the read API, whose errors
+        /// are SPEC.md's message alone.
+        code: Option<String>,
     },
     /// A service could not be reached, or its answer could not be read.
     #[error("{service} at {url} could not be reached: {reason}")]

@@ -103,7 +103,8 @@ impl Service {
         let status = response.status().as_u16();
         if !(200..300).contains(&status) {
             let text = response.text().await.unwrap_or_default();
-            return Err(Error::Api { service: self.name, status, message: message_of(&text) });
+            let (message, code) = message_of(&text);
+            return Err(Error::Api { service: self.name, status, message, code });
         }
         Ok(response)
     }
@@ -123,7 +124,8 @@ impl Service {
         let status = response.status().as_u16();
         let text = response.text().await.map_err(|error| unreachable(reason_of(&error)))?;
         if !(200..300).contains(&status) {
-            return Err(Error::Api { service: self.name, status, message: message_of(&text) });
+            let (message, code) = message_of(&text);
+            return Err(Error::Api { service: self.name, status, message, code });
         }
         let body = serde_json::from_str(&text).map_err(|error| Error::Unexpected {
             service: self.name,
@@ -162,12 +164,11 @@ fn closed_before_an_answer(error: &reqwest::Error) -> bool {
         .any(hyper::Error::is_incomplete_message)
 }
 
-/// The `error` field of an error body, else the body itself (shortened).
-fn message_of(text: &str) -> String {
-    serde_json::from_str::<Value>(text)
-        .ok()
-        .and_then(|body| body.get("error").and_then(Value::as_str).map(str::to_owned))
-        .unwrap_or_else(|| excerpt(text))
+/// The `error` field of an error body, else the body itself (shortened); and its `code`, if any.
+fn message_of(text: &str) -> (String, Option<String>) {
+    let body = serde_json::from_str::<Value>(text).ok();
+    let field = |name: &str| body.as_ref().and_then(|body| body.get(name)?.as_str().map(str::to_owned));
+    (field("error").unwrap_or_else(|| excerpt(text)), field("code").filter(|code| !code.is_empty()))
 }
 
 fn excerpt(text: &str) -> String {
@@ -191,10 +192,14 @@ mod tests {
 
     #[test]
     fn error_bodies_give_their_message() {
-        assert_eq!(message_of(r#"{"error":"Agent not found: 9"}"#), "Agent not found: 9");
-        assert_eq!(message_of("plain text"), "plain text");
-        assert_eq!(message_of(""), "an empty body");
-        assert_eq!(message_of(&"x".repeat(300)).chars().count(), 201);
+        assert_eq!(message_of(r#"{"error":"Agent not found: 9"}"#), ("Agent not found: 9".to_owned(), None));
+        assert_eq!(
+            message_of(r#"{"error":"Relay not found","code":"relay_not_found"}"#),
+            ("Relay not found".to_owned(), Some("relay_not_found".to_owned()))
+        );
+        assert_eq!(message_of("plain text"), ("plain text".to_owned(), None));
+        assert_eq!(message_of(""), ("an empty body".to_owned(), None));
+        assert_eq!(message_of(&"x".repeat(300)).0.chars().count(), 201);
     }
 
     #[test]
