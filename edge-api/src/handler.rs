@@ -32,7 +32,6 @@ pub(crate) async fn respond(mut request: Request, env: Env, context: Context) ->
     // A batch counts as one request per 10 wallets. It is counted as one before its body is
     // read, so a client over its limit makes the Worker read nothing of it, and as the rest once
     // its wallets are known (a body that cannot be read counts as the one).
-    let bookmark = request.headers().get(index::point::BOOKMARK).ok().flatten();
     let is_batch = request.path() == passes::batch::PATH && request.inner().method() == "POST";
     let (remaining, outcome) = match rate_limit::admit(&env, &context, &ip, now_ms, 1) {
         Ok(quota) => {
@@ -47,6 +46,7 @@ pub(crate) async fn respond(mut request: Request, env: Env, context: Context) ->
                 };
                 match quota {
                     Ok(quota) => {
+                        let bookmark = request.headers().get(index::point::BOOKMARK).ok().flatten();
                         let bookmark = bookmark.as_deref();
                         (quota.remaining, apart(serve_batch(wallets, &env, &config, (now, bookmark))).await)
                     }
