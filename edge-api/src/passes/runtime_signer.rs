@@ -70,15 +70,19 @@ fn private_jwk(key: &SigningKey) -> Object {
 async fn imported(key: &SigningKey) -> Option<JsValue> {
     // Compared in place: only the key's handle is cloned, on every pass.
     let cached = IMPORTED.with(|imported| {
-        imported.borrow().as_ref().filter(|imported| imported.kid == key.kid()).map(|imported| imported.key.clone())
+        imported
+            .borrow()
+            .as_ref()
+            .filter(|imported| imported.kid == key.kid())
+            .map(|imported| imported.key.clone())
     });
     if let Some(key_in_runtime) = cached {
         return key_in_runtime;
     }
     let usages = Array::of1(&"sign".into());
     let import = async {
-        let promise = ALGORITHM
-            .with(|algorithm| import_key("jwk", &private_jwk(key), algorithm, false, &usages))?;
+        let promise =
+            ALGORITHM.with(|algorithm| import_key("jwk", &private_jwk(key), algorithm, false, &usages))?;
         JsFuture::from(promise).await
     };
     let key_in_runtime = match import.await {
