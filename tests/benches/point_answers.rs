@@ -46,6 +46,8 @@ const TIMED: usize = 40;
 /// Profiled blocks per kind, and requests in each.
 const BLOCKS: usize = 9;
 const PER_BLOCK: usize = 4;
+/// Unmeasured requests of each kind on the Worker restarted for the CPU measures.
+const WARM: usize = 20;
 /// After a profiled block, time for its `wait_until` work to land in its profile.
 const SETTLE: Duration = Duration::from_millis(100);
 /// The RPC endpoint's distance, one way.
@@ -156,24 +158,28 @@ async fn main() {
     }
 
     // Worker CPU, per request: /kya and a pass from the index, a batch (the chain-read path's CPU
-    // is pass-issuing.md's). The indexed Worker restarted on its state with the inspector open
-    // (a fresh isolate: one request of each kind first, unmeasured, as a deployed isolate has
-    // served many), its index run again as the pacer keeps it fresh.
+    // is pass-issuing.md's). The indexed Worker restarted on its state with the inspector open,
+    // its index run again as the pacer keeps it fresh. A fresh isolate runs its wasm and glue
+    // unoptimised until V8 tiers them up: [`WARM`] requests of each kind first, unmeasured, as
+    // a deployed isolate has served many (the CPU measured after one was 2 to 4 times higher).
     kya_tests::edge_fixture::open_inspectors();
     indexed.restart().await;
     let api = indexed.client();
     indexed.run_index().await;
-    let warm_client = fresh_ip();
-    get(&indexed.base, format!("/api/v1/kya/{}", wallets.first().unwrap()), &warm_client).await;
-    get(&indexed.base, format!("/api/v1/kya/{}/pass", wallets.first().unwrap()), &warm_client).await;
-    let warm_batch = http
-        .post(format!("{}/api/v1/kya/batch", indexed.base))
-        .header("cf-connecting-ip", fresh_ip())
-        .json(&json!({ "wallets": batch }))
-        .send()
-        .await
-        .expect("the Worker answers");
-    assert_eq!(warm_batch.status(), 200);
+    let pass_wallet = wallets.first().expect("a wallet").to_owned();
+    for _ in 0..WARM {
+        // A client each: the warm-up does not use the measured clients' quota.
+        get(&indexed.base, format!("/api/v1/kya/{pass_wallet}"), &fresh_ip()).await;
+        get(&indexed.base, format!("/api/v1/kya/{pass_wallet}/pass"), &fresh_ip()).await;
+        let warm_batch = http
+            .post(format!("{}/api/v1/kya/batch", indexed.base))
+            .header("cf-connecting-ip", fresh_ip())
+            .json(&json!({ "wallets": batch }))
+            .send()
+            .await
+            .expect("the Worker answers");
+        assert_eq!(warm_batch.status(), 200);
+    }
     let mut profile_index = Profiler::attach(indexed.inspector_port()).await;
     let mut cpu: [Vec<Duration>; 3] = Default::default();
     // One client each for `/kya` and the pass (36 requests, under the 60 a minute); a batch
@@ -268,7 +274,8 @@ async fn main() {
          chain-read path's is [pass-issuing.md](pass-issuing.md)'s): the isolate's, from V8's sampling \
          profiler, per request, the median of {BLOCKS} blocks of {PER_BLOCK} requests, the kinds \
          interleaved block by block, on the indexed Worker restarted with wrangler's inspector once the \
-         wall time was measured (one request of each kind before, unmeasured), the index run just before \
+         wall time was measured ({WARM} requests of each kind before, unmeasured, for V8 to optimise \
+         the fresh isolate's code), the index run just before \
          (as its pacer keeps it fresh), each kind \
          from one client address (a provider's polling; a batch block's own, as a batch counts 10 against \
          the rate limit), where each timed request came from a new one. Compare \
