@@ -340,7 +340,8 @@ async fn main() {
          - `/kya` from the index: **{} RPC requests** (target 0: {}); Worker CPU **{}** (target at most 1 ms: \
          {}); wall p50 **{}** against the chain-read path's {}: **{ratio:.1}×** faster (target at least 3×: {}).\n\
          - A pass from the index: {} RPC requests, {} of Worker CPU (targets 0 and at most 1 ms: {}).\n\
-         - A batch of 100 from the index: {} RPC requests (target 0: {}).\n         - The floor on this machine: {}. `/kya` from the index is **{:.2}×** it, a pass **{:.2}×**: \
+         - A batch of 100 from the index: {} RPC requests (target 0: {}).\n\
+         - The floor on this machine: {}. `/kya` from the index is **{:.2}×** it, a pass **{:.2}×**: \
          the figures to compare with another machine's report.\n",
         index_rpc + point_rpc[0],
         met(index_rpc + point_rpc[0] == 0),
