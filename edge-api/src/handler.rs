@@ -186,10 +186,9 @@ async fn serve(
                 _ => copy.response(now),
             }
             .and_then(|response| {
-                response.headers().set("x-cache", "MISS")?;
-                if let Some(bookmark) = bookmark {
-                    response.headers().set(index::point::BOOKMARK, &bookmark)?;
-                }
+                let mut pairs = vec![("x-cache", "MISS".to_owned())];
+                pairs.extend(bookmark.map(|bookmark| (index::point::BOOKMARK, bookmark)));
+                http::set_all(response.headers(), &pairs)?;
                 Ok(response)
             });
         }

@@ -2,9 +2,47 @@
 //! (CORS, `X-RateLimit-Remaining` and `X-Content-Type-Options`).
 
 use kya_core::BlockRef;
-use worker::{Headers, Response};
+use wasm_bindgen::{JsValue, prelude::wasm_bindgen};
+use worker::{Headers, Response, ResponseBuilder};
 
 use crate::{Error, Result};
+
+#[wasm_bindgen(inline_js = "export function set_headers(headers, flat) {
+  const parts = flat.split('\\n');
+  for (let i = 0; i + 1 < parts.length; i += 2) headers.set(parts[i], parts[i + 1]);
+}")]
+extern "C" {
+    #[wasm_bindgen(catch, js_name = set_headers)]
+    fn set_headers_in_javascript(headers: &JsValue, flat: &str) -> std::result::Result<(), JsValue>;
+}
+
+/// Sets each header of `pairs` (name, value) on `headers`, in order, with one call into
+/// JavaScript: a response carries ten to fifteen headers, and each `Headers.set` from wasm is a
+/// call across the boundary with its two strings decoded apart (docs/bench/point-answers-*.md:
+/// the glue was a quarter of a point answer's CPU). A name or value with a line break (never a
+/// valid header) is set alone, for the runtime to refuse as it would.
+pub(crate) fn set_all<N: AsRef<str>, V: AsRef<str>>(headers: &Headers, pairs: &[(N, V)]) -> Result<()> {
+    let breaks = |text: &str| text.contains('\n');
+    if pairs.iter().any(|(name, value)| breaks(name.as_ref()) || breaks(value.as_ref())) {
+        for (name, value) in pairs {
+            headers.set(name.as_ref(), value.as_ref())?;
+        }
+        return Ok(());
+    }
+    let mut flat = String::with_capacity(
+        pairs.iter().map(|(name, value)| name.as_ref().len() + value.as_ref().len() + 2).sum(),
+    );
+    for (name, value) in pairs {
+        if !flat.is_empty() {
+            flat.push('\n');
+        }
+        flat.push_str(name.as_ref());
+        flat.push('\n');
+        flat.push_str(value.as_ref());
+    }
+    set_headers_in_javascript(headers.0.as_ref(), &flat).map_err(worker::Error::from)?;
+    Ok(())
+}
 
 /// A successful answer's JSON body and the block it was read at (sent, and cached, as
 /// `X-Block-Number` and `X-Block-Timestamp`, so clients can evaluate it at the chain's time).
@@ -65,15 +103,21 @@ impl Source {
     }
 
     pub(crate) fn set_headers(&self, headers: &Headers) -> Result<()> {
+        let mut pairs = Vec::new();
+        self.push_headers(&mut pairs);
+        set_all(headers, &pairs)
+    }
+
+    /// The headers naming this source, appended to `pairs`.
+    pub(crate) fn push_headers(&self, pairs: &mut Vec<(&'static str, String)>) {
         match self {
             Self::Chain => {}
             Self::Index { lag_blocks, run_at } => {
-                headers.set(INDEX_LAG_BLOCKS, &lag_blocks.to_string())?;
-                headers.set(INDEX_RUN_AT, &run_at.to_string())?;
+                pairs.push((INDEX_LAG_BLOCKS, lag_blocks.to_string()));
+                pairs.push((INDEX_RUN_AT, run_at.to_string()));
             }
-            Self::Fallback(reason) => headers.set(INDEX_FALLBACK, reason)?,
+            Self::Fallback(reason) => pairs.push((INDEX_FALLBACK, reason.clone())),
         }
-        Ok(())
     }
 }
 
@@ -101,20 +145,30 @@ pub(crate) const NOSNIFF: &str = "nosniff";
 
 /// A JSON response with `status` and a `Cache-Control` header.
 pub(crate) fn json(status: u16, body: &str, cache_control: &str) -> Result<Response> {
+    json_with(status, body, vec![("cache-control", cache_control.to_owned())])
+}
+
+/// A JSON body's content type.
+const JSON: &str = "application/json; charset=utf-8";
+
+/// [`json`] with the headers `pairs` (its `Cache-Control` among them) set at once.
+fn json_with(status: u16, body: &str, mut pairs: Vec<(&'static str, String)>) -> Result<Response> {
     let headers = Headers::new();
-    headers.set("content-type", "application/json; charset=utf-8")?;
-    headers.set("cache-control", cache_control)?;
-    Ok(Response::ok(body)?.with_status(status).with_headers(headers))
+    pairs.insert(0, ("content-type", JSON.to_owned()));
+    set_all(&headers, &pairs)?;
+    Ok(ResponseBuilder::new().with_status(status).with_headers(headers).fixed(body.as_bytes().to_vec()))
 }
 
 /// A 200 answer read from the chain: its JSON body, and the pinned block as `X-Block-Number` and
 /// `X-Block-Timestamp` (Unix seconds), so that a client computes compliance at the chain's time.
 pub(crate) fn answer(answer: &Answer, cache_control: &str) -> Result<Response> {
-    let response = json(200, &answer.body, cache_control)?;
-    set_block(response.headers(), answer.block)?;
-    set_grace_period(response.headers(), answer.grace_period)?;
-    answer.source.set_headers(response.headers())?;
-    Ok(response)
+    let mut pairs = vec![("cache-control", cache_control.to_owned())];
+    push_block(&mut pairs, answer.block);
+    if let Some(seconds) = answer.grace_period {
+        pairs.push((GRACE_PERIOD, seconds.to_string()));
+    }
+    answer.source.push_headers(&mut pairs);
+    json_with(200, &answer.body, pairs)
 }
 
 /// `X-Attestation-Grace-Period`: the registry's `attestationGracePeriod()` (seconds) at the
@@ -130,9 +184,15 @@ pub(crate) fn set_grace_period(headers: &Headers, grace_period: Option<u64>) -> 
 }
 
 pub(crate) fn set_block(headers: &Headers, block: BlockRef) -> Result<()> {
-    headers.set("x-block-number", &block.number.to_string())?;
-    headers.set("x-block-timestamp", &block.timestamp.to_string())?;
-    Ok(())
+    let mut pairs = Vec::new();
+    push_block(&mut pairs, block);
+    set_all(headers, &pairs)
+}
+
+/// `X-Block-Number` and `X-Block-Timestamp` of `block`, appended to `pairs`.
+pub(crate) fn push_block(pairs: &mut Vec<(&'static str, String)>, block: BlockRef) {
+    pairs.push(("x-block-number", block.number.to_string()));
+    pairs.push(("x-block-timestamp", block.timestamp.to_string()));
 }
 
 /// `{"error": message}` with the error's status; never cacheable.
@@ -154,8 +214,7 @@ pub(crate) fn error(error: &Error) -> Result<Response> {
 /// 304 for a matching `If-None-Match`, with the validators of the full response.
 pub(crate) fn not_modified(etag: &str, cache_control: &str) -> Result<Response> {
     let headers = Headers::new();
-    headers.set("etag", etag)?;
-    headers.set("cache-control", cache_control)?;
+    set_all(&headers, &[("etag", etag), ("cache-control", cache_control)])?;
     Ok(Response::empty()?.with_status(304).with_headers(headers))
 }
 
@@ -174,11 +233,15 @@ pub(crate) fn preflight(methods: &str) -> Result<Response> {
 /// built by this Worker (cached answers are rebuilt from their tier's copy), so its headers can
 /// be set in place. The explorer's and `/docs`' files get theirs from `edge-api/public/_headers`.
 pub(crate) fn finish(response: Response, remaining: u64) -> Result<Response> {
-    let headers = response.headers();
-    headers.set("x-content-type-options", NOSNIFF)?;
-    headers.set("access-control-allow-origin", "*")?;
-    headers.set("access-control-expose-headers", EXPOSED_HEADERS)?;
-    headers.set("x-ratelimit-remaining", &remaining.to_string())?;
+    set_all(
+        response.headers(),
+        &[
+            ("x-content-type-options", NOSNIFF),
+            ("access-control-allow-origin", "*"),
+            ("access-control-expose-headers", EXPOSED_HEADERS),
+            ("x-ratelimit-remaining", &remaining.to_string()),
+        ],
+    )?;
     Ok(response)
 }
 

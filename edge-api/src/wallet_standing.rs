@@ -53,12 +53,12 @@ pub(crate) async fn read(
 ) -> Result<WalletStanding> {
     let headers = Headers::new();
     let (point, bookmark) = point::wallets_from_index(env, &config.index, &[wallet], now, bookmark).await?;
-    if let Some(bookmark) = bookmark {
-        headers.set(point::BOOKMARK, &bookmark)?;
-    }
+    let mut pairs: Vec<(&str, String)> =
+        bookmark.map(|bookmark| (point::BOOKMARK, bookmark)).into_iter().collect();
     match point {
         Point::Answer(at, source, mut agents) => {
-            source.set_headers(&headers)?;
+            source.push_headers(&mut pairs);
+            http::set_all(&headers, &pairs)?;
             Ok(WalletStanding {
                 block: at.block,
                 hash: Some(at.hash),
@@ -68,7 +68,8 @@ pub(crate) async fn read(
             })
         }
         Point::Fallback(reason) => {
-            headers.set(http::INDEX_FALLBACK, &reason)?;
+            pairs.push((http::INDEX_FALLBACK, reason));
+            http::set_all(&headers, &pairs)?;
             let registry = config.registry()?;
             let read = |rpc| async move { reads::kya(&rpc, registry, wallet).await };
             let (block, hash, (grace_period, agent)) = if with_hash {

@@ -65,8 +65,10 @@ impl CachedAnswer {
     /// `X-Expires-At` and the block headers.
     pub(crate) fn response(&self, now: u64) -> Result<Response> {
         let response = http::answer(&self.answer, &cache_control(self.expires_at.saturating_sub(now)))?;
-        response.headers().set("etag", &self.etag)?;
-        response.headers().set(EXPIRES_AT, &self.expires_at.to_string())?;
+        http::set_all(
+            response.headers(),
+            &[("etag", self.etag.clone()), (EXPIRES_AT, self.expires_at.to_string())],
+        )?;
         Ok(response)
     }
 }

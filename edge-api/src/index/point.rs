@@ -20,7 +20,7 @@ use serde::Deserialize;
 
 use super::{
     State,
-    store::{StateRead, decode_indexed},
+    store::{STATE_KEY, decode_indexed, state_of},
 };
 use crate::{Error, Result, config::IndexConfig, d1::Store, http::Source};
 
@@ -42,8 +42,11 @@ pub(crate) enum Point<T> {
 }
 
 /// A row of a point read: the agent as indexed, and its scope (`None`: not kept, or too long).
+/// The read's one statement gives the state's row too: `part` 0, its JSON in `indexed`
+/// ([`read`]); an agent's is `part` 1.
 #[derive(Deserialize)]
 struct AgentRow {
+    part: u8,
     indexed: String,
     scope: Option<String>,
     #[serde(default)]
@@ -60,7 +63,7 @@ impl AgentRow {
     }
 }
 
-/// Columns of a point read: the row and its scope.
+/// Columns of a point read: the row and its scope (and `children`, each query its own).
 const AGENT_COLUMNS: &str = "agents.indexed AS indexed, agent_scopes.scope AS scope";
 /// Where an agent's scope is found; a row without one has `scope` NULL.
 const SCOPE_JOIN: &str = "LEFT JOIN agent_scopes ON agent_scopes.id = agents.id";
@@ -98,7 +101,7 @@ pub(crate) async fn agents_of_wallets(
 ) -> Result<Point<Vec<Option<Agent>>>> {
     let lowercase: Vec<String> = wallets.iter().map(|wallet| format!("{wallet:#x}")).collect();
     let query = format!(
-        "SELECT {AGENT_COLUMNS} FROM agents {SCOPE_JOIN} \
+        "SELECT {AGENT_COLUMNS}, NULL AS children FROM agents {SCOPE_JOIN} \
          WHERE agents.wallet IN (SELECT value FROM json_each(?1)) AND agents.status != 3"
     );
     let json = serde_json::to_string(&lowercase).map_err(|error| Error::Runtime(error.into()))?;
@@ -246,17 +249,30 @@ async fn read_fresh(
     Ok(fresh(&state, settings, now).map(|(at, source)| FreshRead { at, source, state, rows }))
 }
 
-/// The state row and the rows `query` selects, in one D1 batch; `Err` with the fallback's reason
-/// when the index cannot be read.
+/// The state row and the rows `query` selects (its columns `indexed`, `scope` and `children`),
+/// in one statement: one `SELECT` reads one snapshot, so the rows are those of the state's
+/// block, as a batch of the two (a transaction) gave them, for one statement's work in D1's
+/// binding and the glue instead of two and a batch's. `Err` with the fallback's reason when the
+/// index cannot be read.
 async fn read(
     store: &Store,
     query: String,
-    params: Vec<crate::d1::Param>,
+    mut params: Vec<crate::d1::Param>,
 ) -> Result<std::result::Result<(State, Vec<AgentRow>), String>> {
-    let statement = store.statement(&query, params)?;
-    match store.state_with(false, Some(statement)).await {
-        Ok(StateRead { state, rows: Some(rows), .. }) => Ok(Ok((state, rows.results()?))),
-        Ok(_) => Err(Error::BadConfig("D1's batch returned too few results".into())),
+    let key = params.len() + 1;
+    params.push(STATE_KEY.into());
+    let sql = format!(
+        "SELECT 0 AS part, value AS indexed, NULL AS scope, NULL AS children FROM state WHERE key = ?{key} \
+         UNION ALL SELECT 1, indexed, scope, children FROM ({query})"
+    );
+    let statement = store.statement(&sql, params)?;
+    match store.all::<AgentRow>(statement).await {
+        Ok(rows) => {
+            let (state, rows): (Vec<AgentRow>, Vec<AgentRow>) =
+                rows.into_iter().partition(|row| row.part == 0);
+            let state = state_of(state.first().map(|row| row.indexed.as_str()))?;
+            Ok(Ok((state, rows)))
+        }
         Err(error) => {
             // The error goes to the log only: a header carries one short line.
             worker::console_warn!("reading the index for a point answer failed: {error}");

@@ -534,9 +534,14 @@ pub(in crate::index) fn decode_indexed(indexed: &str) -> Result<IndexedAgent> {
 }
 
 fn decode_state(rows: Vec<StateRow>) -> Result<State> {
-    match rows.into_iter().next() {
+    state_of(rows.first().map(|row| row.value.as_str()))
+}
+
+/// The state stored as `value`; the default without a state row (before the first run).
+pub(super) fn state_of(value: Option<&str>) -> Result<State> {
+    match value {
         None => Ok(State::default()),
-        Some(row) => serde_json::from_str(&row.value)
+        Some(value) => serde_json::from_str(value)
             .map_err(|error| Error::BadConfig(format!("the index's state does not decode: {error}"))),
     }
 }

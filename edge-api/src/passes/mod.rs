@@ -16,7 +16,7 @@ use kya_core::{
     pass::{self, PassBlock, PassClaims, SigningKeys, claims::Issue},
 };
 use wasm_bindgen::prelude::*;
-use worker::{Env, Response};
+use worker::{Env, Response, ResponseBuilder};
 
 use crate::{
     Error, Result,
@@ -152,12 +152,13 @@ pub(crate) async fn answer_pass(
     let hash = hash.ok_or_else(|| {
         Error::Runtime(worker::Error::RustError("a standing read with its hash named none".into()))
     })?;
-    headers.set("content-type", pass::MEDIA_TYPE)?;
-    headers.set("cache-control", "no-store")?;
     let jws = issuer.sign(wallet, (block, hash), grace_period, agent.as_ref(), now).await?;
-    http::set_block(&headers, block)?;
-    http::set_grace_period(&headers, Some(grace_period))?;
-    Ok(Response::ok(jws)?.with_headers(headers))
+    let mut pairs =
+        vec![("content-type", pass::MEDIA_TYPE.to_owned()), ("cache-control", "no-store".to_owned())];
+    http::push_block(&mut pairs, block);
+    pairs.push((http::GRACE_PERIOD, grace_period.to_string()));
+    http::set_all(&headers, &pairs)?;
+    Ok(ResponseBuilder::new().with_headers(headers).fixed(jws.into_bytes()))
 }
 
 /// `GET /.well-known/jwks.json`: the public keys, the signing key first.
