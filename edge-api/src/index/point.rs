@@ -2,8 +2,8 @@
 //! `/agent/:id` and `/agent/:id/lineage` read D1 beside the Worker instead of the chain's RPC endpoint, with no RPC at
 //! all, while the index is fresh: filled, its block still the chain's, its last run at most
 //! `INDEX_POINT_MAX_LAG_BLOCKS` behind the head it saw, and its state written within
-//! `INDEX_POINT_MAX_AGE_SECS`. Each is one D1 batch (one transaction): the state row and the rows
-//! the answer shows, so the rows are those of the state's block, and the answer names that block
+//! `INDEX_POINT_MAX_AGE_SECS`. Each is one D1 statement (one `SELECT`, one snapshot): the state
+//! row and the rows the answer shows, so the rows are those of the state's block, and the answer names that block
 //! and judges standing by its time and the registry's grace period there.
 //!
 //! Otherwise ([`Point::Fallback`]) the answer reads the chain as before, and says why
