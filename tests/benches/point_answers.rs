@@ -162,7 +162,7 @@ async fn main() {
     // is pass-issuing.md's). The indexed Worker restarted on its state with the inspector open,
     // its index run again as the pacer keeps it fresh. A fresh isolate runs its wasm and glue
     // unoptimised until V8 tiers them up: [`WARM`] requests of each kind first, unmeasured, as
-    // a deployed isolate has served many (the CPU measured after one was 2 to 4 times higher).
+    // a deployed isolate has served many.
     kya_tests::edge_fixture::open_inspectors();
     indexed.restart().await;
     let api = indexed.client();
@@ -405,8 +405,9 @@ async fn main() {
         let _ = writeln!(
             text,
             "## The grace period changed\n\n\
-             Not run at this size (`BENCH_POINT_FLIPS=1` runs it): under V8's profiler the first run after \
-             the change at 100,000 agents committed nothing in 10 minutes here, and the issue's target is \
+             Not run at this size (`BENCH_POINT_FLIPS=1` runs it): with the inspector open from the Worker's \
+             start, the first run after the change at 100,000 agents committed nothing in 10 minutes here \
+             (not tried since the inspector opens after the fill), and the issue's target is \
              a change flipping 10,000 agents, measured at 15,000 agents (10,000 and more of them \
              compliant) in [point-answers-15000.md](point-answers-15000.md)."
         );
