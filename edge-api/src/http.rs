@@ -102,12 +102,6 @@ impl Source {
         }
     }
 
-    pub(crate) fn set_headers(&self, headers: &Headers) -> Result<()> {
-        let mut pairs = Vec::new();
-        self.push_headers(&mut pairs);
-        set_all(headers, &pairs)
-    }
-
     /// The headers naming this source, appended to `pairs`.
     pub(crate) fn push_headers(&self, pairs: &mut Vec<(&'static str, String)>) {
         match self {
@@ -152,7 +146,7 @@ pub(crate) fn json(status: u16, body: &str, cache_control: &str) -> Result<Respo
 const JSON: &str = "application/json; charset=utf-8";
 
 /// [`json`] with the headers `pairs` (its `Cache-Control` among them) set at once.
-fn json_with(status: u16, body: &str, mut pairs: Vec<(&'static str, String)>) -> Result<Response> {
+pub(crate) fn json_with(status: u16, body: &str, mut pairs: Vec<(&'static str, String)>) -> Result<Response> {
     let headers = Headers::new();
     pairs.insert(0, ("content-type", JSON.to_owned()));
     set_all(&headers, &pairs)?;
@@ -163,10 +157,7 @@ fn json_with(status: u16, body: &str, mut pairs: Vec<(&'static str, String)>) ->
 /// `X-Block-Timestamp` (Unix seconds), so that a client computes compliance at the chain's time.
 pub(crate) fn answer(answer: &Answer, cache_control: &str) -> Result<Response> {
     let mut pairs = vec![("cache-control", cache_control.to_owned())];
-    push_block(&mut pairs, answer.block);
-    if let Some(seconds) = answer.grace_period {
-        pairs.push((GRACE_PERIOD, seconds.to_string()));
-    }
+    push_block(&mut pairs, answer.block, answer.grace_period);
     answer.source.push_headers(&mut pairs);
     json_with(200, &answer.body, pairs)
 }
@@ -176,23 +167,18 @@ pub(crate) fn answer(answer: &Answer, cache_control: &str) -> Result<Response> {
 /// holds the same way (the browser package's `evaluateCompliance`).
 pub(crate) const GRACE_PERIOD: &str = "x-attestation-grace-period";
 
-pub(crate) fn set_grace_period(headers: &Headers, grace_period: Option<u64>) -> Result<()> {
-    if let Some(seconds) = grace_period {
-        headers.set(GRACE_PERIOD, &seconds.to_string())?;
-    }
-    Ok(())
-}
-
-pub(crate) fn set_block(headers: &Headers, block: BlockRef) -> Result<()> {
-    let mut pairs = Vec::new();
-    push_block(&mut pairs, block);
-    set_all(headers, &pairs)
-}
-
-/// `X-Block-Number` and `X-Block-Timestamp` of `block`, appended to `pairs`.
-pub(crate) fn push_block(pairs: &mut Vec<(&'static str, String)>, block: BlockRef) {
+/// `X-Block-Number` and `X-Block-Timestamp` of `block`, and for an answer that states
+/// compliance the `X-Attestation-Grace-Period` that judged it there, appended to `pairs`.
+pub(crate) fn push_block(
+    pairs: &mut Vec<(&'static str, String)>,
+    block: BlockRef,
+    grace_period: Option<u64>,
+) {
     pairs.push(("x-block-number", block.number.to_string()));
     pairs.push(("x-block-timestamp", block.timestamp.to_string()));
+    if let Some(seconds) = grace_period {
+        pairs.push((GRACE_PERIOD, seconds.to_string()));
+    }
 }
 
 /// `{"error": message}` with the error's status; never cacheable.

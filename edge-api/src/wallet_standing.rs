@@ -7,12 +7,11 @@
 
 use alloy_primitives::{Address, B256};
 use kya_core::{Agent, BlockRef};
-use worker::{Env, Headers};
+use worker::Env;
 
 use crate::{
     Result,
     config::Config,
-    http,
     index::point::{self, Point},
     reads,
     rpc::Rpc,
@@ -28,8 +27,9 @@ pub(crate) struct WalletStanding {
     /// The agent whose record names the wallet, as `getAgentByWallet` gives it.
     pub(crate) agent: Option<Agent>,
     /// `X-Index-Lag-Blocks` and `X-Index-Run-At`, or `X-Index-Fallback`; and the D1 session's
-    /// bookmark, for the client to send back.
-    pub(crate) headers: Headers,
+    /// bookmark, for the client to send back ([`point::answer_headers`]): set by the answer with
+    /// its own, in one call.
+    pub(crate) headers: Vec<(&'static str, String)>,
 }
 
 /// What to read, for whom, and how.
@@ -51,25 +51,17 @@ pub(crate) async fn read(
     rpc: &Rpc<'_>,
     StandingRead { wallet, now, bookmark, with_hash }: StandingRead<'_>,
 ) -> Result<WalletStanding> {
-    let headers = Headers::new();
     let (point, bookmark) = point::wallets_from_index(env, &config.index, &[wallet], now, bookmark).await?;
-    let mut pairs: Vec<(&str, String)> =
-        bookmark.map(|bookmark| (point::BOOKMARK, bookmark)).into_iter().collect();
+    let headers = point::answer_headers(bookmark, &point);
     match point {
-        Point::Answer(at, source, mut agents) => {
-            source.push_headers(&mut pairs);
-            http::set_all(&headers, &pairs)?;
-            Ok(WalletStanding {
-                block: at.block,
-                hash: Some(at.hash),
-                grace_period: at.clock.grace_period,
-                agent: agents.pop().flatten(),
-                headers,
-            })
-        }
-        Point::Fallback(reason) => {
-            pairs.push((http::INDEX_FALLBACK, reason));
-            http::set_all(&headers, &pairs)?;
+        Point::Answer(at, _, mut agents) => Ok(WalletStanding {
+            block: at.block,
+            hash: Some(at.hash),
+            grace_period: at.clock.grace_period,
+            agent: agents.pop().flatten(),
+            headers,
+        }),
+        Point::Fallback(_) => {
             let registry = config.registry()?;
             let read = |rpc| async move { reads::kya(&rpc, registry, wallet).await };
             let (block, hash, (grace_period, agent)) = if with_hash {

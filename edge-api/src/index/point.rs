@@ -86,6 +86,19 @@ pub(crate) async fn wallets_from_index(
     }
 }
 
+/// The headers of an answer read through [`wallets_from_index`]: the D1 session's `bookmark`
+/// (for the client to send back), and where the answer came from (the index's lag and last run,
+/// or why it read the chain: `X-Index-Fallback`).
+pub(crate) fn answer_headers<T>(bookmark: Option<String>, point: &Point<T>) -> Vec<(&'static str, String)> {
+    let mut pairs: Vec<(&'static str, String)> =
+        bookmark.map(|bookmark| (BOOKMARK, bookmark)).into_iter().collect();
+    match point {
+        Point::Answer(_, source, _) => source.push_headers(&mut pairs),
+        Point::Fallback(reason) => pairs.push((crate::http::INDEX_FALLBACK, reason.clone())),
+    }
+    pairs
+}
+
 /// The response header carrying a D1 session's bookmark, and the request header a client sends
 /// it back in: its next answer is read from a replica at least as new.
 pub(crate) const BOOKMARK: &str = "x-d1-bookmark";

@@ -310,13 +310,15 @@ fn compliance(
     });
     let body = wasm_streams::ReadableStream::from_stream(head.chain(items)).into_raw();
     let response = Response::from_body(ResponseBody::Stream(body))?;
+    let mut pairs = vec![
+        ("content-type", "application/json; charset=utf-8".to_owned()),
+        ("cache-control", crate::cache::cache_control(ttl)),
+        (crate::cache::EXPIRES_AT, expires_at.to_string()),
+    ];
+    http::push_block(&mut pairs, block, Some(clock.grace_period));
+    source.push_headers(&mut pairs);
     let headers = Headers::new();
-    headers.set("content-type", "application/json; charset=utf-8")?;
-    headers.set("cache-control", &crate::cache::cache_control(ttl))?;
-    headers.set(crate::cache::EXPIRES_AT, &expires_at.to_string())?;
-    http::set_block(&headers, block)?;
-    http::set_grace_period(&headers, Some(clock.grace_period))?;
-    source.set_headers(&headers)?;
+    http::set_all(&headers, &pairs)?;
     Ok(response.with_headers(headers))
 }
 

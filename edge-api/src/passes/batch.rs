@@ -73,18 +73,11 @@ pub(crate) async fn answer(
     wallets: &[Address],
     (now, bookmark): (u64, Option<&str>),
 ) -> Result<Response> {
-    let headers = worker::Headers::new();
     let (point, bookmark) = point::wallets_from_index(env, &config.index, wallets, now, bookmark).await?;
-    if let Some(bookmark) = bookmark {
-        headers.set(point::BOOKMARK, &bookmark)?;
-    }
+    let standing_headers = point::answer_headers(bookmark, &point);
     let (block, grace_period, agents) = match point {
-        Point::Answer(at, source, agents) => {
-            source.set_headers(&headers)?;
-            (at.block, at.clock.grace_period, agents)
-        }
-        Point::Fallback(reason) => {
-            headers.set(http::INDEX_FALLBACK, &reason)?;
+        Point::Answer(at, _, agents) => (at.block, at.clock.grace_period, agents),
+        Point::Fallback(_) => {
             let (block, (grace_period, agents)) = reads::kya_many(rpc, config.registry()?, wallets).await?;
             (block, grace_period, agents)
         }
@@ -97,13 +90,10 @@ pub(crate) async fn answer(
         .collect();
     let body =
         serde_json::to_string(&KyaBatch { block, results }).map_err(|error| Error::Runtime(error.into()))?;
-    let response = http::json(200, &body, "no-store")?;
-    for (name, value) in headers.entries() {
-        response.headers().set(&name, &value)?;
-    }
-    http::set_block(response.headers(), block)?;
-    http::set_grace_period(response.headers(), Some(grace_period))?;
-    Ok(response)
+    let mut pairs = vec![("cache-control", "no-store".to_owned())];
+    http::push_block(&mut pairs, block, Some(grace_period));
+    pairs.extend(standing_headers);
+    http::json_with(200, &body, pairs)
 }
 
 #[cfg(test)]

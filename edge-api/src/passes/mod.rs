@@ -16,7 +16,7 @@ use kya_core::{
     pass::{self, PassBlock, PassClaims, SigningKeys, claims::Issue},
 };
 use wasm_bindgen::prelude::*;
-use worker::{Env, Response, ResponseBuilder};
+use worker::{Env, Headers, Response, ResponseBuilder};
 
 use crate::{
     Error, Result,
@@ -155,8 +155,9 @@ pub(crate) async fn answer_pass(
     let jws = issuer.sign(wallet, (block, hash), grace_period, agent.as_ref(), now).await?;
     let mut pairs =
         vec![("content-type", pass::MEDIA_TYPE.to_owned()), ("cache-control", "no-store".to_owned())];
-    http::push_block(&mut pairs, block);
-    pairs.push((http::GRACE_PERIOD, grace_period.to_string()));
+    http::push_block(&mut pairs, block, Some(grace_period));
+    pairs.extend(headers);
+    let headers = Headers::new();
     http::set_all(&headers, &pairs)?;
     Ok(ResponseBuilder::new().with_headers(headers).fixed(jws.into_bytes()))
 }

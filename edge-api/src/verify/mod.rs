@@ -19,7 +19,7 @@ use kya_core::{
     },
 };
 use serde::Serialize;
-use worker::{Env, Headers, Request, Response};
+use worker::{Env, Request, Response};
 
 use crate::{
     Error, Result,
@@ -120,11 +120,7 @@ pub(crate) async fn answer(
         }
         _ => None,
     };
-    let response = accepted(&verified, (block, grace_period), &kya, pass.as_deref())?;
-    for (name, value) in headers.iter().flat_map(Headers::entries) {
-        response.headers().set(&name, &value)?;
-    }
-    Ok(response)
+    accepted(&verified, (block, grace_period), &kya, pass.as_deref(), headers.unwrap_or_default())
 }
 
 /// `read`, with the hash of the block it read when a pass is to be signed (then the read is of
@@ -177,6 +173,7 @@ fn accepted(
     (block, grace_period): (BlockRef, u64),
     kya: &KyaResult,
     pass: Option<&str>,
+    standing_headers: Vec<(&'static str, String)>,
 ) -> Result<Response> {
     #[derive(Serialize)]
     struct Accepted<'a> {
@@ -189,10 +186,10 @@ fn accepted(
     }
     let body = serde_json::to_string(&Accepted { verified: true, signature: &verified.facts, kya, pass })
         .map_err(|error| Error::Runtime(error.into()))?;
-    let response = http::json(200, &body, "no-store")?;
-    http::set_block(response.headers(), block)?;
-    http::set_grace_period(response.headers(), Some(grace_period))?;
-    Ok(response)
+    let mut pairs = vec![("cache-control", "no-store".to_owned())];
+    http::push_block(&mut pairs, block, Some(grace_period));
+    pairs.extend(standing_headers);
+    http::json_with(200, &body, pairs)
 }
 
 /// `{"verified": false, "reason", "message"}`: a signature that does not hold is an answer, not
