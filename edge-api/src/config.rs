@@ -114,6 +114,9 @@ pub(crate) struct Config {
     /// A short hash of the registry and the RPC endpoint, part of every cache key, so a changed
     /// configuration never serves what the old one answered.
     pub(crate) cache_tag: String,
+    /// Whether each write of a rate-limit counter to KV logs a line (`RATE_LIMIT_LOG_WRITES`,
+    /// `on`): one a second for each client that sends requests, so off unless asked for.
+    pub(crate) rate_limit_log_writes: bool,
 }
 
 /// The registry index's settings (`INDEX_*`).
@@ -228,6 +231,7 @@ impl Config {
         let tag = keccak256(format!("{} {rpc_url}", registry.to_lowercase()));
         Self {
             cache_tag: alloy_primitives::hex::encode(&tag[..12]),
+            rate_limit_log_writes: var("RATE_LIMIT_LOG_WRITES").is_some_and(|value| value == "on"),
             rpc_url,
             registry,
             batch_size: var("RPC_BATCH_SIZE")

@@ -5,21 +5,21 @@
 
 use std::cell::Cell;
 
-use worker::{Context, Date, Env, Method, Request, Response};
+use worker::{Context, Date, Env, Response};
 
 use crate::{
     Error, Result, answers, answers::Reply, apart, cache, cached, config::Config, deps::Deps, health, http,
-    index, openapi, passes, rate_limit, routes, routes::Endpoint, rpc, rpc::Rpc, verify,
+    incoming::Incoming, index, openapi, passes, rate_limit, routes, routes::Endpoint, rpc, rpc::Rpc, verify,
 };
 
-pub(crate) async fn respond(mut request: Request, env: Env, context: Context) -> Result<Response> {
-    let ip = rate_limit::client_ip(request.headers());
+pub(crate) async fn respond(request: Incoming, env: Env, context: Context) -> Result<Response> {
+    let ip = rate_limit::client_ip(&request.headers);
     let now_ms = Date::now().as_millis();
     let now = now_ms / 1000;
-    if request.method() == Method::Options {
+    let (method, path) = (request.method.as_str(), request.target().path.to_owned());
+    if method == "OPTIONS" {
         // Preflights are the browser's, not the caller's: they show the quota but do not use it.
         // A path the API does not serve has no CORS policy to tell: its 404, like any method's.
-        let path = request.path();
         let response = if path == verify::PATH || path == passes::batch::PATH {
             http::preflight(http::POST_METHODS)?
         } else if routes::serves(&path) {
@@ -32,28 +32,31 @@ pub(crate) async fn respond(mut request: Request, env: Env, context: Context) ->
     // A batch counts as one request per 10 wallets. It is counted as one before its body is
     // read, so a client over its limit makes the Worker read nothing of it, and as the rest once
     // its wallets are known (a body that cannot be read counts as the one).
-    let is_batch = request.path() == passes::batch::PATH && request.inner().method() == "POST";
-    let (remaining, outcome) = match rate_limit::admit(&env, &context, &ip, now_ms, 1) {
+    let is_batch = path == passes::batch::PATH && method == "POST";
+    let log_line = format!("{method} {path}");
+    // The settings, read once per isolate for whichever answer this is.
+    let config = Config::from_env(&env);
+    let counters =
+        rate_limit::Counters { env: &env, context: &context, log_writes: config.rate_limit_log_writes };
+    let (remaining, outcome) = match rate_limit::admit(&counters, &ip, now_ms, 1) {
         Ok(quota) => {
-            // The settings, read once for whichever answer this is.
-            let config = Config::from_env(&env);
             if is_batch {
-                let wallets = passes::batch::read(&mut request).await;
+                let bookmark = request.header(index::point::BOOKMARK);
+                let wallets = passes::batch::read(&mut request.into_request()).await;
                 let rest = wallets.as_ref().map_or(0, |wallets| passes::batch::weight(wallets.len()) - 1);
                 let quota = match rest {
                     0 => Ok(quota),
-                    rest => rate_limit::admit(&env, &context, &ip, now_ms, rest),
+                    rest => rate_limit::admit(&counters, &ip, now_ms, rest),
                 };
                 match quota {
                     Ok(quota) => {
-                        let bookmark = request.headers().get(index::point::BOOKMARK).ok().flatten();
                         let bookmark = bookmark.as_deref();
                         (quota.remaining, apart(serve_batch(wallets, &env, &config, (now, bookmark))).await)
                     }
                     Err(limited) => (0, Err(limited)),
                 }
             } else {
-                (quota.remaining, serve(&mut request, &env, &config, &context, now).await)
+                (quota.remaining, serve(request, &env, &config, &context, now).await)
             }
         }
         Err(limited) => (0, Err(limited)),
@@ -62,7 +65,7 @@ pub(crate) async fn respond(mut request: Request, env: Env, context: Context) ->
         Ok(response) => response,
         Err(error) => {
             if error.status() >= 500 {
-                worker::console_error!("{} {}: {error}", request.method(), request.path());
+                worker::console_error!("{log_line}: {error}");
             }
             http::error(&error)?
         }
@@ -92,27 +95,26 @@ fn chain_rpc<'a>(config: &'a Config, budget: &'a Cell<u32>) -> Result<Rpc<'a>> {
 /// Everything after the rate limit, at wall-clock time `now` (Unix seconds); errors become
 /// `{"error": ...}` in [`respond`].
 async fn serve(
-    request: &mut Request,
+    request: Incoming,
     env: &Env,
     config: &Config,
     context: &Context,
     now: u64,
 ) -> Result<Response> {
-    // By name: workers-rs reads a method it has no variant for (QUERY, PROPFIND, ...) as GET.
-    let method = request.inner().method();
-    let url = request.url()?;
+    let method = request.method.clone();
+    let url = request.target();
     for path in [verify::PATH, passes::batch::PATH] {
-        if url.path() == path && method != "POST" {
+        if url.path == path && method != "POST" {
             return Err(Error::PostOnly { method, path });
         }
     }
-    if url.path() == verify::PATH {
+    if url.path == verify::PATH {
         let budget = Cell::new(rpc::SUBREQUEST_BUDGET);
         let rpc = chain_rpc(config, &budget)?;
-        let origin = url.origin().ascii_serialization();
+        let origin = url.origin;
         let registry = config.registry()?;
         let issuer = passes::Issuer::of(env, config, &origin, registry)?;
-        let bookmark = request.headers().get(index::point::BOOKMARK)?;
+        let bookmark = request.header(index::point::BOOKMARK);
         let context = verify::Context {
             rpc: &rpc,
             config,
@@ -121,13 +123,13 @@ async fn serve(
             policy: &config.verify,
             issuer: issuer.as_ref(),
         };
-        return apart(verify::answer(request, env, &context, now)).await;
+        return apart(verify::answer(&mut request.into_request(), env, &context, now)).await;
     }
     if method != "GET" && method != "HEAD" {
         return Err(Error::MethodNotAllowed(method));
     }
-    let query: Vec<(String, String)> = url.query_pairs().into_owned().collect();
-    let endpoint = routes::resolve(url.path(), &query)?;
+    let query = url.query_pairs();
+    let endpoint = routes::resolve(url.path, &query)?;
     let budget = Cell::new(rpc::SUBREQUEST_BUDGET);
     let rpc = Rpc {
         url: &config.rpc_url,
@@ -142,19 +144,19 @@ async fn serve(
         Endpoint::Jwks => return passes::answer_jwks(env),
         Endpoint::KyaPass(wallet) => {
             let rpc = chain_rpc(config, &budget)?;
-            let origin = url.origin().ascii_serialization();
-            let bookmark = request.headers().get(index::point::BOOKMARK)?;
+            let origin = url.origin;
+            let bookmark = request.header(index::point::BOOKMARK);
             let read = passes::PassRead { wallet: *wallet, now, bookmark: bookmark.as_deref() };
             return apart(passes::answer_pass(env, config, &rpc, &origin, read)).await;
         }
         Endpoint::Changes(query) => return apart(index::changes::answer(env, query)).await,
         Endpoint::ChangesStream(query) => {
             let head = method == "HEAD";
-            return apart(index::stream::answer(env, request.headers(), query.clone(), head)).await;
+            return apart(index::stream::answer(env, &request.headers, query.clone(), head)).await;
         }
         _ => {}
     }
-    let origin = url.origin().ascii_serialization();
+    let origin = url.origin;
     // The chain's addresses are parsed only when the chain is read: a hit needs neither.
     let deps = || -> Result<Deps<'_>> {
         Ok(Deps {
@@ -173,13 +175,13 @@ async fn serve(
     // `/kya/:wallet`, `/agent/:id` and its lineage from the index beside the Worker, uncached: every request
     // reads it, so a change a run applied is never hidden behind a copy. Else from the chain,
     // with SPEC.md's TTLs, saying why.
-    let bookmark = request.headers().get(index::point::BOOKMARK)?;
+    let bookmark = request.header(index::point::BOOKMARK);
     let fallback = match apart(answers::from_index(&endpoint, env, config, now, bookmark.as_deref())).await? {
         Some(Ok((answer, bookmark))) => {
             // Fresh now, with its validator: a client asks again each time, and a 304 when the
             // index still says the same.
             let copy = cache::CachedAnswer { etag: cache::etag(&answer.body), expires_at: now, answer };
-            return match request.headers().get("if-none-match")? {
+            return match request.header("if-none-match") {
                 Some(candidates) if http::etag_matches(&candidates, &copy.etag) => {
                     http::not_modified(&copy.etag, &cache::cache_control(0))
                 }
@@ -212,7 +214,7 @@ async fn serve(
         // data centre (`cached`), when they are cached at all.
         let lease = (endpoint.registry_wide() && index_ttl > 0)
             .then(|| {
-                let colo = request.cf().map_or_else(|| "local".to_owned(), |cf| cf.colo());
+                let colo = request.colo().unwrap_or_else(|| "local".to_owned());
                 cache::refresh::Lease::of(env, &colo, &key)
             })
             .flatten();
@@ -227,7 +229,7 @@ async fn serve(
             index_ttl,
             now,
             memory_budget: config.memory_cache_bytes,
-            if_none_match: request.headers().get("if-none-match")?,
+            if_none_match: request.header("if-none-match"),
             context,
             lease,
         };

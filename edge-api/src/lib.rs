@@ -11,6 +11,7 @@ mod error;
 mod handler;
 mod health;
 mod http;
+mod incoming;
 mod index;
 mod openapi;
 mod passes;
@@ -40,16 +41,19 @@ pub use config::{
 pub use error::{Error, Result};
 
 use worker::{
-    Context, Env, Headers, MessageBatch, Request, Response, ScheduleContext, ScheduledEvent, event,
+    Context, Env, Headers, MessageBatch, Response, ScheduleContext, ScheduledEvent, event,
+    worker_sys::web_sys,
 };
 
 pub(crate) use apart::apart;
 
+/// The runtime's request as it comes (not workers-rs's `Request`, whose conversion reads what
+/// most answers never use: `incoming.rs`).
 #[event(fetch)]
-async fn fetch(request: Request, env: Env, context: Context) -> worker::Result<Response> {
+async fn fetch(request: web_sys::Request, env: Env, context: Context) -> worker::Result<Response> {
     // Only building a response can fail here (header plumbing). The fallback is still the API's
     // shape: a JSON error a browser may read.
-    match handler::respond(request, env, context).await {
+    match handler::respond(incoming::Incoming::new(request), env, context).await {
         Ok(response) => Ok(response),
         Err(error) => {
             worker::console_error!("building a response failed: {error}");

@@ -6,7 +6,10 @@
 //! served the other 60 (all of `wrangler dev`). KV (binding `RATE_LIMIT`) carries counts between
 //! isolates and locations, off the response path (`Context::wait_until`, a second after the
 //! request) and within KV's limits: an isolate writes a key at most once per second (KV refuses
-//! more), carrying its latest count, and learns the count other isolates wrote before it writes. A failing KV is logged and changes nothing for the request.
+//! more), carrying its latest count, and learns the count other isolates wrote before it writes.
+//! A failing KV is logged and changes nothing for the request; a write is logged only when
+//! asked (`RATE_LIMIT_LOG_WRITES`): a line a second per client is noise, and a console call
+//! the isolate's CPU pays on every write.
 
 use std::{cell::RefCell, collections::HashMap, net::IpAddr, time::Duration};
 
@@ -99,14 +102,21 @@ fn count(counter: &mut Counter, now_ms: u64, weight: u64) -> (u64, Option<u64>) 
     (counter.count, Some(wait_ms))
 }
 
+/// Where and how the counters are kept: the request's context (KV's sync runs after the
+/// response, `Context::wait_until`), and whether each KV write is logged.
+pub(crate) struct Counters<'a> {
+    pub(crate) env: &'a Env,
+    pub(crate) context: &'a Context,
+    pub(crate) log_writes: bool,
+}
+
 /// Counts this request as `weight` requests (a batch counts one per 10 wallets); past the limit
-/// it is refused with [`Error::RateLimited`]. The KV sync runs after the response
-/// (`context.wait_until`).
-pub(crate) fn admit(env: &Env, context: &Context, ip: &str, now_ms: u64, weight: u64) -> Result<Quota> {
+/// it is refused with [`Error::RateLimited`]. The KV sync runs after the response.
+pub(crate) fn admit(counters: &Counters<'_>, ip: &str, now_ms: u64, weight: u64) -> Result<Quota> {
     let (key, reset_in) = window(ip, now_ms / 1000);
     let (number, wait_ms) = with_counter(&key, |counter| count(counter, now_ms, weight));
-    if let (Some(wait_ms), Some(store)) = (wait_ms, store(env)) {
-        context.wait_until(sync(store, key, wait_ms));
+    if let (Some(wait_ms), Some(store)) = (wait_ms, store(counters.env)) {
+        counters.context.wait_until(sync(store, key, wait_ms, counters.log_writes));
     }
     if number > LIMIT {
         return Err(Error::RateLimited { retry_after: reset_in });
@@ -122,8 +132,8 @@ pub(crate) fn peek(ip: &str, now_secs: u64) -> Quota {
 }
 
 /// After `wait_ms`, learns the count KV holds for `key` (other isolates' writes), then writes
-/// this isolate's count, which is never less.
-async fn sync(store: KvStore, key: String, wait_ms: u64) {
+/// this isolate's count, which is never less (logged if `log_writes`).
+async fn sync(store: KvStore, key: String, wait_ms: u64, log_writes: bool) {
     Delay::from(Duration::from_millis(wait_ms)).await;
     with_counter(&key, |counter| {
         counter.trailing = false;
@@ -146,13 +156,25 @@ async fn sync(store: KvStore, key: String, wait_ms: u64) {
         Err(error) => Err(error.to_string()),
     };
     match written {
-        Ok(()) => console_log!("rate limit counter written: {key} = {count}"),
+        Ok(()) if log_writes => console_log!("rate limit counter written: {key} = {count}"),
+        Ok(()) => {}
         Err(error) => console_error!("rate limit counter not written: {error}"),
     }
 }
 
+/// The KV binding, looked up once per isolate: workers-rs reads five of its methods off the
+/// binding on every lookup, and a binding stays the same object for the isolate's life.
 fn store(env: &Env) -> Option<KvStore> {
-    env.kv(BINDING).map_err(|error| console_error!("no KV binding {BINDING}: {error}")).ok()
+    thread_local! {
+        static STORE: std::cell::OnceCell<Option<KvStore>> = const { std::cell::OnceCell::new() };
+    }
+    STORE.with(|store| {
+        store
+            .get_or_init(|| {
+                env.kv(BINDING).map_err(|error| console_error!("no KV binding {BINDING}: {error}")).ok()
+            })
+            .clone()
+    })
 }
 
 #[cfg(test)]

@@ -44,13 +44,25 @@ impl Store {
     /// The database, or `None` without the `INDEX` binding. `INDEX_D1_QUERIES` is the plan's D1
     /// queries per invocation (Workers Free 50, the default; Paid 1,000).
     pub(crate) fn open(env: &Env) -> Option<Self> {
-        let queries = env
-            .var("INDEX_D1_QUERIES")
-            .ok()
-            .and_then(|value| value.to_string().trim().parse().ok())
-            .unwrap_or(DEFAULT_QUERIES_PER_INVOCATION);
-        env.d1(BINDING).ok().map(|db| Self {
-            db,
+        thread_local! {
+            /// `INDEX_D1_QUERIES` and the binding, read once per isolate: its vars and bindings
+            /// never change in one, and workers-rs checks a binding's class by name (four calls
+            /// into JavaScript) on every lookup.
+            static OPENED: std::cell::OnceCell<(u32, Option<JsValue>)> = const { std::cell::OnceCell::new() };
+        }
+        let (queries, db) = OPENED.with(|opened| {
+            let (queries, db) = opened.get_or_init(|| {
+                let queries = env
+                    .var("INDEX_D1_QUERIES")
+                    .ok()
+                    .and_then(|value| value.to_string().trim().parse().ok())
+                    .unwrap_or(DEFAULT_QUERIES_PER_INVOCATION);
+                (queries, env.d1(BINDING).ok().map(JsValue::from))
+            });
+            (*queries, db.clone())
+        });
+        db.map(|db| Self {
+            db: D1Database::unchecked_from_js(db),
             session: None,
             limits: Limits::new(queries),
             rows_written: 0.into(),

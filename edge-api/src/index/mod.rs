@@ -173,7 +173,62 @@ impl State {
     /// The block the index holds every agent of the registry at: `None` until the first fill
     /// has read them all (or while registrations wait for room in a run).
     pub(crate) fn complete_at(&self) -> Option<BlockRef> {
-        self.block.filter(|_| self.cursor.complete(self.chain_next) && !self.block_orphaned)
+        complete_at(self.block, &self.cursor, self.chain_next, self.block_orphaned)
+    }
+}
+
+fn complete_at(
+    block: Option<BlockRef>,
+    cursor: &Cursor,
+    chain_next: u64,
+    orphaned: bool,
+) -> Option<BlockRef> {
+    block.filter(|_| cursor.complete(chain_next) && !orphaned)
+}
+
+/// The fields of [`State`] a point answer reads (`index::point`), decoded from the same row with
+/// the rest skipped: the totals and the feed's and outlets' cursors are no part of an answer
+/// about one wallet or agent, and building them was most of decoding the row.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct PointState {
+    pub(crate) block: Option<BlockRef>,
+    #[serde(default)]
+    pub(crate) block_hash: Option<B256>,
+    #[serde(default)]
+    pub(crate) block_orphaned: bool,
+    pub(crate) head: u64,
+    pub(crate) updated_at: u64,
+    pub(crate) chain_next: u64,
+    #[serde(default = "default_grace_period")]
+    pub(crate) grace_period: u64,
+    pub(crate) cursor: Cursor,
+}
+
+impl PointState {
+    /// [`State::clock_at`].
+    pub(crate) const fn clock_at(&self, block: BlockRef) -> StandingClock {
+        StandingClock::new(block.timestamp, self.grace_period)
+    }
+
+    /// [`State::complete_at`].
+    pub(crate) fn complete_at(&self) -> Option<BlockRef> {
+        complete_at(self.block, &self.cursor, self.chain_next, self.block_orphaned)
+    }
+}
+
+impl From<&State> for PointState {
+    fn from(state: &State) -> Self {
+        Self {
+            block: state.block,
+            block_hash: state.block_hash,
+            block_orphaned: state.block_orphaned,
+            head: state.head,
+            updated_at: state.updated_at,
+            chain_next: state.chain_next,
+            grace_period: state.grace_period,
+            cursor: state.cursor,
+        }
     }
 }
 
@@ -202,5 +257,37 @@ impl RunOutcome {
             message.push('…');
         }
         Self { at, ok, message }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A state row decoded for a point answer says what the whole state says.
+    #[test]
+    fn a_point_state_decodes_from_the_whole_row() {
+        let block = BlockRef { number: 90, timestamp: 1_700_000_000 };
+        let mut state = State {
+            block: Some(block),
+            block_hash: Some(B256::repeat_byte(7)),
+            head: 91,
+            updated_at: 1_700_000_005,
+            chain_next: 12,
+            grace_period: 120,
+            cursor: Cursor { filled: 12, sweep: 3, reread_from: 0, reread_to: 0 },
+            walked_ahead: vec![(1, 2)],
+            ..State::default()
+        };
+        state.totals.agents = 11;
+        state.totals.generations.insert(0, 11);
+        for state in [state.clone(), State { block_orphaned: true, ..state.clone() }, State::default()] {
+            let row = serde_json::to_string(&state).unwrap();
+            let point: PointState = serde_json::from_str(&row).unwrap();
+            assert_eq!(format!("{point:?}"), format!("{:?}", PointState::from(&state)));
+            assert_eq!(point.complete_at(), state.complete_at());
+            assert_eq!(point.clock_at(block), state.clock_at(block));
+        }
+        assert_eq!(State::default().complete_at(), None);
     }
 }

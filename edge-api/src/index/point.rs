@@ -19,8 +19,8 @@ use kya_core::{
 use serde::Deserialize;
 
 use super::{
-    State,
-    store::{STATE_KEY, decode_indexed, state_of},
+    PointState, State,
+    store::{STATE_KEY, decode_indexed},
 };
 use crate::{Error, Result, config::IndexConfig, d1::Store, http::Source};
 
@@ -242,7 +242,7 @@ pub(crate) async fn lineage(
 struct FreshRead {
     at: IndexBlock,
     source: Source,
-    state: State,
+    state: PointState,
     rows: Vec<AgentRow>,
 }
 
@@ -271,7 +271,7 @@ async fn read(
     store: &Store,
     query: String,
     mut params: Vec<crate::d1::Param>,
-) -> Result<std::result::Result<(State, Vec<AgentRow>), String>> {
+) -> Result<std::result::Result<(PointState, Vec<AgentRow>), String>> {
     let key = params.len() + 1;
     params.push(STATE_KEY.into());
     let sql = format!(
@@ -283,7 +283,13 @@ async fn read(
         Ok(rows) => {
             let (state, rows): (Vec<AgentRow>, Vec<AgentRow>) =
                 rows.into_iter().partition(|row| row.part == 0);
-            let state = state_of(state.first().map(|row| row.indexed.as_str()))?;
+            let state = match state.first() {
+                Some(row) => serde_json::from_str(&row.indexed).map_err(|error| {
+                    Error::BadConfig(format!("the index's state does not decode: {error}"))
+                })?,
+                // Before the first run: not filled.
+                None => PointState::from(&State::default()),
+            };
             Ok(Ok((state, rows)))
         }
         Err(error) => {
@@ -297,7 +303,7 @@ async fn read(
 /// The index's block, and the source an answer from it names, when the index is fresh enough
 /// to answer for the chain at `now` (wall clock, Unix seconds); else why it is not.
 fn fresh(
-    state: &State,
+    state: &PointState,
     settings: &IndexConfig,
     now: u64,
 ) -> std::result::Result<(IndexBlock, Source), String> {

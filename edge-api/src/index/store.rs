@@ -538,7 +538,7 @@ fn decode_state(rows: Vec<StateRow>) -> Result<State> {
 }
 
 /// The state stored as `value`; the default without a state row (before the first run).
-pub(super) fn state_of(value: Option<&str>) -> Result<State> {
+fn state_of(value: Option<&str>) -> Result<State> {
     match value {
         None => Ok(State::default()),
         Some(value) => serde_json::from_str(value)

@@ -63,7 +63,10 @@ async fn every_endpoint_matches_the_seeded_registry() {
     let demo = seed::seed_demo(&chain.chain, &chain.deployment).await.expect("demo seeds");
     let now = chain.chain.latest_timestamp().await.expect("a latest block");
     let proxy = CountingProxy::start(&chain.rpc_url()).await;
-    let worker = EdgeWorker::start(&chain_vars(&proxy.url, chain.registry())).await;
+    // Each rate-limit counter write logged: `rate_limit_under_concurrency` counts them.
+    let mut vars = chain_vars(&proxy.url, chain.registry());
+    vars.push(("RATE_LIMIT_LOG_WRITES", "on".to_owned()));
+    let worker = EdgeWorker::start(&vars).await;
     let api = worker.client();
     let t = Demo { chain, demo, now, proxy, api, worker };
 
