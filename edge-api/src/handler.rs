@@ -13,7 +13,7 @@ use crate::{
 };
 
 pub(crate) async fn respond(request: Incoming, env: Env, context: Context) -> Result<Response> {
-    let ip = rate_limit::client_ip(&request.headers);
+    let ip = rate_limit::client_of(|name| request.header(name));
     let now_ms = Date::now().as_millis();
     let now = now_ms / 1000;
     let (method, path) = (request.method.as_str(), request.target().path.to_owned());
@@ -152,7 +152,7 @@ async fn serve(
         Endpoint::Changes(query) => return apart(index::changes::answer(env, query)).await,
         Endpoint::ChangesStream(query) => {
             let head = method == "HEAD";
-            return apart(index::stream::answer(env, &request.headers, query.clone(), head)).await;
+            return apart(index::stream::answer(env, &request.headers(), query.clone(), head)).await;
         }
         _ => {}
     }

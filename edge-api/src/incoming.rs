@@ -2,13 +2,45 @@
 //! needs. workers-rs's `Request` reads the request's `cf` object on every conversion (the
 //! runtime builds it from JSON on first access), and its `url()` parses the URL the runtime
 //! already serialized; a `/kya` answer uses neither, and the two were a tenth of its CPU in the
-//! point answers' profiles (docs/bench/point-answers-*.md). The answers that read a body get
-//! workers-rs's `Request` ([`Incoming::into_request`]).
+//! point answers' profiles (docs/bench/point-answers-*.md). The method, the URL and the headers
+//! every answer may look at come across in one call into JavaScript ([`REQUEST_HEADERS`]), where
+//! each would be a call of its own. The answers that read a body get workers-rs's `Request`
+//! ([`Incoming::into_request`]).
 
+use std::cell::OnceCell;
+
+use wasm_bindgen::{JsValue, prelude::wasm_bindgen};
 use worker::{
     Cf, Headers, Request,
     worker_sys::{IncomingRequestCfProperties, ext::RequestExt, web_sys},
 };
+
+#[wasm_bindgen(inline_js = "export function request_parts(request, names) {
+  const headers = request.headers;
+  let parts = request.method + '\\n' + request.url;
+  for (const name of names.split('\\n')) {
+    const value = headers.get(name);
+    parts += value === null ? '\\n-' : '\\n+' + value;
+  }
+  return parts;
+}")]
+extern "C" {
+    /// The method, the URL, then each header of `names` (one per line): `-` when absent, else
+    /// `+` and its value, one per line. None of them can hold a line break: a method is a token,
+    /// a serialized URL percent-encodes them, and a header value may not hold one.
+    #[wasm_bindgen(js_name = request_parts)]
+    fn request_parts_in_javascript(request: &web_sys::Request, names: &JsValue) -> String;
+}
+
+/// The headers read with the method and the URL, for the rate limit (the client), a D1 session
+/// and a conditional request.
+pub(crate) const REQUEST_HEADERS: [&str; 4] =
+    ["cf-connecting-ip", "x-forwarded-for", crate::index::point::BOOKMARK, "if-none-match"];
+
+thread_local! {
+    /// [`REQUEST_HEADERS`] as one JavaScript string, made once per isolate.
+    static HEADER_NAMES: OnceCell<JsValue> = const { OnceCell::new() };
+}
 
 pub(crate) struct Incoming {
     raw: web_sys::Request,
@@ -17,12 +49,21 @@ pub(crate) struct Incoming {
     pub(crate) method: String,
     /// The URL as the runtime serialized it (WHATWG).
     url: String,
-    pub(crate) headers: Headers,
+    /// The values of [`REQUEST_HEADERS`], in order.
+    read: [Option<String>; REQUEST_HEADERS.len()],
 }
 
 impl Incoming {
     pub(crate) fn new(raw: web_sys::Request) -> Self {
-        Self { method: raw.method(), url: raw.url(), headers: Headers(raw.headers()), raw }
+        let names = HEADER_NAMES
+            .with(|names| names.get_or_init(|| JsValue::from_str(&REQUEST_HEADERS.join("\n"))).clone());
+        let parts = request_parts_in_javascript(&raw, &names);
+        let mut lines = parts.split('\n');
+        let (method, url) =
+            (lines.next().unwrap_or_default().to_owned(), lines.next().unwrap_or_default().to_owned());
+        let read =
+            std::array::from_fn(|_| lines.next().and_then(|line| line.strip_prefix('+')).map(str::to_owned));
+        Self { method, url, read, raw }
     }
 
     /// The parts of the URL the answers use.
@@ -32,7 +73,15 @@ impl Incoming {
 
     /// The value of header `name`, if the request has it.
     pub(crate) fn header(&self, name: &str) -> Option<String> {
-        self.headers.get(name).ok().flatten()
+        match REQUEST_HEADERS.iter().position(|read| *read == name) {
+            Some(at) => self.read[at].clone(),
+            None => self.headers().get(name).ok().flatten(),
+        }
+    }
+
+    /// Every header, for an answer that reads others than [`REQUEST_HEADERS`].
+    pub(crate) fn headers(&self) -> Headers {
+        Headers(self.raw.headers())
     }
 
     /// The Cloudflare data centre that received the request (`None` where the runtime names none).

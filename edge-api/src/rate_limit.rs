@@ -35,7 +35,11 @@ const MAX_KEYS: usize = 10_000;
 /// first `X-Forwarded-For` hop, as its network (IPv6 by /64, [`network_of`]); one shared bucket
 /// for local tools that send neither, or text that is no IP (never a key the caller chooses).
 pub(crate) fn client_ip(headers: &Headers) -> String {
-    let header = |name| headers.get(name).ok().flatten();
+    client_of(|name| headers.get(name).ok().flatten())
+}
+
+/// [`client_ip`], with each header's value from `header`.
+pub(crate) fn client_of(header: impl Fn(&str) -> Option<String>) -> String {
     let ip = header("cf-connecting-ip")
         .filter(|ip| !ip.trim().is_empty())
         .or_else(|| header("x-forwarded-for").and_then(|hops| hops.split(',').next().map(str::to_owned)));

@@ -84,22 +84,25 @@ impl Limits {
 
     /// Checks `sql` and its `params` against D1's limits on statements.
     pub(crate) fn check(&self, sql: &str, params: &[Param]) -> Result<()> {
-        let what = excerpt(sql);
+        let what = || excerpt(sql);
         if sql.len() > MAX_STATEMENT_BYTES {
             return Err(refused(format!(
-                "a statement of {} bytes passes D1's {MAX_STATEMENT_BYTES}-byte limit on SQL statements ({what})",
-                sql.len()
+                "a statement of {} bytes passes D1's {MAX_STATEMENT_BYTES}-byte limit on SQL statements ({})",
+                sql.len(),
+                what()
             )));
         }
         if params.len() > MAX_PARAMS {
             return Err(refused(format!(
-                "{} bound parameters pass D1's limit of {MAX_PARAMS} a statement ({what})",
-                params.len()
+                "{} bound parameters pass D1's limit of {MAX_PARAMS} a statement ({})",
+                params.len(),
+                what()
             )));
         }
         if let Some(long) = params.iter().map(Param::bytes).find(|&bytes| bytes > MAX_STRING_BYTES) {
             return Err(refused(format!(
-                "a bound string of {long} bytes passes D1's {MAX_STRING_BYTES}-byte limit on strings ({what})"
+                "a bound string of {long} bytes passes D1's {MAX_STRING_BYTES}-byte limit on strings ({})",
+                what()
             )));
         }
         Ok(())

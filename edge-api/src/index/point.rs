@@ -275,8 +275,9 @@ async fn read(
     let key = params.len() + 1;
     params.push(STATE_KEY.into());
     let sql = format!(
-        "SELECT 0 AS part, value AS indexed, NULL AS scope, NULL AS children FROM state WHERE key = ?{key} \
-         UNION ALL SELECT 1, indexed, scope, children FROM ({query})"
+        "SELECT 0 AS part, json_remove(value, {unread}) AS indexed, NULL AS scope, NULL AS children \
+         FROM state WHERE key = ?{key} UNION ALL SELECT 1, indexed, scope, children FROM ({query})",
+        unread = UNREAD_STATE_PATHS.join(", ")
     );
     let statement = store.statement(&sql, params)?;
     match store.all::<AgentRow>(statement).await {
@@ -299,6 +300,23 @@ async fn read(
         }
     }
 }
+
+/// The fields of the state row a point answer has no use for ([`PointState`] reads the rest),
+/// left in D1 (`json_remove`): the row crosses into the Worker and is decoded without them.
+const UNREAD_STATE_PATHS: [&str; 12] = [
+    "'$.totals'",
+    "'$.names'",
+    "'$.lastRun'",
+    "'$.feedNextBatch'",
+    "'$.settledThrough'",
+    "'$.feedLast'",
+    "'$.lapsesFrom'",
+    "'$.renewingBelow'",
+    "'$.walkedAhead'",
+    "'$.streamThrough'",
+    "'$.putOff'",
+    "'$.scopesFrom'",
+];
 
 /// The index's block, and the source an answer from it names, when the index is fresh enough
 /// to answer for the chain at `now` (wall clock, Unix seconds); else why it is not.
@@ -335,4 +353,33 @@ fn fresh(
     }
     let at = IndexBlock { block, hash, clock: state.clock_at(block) };
     Ok((at, Source::Index { lag_blocks: lag, run_at: state.updated_at }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The paths left in D1 are fields of the state, and none is one a point answer reads: a
+    /// state row without them decodes as the whole row does.
+    #[test]
+    fn the_state_paths_left_unread_are_none_a_point_answer_reads() {
+        let mut state = State {
+            block: Some(BlockRef { number: 5, timestamp: 1_000 }),
+            walked_ahead: vec![(1, 2)],
+            renewing_below: Some((3, 4)),
+            ..State::default()
+        };
+        state.totals.agents = 4;
+        state.put_off.add(BlockRef { number: 4, timestamp: 990 }, [3]);
+        let mut row = serde_json::to_value(&state).unwrap();
+        let fields = row.as_object_mut().unwrap();
+        for path in UNREAD_STATE_PATHS {
+            let name = path.trim_matches('\'').trim_start_matches("$.");
+            assert!(fields.remove(name).is_some(), "{name} is no field of the state");
+        }
+        let whole: PointState =
+            serde_json::to_string(&state).and_then(|row| serde_json::from_str(&row)).unwrap();
+        let without: PointState = serde_json::from_value(row).unwrap();
+        assert_eq!(format!("{without:?}"), format!("{whole:?}"));
+    }
 }
