@@ -115,6 +115,8 @@ pub struct Profile {
     idle: Vec<bool>,
     /// Per sample: the function it landed in (its call frame's name, and its script's file).
     functions: Vec<String>,
+    /// Per sample: the functions of its stack, outermost first (the last is `functions`').
+    stacks: Vec<Vec<String>>,
     /// Per sample: microseconds since the sample before (the first: since the start).
     deltas: Vec<u64>,
     /// The profile as DevTools gave it, for a `.cpuprofile` file.
@@ -144,6 +146,30 @@ impl Profile {
             .collect();
         let functions =
             samples.iter().map(|node| names.get(node).cloned().unwrap_or_else(|| "?".into())).collect();
+        let parents: std::collections::HashMap<u64, u64> = profile["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|node| {
+                let id = node["id"].as_u64().unwrap_or(0);
+                node["children"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(move |child| Some((child.as_u64()?, id)))
+            })
+            .collect();
+        let stacks = samples
+            .iter()
+            .map(|&node| {
+                let mut stack: Vec<String> =
+                    std::iter::successors(Some(node), |node| parents.get(node).copied())
+                        .map(|node| names.get(&node).cloned().unwrap_or_else(|| "?".into()))
+                        .collect();
+                stack.reverse();
+                stack
+            })
+            .collect();
         // Deltas are signed in the protocol; V8 gives them in order, so they are never below 0.
         let deltas = profile["timeDeltas"]
             .as_array()
@@ -151,7 +177,7 @@ impl Profile {
             .flatten()
             .map(|delta| delta.as_i64().unwrap_or(0).max(0) as u64)
             .collect();
-        Self { idle, functions, deltas, raw: profile.clone() }
+        Self { idle, functions, stacks, deltas, raw: profile.clone() }
     }
 
     /// Writes the profile to `$KYA_PROFILE_DIR/<name>.cpuprofile` when that is set (DevTools
@@ -171,6 +197,32 @@ impl Profile {
     /// to the next sample, at most the sampler's tick ([`tick`]; the last: the tick).
     pub fn cpu(&self) -> Duration {
         Duration::from_micros(self.weights().iter().sum())
+    }
+
+    /// [`Profile::cpu`] of the work requests left to run after their responses
+    /// (`Context::wait_until`): the samples within a wasm-bindgen future (a `future_to_promise`
+    /// closure, one per future type) whose calls never hold `request_frame` (a function of the
+    /// fetch handler, such as `handler::respond`), and the timer wake-ups of a `worker::Delay`
+    /// that only such work awaits. For the point answers: the rate limiter's KV write.
+    pub fn cpu_after_response(&self, request_frame: &str) -> Duration {
+        let future = |frame: &str| frame.contains("future_to_promise::{{closure}}::{{closure}}");
+        let mut requests = std::collections::HashSet::new();
+        for stack in &self.stacks {
+            if stack.iter().any(|frame| frame.contains(request_frame)) {
+                requests.extend(stack.iter().filter(|frame| future(frame)));
+            }
+        }
+        let after = |stack: &Vec<String>| match stack.iter().find(|frame| future(frame)) {
+            Some(frame) => !requests.contains(frame),
+            None => stack.iter().any(|frame| frame.contains("worker::delay::Delay")),
+        };
+        let micros = self
+            .stacks
+            .iter()
+            .zip(self.weights())
+            .filter(|(stack, _)| after(stack))
+            .map(|(_, micros)| micros);
+        Duration::from_micros(micros.sum())
     }
 
     /// [`Profile::by_function`] summed by [`layer`], most first.
@@ -295,6 +347,32 @@ mod tests {
         assert_eq!(profile(&[], &[]).cpu(), Duration::ZERO);
         // The same time by function: `fetch` only, (idle) left out.
         assert_eq!(busy.by_function(), vec![("fetch".to_owned(), Duration::from_micros(600))]);
+    }
+
+    #[test]
+    fn work_after_the_response_is_the_futures_that_never_run_the_handler() {
+        let frame = |name: &str| json!({"functionName": name, "url": "wasm://x"});
+        let future = |hash: &str| {
+            frame(&format!("js_sys::futures::future_to_promise::{{{{closure}}}}::{{{{closure}}}}::{hash}"))
+        };
+        let profile = Profile::from_devtools(&json!({
+            "nodes": [
+                {"id": 1, "callFrame": {"functionName": "(root)"}, "children": [2, 5, 8]},
+                {"id": 2, "callFrame": future("h1"), "children": [3, 4]},
+                {"id": 3, "callFrame": frame("kya_edge_api::handler::respond::{{closure}}")},
+                {"id": 4, "callFrame": frame("serde_json::to_string")},
+                {"id": 5, "callFrame": future("h2"), "children": [6]},
+                {"id": 6, "callFrame": frame("worker::kv::KvStore::get")},
+                {"id": 7, "callFrame": {"functionName": "(idle)"}},
+                {"id": 8, "callFrame": frame("<worker::delay::Delay as Future>::poll"), "children": [7]},
+            ],
+            // The request: 3 samples (one in `respond`, two beside it in its future); after it,
+            // 2 in the KV read and 1 waking the timer; 1 idle.
+            "samples": [3, 4, 4, 6, 6, 8, 7],
+            "timeDeltas": [0, 100, 100, 100, 100, 100, 100],
+        }));
+        assert_eq!(profile.cpu(), Duration::from_micros(600));
+        assert_eq!(profile.cpu_after_response("handler::respond"), Duration::from_micros(300));
     }
 
     #[test]

@@ -5,14 +5,14 @@
 
 use std::cell::Cell;
 
-use worker::{Context, Date, Env, Response};
+use worker::{Context, Date, Env, Response, worker_sys::web_sys};
 
 use crate::{
     Error, Result, answers, answers::Reply, apart, cache, cached, config::Config, deps::Deps, health, http,
     incoming::Incoming, index, openapi, passes, rate_limit, routes, routes::Endpoint, rpc, rpc::Rpc, verify,
 };
 
-pub(crate) async fn respond(request: Incoming, env: Env, context: Context) -> Result<Response> {
+pub(crate) async fn respond(request: Incoming, env: Env, context: Context) -> Result<web_sys::Response> {
     let ip = rate_limit::client_of(|name| request.header(name));
     let now_ms = Date::now().as_millis();
     let now = now_ms / 1000;

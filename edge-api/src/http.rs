@@ -3,17 +3,45 @@
 
 use kya_core::BlockRef;
 use wasm_bindgen::{JsValue, prelude::wasm_bindgen};
-use worker::{Headers, Response, ResponseBuilder};
+use worker::{Headers, Response, ResponseBody, ResponseBuilder, worker_sys::web_sys};
 
 use crate::{Error, Result};
 
 #[wasm_bindgen(inline_js = "export function set_headers(headers, flat) {
   const parts = flat.split('\\n');
   for (let i = 0; i + 1 < parts.length; i += 2) headers.set(parts[i], parts[i + 1]);
+}
+export function finish_bytes(status, headers, flat, bytes) {
+  set_headers(headers, flat);
+  return new Response(bytes.slice(), { status, headers });
+}
+export function finish_body(status, headers, flat, body) {
+  set_headers(headers, flat);
+  return new Response(body, { status, headers });
 }")]
 extern "C" {
     #[wasm_bindgen(catch, js_name = set_headers)]
     fn set_headers_in_javascript(headers: &JsValue, flat: &str) -> std::result::Result<(), JsValue>;
+
+    /// The runtime's `Response` of `status`, `headers` with the pairs of `flat` set (as
+    /// `set_headers`), and `bytes`, copied there: wasm-bindgen hands over a view of wasm's
+    /// memory, and workerd keeps a body's bytes without copying them.
+    #[wasm_bindgen(catch, js_name = finish_bytes)]
+    fn finish_bytes_in_javascript(
+        status: u16,
+        headers: &JsValue,
+        flat: &str,
+        bytes: &[u8],
+    ) -> std::result::Result<web_sys::Response, JsValue>;
+
+    /// As `finish_bytes`, with `body` a stream, or null.
+    #[wasm_bindgen(catch, js_name = finish_body)]
+    fn finish_body_in_javascript(
+        status: u16,
+        headers: &JsValue,
+        flat: &str,
+        body: &JsValue,
+    ) -> std::result::Result<web_sys::Response, JsValue>;
 }
 
 /// Sets each header of `pairs` (name, value) on `headers`, in order, with one call into
@@ -29,6 +57,12 @@ pub(crate) fn set_all<N: AsRef<str>, V: AsRef<str>>(headers: &Headers, pairs: &[
         }
         return Ok(());
     }
+    set_headers_in_javascript(headers.0.as_ref(), &joined(pairs)).map_err(worker::Error::from)?;
+    Ok(())
+}
+
+/// `pairs` as `set_headers` takes them: name and value on lines of their own.
+fn joined<N: AsRef<str>, V: AsRef<str>>(pairs: &[(N, V)]) -> String {
     let mut flat = String::with_capacity(
         pairs.iter().map(|(name, value)| name.as_ref().len() + value.as_ref().len() + 2).sum(),
     );
@@ -40,8 +74,7 @@ pub(crate) fn set_all<N: AsRef<str>, V: AsRef<str>>(headers: &Headers, pairs: &[
         flat.push('\n');
         flat.push_str(value.as_ref());
     }
-    set_headers_in_javascript(headers.0.as_ref(), &flat).map_err(worker::Error::from)?;
-    Ok(())
+    flat
 }
 
 /// A successful answer's JSON body and the block it was read at (sent, and cached, as
@@ -214,21 +247,30 @@ pub(crate) fn preflight(methods: &str) -> Result<Response> {
     Ok(Response::empty()?.with_status(204).with_headers(headers))
 }
 
-/// Adds CORS and rate-limit headers, and `X-Content-Type-Options: nosniff` (a browser takes an
-/// answer for the JSON it says it is, never for a script or a page). Every response here is
-/// built by this Worker (cached answers are rebuilt from their tier's copy), so its headers can
-/// be set in place. The explorer's and `/docs`' files get theirs from `edge-api/public/_headers`.
-pub(crate) fn finish(response: Response, remaining: u64) -> Result<Response> {
-    set_all(
-        response.headers(),
-        &[
-            ("x-content-type-options", NOSNIFF),
-            ("access-control-allow-origin", "*"),
-            ("access-control-expose-headers", EXPOSED_HEADERS),
-            ("x-ratelimit-remaining", &remaining.to_string()),
-        ],
-    )?;
-    Ok(response)
+/// The runtime's response of `response`, with CORS and rate-limit headers, and
+/// `X-Content-Type-Options: nosniff` (a browser takes an answer for the JSON it says it is, never
+/// for a script or a page). Every response here is built by this Worker (cached answers are
+/// rebuilt from their tier's copy), so its headers can be set in place. The explorer's and
+/// `/docs`' files get theirs from `edge-api/public/_headers`.
+///
+/// One call into JavaScript sets those headers and builds the response, where workers-rs's
+/// conversion makes six (a body array made and filled, an init object and its two fields, the
+/// constructor) and the headers one more.
+pub(crate) fn finish(response: Response, remaining: u64) -> Result<web_sys::Response> {
+    let remaining = remaining.to_string();
+    let pairs = [
+        ("x-content-type-options", NOSNIFF),
+        ("access-control-allow-origin", "*"),
+        ("access-control-expose-headers", EXPOSED_HEADERS),
+        ("x-ratelimit-remaining", remaining.as_str()),
+    ];
+    let (status, headers, flat) = (response.status_code(), response.headers().0.as_ref(), joined(&pairs));
+    let finished = match response.body() {
+        ResponseBody::Body(bytes) => finish_bytes_in_javascript(status, headers, &flat, bytes),
+        ResponseBody::Stream(stream) => finish_body_in_javascript(status, headers, &flat, stream),
+        ResponseBody::Empty => finish_body_in_javascript(status, headers, &flat, &JsValue::NULL),
+    };
+    Ok(finished.map_err(worker::Error::from)?)
 }
 
 /// True when `If-None-Match` (a list, possibly weak validators, or `*`) matches `etag`.

@@ -15,6 +15,7 @@ mod incoming;
 mod index;
 mod openapi;
 mod passes;
+mod per_env;
 mod rate_limit;
 mod reads;
 mod request_body;
@@ -50,7 +51,7 @@ pub(crate) use apart::apart;
 /// The runtime's request as it comes (not workers-rs's `Request`, whose conversion reads what
 /// most answers never use: `incoming.rs`).
 #[event(fetch)]
-async fn fetch(request: web_sys::Request, env: Env, context: Context) -> worker::Result<Response> {
+async fn fetch(request: web_sys::Request, env: Env, context: Context) -> worker::Result<web_sys::Response> {
     // Only building a response can fail here (header plumbing). The fallback is still the API's
     // shape: a JSON error a browser may read.
     match handler::respond(incoming::Incoming::new(request), env, context).await {
@@ -63,7 +64,7 @@ async fn fetch(request: web_sys::Request, env: Env, context: Context) -> worker:
             headers.set("access-control-allow-origin", "*")?;
             headers.set("x-content-type-options", http::NOSNIFF)?;
             let body = serde_json::json!({ "error": error.to_string() }).to_string();
-            Ok(Response::ok(body)?.with_status(500).with_headers(headers))
+            Ok(Response::ok(body)?.with_status(500).with_headers(headers).into())
         }
     }
 }

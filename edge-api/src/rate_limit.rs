@@ -16,7 +16,7 @@ use std::{cell::RefCell, collections::HashMap, net::IpAddr, time::Duration};
 use kya_core::api::client_ip::network_of;
 use worker::{Context, Delay, Env, Headers, console_error, console_log, kv::KvStore};
 
-use crate::{Error, Result};
+use crate::{Error, Result, per_env::PerEnv};
 
 /// Requests allowed per window (SPEC.md section 8).
 pub(crate) const LIMIT: u64 = 60;
@@ -166,18 +166,15 @@ async fn sync(store: KvStore, key: String, wait_ms: u64, log_writes: bool) {
     }
 }
 
-/// The KV binding, looked up once per isolate: workers-rs reads five of its methods off the
-/// binding on every lookup, and a binding stays the same object for the isolate's life.
+/// The KV binding, looked up once per `Env` ([`crate::per_env`]).
 fn store(env: &Env) -> Option<KvStore> {
     thread_local! {
-        static STORE: std::cell::OnceCell<Option<KvStore>> = const { std::cell::OnceCell::new() };
+        static STORE: PerEnv<Option<KvStore>> = const { PerEnv::new() };
     }
     STORE.with(|store| {
-        store
-            .get_or_init(|| {
-                env.kv(BINDING).map_err(|error| console_error!("no KV binding {BINDING}: {error}")).ok()
-            })
-            .clone()
+        store.get(env, || {
+            env.kv(BINDING).map_err(|error| console_error!("no KV binding {BINDING}: {error}")).ok()
+        })
     })
 }
 

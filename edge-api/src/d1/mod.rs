@@ -19,7 +19,7 @@ use worker::{
 
 use self::limits::DEFAULT_QUERIES_PER_INVOCATION;
 pub(crate) use self::limits::{Limits, Param};
-use crate::{Error, Result};
+use crate::{Error, Result, per_env::PerEnv};
 
 /// The D1 binding, in `wrangler.toml`.
 const BINDING: &str = "INDEX";
@@ -45,21 +45,18 @@ impl Store {
     /// queries per invocation (Workers Free 50, the default; Paid 1,000).
     pub(crate) fn open(env: &Env) -> Option<Self> {
         thread_local! {
-            /// `INDEX_D1_QUERIES` and the binding, read once per isolate: its vars and bindings
-            /// never change in one, and workers-rs checks a binding's class by name (four calls
-            /// into JavaScript) on every lookup.
-            static OPENED: std::cell::OnceCell<(u32, Option<JsValue>)> = const { std::cell::OnceCell::new() };
+            /// `INDEX_D1_QUERIES` and the binding, read once per `Env` ([`crate::per_env`]).
+            static OPENED: PerEnv<(u32, Option<JsValue>)> = const { PerEnv::new() };
         }
         let (queries, db) = OPENED.with(|opened| {
-            let (queries, db) = opened.get_or_init(|| {
+            opened.get(env, || {
                 let queries = env
                     .var("INDEX_D1_QUERIES")
                     .ok()
                     .and_then(|value| value.to_string().trim().parse().ok())
                     .unwrap_or(DEFAULT_QUERIES_PER_INVOCATION);
                 (queries, env.d1(BINDING).ok().map(JsValue::from))
-            });
-            (*queries, db.clone())
+            })
         });
         db.map(|db| Self {
             db: D1Database::unchecked_from_js(db),

@@ -37,6 +37,21 @@ async fn wait_for(
     assert_eq!(found, Ok(true), "node never said {marker:?}:\n{report}");
 }
 
+/// Waits until the Worker has logged `count` resumes of the stream done. A resume reads D1 after
+/// its response's headers went out, and this test writes its batches into the local D1's SQLite
+/// file from outside the runtime: a write landing amid a resume's read makes the local D1 answer
+/// `SQLITE_BUSY`, which ends that stream as a failed read does (a harness race, not the Worker's).
+async fn resumes_done(worker: &kya_tests::edge_fixture::EdgeWorker, count: usize) {
+    let done = || worker.output().matches("feed stream: a resume from batch").count();
+    let waited = tokio::time::timeout(Duration::from_secs(60), async {
+        while done() < count {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(waited.is_ok(), "{} of {count} resumes done:\n{}", done(), worker.output());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_npm_iterator_yields_the_feed_once_in_order_across_a_reconnect() {
     ensure_built("build-core-wasm.sh");
@@ -70,9 +85,12 @@ async fn the_npm_iterator_yields_the_feed_once_in_order_across_a_reconnect() {
     // Batch 2 while the iterator streams (it cuts that stream after the batch's first event),
     // batch 3 once it has reconnected.
     wait_for(&mut lines, "kya-feed: streaming", &mut report).await;
+    // Both streams' resumes (the filtered iterator's and the watched one's) read before the write.
+    resumes_done(&worker, 2).await;
     write_batches(&worker, 2, &batches[1..2]);
     worker.run_index().await;
     wait_for(&mut lines, "kya-feed: resumed", &mut report).await;
+    resumes_done(&worker, 3).await;
     write_batches(&worker, 3, &batches[2..]);
     worker.run_index().await;
 
