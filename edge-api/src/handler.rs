@@ -181,18 +181,14 @@ async fn serve(
             // Fresh now, with its validator: a client asks again each time, and a 304 when the
             // index still says the same.
             let copy = cache::CachedAnswer { etag: cache::etag(&answer.body), expires_at: now, answer };
+            let mut pairs = vec![("x-cache", "MISS".to_owned())];
+            pairs.extend(bookmark.map(|bookmark| (index::point::BOOKMARK, bookmark)));
             return match request.header("if-none-match") {
                 Some(candidates) if http::etag_matches(&candidates, &copy.etag) => {
-                    http::not_modified(&copy.etag, &cache::cache_control(0))
+                    http::not_modified_with(&copy.etag, &cache::cache_control(0), pairs)
                 }
-                _ => copy.response(now),
-            }
-            .and_then(|response| {
-                let mut pairs = vec![("x-cache", "MISS".to_owned())];
-                pairs.extend(bookmark.map(|bookmark| (index::point::BOOKMARK, bookmark)));
-                http::set_all(response.headers(), &pairs)?;
-                Ok(response)
-            });
+                _ => copy.response_with(now, pairs),
+            };
         }
         Some(Err(reason)) => Some(reason),
         None => None,

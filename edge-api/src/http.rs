@@ -189,9 +189,19 @@ pub(crate) fn json_with(status: u16, body: &str, mut pairs: Vec<(&'static str, S
 /// A 200 answer read from the chain: its JSON body, and the pinned block as `X-Block-Number` and
 /// `X-Block-Timestamp` (Unix seconds), so that a client computes compliance at the chain's time.
 pub(crate) fn answer(answer: &Answer, cache_control: &str) -> Result<Response> {
+    answer_with(answer, cache_control, Vec::new())
+}
+
+/// [`answer`] with the headers `extra` too, all set at once.
+pub(crate) fn answer_with(
+    answer: &Answer,
+    cache_control: &str,
+    extra: Vec<(&'static str, String)>,
+) -> Result<Response> {
     let mut pairs = vec![("cache-control", cache_control.to_owned())];
     push_block(&mut pairs, answer.block, answer.grace_period);
     answer.source.push_headers(&mut pairs);
+    pairs.extend(extra);
     json_with(200, &answer.body, pairs)
 }
 
@@ -232,8 +242,19 @@ pub(crate) fn error(error: &Error) -> Result<Response> {
 
 /// 304 for a matching `If-None-Match`, with the validators of the full response.
 pub(crate) fn not_modified(etag: &str, cache_control: &str) -> Result<Response> {
+    not_modified_with(etag, cache_control, Vec::new())
+}
+
+/// [`not_modified`] with the headers `extra` too, all set at once.
+pub(crate) fn not_modified_with(
+    etag: &str,
+    cache_control: &str,
+    extra: Vec<(&'static str, String)>,
+) -> Result<Response> {
+    let mut pairs = vec![("etag", etag.to_owned()), ("cache-control", cache_control.to_owned())];
+    pairs.extend(extra);
     let headers = Headers::new();
-    set_all(&headers, &[("etag", etag), ("cache-control", cache_control)])?;
+    set_all(&headers, &pairs)?;
     Ok(Response::empty()?.with_status(304).with_headers(headers))
 }
 

@@ -64,12 +64,13 @@ impl CachedAnswer {
     /// The 200 response at `now`: `Cache-Control` with what is left of the TTL, `ETag`,
     /// `X-Expires-At` and the block headers.
     pub(crate) fn response(&self, now: u64) -> Result<Response> {
-        let response = http::answer(&self.answer, &cache_control(self.expires_at.saturating_sub(now)))?;
-        http::set_all(
-            response.headers(),
-            &[("etag", self.etag.clone()), (EXPIRES_AT, self.expires_at.to_string())],
-        )?;
-        Ok(response)
+        self.response_with(now, Vec::new())
+    }
+
+    /// [`CachedAnswer::response`] with the headers `extra` too, all set at once.
+    pub(crate) fn response_with(&self, now: u64, mut extra: Vec<(&'static str, String)>) -> Result<Response> {
+        extra.extend([("etag", self.etag.clone()), (EXPIRES_AT, self.expires_at.to_string())]);
+        http::answer_with(&self.answer, &cache_control(self.expires_at.saturating_sub(now)), extra)
     }
 }
 
