@@ -173,17 +173,8 @@ impl State {
     /// The block the index holds every agent of the registry at: `None` until the first fill
     /// has read them all (or while registrations wait for room in a run).
     pub(crate) fn complete_at(&self) -> Option<BlockRef> {
-        complete_at(self.block, &self.cursor, self.chain_next, self.block_orphaned)
+        PointState::from(self).complete_at()
     }
-}
-
-fn complete_at(
-    block: Option<BlockRef>,
-    cursor: &Cursor,
-    chain_next: u64,
-    orphaned: bool,
-) -> Option<BlockRef> {
-    block.filter(|_| cursor.complete(chain_next) && !orphaned)
 }
 
 /// The fields of [`State`] a point answer reads (`index::point`), decoded from the same row with
@@ -213,7 +204,7 @@ impl PointState {
 
     /// [`State::complete_at`].
     pub(crate) fn complete_at(&self) -> Option<BlockRef> {
-        complete_at(self.block, &self.cursor, self.chain_next, self.block_orphaned)
+        self.block.filter(|_| self.cursor.complete(self.chain_next) && !self.block_orphaned)
     }
 }
 
