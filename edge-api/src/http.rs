@@ -61,6 +61,13 @@ pub(crate) fn set_all<N: AsRef<str>, V: AsRef<str>>(headers: &Headers, pairs: &[
     Ok(())
 }
 
+/// A new `Headers` holding `pairs`, set as [`set_all`] sets them.
+pub(crate) fn headers_of<N: AsRef<str>, V: AsRef<str>>(pairs: &[(N, V)]) -> Result<Headers> {
+    let headers = Headers::new();
+    set_all(&headers, pairs)?;
+    Ok(headers)
+}
+
 /// `pairs` as `set_headers` takes them: name and value on lines of their own.
 fn joined<N: AsRef<str>, V: AsRef<str>>(pairs: &[(N, V)]) -> String {
     let mut flat = String::with_capacity(
@@ -176,14 +183,15 @@ pub(crate) fn json(status: u16, body: &str, cache_control: &str) -> Result<Respo
 }
 
 /// A JSON body's content type.
-const JSON: &str = "application/json; charset=utf-8";
+pub(crate) const JSON: &str = "application/json; charset=utf-8";
 
 /// [`json`] with the headers `pairs` (its `Cache-Control` among them) set at once.
 pub(crate) fn json_with(status: u16, body: &str, mut pairs: Vec<(&'static str, String)>) -> Result<Response> {
-    let headers = Headers::new();
     pairs.insert(0, ("content-type", JSON.to_owned()));
-    set_all(&headers, &pairs)?;
-    Ok(ResponseBuilder::new().with_status(status).with_headers(headers).fixed(body.as_bytes().to_vec()))
+    Ok(ResponseBuilder::new()
+        .with_status(status)
+        .with_headers(headers_of(&pairs)?)
+        .fixed(body.as_bytes().to_vec()))
 }
 
 /// A 200 answer read from the chain: its JSON body, and the pinned block as `X-Block-Number` and
@@ -253,18 +261,17 @@ pub(crate) fn not_modified_with(
 ) -> Result<Response> {
     let mut pairs = vec![("etag", etag.to_owned()), ("cache-control", cache_control.to_owned())];
     pairs.extend(extra);
-    let headers = Headers::new();
-    set_all(&headers, &pairs)?;
-    Ok(Response::empty()?.with_status(304).with_headers(headers))
+    Ok(Response::empty()?.with_status(304).with_headers(headers_of(&pairs)?))
 }
 
 /// The answer to a CORS preflight (an OPTIONS request on a path the API serves) for a path
 /// served with `methods`.
 pub(crate) fn preflight(methods: &str) -> Result<Response> {
-    let headers = Headers::new();
-    headers.set("access-control-allow-methods", methods)?;
-    headers.set("access-control-allow-headers", ALLOWED_HEADERS)?;
-    headers.set("access-control-max-age", PREFLIGHT_MAX_AGE)?;
+    let headers = headers_of(&[
+        ("access-control-allow-methods", methods),
+        ("access-control-allow-headers", ALLOWED_HEADERS),
+        ("access-control-max-age", PREFLIGHT_MAX_AGE),
+    ])?;
     Ok(Response::empty()?.with_status(204).with_headers(headers))
 }
 

@@ -19,7 +19,7 @@ use kya_core::{
 };
 use wasm_bindgen::{JsCast, JsValue, prelude::wasm_bindgen};
 use worker::{
-    D1PreparedStatement, Headers, Response, ResponseBody,
+    D1PreparedStatement, Response, ResponseBody,
     js_sys::{Array, JsString, Uint8Array, WebAssembly},
 };
 
@@ -311,15 +311,13 @@ fn compliance(
     let body = wasm_streams::ReadableStream::from_stream(head.chain(items)).into_raw();
     let response = Response::from_body(ResponseBody::Stream(body))?;
     let mut pairs = vec![
-        ("content-type", "application/json; charset=utf-8".to_owned()),
+        ("content-type", http::JSON.to_owned()),
         ("cache-control", crate::cache::cache_control(ttl)),
         (crate::cache::EXPIRES_AT, expires_at.to_string()),
     ];
     http::push_block(&mut pairs, block, Some(clock.grace_period));
     source.push_headers(&mut pairs);
-    let headers = Headers::new();
-    http::set_all(&headers, &pairs)?;
-    Ok(response.with_headers(headers))
+    Ok(response.with_headers(http::headers_of(&pairs)?))
 }
 
 /// `texts` (JavaScript strings of ASCII) encoded into `buffer`, replacing what it held, by the

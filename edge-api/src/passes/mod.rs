@@ -16,7 +16,7 @@ use kya_core::{
     pass::{self, PassBlock, PassClaims, SigningKeys, claims::Issue},
 };
 use wasm_bindgen::prelude::*;
-use worker::{Env, Headers, Response, ResponseBuilder};
+use worker::{Env, Response, ResponseBuilder};
 
 use crate::{
     Error, Result,
@@ -157,9 +157,7 @@ pub(crate) async fn answer_pass(
         vec![("content-type", pass::MEDIA_TYPE.to_owned()), ("cache-control", "no-store".to_owned())];
     http::push_block(&mut pairs, block, Some(grace_period));
     pairs.extend(headers);
-    let headers = Headers::new();
-    http::set_all(&headers, &pairs)?;
-    Ok(ResponseBuilder::new().with_headers(headers).fixed(jws.into_bytes()))
+    Ok(ResponseBuilder::new().with_headers(http::headers_of(&pairs)?).fixed(jws.into_bytes()))
 }
 
 /// `GET /.well-known/jwks.json`: the public keys, the signing key first.
