@@ -9,23 +9,25 @@ use worker::{Context, Date, Env, Response, worker_sys::web_sys};
 
 use crate::{
     Error, Result, answers, answers::Reply, apart, cache, cached, config::Config, deps::Deps, health, http,
-    incoming::Incoming, index, openapi, passes, rate_limit, routes, routes::Endpoint, rpc, rpc::Rpc, verify,
+    incoming::Incoming, incoming::Target, index, openapi, passes, rate_limit, routes, routes::Endpoint, rpc,
+    rpc::Rpc, verify,
 };
 
 pub(crate) async fn respond(request: Incoming, env: Env, context: Context) -> Result<web_sys::Response> {
     let ip = rate_limit::client_of(|name| request.header(name));
     let now_ms = Date::now().as_millis();
     let now = now_ms / 1000;
-    let (method, path) = (request.method.as_str(), request.target().path.to_owned());
+    let target = request.target();
+    let (method, path) = (request.method.as_str(), target.path);
     if method == "OPTIONS" {
         // Preflights are the browser's, not the caller's: they show the quota but do not use it.
         // A path the API does not serve has no CORS policy to tell: its 404, like any method's.
         let response = if path == verify::PATH || path == passes::batch::PATH {
             http::preflight(http::POST_METHODS)?
-        } else if routes::serves(&path) {
+        } else if routes::serves(path) {
             http::preflight(http::METHODS)?
         } else {
-            http::error(&Error::NoRoute(path))?
+            http::error(&Error::NoRoute(path.to_owned()))?
         };
         return http::finish(response, rate_limit::peek(&ip, now).remaining);
     }
@@ -33,7 +35,6 @@ pub(crate) async fn respond(request: Incoming, env: Env, context: Context) -> Re
     // read, so a client over its limit makes the Worker read nothing of it, and as the rest once
     // its wallets are known (a body that cannot be read counts as the one).
     let is_batch = path == passes::batch::PATH && method == "POST";
-    let log_line = format!("{method} {path}");
     // The settings, read once per isolate for whichever answer this is.
     let config = Config::from_env(&env);
     let counters =
@@ -42,7 +43,7 @@ pub(crate) async fn respond(request: Incoming, env: Env, context: Context) -> Re
         Ok(quota) => {
             if is_batch {
                 let bookmark = request.header(index::point::BOOKMARK);
-                let wallets = passes::batch::read(&mut request.into_request()).await;
+                let wallets = passes::batch::read(&mut request.to_request()).await;
                 let rest = wallets.as_ref().map_or(0, |wallets| passes::batch::weight(wallets.len()) - 1);
                 let quota = match rest {
                     0 => Ok(quota),
@@ -56,7 +57,7 @@ pub(crate) async fn respond(request: Incoming, env: Env, context: Context) -> Re
                     Err(limited) => (0, Err(limited)),
                 }
             } else {
-                (quota.remaining, serve(request, &env, &config, &context, now).await)
+                (quota.remaining, serve(&request, &target, &env, &config, &context, now).await)
             }
         }
         Err(limited) => (0, Err(limited)),
@@ -65,7 +66,7 @@ pub(crate) async fn respond(request: Incoming, env: Env, context: Context) -> Re
         Ok(response) => response,
         Err(error) => {
             if error.status() >= 500 {
-                worker::console_error!("{log_line}: {error}");
+                worker::console_error!("{method} {path}: {error}");
             }
             http::error(&error)?
         }
@@ -95,25 +96,24 @@ fn chain_rpc<'a>(config: &'a Config, budget: &'a Cell<u32>) -> Result<Rpc<'a>> {
 /// Everything after the rate limit, at wall-clock time `now` (Unix seconds); errors become
 /// `{"error": ...}` in [`respond`].
 async fn serve(
-    request: Incoming,
+    request: &Incoming,
+    url: &Target<'_>,
     env: &Env,
     config: &Config,
     context: &Context,
     now: u64,
 ) -> Result<Response> {
-    let method = request.method.clone();
-    let url = request.target();
+    let method = request.method.as_str();
     for path in [verify::PATH, passes::batch::PATH] {
         if url.path == path && method != "POST" {
-            return Err(Error::PostOnly { method, path });
+            return Err(Error::PostOnly { method: method.to_owned(), path });
         }
     }
     if url.path == verify::PATH {
         let budget = Cell::new(rpc::SUBREQUEST_BUDGET);
         let rpc = chain_rpc(config, &budget)?;
-        let origin = url.origin;
         let registry = config.registry()?;
-        let issuer = passes::Issuer::of(env, config, &origin, registry)?;
+        let issuer = passes::Issuer::of(env, config, &url.origin, registry)?;
         let bookmark = request.header(index::point::BOOKMARK);
         let context = verify::Context {
             rpc: &rpc,
@@ -123,10 +123,10 @@ async fn serve(
             policy: &config.verify,
             issuer: issuer.as_ref(),
         };
-        return apart(verify::answer(&mut request.into_request(), env, &context, now)).await;
+        return apart(verify::answer(&mut request.to_request(), env, &context, now)).await;
     }
     if method != "GET" && method != "HEAD" {
-        return Err(Error::MethodNotAllowed(method));
+        return Err(Error::MethodNotAllowed(method.to_owned()));
     }
     let query = url.query_pairs();
     let endpoint = routes::resolve(url.path, &query)?;
@@ -144,10 +144,9 @@ async fn serve(
         Endpoint::Jwks => return passes::answer_jwks(env),
         Endpoint::KyaPass(wallet) => {
             let rpc = chain_rpc(config, &budget)?;
-            let origin = url.origin;
             let bookmark = request.header(index::point::BOOKMARK);
             let read = passes::PassRead { wallet: *wallet, now, bookmark: bookmark.as_deref() };
-            return apart(passes::answer_pass(env, config, &rpc, &origin, read)).await;
+            return apart(passes::answer_pass(env, config, &rpc, &url.origin, read)).await;
         }
         Endpoint::Changes(query) => return apart(index::changes::answer(env, query)).await,
         Endpoint::ChangesStream(query) => {
@@ -156,13 +155,13 @@ async fn serve(
         }
         _ => {}
     }
-    let origin = url.origin;
+    let origin = &url.origin;
     // The chain's addresses are parsed only when the chain is read: a hit needs neither.
     let deps = || -> Result<Deps<'_>> {
         Ok(Deps {
             rpc: Rpc { multicall: config.multicall()?, ..rpc },
             registry: config.registry()?,
-            origin: &origin,
+            origin,
             now,
             memory_budget: config.memory_cache_bytes,
             cache_tag: &config.cache_tag,
@@ -204,7 +203,7 @@ async fn serve(
             })
             .await;
         };
-        let key = cache::key(&origin, &config.cache_tag, &policy.path);
+        let key = cache::key(origin, &config.cache_tag, &policy.path);
         let index_ttl = config.index.answer_ttl_secs;
         // The registry-wide answers read up to every row of the index: refreshed one at a time per
         // data centre (`cached`), when they are cached at all.

@@ -5,7 +5,7 @@
 //! point answers' profiles (docs/bench/point-answers-*.md). The method, the URL and the headers
 //! every answer may look at come across in one call into JavaScript ([`REQUEST_HEADERS`]), where
 //! each would be a call of its own. The answers that read a body get workers-rs's `Request`
-//! ([`Incoming::into_request`]).
+//! ([`Incoming::to_request`]).
 
 use std::cell::OnceCell;
 
@@ -89,9 +89,11 @@ impl Incoming {
         self.raw.cf().map(|cf: IncomingRequestCfProperties| Cf::from(cf).colo())
     }
 
-    /// workers-rs's view of the request, for an answer that reads its body.
-    pub(crate) fn into_request(self) -> Request {
-        Request::from(self.raw)
+    /// workers-rs's view of the request, for an answer that reads its body: the runtime's
+    /// request itself, shared (`Clone` copies the reference; the inherent `clone` is
+    /// JavaScript's `Request.clone()`, which would tee the body).
+    pub(crate) fn to_request(&self) -> Request {
+        Request::from(<web_sys::Request as Clone>::clone(&self.raw))
     }
 }
 
