@@ -202,9 +202,11 @@ impl Profile {
     /// [`Profile::cpu`] of the work requests left to run after their responses
     /// (`Context::wait_until`): the samples within a wasm-bindgen future (a `future_to_promise`
     /// closure, one per future type) whose calls never hold `request_frame` (a function of the
-    /// fetch handler, such as `handler::respond`), and the timer wake-ups of a `worker::Delay`
-    /// that only such work awaits. For the point answers: the rate limiter's KV write.
-    pub fn cpu_after_response(&self, request_frame: &str) -> Duration {
+    /// fetch handler, such as `handler::respond`), and the samples outside every future whose
+    /// stack holds a frame of `detached`: JavaScript that only such work runs on its own (a
+    /// promise's reaction, a timer). For the point answers: the rate limiter's KV sync, whose
+    /// read runs in `rate_limit_read` (edge-api/src/rate_limit.rs).
+    pub fn cpu_after_response(&self, request_frame: &str, detached: &[&str]) -> Duration {
         let future = |frame: &str| frame.contains("future_to_promise::{{closure}}::{{closure}}");
         let mut requests = std::collections::HashSet::new();
         for stack in &self.stacks {
@@ -214,7 +216,7 @@ impl Profile {
         }
         let after = |stack: &Vec<String>| match stack.iter().find(|frame| future(frame)) {
             Some(frame) => !requests.contains(frame),
-            None => stack.iter().any(|frame| frame.contains("worker::delay::Delay")),
+            None => stack.iter().any(|frame| detached.iter().any(|detached| frame.contains(detached))),
         };
         let micros = self
             .stacks
@@ -364,15 +366,24 @@ mod tests {
                 {"id": 5, "callFrame": future("h2"), "children": [6]},
                 {"id": 6, "callFrame": frame("worker::kv::KvStore::get")},
                 {"id": 7, "callFrame": {"functionName": "(idle)"}},
-                {"id": 8, "callFrame": frame("<worker::delay::Delay as Future>::poll"), "children": [7]},
+                {"id": 8, "callFrame": {"functionName": "rate_limit_read", "url": "entry.js"}, "children": [9]},
+                {"id": 9, "callFrame": {"functionName": "get", "url": ""}},
             ],
             // The request: 3 samples (one in `respond`, two beside it in its future); after it,
-            // 2 in the KV read and 1 waking the timer; 1 idle.
-            "samples": [3, 4, 4, 6, 6, 8, 7],
+            // 2 in a future that never runs it and 1 in the KV read's JavaScript; 1 idle.
+            "samples": [3, 4, 4, 6, 6, 9, 7],
             "timeDeltas": [0, 100, 100, 100, 100, 100, 100],
         }));
         assert_eq!(profile.cpu(), Duration::from_micros(600));
-        assert_eq!(profile.cpu_after_response("handler::respond"), Duration::from_micros(300));
+        assert_eq!(
+            profile.cpu_after_response("handler::respond", &["rate_limit_read"]),
+            Duration::from_micros(300)
+        );
+        assert_eq!(
+            profile.cpu_after_response("handler::respond", &[]),
+            Duration::from_micros(200),
+            "JavaScript outside the futures counts only when named"
+        );
     }
 
     #[test]

@@ -61,11 +61,14 @@ pub(crate) fn set_all<N: AsRef<str>, V: AsRef<str>>(headers: &Headers, pairs: &[
     Ok(())
 }
 
-/// A new `Headers` holding `pairs`, set as [`set_all`] sets them.
-pub(crate) fn headers_of<N: AsRef<str>, V: AsRef<str>>(pairs: &[(N, V)]) -> Result<Headers> {
-    let headers = Headers::new();
-    set_all(&headers, pairs)?;
-    Ok(headers)
+/// `response` with the headers `pairs` set on the `Headers` it was built with, as [`set_all`]
+/// sets them (a workers-rs response always makes one: a new one for it would be a second).
+pub(crate) fn with_pairs<N: AsRef<str>, V: AsRef<str>>(
+    response: Response,
+    pairs: &[(N, V)],
+) -> Result<Response> {
+    set_all(response.headers(), pairs)?;
+    Ok(response)
 }
 
 /// `pairs` as `set_headers` takes them: name and value on lines of their own.
@@ -188,10 +191,7 @@ pub(crate) const JSON: &str = "application/json; charset=utf-8";
 /// [`json`] with the headers `pairs` (its `Cache-Control` among them) set at once.
 pub(crate) fn json_with(status: u16, body: &str, mut pairs: Vec<(&'static str, String)>) -> Result<Response> {
     pairs.insert(0, ("content-type", JSON.to_owned()));
-    Ok(ResponseBuilder::new()
-        .with_status(status)
-        .with_headers(headers_of(&pairs)?)
-        .fixed(body.as_bytes().to_vec()))
+    with_pairs(ResponseBuilder::new().with_status(status).fixed(body.as_bytes().to_vec()), &pairs)
 }
 
 /// A 200 answer read from the chain: its JSON body, and the pinned block as `X-Block-Number` and
@@ -261,18 +261,20 @@ pub(crate) fn not_modified_with(
 ) -> Result<Response> {
     let mut pairs = vec![("etag", etag.to_owned()), ("cache-control", cache_control.to_owned())];
     pairs.extend(extra);
-    Ok(Response::empty()?.with_status(304).with_headers(headers_of(&pairs)?))
+    with_pairs(Response::empty()?.with_status(304), &pairs)
 }
 
 /// The answer to a CORS preflight (an OPTIONS request on a path the API serves) for a path
 /// served with `methods`.
 pub(crate) fn preflight(methods: &str) -> Result<Response> {
-    let headers = headers_of(&[
-        ("access-control-allow-methods", methods),
-        ("access-control-allow-headers", ALLOWED_HEADERS),
-        ("access-control-max-age", PREFLIGHT_MAX_AGE),
-    ])?;
-    Ok(Response::empty()?.with_status(204).with_headers(headers))
+    with_pairs(
+        Response::empty()?.with_status(204),
+        &[
+            ("access-control-allow-methods", methods),
+            ("access-control-allow-headers", ALLOWED_HEADERS),
+            ("access-control-max-age", PREFLIGHT_MAX_AGE),
+        ],
+    )
 }
 
 /// The runtime's response of `response`, with CORS and rate-limit headers, and

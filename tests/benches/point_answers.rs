@@ -271,7 +271,9 @@ async fn main() {
             }
             cpu.push(profile.cpu() / PER_BLOCK as u32);
             if let Some(after) = after_response.get_mut(kind) {
-                after.push(profile.cpu_after_response("handler::respond") / PER_BLOCK as u32);
+                after.push(
+                    profile.cpu_after_response("handler::respond", &["rate_limit_read"]) / PER_BLOCK as u32,
+                );
             }
         }
     }

@@ -317,7 +317,7 @@ fn compliance(
     ];
     http::push_block(&mut pairs, block, Some(clock.grace_period));
     source.push_headers(&mut pairs);
-    Ok(response.with_headers(http::headers_of(&pairs)?))
+    http::with_pairs(response, &pairs)
 }
 
 /// `texts` (JavaScript strings of ASCII) encoded into `buffer`, replacing what it held, by the

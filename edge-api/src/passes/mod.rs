@@ -157,7 +157,7 @@ pub(crate) async fn answer_pass(
         vec![("content-type", pass::MEDIA_TYPE.to_owned()), ("cache-control", "no-store".to_owned())];
     http::push_block(&mut pairs, block, Some(grace_period));
     pairs.extend(headers);
-    Ok(ResponseBuilder::new().with_headers(http::headers_of(&pairs)?).fixed(jws.into_bytes()))
+    http::with_pairs(ResponseBuilder::new().fixed(jws.into_bytes()), &pairs)
 }
 
 /// `GET /.well-known/jwks.json`: the public keys, the signing key first.
