@@ -18,7 +18,7 @@
 //!
 //! `cargo bench -p kya-tests --bench point_answers` prints the report and writes it to
 //! `docs/bench/point-answers-<N>.md` (once the answers are measured, and again with the grace
-//! period's runs). About 4 minutes at 15,000 agents; 21 at 100,000, 19 of them seeding.
+//! period's runs). About 6 minutes at 15,000 agents; 24 at 100,000, 19 of them seeding.
 
 use std::{
     fmt::Write as _,
