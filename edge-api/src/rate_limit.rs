@@ -99,10 +99,11 @@ pub(crate) struct Quota {
 struct Counter {
     /// Requests counted in the window: served here, or learnt from KV.
     count: u64,
-    /// When (Unix milliseconds) this isolate last wrote the key, or scheduled its write.
-    last_write_ms: Option<u64>,
-    /// A trailing write is scheduled.
-    trailing: bool,
+    /// When (Unix milliseconds) this isolate's latest write of the key was due: a write
+    /// scheduled and not yet due carries every request counted before it. Kept as a time, not
+    /// a flag the write clears, so a write that never ends (a KV read that hangs until the
+    /// runtime drops the request's work) holds back no later one.
+    write_due_ms: Option<u64>,
 }
 
 thread_local! {
@@ -128,22 +129,20 @@ fn window(ip: &str, now_secs: u64) -> (String, u64) {
     (format!("rate:{ip}:{}", now_secs / WINDOW_SECS), WINDOW_SECS - now_secs % WINDOW_SECS)
 }
 
-/// Counts a request and decides its KV write, as milliseconds to wait: one write per key at a
-/// time, at the end of the second that began with the first request it carries (a second after
-/// the key's last write, or after this request), so a burst costs one write a second and no
-/// request's own answer waits behind KV (under `wrangler dev` KV's work runs on the Worker's own
-/// thread).
+/// Counts a request and decides its KV write, as milliseconds to wait: at the end of the second
+/// that began with the first request it carries (a second after the key's last write, or after
+/// this request), none while a write is scheduled and not yet due, so a burst costs one write a
+/// second and no request's own answer waits behind KV (under `wrangler dev` KV's work runs on
+/// the Worker's own thread).
 fn count(counter: &mut Counter, now_ms: u64, weight: u64) -> (u64, Option<u64>) {
     counter.count += weight;
-    if counter.trailing {
-        return (counter.count, None);
-    }
-    counter.trailing = true;
-    let wait_ms = match counter.last_write_ms {
-        Some(last) if now_ms < last + WRITE_INTERVAL_MS => last + WRITE_INTERVAL_MS - now_ms,
-        _ => WRITE_INTERVAL_MS,
+    let due_ms = match counter.write_due_ms {
+        Some(due) if now_ms < due => return (counter.count, None),
+        Some(due) if now_ms < due + WRITE_INTERVAL_MS => due + WRITE_INTERVAL_MS,
+        _ => now_ms + WRITE_INTERVAL_MS,
     };
-    (counter.count, Some(wait_ms))
+    counter.write_due_ms = Some(due_ms);
+    (counter.count, Some(due_ms - now_ms))
 }
 
 /// Where and how the counters are kept: the request's context (KV's sync runs after the
@@ -176,9 +175,8 @@ pub(crate) fn peek(ip: &str, now_secs: u64) -> Quota {
 }
 
 /// After `wait_ms`, learns the count KV holds for `key` (other isolates' writes), then writes
-/// this isolate's count, which is never less (logged if `log_writes`). Requests counted while KV
-/// is read are in the count written: the key's next write is scheduled only once this one has
-/// the count.
+/// this isolate's count, which is never less (logged if `log_writes`): the requests counted
+/// while KV was read are in it.
 async fn sync(store: JsValue, key: String, wait_ms: u64, log_writes: bool) {
     let stored = match JsFuture::from(read_after(&store, &key, wait_ms as f64)).await {
         Ok(value) => value.as_string().and_then(|count| count.parse().ok()).unwrap_or(0),
@@ -188,8 +186,6 @@ async fn sync(store: JsValue, key: String, wait_ms: u64, log_writes: bool) {
         }
     };
     let count = with_counter(&key, |counter| {
-        counter.trailing = false;
-        counter.last_write_ms = Some(worker::Date::now().as_millis());
         counter.count = counter.count.max(stored);
         counter.count
     });
@@ -271,15 +267,13 @@ mod tests {
         for n in 2..=60 {
             assert_eq!(count(&mut counter, 10_500, 1), (n, None), "request {n}: the write is scheduled");
         }
-        // That write ran (it marks the key written and clears the flag).
-        counter.trailing = false;
-        counter.last_write_ms = Some(11_000);
-        assert_eq!(count(&mut counter, 11_400, 1), (61, Some(600)), "a second after the last write");
-        counter.trailing = false;
-        counter.last_write_ms = Some(12_000);
+        assert_eq!(count(&mut counter, 10_999, 1), (61, None), "until the write is due");
+        // That write was due at 11,000, whatever became of it (a write that hangs holds back none).
+        assert_eq!(count(&mut counter, 11_400, 1), (62, Some(600)), "a second after the last write");
+        assert_eq!(count(&mut counter, 11_999, 1), (63, None));
         assert_eq!(
             count(&mut counter, 15_000, 1),
-            (62, Some(1_000)),
+            (64, Some(1_000)),
             "long after it: a second after this one"
         );
     }
