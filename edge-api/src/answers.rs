@@ -127,7 +127,7 @@ pub(crate) async fn from_index(
     if !matches!(endpoint, Endpoint::Kya(_) | Endpoint::Agent(_) | Endpoint::Lineage(_)) {
         return Ok(None);
     }
-    let Some(store) = crate::d1::Store::open_session(env, bookmark)? else {
+    let Some(session) = crate::d1::ReadSession::open(env, bookmark) else {
         return Ok(Some(Err("no index: the Worker has no INDEX binding".into())));
     };
     let settings = &config.index;
@@ -135,7 +135,7 @@ pub(crate) async fn from_index(
     // the grace period that judged it, as the chain-read path does).
     let (at, source, body, judged) = match endpoint {
         Endpoint::Kya(wallet) => {
-            match index::point::agents_of_wallets(&store, settings, &[*wallet], now).await? {
+            match index::point::agents_of_wallets(&session, settings, &[*wallet], now).await? {
                 Point::Answer(at, source, mut agents) => {
                     let agent = agents.pop().flatten();
                     (at, source, json(&KyaResult::of(*wallet, agent.as_ref(), at.clock))?, true)
@@ -143,14 +143,14 @@ pub(crate) async fn from_index(
                 Point::Fallback(reason) => return Ok(Some(Err(reason))),
             }
         }
-        Endpoint::Agent(id) => match index::point::agent(&store, settings, *id, now).await? {
+        Endpoint::Agent(id) => match index::point::agent(&session, settings, *id, now).await? {
             Point::Answer(at, source, Some((agent, children))) => {
                 (at, source, json(&AgentDetails::of(&agent, children, at.clock))?, true)
             }
             Point::Answer(_, _, None) => return Err(kya_core::Error::AgentNotFound(*id).into()),
             Point::Fallback(reason) => return Ok(Some(Err(reason))),
         },
-        Endpoint::Lineage(id) => match index::point::lineage(&store, settings, *id, now).await? {
+        Endpoint::Lineage(id) => match index::point::lineage(&session, settings, *id, now).await? {
             Point::Answer(at, source, Some(tree)) => (at, source, json(&tree)?, false),
             Point::Answer(_, _, None) => return Err(kya_core::Error::AgentNotFound(*id).into()),
             Point::Fallback(reason) => return Ok(Some(Err(reason))),
@@ -159,7 +159,7 @@ pub(crate) async fn from_index(
     };
     let grace_period = judged.then_some(at.clock.grace_period);
     let answer = Answer { body, block: at.block, grace_period, read_at: now, source };
-    Ok(Some(Ok((answer, store.bookmark()))))
+    Ok(Some(Ok((answer, session.bookmark()))))
 }
 
 fn json<T: Serialize>(value: &T) -> Result<String> {

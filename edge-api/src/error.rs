@@ -78,6 +78,11 @@ pub enum Error {
         "invalid Last-Event-ID header: must be an event id such as 12-0, as the feed gave it (got {0:?})"
     )]
     InvalidLastEventId(String),
+    /// An `X-D1-Bookmark` header that is no bookmark (`d1::ReadSession`); its length.
+    #[error(
+        "invalid X-D1-Bookmark header: must be the X-D1-Bookmark of an answer, letters, digits and '-' up to 256 bytes (got {0} bytes)"
+    )]
+    InvalidBookmark(usize),
     /// The change feed needs the registry index: its D1 binding, with its tables.
     #[error(
         "the change feed needs the registry index (D1 binding INDEX with its migrations applied), which this deployment has not"
@@ -96,7 +101,7 @@ impl Error {
             Self::Core(kya_core::Error::AgentNotFound(_) | kya_core::Error::AgentIdBeyondRegistry(_))
             | Self::NoRoute(_)
             | Self::ChangesCursorUnknown { .. } => 404,
-            Self::BadBody(_) | Self::InvalidLastEventId(_) => 400,
+            Self::BadBody(_) | Self::InvalidLastEventId(_) | Self::InvalidBookmark(_) => 400,
             Self::MethodNotAllowed(_) | Self::PostOnly { .. } => 405,
             Self::RateLimited { .. } => 429,
             Self::ChangesGone { .. } => 410,

@@ -42,7 +42,7 @@ pub(crate) async fn respond(request: Incoming, env: Env, context: Context) -> Re
     let (remaining, outcome) = match rate_limit::admit(&counters, &ip, now_ms, 1) {
         Ok(quota) => {
             if is_batch {
-                let bookmark = request.header(index::point::BOOKMARK);
+                let bookmark = request.bookmark();
                 let wallets = passes::batch::read(&mut request.to_request()).await;
                 let rest = wallets.as_ref().map_or(0, |wallets| passes::batch::weight(wallets.len()) - 1);
                 let quota = match rest {
@@ -51,8 +51,7 @@ pub(crate) async fn respond(request: Incoming, env: Env, context: Context) -> Re
                 };
                 match quota {
                     Ok(quota) => {
-                        let bookmark = bookmark.as_deref();
-                        (quota.remaining, apart(serve_batch(wallets, &env, &config, (now, bookmark))).await)
+                        (quota.remaining, apart(serve_batch((wallets, bookmark), &env, &config, now)).await)
                     }
                     Err(limited) => (0, Err(limited)),
                 }
@@ -74,13 +73,15 @@ pub(crate) async fn respond(request: Incoming, env: Env, context: Context) -> Re
     http::finish(response, remaining)
 }
 
-/// `POST /api/v1/kya/batch`, its body read (and counted) already.
+/// `POST /api/v1/kya/batch`, its body read (and counted) already, with the client's bookmark.
 async fn serve_batch(
-    wallets: Result<Vec<alloy_primitives::Address>>,
+    (wallets, bookmark): (Result<Vec<alloy_primitives::Address>>, Result<Option<String>>),
     env: &Env,
     config: &Config,
-    (now, bookmark): (u64, Option<&str>),
+    now: u64,
 ) -> Result<Response> {
+    let bookmark = bookmark?;
+    let bookmark = bookmark.as_deref();
     let wallets = wallets?;
     let budget = Cell::new(rpc::SUBREQUEST_BUDGET);
     let rpc = chain_rpc(config, &budget)?;
@@ -114,7 +115,7 @@ async fn serve(
         let rpc = chain_rpc(config, &budget)?;
         let registry = config.registry()?;
         let issuer = passes::Issuer::of(env, config, &url.origin, registry)?;
-        let bookmark = request.header(index::point::BOOKMARK);
+        let bookmark = request.bookmark()?;
         let context = verify::Context {
             rpc: &rpc,
             config,
@@ -144,7 +145,7 @@ async fn serve(
         Endpoint::Jwks => return passes::answer_jwks(env),
         Endpoint::KyaPass(wallet) => {
             let rpc = chain_rpc(config, &budget)?;
-            let bookmark = request.header(index::point::BOOKMARK);
+            let bookmark = request.bookmark()?;
             let read = passes::PassRead { wallet: *wallet, now, bookmark: bookmark.as_deref() };
             return apart(passes::answer_pass(env, config, &rpc, &url.origin, read)).await;
         }
@@ -174,7 +175,7 @@ async fn serve(
     // `/kya/:wallet`, `/agent/:id` and its lineage from the index beside the Worker, uncached: every request
     // reads it, so a change a run applied is never hidden behind a copy. Else from the chain,
     // with SPEC.md's TTLs, saying why.
-    let bookmark = request.header(index::point::BOOKMARK);
+    let bookmark = request.bookmark()?;
     let fallback = match apart(answers::from_index(&endpoint, env, config, now, bookmark.as_deref())).await? {
         Some(Ok((answer, bookmark))) => {
             // Fresh now, with its validator: a client asks again each time, and a 304 when the

@@ -79,6 +79,14 @@ impl Incoming {
         }
     }
 
+    /// The client's `X-D1-Bookmark` for a point answer's D1 session (`None` when absent or
+    /// blank); a 400 for text that cannot be a bookmark ([`crate::d1::checked_bookmark`]), on
+    /// every operation that takes one, whether or not its answer comes to read D1.
+    pub(crate) fn bookmark(&self) -> crate::Result<Option<String>> {
+        let header = self.header(crate::index::point::BOOKMARK);
+        Ok(crate::d1::checked_bookmark(header.as_deref())?.map(str::to_owned))
+    }
+
     /// Every header, for an answer that reads others than [`REQUEST_HEADERS`].
     pub(crate) fn headers(&self) -> Headers {
         Headers(self.raw.headers())

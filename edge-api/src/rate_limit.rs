@@ -181,7 +181,7 @@ async fn sync(store: JsValue, key: String, wait_ms: u64, log_writes: bool) {
     let stored = match JsFuture::from(read_after(&store, &key, wait_ms as f64)).await {
         Ok(value) => value.as_string().and_then(|count| count.parse().ok()).unwrap_or(0),
         Err(error) => {
-            console_error!("rate limit counter not read: {}", describe(&error));
+            console_error!("rate limit counter not read: {}", worker::Error::from(error));
             0
         }
     };
@@ -196,16 +196,8 @@ async fn sync(store: JsValue, key: String, wait_ms: u64, log_writes: bool) {
     match written {
         Ok(()) if log_writes => console_log!("rate limit counter written: {key} = {count}"),
         Ok(()) => {}
-        Err(error) => console_error!("rate limit counter not written: {}", describe(&error)),
+        Err(error) => console_error!("rate limit counter not written: {}", worker::Error::from(error)),
     }
-}
-
-/// A JavaScript error's message (KV's), or the value as the console would show it.
-fn describe(error: &JsValue) -> String {
-    Reflect::get(error, &JsValue::from_str("message"))
-        .ok()
-        .and_then(|message| message.as_string())
-        .unwrap_or_else(|| format!("{error:?}"))
 }
 
 /// The KV binding, looked up once per `Env` ([`crate::per_env`]).

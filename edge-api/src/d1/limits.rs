@@ -61,12 +61,26 @@ impl Param {
         }
     }
 
+    /// The parameter as a JavaScript value, for a statement built in Rust.
     pub(crate) fn into_js(self) -> JsValue {
         match self {
             Self::Text(text) => text.into(),
             Self::Number(number) => JsValue::from_f64(number as f64),
             Self::Signed(number) => JsValue::from_f64(number as f64),
             Self::Null => JsValue::NULL,
+        }
+    }
+}
+
+/// The parameter as JSON, for a statement bound in JavaScript from one JSON text
+/// ([`super::ReadSession`]): the value [`Param::into_js`] makes, `JSON.parse`d.
+impl serde::Serialize for Param {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        match self {
+            Self::Text(text) => serializer.serialize_str(text),
+            Self::Number(number) => serializer.serialize_u64(*number),
+            Self::Signed(number) => serializer.serialize_i64(*number),
+            Self::Null => serializer.serialize_unit(),
         }
     }
 }

@@ -8,17 +8,21 @@
 //! index's log line (what D1 bills).
 
 pub(crate) mod limits;
+mod session;
 
 use serde::{Deserialize, Serialize};
 use wasm_bindgen::{JsCast, JsValue};
 use worker::{
-    D1Database, D1DatabaseSession, D1PreparedStatement, D1Result, D1SessionConstraint, Env,
+    D1Database, D1PreparedStatement, D1Result, Env,
     js_sys::{Array, Reflect},
     wasm_bindgen_futures::JsFuture,
 };
 
 use self::limits::DEFAULT_QUERIES_PER_INVOCATION;
-pub(crate) use self::limits::{Limits, Param};
+pub(crate) use self::{
+    limits::{Limits, Param},
+    session::{ReadSession, checked_bookmark},
+};
 use crate::{Error, Result, per_env::PerEnv};
 
 /// The D1 binding, in `wrangler.toml`.
@@ -32,9 +36,6 @@ pub(crate) const CHUNK_BYTES: usize = 250_000;
 /// wrote.
 pub(crate) struct Store {
     db: D1Database,
-    /// A read-only answer's D1 session ([`Store::open_session`]): its statements may be served
-    /// by a read replica near the Worker, never older than the bookmark it started from.
-    session: Option<D1DatabaseSession>,
     limits: Limits,
     rows_written: std::cell::Cell<u64>,
     rows_read: std::cell::Cell<u64>,
@@ -42,62 +43,22 @@ pub(crate) struct Store {
 
 impl Store {
     /// The database, or `None` without the `INDEX` binding. `INDEX_D1_QUERIES` is the plan's D1
-    /// queries per invocation (Workers Free 50, the default; Paid 1,000).
+    /// queries per invocation (Workers Free 50, the default; Paid 1,000). A read-only answer
+    /// reads in a session instead ([`ReadSession`]).
     pub(crate) fn open(env: &Env) -> Option<Self> {
-        thread_local! {
-            /// `INDEX_D1_QUERIES` and the binding, read once per `Env` ([`crate::per_env`]).
-            static OPENED: PerEnv<(u32, Option<JsValue>)> = const { PerEnv::new() };
-        }
-        let (queries, db) = OPENED.with(|opened| {
-            opened.get(env, || {
-                let queries = env
-                    .var("INDEX_D1_QUERIES")
-                    .ok()
-                    .and_then(|value| value.to_string().trim().parse().ok())
-                    .unwrap_or(DEFAULT_QUERIES_PER_INVOCATION);
-                (queries, env.d1(BINDING).ok().map(JsValue::from))
-            })
-        });
-        db.map(|db| Self {
+        binding(env).map(|(queries, db)| Self {
             db: D1Database::unchecked_from_js(db),
-            session: None,
             limits: Limits::new(queries),
             rows_written: 0.into(),
             rows_read: 0.into(),
         })
     }
 
-    /// [`Store::open`] for a read-only answer, through a D1 session (the Sessions API of D1's
-    /// read replication): its reads may be served by a replica near the Worker, and never by
-    /// one older than `bookmark` (a client's `X-D1-Bookmark`, from an answer it saw), so a
-    /// client that passes back the bookmark of each answer never sees the index go back in time.
-    /// Without a bookmark (or with an empty one) the first read may go to any replica. The
-    /// index's runs and every write keep the primary ([`Store::open`]).
-    pub(crate) fn open_session(env: &Env, bookmark: Option<&str>) -> Result<Option<Self>> {
-        let Some(mut store) = Self::open(env) else { return Ok(None) };
-        let session = match bookmark.map(str::trim).filter(|bookmark| !bookmark.is_empty()) {
-            Some(bookmark) => store.db.with_session(Some(bookmark))?,
-            None => store.db.with_session_constraint(D1SessionConstraint::FirstUnconstrained)?,
-        };
-        store.session = Some(session);
-        Ok(Some(store))
-    }
-
-    /// The session's bookmark after its reads (`None`: no session, or nothing read yet): what a
-    /// client passes back as `X-D1-Bookmark`.
-    pub(crate) fn bookmark(&self) -> Option<String> {
-        self.session.as_ref().and_then(|session| session.get_bookmark().ok().flatten())
-    }
-
     /// `sql` with `params` bound, once both pass D1's limits.
     pub(crate) fn statement(&self, sql: &str, params: Vec<Param>) -> Result<D1PreparedStatement> {
         self.limits.check(sql, &params)?;
         let values: Vec<_> = params.into_iter().map(Param::into_js).collect();
-        let prepared = match &self.session {
-            Some(session) => session.prepare(sql),
-            None => self.db.prepare(sql),
-        };
-        Ok(prepared.bind(&values)?)
+        Ok(self.db.prepare(sql).bind(&values)?)
     }
 
     /// Every row `statement` selects.
@@ -107,12 +68,8 @@ impl Store {
     ) -> Result<Vec<T>> {
         self.limits.spend(1)?;
         let result = statement.all().await?;
-        // A session's reads (the answers') go to no log line: their `meta`, decoded field by field
-        // from JavaScript, is left unread.
-        if self.session.is_none() {
-            let read = result.meta().ok().flatten().and_then(|meta| meta.rows_read).unwrap_or(0);
-            self.rows_read.set(self.rows_read.get() + read as u64);
-        }
+        let read = result.meta().ok().flatten().and_then(|meta| meta.rows_read).unwrap_or(0);
+        self.rows_read.set(self.rows_read.get() + read as u64);
         Ok(result.results()?)
     }
 
@@ -134,10 +91,7 @@ impl Store {
     /// Runs `statements` as one batch (one round trip, one transaction), for their results.
     pub(crate) async fn batch(&self, statements: Vec<D1PreparedStatement>) -> Result<Vec<D1Result>> {
         self.limits.spend(statements.len())?;
-        Ok(match &self.session {
-            Some(session) => session.batch(statements).await?,
-            None => self.db.batch(statements).await?,
-        })
+        Ok(self.db.batch(statements).await?)
     }
 
     /// Runs `statements` as one transaction, counting the rows D1 reports they wrote.
@@ -151,8 +105,7 @@ impl Store {
         Ok(())
     }
 
-    /// Rows this invocation's reads ([`Store::all`]) read, as D1 reports them for billing (not
-    /// counted in a session, [`Store::open_session`]).
+    /// Rows this invocation's reads ([`Store::all`]) read, as D1 reports them for billing.
     pub(crate) fn rows_read(&self) -> u64 {
         self.rows_read.get()
     }
@@ -171,6 +124,25 @@ impl Store {
     pub(crate) fn queries(&self) -> u32 {
         self.limits.spent()
     }
+}
+
+/// The plan's D1 queries per invocation (`INDEX_D1_QUERIES`) and the `INDEX` binding (`None`
+/// without it), read once per `Env` ([`crate::per_env`]).
+fn binding(env: &Env) -> Option<(u32, JsValue)> {
+    thread_local! {
+        static OPENED: PerEnv<(u32, Option<JsValue>)> = const { PerEnv::new() };
+    }
+    let (queries, db) = OPENED.with(|opened| {
+        opened.get(env, || {
+            let queries = env
+                .var("INDEX_D1_QUERIES")
+                .ok()
+                .and_then(|value| value.to_string().trim().parse().ok())
+                .unwrap_or(DEFAULT_QUERIES_PER_INVOCATION);
+            (queries, env.d1(BINDING).ok().map(JsValue::from))
+        })
+    });
+    Some((queries, db?))
 }
 
 /// `value` as one JSON text parameter.

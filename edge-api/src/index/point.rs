@@ -22,7 +22,7 @@ use super::{
     PointState, State,
     store::{STATE_KEY, decode_indexed},
 };
-use crate::{Error, Result, config::IndexConfig, d1::Store, http::Source};
+use crate::{Error, Result, config::IndexConfig, d1::ReadSession, http::Source};
 
 /// The index's block for a point answer: its number and time, its hash as the index recorded
 /// it, and what standing there is judged by.
@@ -43,7 +43,7 @@ pub(crate) enum Point<T> {
 
 /// A row of a point read: the agent as indexed, and its scope (`None`: not kept, or too long).
 /// The read's one statement gives the state's row too: `part` 0, its JSON in `indexed`
-/// ([`read`]); an agent's is `part` 1.
+/// ([`read`]); an agent's is `part` 1. Decoded from the array of its columns, in this order.
 #[derive(Deserialize)]
 struct AgentRow {
     part: u8,
@@ -77,10 +77,10 @@ pub(crate) async fn wallets_from_index(
     now: u64,
     bookmark: Option<&str>,
 ) -> Result<(Point<Vec<Option<Agent>>>, Option<String>)> {
-    match Store::open_session(env, bookmark)? {
-        Some(store) => {
-            let point = agents_of_wallets(&store, settings, wallets, now).await?;
-            Ok((point, store.bookmark()))
+    match ReadSession::open(env, bookmark) {
+        Some(session) => {
+            let point = agents_of_wallets(&session, settings, wallets, now).await?;
+            Ok((point, session.bookmark()))
         }
         None => Ok((Point::Fallback("no index: the Worker has no INDEX binding".into()), None)),
     }
@@ -107,7 +107,7 @@ pub(crate) const BOOKMARK: &str = "x-d1-bookmark";
 /// whose record names the wallet and is not terminated (terminating frees the wallet on chain;
 /// a revoked agent keeps it), as `getAgentByWallet` gives it.
 pub(crate) async fn agents_of_wallets(
-    store: &Store,
+    session: &ReadSession,
     settings: &IndexConfig,
     wallets: &[Address],
     now: u64,
@@ -119,7 +119,7 @@ pub(crate) async fn agents_of_wallets(
     );
     let json = serde_json::to_string(&lowercase).map_err(|error| Error::Runtime(error.into()))?;
     let FreshRead { at, source, rows, .. } =
-        match read_fresh(store, settings, query, vec![json.into()], now).await? {
+        match read_fresh(session, settings, query, vec![json.into()], now).await? {
             Ok(read) => read,
             Err(reason) => return Ok(Point::Fallback(reason)),
         };
@@ -143,7 +143,7 @@ pub(crate) async fn agents_of_wallets(
 /// Agent `id` and its children's ids (ascending, the registry's order), at the index's block;
 /// `None` for an id the registry has not given (a 404).
 pub(crate) async fn agent(
-    store: &Store,
+    session: &ReadSession,
     settings: &IndexConfig,
     id: u64,
     now: u64,
@@ -154,7 +154,7 @@ pub(crate) async fn agent(
          FROM agents {SCOPE_JOIN} WHERE agents.id = ?1"
     );
     let FreshRead { at, source, state, rows } =
-        match read_fresh(store, settings, query, vec![id.into()], now).await? {
+        match read_fresh(session, settings, query, vec![id.into()], now).await? {
             Ok(read) => read,
             Err(reason) => return Ok(Point::Fallback(reason)),
         };
@@ -183,7 +183,7 @@ const LINEAGE_MAX_ROWS: usize = 2_000;
 /// id the registry has not given (a 404). One query walks the parent column down to the depth
 /// limit, each node with all its children's ids (the registry's order) for the truncation fields.
 pub(crate) async fn lineage(
-    store: &Store,
+    session: &ReadSession,
     settings: &IndexConfig,
     root: u64,
     now: u64,
@@ -199,7 +199,7 @@ pub(crate) async fn lineage(
         limit = LINEAGE_MAX_ROWS + 1,
     );
     let FreshRead { at, source, state, rows } =
-        match read_fresh(store, settings, query, vec![root.into()], now).await? {
+        match read_fresh(session, settings, query, vec![root.into()], now).await? {
             Ok(read) => read,
             Err(reason) => return Ok(Point::Fallback(reason)),
         };
@@ -249,13 +249,13 @@ struct FreshRead {
 /// [`read`], then [`fresh`]: `Err` with the fallback's reason when the index cannot be read or
 /// is not fresh enough.
 async fn read_fresh(
-    store: &Store,
+    session: &ReadSession,
     settings: &IndexConfig,
     query: String,
     params: Vec<crate::d1::Param>,
     now: u64,
 ) -> Result<std::result::Result<FreshRead, String>> {
-    let (state, rows) = match read(store, query, params).await? {
+    let (state, rows) = match read(session, query, params).await? {
         Ok(read) => read,
         Err(fallback) => return Ok(Err(fallback)),
     };
@@ -268,7 +268,7 @@ async fn read_fresh(
 /// binding and the glue instead of two and a batch's. `Err` with the fallback's reason when the
 /// index cannot be read.
 async fn read(
-    store: &Store,
+    session: &ReadSession,
     query: String,
     mut params: Vec<crate::d1::Param>,
 ) -> Result<std::result::Result<(PointState, Vec<AgentRow>), String>> {
@@ -279,8 +279,7 @@ async fn read(
          FROM state WHERE key = ?{key} UNION ALL SELECT 1, indexed, scope, children FROM ({query})",
         unread = UNREAD_STATE_PATHS.join(", ")
     );
-    let statement = store.statement(&sql, params)?;
-    match store.all::<AgentRow>(statement).await {
+    match session.rows::<AgentRow>(&sql, params).await {
         Ok(rows) => {
             let (state, rows): (Vec<AgentRow>, Vec<AgentRow>) =
                 rows.into_iter().partition(|row| row.part == 0);

@@ -121,6 +121,22 @@ async fn point_answers_come_from_the_index_with_no_rpc_and_from_the_chain_when_i
     let again = api.request("GET", &path, &fresh_ip(), &[("x-d1-bookmark", &bookmark)]).await;
     assert_eq!((again.status, &again.body), (200, &kya.body));
     assert!(header(&again, "x-index-fallback").is_none() && header(&again, "x-d1-bookmark").is_some());
+    // Text that is no bookmark is the client's error, said before D1 is asked (which would fail
+    // the read, or under `wrangler dev` hand the text back as the answer's bookmark).
+    let pass_path = format!("{path}/pass");
+    for (path, not_a_bookmark) in [(&path, "a\"b".to_owned()), (&pass_path, "0".repeat(257))] {
+        let refused = api.request("GET", path, &fresh_ip(), &[("x-d1-bookmark", &not_a_bookmark)]).await;
+        assert_eq!(refused.status, 400, "{path}: {}", refused.text);
+        assert_eq!(
+            refused.body["error"],
+            format!(
+                "invalid X-D1-Bookmark header: must be the X-D1-Bookmark of an answer, letters, digits and '-' \
+                 up to 256 bytes (got {} bytes)",
+                not_a_bookmark.len()
+            )
+        );
+        assert_eq!(header(&refused, "x-d1-bookmark"), None);
+    }
     // Revalidated, not cached: the same answer is a 304 for its ETag.
     let etag = header(&kya, "etag").expect("an ETag");
     let again = api
