@@ -9,7 +9,8 @@
 //! rows as arrays (`raw()`, not `all()`'s objects) and the bookmark after the read, back as one
 //! JSON text that `serde_json` decodes. workers-rs's D1 types made that a call across the glue
 //! for each step and decoded the rows field by field from JavaScript objects
-//! (`serde_wasm_bindgen`): about a tenth of a polled `/kya`'s CPU
+//! (`serde_wasm_bindgen`): about 0.1 ms of a polled `/kya`'s CPU in the profiles, about half
+//! that now. The rest of the read is D1's binding, JavaScript of the runtime's
 //! (docs/bench/point-answers-*.md).
 
 use std::cell::RefCell;
